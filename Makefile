@@ -1,0 +1,61 @@
+# ctitan build. `make` builds build/ctitan; `make test` runs every test; `make bench` the benchmarks.
+# Sources are found by wildcard so adding a file needs no edit here:
+#   src/**/*.c           -> build/libctitan.a (except src/cli/main.c)
+#   tests/test_*.c       -> build/tests/test_*   (each a program; tests/run_tests.sh runs them)
+#   bench/bench_*.c      -> build/bench/bench_*
+CC      := mpicc
+OPT     ?= -O3 -march=native
+CFLAGS  ?= $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
+LDLIBS  := -ldnnl -lpcre2-8 -lm
+BUILD   := build
+
+SETUP_STAMP := $(BUILD)/.setup-done
+LIB_SRCS  := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all test bench run clean setup
+all: $(BUILD)/ctitan
+
+# scripts/setup.sh installs the Debian packages (idempotent); the stamp makes it run once per tree.
+$(SETUP_STAMP): scripts/setup.sh
+	@mkdir -p $(BUILD)
+	bash scripts/setup.sh
+	@touch $@
+setup: $(SETUP_STAMP)
+
+$(BUILD)/%.o: %.c | $(SETUP_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libctitan.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/ctitan: $(BUILD)/src/cli/main.o $(BUILD)/libctitan.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libctitan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libctitan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
+
+test: $(BUILD)/ctitan $(TEST_BINS)
+	bash tests/run_tests.sh
+
+bench: $(BUILD)/ctitan $(BENCH_BINS)
+	bash bench/run_bench.sh
+
+run: $(BUILD)/ctitan
+	bash scripts/main_job.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

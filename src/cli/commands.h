@@ -1,0 +1,10 @@
+// Subcommands of the `ctitan` program. Each takes the arguments after its name and returns
+// the process exit code. main.c only dispatches.
+#ifndef CT_COMMANDS_H
+#define CT_COMMANDS_H
+int ct_cmd_train(int argc, char **argv);      // cli/cmd_train.c
+int ct_cmd_tokenizer(int argc, char **argv);  // cli/cmd_tokenizer.c: train | encode | decode
+int ct_cmd_data(int argc, char **argv);       // cli/cmd_data.c: prepare
+int ct_cmd_generate(int argc, char **argv);   // cli/cmd_generate.c
+int ct_cmd_eval(int argc, char **argv);       // cli/cmd_eval.c
+#endif

@@ -1,0 +1,32 @@
+// ctitan: large-model training in C. Dispatches to a subcommand.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ctitan <command> [options]\n"
+            "commands:\n"
+            "  train      train a model (ctitan train --help lists every setting)\n"
+            "  tokenizer  train | encode | decode a byte-level BPE tokenizer\n"
+            "  data       prepare: tokenise text into training shards\n"
+            "  generate   sample text from a saved model\n"
+            "  eval       mean loss of a saved model on a token set\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "train")) return ct_cmd_train(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tokenizer")) return ct_cmd_tokenizer(argc - 2, argv + 2);
+    if (!strcmp(cmd, "data")) return ct_cmd_data(argc - 2, argv + 2);
+    if (!strcmp(cmd, "generate")) return ct_cmd_generate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "eval")) return ct_cmd_eval(argc - 2, argv + 2);
+    fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,117 @@
+// Run configuration: every setting of ctitan, read from a TOML file and `--section.key value`
+// command-line overrides (which win). Each setting is declared once, in config_settings.c, with
+// its type, default, one-line description and TorchTitan alias; `ctitan train --help` prints that
+// table. Settings of features not built yet are declared and validated, and a run that turns one
+// on stops with "not implemented yet: <setting>" (ct_config_check_implemented).
+#ifndef CT_CONFIG_H
+#define CT_CONFIG_H
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+enum { CT_STR = 256 };
+
+typedef struct {
+    // [job]
+    char dump_folder[CT_STR];         // job.dump_folder: where metrics, model files, checkpoints go
+    char description[CT_STR];         // job.description
+
+    // [model]
+    char flavor[64];                  // model.flavor: debugmodel | 8B | 70B | 405B
+    int dim, n_layers, n_heads, n_kv_heads, vocab_size;  // 0 = the flavor's value
+    int multiple_of;                  // 0 = the flavor's
+    double ffn_dim_multiplier;        // 0 = the flavor's (none for debugmodel)
+    int ffn_hidden_dim;               // 0 = derived by the multiple_of / multiplier rule
+    double norm_eps;                  // 1e-5
+    double rope_theta;                // 0 = the flavor's (500000)
+    bool rope_scaling;                // Llama 3.1 frequency scaling (true)
+    char tokenizer_path[CT_STR];      // model.tokenizer_path
+
+    // [training] and top-level product settings
+    int seq_len;                      // training.seq_len
+    int steps;                        // training.steps
+    int seed;                         // training.seed
+    double max_norm;                  // training.max_norm (gradient clipping; <= 0 disables)
+    int micro_batch_size;             // micro_batch_size (alias training.local_batch_size)
+    int gradient_accumulation_steps;  // gradient_accumulation_steps
+    char mixed_precision[16];         // mixed_precision: fp32 | bf16
+    char dataset[CT_STR];             // training.dataset: "synthetic" or a folder of token shards
+
+    // [optimizer]
+    char optimizer_name[32];          // optimizer.name: AdamW
+    double lr, beta1, beta2, eps, weight_decay;
+
+    // [lr_scheduler]
+    int warmup_steps;                 // lr_scheduler.warmup_steps
+    double decay_ratio;               // lr_scheduler.decay_ratio (< 0: decay over all steps after warm-up)
+    char decay_type[16];              // lr_scheduler.decay_type: linear | sqrt | cosine
+    double min_lr_factor;             // lr_scheduler.min_lr_factor
+
+    // [parallelism]
+    int data_shard_degree;            // -1 = whatever ranks are left
+    int data_replicate_degree;
+    int compute_parallel_degree;      // tensor parallel
+    int pipeline_degree;
+    int context_extension_degree;     // context parallel
+    bool enable_async_comm;
+    bool disable_loss_parallel;
+    char fsdp_reshard_after_forward[16];  // default | always | never
+    char pipeline_schedule[32];       // gpipe | 1f1b | interleaved_1f1b
+    int pipeline_stages_per_rank;     // virtual stages per rank (interleaved)
+    bool sequence_parallel;           // sequence_parallel.enable
+
+    // [activation_checkpoint]
+    char ac_mode[16];                 // activation_checkpoint.mode: none | selective | full
+    bool ac_selective;                // activation_checkpoint.selective (same as mode = selective)
+
+    // [compile], [quantization]
+    bool compile;                     // compile.enable
+    bool float8;                      // quantization.float8.enable
+    bool mxfp8;                       // quantization.mxfp8.enable
+
+    // [metrics]
+    int log_freq;                     // metrics.log_freq
+    double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
+    char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
+    bool enable_tensorboard;          // metrics.enable_tensorboard
+
+    // [validation]
+    bool val_enable;
+    int val_freq, val_steps;
+    char val_dataset[CT_STR];
+
+    // [checkpoint]
+    bool ckpt_enable;
+    char ckpt_folder[CT_STR];
+    int ckpt_interval;
+    char ckpt_initial_load_path[CT_STR];
+    char ckpt_export_dtype[16];       // fp32 | bf16
+} ct_config;
+
+// Fills every field with its declared default.
+void ct_config_defaults(ct_config *c);
+
+// Defaults, then the TOML file named by --config / --job.config_file (if any), then every other
+// `--section.key value` / `--section.key=value` argument. argv excludes the program and
+// subcommand names. Unknown keys, wrong types and bad values return CT_ERR with a one-line
+// message (naming the key, with a "did you mean" suggestion when one is close).
+ct_status ct_config_parse(ct_config *c, int argc, char **argv);
+
+// Loads one TOML file over the current values (used by ct_config_parse).
+ct_status ct_config_load_file(ct_config *c, const char *path);
+
+// Sets one setting by its canonical name or alias from a string, as the command line does.
+ct_status ct_config_set(ct_config *c, const char *key, const char *value);
+
+// Cross-field validation (ranges, enum values) and "not implemented yet: <setting>" for
+// features this build does not have.
+ct_status ct_config_validate(const ct_config *c);
+ct_status ct_config_check_implemented(const ct_config *c);
+
+// `ctitan train --help`: every setting, its type, default, alias and description.
+void ct_config_print_help(FILE *f);
+
+// Writes the effective configuration as TOML (saved beside a run's metrics).
+void ct_config_write_toml(const ct_config *c, FILE *f);
+#endif

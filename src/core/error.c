@@ -1,0 +1,61 @@
+#include "core/error.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_error[1024];
+
+ct_status ct_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+const char *ct_last_error(void) { return last_error; }
+
+void ct_fatal(const char *where, const char *fmt, ...) {
+    int mpi_up = 0, mpi_down = 0, rank = 0, size = 1;
+    MPI_Initialized(&mpi_up);
+    if (mpi_up) MPI_Finalized(&mpi_down);
+    if (mpi_up && !mpi_down) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (size > 1)
+        fprintf(stderr, "[rank %d] %s: %s\n", rank, where, msg);
+    else
+        fprintf(stderr, "%s: %s\n", where, msg);
+    fflush(stderr);
+    fflush(stdout);
+    if (mpi_up && !mpi_down && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void *ct_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) ct_fatal("alloc", "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *ct_xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) ct_fatal("alloc", "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+char *ct_xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = ct_xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}

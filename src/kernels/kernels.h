@@ -1,0 +1,101 @@
+// CPU kernels: pure math on local buffers (no communication, no allocation).
+// Matmuls go through oneDNN's sgemm (measured: bench/bench_matmul); elementwise work is parallel
+// with OpenMP. Every buffer is row-major float32 unless stated; shape comments use the model's
+// letters: B batch, T sequence, C model dim, NH query heads, NKV kv heads, HS head size,
+// F FFN hidden, V vocabulary, N = B*T rows.
+//
+// Gradient conventions: weight gradients ACCUMULATE (+=) so micro-batches add up; input
+// gradients are OVERWRITTEN (=) unless the comment says "+=".
+#ifndef CT_KERNELS_H
+#define CT_KERNELS_H
+#include <stdint.h>
+
+// ---------------------------------------------------------------- matmul
+// C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major; op(X) = X^T when trans_x.
+void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+             const float *B, long ldb, float beta, float *C, long ldc);
+
+// out (N, OC) = inp (N, IC) @ weight (OC, IC)^T
+void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC);
+// dinp (N, IC) = dout (N, OC) @ weight (OC, IC)   (skipped when dinp is NULL)
+// dweight (OC, IC) += dout^T @ inp                 (skipped when dweight is NULL)
+void ct_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                        long N, long IC, long OC);
+
+// ---------------------------------------------------------------- embedding
+// out (N, C) = wte[tokens[n] - vocab_start] for tokens in [vocab_start, vocab_start + V_local),
+// zero rows for tokens outside (vocabulary-parallel embedding). wte (V_local, C).
+void ct_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C, long vocab_start,
+                          long V_local);
+// dwte (V_local, C) += rows of dout (N, C) scattered by token (same vocabulary window).
+void ct_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, long N, long C, long vocab_start,
+                           long V_local);
+
+// ---------------------------------------------------------------- RMSNorm
+// out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) kept for backward.
+void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C, float eps);
+// dinp (N, C) += ..., dweight (C) += ...
+void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                         const float *rstd, long N, long C);
+
+// ---------------------------------------------------------------- RoPE
+// Rotation tables cos/sin (max_T, HS/2): angle(p, i) = p * freq_i, freq_i = theta^(-2i/HS),
+// with Llama 3.1 scaling when scale_factor > 0 (factor 8, low 1, high 4, original 8192 in Llama 3.1).
+void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
+                    double low_freq_factor, double high_freq_factor, long original_max_pos);
+// x (B, T, H, HS) rotated in place: pairs (x[2i], x[2i+1]) by angle(pos[t], i) (Meta's convention).
+// pos (T) gives each token's position; NULL means 0..T-1. Row stride of x between tokens is
+// ld (>= H*HS) floats, so q and k can be rotated inside a fused qkv buffer.
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                     long H, long HS, long ld);
+// The inverse rotation, applied in place to the gradient.
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                      long H, long HS, long ld);
+
+// ---------------------------------------------------------------- attention
+// Causal grouped-query attention, tiled with an online softmax (FlashAttention-2 style).
+// q (B, Tq, NH, HS) with token stride ldq; k, v (B, Tk, NKV, HS) with token strides ldk, ldv;
+// out (B, Tq, NH, HS) contiguous; lse (B, NH, Tq) = log-sum-exp of each row's scaled scores
+// (-INFINITY for a row that sees no key; its out row is 0). Query head h uses kv head
+// h / (NH / NKV). Key j is visible to query i iff k_pos[j] <= q_pos[i] (NULL: 0..T-1), so a
+// chunk of queries can attend to any chunk of keys (context parallel). Scale 1/sqrt(HS).
+// scratch: ct_attention_scratch_floats() floats, for per-thread tiles.
+long ct_attention_scratch_floats(long Tq, long Tk, long HS);
+void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
+                          long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
+                          long NKV, long HS, float *scratch);
+// dq (same layout as q) +=, dk, dv (same layouts as k, v) +=. Recomputes scores per tile from
+// lse; no (T, T) matrix is ever stored.
+void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
+                           const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
+                           const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
+                           long HS, float *scratch);
+
+// ---------------------------------------------------------------- SwiGLU
+// inp (N, 2F) holds [gate | up] = [w1 x | w3 x]; out (N, F) = silu(gate) * up.
+void ct_swiglu_forward(float *out, const float *inp, long N, long F);
+// dinp (N, 2F) = gradients of gate and up.
+void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
+
+// ---------------------------------------------------------------- output projection + cross-entropy
+// Fused and chunked: logits for `chunk_rows` rows at a time (x_chunk @ W^T, never (N, V) at once).
+// x (N, C), W (V, C), targets (N) with -1 = ignore. Returns sum over valid rows of
+// -log softmax(logits)[target] (in double). When dx != NULL also computes, with
+// dlogits = (softmax - onehot) * grad_scale: dx (N, C) = dlogits @ W and dW (V, C) += dlogits^T x.
+// scratch: ct_xent_scratch_floats(chunk_rows, V) floats.
+long ct_xent_scratch_floats(long chunk_rows, long V);
+double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
+                     long V, float grad_scale, long chunk_rows, float *scratch);
+
+// ---------------------------------------------------------------- AdamW and reductions
+// Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),
+// with g = grad * grad_scale (clipping factor), step >= 1 for the bias corrections.
+void ct_adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
+                     float eps, float weight_decay, long step, float grad_scale);
+// sum of squares, accumulated in double
+double ct_sum_squares(const float *x, long n);
+// y (n) += x (n)
+void ct_add_inplace(float *y, const float *x, long n);
+// y (n) *= a
+void ct_scale_inplace(float *y, float a, long n);
+#endif

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every test program (build/tests/test_*) and every shell test (tests/test_*.sh).
+# Each prints PASS/FAIL lines per case; a program that dies without a FAIL line counts as one
+# failure. The last line is "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+passed=0; failed=0; failed_names=()
+log_dir=build/test-logs; mkdir -p "$log_dir"
+run_one() {
+  local name=$1; shift
+  local log="$log_dir/$name.log"
+  local t0=$SECONDS
+  timeout 900 "$@" >"$log" 2>&1; local rc=$?
+  local p f
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name (exit $rc, no FAIL line)" >>"$log"; fi
+  passed=$((passed + p)); failed=$((failed + f))
+  printf '%-40s %3d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - t0))
+  if [ "$f" -ne 0 ]; then failed_names+=("$name"); grep -E '^FAIL |check failed|error' "$log" | head -20 | sed 's/^/    /'; fi
+}
+for t in build/tests/test_*; do
+  [ -x "$t" ] || continue
+  run_one "$(basename "$t")" "$t"
+done
+for t in tests/test_*.sh; do
+  [ -f "$t" ] || continue
+  run_one "$(basename "$t" .sh)" bash "$t"
+done
+[ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

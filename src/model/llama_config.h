@@ -1,0 +1,38 @@
+// Llama 3 model dimensions: the named flavors, the FFN sizing rule, parameter and FLOP counts.
+#ifndef CT_LLAMA_CONFIG_H
+#define CT_LLAMA_CONFIG_H
+#include "core/config.h"
+#include "core/error.h"
+
+typedef struct {
+    char flavor[64];
+    int dim;          // C
+    int n_layers;     // L
+    int n_heads;      // NH
+    int n_kv_heads;   // NKV (grouped-query attention when < NH)
+    int head_dim;     // HS = C / NH
+    int ffn_hidden;   // F, from the multiple_of / ffn_dim_multiplier rule unless overridden
+    int vocab_size;   // V
+    int multiple_of;
+    double ffn_dim_multiplier;  // 0 = none
+    double norm_eps;
+    double rope_theta;
+    int rope_scaling;           // Llama 3.1 frequency scaling on/off
+    int max_seq_len;            // rope table length
+} ct_llama_config;
+
+// Meta's FFN rule: hidden = 2/3 * 4 * dim, times ffn_dim_multiplier if set, rounded up to a
+// multiple of multiple_of (8B: 4096 -> 14336; debugmodel: 256 -> 768).
+int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier);
+
+// Flavor (debugmodel, 8B, 70B, 405B) plus the config's overrides; validates divisibility.
+ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c);
+
+// Number of parameters, total and in the token embedding.
+long ct_llama_num_params(const ct_llama_config *m);
+long ct_llama_embedding_params(const ct_llama_config *m);
+
+// Model FLOPs per token for one training step (forward + backward):
+// 6 * (params - embedding) + 12 * L * NH * HS * T  (the attention score and value products).
+double ct_llama_flops_per_token(const ct_llama_config *m, long seq_len);
+#endif

@@ -1,0 +1,52 @@
+// The parameter registry: every tensor of the model with its TorchTitan name, global shape,
+// place in the flat parameter block and FSDP group. All parameters live in ONE block (llm.c
+// style), laid out group by group so each FSDP group (embedding; each transformer block; final
+// norm + output) is one contiguous slice: sharding a group is cutting a slice.
+//
+// Within a block the order is chosen so fused matmuls read one matrix:
+//   attention_norm, wq | wk | wv (one (NH+2·NKV)·HS × C matrix), wo, ffn_norm, w1 | w3 (2F × C), w2
+#ifndef CT_PARAMS_H
+#define CT_PARAMS_H
+#include <stdint.h>
+
+#include "model/llama_config.h"
+
+enum { CT_PARAM_NAME = 96 };
+
+typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
+
+typedef struct {
+    char name[CT_PARAM_NAME];  // e.g. "layers.0.attention.wq.weight"
+    int ndim;
+    long shape[2];             // global shape (rows, cols); 1-D tensors have shape[1] = 1
+    long offset;               // element offset in the flat block
+    long numel;
+    int group;                 // FSDP group: 0 embedding, 1..L blocks, L+1 norm + output
+    ct_init_kind init;
+    double init_std;
+} ct_param;
+
+typedef struct {
+    ct_param *params;
+    int count;
+    long total;                // elements in the block
+    int n_groups;
+    long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
+} ct_param_table;
+
+void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
+void ct_param_table_free(ct_param_table *t);
+const ct_param *ct_param_find(const ct_param_table *t, const char *name);
+
+// Initialisation is a pure function of (seed, parameter name, global element index), so every
+// layout and every shard starts from the same numbers. Scheme (GPT-2 / Megatron style):
+//   norm weights             1
+//   wq, wk, wv, w1, w3       normal(0, 0.02)
+//   wo, w2 (residual outs)   normal(0, 0.02 / sqrt(2 * n_layers))   depth-scaled
+//   tok_embeddings           normal(0, 0.02)
+//   output                   normal(0, 0.02)   (small logits: loss at step 0 is ln(V))
+// Fills dst with elements [begin, begin + n) of parameter p's flattened global tensor.
+void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst);
+// Initialises the whole flat block.
+void ct_param_init_all(const ct_param_table *t, uint64_t seed, float *block);
+#endif

@@ -1,0 +1,266 @@
+// Token shard writer and reader (format in shard.h and docs/data_format.md).
+// Tokens are stored in the host's byte order, which ctitan requires to be little-endian
+// (x86-64, aarch64); header fields are encoded byte by byte so they are little-endian anyway.
+#include "data/shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards assume a little-endian host");
+
+int ct_shard_token_width(uint32_t vocab_size) { return vocab_size <= 65536u ? 2 : 4; }
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+// ---- writing --------------------------------------------------------------------------------
+
+struct ct_shard_writer {
+    FILE *f;
+    char path[512];
+    uint32_t vocab_size;
+    int width;
+    uint64_t count;
+    unsigned char buf[1 << 16];  // conversion buffer: int32 ids -> u16/u32 in pieces
+};
+
+static void fill_header(unsigned char h[CT_SHARD_HEADER_BYTES], int width, uint64_t count, uint32_t vocab) {
+    memset(h, 0, CT_SHARD_HEADER_BYTES);
+    memcpy(h, CT_SHARD_MAGIC, 8);
+    put_u32(h + 8, CT_SHARD_VERSION);
+    put_u32(h + 12, (uint32_t)width);
+    put_u64(h + 16, count);
+    put_u32(h + 24, vocab);
+}
+
+ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
+    if (vocab_size == 0) {
+        ct_set_error("%s: vocab size 0", path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        ct_set_error("%s: cannot create: %s", path, strerror(errno));
+        return NULL;
+    }
+    ct_shard_writer *w = ct_xcalloc(1, sizeof *w);
+    w->f = f;
+    snprintf(w->path, sizeof w->path, "%s", path);
+    w->vocab_size = vocab_size;
+    w->width = ct_shard_token_width(vocab_size);
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    fill_header(h, w->width, 0, vocab_size);  // count patched by close()
+    if (fwrite(h, 1, sizeof h, f) != sizeof h) {
+        ct_set_error("%s: write failed: %s", path, strerror(errno));
+        fclose(f);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+ct_status ct_shard_writer_append(ct_shard_writer *w, const int32_t *tokens, uint64_t n) {
+    const uint64_t per = sizeof w->buf / (uint64_t)w->width;
+    for (uint64_t done = 0; done < n;) {
+        uint64_t k = n - done < per ? n - done : per;
+        for (uint64_t i = 0; i < k; i++) {
+            int32_t t = tokens[done + i];
+            if (t < 0 || (uint32_t)t >= w->vocab_size)
+                return ct_set_error("%s: token id %d out of range [0, %u)", w->path, t, w->vocab_size);
+            if (w->width == 2) {
+                uint16_t v = (uint16_t)t;
+                memcpy(w->buf + 2 * i, &v, 2);
+            } else {
+                uint32_t v = (uint32_t)t;
+                memcpy(w->buf + 4 * i, &v, 4);
+            }
+        }
+        if (fwrite(w->buf, (size_t)w->width, k, w->f) != k)
+            return ct_set_error("%s: write failed: %s", w->path, strerror(errno));
+        done += k;
+        w->count += k;
+    }
+    return CT_OK;
+}
+
+uint64_t ct_shard_writer_count(const ct_shard_writer *w) { return w->count; }
+
+ct_status ct_shard_writer_close(ct_shard_writer *w) {
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    fill_header(h, w->width, w->count, w->vocab_size);
+    ct_status st = CT_OK;
+    if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->f) != sizeof h)
+        st = ct_set_error("%s: cannot write header: %s", w->path, strerror(errno));
+    if (fclose(w->f) != 0 && st == CT_OK) st = ct_set_error("%s: close failed: %s", w->path, strerror(errno));
+    free(w);
+    return st;
+}
+
+ct_status ct_shard_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab_size) {
+    ct_shard_writer *w = ct_shard_writer_open(path, vocab_size);
+    if (!w) return CT_ERR;
+    if (ct_shard_writer_append(w, tokens, n) != CT_OK) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_shard_writer_close(w);
+        return ct_set_error("%s", msg);
+    }
+    return ct_shard_writer_close(w);
+}
+
+ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t n) {
+    if (n > INT32_MAX) return ct_set_error("%s: %llu tokens do not fit an llm.c header", path, (unsigned long long)n);
+    FILE *f = fopen(path, "wb");
+    if (!f) return ct_set_error("%s: cannot create: %s", path, strerror(errno));
+    int32_t h[256] = {0};
+    h[0] = CT_SHARD_LLMC_MAGIC;
+    h[1] = 1;
+    h[2] = (int32_t)n;
+    int ok = fwrite(h, sizeof h, 1, f) == 1;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] > 65535) {
+            fclose(f);
+            return ct_set_error("%s: token id %d does not fit u16", path, tokens[i]);
+        }
+        uint16_t v = (uint16_t)tokens[i];
+        ok = fwrite(&v, 2, 1, f) == 1;
+    }
+    if (fclose(f) != 0) ok = 0;
+    return ok ? CT_OK : ct_set_error("%s: write failed: %s", path, strerror(errno));
+}
+
+// ---- reading --------------------------------------------------------------------------------
+
+// Largest token id. A plain max-reduction the compiler vectorises, split over threads when the
+// shard is big (the check reads every token once at open, so it runs at memory bandwidth).
+static uint32_t max_token(const ct_shard *s) {
+    const uint64_t n = s->n_tokens;
+    if (s->token_width == 2) {
+        const uint16_t *t = s->tokens;
+        uint16_t m = 0;
+#pragma omp parallel for simd reduction(max : m) if (n > (1u << 22))
+        for (uint64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
+        return m;
+    }
+    const uint32_t *t = s->tokens;
+    uint32_t m = 0;
+#pragma omp parallel for simd reduction(max : m) if (n > (1u << 22))
+    for (uint64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
+    return m;
+}
+
+static ct_status fail(ct_shard *s, ct_status st) {
+    ct_shard_close(s);
+    return st;
+}
+
+ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return ct_set_error("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return ct_set_error("%s: not a regular file", path);
+    }
+    const size_t size = (size_t)st.st_size;
+    if (size < 8) {
+        close(fd);
+        return ct_set_error("%s: truncated file: %zu bytes, smaller than any shard header", path, size);
+    }
+    s->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (s->map == MAP_FAILED) {
+        s->map = NULL;
+        return ct_set_error("%s: mmap failed: %s", path, strerror(errno));
+    }
+    s->map_bytes = size;
+    const unsigned char *p = s->map;
+    size_t header;
+    if (!memcmp(p, CT_SHARD_MAGIC, 8)) {
+        if (size < CT_SHARD_HEADER_BYTES)
+            return fail(s, ct_set_error("%s: truncated file: %zu bytes, header needs %d", path, size, CT_SHARD_HEADER_BYTES));
+        uint32_t version = get_u32(p + 8), width = get_u32(p + 12);
+        if (version != CT_SHARD_VERSION)
+            return fail(s, ct_set_error("%s: unsupported shard version %u (expected %d)", path, version, CT_SHARD_VERSION));
+        if (width != 2 && width != 4) return fail(s, ct_set_error("%s: bad token width %u (expected 2 or 4)", path, width));
+        s->format = CT_SHARD_CTITAN;
+        s->token_width = (int)width;
+        s->n_tokens = get_u64(p + 16);
+        s->vocab_size = get_u32(p + 24);
+        if (s->vocab_size == 0) return fail(s, ct_set_error("%s: vocab size 0 in header", path));
+        if (width == 2 && s->vocab_size > 65536)
+            return fail(s, ct_set_error("%s: vocab size %u does not fit 2-byte tokens", path, s->vocab_size));
+        header = CT_SHARD_HEADER_BYTES;
+    } else if ((int32_t)get_u32(p) == CT_SHARD_LLMC_MAGIC) {
+        if (size < CT_SHARD_LLMC_HEADER_BYTES)
+            return fail(s, ct_set_error("%s: truncated file: %zu bytes, llm.c header needs %d", path, size, CT_SHARD_LLMC_HEADER_BYTES));
+        uint32_t version = get_u32(p + 4);
+        if (version != 1) return fail(s, ct_set_error("%s: unsupported llm.c shard version %u (expected 1)", path, version));
+        int32_t count = (int32_t)get_u32(p + 8);
+        if (count < 0) return fail(s, ct_set_error("%s: negative token count %d in llm.c header", path, count));
+        s->format = CT_SHARD_LLMC;
+        s->token_width = 2;
+        s->n_tokens = (uint64_t)count;
+        s->vocab_size = 65536;  // llm.c headers carry no vocabulary size
+        header = CT_SHARD_LLMC_HEADER_BYTES;
+    } else {
+        return fail(s, ct_set_error("%s: wrong magic: not a ctitan (\"%s\") or llm.c (%d) token shard", path, CT_SHARD_MAGIC,
+                                    CT_SHARD_LLMC_MAGIC));
+    }
+    // Compare in a way that cannot overflow for an absurd header count.
+    const uint64_t data = size - header;
+    if (s->n_tokens > data / (uint64_t)s->token_width || data != s->n_tokens * (uint64_t)s->token_width)
+        return fail(s, ct_set_error("%s: truncated file: header says %llu tokens (%llu bytes of data), file has %llu bytes of data",
+                                    path, (unsigned long long)s->n_tokens,
+                                    (unsigned long long)s->n_tokens * (unsigned long long)s->token_width,
+                                    (unsigned long long)data));
+    s->tokens = p + header;
+    uint64_t limit = s->vocab_size;
+    if (vocab_limit > 0 && vocab_limit < limit) limit = vocab_limit;
+    if (s->n_tokens > 0 && max_token(s) >= limit) {
+        uint64_t i = 0;
+        while (ct_shard_token(s, i) < limit) i++;
+        return fail(s, ct_set_error("%s: token id %u at index %llu is >= vocab size %llu", path, ct_shard_token(s, i),
+                                    (unsigned long long)i, (unsigned long long)limit));
+    }
+    return CT_OK;
+}
+
+void ct_shard_close(ct_shard *s) {
+    if (s->map) munmap(s->map, s->map_bytes);
+    s->map = NULL;
+    s->tokens = NULL;
+    s->map_bytes = 0;
+}
+
+void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out) {
+    if (s->token_width == 2) {
+        const uint16_t *t = (const uint16_t *)s->tokens + start;
+        for (uint64_t k = 0; k < n; k++) out[k] = t[k];
+    } else {
+        const uint32_t *t = (const uint32_t *)s->tokens + start;
+        for (uint64_t k = 0; k < n; k++) out[k] = (int32_t)t[k];
+    }
+}

@@ -1,0 +1,67 @@
+// Token shards: the files `ctitan data prepare` writes and the data loader memory-maps.
+//
+// ctitan format (docs/data_format.md), all little-endian:
+//   offset  0  char[8]  magic "CTTOKENS"
+//           8  u32      version (1)
+//          12  u32      token width in bytes: 2 (vocab <= 65536) or 4
+//          16  u64      token count
+//          24  u32      vocab size (every token id is below it)
+//          28  u8[36]   reserved, zero
+//          64  tokens   count x width bytes
+// llm.c format (read only, plus a writer for tests): 256 x i32 header (magic 20240520,
+// version 1, token count at [2]), then count x u16 tokens.
+#ifndef CT_SHARD_H
+#define CT_SHARD_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+#define CT_SHARD_MAGIC "CTTOKENS"
+#define CT_SHARD_VERSION 1
+#define CT_SHARD_HEADER_BYTES 64
+#define CT_SHARD_LLMC_MAGIC 20240520
+#define CT_SHARD_LLMC_HEADER_BYTES 1024
+
+typedef enum { CT_SHARD_CTITAN = 0, CT_SHARD_LLMC = 1 } ct_shard_format;
+
+// Bytes per token for a vocabulary: 2 when every id fits in u16, else 4.
+int ct_shard_token_width(uint32_t vocab_size);
+
+// ---- writing --------------------------------------------------------------------------------
+// Streaming writer: tokens are appended in pieces; close() patches the count into the header.
+typedef struct ct_shard_writer ct_shard_writer;
+ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size);  // NULL + error
+// Appends n tokens; a token id >= vocab_size is refused (the shard would be unreadable).
+ct_status ct_shard_writer_append(ct_shard_writer *w, const int32_t *tokens, uint64_t n);
+uint64_t ct_shard_writer_count(const ct_shard_writer *w);
+ct_status ct_shard_writer_close(ct_shard_writer *w);  // frees w whatever happens
+
+// One-shot helpers.
+ct_status ct_shard_write(const char *path, const int32_t *tokens, uint64_t n, uint32_t vocab_size);
+ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t n);  // ids < 65536
+
+// ---- reading --------------------------------------------------------------------------------
+typedef struct {
+    char path[512];
+    ct_shard_format format;
+    int token_width;        // 2 or 4
+    uint64_t n_tokens;
+    uint32_t vocab_size;    // from the header; llm.c files have none (65536 is used)
+    const void *tokens;     // (n_tokens,) u16 or u32, inside the mapping
+    void *map;              // the whole file, mmap'd read-only
+    size_t map_bytes;
+} ct_shard;
+
+// Maps a shard and validates it: magic, version, width, file size == header + count x width,
+// and (scanning every token) no id >= the header's vocab or >= vocab_limit when vocab_limit > 0.
+// On failure returns CT_ERR with a message naming the file and the problem, s is left closed.
+ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit);
+void ct_shard_close(ct_shard *s);
+
+static inline uint32_t ct_shard_token(const ct_shard *s, uint64_t i) {
+    return s->token_width == 2 ? ((const uint16_t *)s->tokens)[i] : ((const uint32_t *)s->tokens)[i];
+}
+// out[k] = token[start + k] for k < n (caller keeps start + n <= n_tokens).
+void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out);
+#endif

@@ -1,0 +1,153 @@
+// Process groups and their collectives: the one interface every parallel strategy talks to.
+// The CPU backend (comm_mpi.c) implements it over MPI; a NCCL backend implements the same
+// declarations later, so nothing above comm/ names MPI.
+//
+// Rules every function here follows:
+// - Collectives cannot fail softly. An MPI error, or a collective that does not complete within
+//   its group's timeout, ends the whole job through ct_fatal with one line
+//   "[rank R] comm: <collective> on group <name> ..." -- never a hang, never a crash.
+//   Bad arguments (a peer outside the group, a reduction on bf16 bytes) end it the same way.
+// - Blocking calls are the non-blocking call followed by ct_comm_wait, so both share one
+//   timeout path and one set of statistics.
+// - Buffers hold `count` elements of `dtype`; counts are per call, never in bytes.
+//
+// Statistics. Every group counts, per kind of collective, the calls, the bytes this rank moves,
+// and the seconds it spends waiting (inside ct_comm_wait, i.e. communication not hidden behind
+// compute). "Bytes moved" is the ring-algorithm volume SENT by this rank, with N = group size
+// and E = element size:
+//   all_reduce(count)          2 (N-1)/N * count * E   (reduce-scatter then all-gather rings)
+//   all_gather(count per rank)   (N-1)   * count * E   (= (N-1)/N of the gathered N*count)
+//   reduce_scatter(count/rank)   (N-1)   * count * E   (= (N-1)/N of the N*count input)
+//   broadcast(count)             count * E             (pipelined chain: each rank forwards once)
+//   send(count) / recv(count)    count * E             (recv counts bytes received)
+//   barrier                      0
+// A group of one moves 0 bytes in every collective. FSDP's step (all-gather forward, all-gather
+// backward, reduce-scatter of gradients) thus shows 3 * Psi * (N-1)/N elements.
+#ifndef CT_COMM_H
+#define CT_COMM_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+typedef enum {
+    CT_COMM_F32 = 0,   // float
+    CT_COMM_BF16,      // uint16_t bf16 payloads: moved, never reduced (yet)
+    CT_COMM_I32,       // int32_t
+    CT_COMM_F64,       // double (metrics)
+    CT_COMM_I64,       // int64_t (token counts)
+    CT_COMM_U8,        // raw bytes
+    CT_COMM_NDTYPES
+} ct_comm_dtype;
+
+typedef enum { CT_COMM_SUM = 0, CT_COMM_MAX } ct_comm_op;
+
+typedef enum {
+    CT_COMM_ALL_REDUCE = 0,
+    CT_COMM_ALL_GATHER,
+    CT_COMM_REDUCE_SCATTER,
+    CT_COMM_BROADCAST,
+    CT_COMM_SEND,
+    CT_COMM_RECV,
+    CT_COMM_BARRIER,
+    CT_COMM_NKINDS
+} ct_comm_kind;
+
+typedef struct {
+    long long calls;
+    double bytes;      // per the table above
+    double wait_s;     // seconds inside ct_comm_wait (blocking calls: their whole duration)
+} ct_comm_stat;
+
+// Backend storage (an MPI_Comm / MPI_Request, a ncclComm_t / cudaEvent_t), kept by value so
+// that a handle needs no allocation in the training step.
+typedef union {
+    void *ptr;
+    long long i;
+    unsigned char raw[16];
+} ct_comm_opaque;
+
+typedef struct ct_group {
+    char name[32];                    // "world", "tp", "fsdp", ... (appears in error messages)
+    int rank, size;                   // this process's rank in the group; the group's size
+    double timeout_s;                 // a wait longer than this ends the job; <= 0: never
+    ct_comm_opaque backend;           // MPI: the communicator
+    ct_comm_stat stats[CT_COMM_NKINDS];
+} ct_group;
+
+// One collective or send/recv in flight. Zero-initialised = nothing in flight (waiting on it is
+// a no-op). Wait exactly once on every handle a *_start call returned.
+typedef struct {
+    ct_group *group;                  // NULL once waited on
+    ct_comm_kind kind;
+    double bytes;                     // added to the stats when the wait completes
+    ct_comm_opaque backend;           // MPI: the request
+} ct_comm_handle;
+
+enum { CT_COMM_DEFAULT_TIMEOUT_S = 300 };
+
+// Process start/end. ct_comm_init starts MPI (funneled threads: OpenMP threads never call
+// comm) unless it is already running, and makes MPI errors return instead of aborting so that
+// they reach ct_fatal with the rank and cause. Idempotent.
+ct_status ct_comm_init(int *argc, char ***argv);
+void ct_comm_finalize(void);
+
+// Group over every process (name "world"). timeout_s: see ct_group.timeout_s.
+ct_status ct_comm_group_world(ct_group *out, double timeout_s);
+// Splits `parent` (collective over parent): processes passing the same color form one group,
+// ranked by key (ties by parent rank). The new group inherits the parent's timeout.
+ct_status ct_comm_group_split(ct_group *parent, int color, int key, const char *name,
+                              ct_group *out);
+void ct_comm_group_free(ct_group *g);
+
+size_t ct_comm_dtype_size(ct_comm_dtype dt);
+const char *ct_comm_kind_name(ct_comm_kind k);  // "all_reduce", "all_gather", ...
+
+// ---- blocking collectives --------------------------------------------------------------
+// all_reduce: recv[i] = op over ranks of send[i]; send == recv is in place.   // (count)
+void ct_comm_all_reduce(ct_group *g, const void *send, void *recv, size_t count,
+                        ct_comm_dtype dt, ct_comm_op op);
+// all_gather: recv = concat over ranks r of send_r.  send: (count)  recv: (size, count).
+// send == recv + rank*count (this rank's chunk of recv) is in place.
+void ct_comm_all_gather(ct_group *g, const void *send, void *recv, size_t count,
+                        ct_comm_dtype dt);
+// reduce_scatter, equal chunks (the caller pads): send: (size, count) -> recv: (count) =
+// op over ranks of chunk `rank` of their send. send and recv must not overlap.
+void ct_comm_reduce_scatter(ct_group *g, const void *send, void *recv, size_t count,
+                            ct_comm_dtype dt, ct_comm_op op);
+// broadcast: every rank's buf = root's buf.                                   // (count)
+void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int root);
+// Point to point; peer is a rank in g; tag >= 0 tells concurrent messages apart.
+void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt, int peer, int tag);
+void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int peer, int tag);
+void ct_comm_barrier(ct_group *g);
+
+// ---- non-blocking: same semantics; buffers must stay untouched until ct_comm_wait -------
+ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *recv, size_t count,
+                                        ct_comm_dtype dt, ct_comm_op op);
+ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *recv, size_t count,
+                                        ct_comm_dtype dt);
+ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void *recv,
+                                            size_t count, ct_comm_dtype dt, ct_comm_op op);
+ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+                                       int root);
+ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt,
+                                  int peer, int tag);
+ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+                                  int peer, int tag);
+
+// Blocks until done (or the group's timeout passes: the job ends). Counts the wait time.
+void ct_comm_wait(ct_comm_handle *h);
+// Makes progress; true when done (then the handle is finished as by ct_comm_wait).
+bool ct_comm_test(ct_comm_handle *h);
+
+// ---- statistics ---------------------------------------------------------------------------
+void ct_comm_stats_reset(ct_group *g);
+// Sum of the bytes of every kind (what a step moved on this group).
+double ct_comm_stats_total_bytes(const ct_group *g);
+// One line per kind that was used: "comm <group> <kind>: calls C, bytes B, wait S s".
+// Writes at most n bytes (NUL-terminated); returns the length it wanted, like snprintf.
+int ct_comm_stats_format(const ct_group *g, char *buf, size_t n);
+void ct_comm_stats_print(const ct_group *g, FILE *f);
+#endif

@@ -1,0 +1,96 @@
+#include "metrics/metrics.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+double ct_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ct_status ct_make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return ct_set_error("cannot create folder %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) && errno != EEXIST) return ct_set_error("cannot create folder %s: %s", buf, strerror(errno));
+    return CT_OK;
+}
+
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet) {
+    memset(lg, 0, sizeof *lg);
+    lg->quiet = quiet;
+    lg->total_steps = total_steps;
+    lg->tty = isatty(STDOUT_FILENO);
+    if (quiet) return CT_OK;
+    if (ct_make_dirs(folder)) return CT_ERR;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", folder);
+    lg->jsonl = fopen(path, "w");
+    if (!lg->jsonl) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    return CT_OK;
+}
+
+static void write_jsonl(FILE *f, const ct_step_metrics *m) {
+    fprintf(f,
+            "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6f, \"lr\": %.6e, \"step_seconds\": %.4f, "
+            "\"tokens_per_s\": %.1f, \"tokens_per_s_rank\": %.1f, \"tflops\": %.4f, \"mfu\": %.4f",
+            m->step, m->loss, m->grad_norm, m->lr, m->step_seconds, m->tokens_per_s, m->tokens_per_s_rank, m->tflops,
+            m->mfu);
+    if (m->val_loss >= 0) fprintf(f, ", \"val_loss\": %.6f", m->val_loss);
+    fprintf(f, ", \"memory_peak_mib\": {");
+    for (int c = 0; c < CT_MEM_NCATEGORIES; c++)
+        fprintf(f, "%s\"%s\": %.2f", c ? ", " : "", ct_mem_category_name((ct_mem_category)c), m->mem_peak_mib[c]);
+    fprintf(f, "}}\n");
+    fflush(f);
+}
+
+static void format_eta(char *buf, size_t n, double seconds) {
+    int s = (int)(seconds + 0.5);
+    if (s >= 3600)
+        snprintf(buf, n, "%dh%02dm", s / 3600, s / 60 % 60);
+    else
+        snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
+}
+
+void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
+    lg->elapsed += m->step_seconds;
+    if (lg->quiet) return;
+    if (lg->jsonl) write_jsonl(lg->jsonl, m);
+    char val[48] = "";
+    if (m->val_loss >= 0) snprintf(val, sizeof val, "  val %.4f", m->val_loss);
+    char mem[160];
+    snprintf(mem, sizeof mem, "mem MiB p %.1f g %.1f o %.1f a %.1f", m->mem_peak_mib[CT_MEM_PARAMS],
+             m->mem_peak_mib[CT_MEM_GRADS], m->mem_peak_mib[CT_MEM_OPTIM], m->mem_peak_mib[CT_MEM_ACTIVATIONS]);
+    if (lg->tty) {
+        // One line redrawn in place: a bar, the numbers and the time left.
+        int width = 20, done = lg->total_steps ? (int)((long)width * m->step / lg->total_steps) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
+        bar[width] = 0;
+        char eta[32];
+        format_eta(eta, sizeof eta, lg->elapsed / m->step * (lg->total_steps - m->step));
+        printf("\r\033[K[%s] step %d/%d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.2f TFLOP/s  MFU %.1f%%  %s  "
+               "ETA %s",
+               bar, m->step, lg->total_steps, m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, m->tflops,
+               100 * m->mfu, mem, eta);
+        if (m->step == lg->total_steps || m->val_loss >= 0) printf("\n");
+    } else {
+        printf("step %5d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.3f TFLOP/s  MFU %.1f%%  %s\n", m->step,
+               m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, m->tflops, 100 * m->mfu, mem);
+    }
+    fflush(stdout);
+}
+
+void ct_metrics_close(ct_metrics_logger *lg) {
+    if (lg->jsonl) fclose(lg->jsonl);
+    lg->jsonl = NULL;
+}

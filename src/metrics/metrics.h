@@ -1,0 +1,41 @@
+// What a training step reports: printed every log_freq steps (a progress bar with ETA when stdout
+// is a terminal, plain lines otherwise) and appended to <dump_folder>/metrics.jsonl.
+#ifndef CT_METRICS_H
+#define CT_METRICS_H
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "core/memory.h"
+
+typedef struct {
+    int step;
+    double loss;            // mean loss over the step's valid tokens (all ranks)
+    double grad_norm;       // global norm before clipping
+    double lr;
+    double step_seconds;
+    double tokens_per_s;    // whole job
+    double tokens_per_s_rank;
+    double tflops;          // achieved model TFLOP/s per rank
+    double mfu;             // tflops / peak (0 when no peak is known)
+    double val_loss;        // < 0: not measured this step
+    double mem_peak_mib[CT_MEM_NCATEGORIES];
+} ct_step_metrics;
+
+typedef struct {
+    FILE *jsonl;
+    bool tty;
+    bool quiet;             // ranks other than 0 log nothing
+    int total_steps;
+    double elapsed;         // seconds of steps so far, for the ETA
+} ct_metrics_logger;
+
+// Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing.
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet);
+void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);
+void ct_metrics_close(ct_metrics_logger *lg);
+
+// mkdir -p
+ct_status ct_make_dirs(const char *path);
+double ct_now_seconds(void);  // monotonic clock
+#endif

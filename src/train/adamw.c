@@ -1,0 +1,29 @@
+#include "train/adamw.h"
+
+#include <string.h>
+
+#include "core/memory.h"
+#include "kernels/kernels.h"
+
+void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay) {
+    memset(opt, 0, sizeof *opt);
+    opt->n = n;
+    opt->m = ct_mem_alloc(CT_MEM_OPTIM, (size_t)n * sizeof(float));
+    opt->v = ct_mem_alloc(CT_MEM_OPTIM, (size_t)n * sizeof(float));
+    opt->beta1 = (float)beta1;
+    opt->beta2 = (float)beta2;
+    opt->eps = (float)eps;
+    opt->weight_decay = (float)weight_decay;
+}
+
+void ct_adamw_free(ct_adamw *opt) {
+    ct_mem_free(opt->m);
+    ct_mem_free(opt->v);
+    memset(opt, 0, sizeof *opt);
+}
+
+void ct_adamw_step(ct_adamw *opt, float *params, const float *grads, double lr, double grad_scale) {
+    opt->step++;
+    ct_adamw_update(params, grads, opt->m, opt->v, opt->n, (float)lr, opt->beta1, opt->beta2, opt->eps,
+                    opt->weight_decay, opt->step, (float)grad_scale);
+}

@@ -1,0 +1,50 @@
+// The training loop, flat in the TorchTitan manner: build the model and its state once, then
+// per step read the micro-batches, run forward/backward on each, clip, update, log.
+#ifndef CT_TRAINER_H
+#define CT_TRAINER_H
+#include <stdint.h>
+
+#include "core/config.h"
+#include "data/loader.h"
+#include "metrics/metrics.h"
+#include "model/llama.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+
+typedef struct {
+    ct_config cfg;
+    ct_llama_config model;
+    ct_param_table table;
+
+    // Parameter state. In one process `params`/`grads` are the whole flat block.
+    float *params;           // (P) flat parameter block, registry order
+    float *grads;            // (P)
+    long local_numel;        // P
+    ct_adamw adam;
+    ct_lr_schedule schedule;
+    ct_llama_weights weights, grad_views;
+    ct_llama_acts acts;
+
+    ct_loader *train_data;
+    ct_loader *val_data;     // NULL when validation is off
+    int32_t *inputs;         // (accum, B, T) this step's micro-batches
+    int32_t *targets;        // (accum, B, T)
+
+    int step;                // optimizer steps done
+    double flops_per_token;
+    double peak_flops;       // FLOP/s per rank for MFU; 0 = unknown
+    ct_metrics_logger log;
+    ct_step_metrics last;    // the last step's figures
+} ct_trainer;
+
+// Builds everything from a validated config. CT_ERR + ct_last_error on bad input.
+ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg);
+void ct_trainer_free(ct_trainer *t);
+
+// One optimizer step (all micro-batches); fills t->last and returns the step's mean loss.
+double ct_trainer_step(ct_trainer *t);
+// Mean loss over validation.steps batches of the validation split, from its start.
+double ct_trainer_validate(ct_trainer *t);
+// The whole run: steps, logging, validation. Returns 0 on success.
+int ct_trainer_run(ct_trainer *t);
+#endif

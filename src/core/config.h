@@ -6,6 +6,7 @@
 #ifndef CT_CONFIG_H
 #define CT_CONFIG_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -114,4 +115,32 @@ void ct_config_print_help(FILE *f);
 
 // Writes the effective configuration as TOML (saved beside a run's metrics).
 void ct_config_write_toml(const ct_config *c, FILE *f);
+
+// ---- The settings table (config_settings.c), for help text, the planner and tests. ----
+typedef enum { CT_SET_INT, CT_SET_FLOAT, CT_SET_BOOL, CT_SET_STRING, CT_SET_ENUM } ct_setting_type;
+
+typedef struct {
+    const char *name;      // canonical dotted name, e.g. "parallelism.data_shard_degree"
+    ct_setting_type type;
+    size_t offset, size;   // the field in ct_config (size: buffer size of string fields)
+    const char *def;       // default, spelled as on the command line
+    const char *choices;   // enum: the stored spellings, "fp32|bf16"
+    const char *synonyms;  // enum: other accepted spellings, "bfloat16=bf16|float32=fp32" (any case)
+    const char *aliases;   // TorchTitan names of the same setting, space-separated, or NULL
+    const char *desc;      // one line
+} ct_setting;
+
+extern const ct_setting ct_settings[];
+extern const int ct_n_settings;
+
+// The setting named `name` (canonical or alias), or NULL.
+const ct_setting *ct_setting_find(const char *name);
+
+// Peak FLOP/s for MFU: metrics.peak_tflops when > 0, else the table value of metrics.device
+// (h100/h200 989e12, a100 312e12: bf16 dense), or 0 for cpu (measure at start-up instead).
+double ct_config_peak_flops(const ct_config *c);
+
+// data_shard_degree with -1 resolved against the world size: the ranks the other degrees leave
+// (world / (replicate * compute * pipeline * context)); 1 in a single process.
+int ct_config_shard_degree(const ct_config *c, int world_size);
 #endif

@@ -1,0 +1,148 @@
+// The settings table: every field of ct_config declared once — canonical name, type, default,
+// allowed values, TorchTitan aliases, description. Defaults, parsing, --help and the TOML writer
+// all read this table, so adding a setting is one line here plus its field in config.h.
+#include <stddef.h>
+#include <string.h>
+
+#include "core/config.h"
+
+// offsetof and size of a field, with a compile-time check that the field has the C type the
+// setting's kind needs (an INT entry pointing at a double would not compile).
+#define FIELD_OF(field, ctype) \
+    offsetof(ct_config, field) + 0 * sizeof(char[_Generic(((ct_config *)0)->field, ctype: 1, default: -1)]), \
+        sizeof(((ct_config *)0)->field)
+
+#define INT(name, field, def, alias, desc) {name, CT_SET_INT, FIELD_OF(field, int), def, NULL, NULL, alias, desc}
+#define FLT(name, field, def, alias, desc) {name, CT_SET_FLOAT, FIELD_OF(field, double), def, NULL, NULL, alias, desc}
+#define BOOL(name, field, def, alias, desc) {name, CT_SET_BOOL, FIELD_OF(field, _Bool), def, NULL, NULL, alias, desc}
+#define STR(name, field, def, alias, desc) {name, CT_SET_STRING, FIELD_OF(field, char *), def, NULL, NULL, alias, desc}
+#define ENUM(name, field, def, choices, synonyms, alias, desc) \
+    {name, CT_SET_ENUM, FIELD_OF(field, char *), def, choices, synonyms, alias, desc}
+
+const ct_setting ct_settings[] = {
+    // Top-level product settings (written before any [section] in a TOML file).
+    ENUM("mixed_precision", mixed_precision, "fp32", "fp32|bf16", "float32=fp32|bfloat16=bf16",
+         "training.mixed_precision_param", "precision of parameters in forward/backward (master weights stay fp32)"),
+    INT("micro_batch_size", micro_batch_size, "8", "training.local_batch_size",
+        "sequences per micro-batch on each data-parallel rank"),
+    INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
+        "micro-batches whose gradients are summed before each optimizer step"),
+    ENUM("pipeline_schedule", pipeline_schedule, "1f1b", "gpipe|1f1b|interleaved_1f1b",
+         "interleaved1f1b=interleaved_1f1b", "parallelism.pipeline_parallel_schedule",
+         "order of micro-batch forward/backward work across pipeline stages"),
+
+    // [job]
+    STR("job.dump_folder", dump_folder, "outputs/run", NULL, "folder for metrics, the effective config and checkpoints"),
+    STR("job.description", description, "", NULL, "free text describing the run"),
+
+    // [model]
+    ENUM("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
+         "Llama 3 size preset; the model.* numbers below override it"),
+    INT("model.dim", dim, "0", NULL, "hidden size (0 = the flavor's)"),
+    INT("model.n_layers", n_layers, "0", NULL, "transformer blocks (0 = the flavor's)"),
+    INT("model.n_heads", n_heads, "0", NULL, "attention query heads (0 = the flavor's)"),
+    INT("model.n_kv_heads", n_kv_heads, "0", NULL, "key/value heads for grouped-query attention (0 = the flavor's)"),
+    INT("model.vocab_size", vocab_size, "0", NULL, "vocabulary size (0 = the flavor's, or the tokenizer's)"),
+    INT("model.multiple_of", multiple_of, "0", NULL, "FFN hidden size is rounded up to a multiple of this (0 = the flavor's)"),
+    FLT("model.ffn_dim_multiplier", ffn_dim_multiplier, "0", NULL, "scales the FFN hidden size (0 = the flavor's)"),
+    INT("model.ffn_hidden_dim", ffn_hidden_dim, "0", NULL, "FFN hidden size outright (0 = derived from multiplier/multiple_of)"),
+    FLT("model.norm_eps", norm_eps, "1e-5", NULL, "epsilon of RMSNorm"),
+    FLT("model.rope_theta", rope_theta, "0", NULL, "RoPE base frequency (0 = the flavor's, 500000)"),
+    BOOL("model.rope_scaling", rope_scaling, "true", NULL, "Llama 3.1 long-context RoPE frequency scaling"),
+    STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
+
+    // [training]
+    INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
+    INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
+    INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),
+    FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
+    STR("training.dataset", dataset, "synthetic", NULL, "\"synthetic\" or a folder of token shards"),
+
+    // [optimizer]
+    ENUM("optimizer.name", optimizer_name, "AdamW", "AdamW", NULL, NULL, "optimizer"),
+    FLT("optimizer.lr", lr, "8e-4", NULL, "peak learning rate"),
+    FLT("optimizer.beta1", beta1, "0.9", NULL, "AdamW first-moment decay"),
+    FLT("optimizer.beta2", beta2, "0.95", NULL, "AdamW second-moment decay"),
+    FLT("optimizer.eps", eps, "1e-8", NULL, "AdamW denominator epsilon"),
+    FLT("optimizer.weight_decay", weight_decay, "0.1", NULL, "decoupled weight decay"),
+
+    // [lr_scheduler]
+    INT("lr_scheduler.warmup_steps", warmup_steps, "10", NULL, "steps of linear warm-up from 0 to optimizer.lr"),
+    FLT("lr_scheduler.decay_ratio", decay_ratio, "-1", NULL,
+        "fraction of steps spent decaying at the end (< 0: all steps after warm-up)"),
+    ENUM("lr_scheduler.decay_type", decay_type, "linear", "linear|sqrt|cosine", NULL, NULL, "shape of the decay"),
+    FLT("lr_scheduler.min_lr_factor", min_lr_factor, "0.0", NULL, "final learning rate as a fraction of optimizer.lr"),
+
+    // [parallelism]
+    INT("parallelism.data_shard_degree", data_shard_degree, "-1", "parallelism.data_parallel_shard_degree",
+        "data sharding (FSDP) degree; -1 = the ranks the other degrees leave"),
+    INT("parallelism.data_replicate_degree", data_replicate_degree, "1", "parallelism.data_parallel_replicate_degree",
+        "replicated data-parallel (DDP/HSDP) degree"),
+    INT("parallelism.compute_parallel_degree", compute_parallel_degree, "1", "parallelism.tensor_parallel_degree",
+        "compute (tensor) parallel degree: splits each layer's matmuls"),
+    INT("parallelism.pipeline_degree", pipeline_degree, "1", "parallelism.pipeline_parallel_degree",
+        "pipeline degree: splits the layers into stages"),
+    INT("parallelism.context_extension_degree", context_extension_degree, "1", "parallelism.context_parallel_degree",
+        "context extension (context parallel) degree: splits the sequence"),
+    BOOL("parallelism.enable_async_comm", enable_async_comm, "false", "parallelism.enable_async_tensor_parallel",
+         "overlap communication with computation"),
+    BOOL("parallelism.disable_loss_parallel", disable_loss_parallel, "false", NULL,
+         "gather full logits for the loss instead of a vocabulary-parallel loss"),
+    ENUM("parallelism.fsdp_reshard_after_forward", fsdp_reshard_after_forward, "default", "default|always|never", NULL,
+         NULL, "free gathered parameters after forward (default: always, except the last stage)"),
+    INT("parallelism.pipeline_stages_per_rank", pipeline_stages_per_rank, "1", NULL,
+        "virtual pipeline stages per rank (interleaved schedules)"),
+    BOOL("sequence_parallel.enable", sequence_parallel, "false", NULL,
+         "split norms and residuals over the sequence across compute-parallel ranks"),
+
+    // [activation_checkpoint]
+    ENUM("activation_checkpoint.mode", ac_mode, "none", "none|selective|full", NULL, NULL,
+         "which activations to recompute in backward instead of keeping"),
+    BOOL("activation_checkpoint.selective", ac_selective, "false", NULL, "same as activation_checkpoint.mode = selective"),
+
+    // [compile], [quantization]
+    BOOL("compile.enable", compile, "false", NULL, "fused kernels for norm, RoPE and activations"),
+    BOOL("quantization.float8.enable", float8, "false", NULL, "float8 (e4m3/e5m2) matmuls with dynamic scaling"),
+    BOOL("quantization.mxfp8.enable", mxfp8, "false", NULL, "MXFP8 matmuls (blocks of 32 with e8m0 scales)"),
+
+    // [metrics]
+    INT("metrics.log_freq", log_freq, "1", NULL, "print and record metrics every this many steps"),
+    FLT("metrics.peak_tflops", peak_tflops, "0", NULL, "peak TFLOP/s for MFU (0 = metrics.device's table value)"),
+    ENUM("metrics.device", device, "cpu", "cpu|h100|h200|a100", NULL, NULL,
+         "peak table for MFU: cpu measures a matmul at start-up"),
+    BOOL("metrics.enable_tensorboard", enable_tensorboard, "false", NULL, "write TensorBoard event files"),
+
+    // [validation]
+    BOOL("validation.enable", val_enable, "false", NULL, "evaluate the loss on held-out data during training"),
+    INT("validation.freq", val_freq, "50", NULL, "validate every this many steps"),
+    INT("validation.steps", val_steps, "10", NULL, "batches per validation"),
+    STR("validation.dataset", val_dataset, "", NULL, "held-out token shards (\"\" = the held-out part of training.dataset)"),
+
+    // [checkpoint]
+    BOOL("checkpoint.enable", ckpt_enable, "false", "checkpoint.enable_checkpoint", "save distributed checkpoints"),
+    STR("checkpoint.folder", ckpt_folder, "checkpoint", NULL, "checkpoint folder inside job.dump_folder"),
+    INT("checkpoint.interval", ckpt_interval, "500", NULL, "save every this many steps"),
+    STR("checkpoint.initial_load_path", ckpt_initial_load_path, "", NULL, "checkpoint to start from (\"\" = none)"),
+    ENUM("checkpoint.export_dtype", ckpt_export_dtype, "fp32", "fp32|bf16", "float32=fp32|bfloat16=bf16", NULL,
+         "dtype of the final exported model weights"),
+};
+
+const int ct_n_settings = (int)(sizeof ct_settings / sizeof ct_settings[0]);
+
+// True when `name` is one of the space-separated words in `list`.
+static int in_word_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t w = strcspn(p, " ");
+        if (w == n && !strncmp(p, name, n)) return 1;
+        p += w;
+        while (*p == ' ') p++;
+    }
+    return 0;
+}
+
+const ct_setting *ct_setting_find(const char *name) {
+    for (int i = 0; i < ct_n_settings; i++)
+        if (!strcmp(ct_settings[i].name, name) || in_word_list(ct_settings[i].aliases, name)) return &ct_settings[i];
+    return NULL;
+}

@@ -1,0 +1,371 @@
+// Tests of comm/comm.h (MPI backend).
+//
+// How this program runs (see tests/mpi_test.h): started plainly, as tests/run_tests.sh does,
+// it re-runs itself under `mpirun -np N ... --child` for N = 1, 2, 3, 4 and every case runs
+// at each size. Each collective is checked against values computed locally in double from the
+// same generator every rank uses (f below), with buffer sizes that do not divide by N.
+//
+// `--scenario NAME` modes are failure drills driven by tests/test_comm.sh (they end the job on
+// purpose): timeout, fatal, kill, mpierror, badpeer, bf16reduce.
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "mpi_test.h"
+
+static ct_group world;
+
+// The value rank r contributes at index i: uneven, signed, different per rank and per index.
+static float f(int r, long i) { return (float)(sin(0.37 * (double)i + 1.3 * r) * (1.0 + 0.5 * r)); }
+static int32_t fi(int r, long i) { return (int32_t)((i * 7 + r * 13) % 23) - 11; }
+
+static void test_all_reduce_sum_f32(void) {
+    const long n = 37;  // not a multiple of 2, 3 or 4
+    float a[37], b[37];
+    for (long i = 0; i < n; i++) a[i] = f(world.rank, i);
+    ct_comm_all_reduce(&world, a, b, n, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, a, a, n, CT_COMM_F32, CT_COMM_SUM);  // in place
+    for (long i = 0; i < n; i++) {
+        double ref = 0;
+        for (int r = 0; r < world.size; r++) ref += f(r, i);
+        CHECK_CLOSE(b[i], ref, 1e-5, 1e-6);
+        CHECK_CLOSE(a[i], ref, 1e-5, 1e-6);
+    }
+}
+
+static void test_all_reduce_max_and_other_dtypes(void) {
+    const long n = 29;
+    float m[29];
+    double d[29];
+    int32_t s32[29], m32[29];
+    int64_t s64[29];
+    for (long i = 0; i < n; i++) {
+        m[i] = f(world.rank, i);
+        d[i] = 1e-3 * f(world.rank, i) + 1e9;  // needs double precision to survive
+        s32[i] = m32[i] = fi(world.rank, i);
+        s64[i] = (int64_t)fi(world.rank, i) * 1000000000LL;
+    }
+    ct_comm_all_reduce(&world, m, m, n, CT_COMM_F32, CT_COMM_MAX);
+    ct_comm_all_reduce(&world, d, d, n, CT_COMM_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, s32, s32, n, CT_COMM_I32, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, m32, m32, n, CT_COMM_I32, CT_COMM_MAX);
+    ct_comm_all_reduce(&world, s64, s64, n, CT_COMM_I64, CT_COMM_SUM);
+    for (long i = 0; i < n; i++) {
+        float mref = -INFINITY;
+        double dref = 0;
+        int32_t sref = 0, mxref = INT32_MIN;
+        int64_t s64ref = 0;
+        for (int r = 0; r < world.size; r++) {
+            mref = fmaxf(mref, f(r, i));
+            dref += 1e-3 * f(r, i) + 1e9;
+            sref += fi(r, i);
+            mxref = fi(r, i) > mxref ? fi(r, i) : mxref;
+            s64ref += (int64_t)fi(r, i) * 1000000000LL;
+        }
+        CHECK(m[i] == mref, "max[%ld] %g vs %g", i, m[i], mref);
+        CHECK_CLOSE(d[i], dref, 1e-15, 1e-9);
+        CHECK(s32[i] == sref, "i32 sum[%ld] %d vs %d", i, s32[i], sref);
+        CHECK(m32[i] == mxref, "i32 max[%ld] %d vs %d", i, m32[i], mxref);
+        CHECK(s64[i] == s64ref, "i64 sum[%ld]", i);
+    }
+}
+
+static void test_all_gather(void) {
+    enum { C = 5 };
+    const int N = world.size;
+    float send[C], out[4 * C], inplace[4 * C];
+    uint16_t bsend[C], bout[4 * C];  // bf16 payload: moved bit for bit
+    for (int i = 0; i < C; i++) {
+        send[i] = f(world.rank, i);
+        bsend[i] = (uint16_t)(0x3f80 + 17 * world.rank + i);
+    }
+    for (int i = 0; i < N * C; i++) inplace[i] = -1;
+    memcpy(inplace + world.rank * C, send, sizeof send);
+    ct_comm_all_gather(&world, send, out, C, CT_COMM_F32);
+    ct_comm_all_gather(&world, inplace + world.rank * C, inplace, C, CT_COMM_F32);
+    ct_comm_all_gather(&world, bsend, bout, C, CT_COMM_BF16);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < C; i++) {
+            CHECK(out[r * C + i] == f(r, i), "gather r%d i%d", r, i);
+            CHECK(inplace[r * C + i] == f(r, i), "in-place gather r%d i%d", r, i);
+            CHECK(bout[r * C + i] == (uint16_t)(0x3f80 + 17 * r + i), "bf16 gather r%d i%d", r, i);
+        }
+}
+
+static void test_reduce_scatter(void) {
+    enum { C = 7 };
+    const int N = world.size;
+    float send[4 * C], sum[C], mx[C];
+    for (int i = 0; i < N * C; i++) send[i] = f(world.rank, i);
+    ct_comm_reduce_scatter(&world, send, sum, C, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_reduce_scatter(&world, send, mx, C, CT_COMM_F32, CT_COMM_MAX);
+    for (int i = 0; i < C; i++) {
+        long gi = (long)world.rank * C + i;  // my chunk of the (N, C) input
+        double ref = 0;
+        float mref = -INFINITY;
+        for (int r = 0; r < N; r++) {
+            ref += f(r, gi);
+            mref = fmaxf(mref, f(r, gi));
+        }
+        CHECK_CLOSE(sum[i], ref, 1e-5, 1e-6);
+        CHECK(mx[i] == mref, "max chunk %d: %g vs %g", i, mx[i], mref);
+    }
+}
+
+static void test_broadcast(void) {
+    enum { C = 11 };
+    for (int root = 0; root < world.size; root++) {
+        int32_t buf[C];
+        float fb[C];
+        for (int i = 0; i < C; i++) {
+            buf[i] = fi(world.rank, i);
+            fb[i] = f(world.rank, i);
+        }
+        ct_comm_broadcast(&world, buf, C, CT_COMM_I32, root);
+        ct_comm_broadcast(&world, fb, C, CT_COMM_F32, root);
+        for (int i = 0; i < C; i++) {
+            CHECK(buf[i] == fi(root, i), "root %d i %d", root, i);
+            CHECK(fb[i] == f(root, i), "root %d i %d", root, i);
+        }
+    }
+}
+
+// A ring: each rank sends to the next and receives from the previous. Receives are started
+// first (non-blocking) so no ordering can deadlock, even at N = 1 (a rank sending to itself).
+static void test_send_recv_ring(void) {
+    enum { C = 9 };
+    const int N = world.size, next = (world.rank + 1) % N, prev = (world.rank + N - 1) % N;
+    float out[C], in[C], in2[C];
+    for (int i = 0; i < C; i++) out[i] = f(world.rank, i);
+    ct_comm_handle rh = ct_comm_recv_start(&world, in, C, CT_COMM_F32, prev, 3);
+    ct_comm_handle sh = ct_comm_send_start(&world, out, C, CT_COMM_F32, next, 3);
+    ct_comm_wait(&sh);
+    ct_comm_wait(&rh);
+    for (int i = 0; i < C; i++) CHECK(in[i] == f(prev, i), "ring i %d", i);
+    // Blocking send/recv between pairs (0,1), (2,3): even ranks send first.
+    if (N >= 2 && !(N % 2 == 1 && world.rank == N - 1)) {
+        int peer = world.rank ^ 1;
+        if (world.rank % 2 == 0) {
+            ct_comm_send(&world, out, C, CT_COMM_F32, peer, 4);
+            ct_comm_recv(&world, in2, C, CT_COMM_F32, peer, 5);
+        } else {
+            ct_comm_recv(&world, in2, C, CT_COMM_F32, peer, 4);
+            ct_comm_send(&world, out, C, CT_COMM_F32, peer, 5);
+        }
+        for (int i = 0; i < C; i++) CHECK(in2[i] == f(peer, i), "pair i %d", i);
+    }
+}
+
+// Several collectives in flight at once on one group, waited in reverse order, one finished
+// through ct_comm_test.
+static void test_nonblocking(void) {
+    enum { A = 13, G = 3, R = 6, B = 4 };
+    const int N = world.size;
+    float ar[A], ag_in[G], ag[4 * G], rs_in[4 * R], rs[R], bc[B];
+    for (int i = 0; i < A; i++) ar[i] = f(world.rank, i);
+    for (int i = 0; i < G; i++) ag_in[i] = f(world.rank, 100 + i);
+    for (int i = 0; i < N * R; i++) rs_in[i] = f(world.rank, 200 + i);
+    for (int i = 0; i < B; i++) bc[i] = f(world.rank, 300 + i);
+    ct_comm_handle h[4];
+    h[0] = ct_comm_all_reduce_start(&world, ar, ar, A, CT_COMM_F32, CT_COMM_SUM);
+    h[1] = ct_comm_all_gather_start(&world, ag_in, ag, G, CT_COMM_F32);
+    h[2] = ct_comm_reduce_scatter_start(&world, rs_in, rs, R, CT_COMM_F32, CT_COMM_SUM);
+    h[3] = ct_comm_broadcast_start(&world, bc, B, CT_COMM_F32, N - 1);
+    ct_comm_wait(&h[3]);
+    ct_comm_wait(&h[2]);
+    ct_comm_wait(&h[1]);
+    while (!ct_comm_test(&h[0])) {
+    }
+    CHECK(h[0].group == NULL && ct_comm_test(&h[0]), "a finished handle stays finished");
+    ct_comm_wait(&h[0]);  // waiting again is a no-op
+    for (int i = 0; i < A; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += f(r, i);
+        CHECK_CLOSE(ar[i], ref, 1e-5, 1e-6);
+    }
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < G; i++) CHECK(ag[r * G + i] == f(r, 100 + i), "ag r%d i%d", r, i);
+    for (int i = 0; i < R; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += f(r, 200 + world.rank * R + i);
+        CHECK_CLOSE(rs[i], ref, 1e-5, 1e-6);
+    }
+    for (int i = 0; i < B; i++) CHECK(bc[i] == f(N - 1, 300 + i), "bc i%d", i);
+}
+
+// Groups made by split: even and odd world ranks. Values checked against the members' f.
+static void test_split_groups(void) {
+    ct_group g;
+    CHECK(ct_comm_group_split(&world, world.rank % 2, world.rank, "parity", &g) == CT_OK, "%s",
+          ct_last_error());
+    int members = 0;
+    for (int r = world.rank % 2; r < world.size; r += 2) members++;
+    CHECK(g.size == members, "size %d vs %d", g.size, members);
+    CHECK(g.rank == world.rank / 2, "rank %d", g.rank);
+    CHECK(strcmp(g.name, "parity") == 0 && g.timeout_s == world.timeout_s, "name/timeout");
+    float v[3] = {f(world.rank, 0), f(world.rank, 1), f(world.rank, 2)};
+    ct_comm_all_reduce(&g, v, v, 3, CT_COMM_F32, CT_COMM_SUM);
+    for (int i = 0; i < 3; i++) {
+        double ref = 0;
+        for (int r = world.rank % 2; r < world.size; r += 2) ref += f(r, i);
+        CHECK_CLOSE(v[i], ref, 1e-5, 1e-6);
+    }
+    ct_comm_group_free(&g);
+}
+
+// Byte counters against the formulas of comm.h, written out here independently.
+static void test_stats(void) {
+    ct_group g;
+    CHECK(ct_comm_group_split(&world, 0, world.rank, "stats", &g) == CT_OK, "%s", ct_last_error());
+    const double N = g.size;
+    float buf[4 * 41], out[4 * 41];
+    memset(buf, 0, sizeof buf);
+    ct_comm_all_reduce(&g, buf, buf, 41, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(&g, buf, out, 10, CT_COMM_F32, CT_COMM_MAX);
+    ct_comm_handle h = ct_comm_all_gather_start(&g, buf, out, 41, CT_COMM_F32);
+    ct_comm_wait(&h);
+    ct_comm_reduce_scatter(&g, buf, out, 17, CT_COMM_F32, CT_COMM_SUM);
+    double dd[3] = {0, 0, 0};
+    ct_comm_broadcast(&g, dd, 3, CT_COMM_F64, 0);
+    ct_comm_barrier(&g);
+    const ct_comm_stat *s = g.stats;
+    double ar = 2 * (N - 1) / N * (41 * 4) + 2 * (N - 1) / N * (10 * 4);
+    CHECK(s[CT_COMM_ALL_REDUCE].calls == 2, "calls %lld", s[CT_COMM_ALL_REDUCE].calls);
+    CHECK_CLOSE(s[CT_COMM_ALL_REDUCE].bytes, ar, 1e-12, 0);
+    CHECK(s[CT_COMM_ALL_GATHER].calls == 1, "ag calls");
+    CHECK_CLOSE(s[CT_COMM_ALL_GATHER].bytes, (N - 1) / N * (N * 41 * 4), 1e-12, 0);
+    CHECK(s[CT_COMM_REDUCE_SCATTER].calls == 1, "rs calls");
+    CHECK_CLOSE(s[CT_COMM_REDUCE_SCATTER].bytes, (N - 1) / N * (N * 17 * 4), 1e-12, 0);
+    CHECK(s[CT_COMM_BROADCAST].calls == 1, "bc calls");
+    CHECK_CLOSE(s[CT_COMM_BROADCAST].bytes, N > 1 ? 3 * 8 : 0, 0, 0);
+    CHECK(s[CT_COMM_BARRIER].calls == 1 && s[CT_COMM_BARRIER].bytes == 0, "barrier");
+    CHECK(s[CT_COMM_SEND].calls == 0 && s[CT_COMM_RECV].calls == 0, "no p2p");
+    double total = 0;
+    for (int k = 0; k < CT_COMM_NKINDS; k++) {
+        CHECK(s[k].wait_s >= 0 && s[k].wait_s < 60, "wait %g", s[k].wait_s);
+        total += s[k].bytes;
+    }
+    CHECK_CLOSE(ct_comm_stats_total_bytes(&g), total, 1e-12, 0);
+    // p2p: a ring on this group; sends count bytes sent, recvs bytes received.
+    int next = (g.rank + 1) % g.size, prev = (g.rank + g.size - 1) % g.size;
+    ct_comm_handle rh = ct_comm_recv_start(&g, out, 6, CT_COMM_I32, prev, 0);
+    ct_comm_handle sh = ct_comm_send_start(&g, buf, 6, CT_COMM_I32, next, 0);
+    ct_comm_wait(&sh);
+    ct_comm_wait(&rh);
+    CHECK(s[CT_COMM_SEND].calls == 1 && s[CT_COMM_SEND].bytes == 24, "send");
+    CHECK(s[CT_COMM_RECV].calls == 1 && s[CT_COMM_RECV].bytes == 24, "recv");
+
+    char text[1024];
+    int len = ct_comm_stats_format(&g, text, sizeof text);
+    CHECK(len > 0 && (size_t)len < sizeof text, "len %d", len);
+    CHECK(strstr(text, "comm stats all_reduce: calls 2, bytes ") != NULL, "%s", text);
+    CHECK(strstr(text, "comm stats barrier: calls 1, bytes 0, wait ") != NULL, "%s", text);
+    char small[8];
+    CHECK(ct_comm_stats_format(&g, small, sizeof small) == len && strlen(small) == 7, "truncation");
+    ct_comm_stats_reset(&g);
+    CHECK(ct_comm_stats_total_bytes(&g) == 0 && g.stats[CT_COMM_ALL_REDUCE].calls == 0, "reset");
+    CHECK(ct_comm_stats_format(&g, text, sizeof text) == 0, "empty after reset");
+    ct_comm_group_free(&g);
+}
+
+static void test_dtype_sizes_and_names(void) {
+    CHECK(ct_comm_dtype_size(CT_COMM_F32) == sizeof(float), "f32");
+    CHECK(ct_comm_dtype_size(CT_COMM_BF16) == 2, "bf16");
+    CHECK(ct_comm_dtype_size(CT_COMM_I32) == sizeof(int32_t), "i32");
+    CHECK(ct_comm_dtype_size(CT_COMM_F64) == sizeof(double), "f64");
+    CHECK(ct_comm_dtype_size(CT_COMM_I64) == sizeof(int64_t), "i64");
+    CHECK(ct_comm_dtype_size(CT_COMM_U8) == 1, "u8");
+    CHECK(strcmp(ct_comm_kind_name(CT_COMM_REDUCE_SCATTER), "reduce_scatter") == 0, "name");
+}
+
+// ---- failure drills (tests/test_comm.sh checks what they print and how fast the job ends) ----
+
+static double arg_timeout = 2;
+
+static int scenario(const char *name) {
+    float v[8] = {0};
+    if (strcmp(name, "timeout") == 0) {
+        // Rank 1 never joins; the others' all-reduce must time out and end the job.
+        if (world.rank == 1) sleep(120);
+        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+    } else if (strcmp(name, "fatal") == 0) {
+        // Rank 1 fails while the others sit in an all-reduce (with the default 300 s timeout).
+        if (world.rank == 1) {
+            usleep(300 * 1000);
+            ct_fatal("test", "deliberate failure in the middle of a step");
+        }
+        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+    } else if (strcmp(name, "kill") == 0) {
+        // Rank 1 dies without a word (SIGKILL) while the others sit in an all-reduce.
+        if (world.rank == 1) {
+            usleep(300 * 1000);
+            raise(SIGKILL);
+        }
+        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+    } else if (strcmp(name, "mpierror") == 0) {
+        // A negative tag: MPI itself refuses it; the error must come back as a ct_fatal line.
+        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_COMM_F32, 1, -5);
+        ct_comm_barrier(&world);
+    } else if (strcmp(name, "badpeer") == 0) {
+        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_COMM_F32, world.size + 3, 0);
+        ct_comm_barrier(&world);
+    } else if (strcmp(name, "bf16reduce") == 0) {
+        uint16_t b[4] = {0};
+        ct_comm_all_reduce(&world, b, b, 4, CT_COMM_BF16, CT_COMM_SUM);
+    } else {
+        fprintf(stderr, "unknown scenario %s\n", name);
+        return 2;
+    }
+    printf("scenario %s: rank %d finished without failing\n", name, world.rank);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *scen = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc) scen = argv[++i];
+        if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) arg_timeout = atof(argv[++i]);
+    }
+    if (!scen && !ct_mpi_test_is_child(argc, argv)) {
+        // Parent: run every case at 1, 2, 3 and 4 ranks.
+        int bad = 0;
+        for (int np = 1; np <= 4; np++) {
+            int rc = ct_mpi_test_spawn(argv[0], np, 240, NULL);
+            if (rc != 0) {
+                printf("FAIL mpirun_np%d: exit %d\n", np, rc);
+                bad = 1;
+            }
+        }
+        return bad;
+    }
+    if (ct_comm_init(&argc, &argv) != CT_OK) {
+        printf("FAIL init: %s\n", ct_last_error());
+        return 1;
+    }
+    if (ct_comm_group_world(&world, scen ? arg_timeout : 60) != CT_OK) {
+        printf("FAIL world: %s\n", ct_last_error());
+        return 1;
+    }
+    if (scen) {
+        if (strcmp(scen, "fatal") == 0 || strcmp(scen, "kill") == 0) world.timeout_s = 300;
+        int rc = scenario(scen);
+        ct_comm_finalize();
+        return rc;
+    }
+    CT_MPI_RUN(test_dtype_sizes_and_names);
+    CT_MPI_RUN(test_all_reduce_sum_f32);
+    CT_MPI_RUN(test_all_reduce_max_and_other_dtypes);
+    CT_MPI_RUN(test_all_gather);
+    CT_MPI_RUN(test_reduce_scatter);
+    CT_MPI_RUN(test_broadcast);
+    CT_MPI_RUN(test_send_recv_ring);
+    CT_MPI_RUN(test_nonblocking);
+    CT_MPI_RUN(test_split_groups);
+    CT_MPI_RUN(test_stats);
+    ct_comm_group_free(&world);
+    ct_comm_finalize();
+    CT_TEST_EXIT();
+}

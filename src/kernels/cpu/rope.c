@@ -1,0 +1,65 @@
+// Rotary position embedding (Su et al. 2021) in Meta's Llama convention: adjacent pairs
+// (x[2i], x[2i+1]) are rotated by angle(p, i) = p * freq_i, with Llama 3.1's long-context
+// frequency scaling (Meta's apply_scaling) when scale_factor > 0.
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
+                    double low_freq_factor, double high_freq_factor, long original_max_pos) {
+    long half = HS / 2;
+    double low_freq_wavelen = (double)original_max_pos / low_freq_factor;
+    double high_freq_wavelen = (double)original_max_pos / high_freq_factor;
+    for (long i = 0; i < half; i++) {
+        double freq = pow(theta, -2.0 * (double)i / (double)HS);
+        if (scale_factor > 0) {
+            double wavelen = 2.0 * M_PI / freq;
+            if (wavelen < high_freq_wavelen) {
+                // high frequencies (short wavelengths) are kept
+            } else if (wavelen > low_freq_wavelen) {
+                freq = freq / scale_factor;  // low frequencies are stretched by the factor
+            } else {                         // in between: interpolate smoothly
+                double smooth = ((double)original_max_pos / wavelen - low_freq_factor) /
+                                (high_freq_factor - low_freq_factor);
+                freq = (1.0 - smooth) * freq / scale_factor + smooth * freq;
+            }
+        }
+        for (long p = 0; p < max_T; p++) {
+            double a = (double)p * freq;
+            cos_tab[p * half + i] = (float)cos(a);
+            sin_tab[p * half + i] = (float)sin(a);
+        }
+    }
+}
+
+// dir = +1 rotates by +angle (forward), -1 by -angle (the inverse = transpose, for backward).
+static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                       long H, long HS, long ld, float dir) {
+    long half = HS / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (long b = 0; b < B; b++)
+        for (long t = 0; t < T; t++) {
+            long p = pos ? (long)pos[t] : t;
+            const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
+            float *row = x + (b * T + t) * ld;                               // (H, HS)
+            for (long h = 0; h < H; h++) {
+                float *xh = row + h * HS;
+                for (long i = 0; i < half; i++) {
+                    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+                    float c = cs[i], s = dir * sn[i];
+                    xh[2 * i] = x0 * c - x1 * s;
+                    xh[2 * i + 1] = x0 * s + x1 * c;
+                }
+            }
+        }
+}
+
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                     long H, long HS, long ld) {
+    rope_apply(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, 1.0f);
+}
+
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                      long H, long HS, long ld) {
+    rope_apply(dx, cos_tab, sin_tab, pos, B, T, H, HS, ld, -1.0f);
+}

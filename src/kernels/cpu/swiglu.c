@@ -1,0 +1,28 @@
+// SwiGLU (Shazeer 2020): out = silu(gate) * up, with [gate | up] side by side in one (N, 2F) row
+// so a single fused w1|w3 matmul produces both.
+#include "kernels/cpu/fastmath.h"
+#include "kernels/kernels.h"
+
+void ct_swiglu_forward(float *out, const float *inp, long N, long F) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
+        float *o = out + n * F;                        // (F)
+        for (long f = 0; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
+    }
+}
+
+// d silu(g)/dg = sig(g) (1 + g (1 - sig(g)))
+void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
+        const float *d = dout + n * F;                 // (F)
+        float *dg = dinp + n * 2 * F, *du = dg + F;    // (F), (F)
+        for (long f = 0; f < F; f++) {
+            float s = ct_fast_sigmoidf(g[f]);
+            du[f] = d[f] * g[f] * s;
+            dg[f] = d[f] * u[f] * s * (1.0f + g[f] * (1.0f - s));
+        }
+    }
+}

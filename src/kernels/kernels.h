@@ -15,6 +15,10 @@
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc);
 
+// Best GFLOP/s of an n×n×n sgemm through ct_gemm over `reps` runs: the fp32 peak MFU is
+// measured against (kernels/cpu/peak.c).
+double ct_cpu_matmul_peak_gflops(long n, int reps);
+
 // out (N, OC) = inp (N, IC) @ weight (OC, IC)^T
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC);
 // dinp (N, IC) = dout (N, OC) @ weight (OC, IC)   (skipped when dinp is NULL)

@@ -11,9 +11,10 @@ static ct_loader *open_loader(const ct_trainer *t, const char *source, const cha
         .source = source,
         .split = split,
         .seq_len = t->cfg.seq_len,
-        .global_batch = t->cfg.micro_batch_size,  // one micro-batch per call
-        .dp_rank = 0,
-        .dp_size = 1,
+        // One call reads one micro-batch of every data-parallel rank; this rank keeps its part.
+        .global_batch = t->cfg.micro_batch_size * t->mesh.dp.size,
+        .dp_rank = t->mesh.dp.rank,
+        .dp_size = t->mesh.dp.size,
         .seed = (uint64_t)t->cfg.seed,
         .vocab_size = (uint32_t)t->model.vocab_size,
         .sequential = sequential,
@@ -34,13 +35,23 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg) {
     if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
     ct_param_table_build(&t->table, &t->model);
 
-    t->local_numel = t->table.total;
-    t->params = ct_mem_alloc(CT_MEM_PARAMS, (size_t)t->local_numel * sizeof(float));
-    t->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)t->local_numel * sizeof(float));
-    ct_param_init_all(&t->table, (uint64_t)cfg->seed, t->params);
-    ct_llama_weights_init(&t->weights, &t->table, &t->model, t->params);
-    ct_llama_weights_init(&t->grad_views, &t->table, &t->model, t->grads);
-    ct_adamw_init(&t->adam, t->local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
+    if (ct_comm_group_world(&t->world, CT_COMM_DEFAULT_TIMEOUT_S)) return CT_ERR;
+    ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
+    if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
+    t->is_logger = t->world.rank == 0;
+    if (cfg->micro_batch_size < 1) return ct_set_error("micro_batch_size must be at least 1");
+
+    // Views start empty: FSDP points them at its shards or gather buffers.
+    ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
+    ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
+    ct_reshard_policy policy = !strcmp(cfg->fsdp_reshard_after_forward, "always")  ? CT_RESHARD_ALWAYS
+                               : !strcmp(cfg->fsdp_reshard_after_forward, "never") ? CT_RESHARD_NEVER
+                                                                                   : CT_RESHARD_DEFAULT;
+    ct_fsdp_init(&t->fsdp, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE], policy, &t->weights,
+                 &t->grad_views);
+    ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
+    t->hooks = ct_fsdp_hooks(&t->fsdp);
+    ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
     ct_llama_acts_init(&t->acts, &t->model, cfg->micro_batch_size, cfg->seq_len);
@@ -70,8 +81,9 @@ void ct_trainer_free(ct_trainer *t) {
     ct_adamw_free(&t->adam);
     ct_llama_weights_free(&t->weights);
     ct_llama_weights_free(&t->grad_views);
-    ct_mem_free(t->params);
-    ct_mem_free(t->grads);
+    ct_fsdp_free(&t->fsdp);
+    ct_mesh_free(&t->mesh);
+    ct_comm_group_free(&t->world);
     ct_param_table_free(&t->table);
 }
 
@@ -88,18 +100,21 @@ double ct_trainer_step(ct_trainer *t) {
         ct_loader_next_batch(t->train_data, in, tg);
         for (long j = 0; j < mb_tokens; j++) valid += tg[j] >= 0;
     }
+    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_COMM_I64, CT_COMM_SUM);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
-    memset(t->grads, 0, (size_t)t->local_numel * sizeof(float));
+    memset(t->fsdp.grads, 0, (size_t)t->fsdp.local_numel * sizeof(float));
     double loss_sum = 0;
     for (int i = 0; i < accum; i++)
         loss_sum += ct_llama_step(&t->acts, &t->weights, &t->grad_views, t->inputs + i * mb_tokens,
-                                  t->targets + i * mb_tokens, grad_scale, NULL);
+                                  t->targets + i * mb_tokens, grad_scale, &t->hooks);
+    ct_fsdp_reduce_replicas(&t->fsdp);
+    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_COMM_F64, CT_COMM_SUM);
 
-    double norm = sqrt(ct_sum_squares(t->grads, t->local_numel));
+    double norm = sqrt(ct_fsdp_grad_sum_squares(&t->fsdp));
     double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
     double lr = ct_lr_at(&t->schedule, t->step + 1);
-    ct_adamw_step(&t->adam, t->params, t->grads, lr, clip);
+    ct_adamw_step(&t->adam, t->fsdp.params, t->fsdp.grads, lr, clip);
     t->step++;
 
     double dt = ct_now_seconds() - t0;
@@ -110,8 +125,11 @@ double ct_trainer_step(ct_trainer *t) {
     m->grad_norm = norm;
     m->lr = lr;
     m->step_seconds = dt;
-    m->tokens_per_s = (double)accum * mb_tokens / dt;
-    m->tokens_per_s_rank = m->tokens_per_s;
+    // Step time is the slowest rank's: the job moves at that pace.
+    ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_COMM_F64, CT_COMM_MAX);
+    m->step_seconds = dt;
+    m->tokens_per_s_rank = (double)accum * mb_tokens / dt;
+    m->tokens_per_s = m->tokens_per_s_rank * t->mesh.dp.size;
     m->tflops = m->tokens_per_s_rank * t->flops_per_token * 1e-12;
     m->mfu = t->peak_flops > 0 ? m->tflops * 1e12 / t->peak_flops : 0.0;
     m->val_loss = -1;
@@ -128,23 +146,34 @@ double ct_trainer_validate(ct_trainer *t) {
     for (int i = 0; i < c->val_steps; i++) {
         ct_loader_next_batch(t->val_data, t->inputs, t->targets);
         for (long j = 0; j < mb_tokens; j++) valid += t->targets[j] >= 0;
-        loss_sum += ct_llama_step(&t->acts, &t->weights, NULL, t->inputs, t->targets, 0.0f, NULL);
+        loss_sum += ct_llama_step(&t->acts, &t->weights, NULL, t->inputs, t->targets, 0.0f, &t->hooks);
     }
+    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_COMM_I64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_COMM_F64, CT_COMM_SUM);
     return valid ? loss_sum / (double)valid : 0.0;
 }
 
 int ct_trainer_run(ct_trainer *t) {
     const ct_config *c = &t->cfg;
-    if (ct_metrics_open(&t->log, c->dump_folder, c->steps, false)) {
+    if (ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger)) {
         fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
-    printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
-           "batch %d x %d x accum %d; %.1f MFLOP/token; peak %.1f TFLOP/s\n",
-           t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
-           t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size, c->micro_batch_size,
-           c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6, t->peak_flops / 1e12);
-    if (t->val_data) printf("validation loss before training: %.4f\n", ct_trainer_validate(t));
+    if (t->is_logger) {
+        char layout[128];
+        ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
+        printf("ranks %d: %s\n", t->world.size, layout);
+        printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
+               "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f TFLOP/s\n",
+               t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
+               t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size,
+               c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
+               t->peak_flops / 1e12);
+    }
+    if (t->val_data) {
+        double v = ct_trainer_validate(t);
+        if (t->is_logger) printf("validation loss before training: %.4f\n", v);
+    }
     while (t->step < c->steps) {
         ct_trainer_step(t);
         bool val_now = t->val_data && (t->step % c->val_freq == 0 || t->step == c->steps);

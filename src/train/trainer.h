@@ -4,10 +4,12 @@
 #define CT_TRAINER_H
 #include <stdint.h>
 
+#include "comm/mesh.h"
 #include "core/config.h"
 #include "data/loader.h"
 #include "metrics/metrics.h"
 #include "model/llama.h"
+#include "parallel/fsdp.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 
@@ -16,11 +18,14 @@ typedef struct {
     ct_llama_config model;
     ct_param_table table;
 
-    // Parameter state. In one process `params`/`grads` are the whole flat block.
-    float *params;           // (P) flat parameter block, registry order
-    float *grads;            // (P)
-    long local_numel;        // P
-    ct_adamw adam;
+    ct_group world;
+    ct_mesh mesh;
+    bool is_logger;          // rank 0 prints and writes metrics
+
+    // Parameter state: this rank's FSDP shards (the whole model when the shard group is 1).
+    ct_fsdp fsdp;
+    ct_llama_hooks hooks;
+    ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;
     ct_llama_weights weights, grad_views;
     ct_llama_acts acts;

@@ -1,0 +1,187 @@
+#include "parallel/fsdp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "kernels/kernels.h"
+
+static long group_numel(const ct_fsdp *f, int g) { return f->table->group_offset[g + 1] - f->table->group_offset[g]; }
+static int head_group(const ct_fsdp *f) { return f->n_groups - 1; }
+static int nshards(const ct_fsdp *f) { return f->shard_group->size; }
+
+void ct_fsdp_init(ct_fsdp *f, const ct_param_table *t, ct_group *shard_group, ct_group *replicate_group,
+                  ct_reshard_policy policy, ct_llama_weights *weights, ct_llama_weights *grad_views) {
+    memset(f, 0, sizeof *f);
+    f->table = t;
+    f->shard_group = shard_group;
+    f->replicate_group = replicate_group;
+    f->policy = policy;
+    f->n_groups = t->n_groups;
+    f->weights = weights;
+    f->grad_views = grad_views;
+    f->shard_numel = ct_xcalloc((size_t)f->n_groups, sizeof(long));
+    f->shard_offset = ct_xcalloc((size_t)f->n_groups, sizeof(long));
+    f->group_slot = ct_xcalloc((size_t)f->n_groups, sizeof(int));
+    int N = nshards(f);
+    long max_shard = 0;
+    for (int g = 0; g < f->n_groups; g++) {
+        long shard = (group_numel(f, g) + N - 1) / N;
+        f->shard_numel[g] = shard;
+        f->shard_offset[g] = f->local_numel;
+        f->local_numel += shard;
+        if (shard > max_shard) max_shard = shard;
+        f->group_slot[g] = -1;
+    }
+    f->max_group_numel = max_shard * N;
+    f->params = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
+    f->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
+    if (N == 1) {
+        // One shard is the whole model: the views point at it for good.
+        for (int g = 0; g < f->n_groups; g++) {
+            ct_llama_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
+            ct_llama_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
+        }
+        return;
+    }
+    // Two slots suffice when groups are freed after use; `never` keeps every group whole.
+    f->n_slots = policy == CT_RESHARD_NEVER ? f->n_groups : 2;
+    f->slot = ct_xcalloc((size_t)f->n_slots, sizeof(float *));
+    f->slot_group = ct_xcalloc((size_t)f->n_slots, sizeof(int));
+    for (int s = 0; s < f->n_slots; s++) {
+        f->slot[s] = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
+        f->slot_group[s] = -1;
+    }
+    f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+    f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
+}
+
+void ct_fsdp_free(ct_fsdp *f) {
+    ct_mem_free(f->params);
+    ct_mem_free(f->grads);
+    for (int s = 0; s < f->n_slots; s++) ct_mem_free(f->slot[s]);
+    free(f->slot);
+    free(f->slot_group);
+    ct_mem_free(f->full_grad);
+    ct_mem_free(f->rs_out);
+    free(f->shard_numel);
+    free(f->shard_offset);
+    free(f->group_slot);
+    memset(f, 0, sizeof *f);
+}
+
+void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) {
+    const ct_param_table *t = f->table;
+    int N = nshards(f), r = f->shard_group->rank;
+    for (int i = 0; i < t->count; i++) {
+        const ct_param *p = &t->params[i];
+        int g = p->group;
+        // This rank's shard covers [lo, hi) of the group's flat elements.
+        long lo = (long)r * f->shard_numel[g], hi = lo + f->shard_numel[g];
+        long p_lo = p->offset - t->group_offset[g], p_hi = p_lo + p->numel;
+        long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
+        if (a >= b) continue;
+        ct_param_init_range(p, seed, a - p_lo, b - a, f->params + f->shard_offset[g] + (a - lo));
+    }
+    (void)N;
+}
+
+// ------------------------------------------------------------------ gather / release
+
+static void gather(ct_fsdp *f, int g) {
+    if (f->group_slot[g] >= 0) return;  // still whole from forward
+    int s = 0;
+    while (s < f->n_slots && f->slot_group[s] >= 0) s++;
+    if (s == f->n_slots) ct_fatal("fsdp", "all %d gather slots busy when gathering group %d", f->n_slots, g);
+    ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], f->slot[s], (size_t)f->shard_numel[g],
+                       CT_COMM_F32);
+    f->slot_group[s] = g;
+    f->group_slot[g] = s;
+    ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
+}
+
+static void release(ct_fsdp *f, int g) {
+    int s = f->group_slot[g];
+    if (s < 0) return;
+    f->slot_group[s] = -1;
+    f->group_slot[g] = -1;
+}
+
+static bool keep_after_forward(const ct_fsdp *f, int g) {
+    switch (f->policy) {
+    case CT_RESHARD_ALWAYS: return false;
+    case CT_RESHARD_NEVER: return g != 0;  // the embedding's backward needs no weights
+    default: return g >= head_group(f) - 1;  // last block and head: backward comes right away
+    }
+}
+
+static void before_group(void *ctx, int g, int phase) {
+    ct_fsdp *f = ctx;
+    if (nshards(f) == 1) return;
+    if (phase == CT_FORWARD) {
+        gather(f, g);
+    } else {
+        if (g != 0) gather(f, g);  // the embedding's backward is a scatter: no weights needed
+        memset(f->full_grad, 0, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+        ct_llama_weights_point_group(f->grad_views, f->table, g, f->full_grad);
+    }
+}
+
+static void after_group(void *ctx, int g, int phase) {
+    ct_fsdp *f = ctx;
+    if (nshards(f) == 1) return;
+    if (phase == CT_FORWARD) {
+        if (!keep_after_forward(f, g)) release(f, g);
+        return;
+    }
+    // Backward done: the group's whole gradient is in full_grad; sum it over the shard group and
+    // add this rank's part into its gradient shard (micro-batches accumulate there).
+    long n = f->shard_numel[g];
+    ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_COMM_F32, CT_COMM_SUM);
+    ct_add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
+    release(f, g);
+}
+
+ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f) {
+    ct_llama_hooks h = {.ctx = f, .before_group = before_group, .after_group = after_group};
+    return h;
+}
+
+// ------------------------------------------------------------------ step-level
+
+void ct_fsdp_reduce_replicas(ct_fsdp *f) {
+    if (f->replicate_group && f->replicate_group->size > 1)
+        ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_COMM_F32, CT_COMM_SUM);
+}
+
+double ct_fsdp_grad_sum_squares(ct_fsdp *f) {
+    double local = ct_sum_squares(f->grads, f->local_numel);  // padding stays zero
+    ct_comm_all_reduce(f->shard_group, &local, &local, 1, CT_COMM_F64, CT_COMM_SUM);
+    return local;
+}
+
+void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
+    const ct_param_table *t = f->table;
+    int N = nshards(f);
+    float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));
+    for (int g = 0; g < f->n_groups; g++) {
+        ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
+                           CT_COMM_F32);
+        memcpy(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
+    }
+    free(buf);
+    (void)N;
+}
+
+double ct_fsdp_expected_elements(const ct_fsdp *f) {
+    int N = nshards(f);
+    if (N == 1) return 0;
+    double total = 0;
+    for (int g = 0; g < f->n_groups; g++) {
+        int gathers = 1;  // forward
+        if (g != 0 && g != head_group(f) && !keep_after_forward(f, g)) gathers++;  // again for backward
+        total += (gathers + 1.0) * (double)group_numel(f, g);                     // + reduce-scatter
+    }
+    return total * (N - 1) / N;
+}

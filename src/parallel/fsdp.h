@@ -1,0 +1,78 @@
+// Fully sharded data parallel (ZeRO-3), as TorchTitan groups it: the embedding, each transformer
+// block, and the final norm with the output projection are the units. Each group's flat
+// parameters (one contiguous slice of the registry's block) are padded to a multiple of N and
+// cut into N equal shards over the `fsdp` group (dp_shard × cp); this rank keeps shard `rank`
+// of every group, with its gradients and optimizer state, so those fall as 1/N.
+//
+// Around each group the model calls the hooks: before use the shards are all-gathered into a
+// full buffer (one of two slots, so at most two groups are ever whole at once) and the model's
+// weight views are pointed at it; after backward the group's full gradient is reduce-scattered
+// (fp32, sum) into this rank's gradient shard; `reshard_after_forward` decides whether a group
+// is freed after forward and gathered again for backward:
+//   always   every group is gathered twice (3·Ψ·(N−1)/N elements moved per micro-batch)
+//   default  like always, except the last block and the head, whose backward follows at once
+//   never    groups stay whole from forward to backward (less traffic, no memory saving there)
+// With N = 1 every view points at the local shard and the hooks move nothing.
+// Replicated data parallel (DDP, and HSDP with sharding) all-reduces the gradient shards over
+// the `dp_replicate` group once per step (ct_fsdp_reduce_replicas).
+#ifndef CT_FSDP_H
+#define CT_FSDP_H
+#include <stdbool.h>
+
+#include "comm/comm.h"
+#include "model/llama.h"
+
+typedef enum { CT_RESHARD_DEFAULT, CT_RESHARD_ALWAYS, CT_RESHARD_NEVER } ct_reshard_policy;
+
+typedef struct {
+    const ct_param_table *table;
+    ct_group *shard_group;       // fsdp: dp_shard × cp (size N)
+    ct_group *replicate_group;   // dp_replicate (size R), gradients all-reduced over it
+    ct_reshard_policy policy;
+    int n_groups;
+
+    // Per group g: padded size N·shard_numel[g], and where its shard sits in the local block.
+    long *shard_numel;           // (n_groups)
+    long *shard_offset;          // (n_groups) offset in params/grads
+    long local_numel;            // Σ shard_numel
+
+    float *params;               // (local_numel) this rank's parameter shards
+    float *grads;                // (local_numel) this rank's gradient shards
+    ct_llama_weights *weights;   // views the model reads (re-pointed by the hooks)
+    ct_llama_weights *grad_views;
+
+    // Gather slots (params) and one full-gradient buffer, each of the largest padded group.
+    // Two slots (at most two groups whole at once), or one per group under `never`.
+    long max_group_numel;
+    int n_slots;
+    float **slot;                // (n_slots) × (max_group_numel)
+    int *slot_group;             // (n_slots) which group is whole in each slot (-1: none)
+    float *full_grad;            // (max_group_numel)
+    float *rs_out;               // (max shard) reduce-scatter result before accumulation
+    int *group_slot;             // (n_groups) slot holding the group, or -1
+} ct_fsdp;
+
+// Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point
+// at the local block when N = 1, else at nothing until gathered.
+void ct_fsdp_init(ct_fsdp *f, const ct_param_table *t, ct_group *shard_group, ct_group *replicate_group,
+                  ct_reshard_policy policy, ct_llama_weights *weights, ct_llama_weights *grad_views);
+void ct_fsdp_free(ct_fsdp *f);
+
+// Initialises this rank's shards from (seed, name, global index): the same numbers as one process.
+void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed);
+
+// The hooks to hand to ct_llama_step.
+ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f);
+
+// After the step's micro-batches: all-reduce gradient shards over the replicas (HSDP / DDP).
+void ct_fsdp_reduce_replicas(ct_fsdp *f);
+// Σ grad² over every element of the model, each counted once (sum over the shard group).
+double ct_fsdp_grad_sum_squares(ct_fsdp *f);
+// Gathers the whole flat parameter block (registry order) into full (table->total floats) on
+// every rank: for checks, export and checkpoints; not for the step.
+void ct_fsdp_gather_full(ct_fsdp *f, float *full);
+// Element counts an ideal run of one micro-batch moves on the shard group (all-gathers and
+// reduce-scatters as this policy schedules them), from the unpadded group sizes: the analytic
+// figure the communication bench compares against.
+double ct_fsdp_expected_elements(const ct_fsdp *f);
+#endif

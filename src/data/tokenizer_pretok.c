@@ -1,0 +1,140 @@
+// Pre-tokenisation: splits text into the pieces BPE runs on, with PCRE2 (UTF + UCP, JIT when
+// the library has it) and the Llama 3 / cl100k pattern.
+//
+// Invalid UTF-8: PCRE2 in UTF mode refuses (or, with PCRE2_NO_UTF_CHECK, misreads) invalid
+// input, so the text is first cut into maximal valid UTF-8 spans. The regex runs over each span
+// as its own subject (with PCRE2_NO_UTF_CHECK, since the span was just validated), and every
+// byte between spans becomes a one-byte piece. The pieces therefore always tile the input,
+// which is what makes decode(encode(x)) == x hold for every byte string.
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tokenizer_internal.h"
+
+struct ct_pretok {
+    pcre2_code *re;
+    int jit;  // pcre2_jit_compile succeeded: use the JIT fast path
+};
+
+ct_pretok *ct_pretok_new(void) {
+    int err;
+    PCRE2_SIZE erroff;
+    // ANCHORED: every match must start where the previous one ended. The pattern matches any
+    // character somewhere, so this never skips text; and it lets a failed match fail fast.
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)CT_TOKENIZER_PATTERN, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &erroff, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(err, msg, sizeof msg);
+        ct_set_error("tokenizer: pre-tokenisation pattern does not compile at offset %zu: %s", (size_t)erroff,
+                     (char *)msg);
+        return NULL;
+    }
+    ct_pretok *p = calloc(1, sizeof *p);
+    if (!p) {
+        pcre2_code_free(re);
+        ct_set_error("tokenizer: out of memory");
+        return NULL;
+    }
+    p->re = re;
+    p->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    return p;
+}
+
+void ct_pretok_free(ct_pretok *p) {
+    if (!p) return;
+    pcre2_code_free(p->re);
+    free(p);
+}
+
+// Strict UTF-8 (what PCRE2 accepts): no overlong forms, no surrogates, nothing above U+10FFFF.
+long ct_utf8_valid_prefix(const uint8_t *s, long n) {
+    long i = 0;
+    while (i < n) {
+        // ASCII fast path, 8 bytes at a time.
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ull) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        long need;
+        uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) need = 2, lo = 0xA0;
+        else if (c >= 0xE1 && c <= 0xEC) need = 2;
+        else if (c == 0xED) need = 2, hi = 0x9F;
+        else if (c >= 0xEE && c <= 0xEF) need = 2;
+        else if (c == 0xF0) need = 3, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) need = 3, hi = 0x8F;
+        else return i;
+        if (i + need >= n) return i;  // truncated sequence
+        if (s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (long k = 2; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+        i += need + 1;
+    }
+    return n;
+}
+
+// Length in bytes of the UTF-8 character at s (s is valid UTF-8).
+static long char_len(uint8_t c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
+
+// Splits one valid UTF-8 span. Returns 1 if fn asked to stop, -1 on a regex engine error.
+static int split_span(const ct_pretok *p, pcre2_match_data *md, const uint8_t *s, long n, ct_tokenizer_piece_fn fn,
+                      void *ctx) {
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    long pos = 0;
+    while (pos < n) {
+        int rc = p->jit ? pcre2_jit_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, 0, md, NULL)
+                        : PCRE2_ERROR_JIT_BADOPTION;
+        // The JIT can run out of its (machine) stack on pathological inputs; the interpreter
+        // keeps its backtracking frames on the heap, so retry there.
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+            rc = pcre2_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+        long end;
+        if (rc >= 0 && ov[1] > (PCRE2_SIZE)pos) {
+            end = (long)ov[1];
+        } else if (rc == PCRE2_ERROR_NOMATCH || rc >= 0) {
+            // Cannot happen with this pattern (it matches every character); stay total anyway.
+            end = pos + char_len(s[pos]);
+        } else {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            ct_set_error("tokenizer: pre-tokenisation regex failed at byte %ld: %s", pos, (char *)msg);
+            return -1;
+        }
+        if (fn(ctx, (const char *)s + pos, end - pos)) return 1;
+        pos = end;
+    }
+    return 0;
+}
+
+ct_status ct_pretok_split(const ct_pretok *p, const char *text, long len, ct_tokenizer_piece_fn fn, void *ctx) {
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return ct_set_error("tokenizer: out of memory");
+    const uint8_t *s = (const uint8_t *)text;
+    long pos = 0;
+    int rc = 0;
+    while (pos < len && rc == 0) {
+        long valid = ct_utf8_valid_prefix(s + pos, len - pos);
+        if (valid > 0) {
+            rc = split_span(p, md, s + pos, valid, fn, ctx);
+            pos += valid;
+        } else {
+            rc = fn(ctx, text + pos, 1) ? 1 : 0;  // one invalid byte, a piece of its own
+            pos += 1;
+        }
+    }
+    pcre2_match_data_free(md);
+    return rc < 0 ? CT_ERR : CT_OK;
+}

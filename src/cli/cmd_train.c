@@ -27,7 +27,7 @@ int ct_cmd_train(int argc, char **argv) {
         return 1;
     }
     static ct_trainer t;
-    if (ct_trainer_init(&t, &cfg)) ct_fatal("ctitan train", "%s", ct_last_error());
+    if (ct_trainer_init(&t, &cfg, NULL)) ct_fatal("ctitan train", "%s", ct_last_error());
     int rc = ct_trainer_run(&t);
     ct_trainer_free(&t);
     ct_comm_finalize();

@@ -55,6 +55,7 @@ void ct_fsdp_init(ct_fsdp *f, const ct_param_table *t, ct_group *shard_group, ct
     }
     f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
     f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
+    f->buffer_bytes = ((size_t)(f->n_slots + 1) * (size_t)f->max_group_numel + (size_t)max_shard) * sizeof(float);
 }
 
 void ct_fsdp_free(ct_fsdp *f) {

@@ -50,6 +50,7 @@ typedef struct {
     float *full_grad;            // (max_group_numel)
     float *rs_out;               // (max shard) reduce-scatter result before accumulation
     int *group_slot;             // (n_groups) slot holding the group, or -1
+    size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank
 } ct_fsdp;
 
 // Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point

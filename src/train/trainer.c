@@ -29,13 +29,15 @@ static double measure_peak_flops(const ct_config *cfg) {
     return ct_cpu_matmul_peak_gflops(2048, 3) * 1e9;  // the CPU's measured fp32 matmul peak
 }
 
-ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg) {
+ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
     ct_param_table_build(&t->table, &t->model);
 
-    if (ct_comm_group_world(&t->world, CT_COMM_DEFAULT_TIMEOUT_S)) return CT_ERR;
+    if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
+               : ct_comm_group_world(&t->world, CT_COMM_DEFAULT_TIMEOUT_S))
+        return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;

@@ -42,8 +42,10 @@ typedef struct {
     ct_step_metrics last;    // the last step's figures
 } ct_trainer;
 
-// Builds everything from a validated config. CT_ERR + ct_last_error on bad input.
-ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg);
+// Builds everything from a validated config, over the processes of `parent` (NULL: all of them;
+// tests pass a one-process group to run a reference beside a distributed run).
+// CT_ERR + ct_last_error on bad input.
+ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent);
 void ct_trainer_free(ct_trainer *t);
 
 // One optimizer step (all micro-batches); fills t->last and returns the step's mean loss.

@@ -1,0 +1,62 @@
+// Output projection fused with cross-entropy, chunked over rows so the (N, V) logits never exist
+// at once: per chunk, logits = x W^T into scratch, per-row log-sum-exp and loss, then the logits
+// are turned in place into dlogits = (softmax - onehot) * grad_scale and multiplied back:
+// dx = dlogits W, dW += dlogits^T x.
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/cpu/fastmath.h"
+#include "kernels/kernels.h"
+
+// scratch: logits (chunk_rows, V), then one double per row (as 2 floats) for the row losses.
+long ct_xent_scratch_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows; }
+
+double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
+                     long V, float grad_scale, long chunk_rows, float *scratch) {
+    for (long n = 0; n < N; n++)
+        if (targets[n] < -1 || targets[n] >= V)
+            ct_fatal("ct_xent_fused", "target %d at row %ld is outside [0, %ld) (and is not -1 = ignore)",
+                     (int)targets[n], n, V);
+    float *logits = scratch;                   // (chunk_rows, V)
+    char *row_loss = (char *)(scratch + chunk_rows * V);  // (chunk_rows) doubles, possibly unaligned
+    double total = 0.0;
+    for (long r0 = 0; r0 < N; r0 += chunk_rows) {
+        long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
+        const float *xc = x + r0 * C;  // (nr, C)
+        ct_gemm(0, 1, nr, V, C, 1.0f, xc, C, W, C, 0.0f, logits, V);
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < nr; r++) {
+            float *z = logits + r * V;  // (V)
+            int32_t t = targets[r0 + r];
+            double loss = 0.0;
+            if (t < 0) {  // ignored row: no loss, zero gradient
+                if (dx) memset(z, 0, (size_t)V * sizeof(float));
+            } else {
+                float mx = z[0];
+#pragma omp simd reduction(max : mx)
+                for (long j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
+                float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                for (long j = 0; j < V; j++) sum += ct_fast_expf(z[j] - mx);
+                double lse = (double)mx + log((double)sum);
+                loss = lse - (double)z[t];
+                if (dx) {
+                    float inv = 1.0f / sum;
+                    for (long j = 0; j < V; j++) z[j] = ct_fast_expf(z[j] - mx) * inv * grad_scale;
+                    z[t] -= grad_scale;
+                }
+            }
+            memcpy(row_loss + r * sizeof(double), &loss, sizeof(double));
+        }
+        for (long r = 0; r < nr; r++) {  // fixed order: the same loss on every run
+            double loss;
+            memcpy(&loss, row_loss + r * sizeof(double), sizeof(double));
+            total += loss;
+        }
+        if (dx) {
+            ct_gemm(0, 0, nr, C, V, 1.0f, logits, V, W, C, 0.0f, dx + r0 * C, C);  // dx (nr, C) = dlogits W
+            ct_gemm(1, 0, V, C, nr, 1.0f, logits, V, xc, C, 1.0f, dW, C);          // dW (V, C) += dlogits^T x
+        }
+    }
+    return total;
+}

@@ -1,0 +1,694 @@
+// safetensors writer and reader (format in safetensors.h). The header is parsed by a small
+// JSON parser below that knows exactly what a safetensors header can hold: objects, arrays,
+// strings with escapes, integers (plus true/false/null/fractions, accepted and ignored).
+#include "checkpoint/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
+
+// The reference implementation refuses headers over 100 MB; so do we (a bigger "length" is
+// far more likely a corrupt file than a real header).
+#define CT_ST_MAX_HEADER (100u * 1000u * 1000u)
+
+static const struct {
+    const char *name;
+    int size;
+} dtypes[CT_ST_NDTYPES] = {
+    [CT_ST_F32] = {"F32", 4},   [CT_ST_BF16] = {"BF16", 2},        [CT_ST_F16] = {"F16", 2},
+    [CT_ST_F64] = {"F64", 8},   [CT_ST_I64] = {"I64", 8},          [CT_ST_I32] = {"I32", 4},
+    [CT_ST_I16] = {"I16", 2},   [CT_ST_I8] = {"I8", 1},            [CT_ST_U8] = {"U8", 1},
+    [CT_ST_BOOL] = {"BOOL", 1}, [CT_ST_F8_E4M3] = {"F8_E4M3", 1}, [CT_ST_F8_E5M2] = {"F8_E5M2", 1},
+};
+
+const char *ct_st_dtype_name(ct_st_dtype d) { return (unsigned)d < CT_ST_NDTYPES ? dtypes[d].name : "?"; }
+int ct_st_dtype_size(ct_st_dtype d) { return (unsigned)d < CT_ST_NDTYPES ? dtypes[d].size : 0; }
+
+static int dtype_from_name(const char *s) {
+    for (int i = 0; i < CT_ST_NDTYPES; i++)
+        if (!strcmp(s, dtypes[i].name)) return i;
+    return -1;
+}
+
+// ---- number formats -------------------------------------------------------------------------
+
+uint16_t ct_st_f32_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN: keep it quiet NaN
+    // Adding 0x7fff plus the lowest kept bit rounds to nearest with ties to even.
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float ct_st_bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+float ct_st_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);  // inf / NaN
+    } else if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else {  // subnormal: value = man * 2^-24, renormalise
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// ---- growing string buffer ------------------------------------------------------------------
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} strbuf;
+
+static void sb_putn(strbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+        if (!b->s) ct_fatal("safetensors", "out of memory");
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+static void sb_puts(strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+static void sb_printf(strbuf *b, const char *fmt, long long v) {
+    char tmp[32];
+    int k = snprintf(tmp, sizeof tmp, fmt, v);
+    sb_putn(b, tmp, (size_t)k);
+}
+static void sb_json_string(strbuf *b, const char *s) {
+    sb_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            sb_putn(b, e, 2);
+        } else if (c < 0x20) {
+            char e[8];
+            snprintf(e, sizeof e, "\\u%04x", c);
+            sb_puts(b, e);
+        } else {
+            sb_putn(b, (const char *)&c, 1);
+        }
+    }
+    sb_puts(b, "\"");
+}
+
+// ---- JSON parser ----------------------------------------------------------------------------
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
+
+typedef struct jnode {
+    jtype type;
+    bool is_int;        // J_NUM written as an integer that fits int64
+    int64_t ival;
+    char *str;          // J_STR (UTF-8, NUL-free)
+    int n;              // J_ARR / J_OBJ: number of children
+    struct jnode *kids; // (n,)
+    char **keys;        // (n,) J_OBJ only
+} jnode;
+
+typedef struct {
+    const char *p, *end, *start;
+    char err[160];
+} jparser;
+
+static int jfail(jparser *jp, const char *what) {
+    if (!jp->err[0]) snprintf(jp->err, sizeof jp->err, "bad JSON at header byte %ld: %s", (long)(jp->p - jp->start), what);
+    return -1;
+}
+
+static void jskip(jparser *jp) {
+    while (jp->p < jp->end && (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r')) jp->p++;
+}
+
+static void jfree(jnode *n) {
+    if (n->type == J_STR) free(n->str);
+    if (n->type == J_ARR || n->type == J_OBJ) {
+        for (int i = 0; i < n->n; i++) {
+            jfree(&n->kids[i]);
+            if (n->keys) free(n->keys[i]);
+        }
+        free(n->kids);
+        free(n->keys);
+    }
+    memset(n, 0, sizeof *n);
+}
+
+static int hex4(jparser *jp, uint32_t *v) {
+    if (jp->end - jp->p < 4) return jfail(jp, "short \\u escape");
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = *jp->p++;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return jfail(jp, "bad hex digit in \\u escape");
+        *v = *v * 16 + (uint32_t)d;
+    }
+    return 0;
+}
+
+static void put_utf8(strbuf *b, uint32_t cp) {
+    char u[4];
+    int k;
+    if (cp < 0x80) u[0] = (char)cp, k = 1;
+    else if (cp < 0x800) u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), k = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f)), k = 3;
+    else
+        u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)), u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)),
+        u[3] = (char)(0x80 | (cp & 0x3f)), k = 4;
+    sb_putn(b, u, (size_t)k);
+}
+
+static int jstring(jparser *jp, char **out) {
+    jp->p++;  // opening quote
+    strbuf b = {0};
+    sb_putn(&b, "", 0);
+    while (1) {
+        if (jp->p >= jp->end) { free(b.s); return jfail(jp, "unterminated string"); }
+        unsigned char c = (unsigned char)*jp->p++;
+        if (c == '"') break;
+        if (c < 0x20) { free(b.s); return jfail(jp, "control character in string"); }
+        if (c != '\\') { sb_putn(&b, (const char *)&c, 1); continue; }
+        if (jp->p >= jp->end) { free(b.s); return jfail(jp, "unterminated escape"); }
+        char e = *jp->p++;
+        uint32_t cp;
+        switch (e) {
+            case '"': sb_puts(&b, "\""); break;
+            case '\\': sb_puts(&b, "\\"); break;
+            case '/': sb_puts(&b, "/"); break;
+            case 'b': sb_puts(&b, "\b"); break;
+            case 'f': sb_puts(&b, "\f"); break;
+            case 'n': sb_puts(&b, "\n"); break;
+            case 'r': sb_puts(&b, "\r"); break;
+            case 't': sb_puts(&b, "\t"); break;
+            case 'u':
+                if (hex4(jp, &cp)) { free(b.s); return -1; }
+                if (cp >= 0xd800 && cp < 0xdc00) {  // high surrogate: a low one must follow
+                    uint32_t lo;
+                    if (jp->end - jp->p < 2 || jp->p[0] != '\\' || jp->p[1] != 'u') { free(b.s); return jfail(jp, "lone surrogate"); }
+                    jp->p += 2;
+                    if (hex4(jp, &lo)) { free(b.s); return -1; }
+                    if (lo < 0xdc00 || lo >= 0xe000) { free(b.s); return jfail(jp, "bad surrogate pair"); }
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                } else if (cp >= 0xdc00 && cp < 0xe000) {
+                    free(b.s);
+                    return jfail(jp, "lone surrogate");
+                }
+                if (cp == 0) { free(b.s); return jfail(jp, "\\u0000 in string"); }
+                put_utf8(&b, cp);
+                break;
+            default: free(b.s); return jfail(jp, "bad escape");
+        }
+    }
+    *out = b.s;
+    return 0;
+}
+
+static int jvalue(jparser *jp, jnode *out, int depth);
+
+static int jnumber(jparser *jp, jnode *out) {
+    const char *s = jp->p;
+    bool neg = false;
+    if (jp->p < jp->end && *jp->p == '-') neg = true, jp->p++;
+    if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad number");
+    if (*jp->p == '0' && jp->p + 1 < jp->end && jp->p[1] >= '0' && jp->p[1] <= '9') return jfail(jp, "leading zero");
+    uint64_t v = 0;
+    bool overflow = false;
+    while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') {
+        unsigned d = (unsigned)(*jp->p++ - '0');
+        if (v > (UINT64_MAX - d) / 10) overflow = true;
+        v = v * 10 + d;
+    }
+    bool frac = false;
+    if (jp->p < jp->end && *jp->p == '.') {
+        frac = true;
+        jp->p++;
+        if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad fraction");
+        while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') jp->p++;
+    }
+    if (jp->p < jp->end && (*jp->p == 'e' || *jp->p == 'E')) {
+        frac = true;
+        jp->p++;
+        if (jp->p < jp->end && (*jp->p == '+' || *jp->p == '-')) jp->p++;
+        if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad exponent");
+        while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') jp->p++;
+    }
+    (void)s;
+    out->type = J_NUM;
+    out->is_int = !frac && !overflow && v <= (uint64_t)INT64_MAX;
+    out->ival = out->is_int ? (neg ? -(int64_t)v : (int64_t)v) : 0;
+    return 0;
+}
+
+static int jliteral(jparser *jp, const char *word, jnode *out, jtype t) {
+    size_t k = strlen(word);
+    if ((size_t)(jp->end - jp->p) < k || memcmp(jp->p, word, k)) return jfail(jp, "unexpected character");
+    jp->p += k;
+    out->type = t;
+    return 0;
+}
+
+// Parses '[' ... ']' or '{' ... '}' into out (children appended as they come).
+static int jcontainer(jparser *jp, jnode *out, int depth, bool obj) {
+    out->type = obj ? J_OBJ : J_ARR;
+    jp->p++;
+    int cap = 0;
+    jskip(jp);
+    if (jp->p < jp->end && *jp->p == (obj ? '}' : ']')) {
+        jp->p++;
+        return 0;
+    }
+    while (1) {
+        if (out->n == cap) {
+            cap = cap ? 2 * cap : 4;
+            out->kids = realloc(out->kids, sizeof(jnode) * (size_t)cap);
+            if (obj) out->keys = realloc(out->keys, sizeof(char *) * (size_t)cap);
+            if (!out->kids || (obj && !out->keys)) ct_fatal("safetensors", "out of memory");
+        }
+        jnode *kid = &out->kids[out->n];
+        memset(kid, 0, sizeof *kid);
+        jskip(jp);
+        if (obj) {
+            out->keys[out->n] = NULL;
+            if (jp->p >= jp->end || *jp->p != '"') return jfail(jp, "expected a string key");
+            if (jstring(jp, &out->keys[out->n])) return -1;
+            jskip(jp);
+            if (jp->p >= jp->end || *jp->p != ':') {
+                free(out->keys[out->n]);
+                return jfail(jp, "expected ':'");
+            }
+            jp->p++;
+        }
+        out->n++;  // counted before parsing so jfree releases a partly parsed child
+        if (jvalue(jp, kid, depth + 1)) return -1;
+        jskip(jp);
+        if (jp->p < jp->end && *jp->p == ',') {
+            jp->p++;
+            continue;
+        }
+        if (jp->p < jp->end && *jp->p == (obj ? '}' : ']')) {
+            jp->p++;
+            return 0;
+        }
+        return jfail(jp, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+}
+
+static int jvalue(jparser *jp, jnode *out, int depth) {
+    if (depth > 32) return jfail(jp, "nested too deeply");
+    jskip(jp);
+    if (jp->p >= jp->end) return jfail(jp, "unexpected end");
+    switch (*jp->p) {
+        case '{': return jcontainer(jp, out, depth, true);
+        case '[': return jcontainer(jp, out, depth, false);
+        case '"': out->type = J_STR; return jstring(jp, &out->str);
+        case 't': return jliteral(jp, "true", out, J_BOOL);
+        case 'f': return jliteral(jp, "false", out, J_BOOL);
+        case 'n': return jliteral(jp, "null", out, J_NULL);
+        default: return jnumber(jp, out);
+    }
+}
+
+// ---- writer ---------------------------------------------------------------------------------
+
+typedef struct {
+    char *name;
+    ct_st_dtype file_dtype, data_dtype;
+    int ndim;
+    int64_t shape[CT_ST_MAX_DIMS];
+    int64_t numel;
+    const void *data;
+} st_entry;
+
+struct ct_st_writer {
+    st_entry *e;
+    int n, cap;
+    char **meta;  // (2 * n_meta,) key, value, key, value...
+    int n_meta;
+};
+
+ct_st_writer *ct_st_writer_new(void) { return ct_xcalloc(1, sizeof(ct_st_writer)); }
+
+void ct_st_writer_free(ct_st_writer *w) {
+    if (!w) return;
+    for (int i = 0; i < w->n; i++) free(w->e[i].name);
+    for (int i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
+    free(w->e);
+    free(w->meta);
+    free(w);
+}
+
+void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value) {
+    w->meta = realloc(w->meta, sizeof(char *) * 2 * (size_t)(w->n_meta + 1));
+    if (!w->meta) ct_fatal("safetensors", "out of memory");
+    w->meta[2 * w->n_meta] = ct_xstrdup(key);
+    w->meta[2 * w->n_meta + 1] = ct_xstrdup(value);
+    w->n_meta++;
+}
+
+ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_st_dtype file_dtype, int ndim, const int64_t *shape,
+                           ct_st_dtype data_dtype, const void *data) {
+    if ((unsigned)file_dtype >= CT_ST_NDTYPES || (unsigned)data_dtype >= CT_ST_NDTYPES)
+        return ct_set_error("safetensors: %s: bad dtype", name);
+    if (file_dtype != data_dtype && !(file_dtype == CT_ST_BF16 && data_dtype == CT_ST_F32))
+        return ct_set_error("safetensors: %s: cannot store %s data as %s", name, ct_st_dtype_name(data_dtype),
+                            ct_st_dtype_name(file_dtype));
+    if (ndim < 0 || ndim > CT_ST_MAX_DIMS) return ct_set_error("safetensors: %s: %d dimensions", name, ndim);
+    if (!strcmp(name, "__metadata__") || !name[0]) return ct_set_error("safetensors: bad tensor name '%s'", name);
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->e[i].name, name)) return ct_set_error("safetensors: duplicate tensor name %s", name);
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 16;
+        w->e = realloc(w->e, sizeof(st_entry) * (size_t)w->cap);
+        if (!w->e) ct_fatal("safetensors", "out of memory");
+    }
+    st_entry *e = &w->e[w->n];
+    memset(e, 0, sizeof *e);
+    e->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return ct_set_error("safetensors: %s: negative dimension", name);
+        e->shape[i] = shape[i];
+        e->numel *= shape[i];
+    }
+    e->name = ct_xstrdup(name);
+    e->file_dtype = file_dtype;
+    e->data_dtype = data_dtype;
+    e->ndim = ndim;
+    e->data = data;
+    w->n++;
+    return CT_OK;
+}
+
+static int write_entry(FILE *f, const st_entry *e) {
+    const size_t bytes = (size_t)e->numel * (size_t)ct_st_dtype_size(e->file_dtype);
+    if (e->file_dtype == e->data_dtype) return fwrite(e->data, 1, bytes, f) == bytes;
+    uint16_t buf[8192];  // F32 -> BF16 in pieces
+    const float *x = e->data;
+    for (int64_t i = 0; i < e->numel; i += 8192) {
+        int64_t k = e->numel - i < 8192 ? e->numel - i : 8192;
+        for (int64_t j = 0; j < k; j++) buf[j] = ct_st_f32_to_bf16(x[i + j]);
+        if (fwrite(buf, 2, (size_t)k, f) != (size_t)k) return 0;
+    }
+    return 1;
+}
+
+ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
+    strbuf h = {0};
+    sb_puts(&h, "{");
+    if (w->n_meta > 0) {
+        sb_puts(&h, "\"__metadata__\":{");
+        for (int i = 0; i < w->n_meta; i++) {
+            if (i) sb_puts(&h, ",");
+            sb_json_string(&h, w->meta[2 * i]);
+            sb_puts(&h, ":");
+            sb_json_string(&h, w->meta[2 * i + 1]);
+        }
+        sb_puts(&h, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < w->n; i++) {
+        const st_entry *e = &w->e[i];
+        if (i || w->n_meta > 0) sb_puts(&h, ",");
+        sb_json_string(&h, e->name);
+        sb_puts(&h, ":{\"dtype\":\"");
+        sb_puts(&h, ct_st_dtype_name(e->file_dtype));
+        sb_puts(&h, "\",\"shape\":[");
+        for (int d = 0; d < e->ndim; d++) sb_printf(&h, d ? ",%lld" : "%lld", (long long)e->shape[d]);
+        uint64_t bytes = (uint64_t)e->numel * (uint64_t)ct_st_dtype_size(e->file_dtype);
+        sb_printf(&h, "],\"data_offsets\":[%lld,", (long long)off);
+        sb_printf(&h, "%lld]}", (long long)(off + bytes));
+        off += bytes;
+    }
+    sb_puts(&h, "}");
+    while ((8 + h.n) % 8) sb_puts(&h, " ");  // data section 8-byte aligned
+
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        free(h.s);
+        return ct_set_error("%s: cannot create: %s", tmp, strerror(errno));
+    }
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    int ok = fwrite(len, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
+    free(h.s);
+    for (int i = 0; ok && i < w->n; i++) ok = write_entry(f, &w->e[i]);
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        unlink(tmp);
+        return ct_set_error("%s: write failed: %s", path, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) return ct_set_error("%s: cannot rename from %s: %s", path, tmp, strerror(errno));
+    return CT_OK;
+}
+
+// ---- reader ---------------------------------------------------------------------------------
+
+struct ct_st_file {
+    char path[512];
+    void *map;
+    size_t size;
+    ct_st_tensor *t;  // (n,)
+    int n;
+    char **meta;      // (2 * n_meta,)
+    int n_meta;
+};
+
+void ct_st_close(ct_st_file *f) {
+    if (!f) return;
+    if (f->map) munmap(f->map, f->size);
+    for (int i = 0; i < f->n; i++) free(f->t[i].name);
+    for (int i = 0; i < 2 * f->n_meta; i++) free(f->meta[i]);
+    free(f->t);
+    free(f->meta);
+    free(f);
+}
+
+static ct_st_file *open_fail(ct_st_file *f, jnode *root) {
+    if (root) jfree(root);
+    ct_st_close(f);
+    return NULL;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const ct_st_tensor *x = *(ct_st_tensor *const *)a, *y = *(ct_st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+// Fills one tensor from its header entry {"dtype", "shape", "data_offsets"}.
+static ct_status tensor_from_json(const char *path, const char *name, const jnode *v, uint64_t data_bytes, ct_st_tensor *t) {
+    if (v->type != J_OBJ) return ct_set_error("%s: tensor %s: header entry is not an object", path, name);
+    const jnode *dt = NULL, *sh = NULL, *of = NULL;
+    for (int i = 0; i < v->n; i++) {
+        if (!strcmp(v->keys[i], "dtype")) dt = &v->kids[i];
+        else if (!strcmp(v->keys[i], "shape")) sh = &v->kids[i];
+        else if (!strcmp(v->keys[i], "data_offsets")) of = &v->kids[i];
+    }
+    if (!dt || dt->type != J_STR) return ct_set_error("%s: tensor %s: missing or bad \"dtype\"", path, name);
+    int d = dtype_from_name(dt->str);
+    if (d < 0) return ct_set_error("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->str);
+    t->dtype = (ct_st_dtype)d;
+    if (!sh || sh->type != J_ARR || sh->n > CT_ST_MAX_DIMS) return ct_set_error("%s: tensor %s: missing or bad \"shape\"", path, name);
+    t->ndim = sh->n;
+    t->numel = 1;
+    for (int i = 0; i < sh->n; i++) {
+        const jnode *k = &sh->kids[i];
+        if (k->type != J_NUM || !k->is_int || k->ival < 0) return ct_set_error("%s: tensor %s: bad dimension in shape", path, name);
+        t->shape[i] = k->ival;
+        // Guard the product: any dimension larger than the data section is already wrong.
+        if (k->ival > 0 && t->numel > (int64_t)(data_bytes + 1) / k->ival + 1)
+            return ct_set_error("%s: tensor %s: shape too large for the file", path, name);
+        t->numel *= k->ival;
+    }
+    if (!of || of->type != J_ARR || of->n != 2 || of->kids[0].type != J_NUM || !of->kids[0].is_int || of->kids[0].ival < 0 ||
+        of->kids[1].type != J_NUM || !of->kids[1].is_int || of->kids[1].ival < 0)
+        return ct_set_error("%s: tensor %s: missing or bad \"data_offsets\"", path, name);
+    t->begin = (uint64_t)of->kids[0].ival;
+    t->end = (uint64_t)of->kids[1].ival;
+    if (t->begin > t->end || t->end > data_bytes)
+        return ct_set_error("%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path, name,
+                            (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
+    uint64_t want = (uint64_t)t->numel * (uint64_t)ct_st_dtype_size(t->dtype);
+    if (t->end - t->begin != want)
+        return ct_set_error("%s: tensor %s: %llu bytes in data offsets, but shape x %s needs %llu", path, name,
+                            (unsigned long long)(t->end - t->begin), ct_st_dtype_name(t->dtype), (unsigned long long)want);
+    return CT_OK;
+}
+
+ct_st_file *ct_st_open(const char *path) {
+    ct_st_file *f = ct_xcalloc(1, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        ct_set_error("%s: cannot open: %s", path, strerror(errno));
+        return open_fail(f, NULL);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        ct_set_error("%s: not a regular file", path);
+        return open_fail(f, NULL);
+    }
+    f->size = (size_t)st.st_size;
+    if (f->size < 8) {
+        close(fd);
+        ct_set_error("%s: truncated file: %zu bytes, less than the 8-byte header length", path, f->size);
+        return open_fail(f, NULL);
+    }
+    f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f->map == MAP_FAILED) {
+        f->map = NULL;
+        ct_set_error("%s: mmap failed: %s", path, strerror(errno));
+        return open_fail(f, NULL);
+    }
+    const unsigned char *p = f->map;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i];
+    if (hlen > CT_ST_MAX_HEADER || hlen > f->size - 8) {
+        ct_set_error("%s: header length %llu too large (file has %zu bytes after the length)", path, (unsigned long long)hlen,
+                     f->size - 8);
+        return open_fail(f, NULL);
+    }
+    const uint64_t data_bytes = f->size - 8 - hlen;
+    const unsigned char *data = p + 8 + hlen;
+
+    jparser jp = {.p = (const char *)p + 8, .start = (const char *)p + 8, .end = (const char *)p + 8 + hlen};
+    jnode root = {0};
+    if (jvalue(&jp, &root, 0) == 0) {
+        jskip(&jp);
+        if (jp.p != jp.end) jfail(&jp, "trailing characters after the header object");
+    }
+    if (jp.err[0]) {
+        ct_set_error("%s: %s", path, jp.err);
+        return open_fail(f, &root);
+    }
+    if (root.type != J_OBJ) {
+        ct_set_error("%s: bad JSON: header is not an object", path);
+        return open_fail(f, &root);
+    }
+    f->t = ct_xcalloc((size_t)root.n + 1, sizeof(ct_st_tensor));
+    for (int i = 0; i < root.n; i++) {
+        const char *key = root.keys[i];
+        const jnode *v = &root.kids[i];
+        for (int j = 0; j < i; j++)
+            if (!strcmp(root.keys[j], key)) {
+                ct_set_error("%s: duplicate key \"%s\" in header", path, key);
+                return open_fail(f, &root);
+            }
+        if (!strcmp(key, "__metadata__")) {
+            if (v->type != J_OBJ) {
+                ct_set_error("%s: __metadata__ is not an object", path);
+                return open_fail(f, &root);
+            }
+            f->meta = ct_xcalloc(2 * (size_t)v->n + 1, sizeof(char *));
+            for (int m = 0; m < v->n; m++) {
+                if (v->kids[m].type != J_STR) {
+                    ct_set_error("%s: __metadata__ value of \"%s\" is not a string", path, v->keys[m]);
+                    return open_fail(f, &root);
+                }
+                f->meta[2 * m] = ct_xstrdup(v->keys[m]);
+                f->meta[2 * m + 1] = ct_xstrdup(v->kids[m].str);
+                f->n_meta = m + 1;
+            }
+            continue;
+        }
+        ct_st_tensor *t = &f->t[f->n];
+        if (tensor_from_json(path, key, v, data_bytes, t) != CT_OK) return open_fail(f, &root);
+        t->name = ct_xstrdup(key);
+        t->data = data + t->begin;
+        f->n++;
+    }
+    jfree(&root);
+    // Overlap: sorted by begin, each tensor must end before the next begins.
+    if (f->n > 1) {
+        ct_st_tensor **order = ct_xmalloc(sizeof(ct_st_tensor *) * (size_t)f->n);
+        for (int i = 0; i < f->n; i++) order[i] = &f->t[i];
+        qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
+        const ct_st_tensor *last = NULL;  // the non-empty tensor reaching furthest so far
+        for (int i = 0; i < f->n; i++) {
+            if (order[i]->end == order[i]->begin) continue;  // empty tensors occupy no bytes
+            if (last && order[i]->begin < last->end) {
+                ct_set_error("%s: tensors %s and %s overlap in the data section", path, last->name, order[i]->name);
+                free(order);
+                return open_fail(f, NULL);
+            }
+            last = order[i];
+        }
+        free(order);
+    }
+    return f;
+}
+
+int ct_st_num_tensors(const ct_st_file *f) { return f->n; }
+const ct_st_tensor *ct_st_tensor_at(const ct_st_file *f, int i) { return i >= 0 && i < f->n ? &f->t[i] : NULL; }
+
+const ct_st_tensor *ct_st_find(const ct_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    return NULL;
+}
+
+int ct_st_num_metadata(const ct_st_file *f) { return f->n_meta; }
+const char *ct_st_metadata_key(const ct_st_file *f, int i) { return i >= 0 && i < f->n_meta ? f->meta[2 * i] : NULL; }
+const char *ct_st_metadata(const ct_st_file *f, const char *key) {
+    for (int i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
+    return NULL;
+}
+
+ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int64_t numel) {
+    const ct_st_tensor *t = ct_st_find(f, name);
+    if (!t) return ct_set_error("%s: no tensor %s", f->path, name);
+    if (t->numel != numel)
+        return ct_set_error("%s: tensor %s has %lld elements, expected %lld", f->path, name, (long long)t->numel, (long long)numel);
+    const unsigned char *src = t->data;  // may be unaligned (offsets are only byte offsets)
+    switch (t->dtype) {
+        case CT_ST_F32: memcpy(out, src, sizeof(float) * (size_t)numel); break;
+        case CT_ST_BF16:
+            for (int64_t i = 0; i < numel; i++) {
+                uint16_t b;
+                memcpy(&b, src + 2 * i, 2);
+                out[i] = ct_st_bf16_to_f32(b);
+            }
+            break;
+        case CT_ST_F16:
+            for (int64_t i = 0; i < numel; i++) {
+                uint16_t h;
+                memcpy(&h, src + 2 * i, 2);
+                out[i] = ct_st_f16_to_f32(h);
+            }
+            break;
+        default: return ct_set_error("%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32", f->path, name, ct_st_dtype_name(t->dtype));
+    }
+    return CT_OK;
+}

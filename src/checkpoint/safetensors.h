@@ -1,0 +1,78 @@
+// safetensors files (the format of Hugging Face's `safetensors` library), written and read:
+//   u64 little-endian N | N bytes of JSON header | data section
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (byte
+// offsets into the data section) plus an optional "__metadata__" object of string pairs. We
+// pad the header with spaces so the data section starts 8-byte aligned.
+#ifndef CT_SAFETENSORS_H
+#define CT_SAFETENSORS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef enum {
+    CT_ST_F32 = 0,
+    CT_ST_BF16,
+    CT_ST_F16,
+    CT_ST_F64,
+    CT_ST_I64,
+    CT_ST_I32,
+    CT_ST_I16,
+    CT_ST_I8,
+    CT_ST_U8,
+    CT_ST_BOOL,
+    CT_ST_F8_E4M3,
+    CT_ST_F8_E5M2,
+    CT_ST_NDTYPES
+} ct_st_dtype;
+
+enum { CT_ST_MAX_DIMS = 8 };
+
+const char *ct_st_dtype_name(ct_st_dtype d);  // "F32", "BF16", ...
+int ct_st_dtype_size(ct_st_dtype d);          // bytes per element
+
+// fp32 <-> bf16 (round to nearest, ties to even; NaN stays NaN) and fp16 -> fp32.
+uint16_t ct_st_f32_to_bf16(float x);
+float ct_st_bf16_to_f32(uint16_t b);
+float ct_st_f16_to_f32(uint16_t h);
+
+// ---- writing --------------------------------------------------------------------------------
+// Entries are collected (the data pointers must stay valid until ct_st_writer_write), then
+// written in one pass to path.tmp, which is renamed to path when complete.
+typedef struct ct_st_writer ct_st_writer;
+ct_st_writer *ct_st_writer_new(void);
+void ct_st_writer_free(ct_st_writer *w);
+void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value);
+// Adds a tensor stored as `file_dtype` from `data` of `data_dtype`. Equal dtypes copy bytes;
+// F32 data into a BF16 file is converted (round to nearest even). Other pairs are refused.
+ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_st_dtype file_dtype, int ndim, const int64_t *shape,
+                           ct_st_dtype data_dtype, const void *data);
+ct_status ct_st_writer_write(ct_st_writer *w, const char *path);
+
+// ---- reading --------------------------------------------------------------------------------
+typedef struct {
+    char *name;
+    ct_st_dtype dtype;
+    int ndim;
+    int64_t shape[CT_ST_MAX_DIMS];
+    int64_t numel;
+    uint64_t begin, end;  // byte offsets in the data section
+    const void *data;     // inside the mapping
+} ct_st_tensor;
+
+typedef struct ct_st_file ct_st_file;
+// Maps and validates a file. NULL + ct_last_error ("path: reason") on any problem: truncated
+// file, header length too large, bad JSON, unknown dtype, offsets out of range or overlapping,
+// byte size != shape x dtype size.
+ct_st_file *ct_st_open(const char *path);
+void ct_st_close(ct_st_file *f);
+int ct_st_num_tensors(const ct_st_file *f);
+const ct_st_tensor *ct_st_tensor_at(const ct_st_file *f, int i);  // in header order
+const ct_st_tensor *ct_st_find(const ct_st_file *f, const char *name);  // NULL if absent
+int ct_st_num_metadata(const ct_st_file *f);
+const char *ct_st_metadata_key(const ct_st_file *f, int i);
+const char *ct_st_metadata(const ct_st_file *f, const char *key);  // NULL if absent
+// Copies tensor `name` into out (numel floats), converting from F32/BF16/F16. CT_ERR if the
+// tensor is absent, has another element count than `numel`, or another dtype.
+ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int64_t numel);
+#endif

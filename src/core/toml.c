@@ -110,7 +110,9 @@ static bool expect_eol(parser *p, const char *after) {
         skip_newline(p);
         return true;
     }
-    return fail_at(p, p->pos, "expected end of line after %s, found '%c'", after, peek(p));
+    unsigned char c = (unsigned char)peek(p);
+    if (c >= 0x20 && c < 0x7F) return fail_at(p, p->pos, "expected end of line after %s, found '%c'", after, c);
+    return fail_at(p, p->pos, "expected end of line after %s, found byte 0x%02X", after, c);
 }
 
 // ---- tree -------------------------------------------------------------------------------------
@@ -178,6 +180,19 @@ const char *ct_toml_type_name(ct_toml_type t) {
     case CT_TOML_BOOL: return "boolean";
     }
     return "?";
+}
+
+// "an integer", "a table", ... for messages.
+static const char *a_type(ct_toml_type t) {
+    switch (t) {
+    case CT_TOML_ARRAY: return "an array";
+    case CT_TOML_INT: return "an integer";
+    case CT_TOML_TABLE: return "a table";
+    case CT_TOML_STRING: return "a string";
+    case CT_TOML_FLOAT: return "a float";
+    case CT_TOML_BOOL: return "a boolean";
+    }
+    return "a value";
 }
 
 // ---- strings ----------------------------------------------------------------------------------
@@ -623,8 +638,8 @@ static bool insert_keyval(parser *p, ct_toml_value *table, key_path *k, ct_toml_
             append(t, ct_xstrdup(k->part[i]), child);
         } else if (child->type != CT_TOML_TABLE) {
             ct_toml_free(v);
-            return fail_lc(p, k->line, k->col, "expected '%s' to be a table, but line %d made it a %s",
-                           key_name(p, k, i + 1, name, sizeof name), child->line, ct_toml_type_name(child->type));
+            return fail_lc(p, k->line, k->col, "expected '%s' to be a table, but line %d made it %s",
+                           key_name(p, k, i + 1, name, sizeof name), child->line, a_type(child->type));
         } else if (child->how == CT_TOML_HOW_FROZEN || child->how == CT_TOML_HOW_HEADER) {
             ct_toml_free(v);
             return fail_lc(p, k->line, k->col, "expected a new key: table '%s' was completed at line %d",
@@ -669,9 +684,9 @@ static bool parse_header(parser *p, ct_toml_value *root, ct_toml_value **cur) {
         } else if (child->type == CT_TOML_ARRAY && child->how == CT_TOML_HOW_AOT) {
             child = child->items[child->n - 1];
         } else if (child->type != CT_TOML_TABLE || child->how == CT_TOML_HOW_FROZEN) {
-            ok = fail_lc(p, line, col, "expected '%s' to be a table, but line %d made it a %s value",
+            ok = fail_lc(p, line, col, "expected '%s' to be a table, but line %d made it %s",
                          key_name(p, &k, i + 1, name, sizeof name), child->line,
-                         child->type == CT_TOML_TABLE ? "complete inline" : ct_toml_type_name(child->type));
+                         child->type == CT_TOML_TABLE ? "a complete inline table" : a_type(child->type));
         }
         t = child;
     }
@@ -688,8 +703,8 @@ static bool parse_header(parser *p, ct_toml_value *root, ct_toml_value **cur) {
             ok = fail_lc(p, line, col, "expected each table once: [%s] was already defined at line %d",
                          key_name(p, &k, k.n, name, sizeof name), child->line);
         } else {
-            ok = fail_lc(p, line, col, "expected '%s' to be a table, but line %d made it a %s",
-                         key_name(p, &k, k.n, name, sizeof name), child->line, ct_toml_type_name(child->type));
+            ok = fail_lc(p, line, col, "expected '%s' to be a table, but line %d made it %s",
+                         key_name(p, &k, k.n, name, sizeof name), child->line, a_type(child->type));
         }
         *cur = child;
     } else if (ok) {
@@ -699,8 +714,9 @@ static bool parse_header(parser *p, ct_toml_value *root, ct_toml_value **cur) {
             arr->how = CT_TOML_HOW_AOT;
             append(t, ct_xstrdup(last), arr);
         } else if (arr->type != CT_TOML_ARRAY || arr->how != CT_TOML_HOW_AOT) {
-            ok = fail_lc(p, line, col, "expected '%s' to be an array of tables, but line %d made it a %s",
-                         key_name(p, &k, k.n, name, sizeof name), arr->line, ct_toml_type_name(arr->type));
+            ok = fail_lc(p, line, col, "expected '%s' to be an array of tables, but line %d made it %s",
+                         key_name(p, &k, k.n, name, sizeof name), arr->line,
+                         arr->type == CT_TOML_ARRAY ? "a plain array" : a_type(arr->type));
         }
         if (ok) {
             ct_toml_value *elem = new_value(CT_TOML_TABLE, line, col);
@@ -709,7 +725,12 @@ static bool parse_header(parser *p, ct_toml_value *root, ct_toml_value **cur) {
             *cur = elem;
         }
     }
-    if (ok) key_name(p, &k, k.n, p->path, sizeof p->path);
+    if (ok) {
+        key_name(p, &k, k.n, name, sizeof name);
+        size_t n = strnlen(name, sizeof p->path - 1);  // a longer path only shortens messages
+        memcpy(p->path, name, n);
+        p->path[n] = 0;
+    }
     free_key(&k);
     return ok && expect_eol(p, "the table header");
 }

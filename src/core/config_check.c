@@ -1,0 +1,144 @@
+// Checks on a whole configuration: value ranges and cross-field rules (ct_config_validate), the
+// list of features this build does not have yet (ct_config_check_implemented), and the derived
+// numbers other layers ask for (peak FLOP/s, the resolved shard degree).
+#include <math.h>
+#include <string.h>
+
+#include "core/config.h"
+
+// The enum fields of a struct filled by code (not by parsing) still need checking.
+static ct_status check_enums(const ct_config *c) {
+    for (int i = 0; i < ct_n_settings; i++) {
+        const ct_setting *s = &ct_settings[i];
+        if (s->type != CT_SET_ENUM) continue;
+        const char *v = (const char *)c + s->offset;
+        size_t n = strlen(v);
+        int found = 0;
+        for (const char *p = s->choices; *p && !found; p += strcspn(p, "|"), p += *p == '|')
+            found = strcspn(p, "|") == n && !strncmp(p, v, n);
+        if (!found) return ct_set_error("%s: expected one of %s, got '%s'", s->name, s->choices, v);
+    }
+    return CT_OK;
+}
+
+#define REQUIRE(cond, ...) \
+    do {                   \
+        if (!(cond)) return ct_set_error(__VA_ARGS__); \
+    } while (0)
+
+ct_status ct_config_validate(const ct_config *c) {
+    if (check_enums(c)) return CT_ERR;
+
+    REQUIRE(c->dump_folder[0], "job.dump_folder: expected a folder name, got \"\"");
+    REQUIRE(c->dataset[0], "training.dataset: expected \"synthetic\" or a folder, got \"\"");
+
+    // Model overrides: 0 means the flavor's value, so only negatives are wrong on their own.
+    REQUIRE(c->dim >= 0, "model.dim: expected >= 0 (0 = the flavor's), got %d", c->dim);
+    REQUIRE(c->n_layers >= 0, "model.n_layers: expected >= 0 (0 = the flavor's), got %d", c->n_layers);
+    REQUIRE(c->n_heads >= 0, "model.n_heads: expected >= 0 (0 = the flavor's), got %d", c->n_heads);
+    REQUIRE(c->n_kv_heads >= 0, "model.n_kv_heads: expected >= 0 (0 = the flavor's), got %d", c->n_kv_heads);
+    REQUIRE(c->vocab_size >= 0, "model.vocab_size: expected >= 0 (0 = the flavor's), got %d", c->vocab_size);
+    REQUIRE(c->multiple_of >= 0, "model.multiple_of: expected >= 0 (0 = the flavor's), got %d", c->multiple_of);
+    REQUIRE(c->ffn_dim_multiplier >= 0, "model.ffn_dim_multiplier: expected >= 0, got %g", c->ffn_dim_multiplier);
+    REQUIRE(c->ffn_hidden_dim >= 0, "model.ffn_hidden_dim: expected >= 0, got %d", c->ffn_hidden_dim);
+    REQUIRE(c->norm_eps > 0 && isfinite(c->norm_eps), "model.norm_eps: expected > 0, got %g", c->norm_eps);
+    REQUIRE(c->rope_theta >= 0 && isfinite(c->rope_theta), "model.rope_theta: expected >= 0, got %g", c->rope_theta);
+    REQUIRE(!(c->dim > 0 && c->n_heads > 0) || c->dim % c->n_heads == 0,
+            "model.dim (%d) must be a multiple of model.n_heads (%d)", c->dim, c->n_heads);
+    REQUIRE(!(c->n_heads > 0 && c->n_kv_heads > 0) || c->n_heads % c->n_kv_heads == 0,
+            "model.n_heads (%d) must be a multiple of model.n_kv_heads (%d)", c->n_heads, c->n_kv_heads);
+
+    REQUIRE(c->seq_len >= 1, "training.seq_len: expected >= 1, got %d", c->seq_len);
+    REQUIRE(c->steps >= 1, "training.steps: expected >= 1, got %d", c->steps);
+    REQUIRE(!isnan(c->max_norm), "training.max_norm: expected a number, got nan");
+    REQUIRE(c->micro_batch_size >= 1, "micro_batch_size: expected >= 1, got %d", c->micro_batch_size);
+    REQUIRE(c->gradient_accumulation_steps >= 1, "gradient_accumulation_steps: expected >= 1, got %d",
+            c->gradient_accumulation_steps);
+
+    REQUIRE(c->lr >= 0 && isfinite(c->lr), "optimizer.lr: expected >= 0, got %g", c->lr);
+    REQUIRE(c->beta1 >= 0 && c->beta1 < 1, "optimizer.beta1: expected a value in [0, 1), got %g", c->beta1);
+    REQUIRE(c->beta2 >= 0 && c->beta2 < 1, "optimizer.beta2: expected a value in [0, 1), got %g", c->beta2);
+    REQUIRE(c->eps > 0 && isfinite(c->eps), "optimizer.eps: expected > 0, got %g", c->eps);
+    REQUIRE(c->weight_decay >= 0 && isfinite(c->weight_decay), "optimizer.weight_decay: expected >= 0, got %g",
+            c->weight_decay);
+
+    REQUIRE(c->warmup_steps >= 0, "lr_scheduler.warmup_steps: expected >= 0, got %d", c->warmup_steps);
+    REQUIRE(c->decay_ratio < 0 || c->decay_ratio <= 1,
+            "lr_scheduler.decay_ratio: expected a value in [0, 1] (or < 0 for all steps after warm-up), got %g", c->decay_ratio);
+    REQUIRE(c->min_lr_factor >= 0 && c->min_lr_factor <= 1, "lr_scheduler.min_lr_factor: expected a value in [0, 1], got %g",
+            c->min_lr_factor);
+
+    REQUIRE(c->data_shard_degree >= 1 || c->data_shard_degree == -1,
+            "parallelism.data_shard_degree: expected >= 1 or -1 (the ranks left over), got %d", c->data_shard_degree);
+    REQUIRE(c->data_replicate_degree >= 1, "parallelism.data_replicate_degree: expected >= 1, got %d", c->data_replicate_degree);
+    REQUIRE(c->compute_parallel_degree >= 1, "parallelism.compute_parallel_degree: expected >= 1, got %d",
+            c->compute_parallel_degree);
+    REQUIRE(c->pipeline_degree >= 1, "parallelism.pipeline_degree: expected >= 1, got %d", c->pipeline_degree);
+    REQUIRE(c->context_extension_degree >= 1, "parallelism.context_extension_degree: expected >= 1, got %d",
+            c->context_extension_degree);
+    REQUIRE(c->pipeline_stages_per_rank >= 1, "parallelism.pipeline_stages_per_rank: expected >= 1, got %d",
+            c->pipeline_stages_per_rank);
+    REQUIRE(c->pipeline_stages_per_rank == 1 || !strcmp(c->pipeline_schedule, "interleaved_1f1b"),
+            "parallelism.pipeline_stages_per_rank = %d needs pipeline_schedule = interleaved_1f1b (got %s)",
+            c->pipeline_stages_per_rank, c->pipeline_schedule);
+
+    // selective = true is another way to say mode = selective; with mode = full it contradicts.
+    REQUIRE(!(c->ac_selective && !strcmp(c->ac_mode, "full")),
+            "activation_checkpoint.selective = true conflicts with activation_checkpoint.mode = full");
+    REQUIRE(!(c->float8 && c->mxfp8), "quantization.float8.enable and quantization.mxfp8.enable exclude each other");
+
+    REQUIRE(c->log_freq >= 1, "metrics.log_freq: expected >= 1, got %d", c->log_freq);
+    REQUIRE(c->peak_tflops >= 0 && isfinite(c->peak_tflops), "metrics.peak_tflops: expected >= 0, got %g", c->peak_tflops);
+    REQUIRE(c->val_freq >= 1, "validation.freq: expected >= 1, got %d", c->val_freq);
+    REQUIRE(c->val_steps >= 1, "validation.steps: expected >= 1, got %d", c->val_steps);
+    REQUIRE(c->ckpt_interval >= 1, "checkpoint.interval: expected >= 1, got %d", c->ckpt_interval);
+    REQUIRE(!c->ckpt_enable || c->ckpt_folder[0], "checkpoint.folder: expected a folder name, got \"\"");
+    return CT_OK;
+}
+
+// Features declared in the settings table but not built yet. When a milestone builds one, it
+// deletes its line here (and the matching case in tests/test_config.c).
+#define NOT_YET(cond, setting) \
+    do {                       \
+        if (cond) return ct_set_error("not implemented yet: %s", setting); \
+    } while (0)
+
+ct_status ct_config_check_implemented(const ct_config *c) {
+    NOT_YET(c->data_shard_degree > 1, "parallelism.data_shard_degree");
+    NOT_YET(c->data_replicate_degree > 1, "parallelism.data_replicate_degree");
+    NOT_YET(c->compute_parallel_degree > 1, "parallelism.compute_parallel_degree");
+    NOT_YET(c->pipeline_degree > 1, "parallelism.pipeline_degree");
+    NOT_YET(c->context_extension_degree > 1, "parallelism.context_extension_degree");
+    NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
+    NOT_YET(c->sequence_parallel, "sequence_parallel.enable");
+    NOT_YET(c->compile, "compile.enable");
+    NOT_YET(!strcmp(c->mixed_precision, "bf16"), "mixed_precision");
+    NOT_YET(c->ac_selective, "activation_checkpoint.selective");
+    NOT_YET(strcmp(c->ac_mode, "none"), "activation_checkpoint.mode");
+    NOT_YET(c->float8, "quantization.float8.enable");
+    NOT_YET(c->mxfp8, "quantization.mxfp8.enable");
+    NOT_YET(c->ckpt_enable, "checkpoint.enable");
+    NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
+    // pipeline_schedule, pipeline_stages_per_rank, fsdp_reshard_after_forward and
+    // disable_loss_parallel only act together with a degree > 1, which is refused above.
+    return CT_OK;
+}
+
+double ct_config_peak_flops(const ct_config *c) {
+    if (c->peak_tflops > 0) return c->peak_tflops * 1e12;
+    // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).
+    static const struct {
+        const char *device;
+        double tflops;
+    } table[] = {{"h100", 989}, {"h200", 989}, {"a100", 312}};
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(c->device, table[i].device)) return table[i].tflops * 1e12;
+    return 0;  // cpu: measured at start-up
+}
+
+int ct_config_shard_degree(const ct_config *c, int world_size) {
+    if (c->data_shard_degree != -1) return c->data_shard_degree;
+    int others = c->data_replicate_degree * c->compute_parallel_degree * c->pipeline_degree * c->context_extension_degree;
+    if (others < 1 || world_size < others) return 1;
+    return world_size / others;
+}

@@ -1,0 +1,302 @@
+// Attention forward and backward against a naive float64 reference (full score matrix, softmax,
+// analytic gradients), itself checked against finite differences on a tiny case. Shapes cover
+// T = 1, 7, 65, 130 (not multiples of the 64-row tiles), HS = 16/24/64 and odd-sized random ones,
+// GQA ratios 4/4, 4/2, 8/1, token strides wider than the heads (fused qkv), and chunked
+// queries/keys with positions (context parallel) including rows and whole chunks that see no key.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) {  // uniform [0, 1)
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
+
+typedef struct {
+    long B, Tq, Tk, NH, NKV, HS;
+    int fused;           // q, k, v live in one (B, T, (NH + 2 NKV) HS) buffer (requires Tq == Tk)
+    int32_t *qp, *kp;    // positions or NULL
+} att_case;
+
+// reference: out, lse, and the gradients of sum(out * dout) in double
+static void reference(const att_case *c, const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
+                      const float *dout, double *out, double *lse, double *dq, double *dk, double *dv) {
+    long B = c->B, Tq = c->Tq, Tk = c->Tk, NH = c->NH, HS = c->HS, grp = c->NH / c->NKV;
+    double scale = 1.0 / sqrt((double)HS);
+    double *p = malloc(sizeof(double) * Tk), *dp = malloc(sizeof(double) * Tk);
+    for (long b = 0; b < B; b++)
+        for (long h = 0; h < NH; h++) {
+            long g = h / grp;
+            for (long i = 0; i < Tq; i++) {
+                long qpos = c->qp ? c->qp[i] : i;
+                const float *qi = q + (b * Tq + i) * ldq + h * HS;
+                double mx = -INFINITY;
+                for (long j = 0; j < Tk; j++) {
+                    long kpos = c->kp ? c->kp[j] : j;
+                    if (kpos > qpos) {
+                        p[j] = -INFINITY;
+                        continue;
+                    }
+                    const float *kj = k + (b * Tk + j) * ldk + g * HS;
+                    double s = 0;
+                    for (long d = 0; d < HS; d++) s += (double)qi[d] * kj[d];
+                    p[j] = s * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                double *oi = out + ((b * Tq + i) * NH + h) * HS;
+                double *L = lse + (b * NH + h) * Tq + i;
+                for (long d = 0; d < HS; d++) oi[d] = 0;
+                if (mx == -INFINITY) {
+                    *L = -INFINITY;
+                    continue;
+                }
+                double sum = 0;
+                for (long j = 0; j < Tk; j++) sum += p[j] == -INFINITY ? 0 : exp(p[j] - mx);
+                *L = mx + log(sum);
+                for (long j = 0; j < Tk; j++) p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - *L);
+                for (long j = 0; j < Tk; j++)
+                    for (long d = 0; d < HS; d++) oi[d] += p[j] * v[(b * Tk + j) * ldv + g * HS + d];
+                if (!dq) continue;
+                // backward of this row: dP_j = dO . v_j, dS_j = p_j (dP_j - sum_l p_l dP_l)
+                const float *doi = dout + ((b * Tq + i) * NH + h) * HS;
+                double pdp = 0;
+                for (long j = 0; j < Tk; j++) {
+                    double s = 0;
+                    for (long d = 0; d < HS; d++) s += (double)doi[d] * v[(b * Tk + j) * ldv + g * HS + d];
+                    dp[j] = s;
+                    pdp += p[j] * s;
+                }
+                for (long j = 0; j < Tk; j++) {
+                    if (p[j] == 0) continue;
+                    double ds = p[j] * (dp[j] - pdp) * scale;
+                    for (long d = 0; d < HS; d++) {
+                        dq[(b * Tq + i) * ldq + h * HS + d] += ds * k[(b * Tk + j) * ldk + g * HS + d];
+                        dk[(b * Tk + j) * ldk + g * HS + d] += ds * qi[d];
+                        dv[(b * Tk + j) * ldv + g * HS + d] += p[j] * doi[d];
+                    }
+                }
+            }
+        }
+    free(p);
+    free(dp);
+}
+
+// max |a - b| over the head columns of strided rows, relative to max |b| (floored at 1e-3: with
+// inputs of order 1, a gradient that is exactly 0 in double, like dq at T = 1, is rounding noise)
+static double strided_err(const float *a, const float *a0, const double *ref, long rows, long ld, long off, long width) {
+    double maxd = 0, maxb = 1e-3;
+    for (long r = 0; r < rows; r++)
+        for (long x = 0; x < width; x++) {
+            long i = r * ld + off + x;
+            double got = (double)a[i] - (a0 ? (double)a0[i] : 0.0);
+            double d = fabs(got - ref[i]);
+            if (isnan(d)) d = INFINITY;
+            if (d > maxd) maxd = d;
+            if (fabs(ref[i]) > maxb) maxb = fabs(ref[i]);
+        }
+    return maxd / maxb;
+}
+
+static void run_case(const att_case *c, const char *name) {
+    long B = c->B, Tq = c->Tq, Tk = c->Tk, NH = c->NH, NKV = c->NKV, HS = c->HS;
+    long ldq, ldk, ldv, nq, nk;
+    float *qb, *kb, *vb, *dqb, *dkb, *dvb;
+    long w = (NH + 2 * NKV) * HS;
+    if (c->fused) {
+        ldq = ldk = ldv = w;
+        nq = nk = B * Tq * w;
+    } else {
+        ldq = NH * HS + 3;  // strides wider than the heads
+        ldk = NKV * HS + 5;
+        ldv = NKV * HS;
+        nq = B * Tq * ldq;
+        nk = B * Tk * (ldk > ldv ? ldk : ldv);
+    }
+    float *buf = malloc(sizeof(float) * (nq + 2 * nk) * 2);
+    for (long i = 0; i < (nq + 2 * nk) * 2; i++) buf[i] = frand(1.0f);
+    float *init = malloc(sizeof(float) * (nq + 2 * nk));  // initial gradients (the kernel adds to them)
+    if (c->fused) {
+        qb = buf;
+        kb = buf + NH * HS;
+        vb = buf + (NH + NKV) * HS;
+        dqb = buf + nq;
+        dkb = dqb + NH * HS;
+        dvb = dqb + (NH + NKV) * HS;
+        memcpy(init, dqb, sizeof(float) * nq);
+    } else {
+        qb = buf;
+        kb = buf + nq;
+        vb = kb + nk;
+        dqb = vb + nk;
+        dkb = dqb + nq;
+        dvb = dkb + nk;
+        memcpy(init, dqb, sizeof(float) * (nq + 2 * nk));
+    }
+    long no = B * Tq * NH * HS;
+    float *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * B * NH * Tq);
+    float *dout = malloc(sizeof(float) * no);
+    for (long i = 0; i < no; i++) dout[i] = frand(1.0f);
+    float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(Tq, Tk, HS));
+
+    // reference in double; gradient arrays laid out like the float buffers (zeros)
+    long nall = c->fused ? nq : nq + 2 * nk;
+    double *rout = calloc(no, sizeof(double)), *rlse = calloc(B * NH * Tq, sizeof(double));
+    double *rgrad = calloc(nall, sizeof(double));
+    double *rdq = rgrad, *rdk, *rdv;
+    if (c->fused) {
+        rdk = rgrad + NH * HS;
+        rdv = rgrad + (NH + NKV) * HS;
+    } else {
+        rdk = rgrad + nq;
+        rdv = rdk + nk;
+    }
+    reference(c, qb, ldq, kb, ldk, vb, ldv, dout, rout, rlse, rdq, rdk, rdv);
+
+    ct_attention_forward(out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
+    double e_out = ct_test_max_rel_err(out, rout, no);
+    CHECK(e_out < 1e-5, "%s: out rel err %.3g", name, e_out);
+    for (long i = 0; i < B * NH * Tq; i++) {
+        if (rlse[i] == -INFINITY) {
+            CHECK(lse[i] == -INFINITY, "%s: lse[%ld] = %g, want -inf", name, i, lse[i]);
+        } else {
+            CHECK_CLOSE(lse[i], rlse[i], 1e-5, 1e-5);
+        }
+    }
+
+    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV,
+                          HS, scratch);
+    const float *i_dq = c->fused ? init : init, *i_dk = c->fused ? init + NH * HS : init + nq;
+    const float *i_dv = c->fused ? init + (NH + NKV) * HS : init + nq + nk;
+    // the gradient buffers' offsets relative to `init` mirror those relative to dqb
+    double e_dq = strided_err(dqb, i_dq, rdq, B * Tq, ldq, 0, NH * HS);
+    double e_dk = strided_err(dkb, i_dk, rdk, B * Tk, ldk, 0, NKV * HS);
+    double e_dv = strided_err(dvb, i_dv, rdv, B * Tk, ldv, 0, NKV * HS);
+    CHECK(e_dq < 1e-4 && e_dk < 1e-4 && e_dv < 1e-4, "%s: grad rel err dq %.3g dk %.3g dv %.3g", name, e_dq, e_dk,
+          e_dv);
+    // bytes beyond the head columns (padding of wide strides) must be untouched
+    if (!c->fused)
+        for (long r = 0; r < B * Tq; r++)
+            for (long x = NH * HS; x < ldq; x++) CHECK(dqb[r * ldq + x] == i_dq[r * ldq + x], "%s: dq pad", name);
+
+    // determinism: the same call again gives bitwise the same results
+    float *out2 = malloc(sizeof(float) * no), *lse2 = malloc(sizeof(float) * B * NH * Tq);
+    ct_attention_forward(out2, lse2, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
+    CHECK(memcmp(out, out2, sizeof(float) * no) == 0, "%s: forward not reproducible", name);
+    float *g1 = malloc(sizeof(float) * nall);
+    memcpy(g1, dqb, sizeof(float) * nall);
+    memcpy(dqb, init, sizeof(float) * nall);
+    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV,
+                          HS, scratch);
+    CHECK(memcmp(g1, dqb, sizeof(float) * nall) == 0, "%s: backward not reproducible", name);
+    for (long i = 0; i < nall; i++) CHECK(!isnan(dqb[i]), "%s: NaN in gradients at %ld", name, i);
+
+    free(buf), free(init), free(out), free(lse), free(dout), free(scratch), free(rout), free(rlse), free(rgrad);
+    free(out2), free(lse2), free(g1);
+}
+
+static int32_t *range_pos(long n, long start) {
+    int32_t *p = malloc(sizeof(int32_t) * n);
+    for (long i = 0; i < n; i++) p[i] = (int32_t)(start + i);
+    return p;
+}
+
+static void test_attention_causal_shapes(void) {
+    att_case cs[] = {
+        {1, 1, 1, 4, 4, 16, 0, NULL, NULL},   {2, 7, 7, 4, 2, 16, 0, NULL, NULL},
+        {1, 65, 65, 8, 1, 24, 0, NULL, NULL}, {2, 130, 130, 4, 4, 64, 1, NULL, NULL},
+        {1, 130, 130, 4, 2, 64, 0, NULL, NULL}, {3, 64, 64, 8, 1, 2, 1, NULL, NULL},
+    };
+    char name[64];
+    for (unsigned i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        snprintf(name, sizeof name, "causal case %u", i);
+        run_case(&cs[i], name);
+    }
+}
+
+static void test_attention_random_shapes(void) {
+    static const long ratios[3][2] = {{4, 4}, {4, 2}, {8, 1}};
+    char name[96];
+    for (int r = 0; r < 4; r++) {
+        att_case c = {0};
+        c.B = 1 + (long)(urand() * 2);
+        c.Tq = c.Tk = 1 + (long)(urand() * 150);
+        int ri = (int)(urand() * 3);
+        c.NH = ratios[ri][0];
+        c.NKV = ratios[ri][1];
+        c.HS = 2 * (1 + (long)(urand() * 40));
+        c.fused = urand() < 0.5;
+        snprintf(name, sizeof name, "random B=%ld T=%ld NH=%ld NKV=%ld HS=%ld fused=%d", c.B, c.Tq, c.NH, c.NKV, c.HS,
+                 c.fused);
+        run_case(&c, name);
+    }
+}
+
+// Context-parallel chunks: queries and keys at explicit positions, Tq != Tk.
+static void test_attention_positions(void) {
+    att_case c = {1, 70, 130, 4, 2, 16, 0, NULL, NULL};
+    c.qp = range_pos(70, 60), c.kp = range_pos(130, 0);  // last chunk of queries over all keys
+    run_case(&c, "queries 60..129 over keys 0..129");
+    free(c.qp), free(c.kp);
+
+    att_case d = {2, 70, 100, 8, 1, 24, 0, NULL, NULL};
+    d.qp = range_pos(70, 0), d.kp = range_pos(100, 30);  // rows 0..29 see no key
+    run_case(&d, "queries 0..69 over keys 30..129");
+    free(d.qp), free(d.kp);
+
+    att_case e = {1, 40, 100, 4, 4, 16, 0, NULL, NULL};
+    e.qp = range_pos(40, 0), e.kp = range_pos(100, 64);  // the whole query chunk sees no key
+    run_case(&e, "queries 0..39 over keys 64..163 (none visible)");
+    free(e.qp), free(e.kp);
+
+    att_case z = {1, 64, 64, 4, 2, 16, 0, NULL, NULL};  // zig-zag: two non-adjacent position runs
+    z.qp = malloc(sizeof(int32_t) * 64), z.kp = malloc(sizeof(int32_t) * 64);
+    for (int i = 0; i < 32; i++) z.qp[i] = z.kp[i] = i, z.qp[32 + i] = z.kp[32 + i] = 96 + i;
+    run_case(&z, "zig-zag positions 0..31 + 96..127");
+    free(z.qp), free(z.kp);
+}
+
+// The analytic reference gradients agree with float64 central differences of sum(out * dout).
+static void test_attention_reference_vs_finite_differences(void) {
+    att_case c = {1, 5, 5, 2, 1, 4, 0, NULL, NULL};
+    long ldq = 8, ldk = 4, ldv = 4;
+    float q[40], k[20], v[20], dout[40];
+    for (int i = 0; i < 40; i++) q[i] = frand(1), dout[i] = frand(1);
+    for (int i = 0; i < 20; i++) k[i] = frand(1), v[i] = frand(1);
+    double out[40], lse[10], dq[40] = {0}, dk[20] = {0}, dv[20] = {0};
+    reference(&c, q, ldq, k, ldk, v, ldv, dout, out, lse, dq, dk, dv);
+    float *arrs[3] = {q, k, v};
+    double *grads[3] = {dq, dk, dv};
+    int lens[3] = {40, 20, 20};
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; i < lens[a]; i++) {
+            float save = arrs[a][i];
+            double f[2];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                // float inputs: a step of 2^-10 is exact, so the difference quotient is clean
+                arrs[a][i] = save + (sgn ? 1 : -1) * 0.0009765625f;
+                double o[40], l[10];
+                reference(&c, q, ldq, k, ldk, v, ldv, dout, o, l, NULL, NULL, NULL);
+                f[sgn] = 0;
+                for (int x = 0; x < 40; x++) f[sgn] += o[x] * dout[x];
+            }
+            arrs[a][i] = save;
+            double fd = (f[1] - f[0]) / (2 * 0.0009765625);
+            CHECK_CLOSE(grads[a][i], fd, 1e-4, 1e-5);
+        }
+}
+
+int main(void) {
+    CT_RUN(test_attention_reference_vs_finite_differences);
+    CT_RUN(test_attention_causal_shapes);
+    CT_RUN(test_attention_random_shapes);
+    CT_RUN(test_attention_positions);
+    CT_TEST_EXIT();
+}

@@ -6,7 +6,7 @@
 // same generator every rank uses (f below), with buffer sizes that do not divide by N.
 //
 // `--scenario NAME` modes are failure drills driven by tests/test_comm.sh (they end the job on
-// purpose): timeout, fatal, kill, mpierror, badpeer, bf16reduce.
+// purpose): timeout, fatal, kill, mpierror, badpeer, rsoverlap, bf16reduce.
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -312,6 +312,8 @@ static int scenario(const char *name) {
     } else if (strcmp(name, "badpeer") == 0) {
         if (world.rank == 0) ct_comm_send(&world, v, 8, CT_COMM_F32, world.size + 3, 0);
         ct_comm_barrier(&world);
+    } else if (strcmp(name, "rsoverlap") == 0) {
+        ct_comm_reduce_scatter(&world, v, v + 1, 2, CT_COMM_F32, CT_COMM_SUM);
     } else if (strcmp(name, "bf16reduce") == 0) {
         uint16_t b[4] = {0};
         ct_comm_all_reduce(&world, b, b, 4, CT_COMM_BF16, CT_COMM_SUM);

@@ -7,6 +7,7 @@
 #   kill       rank 1 is SIGKILLed while the others sit in an all-reduce (300 s timeout)
 #   mpierror   MPI itself refuses a call (negative tag); the error becomes a ct_fatal line
 #   badpeer    a send to a rank outside the group
+#   rsoverlap  a reduce-scatter whose send and recv buffers overlap
 #   bf16reduce a reduction of bf16 payloads, which the MPI backend cannot do
 set -u
 cd "$(dirname "$0")/.."
@@ -51,4 +52,5 @@ drill fatal "[rank 1] test: deliberate failure in the middle of a step"
 drill kill "process rank 1 with PID"
 drill mpierror "[rank 0] comm: send on group world failed: MPI_ERR_TAG: invalid tag"
 drill badpeer "[rank 0] comm: send on group world: peer 6 is not a rank of the group (size 3)"
+drill rsoverlap "comm: reduce_scatter on group world: send and recv buffers overlap"
 drill bf16reduce "comm: all_reduce on group world: cannot reduce bf16 data with the MPI backend"

@@ -230,6 +230,11 @@ ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *rec
 ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void *recv,
                                             size_t count, ct_comm_dtype dt, ct_comm_op op) {
     const ct_comm_kind k = CT_COMM_REDUCE_SCATTER;
+    // MPI forbids aliased buffers here, and may not notice: refuse an overlap ourselves.
+    const char *s0 = send, *r0 = recv;
+    size_t es = ct_comm_dtype_size(dt);
+    if (count && s0 < r0 + count * es && r0 < s0 + count * (size_t)g->size * es)
+        ct_fatal("comm", "%s on group %s: send and recv buffers overlap", kind_names[k], g->name);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
     mpi_count(g, k, count * (size_t)g->size);
     check_mpi(MPI_Ireduce_scatter_block(send, recv, mpi_count(g, k, count), mpi_type(g, k, dt),

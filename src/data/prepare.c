@@ -1,0 +1,352 @@
+// Corpus -> token shards (see prepare.h).
+#include "data/prepare.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/shard.h"
+#include "data/tokenizer.h"
+
+#define CT_DEFAULT_SHARD_TOKENS 100000000ull
+
+// ---- listing --------------------------------------------------------------------------------
+
+typedef struct {
+    char **v;
+    int n, cap;
+} strlist;
+
+static void list_push(strlist *l, const char *s) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 32;
+        l->v = realloc(l->v, sizeof(char *) * (size_t)l->cap);
+        if (!l->v) ct_fatal("data prepare", "out of memory");
+    }
+    l->v[l->n++] = ct_xstrdup(s);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// True when the first 64 KiB of the file hold a NUL byte: text corpora never do, binaries
+// (fortune's .dat index files, images, archives) almost always do early on.
+static bool looks_binary(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    return memchr(buf, 0, n) != NULL;
+}
+
+void ct_data_free_list(char **list, int n) {
+    for (int i = 0; i < n; i++) free(list[i]);
+    free(list);
+}
+
+int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
+    strlist all = {0};
+    for (int i = 0; i < n_inputs; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) != 0) {
+            ct_set_error("%s: cannot read: %s", inputs[i], strerror(errno));
+            ct_data_free_list(all.v, all.n);
+            return -1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            list_push(&all, inputs[i]);
+            continue;
+        }
+        DIR *d = opendir(inputs[i]);
+        if (!d) {
+            ct_set_error("%s: cannot open folder: %s", inputs[i], strerror(errno));
+            ct_data_free_list(all.v, all.n);
+            return -1;
+        }
+        strlist here = {0};
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] == '.' || ends_with(e->d_name, ".u8")) continue;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", inputs[i], e->d_name);
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || looks_binary(path)) continue;
+            list_push(&here, path);
+        }
+        closedir(d);
+        qsort(here.v, (size_t)here.n, sizeof(char *), cmp_str);
+        for (int k = 0; k < here.n; k++) list_push(&all, here.v[k]);
+        ct_data_free_list(here.v, here.n);
+    }
+    *out = all.v;
+    return all.n;
+}
+
+// ---- documents ------------------------------------------------------------------------------
+
+// Length of the line starting at p (without its '\n').
+static size_t line_len(const char *p, const char *end) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    return (size_t)((nl ? nl : end) - p);
+}
+
+static bool is_separator(const char *line, size_t n) { return n == 1 && line[0] == '%'; }
+
+bool ct_data_is_fortune_text(const char *text, size_t len) {
+    for (const char *p = text, *end = text + len; p < end;) {
+        size_t n = line_len(p, end);
+        if (is_separator(p, n)) return true;
+        p += n + 1;
+    }
+    return false;
+}
+
+static bool is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return false;
+    return true;
+}
+
+int ct_data_for_each_document(const char *text, size_t len, ct_data_doc_fn fn, void *ctx) {
+    if (!ct_data_is_fortune_text(text, len)) return is_blank(text, len) ? 0 : fn(text, len, ctx);
+    const char *end = text + len, *doc = text;
+    for (const char *p = text; p <= end;) {
+        size_t n = p < end ? line_len(p, end) : 0;
+        if (p == end || is_separator(p, n)) {
+            // The document is everything between separators, its last newline included.
+            size_t dlen = (size_t)(p - doc);
+            if (!is_blank(doc, dlen)) {
+                int rc = fn(doc, dlen, ctx);
+                if (rc) return rc;
+            }
+            if (p == end) break;
+            doc = p + n + (p + n < end);  // after the separator line
+        }
+        p += n + 1;
+        if (p > end) p = end;
+    }
+    return 0;
+}
+
+// ---- shard output ---------------------------------------------------------------------------
+
+typedef struct {
+    const char *out_dir, *name;  // "train" | "val"
+    uint32_t vocab;
+    uint64_t shard_tokens;
+    ct_shard_writer *w;
+    int shards;
+    uint64_t tokens;
+} split_out;
+
+static ct_status split_append(split_out *s, const int32_t *ids, uint64_t n) {
+    while (n > 0) {
+        if (!s->w) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s_%03d.bin", s->out_dir, s->name, s->shards);
+            if (!(s->w = ct_shard_writer_open(path, s->vocab))) return CT_ERR;
+            s->shards++;
+        }
+        uint64_t room = s->shard_tokens - ct_shard_writer_count(s->w);
+        uint64_t k = n < room ? n : room;
+        if (ct_shard_writer_append(s->w, ids, k) != CT_OK) return CT_ERR;
+        ids += k;
+        n -= k;
+        s->tokens += k;
+        if (ct_shard_writer_count(s->w) == s->shard_tokens) {
+            ct_shard_writer *w = s->w;
+            s->w = NULL;
+            if (ct_shard_writer_close(w) != CT_OK) return CT_ERR;
+        }
+    }
+    return CT_OK;
+}
+
+static ct_status split_close(split_out *s) {
+    if (!s->w) return CT_OK;
+    ct_shard_writer *w = s->w;
+    s->w = NULL;
+    return ct_shard_writer_close(w);
+}
+
+// Removes shards of an earlier run (exactly our names) so the loader never mixes two runs.
+static int remove_old_shards(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int num, len = 0;
+        char split[8];
+        if (sscanf(e->d_name, "%5[a-z]_%d.bin%n", split, &num, &len) == 2 && len == (int)strlen(e->d_name) &&
+            (!strcmp(split, "train") || !strcmp(split, "val"))) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            removed += unlink(path) == 0;
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
+static ct_status make_dirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char c = *p;
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create folder: %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return CT_OK;
+}
+
+// ---- progress -------------------------------------------------------------------------------
+
+typedef struct {
+    int mode;  // 0 none, 1 plain lines, 2 bar
+    uint64_t total, done;
+    int last;  // last percentage (bar) or tenth (plain) reported
+} progress;
+
+static void progress_update(progress *p, const ct_data_prepare_result *r, const char *file) {
+    if (!p->mode) return;
+    int pct = p->total ? (int)(100 * p->done / p->total) : 100;
+    uint64_t tokens = r->tokens[0] + r->tokens[1];
+    if (p->mode == 2) {
+        if (pct == p->last) return;
+        p->last = pct;
+        char bar[31];
+        int fill = pct * 30 / 100;
+        for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+        bar[30] = 0;
+        fprintf(stderr, "\rprepare [%s] %3d%%  %.1f/%.1f MB  %llu tokens", bar, pct, p->done / 1e6, p->total / 1e6,
+                (unsigned long long)tokens);
+        if (pct == 100) fputc('\n', stderr);
+    } else {
+        if (pct / 10 == p->last) return;
+        p->last = pct / 10;
+        fprintf(stderr, "prepare: %3d%%  %.1f/%.1f MB  %llu tokens  (%s)\n", pct, p->done / 1e6, p->total / 1e6,
+                (unsigned long long)tokens, file);
+    }
+    fflush(stderr);
+}
+
+// ---- the pipeline ---------------------------------------------------------------------------
+
+typedef struct {
+    const ct_tokenizer *tok;
+    int32_t eos;
+    int32_t *ids;  // (cap,) encoder output, reused for every document
+    long n, cap;
+    uint64_t doc_index;
+    long val_every;  // k: document i goes to val when i % k == k - 1; 0 = no validation
+    split_out out[2];
+    ct_data_prepare_result *res;
+    const char *file;
+} prep_ctx;
+
+static int on_document(const char *doc, size_t len, void *vctx) {
+    prep_ctx *c = vctx;
+    c->n = 0;
+    long got = ct_tokenizer_encode(c->tok, doc, (long)len, &c->ids, &c->n, &c->cap);
+    if (got >= 0) c->n = got;
+    else {
+        char why[512];  // copied first: the message buffer is the one being written
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        ct_set_error("%s: cannot encode document %llu: %s", c->file, (unsigned long long)c->doc_index, why);
+        return 1;
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap * 2 + 16;
+        c->ids = realloc(c->ids, sizeof(int32_t) * (size_t)c->cap);
+        if (!c->ids) ct_fatal("data prepare", "out of memory");
+    }
+    c->ids[c->n++] = c->eos;
+    int which = c->val_every > 0 && (long)(c->doc_index % (uint64_t)c->val_every) == c->val_every - 1;
+    c->doc_index++;
+    c->res->docs[which]++;
+    return split_append(&c->out[which], c->ids, (uint64_t)c->n) != CT_OK;
+}
+
+ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result *res) {
+    memset(res, 0, sizeof *res);
+    if (!(o->val_fraction >= 0 && o->val_fraction <= 0.5))
+        return ct_set_error("--val-fraction %g outside [0, 0.5]", o->val_fraction);
+    if (o->n_inputs < 1) return ct_set_error("no input files");
+    char **files;
+    int n_files = ct_data_list_files(o->inputs, o->n_inputs, &files);
+    if (n_files < 0) return CT_ERR;
+    if (n_files == 0) {
+        ct_data_free_list(files, 0);
+        return ct_set_error("no text files in the inputs (%s%s)", o->inputs[0], o->n_inputs > 1 ? ", ..." : "");
+    }
+    ct_tokenizer *tok = ct_tokenizer_load(o->tokenizer_path);
+    if (!tok) {
+        ct_data_free_list(files, n_files);
+        return CT_ERR;
+    }
+    long vocab = ct_tokenizer_vocab_size(tok);
+    ct_status st = make_dirs(o->out_dir);
+    if (st == CT_OK) {
+        int removed = remove_old_shards(o->out_dir);
+        if (removed && o->progress) fprintf(stderr, "prepare: removed %d shards of an earlier run in %s\n", removed, o->out_dir);
+    }
+    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .res = res};
+    c.val_every = o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
+    for (int k = 0; k < 2; k++)
+        c.out[k] = (split_out){.out_dir = o->out_dir, .name = k ? "val" : "train", .vocab = (uint32_t)vocab,
+                               .shard_tokens = o->shard_tokens ? o->shard_tokens : CT_DEFAULT_SHARD_TOKENS};
+    progress pr = {.mode = o->progress == 0 ? 0 : o->progress > 0 ? o->progress : (isatty(2) ? 2 : 1), .last = -1};
+    for (int i = 0; i < n_files; i++) {
+        struct stat sb;
+        if (stat(files[i], &sb) == 0) pr.total += (uint64_t)sb.st_size;
+    }
+    for (int i = 0; i < n_files && st == CT_OK; i++) {
+        int fd = open(files[i], O_RDONLY);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0) {
+            st = ct_set_error("%s: cannot read: %s", files[i], strerror(errno));
+            if (fd >= 0) close(fd);
+            break;
+        }
+        size_t size = (size_t)sb.st_size;
+        res->files++;
+        res->bytes += size;
+        if (size > 0) {
+            char *text = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (text == MAP_FAILED) {
+                st = ct_set_error("%s: mmap failed: %s", files[i], strerror(errno));
+            } else {
+                c.file = files[i];
+                if (ct_data_for_each_document(text, size, on_document, &c)) st = CT_ERR;
+                munmap(text, size);
+            }
+        }
+        close(fd);
+        pr.done += size;
+        for (int k = 0; k < 2; k++) res->tokens[k] = c.out[k].tokens;
+        progress_update(&pr, res, files[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        ct_status cs = split_close(&c.out[k]);
+        if (st == CT_OK) st = cs;
+        res->tokens[k] = c.out[k].tokens;
+        res->shards[k] = c.out[k].shards;
+    }
+    free(c.ids);
+    ct_tokenizer_free(tok);
+    ct_data_free_list(files, n_files);
+    return st;
+}

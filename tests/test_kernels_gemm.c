@@ -1,0 +1,127 @@
+// ct_gemm (all four transpose combinations, leading dimensions wider than the matrices, alpha,
+// beta = 0 / 1 / other, K = 0) and the linear layer built on it, against naive float64 loops.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+static float frand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+// C (M, N) = alpha op(A) op(B) + beta C, in double, reading A, B, C0 with their strides
+static void ref_gemm(int ta, int tb, long M, long N, long K, double alpha, const float *A, long lda, const float *B,
+                     long ldb, double beta, const float *C0, long ldc, double *out) {
+    for (long i = 0; i < M; i++)
+        for (long j = 0; j < N; j++) {
+            double s = 0;
+            for (long p = 0; p < K; p++) {
+                double a = ta ? A[p * lda + i] : A[i * lda + p];
+                double b = tb ? B[j * ldb + p] : B[p * ldb + j];
+                s += a * b;
+            }
+            out[i * N + j] = alpha * s + (beta == 0 ? 0 : beta * C0[i * ldc + j]);
+        }
+}
+
+static void one_gemm(int ta, int tb, long M, long N, long K, float alpha, float beta, long pad) {
+    long ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    long lda = ac + pad, ldb = bc + 2 * pad, ldc = N + 3 * pad;
+    float *A = malloc(sizeof(float) * (ar * lda + 1)), *B = malloc(sizeof(float) * (br * ldb + 1));
+    float *C = malloc(sizeof(float) * (M * ldc + 1)), *C0 = malloc(sizeof(float) * (M * ldc + 1));
+    for (long i = 0; i < ar * lda; i++) A[i] = frand();
+    for (long i = 0; i < br * ldb; i++) B[i] = frand();
+    for (long i = 0; i < M * ldc; i++) C[i] = C0[i] = frand();
+    if (beta == 0)  // beta = 0 must ignore C entirely, even NaN
+        for (long i = 0; i < M; i++) C[i * ldc] = C0[i * ldc] = NAN;
+    double *ref = malloc(sizeof(double) * (M * N + 1));
+    ref_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C0, ldc, ref);
+    ct_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    double maxd = 0, maxr = 1e-3;
+    for (long i = 0; i < M; i++) {
+        for (long j = 0; j < N; j++) {
+            double d = fabs(C[i * ldc + j] - ref[i * N + j]);
+            if (isnan(d)) d = INFINITY;
+            if (d > maxd) maxd = d;
+            if (fabs(ref[i * N + j]) > maxr) maxr = fabs(ref[i * N + j]);
+        }
+        for (long j = N; j < ldc; j++)
+            CHECK(C[i * ldc + j] == C0[i * ldc + j], "padding column %ld of row %ld changed", j, i);
+    }
+    CHECK(maxd / maxr < 1e-5, "gemm ta=%d tb=%d M=%ld N=%ld K=%ld alpha=%g beta=%g pad=%ld: rel err %.3g", ta, tb, M,
+          N, K, alpha, beta, pad, maxd / maxr);
+    free(A), free(B), free(C), free(C0), free(ref);
+}
+
+static void test_gemm_transposes_and_strides(void) {
+    long shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {65, 33, 130}, {64, 64, 64}, {3, 200, 17}};
+    float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}};
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            for (int a = 0; a < 3; a++)
+                one_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], ab[a][0], ab[a][1], (s + a) % 3 * 4);
+}
+
+static void test_gemm_k_zero(void) {
+    one_gemm(0, 0, 4, 5, 0, 1.0f, 0.5f, 2);  // C = beta C
+    one_gemm(1, 1, 4, 5, 0, 1.0f, 0.0f, 0);  // C = 0
+}
+
+static void test_linear_forward_backward(void) {
+    long N = 37, IC = 19, OC = 23;
+    float *x = malloc(sizeof(float) * N * IC), *w = malloc(sizeof(float) * OC * IC);
+    float *y = malloc(sizeof(float) * N * OC), *dy = malloc(sizeof(float) * N * OC);
+    float *dx = malloc(sizeof(float) * N * IC), *dw = malloc(sizeof(float) * OC * IC), *dw0 = malloc(sizeof(float) * OC * IC);
+    for (long i = 0; i < N * IC; i++) x[i] = frand(), dx[i] = NAN;  // dinp is overwritten
+    for (long i = 0; i < OC * IC; i++) w[i] = frand(), dw[i] = dw0[i] = frand();  // dweight accumulates
+    for (long i = 0; i < N * OC; i++) dy[i] = frand();
+    ct_linear_forward(y, x, w, N, IC, OC);
+    ct_linear_backward(dx, dw, dy, x, w, N, IC, OC);
+    double ry[37 * 23], rdx[37 * 19], rdw[23 * 19];
+    for (long n = 0; n < N; n++)
+        for (long o = 0; o < OC; o++) {
+            double s = 0;
+            for (long i = 0; i < IC; i++) s += (double)x[n * IC + i] * w[o * IC + i];
+            ry[n * OC + o] = s;
+        }
+    for (long n = 0; n < N; n++)
+        for (long i = 0; i < IC; i++) {
+            double s = 0;
+            for (long o = 0; o < OC; o++) s += (double)dy[n * OC + o] * w[o * IC + i];
+            rdx[n * IC + i] = s;
+        }
+    for (long o = 0; o < OC; o++)
+        for (long i = 0; i < IC; i++) {
+            double s = dw0[o * IC + i];
+            for (long n = 0; n < N; n++) s += (double)dy[n * OC + o] * x[n * IC + i];
+            rdw[o * IC + i] = s;
+        }
+    CHECK(ct_test_max_rel_err(y, ry, N * OC) < 1e-5, "linear forward");
+    CHECK(ct_test_max_rel_err(dx, rdx, N * IC) < 1e-5, "linear dinp");
+    CHECK(ct_test_max_rel_err(dw, rdw, OC * IC) < 1e-5, "linear dweight (accumulated)");
+    // NULL skips: dweight alone, dinp untouched
+    for (long i = 0; i < N * IC; i++) dx[i] = 7.0f;
+    ct_linear_backward(NULL, dw, dy, x, w, N, IC, OC);
+    ct_linear_backward(NULL, NULL, dy, x, w, N, IC, OC);
+    CHECK(dx[0] == 7.0f, "dinp touched");
+    free(x), free(w), free(y), free(dy), free(dx), free(dw), free(dw0);
+}
+
+static void test_matmul_peak_positive(void) {
+    double g = ct_cpu_matmul_peak_gflops(128, 2);
+    CHECK(g > 0.1 && g < 1e6, "peak %g GFLOP/s", g);
+}
+
+int main(void) {
+    CT_RUN(test_gemm_transposes_and_strides);
+    CT_RUN(test_gemm_k_zero);
+    CT_RUN(test_linear_forward_backward);
+    CT_RUN(test_matmul_peak_positive);
+    CT_TEST_EXIT();
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the benchmark programs (make bench). Each prints what it measured beside its reference.
+# Timings on a shared machine are noisy: run twice and keep the best.
+set -u
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+build/bench/bench_matmul
+build/bench/bench_attention

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "data/loader.h"
+#include "data/prepare.h"
 #include "data/shard.h"
 #include "test.h"
 
@@ -376,6 +377,135 @@ static void test_bad_datasets(void) {
     CHECK(loader_fails(tmp_path("does_not_exist"), V, "does_not_exist", "not found"), "missing folder");
 }
 
+// ---- corpus -> shards (fixtures in tests/fixtures/data, described in its README) -----------
+
+#define FIX "tests/fixtures/data"
+
+static void test_corpus_listing(void) {
+    const char *in[] = {FIX "/corpus"};
+    char **files;
+    int n = ct_data_list_files(in, 1, &files);
+    CHECK(n == 2, "%d files: %s", n, n < 0 ? ct_last_error() : "");
+    if (n == 2) {
+        CHECK(!strcmp(files[0], FIX "/corpus/a_fortunes"), "%s", files[0]);
+        CHECK(!strcmp(files[1], FIX "/corpus/b_plain.txt"), "%s", files[1]);
+    }
+    if (n >= 0) ct_data_free_list(files, n);
+    const char *in2[] = {FIX "/corpus/b_plain.txt", FIX "/corpus"};  // a file is taken as given
+    n = ct_data_list_files(in2, 2, &files);
+    CHECK(n == 3 && !strcmp(files[0], FIX "/corpus/b_plain.txt"), "%d", n);
+    if (n >= 0) ct_data_free_list(files, n);
+    const char *in3[] = {FIX "/no_such_thing"};
+    CHECK(ct_data_list_files(in3, 1, &files) == -1 && strstr(ct_last_error(), "no_such_thing"), "missing input");
+}
+
+typedef struct {
+    char docs[8][128];
+    int n;
+} doc_list;
+
+static int collect(const char *doc, size_t len, void *ctx) {
+    doc_list *d = ctx;
+    if (d->n < 8 && len < 128) memcpy(d->docs[d->n], doc, len), d->docs[d->n][len] = 0;
+    d->n++;
+    return 0;
+}
+
+static void test_documents(void) {
+    const char *f = "The first fortune.\n%\nSecond fortune,\n  two lines.\n%\n   \n%\nThird, after a blank one.\n%\n";
+    doc_list d = {0};
+    CHECK(ct_data_is_fortune_text(f, strlen(f)), "fortune text not recognised");
+    ct_data_for_each_document(f, strlen(f), collect, &d);
+    CHECK(d.n == 3, "%d documents", d.n);
+    CHECK(!strcmp(d.docs[0], "The first fortune.\n"), "'%s'", d.docs[0]);
+    CHECK(!strcmp(d.docs[1], "Second fortune,\n  two lines.\n"), "'%s'", d.docs[1]);
+    CHECK(!strcmp(d.docs[2], "Third, after a blank one.\n"), "'%s'", d.docs[2]);
+    // No trailing separator and no final newline: the last fortune still counts.
+    const char *g = "one\n%\ntwo";
+    d = (doc_list){0};
+    ct_data_for_each_document(g, strlen(g), collect, &d);
+    CHECK(d.n == 2 && !strcmp(d.docs[0], "one\n") && !strcmp(d.docs[1], "two"), "%d", d.n);
+    // A '%' that is not alone on its line is text: the whole file is one document.
+    const char *h = "A plain file is one document.\n% not a separator\n";
+    d = (doc_list){0};
+    CHECK(!ct_data_is_fortune_text(h, strlen(h)), "plain text taken as fortunes");
+    ct_data_for_each_document(h, strlen(h), collect, &d);
+    CHECK(d.n == 1 && !strcmp(d.docs[0], h), "%d", d.n);
+}
+
+// Reads every shard of a split through ct_shard_open into one array; returns its length.
+static long read_split(const char *dir, const char *split, int32_t *out, long cap, int *n_shards) {
+    long n = 0;
+    *n_shards = 0;
+    for (int k = 0; k < 10; k++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/%s_%03d.bin", dir, split, k);
+        if (access(path, F_OK) != 0) break;
+        ct_shard s;
+        if (ct_shard_open(&s, path, 0) != CT_OK) return -1;
+        if (n + (long)s.n_tokens <= cap) ct_shard_copy(&s, 0, s.n_tokens, out + n);
+        n += (long)s.n_tokens;
+        (*n_shards)++;
+        ct_shard_close(&s);
+    }
+    return n;
+}
+
+// End to end with the byte-level fixture tokenizer (byte b -> id b, <|end_of_text|> = 257), so
+// the expected shards are the documents' bytes, each followed by 257.
+static void test_prepare(void) {
+    const char *in[] = {FIX "/corpus"};
+    char out[600];
+    snprintf(out, sizeof out, "%s/prepared/sub", tmpdir);
+    ct_data_prepare_opts o = {.inputs = in, .n_inputs = 1, .tokenizer_path = FIX "/bytes.tiktoken", .out_dir = out,
+                              .val_fraction = 0.25, .shard_tokens = 40, .progress = 0};
+    ct_data_prepare_result r;
+    CHECK(ct_data_prepare(&o, &r) == CT_OK, "%s", ct_last_error());
+    // Documents 0, 1, 2 are the fortunes, 3 is b_plain.txt; k = 4 sends document 3 to val.
+    const char *docs[4] = {"The first fortune.\n", "Second fortune,\n  two lines.\n", "Third, after a blank one.\n",
+                           "A plain file is one document.\n% not a separator\n"};
+    int32_t want[2][256];
+    long nw[2] = {0, 0};
+    for (int i = 0; i < 4; i++) {
+        int v = i % 4 == 3;
+        for (const char *c = docs[i]; *c; c++) want[v][nw[v]++] = (unsigned char)*c;
+        want[v][nw[v]++] = 257;
+    }
+    CHECK(r.files == 2 && r.docs[0] == 3 && r.docs[1] == 1, "files %llu docs %llu/%llu", (unsigned long long)r.files,
+          (unsigned long long)r.docs[0], (unsigned long long)r.docs[1]);
+    CHECK(r.tokens[0] == (uint64_t)nw[0] && r.tokens[1] == (uint64_t)nw[1], "token counts");
+    int32_t got[256];
+    int shards;
+    long n = read_split(out, "train", got, 256, &shards);
+    CHECK(n == nw[0] && shards == 2 && r.shards[0] == 2 && !memcmp(got, want[0], sizeof(int32_t) * (size_t)nw[0]),
+          "train: %ld tokens in %d shards", n, shards);
+    n = read_split(out, "val", got, 256, &shards);
+    CHECK(n == nw[1] && shards == 2 && !memcmp(got, want[1], sizeof(int32_t) * (size_t)nw[1]), "val: %ld tokens in %d shards",
+          n, shards);
+    // Preparing again with bigger shards replaces the old files (no stale train_001.bin).
+    o.shard_tokens = 1000;
+    CHECK(ct_data_prepare(&o, &r) == CT_OK, "%s", ct_last_error());
+    n = read_split(out, "train", got, 256, &shards);
+    CHECK(n == nw[0] && shards == 1, "rerun: %ld tokens in %d shards", n, shards);
+    // The loader reads what prepare wrote.
+    ct_loader_config c = {.source = out, .split = "train", .seq_len = 8, .global_batch = 1, .dp_size = 1,
+                          .vocab_size = 258, .sequential = true};
+    ct_loader *l = ct_loader_open(&c);
+    CHECK(l != NULL, "%s", ct_last_error());
+    if (l) {
+        int32_t a[8], b[8];
+        ct_loader_set_state(l, (ct_loader_state){0, 2});
+        ct_loader_next_batch(l, a, b);
+        CHECK(!memcmp(a, want[0] + 16, sizeof a) && !memcmp(b, want[0] + 17, sizeof b), "window 2");
+        ct_loader_free(l);
+    }
+    o.val_fraction = 0.7;
+    CHECK(ct_data_prepare(&o, &r) == CT_ERR && strstr(ct_last_error(), "val-fraction"), "bad fraction accepted");
+    o.val_fraction = 0.05;
+    o.tokenizer_path = FIX "/missing.tiktoken";
+    CHECK(ct_data_prepare(&o, &r) == CT_ERR, "missing tokenizer accepted");
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ct_test_loader_%d", (int)getpid());
     sh("mkdir -p %s", tmpdir);
@@ -389,6 +519,9 @@ int main(void) {
     CT_RUN(test_synthetic);
     CT_RUN(test_llmc_folder_and_val);
     CT_RUN(test_bad_datasets);
+    CT_RUN(test_corpus_listing);
+    CT_RUN(test_documents);
+    CT_RUN(test_prepare);
     sh("rm -rf %s", tmpdir);
     free(stream);
     CT_TEST_EXIT();

@@ -92,13 +92,14 @@ static void check_gradients(int n_heads, int n_kv_heads) {
             analytic += (double)dir[i] * r.grads[p->offset + i];
         }
         float *x = r.params + p->offset;
-        const double eps = 1e-2;
+        const double eps = 1e-3;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
         double lp = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0, NULL) / valid;
         for (long i = 0; i < p->numel; i++) x[i] -= 2 * (float)eps * dir[i];
         double lm = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0, NULL) / valid;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
         double numeric = (lp - lm) / (2 * eps);
+        if (getenv("VERBOSE")) printf("    %-36s analytic %10.6f numeric %10.6f\n", p->name, analytic, numeric);
         CHECK(fabs(numeric - analytic) <= 2e-2 * fabs(analytic) + 2e-4, "%s: analytic %.6g numeric %.6g", p->name,
               analytic, numeric);
     }

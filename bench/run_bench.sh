@@ -6,3 +6,4 @@ cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 build/bench/bench_matmul
 build/bench/bench_attention
+build/bench/bench_tokenizer

@@ -1,0 +1,139 @@
+// Fused output projection + cross-entropy against a naive float64 reference: loss, dx, dW for
+// chunk sizes that do and do not divide N, ignored targets (-1), forward-only (dx == NULL),
+// large logits (max subtraction), reproducibility.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/kernels.h"
+#include "test.h"
+
+static uint64_t rng_state = 0xA4093822299F31D0ull;
+static double urand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
+
+// loss = sum over valid rows of lse - z[t]; dx = s dlogits W, dW = dW0 + s dlogits^T x
+static double ref_xent(double *dx, double *dW, const float *x, const float *W, const float *dW0, const int32_t *tg,
+                       long N, long C, long V, double s) {
+    double loss = 0, *z = malloc(sizeof(double) * V);
+    for (long i = 0; i < V * C; i++) dW[i] = dW0[i];
+    for (long n = 0; n < N; n++) {
+        for (long c = 0; c < C; c++) dx[n * C + c] = 0;
+        if (tg[n] < 0) continue;
+        double mx = -INFINITY, sum = 0;
+        for (long v = 0; v < V; v++) {
+            z[v] = 0;
+            for (long c = 0; c < C; c++) z[v] += (double)x[n * C + c] * W[v * C + c];
+            if (z[v] > mx) mx = z[v];
+        }
+        for (long v = 0; v < V; v++) sum += exp(z[v] - mx);
+        double lse = mx + log(sum);
+        loss += lse - z[tg[n]];
+        for (long v = 0; v < V; v++) {
+            double d = (exp(z[v] - lse) - (v == tg[n])) * s;
+            for (long c = 0; c < C; c++) {
+                dx[n * C + c] += d * W[v * C + c];
+                dW[v * C + c] += d * x[n * C + c];
+            }
+        }
+    }
+    free(z);
+    return loss;
+}
+
+static void one_case(long N, long C, long V, long chunk, float xscale) {
+    float *x = malloc(sizeof(float) * N * C), *W = malloc(sizeof(float) * V * C), *dx = malloc(sizeof(float) * N * C);
+    float *dW = malloc(sizeof(float) * V * C), *dW0 = malloc(sizeof(float) * V * C), *dW2 = malloc(sizeof(float) * V * C);
+    float *dx2 = malloc(sizeof(float) * N * C);
+    int32_t *tg = malloc(sizeof(int32_t) * N);
+    for (long i = 0; i < N * C; i++) x[i] = frand(xscale), dx[i] = NAN;  // dx is overwritten
+    for (long i = 0; i < V * C; i++) W[i] = frand(1), dW[i] = dW0[i] = dW2[i] = frand(1);  // dW accumulates
+    long valid = 0;
+    for (long n = 0; n < N; n++) {
+        tg[n] = urand() < 0.25 ? -1 : (int32_t)(urand() * V);
+        valid += tg[n] >= 0;
+    }
+    float s = valid ? 1.0f / (float)valid : 1.0f;
+    float *scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V));
+    double *rdx = malloc(sizeof(double) * N * C), *rdW = malloc(sizeof(double) * V * C);
+    double rloss = ref_xent(rdx, rdW, x, W, dW0, tg, N, C, V, s);
+    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, s, chunk, scratch);
+    CHECK(fabs(loss - rloss) <= 1e-5 * (fabs(rloss) + 1), "N=%ld C=%ld V=%ld chunk=%ld: loss %.9g vs %.9g", N, C, V,
+          chunk, loss, rloss);
+    CHECK(ct_test_max_rel_err(dx, rdx, N * C) < 1e-4, "dx N=%ld chunk=%ld: %g", N, chunk,
+          ct_test_max_rel_err(dx, rdx, N * C));
+    CHECK(ct_test_max_rel_err(dW, rdW, V * C) < 1e-4, "dW N=%ld chunk=%ld: %g", N, chunk,
+          ct_test_max_rel_err(dW, rdW, V * C));
+    for (long n = 0; n < N; n++)
+        if (tg[n] < 0)
+            for (long c = 0; c < C; c++) CHECK(dx[n * C + c] == 0.0f, "ignored row %ld has a gradient", n);
+    // forward only: same loss, nothing written
+    float keep = dW2[0];
+    double loss_f = ct_xent_fused(NULL, dW2, x, W, tg, N, C, V, s, chunk, scratch);
+    CHECK(fabs(loss_f - rloss) <= 1e-5 * (fabs(rloss) + 1), "forward-only loss %.9g vs %.9g", loss_f, rloss);
+    CHECK(dW2[0] == keep, "forward-only wrote dW");
+    // reproducible
+    memcpy(dW2, dW0, sizeof(float) * V * C);
+    double loss2 = ct_xent_fused(dx2, dW2, x, W, tg, N, C, V, s, chunk, scratch);
+    CHECK(loss2 == loss && memcmp(dx, dx2, sizeof(float) * N * C) == 0 && memcmp(dW, dW2, sizeof(float) * V * C) == 0,
+          "not reproducible");
+    free(x), free(W), free(dx), free(dW), free(dW0), free(dW2), free(dx2), free(tg), free(scratch), free(rdx), free(rdW);
+}
+
+static void test_xent_shapes_and_chunks(void) {
+    one_case(1, 1, 1, 1, 1.0f);
+    one_case(7, 16, 33, 3, 1.0f);
+    one_case(65, 24, 130, 64, 1.0f);
+    one_case(130, 8, 257, 130, 1.0f);
+    one_case(20, 8, 50, 1000, 1.0f);  // chunk larger than N
+}
+
+static void test_xent_large_logits(void) { one_case(9, 16, 40, 4, 30.0f); }  // logits in the hundreds
+
+static void test_xent_all_ignored(void) {
+    long N = 4, C = 3, V = 5;
+    float x[12], W[15], dx[12], dW[15] = {0}, scratch[5 * 4 + 8];
+    int32_t tg[4] = {-1, -1, -1, -1};
+    for (int i = 0; i < 12; i++) x[i] = frand(1);
+    for (int i = 0; i < 15; i++) W[i] = frand(1);
+    CHECK(ct_xent_scratch_floats(4, 5) <= (long)(sizeof scratch / sizeof scratch[0]), "scratch size");
+    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, 1.0f, 4, scratch);
+    CHECK(loss == 0.0, "loss %g", loss);
+    for (int i = 0; i < 12; i++) CHECK(dx[i] == 0.0f, "dx");
+    for (int i = 0; i < 15; i++) CHECK(dW[i] == 0.0f, "dW");
+}
+
+// A target outside [0, V) that is not -1 is a caller bug: the kernel stops with a message
+// (exit status non-zero) instead of reading outside the logits row. Run in a child process.
+static void test_xent_bad_target_is_fatal(void) {
+    int32_t bad[2][2] = {{0, 5}, {-2, 1}};  // V = 5: 5 is one past the end, -2 is not the ignore value
+    for (int b = 0; b < 2; b++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            freopen("/dev/null", "w", stderr);
+            float x[6] = {0}, W[15] = {0}, dx[6], dW[15] = {0}, scratch[32];
+            ct_xent_fused(dx, dW, x, W, bad[b], 2, 3, 5, 1.0f, 2, scratch);
+            _exit(0);  // reached only if the kernel accepted the bad target
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0, "bad target %d accepted (status %d)", bad[b][b == 0 ? 1 : 0], st);
+    }
+}
+
+int main(void) {
+    CT_RUN(test_xent_bad_target_is_fatal);
+    CT_RUN(test_xent_shapes_and_chunks);
+    CT_RUN(test_xent_large_logits);
+    CT_RUN(test_xent_all_ignored);
+    CT_TEST_EXIT();
+}

@@ -1,0 +1,83 @@
+// AdamW and the vector helpers against float64 loops: several steps (bias corrections),
+// weight decay, gradient scale; sum of squares reproducible and accurate for sizes around the
+// partition boundaries.
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x082EFA98EC4E6C89ull;
+static float frand(float a) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)(((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0) * a);
+}
+
+static void test_adamw_steps(void) {
+    long n = 1000;
+    float *p = malloc(sizeof(float) * n), *g = malloc(sizeof(float) * n);
+    float *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    double *rp = malloc(sizeof(double) * n), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
+    for (long i = 0; i < n; i++) p[i] = frand(1), rp[i] = p[i];
+    double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
+    for (long step = 1; step <= 5; step++) {
+        for (long i = 0; i < n; i++) g[i] = frand(2);
+        ct_adamw_update(p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step, (float)gs);
+        for (long i = 0; i < n; i++) {  // Loshchilov & Hutter, Algorithm 2, with Adam's bias corrections
+            double gi = (double)g[i] * gs;
+            rm[i] = b1 * rm[i] + (1 - b1) * gi;
+            rv[i] = b2 * rv[i] + (1 - b2) * gi * gi;
+            double mh = rm[i] / (1 - pow(b1, step)), vh = rv[i] / (1 - pow(b2, step));
+            rp[i] -= lr * (mh / (sqrt(vh) + eps) + wd * rp[i]);
+        }
+    }
+    CHECK(ct_test_max_rel_err(p, rp, n) < 1e-5, "param %g", ct_test_max_rel_err(p, rp, n));
+    CHECK(ct_test_max_rel_err(m, rm, n) < 1e-5, "m");
+    CHECK(ct_test_max_rel_err(v, rv, n) < 1e-5, "v");
+    free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
+}
+
+// hand-worked first step: m_hat = g, v_hat = g^2, so the update is lr * (sign(g) + wd * p)
+static void test_adamw_first_step_hand(void) {
+    float p[2] = {1.0f, -2.0f}, g[2] = {3.0f, -0.5f}, m[2] = {0}, v[2] = {0};
+    ct_adamw_update(p, g, m, v, 2, 0.1f, 0.9f, 0.999f, 0.0f, 0.5f, 1, 1.0f);
+    CHECK_CLOSE(p[0], 1.0 - 0.1 * (1.0 + 0.5 * 1.0), 1e-6, 1e-6);
+    CHECK_CLOSE(p[1], -2.0 - 0.1 * (-1.0 + 0.5 * -2.0), 1e-6, 1e-6);
+}
+
+static void test_sum_squares(void) {
+    long sizes[] = {0, 1, 63, 64, 65, 1000, 100003};
+    for (int s = 0; s < 7; s++) {
+        long n = sizes[s];
+        float *x = malloc(sizeof(float) * (n + 1));
+        double ref = 0;
+        for (long i = 0; i < n; i++) x[i] = frand(3), ref += (double)x[i] * x[i];
+        double a = ct_sum_squares(x, n), b = ct_sum_squares(x, n);
+        CHECK(fabs(a - ref) <= 1e-12 * (ref + 1), "n=%ld: %.17g vs %.17g", n, a, ref);
+        CHECK(a == b, "not reproducible");
+        free(x);
+    }
+}
+
+static void test_add_scale(void) {
+    long n = 777;
+    float *y = malloc(sizeof(float) * n), *x = malloc(sizeof(float) * n), *y0 = malloc(sizeof(float) * n);
+    for (long i = 0; i < n; i++) y[i] = y0[i] = frand(1), x[i] = frand(1);
+    ct_add_inplace(y, x, n);
+    for (long i = 0; i < n; i++) CHECK(y[i] == y0[i] + x[i], "add at %ld", i);
+    ct_scale_inplace(y, -0.25f, n);
+    for (long i = 0; i < n; i++) CHECK(y[i] == (y0[i] + x[i]) * -0.25f, "scale at %ld", i);
+    free(y), free(x), free(y0);
+}
+
+int main(void) {
+    CT_RUN(test_adamw_steps);
+    CT_RUN(test_adamw_first_step_hand);
+    CT_RUN(test_sum_squares);
+    CT_RUN(test_add_scale);
+    CT_TEST_EXIT();
+}

@@ -224,7 +224,6 @@ static void resolve(ct_config *c) {
 typedef struct {
     const char *path;
     int *set_line;  // per setting: line where this file set it (0 = not yet)
-    const char **set_as;
 } file_walk;
 
 static int any_setting_under(const char *prefix) {
@@ -256,11 +255,10 @@ static ct_status walk_table(ct_config *c, const ct_toml_value *t, const char *pr
         }
         int idx = (int)(s - ct_settings);
         if (w->set_line[idx])
-            return ct_set_error("%s:%d: '%s' sets %s again (already set as '%s' at line %d)", w->path, v->line, name,
-                                s->name, w->set_as[idx], w->set_line[idx]);
+            return ct_set_error("%s:%d: '%s' sets %s again (already set at line %d)", w->path, v->line, name, s->name,
+                                w->set_line[idx]);
         if (!set_from_toml(c, s, v, err, sizeof err)) return ct_set_error("%s:%d: %s: %s", w->path, v->line, name, err);
         w->set_line[idx] = v->line;
-        w->set_as[idx] = t->keys[k];
     }
     return CT_OK;
 }
@@ -269,9 +267,8 @@ ct_status ct_config_load_file(ct_config *c, const char *path) {
     ct_toml_value *root = ct_toml_parse_file(path);
     if (!root) return CT_ERR;
     int set_line[256] = {0};
-    const char *set_as[256] = {0};
     if (ct_n_settings > 256) ct_fatal("config", "settings table larger than the walk's bookkeeping");
-    file_walk w = {path, set_line, set_as};
+    file_walk w = {path, set_line};
     ct_status st = walk_table(c, root, "", &w);
     ct_toml_free(root);
     if (st == CT_OK) resolve(c);

@@ -1,0 +1,748 @@
+// The run configuration: defaults, files, command-line precedence, every product name and
+// TorchTitan alias, error messages (unknown keys with suggestions, wrong types, bad enum values,
+// ranges, not-implemented features), --help, the TOML writer round trip, and configs/*.toml.
+// Expected values are written out here from the specification, not read from the table.
+#include <dirent.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/toml.h"
+#include "test.h"
+
+#define FIX "tests/fixtures/config/"
+
+// ct_config_parse over a NULL-terminated list of arguments.
+static ct_status parse(ct_config *c, ...) {
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, c);
+    for (char *a; (a = va_arg(ap, char *));) argv[argc++] = a;
+    va_end(ap);
+    return ct_config_parse(c, argc, argv);
+}
+
+// Parses and expects failure with a message containing each of the given fragments, on one line.
+#define EXPECT_ERR(call, ...)                                                                  \
+    do {                                                                                       \
+        ct_status st_ = (call);                                                                \
+        CHECK(st_ == CT_ERR, "%s accepted", #call);                                            \
+        const char *frags_[] = {__VA_ARGS__};                                                  \
+        for (size_t f_ = 0; f_ < sizeof frags_ / sizeof frags_[0]; f_++)                       \
+            CHECK(strstr(ct_last_error(), frags_[f_]), "%s: message \"%s\" lacks \"%s\"", #call, \
+                  ct_last_error(), frags_[f_]);                                                \
+        CHECK(!strchr(ct_last_error(), '\n'), "message is not one line");                      \
+    } while (0)
+
+static void test_defaults(void) {
+    ct_config c;
+    memset(&c, 0x5A, sizeof c);  // every field must be written
+    ct_config_defaults(&c);
+    CHECK(!strcmp(c.dump_folder, "outputs/run"), "dump_folder %s", c.dump_folder);
+    CHECK(!strcmp(c.description, ""), "description");
+    CHECK(!strcmp(c.flavor, "debugmodel"), "flavor");
+    CHECK(c.dim == 0 && c.n_layers == 0 && c.n_heads == 0 && c.n_kv_heads == 0 && c.vocab_size == 0, "model overrides");
+    CHECK(c.multiple_of == 0 && c.ffn_dim_multiplier == 0 && c.ffn_hidden_dim == 0 && c.rope_theta == 0, "ffn/rope");
+    CHECK(c.norm_eps == 1e-5 && c.rope_scaling, "norm_eps/rope_scaling");
+    CHECK(!strcmp(c.tokenizer_path, ""), "tokenizer_path");
+    CHECK(c.seq_len == 256 && c.steps == 100 && c.seed == 42 && c.max_norm == 1.0, "training");
+    CHECK(c.micro_batch_size == 8 && c.gradient_accumulation_steps == 1, "batch");
+    CHECK(!strcmp(c.mixed_precision, "fp32") && !strcmp(c.dataset, "synthetic"), "precision/dataset");
+    CHECK(!strcmp(c.optimizer_name, "AdamW") && c.lr == 8e-4 && c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 &&
+              c.weight_decay == 0.1,
+          "optimizer");
+    CHECK(c.warmup_steps == 10 && c.decay_ratio == -1 && !strcmp(c.decay_type, "linear") && c.min_lr_factor == 0.0,
+          "lr_scheduler");
+    CHECK(c.data_shard_degree == -1 && c.data_replicate_degree == 1 && c.compute_parallel_degree == 1 &&
+              c.pipeline_degree == 1 && c.context_extension_degree == 1,
+          "degrees");
+    CHECK(!c.enable_async_comm && !c.disable_loss_parallel && !strcmp(c.fsdp_reshard_after_forward, "default"), "comm");
+    CHECK(!strcmp(c.pipeline_schedule, "1f1b") && c.pipeline_stages_per_rank == 1 && !c.sequence_parallel, "pipeline");
+    CHECK(!strcmp(c.ac_mode, "none") && !c.ac_selective && !c.compile && !c.float8 && !c.mxfp8, "features");
+    CHECK(c.log_freq == 1 && c.peak_tflops == 0 && !strcmp(c.device, "cpu") && !c.enable_tensorboard, "metrics");
+    CHECK(!c.val_enable && c.val_freq == 50 && c.val_steps == 10 && !strcmp(c.val_dataset, ""), "validation");
+    CHECK(!c.ckpt_enable && !strcmp(c.ckpt_folder, "checkpoint") && c.ckpt_interval == 500 &&
+              !strcmp(c.ckpt_initial_load_path, "") && !strcmp(c.ckpt_export_dtype, "fp32"),
+          "checkpoint");
+    CHECK(ct_config_validate(&c) == CT_OK, "defaults invalid: %s", ct_last_error());
+    CHECK(ct_config_check_implemented(&c) == CT_OK, "defaults not runnable: %s", ct_last_error());
+    ct_config p;
+    CHECK(parse(&p, NULL) == CT_OK && !memcmp(&p.lr, &c.lr, sizeof c.lr) && p.steps == 100, "parse of no args");
+}
+
+static void test_file_load(void) {
+    ct_config c;
+    CHECK(parse(&c, "--config", FIX "basic.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.micro_batch_size == 2 && c.gradient_accumulation_steps == 3, "top level");
+    CHECK(!strcmp(c.dump_folder, "outputs/fixture"), "job");
+    CHECK(c.dim == 64 && c.n_layers == 2 && c.n_heads == 4 && c.n_kv_heads == 2 && c.norm_eps == 1e-6 && !c.rope_scaling,
+          "model");
+    CHECK(c.seq_len == 32 && c.steps == 300 && c.seed == 7 && c.max_norm == 0.5, "training");
+    CHECK(c.lr == 3e-4 && c.weight_decay == 0.0, "optimizer lr=%g wd=%g", c.lr, c.weight_decay);
+    CHECK(c.warmup_steps == 5 && !strcmp(c.decay_type, "cosine"), "lr_scheduler");
+    CHECK(c.data_shard_degree == 1 && !c.float8 && c.log_freq == 4, "rest");
+    CHECK(c.beta2 == 0.95 && c.val_freq == 50, "unset settings keep defaults");
+    // The other spelling of --config, and the = form.
+    ct_config d;
+    CHECK(parse(&d, "--job.config_file", FIX "basic.toml", NULL) == CT_OK && d.steps == 300, "--job.config_file");
+    CHECK(parse(&d, "--config=" FIX "basic.toml", NULL) == CT_OK && d.steps == 300, "--config=");
+    CHECK(ct_config_load_file(&d, FIX "torchtitan_names.toml") == CT_OK && d.steps == 300 && d.micro_batch_size == 3,
+          "load_file over current values: %s", ct_last_error());
+}
+
+static void test_cli_overrides_file(void) {
+    ct_config c;
+    // CLI before and after --config: both win over the file (steps 300, lr 3e-4 there).
+    CHECK(parse(&c, "--training.steps", "7", "--config", FIX "basic.toml", "--optimizer.lr=0.5", NULL) == CT_OK, "%s",
+          ct_last_error());
+    CHECK(c.steps == 7 && c.lr == 0.5, "steps %d lr %g", c.steps, c.lr);
+    CHECK(c.seq_len == 32, "file still applies to the rest");
+    CHECK(parse(&c, "--training.steps=9", "--job.config_file=" FIX "basic.toml", "--optimizer.lr", "-0", NULL) == CT_OK,
+          "%s", ct_last_error());
+    CHECK(c.steps == 9 && c.lr == 0.0, "= forms");
+    // A later command-line value wins over an earlier one.
+    CHECK(parse(&c, "--training.seed", "1", "--training.seed", "2", NULL) == CT_OK && c.seed == 2, "last wins");
+    // Values that start with '-' are values.
+    CHECK(parse(&c, "--parallelism.data_shard_degree", "-1", "--lr_scheduler.decay_ratio", "-1", NULL) == CT_OK &&
+              c.data_shard_degree == -1 && c.decay_ratio == -1,
+          "negative values");
+    CHECK(parse(&c, "--job.description", "two words = fine", NULL) == CT_OK && !strcmp(c.description, "two words = fine"),
+          "string value with spaces and '='");
+}
+
+static void test_cli_booleans(void) {
+    ct_config c;
+    CHECK(parse(&c, "--model.rope_scaling", "false", NULL) == CT_OK && !c.rope_scaling, "false");
+    CHECK(parse(&c, "--model.rope_scaling=0", NULL) == CT_OK && !c.rope_scaling, "=0");
+    CHECK(parse(&c, "--validation.enable", "1", NULL) == CT_OK && c.val_enable, "1");
+    CHECK(parse(&c, "--validation.enable=true", NULL) == CT_OK && c.val_enable, "=true");
+    CHECK(parse(&c, "--validation.enable", NULL) == CT_OK && c.val_enable, "bare flag at the end");
+    CHECK(parse(&c, "--validation.enable", "--training.steps", "5", NULL) == CT_OK && c.val_enable && c.steps == 5,
+          "bare flag before another flag");
+    EXPECT_ERR(parse(&c, "--validation.enable", "yes", NULL), "--validation.enable", "expected true, false, 1 or 0, got 'yes'");
+    EXPECT_ERR(parse(&c, "--training.steps", NULL), "--training.steps: expected a value");
+    EXPECT_ERR(parse(&c, "--mixed_precision", "--training.steps", "3", NULL), "--mixed_precision: expected a value (fp32|bf16)");
+}
+
+// Each product setting by its exact name, on the command line and in a TOML file.
+typedef struct {
+    const char *name, *value;  // value as typed on the command line
+    const char *toml;          // the same value in TOML
+} flag_case;
+
+static const flag_case product_flags[] = {
+    {"parallelism.data_shard_degree", "4", "4"},
+    {"parallelism.compute_parallel_degree", "2", "2"},
+    {"parallelism.pipeline_degree", "3", "3"},
+    {"parallelism.context_extension_degree", "5", "5"},
+    {"parallelism.data_replicate_degree", "6", "6"},
+    {"parallelism.enable_async_comm", "true", "true"},
+    {"parallelism.disable_loss_parallel", "true", "true"},
+    {"parallelism.fsdp_reshard_after_forward", "never", "\"never\""},
+    {"parallelism.pipeline_stages_per_rank", "2", "2"},
+    {"compile.enable", "true", "true"},
+    {"mixed_precision", "bf16", "\"bf16\""},
+    {"micro_batch_size", "16", "16"},
+    {"gradient_accumulation_steps", "4", "4"},
+    {"activation_checkpoint.selective", "true", "true"},
+    {"activation_checkpoint.mode", "full", "\"full\""},
+    {"quantization.float8.enable", "true", "true"},
+    {"quantization.mxfp8.enable", "true", "true"},
+    {"sequence_parallel.enable", "true", "true"},
+    {"pipeline_schedule", "interleaved_1f1b", "\"interleaved_1f1b\""},
+    {"job.dump_folder", "out/x", "\"out/x\""},
+    {"job.description", "hello", "\"hello\""},
+    {"model.flavor", "70B", "\"70B\""},
+    {"model.dim", "512", "512"},
+    {"model.n_layers", "3", "3"},
+    {"model.n_heads", "8", "8"},
+    {"model.n_kv_heads", "4", "4"},
+    {"model.vocab_size", "1000", "1000"},
+    {"model.multiple_of", "32", "32"},
+    {"model.ffn_dim_multiplier", "1.5", "1.5"},
+    {"model.ffn_hidden_dim", "96", "96"},
+    {"model.norm_eps", "1e-6", "1e-6"},
+    {"model.rope_theta", "10000", "10000.0"},
+    {"model.rope_scaling", "false", "false"},
+    {"model.tokenizer_path", "tok.tiktoken", "\"tok.tiktoken\""},
+    {"training.seq_len", "128", "128"},
+    {"training.steps", "11", "11"},
+    {"training.seed", "5", "5"},
+    {"training.max_norm", "2.5", "2.5"},
+    {"training.dataset", "data/x", "\"data/x\""},
+    {"optimizer.name", "adamw", "\"AdamW\""},
+    {"optimizer.lr", "1e-3", "1e-3"},
+    {"optimizer.beta1", "0.8", "0.8"},
+    {"optimizer.beta2", "0.99", "0.99"},
+    {"optimizer.eps", "1e-7", "1e-7"},
+    {"optimizer.weight_decay", "0.01", "0.01"},
+    {"lr_scheduler.warmup_steps", "3", "3"},
+    {"lr_scheduler.decay_ratio", "0.2", "0.2"},
+    {"lr_scheduler.decay_type", "sqrt", "\"sqrt\""},
+    {"lr_scheduler.min_lr_factor", "0.1", "0.1"},
+    {"metrics.log_freq", "7", "7"},
+    {"metrics.peak_tflops", "123.5", "123.5"},
+    {"metrics.device", "h100", "\"h100\""},
+    {"metrics.enable_tensorboard", "true", "true"},
+    {"validation.enable", "true", "true"},
+    {"validation.freq", "9", "9"},
+    {"validation.steps", "2", "2"},
+    {"validation.dataset", "data/val", "\"data/val\""},
+    {"checkpoint.enable", "true", "true"},
+    {"checkpoint.folder", "ck", "\"ck\""},
+    {"checkpoint.interval", "20", "20"},
+    {"checkpoint.initial_load_path", "ck/step-10", "\"ck/step-10\""},
+    {"checkpoint.export_dtype", "bf16", "\"bf16\""},
+};
+enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
+
+// The field each product name must land in, checked by hand against the case's value.
+static int flag_landed(const ct_config *c, int k) {
+    switch (k) {
+    case 0: return c->data_shard_degree == 4;
+    case 1: return c->compute_parallel_degree == 2;
+    case 2: return c->pipeline_degree == 3;
+    case 3: return c->context_extension_degree == 5;
+    case 4: return c->data_replicate_degree == 6;
+    case 5: return c->enable_async_comm;
+    case 6: return c->disable_loss_parallel;
+    case 7: return !strcmp(c->fsdp_reshard_after_forward, "never");
+    case 8: return c->pipeline_stages_per_rank == 2;
+    case 9: return c->compile;
+    case 10: return !strcmp(c->mixed_precision, "bf16");
+    case 11: return c->micro_batch_size == 16;
+    case 12: return c->gradient_accumulation_steps == 4;
+    case 13: return c->ac_selective;
+    case 14: return !strcmp(c->ac_mode, "full");
+    case 15: return c->float8;
+    case 16: return c->mxfp8;
+    case 17: return c->sequence_parallel;
+    case 18: return !strcmp(c->pipeline_schedule, "interleaved_1f1b");
+    case 19: return !strcmp(c->dump_folder, "out/x");
+    case 20: return !strcmp(c->description, "hello");
+    case 21: return !strcmp(c->flavor, "70B");
+    case 22: return c->dim == 512;
+    case 23: return c->n_layers == 3;
+    case 24: return c->n_heads == 8;
+    case 25: return c->n_kv_heads == 4;
+    case 26: return c->vocab_size == 1000;
+    case 27: return c->multiple_of == 32;
+    case 28: return c->ffn_dim_multiplier == 1.5;
+    case 29: return c->ffn_hidden_dim == 96;
+    case 30: return c->norm_eps == 1e-6;
+    case 31: return c->rope_theta == 10000.0;
+    case 32: return !c->rope_scaling;
+    case 33: return !strcmp(c->tokenizer_path, "tok.tiktoken");
+    case 34: return c->seq_len == 128;
+    case 35: return c->steps == 11;
+    case 36: return c->seed == 5;
+    case 37: return c->max_norm == 2.5;
+    case 38: return !strcmp(c->dataset, "data/x");
+    case 39: return !strcmp(c->optimizer_name, "AdamW");
+    case 40: return c->lr == 1e-3;
+    case 41: return c->beta1 == 0.8;
+    case 42: return c->beta2 == 0.99;
+    case 43: return c->eps == 1e-7;
+    case 44: return c->weight_decay == 0.01;
+    case 45: return c->warmup_steps == 3;
+    case 46: return c->decay_ratio == 0.2;
+    case 47: return !strcmp(c->decay_type, "sqrt");
+    case 48: return c->min_lr_factor == 0.1;
+    case 49: return c->log_freq == 7;
+    case 50: return c->peak_tflops == 123.5;
+    case 51: return !strcmp(c->device, "h100");
+    case 52: return c->enable_tensorboard;
+    case 53: return c->val_enable;
+    case 54: return c->val_freq == 9;
+    case 55: return c->val_steps == 2;
+    case 56: return !strcmp(c->val_dataset, "data/val");
+    case 57: return c->ckpt_enable;
+    case 58: return !strcmp(c->ckpt_folder, "ck");
+    case 59: return c->ckpt_interval == 20;
+    case 60: return !strcmp(c->ckpt_initial_load_path, "ck/step-10");
+    case 61: return !strcmp(c->ckpt_export_dtype, "bf16");
+    }
+    return 0;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_every_product_name(void) {
+    CHECK(N_PRODUCT == 62, "case table and flag_landed out of step");
+    char path[] = "/tmp/ct_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    for (int k = 0; k < N_PRODUCT; k++) {
+        const flag_case *fc = &product_flags[k];
+        // Command line, both forms. ct_config_set is used (not parse) so that combinations
+        // validate would refuse (a lone pipeline_stages_per_rank) still show where they land.
+        ct_config c;
+        ct_config_defaults(&c);
+        CHECK(ct_config_set(&c, fc->name, fc->value) == CT_OK, "set %s: %s", fc->name, ct_last_error());
+        CHECK(flag_landed(&c, k), "--%s %s did not land", fc->name, fc->value);
+        char arg[256];
+        snprintf(arg, sizeof arg, "--%s=%s", fc->name, fc->value);
+        ct_config p;
+        ct_status st = parse(&p, arg, "--parallelism.pipeline_stages_per_rank", "1", "--activation_checkpoint.selective",
+                             k == 13 ? "true" : "false", NULL);
+        if (k != 8) {  // stages_per_rank is overridden by the second argument on purpose
+            CHECK(st == CT_OK, "%s: %s", arg, ct_last_error());
+            CHECK(flag_landed(&p, k), "%s did not land", arg);
+        }
+        // TOML: a top-level dotted key is the same setting as a [section] key.
+        char text[300];
+        snprintf(text, sizeof text, "%s = %s\n", fc->name, fc->toml);
+        write_file(path, text);
+        ct_config_defaults(&c);
+        CHECK(ct_config_load_file(&c, path) == CT_OK, "file %s: %s", text, ct_last_error());
+        CHECK(flag_landed(&c, k), "file: %s did not land", text);
+    }
+    unlink(path);
+}
+
+static void test_aliases(void) {
+    static const struct {
+        const char *alias, *value;
+        int product_case;  // index into product_flags whose field must land
+    } cases[] = {
+        {"parallelism.data_parallel_shard_degree", "4", 0},
+        {"parallelism.tensor_parallel_degree", "2", 1},
+        {"parallelism.pipeline_parallel_degree", "3", 2},
+        {"parallelism.context_parallel_degree", "5", 3},
+        {"parallelism.data_parallel_replicate_degree", "6", 4},
+        {"parallelism.enable_async_tensor_parallel", "true", 5},
+        {"training.mixed_precision_param", "bfloat16", 10},
+        {"training.local_batch_size", "16", 11},
+        {"parallelism.pipeline_parallel_schedule", "Interleaved1F1B", 18},
+        {"checkpoint.enable_checkpoint", "true", 57},
+        {"checkpoint.export_dtype", "bfloat16", 61},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ct_config c;
+        ct_config_defaults(&c);
+        CHECK(ct_config_set(&c, cases[k].alias, cases[k].value) == CT_OK, "%s: %s", cases[k].alias, ct_last_error());
+        CHECK(flag_landed(&c, cases[k].product_case), "%s = %s did not land", cases[k].alias, cases[k].value);
+    }
+    // Spellings of enum values: TorchTitan's and any case; the product's lowercase is stored.
+    static const char *schedules[][2] = {{"GPipe", "gpipe"},          {"gpipe", "gpipe"},
+                                         {"1F1B", "1f1b"},            {"Interleaved1F1B", "interleaved_1f1b"},
+                                         {"interleaved1f1b", "interleaved_1f1b"}, {"INTERLEAVED_1F1B", "interleaved_1f1b"}};
+    for (size_t k = 0; k < sizeof schedules / sizeof schedules[0]; k++) {
+        ct_config c;
+        ct_config_defaults(&c);
+        CHECK(ct_config_set(&c, "parallelism.pipeline_parallel_schedule", schedules[k][0]) == CT_OK &&
+                  !strcmp(c.pipeline_schedule, schedules[k][1]),
+              "%s -> %s", schedules[k][0], c.pipeline_schedule);
+        CHECK(ct_config_set(&c, "pipeline_schedule", schedules[k][0]) == CT_OK && !strcmp(c.pipeline_schedule, schedules[k][1]),
+              "product name %s", schedules[k][0]);
+    }
+    ct_config c;
+    ct_config_defaults(&c);
+    CHECK(ct_config_set(&c, "training.mixed_precision_param", "float32") == CT_OK && !strcmp(c.mixed_precision, "fp32"),
+          "float32");
+    CHECK(ct_config_set(&c, "model.flavor", "8b") == CT_OK && !strcmp(c.flavor, "8B"), "flavor any case");
+    // A whole file in TorchTitan names.
+    CHECK(parse(&c, "--config", FIX "torchtitan_names.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.micro_batch_size == 3 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 64, "training aliases");
+    CHECK(c.data_shard_degree == 2 && c.data_replicate_degree == 3 && c.compute_parallel_degree == 4 &&
+              c.pipeline_degree == 5 && c.context_extension_degree == 6,
+          "degree aliases");
+    CHECK(!strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.enable_async_comm, "schedule/async aliases");
+    // And on the command line, where the alias wins over the file like any override.
+    CHECK(parse(&c, "--config", FIX "basic.toml", "--training.local_batch_size", "5", NULL) == CT_OK &&
+              c.micro_batch_size == 5,
+          "alias on the command line");
+}
+
+static void test_unknown_keys(void) {
+    ct_config c;
+    EXPECT_ERR(parse(&c, "--training.sq_len", "5", NULL), "unknown setting 'training.sq_len'",
+               "(did you mean 'training.seq_len'?)");
+    EXPECT_ERR(parse(&c, "--training.seq-len=5", NULL), "'training.seq-len'", "did you mean 'training.seq_len'?");
+    EXPECT_ERR(parse(&c, "--seq_len", "5", NULL), "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
+    EXPECT_ERR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), "did you mean 'parallelism.data_shard_degree'?");
+    EXPECT_ERR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), "'parallelism.tensor_parallel_degre'",
+               "did you mean 'parallelism.compute_parallel_degree'?");
+    EXPECT_ERR(parse(&c, "--mixed_precison", "bf16", NULL), "did you mean 'mixed_precision'?");
+    EXPECT_ERR(parse(&c, "--completely.different", "1", NULL), "unknown setting 'completely.different'");
+    CHECK(!strstr(ct_last_error(), "did you mean"), "far name got a suggestion: %s", ct_last_error());
+    EXPECT_ERR(ct_config_set(&c, "optimizer.lrr", "1"), "unknown setting 'optimizer.lrr'", "did you mean 'optimizer.lr'?");
+    // In a file: file:line, the full dotted name, the suggestion.
+    EXPECT_ERR(parse(&c, "--config", FIX "unknown_key.toml", NULL),
+               FIX "unknown_key.toml:5: unknown setting 'optimizer.lrr' (did you mean 'optimizer.lr'?)");
+    EXPECT_ERR(parse(&c, "--config", FIX "unknown_section.toml", NULL), FIX "unknown_section.toml:1: unknown section [trainig]");
+    // Arguments that are not settings.
+    EXPECT_ERR(parse(&c, "train.toml", NULL), "unexpected argument 'train.toml'");
+    EXPECT_ERR(parse(&c, "--", NULL), "unexpected argument '--'");
+}
+
+static void test_wrong_types(void) {
+    ct_config c;
+    EXPECT_ERR(parse(&c, "--training.steps", "abc", NULL), "--training.steps: expected an integer, got 'abc'");
+    EXPECT_ERR(parse(&c, "--training.steps", "1.5", NULL), "--training.steps: expected an integer, got '1.5'");
+    EXPECT_ERR(parse(&c, "--training.steps", "99999999999", NULL), "--training.steps: expected an integer in");
+    EXPECT_ERR(parse(&c, "--optimizer.lr", "fast", NULL), "--optimizer.lr: expected a number, got 'fast'");
+    EXPECT_ERR(parse(&c, "--optimizer.lr=", NULL), "--optimizer.lr: expected a number, got ''");
+    EXPECT_ERR(parse(&c, "--training.local_batch_size", "x", NULL), "--training.local_batch_size: expected an integer");
+    EXPECT_ERR(parse(&c, "--config", FIX "wrong_type.toml", NULL),
+               FIX "wrong_type.toml:3: training.steps: expected an integer, got a string");
+    EXPECT_ERR(parse(&c, "--config", FIX "float_for_int.toml", NULL),
+               FIX "float_for_int.toml:2: training.steps: expected an integer, got a float");
+    char path[] = "/tmp/ct_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    write_file(path, "[training]\nseq_len = [1, 2]\n");
+    EXPECT_ERR(ct_config_load_file(&c, path), "training.seq_len: expected an integer, got an array");
+    write_file(path, "compile.enable = 1\n");
+    EXPECT_ERR(ct_config_load_file(&c, path), ":1: compile.enable: expected a boolean (true or false), got an integer");
+    write_file(path, "[training]\nseq_len.x = 1\n");
+    EXPECT_ERR(ct_config_load_file(&c, path), ":2: training.seq_len: expected an integer, got a table");
+    write_file(path, "[job]\ndescription = 5\n");
+    EXPECT_ERR(ct_config_load_file(&c, path), "job.description: expected a string, got an integer");
+    unlink(path);
+}
+
+static void test_bad_enum_values(void) {
+    ct_config c;
+    EXPECT_ERR(parse(&c, "--mixed_precision", "fp16", NULL), "--mixed_precision: expected one of fp32|bf16, got 'fp16'");
+    EXPECT_ERR(parse(&c, "--pipeline_schedule", "zbv", NULL), "--pipeline_schedule", "gpipe|1f1b|interleaved_1f1b", "'zbv'");
+    EXPECT_ERR(parse(&c, "--activation_checkpoint.mode=some", NULL), "activation_checkpoint.mode", "none|selective|full");
+    EXPECT_ERR(parse(&c, "--model.flavor", "13B", NULL), "model.flavor", "debugmodel|8B|70B|405B", "'13B'");
+    EXPECT_ERR(parse(&c, "--metrics.device", "tpu", NULL), "metrics.device", "'tpu'");
+    EXPECT_ERR(parse(&c, "--config", FIX "bad_enum.toml", NULL),
+               FIX "bad_enum.toml:1: mixed_precision: expected one of fp32|bf16, got 'fp16'");
+    // A struct filled by code, not by parsing, is still checked.
+    ct_config_defaults(&c);
+    strcpy(c.decay_type, "step");
+    EXPECT_ERR(ct_config_validate(&c), "lr_scheduler.decay_type: expected one of linear|sqrt|cosine, got 'step'");
+}
+
+static void test_file_errors(void) {
+    ct_config c;
+    EXPECT_ERR(parse(&c, "--config", FIX "syntax_error.toml", NULL), FIX "syntax_error.toml:3:11: expected a digit in the exponent");
+    EXPECT_ERR(parse(&c, "--config", FIX "nope.toml", NULL), FIX "nope.toml: cannot open");
+    EXPECT_ERR(parse(&c, "--config", NULL), "--config: expected a file name");
+    EXPECT_ERR(parse(&c, "--config", "--training.steps", "3", NULL), "--config: expected a file name");
+    EXPECT_ERR(parse(&c, "--config", FIX "basic.toml", "--job.config_file", FIX "basic.toml", NULL), "already given");
+    EXPECT_ERR(parse(&c, "--config", FIX "alias_twice.toml", NULL),
+               FIX "alias_twice.toml:3: 'parallelism.data_parallel_shard_degree' sets parallelism.data_shard_degree again",
+               "line 2");
+}
+
+static void test_validate_ranges(void) {
+    static const struct {
+        const char *key, *value, *message;
+    } cases[] = {
+        {"training.seq_len", "0", "training.seq_len: expected >= 1, got 0"},
+        {"training.steps", "0", "training.steps: expected >= 1"},
+        {"micro_batch_size", "0", "micro_batch_size: expected >= 1"},
+        {"training.local_batch_size", "-3", "micro_batch_size: expected >= 1, got -3"},
+        {"gradient_accumulation_steps", "0", "gradient_accumulation_steps: expected >= 1"},
+        {"parallelism.data_shard_degree", "0", "parallelism.data_shard_degree: expected >= 1 or -1"},
+        {"parallelism.data_shard_degree", "-2", "parallelism.data_shard_degree: expected >= 1 or -1"},
+        {"parallelism.data_replicate_degree", "0", "parallelism.data_replicate_degree: expected >= 1"},
+        {"parallelism.compute_parallel_degree", "-1", "parallelism.compute_parallel_degree: expected >= 1"},
+        {"parallelism.pipeline_degree", "0", "parallelism.pipeline_degree: expected >= 1"},
+        {"parallelism.context_extension_degree", "0", "parallelism.context_extension_degree: expected >= 1"},
+        {"parallelism.pipeline_stages_per_rank", "0", "parallelism.pipeline_stages_per_rank: expected >= 1"},
+        {"parallelism.pipeline_stages_per_rank", "2", "needs pipeline_schedule = interleaved_1f1b"},
+        {"optimizer.lr", "-1e-3", "optimizer.lr: expected >= 0"},
+        {"optimizer.lr", "nan", "optimizer.lr: expected >= 0"},
+        {"optimizer.beta1", "1", "optimizer.beta1: expected a value in [0, 1)"},
+        {"optimizer.beta1", "-0.1", "optimizer.beta1: expected a value in [0, 1)"},
+        {"optimizer.beta2", "1.5", "optimizer.beta2: expected a value in [0, 1)"},
+        {"optimizer.eps", "0", "optimizer.eps: expected > 0"},
+        {"optimizer.weight_decay", "-0.1", "optimizer.weight_decay: expected >= 0"},
+        {"lr_scheduler.warmup_steps", "-1", "lr_scheduler.warmup_steps: expected >= 0"},
+        {"lr_scheduler.decay_ratio", "1.5", "lr_scheduler.decay_ratio: expected a value in [0, 1]"},
+        {"lr_scheduler.min_lr_factor", "2", "lr_scheduler.min_lr_factor: expected a value in [0, 1]"},
+        {"model.dim", "-8", "model.dim: expected >= 0"},
+        {"model.n_layers", "-1", "model.n_layers: expected >= 0"},
+        {"model.norm_eps", "0", "model.norm_eps: expected > 0"},
+        {"model.ffn_dim_multiplier", "-1", "model.ffn_dim_multiplier: expected >= 0"},
+        {"metrics.log_freq", "0", "metrics.log_freq: expected >= 1"},
+        {"metrics.peak_tflops", "-5", "metrics.peak_tflops: expected >= 0"},
+        {"validation.freq", "0", "validation.freq: expected >= 1"},
+        {"validation.steps", "0", "validation.steps: expected >= 1"},
+        {"checkpoint.interval", "0", "checkpoint.interval: expected >= 1"},
+        {"job.dump_folder", "", "job.dump_folder: expected a folder name"},
+        {"training.dataset", "", "training.dataset: expected"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ct_config c;
+        ct_config_defaults(&c);
+        CHECK(ct_config_set(&c, cases[k].key, cases[k].value) == CT_OK, "set %s", cases[k].key);
+        EXPECT_ERR(ct_config_validate(&c), cases[k].message);
+        // parse runs validate too.
+        char arg[200];
+        snprintf(arg, sizeof arg, "--%s=%s", cases[k].key, cases[k].value);
+        EXPECT_ERR(parse(&c, arg, NULL), cases[k].message);
+    }
+    ct_config c;
+    CHECK(parse(&c, "--model.dim", "100", "--model.n_heads", "3", NULL) == CT_ERR &&
+              strstr(ct_last_error(), "model.dim (100) must be a multiple of model.n_heads (3)"),
+          "%s", ct_last_error());
+    CHECK(parse(&c, "--model.n_heads", "8", "--model.n_kv_heads", "3", NULL) == CT_ERR &&
+              strstr(ct_last_error(), "model.n_heads (8) must be a multiple of model.n_kv_heads (3)"),
+          "%s", ct_last_error());
+    EXPECT_ERR(parse(&c, "--quantization.float8.enable", "--quantization.mxfp8.enable", NULL), "exclude each other");
+    // Edge values that are fine.
+    CHECK(parse(&c, "--optimizer.beta1", "0", "--optimizer.lr", "0", "--lr_scheduler.warmup_steps", "0",
+                "--training.max_norm", "0", "--lr_scheduler.decay_ratio", "1", NULL) == CT_OK,
+          "%s", ct_last_error());
+}
+
+static void test_activation_checkpoint_selective(void) {
+    ct_config c;
+    CHECK(parse(&c, "--activation_checkpoint.selective", NULL) == CT_OK && !strcmp(c.ac_mode, "selective"),
+          "selective implies mode selective: %s", c.ac_mode);
+    CHECK(parse(&c, "--activation_checkpoint.selective", "--activation_checkpoint.mode", "selective", NULL) == CT_OK,
+          "agreeing settings");
+    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective=true", "--activation_checkpoint.mode=full", NULL),
+               "activation_checkpoint.selective = true conflicts with activation_checkpoint.mode = full");
+    CHECK(parse(&c, "--activation_checkpoint.mode", "full", NULL) == CT_OK && !c.ac_selective, "full alone");
+}
+
+static void test_not_implemented(void) {
+    static const struct {
+        const char *key, *value, *setting;
+    } cases[] = {
+        {"parallelism.data_shard_degree", "2", "parallelism.data_shard_degree"},
+        {"parallelism.data_replicate_degree", "2", "parallelism.data_replicate_degree"},
+        {"parallelism.compute_parallel_degree", "2", "parallelism.compute_parallel_degree"},
+        {"parallelism.pipeline_degree", "2", "parallelism.pipeline_degree"},
+        {"parallelism.context_extension_degree", "2", "parallelism.context_extension_degree"},
+        {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
+        {"sequence_parallel.enable", "true", "sequence_parallel.enable"},
+        {"compile.enable", "true", "compile.enable"},
+        {"mixed_precision", "bf16", "mixed_precision"},
+        {"activation_checkpoint.selective", "true", "activation_checkpoint.selective"},
+        {"activation_checkpoint.mode", "full", "activation_checkpoint.mode"},
+        {"activation_checkpoint.mode", "selective", "activation_checkpoint.mode"},
+        {"quantization.float8.enable", "true", "quantization.float8.enable"},
+        {"quantization.mxfp8.enable", "true", "quantization.mxfp8.enable"},
+        {"checkpoint.enable", "true", "checkpoint.enable"},
+        {"metrics.enable_tensorboard", "true", "metrics.enable_tensorboard"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ct_config c;
+        ct_config_defaults(&c);
+        CHECK(ct_config_set(&c, cases[k].key, cases[k].value) == CT_OK, "set");
+        CHECK(ct_config_check_implemented(&c) == CT_ERR, "%s = %s runs", cases[k].key, cases[k].value);
+        char want[200];
+        snprintf(want, sizeof want, "not implemented yet: %s", cases[k].setting);
+        CHECK(!strcmp(ct_last_error(), want), "got \"%s\", want \"%s\"", ct_last_error(), want);
+    }
+    // Settings that are on but harmless in this build.
+    ct_config c;
+    CHECK(parse(&c, "--parallelism.data_shard_degree", "1", "--pipeline_schedule", "gpipe", "--metrics.device", "h100",
+                "--parallelism.disable_loss_parallel", "--parallelism.fsdp_reshard_after_forward", "never",
+                "--validation.enable", NULL) == CT_OK,
+          "%s", ct_last_error());
+    CHECK(ct_config_check_implemented(&c) == CT_OK, "harmless settings refused: %s", ct_last_error());
+}
+
+static void test_peak_and_shard_degree(void) {
+    ct_config c;
+    ct_config_defaults(&c);
+    CHECK(ct_config_peak_flops(&c) == 0, "cpu measures");
+    strcpy(c.device, "h100");
+    CHECK(ct_config_peak_flops(&c) == 989e12, "h100");
+    strcpy(c.device, "h200");
+    CHECK(ct_config_peak_flops(&c) == 989e12, "h200");
+    strcpy(c.device, "a100");
+    CHECK(ct_config_peak_flops(&c) == 312e12, "a100");
+    c.peak_tflops = 100;
+    CHECK(ct_config_peak_flops(&c) == 100e12, "explicit peak wins");
+    ct_config_defaults(&c);
+    CHECK(ct_config_shard_degree(&c, 1) == 1, "-1 in one process");
+    CHECK(ct_config_shard_degree(&c, 8) == 8, "-1 with 8 ranks");
+    c.compute_parallel_degree = 2;
+    c.pipeline_degree = 2;
+    CHECK(ct_config_shard_degree(&c, 16) == 4, "16 / (2*2)");
+    c.data_shard_degree = 3;
+    CHECK(ct_config_shard_degree(&c, 16) == 3, "explicit degree");
+}
+
+static char *read_all(FILE *f) {
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = 0;
+    return s;
+}
+
+static void test_help(void) {
+    FILE *f = tmpfile();
+    ct_config_print_help(f);
+    char *text = read_all(f);
+    fclose(f);
+    for (int k = 0; k < N_PRODUCT; k++) {
+        char want[200];
+        snprintf(want, sizeof want, "--%s ", product_flags[k].name);
+        CHECK(strstr(text, want), "help lacks %s", product_flags[k].name);
+    }
+    static const char *aliases[] = {"parallelism.data_parallel_shard_degree", "parallelism.data_parallel_replicate_degree",
+                                    "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
+                                    "parallelism.context_parallel_degree", "parallelism.pipeline_parallel_schedule",
+                                    "training.local_batch_size", "training.mixed_precision_param",
+                                    "parallelism.enable_async_tensor_parallel"};
+    for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++) CHECK(strstr(text, aliases[k]), "help lacks %s", aliases[k]);
+    CHECK(strstr(text, "gpipe|1f1b|interleaved_1f1b"), "enum choices");
+    CHECK(strstr(text, "\"outputs/run\""), "string default");
+    CHECK(strstr(text, "8e-4"), "float default");
+    // Every setting is one line, and the columns line up: the second column starts at the
+    // same offset on every setting line.
+    int lines = 0, col = -1, aligned = 1;
+    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "  --", 4)) continue;
+        lines++;
+        const char *p = line + 2;
+        while (*p != ' ') p++;
+        while (*p == ' ') p++;
+        int c = (int)(p - line);
+        if (col < 0) col = c;
+        aligned &= c == col;
+    }
+    CHECK(lines == ct_n_settings && lines == N_PRODUCT, "%d setting lines, %d settings", lines, ct_n_settings);
+    CHECK(aligned, "type column not aligned");
+    free(text);
+}
+
+// Every field, compared by hand (strings and numbers exactly).
+static int configs_equal(const ct_config *a, const ct_config *b) {
+    for (int k = 0; k < ct_n_settings; k++) {
+        const ct_setting *s = &ct_settings[k];
+        const char *pa = (const char *)a + s->offset, *pb = (const char *)b + s->offset;
+        int same = s->type == CT_SET_INT     ? *(const int *)pa == *(const int *)pb
+                   : s->type == CT_SET_FLOAT ? *(const double *)pa == *(const double *)pb
+                   : s->type == CT_SET_BOOL  ? *(const bool *)pa == *(const bool *)pb
+                                             : !strcmp(pa, pb);
+        if (!same) {
+            printf("  differs: %s\n", s->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_write_toml_round_trip(void) {
+    ct_config a;
+    CHECK(parse(&a, "--config", FIX "basic.toml", "--job.description", "quote \" back\\slash tab\t newline\n \xC3\xA9",
+                "--optimizer.lr", "0.1", "--optimizer.eps", "1e-300", "--lr_scheduler.min_lr_factor", "0.3333333333333333",
+                "--model.rope_theta", "500000", "--training.max_norm", "-1", "--pipeline_schedule", "GPipe",
+                "--quantization.mxfp8.enable", "--activation_checkpoint.selective", "--metrics.peak_tflops", "1e20", NULL) ==
+              CT_OK,
+          "%s", ct_last_error());
+    FILE *f = tmpfile();
+    ct_config_write_toml(&a, f);
+    char *text = read_all(f);
+    fclose(f);
+    ct_toml_value *root = ct_toml_parse(text, "written.toml");
+    CHECK(root, "written TOML does not parse: %s", ct_last_error());
+    CHECK(root && ct_toml_get_path(root, "optimizer.lr") && ct_toml_get_path(root, "optimizer.lr")->type == CT_TOML_FLOAT,
+          "float written as a TOML float");
+    CHECK(root && ct_toml_get_path(root, "model.rope_theta")->type == CT_TOML_FLOAT, "500000 written as a float");
+    ct_toml_free(root);
+    char path[] = "/tmp/ct_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    write_file(path, text);
+    ct_config b;
+    ct_config_defaults(&b);
+    CHECK(ct_config_load_file(&b, path) == CT_OK, "reload: %s", ct_last_error());
+    CHECK(configs_equal(&a, &b), "round trip changed a value");
+    CHECK(!strcmp(b.description, "quote \" back\\slash tab\t newline\n \xC3\xA9"), "description [%s]", b.description);
+    CHECK(b.lr == 0.1 && b.eps == 1e-300 && b.min_lr_factor == 0.3333333333333333 && b.max_norm == -1, "floats");
+    CHECK(!strcmp(b.pipeline_schedule, "gpipe") && b.mxfp8 && b.ac_selective && !strcmp(b.ac_mode, "selective"), "enums");
+    // The defaults round-trip too, through ct_config_parse.
+    ct_config_defaults(&a);
+    f = fopen(path, "w");
+    ct_config_write_toml(&a, f);
+    fclose(f);
+    char arg[100];
+    snprintf(arg, sizeof arg, "--config=%s", path);
+    CHECK(parse(&b, arg, NULL) == CT_OK && configs_equal(&a, &b), "defaults round trip: %s", ct_last_error());
+    unlink(path);
+    free(text);
+}
+
+static void test_every_config_file_parses(void) {
+    DIR *d = opendir("configs");
+    CHECK(d, "configs/ missing (tests run from the repo root)");
+    if (!d) return;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".toml")) continue;
+        char path[600];
+        snprintf(path, sizeof path, "configs/%s", e->d_name);
+        ct_config c;
+        CHECK(parse(&c, "--config", path, NULL) == CT_OK, "%s: %s", path, ct_last_error());
+        n++;
+    }
+    closedir(d);
+    CHECK(n >= 7, "only %d config files", n);
+
+    ct_config c;
+    CHECK(parse(&c, "--config", "configs/llama3_debug.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(!strcmp(c.flavor, "debugmodel") && c.seq_len == 256 && c.micro_batch_size == 8 && c.warmup_steps == 20 &&
+              c.lr == 8e-4 && c.log_freq == 10,
+          "debug basics");
+    CHECK(!strcmp(c.dataset, "data/fortunes/shards") && !strcmp(c.tokenizer_path, "data/fortunes/tokenizer.tiktoken"),
+          "debug data");
+    CHECK(c.val_enable && c.val_freq == 50 && c.val_steps == 4, "debug validation");
+    CHECK(ct_config_check_implemented(&c) == CT_OK, "the default run must be runnable: %s", ct_last_error());
+
+    CHECK(parse(&c, "--config", "configs/llama3_10b_quick_experiment.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.data_shard_degree == 8 && c.compile && !strcmp(c.mixed_precision, "bf16") && c.micro_batch_size == 4 &&
+              c.gradient_accumulation_steps == 2,
+          "10B layout");
+    CHECK(c.dim == 5120 && c.n_layers == 32 && c.n_heads == 40 && c.n_kv_heads == 8, "10B dims");
+
+    CHECK(parse(&c, "--config", "configs/llama3_70b_production.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.data_shard_degree == 4 && c.compute_parallel_degree == 2 && c.enable_async_comm && c.ac_selective &&
+              !strcmp(c.ac_mode, "selective") && c.float8 && c.sequence_parallel && !strcmp(c.flavor, "70B"),
+          "70B production layout");
+
+    CHECK(parse(&c, "--config", "configs/llama3_405b_at_scale.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.data_shard_degree == 8 && c.compute_parallel_degree == 8 && c.pipeline_degree == 8 &&
+              c.context_extension_degree == 4 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.mxfp8 &&
+              !strcmp(c.flavor, "405B"),
+          "405B layout");
+    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.data_shard_degree");
+
+    CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,
+          "8B in TorchTitan names");
+}
+
+int main(void) {
+    CT_RUN(test_defaults);
+    CT_RUN(test_file_load);
+    CT_RUN(test_cli_overrides_file);
+    CT_RUN(test_cli_booleans);
+    CT_RUN(test_every_product_name);
+    CT_RUN(test_aliases);
+    CT_RUN(test_unknown_keys);
+    CT_RUN(test_wrong_types);
+    CT_RUN(test_bad_enum_values);
+    CT_RUN(test_file_errors);
+    CT_RUN(test_validate_ranges);
+    CT_RUN(test_activation_checkpoint_selective);
+    CT_RUN(test_not_implemented);
+    CT_RUN(test_peak_and_shard_degree);
+    CT_RUN(test_help);
+    CT_RUN(test_write_toml_round_trip);
+    CT_RUN(test_every_config_file_parses);
+    CT_TEST_EXIT();
+}

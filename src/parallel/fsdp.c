@@ -120,10 +120,9 @@ static bool keep_after_forward(const ct_fsdp *f, int g) {
 static void before_group(void *ctx, int g, int phase) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
-    if (phase == CT_FORWARD) {
-        gather(f, g);
-    } else {
-        if (g != 0) gather(f, g);  // the embedding's backward is a scatter: no weights needed
+    if (phase == CT_FORWARD || g != 0) gather(f, g);  // the embedding's backward needs no weights
+    // The head runs forward and backward in one call, so its gradient buffer is needed at once.
+    if (phase == CT_BACKWARD || g == head_group(f)) {
         memset(f->full_grad, 0, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
         ct_llama_weights_point_group(f->grad_views, f->table, g, f->full_grad);
     }

@@ -1,0 +1,110 @@
+// Training-step benchmark: benchmarks S and M of milestone 1, full steps (forward, backward,
+// AdamW) in fp32 on this machine's threads. Prints tokens/s and model GFLOP/s beside the fp32
+// matmul peak measured in the same run through the same library, as a ratio, and counts the
+// heap allocations made during the timed steady-state steps (malloc is interposed here, so
+// oneDNN's, OpenMP's and MPI's allocations count too).
+//
+//   build/bench/bench_train S [steps]     layers 4, dim 256, 4 heads, FFN 768, vocab 8192, 8 x 256
+//   build/bench/bench_train M [steps]     layers 12, dim 768, 12 heads, FFN 2048, vocab 32768, 4 x 512
+//
+// FLOPs per token = 6·(parameters − embedding) + 12·layers·heads·head_dim·seq_len (the figure the
+// trainer reports). The PyTorch reference (shared/bench/torch_llama_bench.py) counts
+// 6·N_matmul + 6·L·C·T instead; tokens/s is comparable whichever count is used.
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/memory.h"
+#include "kernels/kernels.h"
+#include "metrics/metrics.h"
+#include "train/trainer.h"
+
+// ---- allocation counting: every malloc-family call in the process passes through here
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+static volatile long alloc_calls;
+void *malloc(size_t n) { alloc_calls++; return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { alloc_calls++; return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { alloc_calls++; return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+void *memalign(size_t a, size_t n) { alloc_calls++; return __libc_memalign(a, n); }
+void *aligned_alloc(size_t a, size_t n) { alloc_calls++; return __libc_memalign(a, n); }
+int posix_memalign(void **p, size_t a, size_t n) {
+    alloc_calls++;
+    *p = __libc_memalign(a, n);
+    return *p ? 0 : 12;
+}
+
+static void set(ct_config *c, const char *k, const char *v) {
+    if (ct_config_set(c, k, v)) {
+        fprintf(stderr, "bench_train: %s\n", ct_last_error());
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *which = argc > 1 ? argv[1] : "S";
+    int steps = argc > 2 ? atoi(argv[2]) : 6;
+    ct_config c;
+    ct_config_defaults(&c);
+    if (!strcmp(which, "S")) {
+        const char *kv[][2] = {{"model.n_layers", "4"},    {"model.dim", "256"},        {"model.n_heads", "4"},
+                               {"model.n_kv_heads", "4"},  {"model.ffn_hidden_dim", "768"}, {"model.vocab_size", "8192"},
+                               {"micro_batch_size", "8"},  {"training.seq_len", "256"}};
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) set(&c, kv[i][0], kv[i][1]);
+    } else if (!strcmp(which, "M")) {
+        const char *kv[][2] = {{"model.n_layers", "12"},   {"model.dim", "768"},         {"model.n_heads", "12"},
+                               {"model.n_kv_heads", "12"}, {"model.ffn_hidden_dim", "2048"}, {"model.vocab_size", "32768"},
+                               {"micro_batch_size", "4"},  {"training.seq_len", "512"}};
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) set(&c, kv[i][0], kv[i][1]);
+    } else {
+        fprintf(stderr, "usage: bench_train S|M [steps]\n");
+        return 2;
+    }
+    set(&c, "training.dataset", "synthetic");
+    set(&c, "training.steps", "1000");
+    set(&c, "lr_scheduler.warmup_steps", "10");
+    set(&c, "metrics.peak_tflops", "1");  // the peak is measured below, after the model is built
+    if (ct_comm_init(&argc, &argv)) return 1;
+
+    static ct_trainer t;
+    if (ct_trainer_init(&t, &c, NULL)) {
+        fprintf(stderr, "bench_train: %s\n", ct_last_error());
+        return 1;
+    }
+    double peak = ct_cpu_matmul_peak_gflops(2048, 5);
+    for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
+
+    long calls0 = alloc_calls, ct0 = ct_mem_alloc_count();
+    double best = 1e30, sum = 0;
+    for (int i = 0; i < steps; i++) {
+        double t0 = ct_now_seconds();
+        ct_trainer_step(&t);
+        double dt = ct_now_seconds() - t0;
+        sum += dt;
+        if (dt < best) best = dt;
+    }
+    long allocs = alloc_calls - calls0, ct_allocs = ct_mem_alloc_count() - ct0;
+
+    double tokens = (double)c.micro_batch_size * c.seq_len;
+    double fpt = ct_llama_flops_per_token(&t.model, c.seq_len);
+    double tps_best = tokens / best, tps_mean = tokens * steps / sum;
+    double gflops = tps_mean * fpt * 1e-9;
+    printf("benchmark %s: %.2fM params, batch %d x %d, %d threads, loss %.4f after %d steps\n", which,
+           ct_llama_num_params(&t.model) / 1e6, c.micro_batch_size, c.seq_len,
+           (int)(getenv("OMP_NUM_THREADS") ? atoi(getenv("OMP_NUM_THREADS")) : 0), t.last.loss, t.step);
+    printf("  step %.1f ms mean (%.1f best); tokens/s %.0f mean (%.0f best)\n", 1e3 * sum / steps, 1e3 * best,
+           tps_mean, tps_best);
+    printf("  model FLOP/s %.1f GFLOP/s (%.1f MFLOP/token); fp32 matmul peak %.1f GFLOP/s; ratio %.2f\n", gflops,
+           fpt / 1e6, peak, gflops / peak);
+    printf("  allocations in %d steady-state steps: %ld heap calls (%ld ctitan buffers)\n", steps, allocs,
+           ct_allocs);
+    ct_trainer_free(&t);
+    ct_comm_finalize();
+    return 0;
+}

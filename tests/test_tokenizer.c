@@ -271,6 +271,38 @@ static void test_bad_files(void) {
     unlink(path);
 }
 
+// Long runs: one piece of millions of bytes must neither hit PCRE2's default match limit
+// (10M steps; a run of N spaces costs about N) nor take quadratic time in the merge.
+static void test_long_runs(void) {
+    ct_tokenizer *t = hand();
+    if (!t) {
+        CHECK(0, "no tokenizer");
+        return;
+    }
+    long n = 10500000;
+    char *s = malloc((size_t)n);
+    const char fills[] = {' ', 'e', '\n'};
+    int32_t *ids = NULL;
+    long cap = 0;
+    for (int k = 0; k < 3; k++) {
+        n = k == 0 ? 10500000 : 1000000;  // only the space run needs to pass the 10M limit
+        memset(s, fills[k], (size_t)n);
+        s[n - 1] = 'x';
+        long m = 0, dl = 0;
+        long r = ct_tokenizer_encode(t, s, n, &ids, &m, &cap);
+        CHECK(r > 0, "fill %d: encode failed: %s", k, ct_last_error());
+        // 'e' run, one piece with the x: "ee" (265) pairs up from the left; n - 1 = 999999 e's ->
+        // 499999 "ee" + one 'e', and "ex" is not a token -> + 'x'.
+        if (k == 1) CHECK(m == 499999 + 2 && ids[0] == 265 && ids[m - 2] == 'e' && ids[m - 1] == 'x', "ee run: %ld ids", m);
+        char *d = r > 0 ? ct_tokenizer_decode(t, ids, m, &dl) : NULL;
+        CHECK(d && dl == n && !memcmp(d, s, (size_t)n), "fill %d: round trip", k);
+        free(d);
+    }
+    free(ids);
+    free(s);
+    ct_tokenizer_free(t);
+}
+
 int main(void) {
     CT_RUN(test_hand_encodings);
     CT_RUN(test_pretokenize);
@@ -278,5 +310,6 @@ int main(void) {
     CT_RUN(test_specials);
     CT_RUN(test_llama3_layout);
     CT_RUN(test_bad_files);
+    CT_RUN(test_long_runs);
     CT_TEST_EXIT();
 }

@@ -90,17 +90,23 @@ long ct_utf8_valid_prefix(const uint8_t *s, long n) {
 static long char_len(uint8_t c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
 // Splits one valid UTF-8 span. Returns 1 if fn asked to stop, -1 on a regex engine error.
-static int split_span(const ct_pretok *p, pcre2_match_data *md, const uint8_t *s, long n, ct_tokenizer_piece_fn fn,
-                      void *ctx) {
+static int split_span(const ct_pretok *p, pcre2_match_data *md, pcre2_match_context *mc, const uint8_t *s, long n,
+                      ct_tokenizer_piece_fn fn, void *ctx) {
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    // PCRE2's default match limit (10M backtracking steps) is too small for one long run:
+    // "\s*[\r\n]+" tries a run of N spaces N times before "\s+(?!\S)" takes it. The pattern
+    // has no nested quantifiers, so the work is linear in the span; allow that much, and a bound
+    // still stops a runaway.
+    unsigned long limit = 10000000ul + 16ul * (unsigned long)n;
+    pcre2_set_match_limit(mc, limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit);
     long pos = 0;
     while (pos < n) {
-        int rc = p->jit ? pcre2_jit_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, 0, md, NULL)
+        int rc = p->jit ? pcre2_jit_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, 0, md, mc)
                         : PCRE2_ERROR_JIT_BADOPTION;
         // The JIT can run out of its (machine) stack on pathological inputs; the interpreter
         // keeps its backtracking frames on the heap, so retry there.
         if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
-            rc = pcre2_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
+            rc = pcre2_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
         long end;
         if (rc >= 0 && ov[1] > (PCRE2_SIZE)pos) {
             end = (long)ov[1];
@@ -121,14 +127,19 @@ static int split_span(const ct_pretok *p, pcre2_match_data *md, const uint8_t *s
 
 ct_status ct_pretok_split(const ct_pretok *p, const char *text, long len, ct_tokenizer_piece_fn fn, void *ctx) {
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md) return ct_set_error("tokenizer: out of memory");
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    if (!md || !mc) {
+        pcre2_match_data_free(md);
+        pcre2_match_context_free(mc);
+        return ct_set_error("tokenizer: out of memory");
+    }
     const uint8_t *s = (const uint8_t *)text;
     long pos = 0;
     int rc = 0;
     while (pos < len && rc == 0) {
         long valid = ct_utf8_valid_prefix(s + pos, len - pos);
         if (valid > 0) {
-            rc = split_span(p, md, s + pos, valid, fn, ctx);
+            rc = split_span(p, md, mc, s + pos, valid, fn, ctx);
             pos += valid;
         } else {
             rc = fn(ctx, text + pos, 1) ? 1 : 0;  // one invalid byte, a piece of its own
@@ -136,5 +147,6 @@ ct_status ct_pretok_split(const ct_pretok *p, const char *text, long len, ct_tok
         }
     }
     pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
     return rc < 0 ? CT_ERR : CT_OK;
 }

@@ -373,7 +373,7 @@ static void free_key(key_path *k) {
 }
 
 // key = simple-key ( ws '.' ws simple-key )*
-static bool parse_key(parser *p, key_path *k) {
+static bool parse_key_parts(parser *p, key_path *k) {
     k->n = 0;
     k->line = p->line;
     k->col = col_at(p, p->pos);
@@ -408,6 +408,13 @@ static const char *key_name(const parser *p, const key_path *k, int n, char *buf
     for (int i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "." : "", k->part[i]);
     return buf;
+}
+
+// On failure the parts read so far are freed, so callers own a key only after success.
+static bool parse_key(parser *p, key_path *k) {
+    if (parse_key_parts(p, k)) return true;
+    free_key(k);
+    return false;
 }
 
 static ct_toml_value *get_mut(ct_toml_value *t, const char *key) { return (ct_toml_value *)ct_toml_get(t, key); }

@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
 
     long calls0 = alloc_calls, ct0 = ct_mem_alloc_count();
+    size_t heap0 = mallinfo2().uordblks;
     double best = 1e30, sum = 0;
     for (int i = 0; i < steps; i++) {
         double t0 = ct_now_seconds();
@@ -90,6 +91,7 @@ int main(int argc, char **argv) {
         if (dt < best) best = dt;
     }
     long allocs = alloc_calls - calls0, ct_allocs = ct_mem_alloc_count() - ct0;
+    long heap_growth = (long)mallinfo2().uordblks - (long)heap0;
 
     double tokens = (double)c.micro_batch_size * c.seq_len;
     double fpt = ct_llama_flops_per_token(&t.model, c.seq_len);
@@ -102,8 +104,9 @@ int main(int argc, char **argv) {
            tps_mean, tps_best);
     printf("  model FLOP/s %.1f GFLOP/s (%.1f MFLOP/token); fp32 matmul peak %.1f GFLOP/s; ratio %.2f\n", gflops,
            fpt / 1e6, peak, gflops / peak);
-    printf("  allocations in %d steady-state steps: %ld heap calls (%ld ctitan buffers)\n", steps, allocs,
-           ct_allocs);
+    printf("  allocations in %d steady-state steps: %ld ctitan buffers; %ld heap calls in the process "
+           "(libraries' transient allocations); heap in use grew by %ld bytes\n",
+           steps, ct_allocs, allocs, heap_growth);
     ct_trainer_free(&t);
     ct_comm_finalize();
     return 0;

@@ -7,3 +7,5 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 build/bench/bench_matmul
 build/bench/bench_attention
 build/bench/bench_tokenizer
+build/bench/bench_train S
+build/bench/bench_train M 3

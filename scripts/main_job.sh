@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The main job (`make run`): prepare the default corpus, train the debug model on it with two
+# ranks of data sharding (FSDP), print the validation loss, and sample from the trained model.
+#   NRANKS=1 make run       trains in one process instead
+#   STEPS=50 make run       a shorter run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CORPUS=/usr/share/games/fortunes
+DATA=data/fortunes
+TOKENIZER=$DATA/tokenizer.tiktoken
+NRANKS=${NRANKS:-2}
+STEPS=${STEPS:-400}
+
+if [ ! -f "$TOKENIZER" ]; then
+  echo "== training a 2048-token BPE tokenizer on $CORPUS"
+  mkdir -p "$DATA"
+  build/ctitan tokenizer train --input "$CORPUS" --vocab-size 2048 --out "$TOKENIZER"
+fi
+if [ ! -f "$DATA/shards/train_000.bin" ]; then
+  echo "== tokenising the corpus into $DATA/shards"
+  build/ctitan data prepare --input "$CORPUS" --tokenizer "$TOKENIZER" --out "$DATA/shards"
+fi
+
+echo "== training the debug model: $NRANKS rank(s) of data sharding, $STEPS steps"
+NRANKS=$NRANKS CONFIG=configs/llama3_debug.toml scripts/run_train.sh \
+  --parallelism.data_shard_degree "$NRANKS" --training.steps "$STEPS" "$@"
+
+MODEL=outputs/llama3_debug/model.safetensors
+echo "== validation loss of the saved model"
+build/ctitan eval --model "$MODEL" --data "$DATA/shards" --split val
+echo "== a sample"
+build/ctitan generate --model "$MODEL" --tokenizer "$TOKENIZER" --prompt "The meaning of life is" \
+  --max_new_tokens 60 --temperature 0.8 --top_k 40 --seed 1

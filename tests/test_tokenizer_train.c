@@ -299,9 +299,96 @@ static void test_scan_equals_heap(void) {
     free(text);
 }
 
+// ---- naive reference trainer: recount every pair before every merge ---------------------------
+typedef struct {
+    char *piece[4096];
+    long len[4096], count[4096];
+    int n;
+} piece_list;
+
+static int add_piece(void *ctx, const char *p, long len) {
+    piece_list *l = ctx;
+    for (int i = 0; i < l->n; i++)
+        if (l->len[i] == len && !memcmp(l->piece[i], p, (size_t)len)) return l->count[i]++, 0;
+    if (l->n == 4096) return 1;
+    l->piece[l->n] = malloc((size_t)len);
+    memcpy(l->piece[l->n], p, (size_t)len);
+    l->len[l->n] = len;
+    l->count[l->n++] = 1;
+    return 0;
+}
+
+static void test_train_against_naive(void) {
+    enum { V = 420, R = V - 2 };
+    long len;
+    char *text = corpus(&len);
+    const char *texts[] = {text};
+    ct_tokenizer *t = ct_tokenizer_train_texts(texts, &len, 1, V);
+    CHECK(t != NULL, "train: %s", ct_last_error());
+    piece_list *pl = calloc(1, sizeof *pl);
+    if (t) CHECK(ct_tokenizer_pretokenize(t, text, len, add_piece, pl) == CT_OK, "pieces");
+    // Token table: bytes of each rank.
+    static char tokb[R][256];
+    static long tokl[R];
+    int nt = 256;
+    for (int b = 0; b < 256; b++) tokb[b][0] = (char)b, tokl[b] = 1;
+    int *sym[4096], slen[4096];
+    for (int w = 0; w < pl->n; w++) {
+        sym[w] = malloc((size_t)pl->len[w] * sizeof(int));
+        for (long k = 0; k < pl->len[w]; k++) sym[w][k] = (uint8_t)pl->piece[w][k];
+        slen[w] = (int)pl->len[w];
+    }
+    static long cnt[R][R];
+    while (t && nt < R) {
+        memset(cnt, 0, sizeof cnt);
+        for (int w = 0; w < pl->n; w++)
+            for (int k = 0; k + 1 < slen[w]; k++) cnt[sym[w][k]][sym[w][k + 1]] += pl->count[w];
+        long best = 0;
+        int ba = -1, bb = -1;
+        for (int a = 0; a < nt; a++)  // ascending (a, b) and strict '>' keep the lowest pair on ties
+            for (int b = 0; b < nt; b++)
+                if (cnt[a][b] > best) best = cnt[a][b], ba = a, bb = b;
+        if (ba < 0) break;
+        char cat[256];
+        long cl = tokl[ba] + tokl[bb];
+        memcpy(cat, tokb[ba], (size_t)tokl[ba]);
+        memcpy(cat + tokl[ba], tokb[bb], (size_t)tokl[bb]);
+        int c = -1;
+        for (int i = 0; i < nt; i++)
+            if (tokl[i] == cl && !memcmp(tokb[i], cat, (size_t)cl)) c = i;
+        if (c < 0) {
+            c = nt++;
+            memcpy(tokb[c], cat, (size_t)cl);
+            tokl[c] = cl;
+        }
+        for (int w = 0; w < pl->n; w++) {
+            int j = 0;
+            for (int k = 0; k < slen[w];) {
+                if (k + 1 < slen[w] && sym[w][k] == ba && sym[w][k + 1] == bb) sym[w][j++] = c, k += 2;
+                else sym[w][j++] = sym[w][k++];
+            }
+            slen[w] = j;
+        }
+    }
+    CHECK(t && nt == R && ct_tokenizer_n_ranks(t) == R, "naive reached %d ranks", nt);
+    for (int id = 256; t && id < nt; id++) {
+        long l;
+        const char *b = ct_tokenizer_token(t, id, &l);
+        if (l != tokl[id] || memcmp(b, tokb[id], (size_t)l)) {
+            CHECK(0, "rank %d: trainer '%.*s', naive '%.*s'", id, (int)l, b, (int)tokl[id], tokb[id]);
+            break;
+        }
+    }
+    for (int w = 0; w < pl->n; w++) free(sym[w]), free(pl->piece[w]);
+    free(pl);
+    ct_tokenizer_free(t);
+    free(text);
+}
+
 int main(void) {
     CT_RUN(test_train_by_hand);
     CT_RUN(test_train_deterministic);
+    CT_RUN(test_train_against_naive);
     CT_RUN(test_round_trip_hand);
     CT_RUN(test_round_trip_trained);
     CT_RUN(test_against_reference);

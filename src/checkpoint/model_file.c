@@ -1,0 +1,266 @@
+#include "checkpoint/model_file.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ct_model_file {
+    ct_st_file *st;
+    const ct_param_table *table;
+};
+
+ct_status ct_model_dtype_parse(const char *s, ct_st_dtype *out) {
+    if (!strcmp(s, "fp32")) *out = CT_ST_F32;
+    else if (!strcmp(s, "bf16")) *out = CT_ST_BF16;
+    else return ct_set_error("model dtype: expected fp32 or bf16, got '%s'", s);
+    return CT_OK;
+}
+
+// ------------------------------------------------------------------ save
+
+ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                        ct_st_dtype dtype) {
+    if (dtype != CT_ST_F32 && dtype != CT_ST_BF16)
+        return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
+    ct_st_writer *w = ct_st_writer_new();
+    char buf[64];
+    ct_st_writer_metadata(w, "format", CT_MODEL_FORMAT);
+    ct_st_writer_metadata(w, "flavor", m->flavor);
+#define META_INT(key, v)                            \
+    snprintf(buf, sizeof buf, "%d", (int)(v));      \
+    ct_st_writer_metadata(w, key, buf)
+#define META_DBL(key, v)                            \
+    snprintf(buf, sizeof buf, "%.17g", (double)(v)); \
+    ct_st_writer_metadata(w, key, buf)
+    META_INT("dim", m->dim);
+    META_INT("n_layers", m->n_layers);
+    META_INT("n_heads", m->n_heads);
+    META_INT("n_kv_heads", m->n_kv_heads);
+    META_INT("vocab_size", m->vocab_size);
+    META_INT("ffn_hidden", m->ffn_hidden);
+    META_DBL("norm_eps", m->norm_eps);
+    META_DBL("rope_theta", m->rope_theta);
+    META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
+    META_INT("max_seq_len", m->max_seq_len);
+#undef META_INT
+#undef META_DBL
+    ct_status st = CT_OK;
+    for (int i = 0; i < t->count && st == CT_OK; i++) {
+        const ct_param *p = &t->params[i];
+        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        st = ct_st_writer_add(w, p->name, dtype, p->ndim, shape, CT_ST_F32, full + p->offset);
+    }
+    if (st == CT_OK) st = ct_st_writer_write(w, path);
+    ct_st_writer_free(w);
+    return st;
+}
+
+// ------------------------------------------------------------------ config
+
+static ct_status meta_str(const ct_st_file *f, const char *path, const char *key, const char **out) {
+    *out = ct_st_metadata(f, key);
+    if (!*out) return ct_set_error("%s: metadata has no '%s' (not a ctitan model file?)", path, key);
+    return CT_OK;
+}
+
+static ct_status meta_int(const ct_st_file *f, const char *path, const char *key, int *out) {
+    const char *s;
+    if (meta_str(f, path, key, &s)) return CT_ERR;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return ct_set_error("%s: metadata '%s' = '%s' is not an integer", path, key, s);
+    *out = (int)v;
+    return CT_OK;
+}
+
+static ct_status meta_double(const ct_st_file *f, const char *path, const char *key, double *out) {
+    const char *s;
+    if (meta_str(f, path, key, &s)) return CT_ERR;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return ct_set_error("%s: metadata '%s' = '%s' is not a number", path, key, s);
+    *out = v;
+    return CT_OK;
+}
+
+static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llama_config *m) {
+    memset(m, 0, sizeof *m);
+    const char *format, *flavor;
+    if (meta_str(f, path, "format", &format)) return CT_ERR;
+    if (strcmp(format, CT_MODEL_FORMAT))
+        return ct_set_error("%s: metadata format '%s', expected '%s'", path, format, CT_MODEL_FORMAT);
+    if (meta_str(f, path, "flavor", &flavor)) return CT_ERR;
+    snprintf(m->flavor, sizeof m->flavor, "%s", flavor);
+    if (meta_int(f, path, "dim", &m->dim) || meta_int(f, path, "n_layers", &m->n_layers) ||
+        meta_int(f, path, "n_heads", &m->n_heads) || meta_int(f, path, "n_kv_heads", &m->n_kv_heads) ||
+        meta_int(f, path, "vocab_size", &m->vocab_size) || meta_int(f, path, "ffn_hidden", &m->ffn_hidden) ||
+        meta_double(f, path, "norm_eps", &m->norm_eps) || meta_double(f, path, "rope_theta", &m->rope_theta) ||
+        meta_int(f, path, "rope_scaling", &m->rope_scaling))
+        return CT_ERR;
+    if (ct_st_metadata(f, "max_seq_len") && meta_int(f, path, "max_seq_len", &m->max_seq_len)) return CT_ERR;
+#define POSITIVE(field)                                                                      \
+    if (m->field <= 0) return ct_set_error("%s: metadata '" #field "' = %d must be positive", path, m->field)
+    POSITIVE(dim);
+    POSITIVE(n_layers);
+    POSITIVE(n_heads);
+    POSITIVE(n_kv_heads);
+    POSITIVE(vocab_size);
+    POSITIVE(ffn_hidden);
+#undef POSITIVE
+    if (m->dim % m->n_heads)
+        return ct_set_error("%s: metadata n_heads %d does not divide dim %d", path, m->n_heads, m->dim);
+    if (m->n_heads % m->n_kv_heads)
+        return ct_set_error("%s: metadata n_kv_heads %d does not divide n_heads %d", path, m->n_kv_heads, m->n_heads);
+    m->head_dim = m->dim / m->n_heads;
+    if (m->head_dim % 2) return ct_set_error("%s: head dim %d must be even for RoPE", path, m->head_dim);
+    if (m->norm_eps <= 0 || m->rope_theta <= 0)
+        return ct_set_error("%s: metadata norm_eps and rope_theta must be positive", path);
+    if (m->max_seq_len < 0) m->max_seq_len = 0;
+    return CT_OK;
+}
+
+ct_status ct_model_load_config(const char *path, ct_llama_config *m) {
+    ct_st_file *f = ct_st_open(path);
+    if (!f) return CT_ERR;
+    ct_status st = config_from_file(f, path, m);
+    ct_st_close(f);
+    return st;
+}
+
+ct_status ct_model_config_match(const ct_llama_config *file, const ct_llama_config *run) {
+#define SAME_INT(field)                                                                                   \
+    if (file->field != run->field)                                                                        \
+        return ct_set_error("model file " #field " %d does not match this run's %d", file->field, run->field)
+    SAME_INT(dim);
+    SAME_INT(n_layers);
+    SAME_INT(n_heads);
+    SAME_INT(n_kv_heads);
+    SAME_INT(vocab_size);
+    SAME_INT(ffn_hidden);
+#undef SAME_INT
+    if ((file->rope_scaling != 0) != (run->rope_scaling != 0))
+        return ct_set_error("model file rope_scaling %d does not match this run's %d", file->rope_scaling != 0,
+                            run->rope_scaling != 0);
+    // The metadata carries %.17g, so a value written by a run reads back exactly.
+    if (file->norm_eps != run->norm_eps)
+        return ct_set_error("model file norm_eps %g does not match this run's %g", file->norm_eps, run->norm_eps);
+    if (file->rope_theta != run->rope_theta)
+        return ct_set_error("model file rope_theta %g does not match this run's %g", file->rope_theta,
+                            run->rope_theta);
+    return CT_OK;
+}
+
+// ------------------------------------------------------------------ tensors
+
+static void format_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && k < n; d++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+// Every tensor the registry expects, with its shape and a convertible dtype, and no other.
+static ct_status validate(const ct_st_file *f, const char *path, const ct_param_table *t) {
+    char want[64], got[128];
+    for (int i = 0; i < t->count; i++) {
+        const ct_param *p = &t->params[i];
+        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        format_shape(want, sizeof want, p->ndim, shape);
+        const ct_st_tensor *x = ct_st_find(f, p->name);
+        if (!x) return ct_set_error("%s: missing tensor %s (expected shape %s)", path, p->name, want);
+        bool same = x->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == shape[d];
+        if (!same) {
+            format_shape(got, sizeof got, x->ndim, x->shape);
+            return ct_set_error("%s: tensor %s has shape %s, expected %s", path, p->name, got, want);
+        }
+        if (x->dtype != CT_ST_F32 && x->dtype != CT_ST_BF16 && x->dtype != CT_ST_F16)
+            return ct_set_error("%s: tensor %s is %s; expected F32, BF16 or F16", path, p->name,
+                                ct_st_dtype_name(x->dtype));
+    }
+    for (int i = 0; i < ct_st_num_tensors(f); i++) {
+        const ct_st_tensor *x = ct_st_tensor_at(f, i);
+        if (!ct_param_find(t, x->name))
+            return ct_set_error("%s: unexpected tensor %s (not a parameter of this model)", path, x->name);
+    }
+    return CT_OK;
+}
+
+ct_model_file *ct_model_open(const char *path, const ct_param_table *t) {
+    ct_st_file *st = ct_st_open(path);
+    if (!st) return NULL;
+    if (validate(st, path, t)) {
+        ct_st_close(st);
+        return NULL;
+    }
+    ct_model_file *f = ct_xcalloc(1, sizeof *f);
+    f->st = st;
+    f->table = t;
+    return f;
+}
+
+void ct_model_close(ct_model_file *f) {
+    if (!f) return;
+    ct_st_close(f->st);
+    free(f);
+}
+
+void ct_model_read_range(const ct_model_file *f, const ct_param *p, long begin, long n, float *dst) {
+    const ct_st_tensor *x = ct_st_find(f->st, p->name);  // present: checked at open
+    if (begin < 0 || n < 0 || begin + n > x->numel)
+        ct_fatal("model_file", "read of %s [%ld, %ld) outside its %lld elements", p->name, begin, begin + n,
+                 (long long)x->numel);
+    const unsigned char *src = x->data;  // the data section is only byte-aligned per tensor
+    switch (x->dtype) {
+    case CT_ST_F32: memcpy(dst, src + 4 * begin, (size_t)n * sizeof(float)); break;
+    case CT_ST_BF16:
+        for (long i = 0; i < n; i++) {
+            uint16_t b;
+            memcpy(&b, src + 2 * (begin + i), 2);
+            dst[i] = ct_st_bf16_to_f32(b);
+        }
+        break;
+    default:  // F16 (validated at open)
+        for (long i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * (begin + i), 2);
+            dst[i] = ct_st_f16_to_f32(h);
+        }
+        break;
+    }
+}
+
+ct_status ct_model_load(const char *path, const ct_param_table *t, float *full) {
+    ct_model_file *f = ct_model_open(path, t);
+    if (!f) return CT_ERR;
+    for (int i = 0; i < t->count; i++) {
+        const ct_param *p = &t->params[i];
+        ct_model_read_range(f, p, 0, p->numel, full + p->offset);
+    }
+    ct_model_close(f);
+    return CT_OK;
+}
+
+ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full) {
+    *full = NULL;
+    if (ct_model_load_config(path, m)) return CT_ERR;
+    ct_param_table_build(t, m);
+    *full = malloc((size_t)t->total * sizeof(float));
+    if (!*full) {
+        ct_param_table_free(t);
+        return ct_set_error("%s: out of memory for %ld parameters", path, t->total);
+    }
+    if (ct_model_load(path, t, *full)) {
+        free(*full);
+        *full = NULL;
+        ct_param_table_free(t);
+        return CT_ERR;
+    }
+    return CT_OK;
+}

@@ -1,0 +1,48 @@
+// A trained model as one safetensors file, the form `ctitan generate` / `ctitan eval` read and
+// the trainer exports: every parameter under its TorchTitan name with its real shape
+// ([rows, cols], or [rows] for norm weights), stored fp32 or bf16, and the model's dimensions
+// in `__metadata__` (string values):
+//   format "ctitan-llama3", flavor, dim, n_layers, n_heads, n_kv_heads, vocab_size,
+//   ffn_hidden, norm_eps, rope_theta, rope_scaling (0|1), max_seq_len (the training length).
+// A file is loaded against the parameter registry of the dimensions it declares: every
+// expected tensor must be there with its shape, and nothing else may be.
+#ifndef CT_MODEL_FILE_H
+#define CT_MODEL_FILE_H
+#include "checkpoint/safetensors.h"
+#include "model/llama_config.h"
+#include "model/params.h"
+
+#define CT_MODEL_FORMAT "ctitan-llama3"
+
+// "fp32" | "bf16" (checkpoint.export_dtype's spellings) -> CT_ST_F32 | CT_ST_BF16.
+ct_status ct_model_dtype_parse(const char *s, ct_st_dtype *out);
+
+// Writes the flat parameter block `full` (t->total floats, registry layout) to path (via
+// path.tmp, renamed when complete). dtype: CT_ST_F32 or CT_ST_BF16.
+ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                        ct_st_dtype dtype);
+
+// Reads the dimensions from the metadata (head_dim derived; max_seq_len 0 when absent) and
+// checks them as ct_llama_config_from does. The error names the file and the key.
+ct_status ct_model_load_config(const char *path, ct_llama_config *m);
+
+// Fills the flat block (t->total floats) from the file; bf16/f16 tensors are widened to fp32.
+// Errors name the tensor: missing, wrong shape (both shapes given), unexpected, bad dtype.
+ct_status ct_model_load(const char *path, const ct_param_table *t, float *full);
+
+// Everything at once for a tool: the config, its registry and a malloc'd block (free with
+// free()). max_seq_len is left as the file says (0 when absent).
+ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full);
+
+// ---- partial reads (the trainer: each rank copies its own FSDP shard ranges) -------------
+typedef struct ct_model_file ct_model_file;
+// Opens the file and validates its tensors against t (as ct_model_load does). NULL + error.
+ct_model_file *ct_model_open(const char *path, const ct_param_table *t);
+void ct_model_close(ct_model_file *f);
+// Elements [begin, begin + n) of parameter p's flattened tensor, converted to fp32.
+void ct_model_read_range(const ct_model_file *f, const ct_param *p, long begin, long n, float *dst);
+
+// CT_ERR naming the first setting where the two configs differ in a way that changes the
+// function the weights compute (dims, heads, vocab, FFN, norm eps, RoPE): "what: file X, run Y".
+ct_status ct_model_config_match(const ct_llama_config *file, const ct_llama_config *run);
+#endif

@@ -514,8 +514,6 @@ static void test_not_implemented(void) {
     static const struct {
         const char *key, *value, *setting;
     } cases[] = {
-        {"parallelism.data_shard_degree", "2", "parallelism.data_shard_degree"},
-        {"parallelism.data_replicate_degree", "2", "parallelism.data_replicate_degree"},
         {"parallelism.compute_parallel_degree", "2", "parallelism.compute_parallel_degree"},
         {"parallelism.pipeline_degree", "2", "parallelism.pipeline_degree"},
         {"parallelism.context_extension_degree", "2", "parallelism.context_extension_degree"},
@@ -542,7 +540,8 @@ static void test_not_implemented(void) {
     }
     // Settings that are on but harmless in this build.
     ct_config c;
-    CHECK(parse(&c, "--parallelism.data_shard_degree", "1", "--pipeline_schedule", "gpipe", "--metrics.device", "h100",
+    CHECK(parse(&c, "--parallelism.data_shard_degree", "4", "--parallelism.data_replicate_degree", "2",
+                "--pipeline_schedule", "gpipe", "--metrics.device", "h100",
                 "--parallelism.disable_loss_parallel", "--parallelism.fsdp_reshard_after_forward", "never",
                 "--validation.enable", NULL) == CT_OK,
           "%s", ct_last_error());

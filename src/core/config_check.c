@@ -104,8 +104,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->data_shard_degree > 1, "parallelism.data_shard_degree");
-    NOT_YET(c->data_replicate_degree > 1, "parallelism.data_replicate_degree");
     NOT_YET(c->compute_parallel_degree > 1, "parallelism.compute_parallel_degree");
     NOT_YET(c->pipeline_degree > 1, "parallelism.pipeline_degree");
     NOT_YET(c->context_extension_degree > 1, "parallelism.context_extension_degree");
@@ -119,8 +117,9 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->mxfp8, "quantization.mxfp8.enable");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
-    // pipeline_schedule, pipeline_stages_per_rank, fsdp_reshard_after_forward and
-    // disable_loss_parallel only act together with a degree > 1, which is refused above.
+    // Data sharding and replication (FSDP, DDP, HSDP) are built. pipeline_schedule,
+    // pipeline_stages_per_rank and disable_loss_parallel only act together with a degree that
+    // is refused above.
     return CT_OK;
 }
 

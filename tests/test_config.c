@@ -718,7 +718,7 @@ static void test_every_config_file_parses(void) {
               c.context_extension_degree == 4 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.mxfp8 &&
               !strcmp(c.flavor, "405B"),
           "405B layout");
-    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.data_shard_degree");
+    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.compute_parallel_degree");
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/model_file.h"
 #include "kernels/kernels.h"
 
 static ct_loader *open_loader(const ct_trainer *t, const char *source, const char *split, bool sequential) {
@@ -20,6 +21,31 @@ static ct_loader *open_loader(const ct_trainer *t, const char *source, const cha
         .sequential = sequential,
     };
     return ct_loader_open(&lc);
+}
+
+// checkpoint.initial_load_path: every rank reads the model file and copies the elements of its
+// own shard of each group, the same ranges ct_fsdp_init_params fills (padding stays zero).
+static ct_status load_initial(ct_trainer *t, const char *path) {
+    ct_llama_config file_cfg;
+    if (ct_model_load_config(path, &file_cfg) || ct_model_config_match(&file_cfg, &t->model)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        return ct_set_error("checkpoint.initial_load_path: %s (%s)", why, path);
+    }
+    ct_model_file *f = ct_model_open(path, &t->table);
+    if (!f) return CT_ERR;
+    const ct_fsdp *fs = &t->fsdp;
+    int r = fs->shard_group->rank;
+    for (int i = 0; i < t->table.count; i++) {
+        const ct_param *p = &t->table.params[i];
+        int g = p->group;
+        long lo = (long)r * fs->shard_numel[g], hi = lo + fs->shard_numel[g];  // this rank's shard
+        long p_lo = p->offset - t->table.group_offset[g], p_hi = p_lo + p->numel;
+        long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
+        if (a < b) ct_model_read_range(f, p, a - p_lo, b - a, fs->params + fs->shard_offset[g] + (a - lo));
+    }
+    ct_model_close(f);
+    return CT_OK;
 }
 
 static double measure_peak_flops(const ct_config *cfg) {
@@ -52,6 +78,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     ct_fsdp_init(&t->fsdp, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE], policy, &t->weights,
                  &t->grad_views);
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
+    if (cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
     t->hooks = ct_fsdp_hooks(&t->fsdp);
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
@@ -155,6 +182,20 @@ double ct_trainer_validate(ct_trainer *t) {
     return valid ? loss_sum / (double)valid : 0.0;
 }
 
+ct_status ct_trainer_export(ct_trainer *t, const char *path) {
+    ct_st_dtype dtype;
+    if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
+    float *full = ct_xmalloc((size_t)t->table.total * sizeof(float));  // (P) the whole model
+    ct_fsdp_gather_full(&t->fsdp, full);
+    int32_t ok = 1;
+    if (t->world.rank == 0) ok = ct_model_save(path, &t->table, &t->model, full, dtype) == CT_OK;
+    free(full);
+    // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
+    ct_comm_broadcast(&t->world, &ok, 1, CT_COMM_I32, 0);
+    if (ok) return CT_OK;
+    return t->world.rank == 0 ? CT_ERR : ct_set_error("rank 0 could not write %s", path);
+}
+
 int ct_trainer_run(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     if (ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger)) {
@@ -183,5 +224,12 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->step % c->log_freq == 0 || t->step == c->steps || t->step == 1 || val_now)
             ct_metrics_log(&t->log, &t->last);
     }
+    char path[CT_STR + 32];
+    snprintf(path, sizeof path, "%s/model.safetensors", c->dump_folder);
+    if (ct_trainer_export(t, path)) {
+        if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
+        return 1;
+    }
+    if (t->is_logger) printf("model saved to %s (%s)\n", path, c->ckpt_export_dtype);
     return 0;
 }

@@ -52,6 +52,10 @@ void ct_trainer_free(ct_trainer *t);
 double ct_trainer_step(ct_trainer *t);
 // Mean loss over validation.steps batches of the validation split, from its start.
 double ct_trainer_validate(ct_trainer *t);
-// The whole run: steps, logging, validation. Returns 0 on success.
+// Gathers the model and lets rank 0 write it to path (a model file, checkpoint.export_dtype);
+// collective over the world. Every rank returns rank 0's outcome.
+ct_status ct_trainer_export(ct_trainer *t, const char *path);
+// The whole run: steps, logging, validation, then the model exported to
+// <job.dump_folder>/model.safetensors. Returns 0 on success.
 int ct_trainer_run(ct_trainer *t);
 #endif

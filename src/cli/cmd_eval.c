@@ -1,0 +1,137 @@
+// `ctitan eval --model FILE --data DIR [--split val|train] [--seq_len T] [--batch B] [--steps N]`
+// The mean next-token loss of a saved model on a token set, in one process: the loader reads
+// windows in stream order (as validation does), ct_llama_step runs forward only, and the loss is
+// the sum over every target divided by their count — the number ct_trainer_validate reports for
+// the same (T, B, steps). Defaults: T = the model's training length (256 when the file has
+// none), B = 1, N = one pass over the split (every whole batch).
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint/model_file.h"
+#include "cli/commands.h"
+#include "core/memory.h"
+#include "data/loader.h"
+#include "model/llama.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ctitan eval --model FILE --data DIR|SHARD [--split val|train] [--seq_len T] [--batch B] "
+               "[--steps N]\n");
+}
+
+static int bad(const char *what, const char *arg) {
+    fprintf(stderr, "ctitan eval: %s '%s'\n", what, arg);
+    return 2;
+}
+
+static int parse_pos(const char *v, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < 1 || x > 1L << 30) return -1;
+    *out = x;
+    return 0;
+}
+
+int ct_cmd_eval(int argc, char **argv) {
+    const char *model_path = NULL, *data = NULL, *split = "val";
+    long T = 0, B = 1, steps = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) return bad("missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--data")) data = v;
+        else if (!strcmp(a, "--split")) {
+            if (strcmp(v, "val") && strcmp(v, "train")) return bad("--split: expected val or train, got", v);
+            split = v;
+        } else if (!strcmp(a, "--seq_len")) {
+            if (parse_pos(v, &T)) return bad("--seq_len: expected a positive integer, got", v);
+        } else if (!strcmp(a, "--batch")) {
+            if (parse_pos(v, &B)) return bad("--batch: expected a positive integer, got", v);
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_pos(v, &steps)) return bad("--steps: expected a positive integer, got", v);
+        } else {
+            return bad("unknown option", a);
+        }
+    }
+    if (!model_path || !data) {
+        fprintf(stderr, "ctitan eval: needs --model and --data\n");
+        return 2;
+    }
+
+    ct_llama_config m;
+    ct_param_table table;
+    float *block;
+    if (ct_model_load_all(model_path, &m, &table, &block)) {
+        fprintf(stderr, "ctitan eval: %s\n", ct_last_error());
+        return 1;
+    }
+    if (!T) T = m.max_seq_len > 0 ? m.max_seq_len : 256;
+    m.max_seq_len = (int)T;
+    ct_loader_config lc = {
+        .source = data,
+        .split = split,
+        .seq_len = (int)T,
+        .global_batch = (int)B,
+        .dp_rank = 0,
+        .dp_size = 1,
+        .seed = 0,
+        .vocab_size = (uint32_t)m.vocab_size,
+        .sequential = true,
+    };
+    ct_loader *loader = ct_loader_open(&lc);
+    if (!loader) {
+        fprintf(stderr, "ctitan eval: %s\n", ct_last_error());
+        free(block);
+        ct_param_table_free(&table);
+        return 1;
+    }
+    long windows = (long)ct_loader_num_windows(loader);
+    if (!steps) steps = windows / B;
+    int rc = 1;
+    if (steps < 1) {
+        fprintf(stderr, "ctitan eval: the %s split has %ld windows of %ld tokens, fewer than one batch of %ld\n", split,
+                windows, T, B);
+        goto done_loader;
+    }
+
+    ct_llama_weights w;
+    ct_llama_weights_init(&w, &table, &m, block);
+    ct_llama_acts acts;
+    ct_llama_acts_init(&acts, &m, B, T);
+    int32_t *inputs = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));   // (B, T)
+    int32_t *targets = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));  // (B, T)
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double loss_sum = 0;
+    long valid = 0;
+    for (long s = 0; s < steps; s++) {
+        ct_loader_next_batch(loader, inputs, targets);
+        for (long j = 0; j < B * T; j++) valid += targets[j] >= 0;
+        loss_sum += ct_llama_step(&acts, &w, NULL, inputs, targets, 0.0f, NULL);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double loss = valid ? loss_sum / (double)valid : 0.0;
+    printf("eval: %s split of %s: %ld batches x %ld x %ld = %ld tokens (%ld windows in the split)\n", split, data,
+           steps, B, T, valid, windows);
+    printf("loss %.6f perplexity %.3f (%.0f tokens/s)\n", loss, exp(loss), dt > 0 ? (double)valid / dt : 0.0);
+    rc = 0;
+    free(inputs);
+    free(targets);
+    ct_llama_acts_free(&acts);
+    ct_llama_weights_free(&w);
+done_loader:
+    ct_loader_free(loader);
+    free(block);
+    ct_param_table_free(&table);
+    return rc;
+}

@@ -1,0 +1,161 @@
+// `ctitan generate --model FILE --tokenizer FILE --prompt TEXT [--max_new_tokens N]
+//                  [--temperature T] [--top_k K] [--seed S]`
+// Samples a continuation from a saved model with the KV-cache generator. The prompt is
+// preceded by <|end_of_text|>, the separator every training document follows, so the model
+// reads it as the start of a document. Prints the prompt, then each new token as it comes;
+// stops at <|end_of_text|> (not printed) or after N tokens. Timing goes to stderr.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint/model_file.h"
+#include "cli/commands.h"
+#include "data/tokenizer.h"
+#include "model/generate.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ctitan generate --model FILE --tokenizer FILE --prompt TEXT [--max_new_tokens N (64)]\n"
+            "                       [--temperature T (0.8; 0 = greedy)] [--top_k K (0 = all)] [--seed S (1)]\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bad(const char *what, const char *arg) {
+    fprintf(stderr, "ctitan generate: %s '%s'\n", what, arg);
+    return 2;
+}
+
+typedef struct {
+    const ct_tokenizer *tok;
+    int32_t eos;
+} print_ctx;
+
+static int print_token(void *vctx, int32_t id) {
+    print_ctx *c = vctx;
+    if (id == c->eos) return 1;
+    long len;
+    const char *bytes = ct_tokenizer_token(c->tok, id, &len);
+    if (bytes) fwrite(bytes, 1, (size_t)len, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+int ct_cmd_generate(int argc, char **argv) {
+    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL;
+    long max_new = 64, top_k = 0;
+    double temperature = 0.8;
+    unsigned long long seed = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) return bad("missing value for", a);
+        const char *v = argv[++i];
+        char *end;
+        errno = 0;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--tokenizer")) tok_path = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--max_new_tokens")) {
+            max_new = strtol(v, &end, 10);
+            if (errno || end == v || *end || max_new < 0) return bad("--max_new_tokens: expected an integer >= 0, got", v);
+        } else if (!strcmp(a, "--top_k")) {
+            top_k = strtol(v, &end, 10);
+            if (errno || end == v || *end || top_k < 0) return bad("--top_k: expected an integer >= 0, got", v);
+        } else if (!strcmp(a, "--temperature")) {
+            temperature = strtod(v, &end);
+            if (errno || end == v || *end || !(temperature >= 0) || !isfinite(temperature))
+                return bad("--temperature: expected a number >= 0, got", v);
+        } else if (!strcmp(a, "--seed")) {
+            seed = strtoull(v, &end, 10);
+            if (errno || end == v || *end || *v == '-') return bad("--seed: expected an integer >= 0, got", v);
+        } else {
+            return bad("unknown option", a);
+        }
+    }
+    if (!model_path || !tok_path || !prompt) {
+        fprintf(stderr, "ctitan generate: needs --model, --tokenizer and --prompt\n");
+        return 2;
+    }
+
+    ct_tokenizer *tok = ct_tokenizer_load(tok_path);
+    if (!tok) {
+        fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
+        return 1;
+    }
+    ct_llama_config m;
+    ct_param_table table;
+    float *block;
+    if (ct_model_load_all(model_path, &m, &table, &block)) {
+        fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
+        ct_tokenizer_free(tok);
+        return 1;
+    }
+    int rc = 1;
+    int32_t eos = ct_tokenizer_eos(tok);
+    int32_t *ids = NULL, *out = NULL;
+    long n = 0, cap = 0;
+    ct_llama_weights w;
+    ct_llama_weights_init(&w, &table, &m, block);
+    if (eos >= m.vocab_size) {
+        fprintf(stderr, "ctitan generate: the tokenizer's <|end_of_text|> id %d is outside the model's vocabulary %d "
+                        "(was the model trained with this tokenizer?)\n", eos, m.vocab_size);
+        goto done;
+    }
+    ids = malloc(sizeof *ids);
+    cap = 1;
+    ids[n++] = eos;
+    if (ct_tokenizer_encode(tok, prompt, (long)strlen(prompt), &ids, &n, &cap) < 0) {
+        fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
+        goto done;
+    }
+    for (long i = 0; i < n; i++)
+        if (ids[i] >= m.vocab_size) {
+            fprintf(stderr, "ctitan generate: prompt token %d is outside the model's vocabulary %d\n", ids[i],
+                    m.vocab_size);
+            goto done;
+        }
+
+    // Sample only ids both the model and the tokenizer know.
+    long V = ct_tokenizer_vocab_size(tok) < m.vocab_size ? ct_tokenizer_vocab_size(tok) : m.vocab_size;
+    ct_sampler sampler;
+    ct_sampler_init(&sampler, V, (float)temperature, (int)(top_k > V ? V : top_k), (uint64_t)seed);
+    ct_generator gen;
+    ct_gen_init(&gen, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
+    out = malloc((size_t)(max_new > 0 ? max_new : 1) * sizeof *out);
+
+    fputs(prompt, stdout);
+    fflush(stdout);
+    print_ctx pc = {tok, eos};
+    double t0 = now_s();
+    long produced = max_new > 0 ? ct_gen_run(&gen, &sampler, ids, n, max_new, eos, out, print_token, &pc) : 0;
+    double dt = now_s() - t0;
+    printf("\n");
+    if (produced < 0) {
+        fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
+    } else {
+        fprintf(stderr, "generate: %ld prompt tokens, %ld new in %.3f s (%.1f tokens/s)\n", n, produced, dt,
+                dt > 0 ? (double)produced / dt : 0.0);
+        rc = 0;
+    }
+    ct_gen_free(&gen);
+    ct_sampler_free(&sampler);
+done:
+    free(out);
+    free(ids);
+    ct_llama_weights_free(&w);
+    free(block);
+    ct_param_table_free(&table);
+    ct_tokenizer_free(tok);
+    return rc;
+}

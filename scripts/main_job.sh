@@ -11,10 +11,13 @@ TOKENIZER=$DATA/tokenizer.tiktoken
 NRANKS=${NRANKS:-2}
 STEPS=${STEPS:-400}
 
+# The corpus's plain-text files (the package also ships index files *.dat and *.u8 duplicates).
+mapfile -t TEXTS < <(find "$CORPUS" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
+
 if [ ! -f "$TOKENIZER" ]; then
   echo "== training a 2048-token BPE tokenizer on $CORPUS"
   mkdir -p "$DATA"
-  build/ctitan tokenizer train --input "$CORPUS" --vocab-size 2048 --out "$TOKENIZER"
+  build/ctitan tokenizer train --input "${TEXTS[@]}" --vocab-size 2048 --out "$TOKENIZER"
 fi
 if [ ! -f "$DATA/shards/train_000.bin" ]; then
   echo "== tokenising the corpus into $DATA/shards"

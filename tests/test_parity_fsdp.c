@@ -20,7 +20,7 @@ static void tiny_config(ct_config *c) {
         {"model.dim", "32"},          {"model.n_layers", "2"},     {"model.n_heads", "4"},
         {"model.n_kv_heads", "2"},    {"model.vocab_size", "131"}, {"model.ffn_hidden_dim", "72"},
         {"training.seq_len", "16"},   {"training.steps", "10"},    {"training.dataset", "synthetic"},
-        {"lr_scheduler.warmup_steps", "2"}, {"metrics.peak_tflops", "1"}, {"training.seed", "7"},
+        {"lr_scheduler.warmup_steps", "2"}, {"validation.enable", "true"}, {"validation.steps", "2"}, {"metrics.peak_tflops", "1"}, {"training.seed", "7"},
     };
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (ct_config_set(c, kv[i][0], kv[i][1])) ct_fatal("test", "%s", ct_last_error());
@@ -34,6 +34,7 @@ static void set_int(ct_config *c, const char *key, int v) {
 
 typedef struct {
     double loss[STEPS];
+    double val_loss;     // forward-only evaluation after training
     float *params;  // (P) gathered
     long total;
     size_t state_bytes;  // params + grads + optimizer state allocated by this rank's trainer
@@ -51,6 +52,7 @@ static void train(const ct_config *c, ct_group *parent, run_result *out) {
     out->state_bytes = state_now() - before;
     out->buffer_bytes = t.fsdp.buffer_bytes;
     for (int s = 0; s < STEPS; s++) out->loss[s] = ct_trainer_step(&t);
+    out->val_loss = ct_trainer_validate(&t);
     out->total = t.table.total;
     out->params = ct_xmalloc((size_t)out->total * sizeof(float));
     ct_fsdp_gather_full(&t.fsdp, out->params);
@@ -64,6 +66,8 @@ static void compare(const run_result *r, const char *what) {
     for (int s = 0; s < STEPS; s++)
         CHECK(fabs(r->loss[s] - reference.loss[s]) <= 1e-5 * fabs(reference.loss[s]), "%s step %d loss %.9g vs %.9g",
               what, s + 1, r->loss[s], reference.loss[s]);
+    CHECK(fabs(r->val_loss - reference.val_loss) <= 1e-5 * reference.val_loss, "%s validation loss %.9g vs %.9g",
+          what, r->val_loss, reference.val_loss);
     // Element by element, relative to the element, with a floor of the tensor's RMS for
     // elements near zero (where float32 rounding of the update is all there is to compare).
     ct_llama_config m;

@@ -133,6 +133,10 @@ static void after_group(void *ctx, int g, int phase) {
     if (nshards(f) == 1) return;
     if (phase == CT_FORWARD) {
         if (!keep_after_forward(f, g)) release(f, g);
+        // The head reports an end of forward only in a forward-only step (evaluation): no
+        // backward will come for the groups kept whole, so free them all.
+        if (g == head_group(f))
+            for (int k = 0; k < f->n_groups; k++) release(f, k);
         return;
     }
     // Backward done: the group's whole gradient is in full_grad; sum it over the shard group and

@@ -172,7 +172,9 @@ double ct_trainer_validate(ct_trainer *t) {
     ct_loader_reset(t->val_data);
     double loss_sum = 0;
     long valid = 0, mb_tokens = (long)c->micro_batch_size * c->seq_len;
-    for (int i = 0; i < c->val_steps; i++) {
+    // validation.steps batches the size of a training step's global batch, so every layout
+    // (micro-batch size, accumulation, data-parallel degree) evaluates the same tokens.
+    for (int i = 0; i < c->val_steps * c->gradient_accumulation_steps; i++) {
         ct_loader_next_batch(t->val_data, t->inputs, t->targets);
         for (long j = 0; j < mb_tokens; j++) valid += t->targets[j] >= 0;
         loss_sum += ct_llama_step(&t->acts, &t->weights, NULL, t->inputs, t->targets, 0.0f, &t->hooks);

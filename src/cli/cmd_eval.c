@@ -103,6 +103,10 @@ int ct_cmd_eval(int argc, char **argv) {
         goto done_loader;
     }
 
+    if (steps * B > windows)  // allowed (validation does the same), but worth a word
+        fprintf(stderr, "ctitan eval: note: %ld batches of %ld read the split's %ld windows more than once\n", steps, B,
+                windows);
+
     ct_llama_weights w;
     ct_llama_weights_init(&w, &table, &m, block);
     ct_llama_acts acts;

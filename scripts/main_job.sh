@@ -9,7 +9,7 @@ CORPUS=/usr/share/games/fortunes
 DATA=data/fortunes
 TOKENIZER=$DATA/tokenizer.tiktoken
 NRANKS=${NRANKS:-2}
-STEPS=${STEPS:-400}
+STEPS=${STEPS:-300}
 
 # The corpus's plain-text files (the package also ships index files *.dat and *.u8 duplicates).
 mapfile -t TEXTS < <(find "$CORPUS" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
@@ -30,7 +30,7 @@ NRANKS=$NRANKS CONFIG=configs/llama3_debug.toml scripts/run_train.sh \
 
 MODEL=outputs/llama3_debug/model.safetensors
 echo "== validation loss of the saved model"
-build/ctitan eval --model "$MODEL" --data "$DATA/shards" --split val
+build/ctitan eval --model "$MODEL" --data "$DATA/shards" --split val --batch 8
 echo "== a sample"
 build/ctitan generate --model "$MODEL" --tokenizer "$TOKENIZER" --prompt "The meaning of life is" \
   --max_new_tokens 60 --temperature 0.8 --top_k 40 --seed 1

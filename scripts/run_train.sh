@@ -41,6 +41,10 @@ fi
 [[ $OMP_NUM_THREADS =~ ^[0-9]+$ ]] && [ "$OMP_NUM_THREADS" -ge 1 ] ||
   die "OMP_NUM_THREADS must be a positive integer, got '$OMP_NUM_THREADS'"
 
+# Under mpirun a rank's stdout is a pipe or pty whatever the user's terminal is, so the trainer
+# learns from here whether to draw a progress bar (1) or print plain lines (0).
+if [ -t 1 ]; then export CTITAN_TTY=1; else export CTITAN_TTY=0; fi
+
 cmd=()
 if [ "$nranks" -gt 1 ]; then
   cmd+=(mpirun -np "$nranks")
@@ -49,7 +53,7 @@ if [ "$nranks" -gt 1 ]; then
   # needs --oversubscribe or OpenMPI refuses to start.
   if [ -z "${HOSTFILE:-}" ] && [ "$nranks" -gt "$cores" ]; then cmd+=(--oversubscribe); fi
   [ -n "${HOSTFILE:-}" ] && cmd+=(--hostfile "$HOSTFILE")
-  cmd+=(--bind-to none -x OMP_NUM_THREADS)
+  cmd+=(--bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY)
   if [ -n "${MPIRUN_ARGS:-}" ]; then
     read -r -a extra <<<"$MPIRUN_ARGS"
     cmd+=("${extra[@]}")

@@ -27,12 +27,12 @@ got=$(env -u OMP_NUM_THREADS NRANKS=2 CONFIG=$cfg DRY_RUN=1 $launch --x 1)
 t=$((cores / 2)); [ "$t" -ge 1 ] || t=1
 over=""; [ 2 -gt "$cores" ] && over="--oversubscribe "
 expect launcher_two_ranks \
-  "OMP_NUM_THREADS=$t mpirun -np 2 ${asroot}${over}--bind-to none -x OMP_NUM_THREADS $root/build/ctitan train --config $cfg --x 1" "$got"
+  "OMP_NUM_THREADS=$t mpirun -np 2 ${asroot}${over}--bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY $root/build/ctitan train --config $cfg --x 1" "$got"
 
 n=$((cores + 1))
 got=$(env -u OMP_NUM_THREADS NRANKS=$n CONFIG=$cfg DRY_RUN=1 $launch)
 expect launcher_oversubscribes_past_cores \
-  "OMP_NUM_THREADS=1 mpirun -np $n ${asroot}--oversubscribe --bind-to none -x OMP_NUM_THREADS $root/build/ctitan train --config $cfg" "$got"
+  "OMP_NUM_THREADS=1 mpirun -np $n ${asroot}--oversubscribe --bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY $root/build/ctitan train --config $cfg" "$got"
 
 got=$(OMP_NUM_THREADS=3 NRANKS=1 CONFIG=$cfg DRY_RUN=1 $launch)
 expect launcher_keeps_omp_threads "OMP_NUM_THREADS=3 $root/build/ctitan train --config $cfg" "$got"
@@ -40,7 +40,7 @@ expect launcher_keeps_omp_threads "OMP_NUM_THREADS=3 $root/build/ctitan train --
 echo "localhost slots=8" >"$tmp/hosts"
 got=$(OMP_NUM_THREADS=1 HOSTFILE=$tmp/hosts MPIRUN_ARGS="--mca btl_base_verbose 0" NRANKS=8 CONFIG=$cfg DRY_RUN=1 $launch)
 expect launcher_hostfile_and_extra_args \
-  "OMP_NUM_THREADS=1 mpirun -np 8 ${asroot}--hostfile $tmp/hosts --bind-to none -x OMP_NUM_THREADS --mca btl_base_verbose 0 $root/build/ctitan train --config $cfg" "$got"
+  "OMP_NUM_THREADS=1 mpirun -np 8 ${asroot}--hostfile $tmp/hosts --bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY --mca btl_base_verbose 0 $root/build/ctitan train --config $cfg" "$got"
 
 # Refusals: one line on stderr, exit 2, nothing run.
 refuse() {

@@ -1,6 +1,7 @@
 #include "metrics/metrics.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,7 +30,10 @@ ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_s
     memset(lg, 0, sizeof *lg);
     lg->quiet = quiet;
     lg->total_steps = total_steps;
-    lg->tty = isatty(STDOUT_FILENO);
+    // CTITAN_TTY (set by scripts/run_train.sh) wins: under mpirun stdout is never the terminal.
+    const char *tty = getenv("CTITAN_TTY");
+    lg->tty = tty && *tty ? atoi(tty) != 0 : isatty(STDOUT_FILENO);
+    lg->start = ct_now_seconds();
     if (quiet) return CT_OK;
     if (ct_make_dirs(folder)) return CT_ERR;
     char path[1100];
@@ -62,7 +66,6 @@ static void format_eta(char *buf, size_t n, double seconds) {
 }
 
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
-    lg->elapsed += m->step_seconds;
     if (lg->quiet) return;
     if (lg->jsonl) write_jsonl(lg->jsonl, m);
     char val[48] = "";
@@ -77,7 +80,8 @@ void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
         for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
         bar[width] = 0;
         char eta[32];
-        format_eta(eta, sizeof eta, lg->elapsed / m->step * (lg->total_steps - m->step));
+        double elapsed = ct_now_seconds() - lg->start;  // steps, validation and logging alike
+        format_eta(eta, sizeof eta, elapsed / m->step * (lg->total_steps - m->step));
         printf("\r\033[K[%s] step %d/%d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.2f TFLOP/s  MFU %.1f%%  %s  "
                "ETA %s",
                bar, m->step, lg->total_steps, m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, m->tflops,

@@ -27,7 +27,7 @@ typedef struct {
     bool tty;
     bool quiet;             // ranks other than 0 log nothing
     int total_steps;
-    double elapsed;         // seconds of steps so far, for the ETA
+    double start;           // when the logger opened, for the ETA
 } ct_metrics_logger;
 
 // Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing.

@@ -209,11 +209,11 @@ int ct_trainer_run(ct_trainer *t) {
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
         printf("ranks %d: %s\n", t->world.size, layout);
         printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
-               "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f TFLOP/s\n",
+               "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank\n",
                t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
                t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size,
                c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
-               t->peak_flops / 1e12);
+               t->peak_flops / 1e9);
     }
     if (t->val_data) {
         double v = ct_trainer_validate(t);

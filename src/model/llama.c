@@ -1,6 +1,7 @@
 #include "model/llama.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,62 +55,77 @@ void ct_llama_weights_free(ct_llama_weights *w) {
 
 // ------------------------------------------------------------------ activations
 
-void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
-    memset(a, 0, sizeof *a);
-    a->cfg = *m;
-    a->B = B;
-    a->T = T;
-    a->N = B * T;
-    long N = a->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, L = m->n_layers;
-    a->qkv_dim = (NH + 2L * m->n_kv_heads) * HS;
-    a->xent_chunk_rows = N < 256 ? N : 256;
-    long scratch = ct_attention_scratch_floats(T, T, HS);
-    long xent = ct_xent_scratch_floats(a->xent_chunk_rows, m->vocab_size);
-    if (xent > scratch) scratch = xent;
-
-    // Sizes of every buffer, in floats, rounded to 16 floats (64 bytes) so each starts aligned.
-#define R16(x) (((x) + 15) & ~15L)
-    long per_block = R16(N * C) * 4 + R16(N) * 2 + R16(N * a->qkv_dim) + R16(N * NH * HS) + R16(B * NH * T) +
-                     R16(N * 2 * F) + R16(N * F);
-    long total = per_block * L + R16(N * C) * 4 + R16(N) + R16(N * NH * HS) + R16(N * a->qkv_dim) + R16(N * F) +
-                 R16(N * 2 * F) + 2 * R16(T * HS / 2) + R16(scratch);
-    a->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
-    float *p = a->arena;
-#define TAKE(ptr, n)  \
-    do {              \
-        ptr = p;      \
-        p += R16(n);  \
+// Lays every buffer out from `base` (64-byte aligned slices) and returns the floats used. Run
+// once on a NULL base to measure, then on the allocation.
+static long carve(ct_llama_acts *a, float *base, long scratch) {
+    const ct_llama_config *m = &a->cfg;
+    long B = a->B, T = a->T, N = a->N, Nl = a->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long F = m->ffn_hidden, L = m->n_layers, QKV = a->qkv_dim;
+    bool sp = a->tp.sequence_parallel;
+    long used = 0;
+#define TAKE(ptr, n)                               \
+    do {                                           \
+        ptr = base ? base + used : NULL;           \
+        used += ((n) + 15) & ~15L;                 \
     } while (0)
-    a->blocks = ct_xcalloc((size_t)L, sizeof(ct_block_acts));
     for (long l = 0; l < L; l++) {
         ct_block_acts *b = &a->blocks[l];
-        TAKE(b->x, N * C);
+        TAKE(b->x, Nl * C);
         TAKE(b->norm1, N * C);
-        TAKE(b->rstd1, N);
-        TAKE(b->qkv, N * a->qkv_dim);
+        TAKE(b->rstd1, Nl);
+        TAKE(b->qkv, N * QKV);
         TAKE(b->att, N * NH * HS);
         TAKE(b->lse, B * NH * T);
-        TAKE(b->x_mid, N * C);
+        TAKE(b->x_mid, Nl * C);
         TAKE(b->norm2, N * C);
-        TAKE(b->rstd2, N);
+        TAKE(b->rstd2, Nl);
         TAKE(b->h13, N * 2 * F);
         TAKE(b->h, N * F);
     }
-    TAKE(a->x_final, N * C);
+    TAKE(a->x_final, Nl * C);
     TAKE(a->norm_f, N * C);
-    TAKE(a->rstd_f, N);
-    TAKE(a->dres, N * C);
+    TAKE(a->rstd_f, Nl);
+    TAKE(a->dres, Nl * C);
     TAKE(a->dnorm, N * C);
     TAKE(a->datt, N * NH * HS);
-    TAKE(a->dqkv, N * a->qkv_dim);
+    TAKE(a->dqkv, N * QKV);
     TAKE(a->dh, N * F);
     TAKE(a->dh13, N * 2 * F);
+    if (sp) {
+        TAKE(a->tmp_local, Nl * C);
+        TAKE(a->tmp_full, N * C);
+    }
     TAKE(a->rope_cos, T * HS / 2);
     TAKE(a->rope_sin, T * HS / 2);
     TAKE(a->scratch, scratch);
 #undef TAKE
-#undef R16
-    if (p - a->arena > total) ct_fatal("model", "activation arena overflow");
+    return used;
+}
+
+void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
+    ct_llama_acts_init_tp(a, m, B, T, NULL);
+}
+
+void ct_llama_acts_init_tp(ct_llama_acts *a, const ct_llama_config *m, long B, long T, const ct_tp_hooks *tp) {
+    memset(a, 0, sizeof *a);
+    a->cfg = *m;
+    if (tp) a->tp = *tp;
+    if (a->tp.size < 1) a->tp.size = 1;
+    a->B = B;
+    a->T = T;
+    a->N = B * T;
+    a->N_local = a->tp.sequence_parallel ? a->N / a->tp.size : a->N;
+    long HS = m->head_dim;
+    a->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
+    a->xent_chunk_rows = a->N < 256 ? a->N : 256;
+    long scratch = ct_attention_scratch_floats(T, T, HS);
+    long xent = a->tp.output_loss ? a->tp.output_loss_scratch_floats
+                                  : ct_xent_scratch_floats(a->xent_chunk_rows, m->vocab_size);
+    if (xent > scratch) scratch = xent;
+    a->blocks = ct_xcalloc((size_t)m->n_layers, sizeof(ct_block_acts));
+    long total = carve(a, NULL, scratch);
+    a->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    carve(a, a->arena, scratch);
     // Llama 3.1 RoPE scaling constants (factor 8, low 1, high 4, original context 8192).
     ct_rope_tables(a->rope_cos, a->rope_sin, T, HS, m->rope_theta, m->rope_scaling ? 8.0 : 0.0, 1.0, 4.0, 8192);
 }
@@ -120,53 +136,89 @@ void ct_llama_acts_free(ct_llama_acts *a) {
     memset(a, 0, sizeof *a);
 }
 
+// ------------------------------------------------------------------ tensor-parallel edges
+
+// f: local rows of the residual stream -> the full rows the column-parallel matmuls read.
+static void gather_rows(const ct_llama_acts *a, const float *local, float *full) {
+    if (a->tp.gather_rows && a->tp.sequence_parallel)
+        a->tp.gather_rows(a->tp.ctx, local, full, a->N_local, a->cfg.dim);
+}
+
+// g: partial sums of a row-parallel matmul -> reduced local rows (in place without sequence parallel).
+static void reduce_rows(const ct_llama_acts *a, float *full, float *local) {
+    if (a->tp.reduce_rows) a->tp.reduce_rows(a->tp.ctx, full, local, a->N_local, a->cfg.dim);
+}
+
+// Where a norm's output goes before gather_rows: straight into the full buffer unless sequence
+// parallel splits the rows.
+static float *norm_out(const ct_llama_acts *a, float *full) { return a->tp.sequence_parallel ? a->tmp_local : full; }
+// Where a row-parallel matmul writes its partial sums: into the local buffer itself (reduced in
+// place) unless sequence parallel reduce-scatters them.
+static float *partial_out(const ct_llama_acts *a, float *local) {
+    return a->tp.sequence_parallel ? a->tmp_full : local;
+}
+
 // ------------------------------------------------------------------ one block
 
 static void block_forward(ct_llama_acts *a, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_llama_config *m = &a->cfg;
-    long B = a->B, T = a->T, N = a->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
-    long F = m->ffn_hidden, QKV = a->qkv_dim;
+    long B = a->B, T = a->T, N = a->N, Nl = a->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = a->qkv_dim;
     float *q = s->qkv, *k = s->qkv + NH * HS, *v = s->qkv + (NH + NKV) * HS;
 
-    ct_rmsnorm_forward(s->norm1, s->rstd1, s->x, w->attn_norm, N, C, (float)m->norm_eps);
-    ct_linear_forward(s->qkv, s->norm1, w->wqkv, N, C, QKV);  // (N, QKV)
+    float *n1 = norm_out(a, s->norm1);
+    ct_rmsnorm_forward(n1, s->rstd1, s->x, w->attn_norm, Nl, C, (float)m->norm_eps);
+    gather_rows(a, n1, s->norm1);                              // (N, C)
+    ct_linear_forward(s->qkv, s->norm1, w->wqkv, N, C, QKV);  // (N, QKV) this rank's heads
     ct_rope_forward(q, a->rope_cos, a->rope_sin, NULL, B, T, NH, HS, QKV);
     ct_rope_forward(k, a->rope_cos, a->rope_sin, NULL, B, T, NKV, HS, QKV);
     ct_attention_forward(s->att, s->lse, q, QKV, k, QKV, v, QKV, NULL, NULL, B, T, T, NH, NKV, HS, a->scratch);
-    ct_linear_forward(s->x_mid, s->att, w->wo, N, NH * HS, C);  // (N, C)
-    ct_add_inplace(s->x_mid, s->x, N * C);
+    float *y = partial_out(a, s->x_mid);
+    ct_linear_forward(y, s->att, w->wo, N, NH * HS, C);  // (N, C) partial over tp
+    reduce_rows(a, y, s->x_mid);                         // (N_l, C)
+    ct_add_inplace(s->x_mid, s->x, Nl * C);
 
-    ct_rmsnorm_forward(s->norm2, s->rstd2, s->x_mid, w->ffn_norm, N, C, (float)m->norm_eps);
+    float *n2 = norm_out(a, s->norm2);
+    ct_rmsnorm_forward(n2, s->rstd2, s->x_mid, w->ffn_norm, Nl, C, (float)m->norm_eps);
+    gather_rows(a, n2, s->norm2);
     ct_linear_forward(s->h13, s->norm2, w->w13, N, C, 2 * F);  // (N, 2F)
     ct_swiglu_forward(s->h, s->h13, N, F);                     // (N, F)
-    ct_linear_forward(out, s->h, w->w2, N, F, C);              // (N, C)
-    ct_add_inplace(out, s->x_mid, N * C);
+    y = partial_out(a, out);
+    ct_linear_forward(y, s->h, w->w2, N, F, C);  // (N, C) partial over tp
+    reduce_rows(a, y, out);
+    ct_add_inplace(out, s->x_mid, Nl * C);
 }
 
-// dres (N, C): on entry the gradient of the block's output, on exit that of its input.
+// dres (N_l, C): on entry the gradient of the block's output, on exit that of its input.
 static void block_backward(ct_llama_acts *a, const ct_block_acts *s, const ct_block_weights *w,
                            ct_block_weights *g) {
     const ct_llama_config *m = &a->cfg;
-    long B = a->B, T = a->T, N = a->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
-    long F = m->ffn_hidden, QKV = a->qkv_dim;
+    long B = a->B, T = a->T, N = a->N, Nl = a->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = a->qkv_dim;
     const float *q = s->qkv, *k = s->qkv + NH * HS, *v = s->qkv + (NH + NKV) * HS;
     float *dq = a->dqkv, *dk = a->dqkv + NH * HS, *dv = a->dqkv + (NH + NKV) * HS;
+    float *dy = partial_out(a, a->dres);  // (N, C): the residual gradient on all rows
 
-    // feed-forward: out = x_mid + w2(swiglu(w13(norm2(x_mid))))
-    ct_linear_backward(a->dh, g->w2, a->dres, s->h, w->w2, N, F, C);
+    // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
+    gather_rows(a, a->dres, dy);  // backward of g
+    ct_linear_backward(a->dh, g->w2, dy, s->h, w->w2, N, F, C);
     ct_swiglu_backward(a->dh13, a->dh, s->h13, N, F);
     ct_linear_backward(a->dnorm, g->w13, a->dh13, s->norm2, w->w13, N, C, 2 * F);
-    ct_rmsnorm_backward(a->dres, g->ffn_norm, a->dnorm, s->x_mid, w->ffn_norm, s->rstd2, N, C);
+    float *dn = norm_out(a, a->dnorm);
+    reduce_rows(a, a->dnorm, dn);  // backward of f: sum the partial input gradients over tp
+    ct_rmsnorm_backward(a->dres, g->ffn_norm, dn, s->x_mid, w->ffn_norm, s->rstd2, Nl, C);
 
-    // attention: x_mid = x + wo(attention(rope(wqkv(norm1(x)))))
-    ct_linear_backward(a->datt, g->wo, a->dres, s->att, w->wo, N, NH * HS, C);
+    // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
+    gather_rows(a, a->dres, dy);
+    ct_linear_backward(a->datt, g->wo, dy, s->att, w->wo, N, NH * HS, C);
     memset(a->dqkv, 0, (size_t)(N * QKV) * sizeof(float));
     ct_attention_backward(dq, dk, dv, a->datt, s->att, s->lse, q, QKV, k, QKV, v, QKV, NULL, NULL, B, T, T, NH,
                           NKV, HS, a->scratch);
     ct_rope_backward(dq, a->rope_cos, a->rope_sin, NULL, B, T, NH, HS, QKV);
     ct_rope_backward(dk, a->rope_cos, a->rope_sin, NULL, B, T, NKV, HS, QKV);
     ct_linear_backward(a->dnorm, g->wqkv, a->dqkv, s->norm1, w->wqkv, N, C, QKV);
-    ct_rmsnorm_backward(a->dres, g->attn_norm, a->dnorm, s->x, w->attn_norm, s->rstd1, N, C);
+    reduce_rows(a, a->dnorm, dn);
+    ct_rmsnorm_backward(a->dres, g->attn_norm, dn, s->x, w->attn_norm, s->rstd1, Nl, C);
 }
 
 // ------------------------------------------------------------------ the model
@@ -177,14 +229,27 @@ static void hook(const ct_llama_hooks *h, int before, int group, int phase) {
     if (fn) fn(h->ctx, group, phase);
 }
 
+static double output_loss(ct_llama_acts *a, float *dx, float *dW, const float *W, const int32_t *targets,
+                          float grad_scale) {
+    const ct_llama_config *m = &a->cfg;
+    if (a->tp.output_loss)
+        return a->tp.output_loss(a->tp.ctx, dx, dW, a->norm_f, W, targets, a->N, m->dim, m->vocab_size,
+                                 (long)a->tp.rank * m->vocab_size, grad_scale, a->xent_chunk_rows, a->scratch);
+    return ct_xent_fused(dx, dW, a->norm_f, W, targets, a->N, m->dim, m->vocab_size, grad_scale, a->xent_chunk_rows,
+                         a->scratch);
+}
+
 double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale, const ct_llama_hooks *hooks) {
     const ct_llama_config *m = &a->cfg;
-    long N = a->N, C = m->dim, V = m->vocab_size;
+    long N = a->N, Nl = a->N_local, C = m->dim, V = m->vocab_size, vocab_start = (long)a->tp.rank * V;
     int L = m->n_layers, head = L + 1;
 
+    // Embedding: this rank's vocabulary rows (zeros for other tokens), summed over tp.
     hook(hooks, 1, 0, CT_FORWARD);
-    ct_embedding_forward(a->blocks[0].x, inputs, w->tok_embeddings, N, C, 0, V);
+    float *x0 = a->blocks[0].x, *e = partial_out(a, x0);
+    ct_embedding_forward(e, inputs, w->tok_embeddings, N, C, vocab_start, V);
+    reduce_rows(a, e, x0);
     hook(hooks, 0, 0, CT_FORWARD);
     for (int l = 0; l < L; l++) {
         hook(hooks, 1, 1 + l, CT_FORWARD);
@@ -194,17 +259,19 @@ double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *gr
 
     // Output head: final norm, then output projection fused with cross-entropy (and its backward).
     hook(hooks, 1, head, CT_FORWARD);
-    ct_rmsnorm_forward(a->norm_f, a->rstd_f, a->x_final, w->norm, N, C, (float)m->norm_eps);
+    float *nf = norm_out(a, a->norm_f);
+    ct_rmsnorm_forward(nf, a->rstd_f, a->x_final, w->norm, Nl, C, (float)m->norm_eps);
+    gather_rows(a, nf, a->norm_f);
     if (!grads) {
-        double loss = ct_xent_fused(NULL, NULL, a->norm_f, w->output, targets, N, C, V, 0.0f, a->xent_chunk_rows,
-                                    a->scratch);
+        double loss = output_loss(a, NULL, NULL, w->output, targets, 0.0f);
         hook(hooks, 0, head, CT_FORWARD);
         return loss;
     }
-    double loss = ct_xent_fused(a->dnorm, grads->output, a->norm_f, w->output, targets, N, C, V, grad_scale,
-                                a->xent_chunk_rows, a->scratch);
-    memset(a->dres, 0, (size_t)(N * C) * sizeof(float));
-    ct_rmsnorm_backward(a->dres, grads->norm, a->dnorm, a->x_final, w->norm, a->rstd_f, N, C);
+    double loss = output_loss(a, a->dnorm, grads->output, w->output, targets, grad_scale);
+    float *dn = norm_out(a, a->dnorm);
+    reduce_rows(a, a->dnorm, dn);  // dx of the vocabulary-split projection is partial over tp
+    memset(a->dres, 0, (size_t)(Nl * C) * sizeof(float));
+    ct_rmsnorm_backward(a->dres, grads->norm, dn, a->x_final, w->norm, a->rstd_f, Nl, C);
     hook(hooks, 0, head, CT_BACKWARD);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -213,7 +280,9 @@ double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *gr
         hook(hooks, 0, 1 + l, CT_BACKWARD);
     }
     hook(hooks, 1, 0, CT_BACKWARD);
-    ct_embedding_backward(grads->tok_embeddings, a->dres, inputs, N, C, 0, V);
+    float *dx0 = partial_out(a, a->dres);
+    gather_rows(a, a->dres, dx0);
+    ct_embedding_backward(grads->tok_embeddings, dx0, inputs, N, C, vocab_start, V);
     hook(hooks, 0, 0, CT_BACKWARD);
     return loss;
 }

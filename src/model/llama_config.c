@@ -59,6 +59,21 @@ ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c) {
     return CT_OK;
 }
 
+ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_config *local) {
+    *local = *m;
+    if (tp <= 1) return CT_OK;
+    const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
+    int value[] = {m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size};
+    for (int i = 0; i < 4; i++)
+        if (value[i] % tp)
+            return ct_set_error("parallelism.compute_parallel_degree %d does not divide %s %d", tp, what[i], value[i]);
+    local->n_heads /= tp;
+    local->n_kv_heads /= tp;
+    local->ffn_hidden /= tp;
+    local->vocab_size /= tp;
+    return CT_OK;
+}
+
 long ct_llama_embedding_params(const ct_llama_config *m) { return (long)m->vocab_size * m->dim; }
 
 long ct_llama_num_params(const ct_llama_config *m) {

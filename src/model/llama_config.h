@@ -28,6 +28,11 @@ int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier);
 // Flavor (debugmodel, 8B, 70B, 405B) plus the config's overrides; validates divisibility.
 ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c);
 
+// The dimensions one tensor-parallel rank computes with: heads, kv heads, FFN hidden and
+// vocabulary divided by tp (dim and head_dim unchanged). A tp degree that does not divide them
+// is refused with a message naming both numbers.
+ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_config *local);
+
 // Number of parameters, total and in the token embedding.
 long ct_llama_num_params(const ct_llama_config *m);
 long ct_llama_embedding_params(const ct_llama_config *m);

@@ -8,12 +8,20 @@
 #include "core/error.h"
 #include "core/rng.h"
 
+// Adds a tensor of global shape (rows, cols); tp_dim says which dimension this rank holds
+// 1/tp of (the tp_rank-th slice), -1 for a replicated tensor.
 static void add(ct_param_table *t, int *cap, const char *name, long rows, long cols, int group, ct_init_kind init,
-                double std) {
+                double std, int tp_dim, int tp_rank, int tp_size) {
     if (t->count == *cap) ct_fatal("params", "registry overflow");
     ct_param *p = &t->params[t->count++];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = cols > 1 ? 2 : 1;
+    p->global_shape[0] = rows;
+    p->global_shape[1] = cols;
+    p->tp_dim = tp_size > 1 ? tp_dim : -1;
+    if (p->tp_dim == 0) rows /= tp_size;
+    if (p->tp_dim == 1) cols /= tp_size;
+    p->tp_start = p->tp_dim == 0 ? tp_rank * rows : p->tp_dim == 1 ? tp_rank * cols : 0;
     p->shape[0] = rows;
     p->shape[1] = cols;
     p->numel = rows * cols;
@@ -24,7 +32,9 @@ static void add(ct_param_table *t, int *cap, const char *name, long rows, long c
     t->total += p->numel;
 }
 
-void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) {
+void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
+
+void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size) {
     memset(t, 0, sizeof *t);
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
     long NH = m->n_heads, NKV = m->n_kv_heads;
@@ -36,27 +46,27 @@ void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) {
     char name[CT_PARAM_NAME];
 
     t->group_offset[0] = 0;
-    add(t, &cap, "tok_embeddings.weight", V, C, 0, CT_INIT_NORMAL, std);
+    add(t, &cap, "tok_embeddings.weight", V, C, 0, CT_INIT_NORMAL, std, 0, tp_rank, tp_size);
     for (int l = 0; l < m->n_layers; l++) {
         int g = 1 + l;
         t->group_offset[g] = t->total;
-#define P(suffix, rows, cols, init, s)                             \
+#define P(suffix, rows, cols, init, s, split)                       \
     snprintf(name, sizeof name, "layers.%d.%s", l, suffix);        \
-    add(t, &cap, name, rows, cols, g, init, s)
-        P("attention_norm.weight", C, 1, CT_INIT_ONES, 0);
-        P("attention.wq.weight", NH * HS, C, CT_INIT_NORMAL, std);
-        P("attention.wk.weight", NKV * HS, C, CT_INIT_NORMAL, std);
-        P("attention.wv.weight", NKV * HS, C, CT_INIT_NORMAL, std);
-        P("attention.wo.weight", C, NH * HS, CT_INIT_NORMAL, std_out);
-        P("ffn_norm.weight", C, 1, CT_INIT_ONES, 0);
-        P("feed_forward.w1.weight", F, C, CT_INIT_NORMAL, std);
-        P("feed_forward.w3.weight", F, C, CT_INIT_NORMAL, std);
-        P("feed_forward.w2.weight", C, F, CT_INIT_NORMAL, std_out);
+    add(t, &cap, name, rows, cols, g, init, s, split, tp_rank, tp_size)
+        P("attention_norm.weight", C, 1, CT_INIT_ONES, 0, -1);
+        P("attention.wq.weight", NH * HS, C, CT_INIT_NORMAL, std, 0);  // column-parallel: heads
+        P("attention.wk.weight", NKV * HS, C, CT_INIT_NORMAL, std, 0);
+        P("attention.wv.weight", NKV * HS, C, CT_INIT_NORMAL, std, 0);
+        P("attention.wo.weight", C, NH * HS, CT_INIT_NORMAL, std_out, 1);  // row-parallel
+        P("ffn_norm.weight", C, 1, CT_INIT_ONES, 0, -1);
+        P("feed_forward.w1.weight", F, C, CT_INIT_NORMAL, std, 0);
+        P("feed_forward.w3.weight", F, C, CT_INIT_NORMAL, std, 0);
+        P("feed_forward.w2.weight", C, F, CT_INIT_NORMAL, std_out, 1);
 #undef P
     }
     t->group_offset[m->n_layers + 1] = t->total;
-    add(t, &cap, "norm.weight", C, 1, m->n_layers + 1, CT_INIT_ONES, 0);
-    add(t, &cap, "output.weight", V, C, m->n_layers + 1, CT_INIT_NORMAL, std);
+    add(t, &cap, "norm.weight", C, 1, m->n_layers + 1, CT_INIT_ONES, 0, -1, tp_rank, tp_size);
+    add(t, &cap, "output.weight", V, C, m->n_layers + 1, CT_INIT_NORMAL, std, 0, tp_rank, tp_size);
     t->group_offset[t->n_groups] = t->total;
 }
 
@@ -72,6 +82,21 @@ const ct_param *ct_param_find(const ct_param_table *t, const char *name) {
     return NULL;
 }
 
+long ct_param_global_index(const ct_param *p, long local) {
+    if (p->tp_dim == 0) return p->tp_start * p->shape[1] + local;
+    if (p->tp_dim == 1) {
+        long row = local / p->shape[1], col = local % p->shape[1];
+        return row * p->global_shape[1] + p->tp_start + col;
+    }
+    return local;
+}
+
+long ct_param_contiguous_run(const ct_param *p, long local, long max) {
+    if (p->tp_dim != 1) return max;
+    long left_in_row = p->shape[1] - local % p->shape[1];  // column slices break at row ends
+    return left_in_row < max ? left_in_row : max;
+}
+
 void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst) {
     if (p->init == CT_INIT_ONES) {
         for (long i = 0; i < n; i++) dst[i] = 1.0f;
@@ -79,7 +104,8 @@ void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, f
     }
     uint64_t key = ct_rng_key(seed, p->name);
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) dst[i] = (float)(p->init_std * ct_rng_normal(key, (uint64_t)(begin + i)));
+    for (long i = 0; i < n; i++)
+        dst[i] = (float)(p->init_std * ct_rng_normal(key, (uint64_t)ct_param_global_index(p, begin + i)));
 }
 
 void ct_param_init_all(const ct_param_table *t, uint64_t seed, float *block) {

@@ -18,7 +18,10 @@ typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
 typedef struct {
     char name[CT_PARAM_NAME];  // e.g. "layers.0.attention.wq.weight"
     int ndim;
-    long shape[2];             // global shape (rows, cols); 1-D tensors have shape[1] = 1
+    long shape[2];             // this rank's shape (rows, cols); 1-D tensors have shape[1] = 1
+    long global_shape[2];      // the whole tensor's shape (= shape without tensor parallelism)
+    int tp_dim;                // split over tp: -1 replicated, 0 rows, 1 columns
+    long tp_start;             // first global row (tp_dim 0) or column (tp_dim 1) held here
     long offset;               // element offset in the flat block
     long numel;
     int group;                 // FSDP group: 0 embedding, 1..L blocks, L+1 norm + output
@@ -34,7 +37,17 @@ typedef struct {
     long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
 } ct_param_table;
 
+// The whole model (no tensor parallelism).
 void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
+// This tp rank's part under Megatron's split (m: the global config; tp_size must divide heads,
+// kv heads, FFN hidden and vocabulary — ct_llama_config_local checks): wq, wk, wv, w1, w3 and
+// both embedding and output split by rows (heads, FFN columns, vocabulary), wo and w2 by
+// columns, norm weights replicated.
+void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size);
+// Global flattened index of local element `local` of p.
+long ct_param_global_index(const ct_param *p, long local);
+// How many local elements from `local` on (at most max) map to consecutive global indices.
+long ct_param_contiguous_run(const ct_param *p, long local, long max);
 void ct_param_table_free(ct_param_table *t);
 const ct_param *ct_param_find(const ct_param_table *t, const char *name);
 
@@ -45,7 +58,7 @@ const ct_param *ct_param_find(const ct_param_table *t, const char *name);
 //   wo, w2 (residual outs)   normal(0, 0.02 / sqrt(2 * n_layers))   depth-scaled
 //   tok_embeddings           normal(0, 0.02)
 //   output                   normal(0, 0.02)   (small logits: loss at step 0 is ln(V))
-// Fills dst with elements [begin, begin + n) of parameter p's flattened global tensor.
+// Fills dst with local elements [begin, begin + n) of parameter p (values by global index).
 void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst);
 // Initialises the whole flat block.
 void ct_param_init_all(const ct_param_table *t, uint64_t seed, float *block);

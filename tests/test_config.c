@@ -514,11 +514,9 @@ static void test_not_implemented(void) {
     static const struct {
         const char *key, *value, *setting;
     } cases[] = {
-        {"parallelism.compute_parallel_degree", "2", "parallelism.compute_parallel_degree"},
         {"parallelism.pipeline_degree", "2", "parallelism.pipeline_degree"},
         {"parallelism.context_extension_degree", "2", "parallelism.context_extension_degree"},
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
-        {"sequence_parallel.enable", "true", "sequence_parallel.enable"},
         {"compile.enable", "true", "compile.enable"},
         {"mixed_precision", "bf16", "mixed_precision"},
         {"activation_checkpoint.selective", "true", "activation_checkpoint.selective"},
@@ -718,7 +716,7 @@ static void test_every_config_file_parses(void) {
               c.context_extension_degree == 4 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.mxfp8 &&
               !strcmp(c.flavor, "405B"),
           "405B layout");
-    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.compute_parallel_degree");
+    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.pipeline_degree");
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,

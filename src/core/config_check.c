@@ -104,11 +104,9 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->compute_parallel_degree > 1, "parallelism.compute_parallel_degree");
     NOT_YET(c->pipeline_degree > 1, "parallelism.pipeline_degree");
     NOT_YET(c->context_extension_degree > 1, "parallelism.context_extension_degree");
     NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
-    NOT_YET(c->sequence_parallel, "sequence_parallel.enable");
     NOT_YET(c->compile, "compile.enable");
     NOT_YET(!strcmp(c->mixed_precision, "bf16"), "mixed_precision");
     NOT_YET(c->ac_selective, "activation_checkpoint.selective");
@@ -117,9 +115,9 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->mxfp8, "quantization.mxfp8.enable");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
-    // Data sharding and replication (FSDP, DDP, HSDP) are built. pipeline_schedule,
-    // pipeline_stages_per_rank and disable_loss_parallel only act together with a degree that
-    // is refused above.
+    // Data sharding and replication (FSDP, DDP, HSDP) and compute parallelism (tensor, sequence
+    // and loss parallel) are built. pipeline_schedule and pipeline_stages_per_rank only act
+    // together with a degree that is refused above.
     return CT_OK;
 }
 

@@ -102,6 +102,8 @@ static long carve(ct_llama_acts *a, float *base, long scratch) {
     return used;
 }
 
+long ct_llama_xent_chunk_rows(long N) { return N < 256 ? N : 256; }
+
 void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
     ct_llama_acts_init_tp(a, m, B, T, NULL);
 }
@@ -117,7 +119,7 @@ void ct_llama_acts_init_tp(ct_llama_acts *a, const ct_llama_config *m, long B, l
     a->N_local = a->tp.sequence_parallel ? a->N / a->tp.size : a->N;
     long HS = m->head_dim;
     a->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
-    a->xent_chunk_rows = a->N < 256 ? a->N : 256;
+    a->xent_chunk_rows = ct_llama_xent_chunk_rows(a->N);
     long scratch = ct_attention_scratch_floats(T, T, HS);
     long xent = a->tp.output_loss ? a->tp.output_loss_scratch_floats
                                   : ct_xent_scratch_floats(a->xent_chunk_rows, m->vocab_size);

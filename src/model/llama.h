@@ -107,6 +107,8 @@ typedef struct {
 } ct_llama_acts;
 
 void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T);
+// Rows of logits the output loss computes at a time, for N = B·T rows (sizes its scratch).
+long ct_llama_xent_chunk_rows(long N);
 // Under tensor parallelism: m is this rank's config (ct_llama_config_local), tp the hooks.
 void ct_llama_acts_init_tp(ct_llama_acts *a, const ct_llama_config *m, long B, long T, const ct_tp_hooks *tp);
 void ct_llama_acts_free(ct_llama_acts *a);

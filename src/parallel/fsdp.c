@@ -72,20 +72,24 @@ void ct_fsdp_free(ct_fsdp *f) {
     memset(f, 0, sizeof *f);
 }
 
-void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) {
+long ct_fsdp_param_range(const ct_fsdp *f, const ct_param *p, long *begin, long *local_offset) {
     const ct_param_table *t = f->table;
-    int N = nshards(f), r = f->shard_group->rank;
-    for (int i = 0; i < t->count; i++) {
-        const ct_param *p = &t->params[i];
-        int g = p->group;
-        // This rank's shard covers [lo, hi) of the group's flat elements.
-        long lo = (long)r * f->shard_numel[g], hi = lo + f->shard_numel[g];
-        long p_lo = p->offset - t->group_offset[g], p_hi = p_lo + p->numel;
-        long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
-        if (a >= b) continue;
-        ct_param_init_range(p, seed, a - p_lo, b - a, f->params + f->shard_offset[g] + (a - lo));
+    int g = p->group;
+    long lo = (long)f->shard_group->rank * f->shard_numel[g], hi = lo + f->shard_numel[g];  // this shard
+    long p_lo = p->offset - t->group_offset[g], p_hi = p_lo + p->numel;                     // the tensor
+    long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
+    if (a >= b) return 0;
+    *begin = a - p_lo;
+    *local_offset = f->shard_offset[g] + (a - lo);
+    return b - a;
+}
+
+void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) {
+    for (int i = 0; i < f->table->count; i++) {
+        const ct_param *p = &f->table->params[i];
+        long begin, off, n = ct_fsdp_param_range(f, p, &begin, &off);
+        if (n) ct_param_init_range(p, seed, begin, n, f->params + off);
     }
-    (void)N;
 }
 
 // ------------------------------------------------------------------ gather / release
@@ -157,12 +161,6 @@ ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f) {
 void ct_fsdp_reduce_replicas(ct_fsdp *f) {
     if (f->replicate_group && f->replicate_group->size > 1)
         ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_COMM_F32, CT_COMM_SUM);
-}
-
-double ct_fsdp_grad_sum_squares(ct_fsdp *f) {
-    double local = ct_sum_squares(f->grads, f->local_numel);  // padding stays zero
-    ct_comm_all_reduce(f->shard_group, &local, &local, 1, CT_COMM_F64, CT_COMM_SUM);
-    return local;
 }
 
 void ct_fsdp_gather_full(ct_fsdp *f, float *full) {

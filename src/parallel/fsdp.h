@@ -67,8 +67,10 @@ ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f);
 
 // After the step's micro-batches: all-reduce gradient shards over the replicas (HSDP / DDP).
 void ct_fsdp_reduce_replicas(ct_fsdp *f);
-// Σ grad² over every element of the model, each counted once (sum over the shard group).
-double ct_fsdp_grad_sum_squares(ct_fsdp *f);
+// The part of parameter p held in this rank's shard: elements [*begin, *begin + n) of p (its
+// local flattened index) sit at f->params + *local_offset (and the same offset in f->grads).
+// Returns n (0 when the shard holds none of p).
+long ct_fsdp_param_range(const ct_fsdp *f, const ct_param *p, long *begin, long *local_offset);
 // Gathers the whole flat parameter block (registry order) into full (table->total floats) on
 // every rank: for checks, export and checkpoints; not for the step.
 void ct_fsdp_gather_full(ct_fsdp *f, float *full);

@@ -32,17 +32,18 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
         snprintf(why, sizeof why, "%s", ct_last_error());
         return ct_set_error("checkpoint.initial_load_path: %s (%s)", why, path);
     }
-    ct_model_file *f = ct_model_open(path, &t->table);
+    ct_model_file *f = ct_model_open(path, &t->global_table);
     if (!f) return CT_ERR;
-    const ct_fsdp *fs = &t->fsdp;
-    int r = fs->shard_group->rank;
     for (int i = 0; i < t->table.count; i++) {
-        const ct_param *p = &t->table.params[i];
-        int g = p->group;
-        long lo = (long)r * fs->shard_numel[g], hi = lo + fs->shard_numel[g];  // this rank's shard
-        long p_lo = p->offset - t->table.group_offset[g], p_hi = p_lo + p->numel;
-        long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
-        if (a < b) ct_model_read_range(f, p, a - p_lo, b - a, fs->params + fs->shard_offset[g] + (a - lo));
+        const ct_param *p = &t->table.params[i];  // this rank's tp slice
+        const ct_param *gp = ct_param_find(&t->global_table, p->name);
+        long begin, off, n = ct_fsdp_param_range(&t->fsdp, p, &begin, &off);
+        // A column slice is not contiguous in the file: read it run by run.
+        for (long k = 0; k < n;) {
+            long run = ct_param_contiguous_run(p, begin + k, n - k);
+            ct_model_read_range(f, gp, ct_param_global_index(p, begin + k), run, t->fsdp.params + off + k);
+            k += run;
+        }
     }
     ct_model_close(f);
     return CT_OK;
@@ -59,15 +60,23 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
-    ct_param_table_build(&t->table, &t->model);
-
     if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
                : ct_comm_group_world(&t->world, CT_COMM_DEFAULT_TIMEOUT_S))
         return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
-    if (cfg->micro_batch_size < 1) return ct_set_error("micro_batch_size must be at least 1");
+
+    ct_group *tp = &t->mesh.dim[CT_MESH_TP];
+    t->tp = (ct_tp){.group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
+                    .gather_logits = cfg->disable_loss_parallel};
+    if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
+    long tokens_per_micro_batch = (long)cfg->micro_batch_size * cfg->seq_len;
+    if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
+        return ct_set_error("sequence_parallel.enable: micro_batch_size x seq_len = %ld tokens do not split over "
+                            "compute_parallel_degree %d", tokens_per_micro_batch, tp->size);
+    ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
+    ct_param_table_build(&t->global_table, &t->model);
 
     // Views start empty: FSDP points them at its shards or gather buffers.
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
@@ -83,7 +92,9 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
-    ct_llama_acts_init(&t->acts, &t->model, cfg->micro_batch_size, cfg->seq_len);
+    ct_tp_hooks tp_hooks =
+        ct_tp_make_hooks(&t->tp, ct_llama_xent_chunk_rows(tokens_per_micro_batch), t->local_model.vocab_size);
+    ct_llama_acts_init_tp(&t->acts, &t->local_model, cfg->micro_batch_size, cfg->seq_len, &tp_hooks);
 
     t->train_data = open_loader(t, cfg->dataset, "train", false);
     if (!t->train_data) return CT_ERR;
@@ -114,6 +125,7 @@ void ct_trainer_free(ct_trainer *t) {
     ct_mesh_free(&t->mesh);
     ct_comm_group_free(&t->world);
     ct_param_table_free(&t->table);
+    ct_param_table_free(&t->global_table);
 }
 
 double ct_trainer_step(ct_trainer *t) {
@@ -138,9 +150,10 @@ double ct_trainer_step(ct_trainer *t) {
         loss_sum += ct_llama_step(&t->acts, &t->weights, &t->grad_views, t->inputs + i * mb_tokens,
                                   t->targets + i * mb_tokens, grad_scale, &t->hooks);
     ct_fsdp_reduce_replicas(&t->fsdp);
+    ct_tp_reduce_replicated_grads(&t->tp, &t->fsdp);
     ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_COMM_F64, CT_COMM_SUM);
 
-    double norm = sqrt(ct_fsdp_grad_sum_squares(&t->fsdp));
+    double norm = sqrt(ct_tp_grad_sum_squares(&t->tp, &t->fsdp));
     double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
     double lr = ct_lr_at(&t->schedule, t->step + 1);
     ct_adamw_step(&t->adam, t->fsdp.params, t->fsdp.grads, lr, clip);
@@ -157,8 +170,9 @@ double ct_trainer_step(ct_trainer *t) {
     // Step time is the slowest rank's: the job moves at that pace.
     ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_COMM_F64, CT_COMM_MAX);
     m->step_seconds = dt;
-    m->tokens_per_s_rank = (double)accum * mb_tokens / dt;
-    m->tokens_per_s = m->tokens_per_s_rank * t->mesh.dp.size;
+    // Each data-parallel rank's micro-batches are new tokens; tp ranks share theirs.
+    m->tokens_per_s = (double)accum * mb_tokens * t->mesh.dp.size / dt;
+    m->tokens_per_s_rank = m->tokens_per_s / t->world.size;
     m->tflops = m->tokens_per_s_rank * t->flops_per_token * 1e-12;
     m->mfu = t->peak_flops > 0 ? m->tflops * 1e12 / t->peak_flops : 0.0;
     m->val_loss = -1;
@@ -187,10 +201,10 @@ double ct_trainer_validate(ct_trainer *t) {
 ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     ct_st_dtype dtype;
     if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
-    float *full = ct_xmalloc((size_t)t->table.total * sizeof(float));  // (P) the whole model
-    ct_fsdp_gather_full(&t->fsdp, full);
+    float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
+    ct_tp_gather_full(&t->tp, &t->fsdp, &t->model, &t->global_table, full);
     int32_t ok = 1;
-    if (t->world.rank == 0) ok = ct_model_save(path, &t->table, &t->model, full, dtype) == CT_OK;
+    if (t->world.rank == 0) ok = ct_model_save(path, &t->global_table, &t->model, full, dtype) == CT_OK;
     free(full);
     // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
     ct_comm_broadcast(&t->world, &ok, 1, CT_COMM_I32, 0);

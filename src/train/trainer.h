@@ -10,13 +10,16 @@
 #include "metrics/metrics.h"
 #include "model/llama.h"
 #include "parallel/fsdp.h"
+#include "parallel/tensor_parallel.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 
 typedef struct {
     ct_config cfg;
-    ct_llama_config model;
-    ct_param_table table;
+    ct_llama_config model;        // the whole model's dimensions
+    ct_llama_config local_model;  // what this tp rank computes with (= model without tp)
+    ct_param_table table;         // this rank's tp slice of every tensor (FSDP shards it further)
+    ct_param_table global_table;  // the whole model: model files, exports
 
     ct_group world;
     ct_mesh mesh;
@@ -24,6 +27,7 @@ typedef struct {
 
     // Parameter state: this rank's FSDP shards (the whole model when the shard group is 1).
     ct_fsdp fsdp;
+    ct_tp tp;
     ct_llama_hooks hooks;
     ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;

@@ -1,0 +1,47 @@
+// Tensor (compute) parallelism, Megatron style, with sequence parallel and loss parallel.
+//
+// Each tp rank holds a slice of every matrix (ct_param_table_build_tp): wq, wk, wv, w1, w3
+// column-parallel (heads, FFN columns), wo and w2 row-parallel, embedding and output split over
+// the vocabulary, norm weights whole on every rank. The model (model/llama.c) computes with the
+// local dimensions and calls the hooks made here at the edges of the parallel regions:
+//   without sequence parallel   f = identity forward / all-reduce backward,
+//                               g = all-reduce forward / identity backward
+//   with sequence parallel      the residual stream and the norms hold N / tp rows; f becomes an
+//                               all-gather (reduce-scatter backward), g a reduce-scatter
+//                               (all-gather backward): the same bytes, and activations outside
+//                               the parallel regions fall as 1/tp.
+// The output layer's cross-entropy never gathers the logits (loss_parallel.h) unless
+// parallelism.disable_loss_parallel asks it to, for comparison.
+//
+// Replicated tensors (the norm weights) need two step-level touches, done here:
+//   - under sequence parallel each rank's gradient covers only its rows: summed over tp;
+//   - the global gradient norm counts them once, not tp times.
+#ifndef CT_TENSOR_PARALLEL_H
+#define CT_TENSOR_PARALLEL_H
+#include <stdbool.h>
+
+#include "comm/comm.h"
+#include "model/llama.h"
+#include "parallel/fsdp.h"
+
+typedef struct {
+    ct_group *group;           // the tp group (size 1: no tensor parallelism)
+    bool sequence_parallel;
+    bool gather_logits;        // parallelism.disable_loss_parallel
+} ct_tp;
+
+// The model's hooks for this tp group; chunk_rows and V_local size the loss's scratch.
+ct_tp_hooks ct_tp_make_hooks(ct_tp *tp, long chunk_rows, long V_local);
+
+// Under sequence parallel: sums the replicated tensors' gradients over tp (once per step,
+// after every micro-batch, on this rank's FSDP shard of them). No-op otherwise.
+void ct_tp_reduce_replicated_grads(ct_tp *tp, ct_fsdp *f);
+
+// The global gradient norm squared: every element of the model counted once, whatever holds
+// it (FSDP shards summed over the fsdp group, tp slices over tp, replicated tensors once).
+double ct_tp_grad_sum_squares(ct_tp *tp, ct_fsdp *f);
+
+// The whole model in the global registry's layout (global->total floats), on every rank: FSDP
+// shards gathered, then tp slices put back in place. For export and checks, not the step.
+void ct_tp_gather_full(ct_tp *tp, ct_fsdp *f, const ct_llama_config *m, const ct_param_table *global, float *full);
+#endif

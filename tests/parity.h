@@ -1,0 +1,135 @@
+// The parity harness: a layout trains a tiny model for STEPS steps and must follow the
+// single-process run on the same global batch and seed: per-step loss within 1e-5 relative,
+// validation loss after training within 1e-5, and every parameter (gathered) within 1e-4 of the
+// reference, element by element relative to max(|x|, the tensor's RMS). Every rank trains the
+// reference itself on a one-process group. Used by tests/test_parity_*.c.
+#ifndef CT_PARITY_H
+#define CT_PARITY_H
+#include <math.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/memory.h"
+#include "mpi_test.h"
+#include "train/trainer.h"
+
+enum { STEPS = 10, GLOBAL_BATCH = 8 };
+
+typedef struct {
+    double loss[STEPS];
+    double val_loss;      // forward-only evaluation after training
+    float *params;        // (P) the whole model, gathered
+    long total;
+    size_t state_bytes;   // params + grads + optimizer state this rank's trainer allocated
+    size_t buffer_bytes;  // FSDP gather slots and full-gradient buffer
+} parity_result;
+
+static ct_config parity_base;       // the tiny model; set by the test before parity_reference()
+static parity_result parity_ref;    // the single-process run
+
+static void parity_set(ct_config *c, const char *key, const char *value) {
+    if (ct_config_set(c, key, value)) ct_fatal("test", "%s", ct_last_error());
+}
+
+static void parity_set_int(ct_config *c, const char *key, int v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", v);
+    parity_set(c, key, buf);
+}
+
+// Shared settings: 10 steps of a warmed-up schedule on synthetic tokens, validation on.
+static void parity_common(ct_config *c) {
+    const char *kv[][2] = {
+        {"training.seq_len", "16"},         {"training.steps", "10"},    {"training.dataset", "synthetic"},
+        {"lr_scheduler.warmup_steps", "2"}, {"validation.enable", "true"}, {"validation.steps", "2"},
+        {"metrics.peak_tflops", "1"},       {"training.seed", "7"},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) parity_set(c, kv[i][0], kv[i][1]);
+}
+
+static size_t parity_state_now(void) {
+    return ct_mem_current(CT_MEM_PARAMS) + ct_mem_current(CT_MEM_GRADS) + ct_mem_current(CT_MEM_OPTIM);
+}
+
+static void parity_train(const ct_config *c, ct_group *parent, parity_result *out) {
+    static ct_trainer t;
+    size_t before = parity_state_now();
+    if (ct_trainer_init(&t, c, parent)) ct_fatal("test", "%s", ct_last_error());
+    out->state_bytes = parity_state_now() - before;
+    out->buffer_bytes = t.fsdp.buffer_bytes;
+    for (int s = 0; s < STEPS; s++) out->loss[s] = ct_trainer_step(&t);
+    out->val_loss = ct_trainer_validate(&t);
+    out->total = t.global_table.total;
+    out->params = ct_xmalloc((size_t)out->total * sizeof(float));
+    ct_tp_gather_full(&t.tp, &t.fsdp, &t.model, &t.global_table, out->params);
+    ct_trainer_free(&t);
+}
+
+// The single-process run, on every rank (one-process group each).
+static void parity_reference(ct_group *world) {
+    ct_group self;
+    ct_comm_group_split(world, world->rank, 0, "self", &self);
+    ct_config c = parity_base;
+    parity_set_int(&c, "parallelism.data_shard_degree", 1);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
+    parity_train(&c, &self, &parity_ref);
+    ct_comm_group_free(&self);
+}
+
+static void parity_compare(const parity_result *r, const char *what) {
+    const parity_result *ref = &parity_ref;
+    for (int s = 0; s < STEPS; s++)
+        CHECK(fabs(r->loss[s] - ref->loss[s]) <= 1e-5 * fabs(ref->loss[s]), "%s step %d loss %.9g vs %.9g", what,
+              s + 1, r->loss[s], ref->loss[s]);
+    CHECK(fabs(r->val_loss - ref->val_loss) <= 1e-5 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
+          r->val_loss, ref->val_loss);
+    ct_llama_config m;
+    ct_param_table table;
+    ct_llama_config_from(&m, &parity_base);
+    ct_param_table_build(&table, &m);
+    long bad = 0, worst = -1;
+    double worst_err = 0;
+    for (int pi = 0; pi < table.count; pi++) {
+        const ct_param *p = &table.params[pi];
+        double ss = 0;
+        for (long i = 0; i < p->numel; i++) ss += (double)ref->params[p->offset + i] * ref->params[p->offset + i];
+        double rms = sqrt(ss / p->numel);
+        for (long i = p->offset; i < p->offset + p->numel; i++) {
+            double err = fabs((double)r->params[i] - ref->params[i]) / fmax(fabs(ref->params[i]), rms);
+            if (err > 1e-4) bad++;
+            if (err > 1e-4 && getenv("VERBOSE"))
+                printf("    %s [%ld] %.9g vs %.9g\n", p->name, i - p->offset, r->params[i], ref->params[i]);
+            if (err > worst_err) worst_err = err, worst = i;
+        }
+    }
+    ct_param_table_free(&table);
+    CHECK(bad == 0, "%s: %ld of %ld parameters differ by more than 1e-4 (worst %.3g at %ld)", what, bad, r->total,
+          worst_err, worst);
+    CHECK(fabs(r->loss[STEPS - 1] - r->loss[0]) > 1e-3, "%s: loss did not move", what);
+}
+
+typedef struct {
+    int shard, replicate, tp, accum;
+    bool sequence_parallel, disable_loss_parallel;
+} parity_layout;
+
+// Trains `layout` over all ranks and compares it with the reference.
+static void parity_run(parity_layout l, const char *what) {
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    ct_config c = parity_base;
+    int shard = l.shard == -1 ? world / (l.replicate * l.tp) : l.shard;
+    int dp = shard * l.replicate;
+    parity_set_int(&c, "parallelism.data_shard_degree", l.shard);
+    parity_set_int(&c, "parallelism.data_replicate_degree", l.replicate);
+    parity_set_int(&c, "parallelism.compute_parallel_degree", l.tp);
+    parity_set_int(&c, "gradient_accumulation_steps", l.accum);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / dp / l.accum);
+    parity_set(&c, "sequence_parallel.enable", l.sequence_parallel ? "true" : "false");
+    parity_set(&c, "parallelism.disable_loss_parallel", l.disable_loss_parallel ? "true" : "false");
+    parity_result r;
+    parity_train(&c, NULL, &r);
+    parity_compare(&r, what);
+    free(r.params);
+}
+#endif

@@ -1,5 +1,6 @@
 // The parity harness: a layout trains a tiny model for STEPS steps and must follow the
-// single-process run on the same global batch and seed: per-step loss within 1e-5 relative,
+// single-process run on the same global batch and seed: per-step loss and gradient norm within
+// 1e-5 relative,
 // validation loss after training within 1e-5, and every parameter (gathered) within 1e-4 of the
 // reference, element by element relative to max(|x|, the tensor's RMS). Every rank trains the
 // reference itself on a one-process group. Used by tests/test_parity_*.c.
@@ -17,6 +18,7 @@ enum { STEPS = 10, GLOBAL_BATCH = 8 };
 
 typedef struct {
     double loss[STEPS];
+    double grad_norm[STEPS];  // global gradient norm before clipping
     double val_loss;      // forward-only evaluation after training
     float *params;        // (P) the whole model, gathered
     long total;
@@ -57,7 +59,10 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
     if (ct_trainer_init(&t, c, parent)) ct_fatal("test", "%s", ct_last_error());
     out->state_bytes = parity_state_now() - before;
     out->buffer_bytes = t.fsdp.buffer_bytes;
-    for (int s = 0; s < STEPS; s++) out->loss[s] = ct_trainer_step(&t);
+    for (int s = 0; s < STEPS; s++) {
+        out->loss[s] = ct_trainer_step(&t);
+        out->grad_norm[s] = t.last.grad_norm;
+    }
     out->val_loss = ct_trainer_validate(&t);
     out->total = t.global_table.total;
     out->params = ct_xmalloc((size_t)out->total * sizeof(float));
@@ -81,6 +86,9 @@ static void parity_compare(const parity_result *r, const char *what) {
     for (int s = 0; s < STEPS; s++)
         CHECK(fabs(r->loss[s] - ref->loss[s]) <= 1e-5 * fabs(ref->loss[s]), "%s step %d loss %.9g vs %.9g", what,
               s + 1, r->loss[s], ref->loss[s]);
+    for (int s = 0; s < STEPS; s++)
+        CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= 1e-5 * ref->grad_norm[s], "%s step %d grad norm %.9g vs %.9g",
+              what, s + 1, r->grad_norm[s], ref->grad_norm[s]);
     CHECK(fabs(r->val_loss - ref->val_loss) <= 1e-5 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
           r->val_loss, ref->val_loss);
     ct_llama_config m;

@@ -11,3 +11,4 @@ build/bench/bench_train S
 build/bench/bench_train M 3
 ROOT=""; [ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_fsdp_comm
+OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_tp

@@ -140,4 +140,29 @@ static void parity_run(parity_layout l, const char *what) {
     parity_compare(&r, what);
     free(r.params);
 }
+// main() of a parity test: started plainly it re-runs itself under mpirun at 2, 4 and 8 ranks;
+// as a child it builds the reference for the model `dims` (ndims "key", "value" pairs) and
+// calls cases(world size), which runs the layouts that fit.
+static int parity_main(int argc, char **argv, const char *dims[][2], size_t ndims, void (*cases)(int world_size)) {
+    if (!ct_mpi_test_is_child(argc, argv)) {
+        // Up to 8 ranks share this machine's cores: one thread each, or they spin against each other.
+        setenv("OMP_NUM_THREADS", "1", 1);
+        int rc = 0;
+        rc |= ct_mpi_test_spawn(argv[0], 2, 300, NULL);
+        rc |= ct_mpi_test_spawn(argv[0], 4, 300, NULL);
+        rc |= ct_mpi_test_spawn(argv[0], 8, 400, NULL);
+        return rc ? 1 : 0;
+    }
+    if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
+    ct_group world;
+    ct_comm_group_world(&world, 120);
+    ct_config_defaults(&parity_base);
+    for (size_t i = 0; i < ndims; i++) parity_set(&parity_base, dims[i][0], dims[i][1]);
+    parity_common(&parity_base);
+    parity_reference(&world);
+    cases(world.size);
+    ct_comm_group_free(&world);
+    ct_comm_finalize();
+    CT_TEST_EXIT();
+}
 #endif

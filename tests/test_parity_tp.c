@@ -49,25 +49,7 @@ static void tp_not_dividing_kv_heads(void) {
           "message: %s", ct_last_error());
 }
 
-int main(int argc, char **argv) {
-    if (!ct_mpi_test_is_child(argc, argv)) {
-        int rc = 0;
-        rc |= ct_mpi_test_spawn(argv[0], 2, 300, NULL);
-        rc |= ct_mpi_test_spawn(argv[0], 4, 300, NULL);
-        rc |= ct_mpi_test_spawn(argv[0], 8, 400, NULL);
-        return rc ? 1 : 0;
-    }
-    if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
-    ct_group world;
-    ct_comm_group_world(&world, 120);
-    ct_config_defaults(&parity_base);
-    const char *kv[][2] = {{"model.dim", "32"},       {"model.n_layers", "2"},     {"model.n_heads", "8"},
-                           {"model.n_kv_heads", "4"}, {"model.vocab_size", "128"}, {"model.ffn_hidden_dim", "72"}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) parity_set(&parity_base, kv[i][0], kv[i][1]);
-    parity_common(&parity_base);
-    parity_reference(&world);
-
-    int n = world.size;
+static void cases(int n) {
     if (n <= 4) {
         CT_MPI_RUN(tp);
         CT_MPI_RUN(tp_sequence_parallel);
@@ -78,7 +60,10 @@ int main(int argc, char **argv) {
     if (n == 4) CT_MPI_RUN(tp2_fsdp2);
     if (n == 4) CT_MPI_RUN(tp_not_dividing_kv_heads);
     if (n == 8) CT_MPI_RUN(tp2_fsdp2_replicate2);
-    ct_comm_group_free(&world);
-    ct_comm_finalize();
-    CT_TEST_EXIT();
+}
+
+int main(int argc, char **argv) {
+    static const char *dims[][2] = {{"model.dim", "32"},        {"model.n_layers", "2"},     {"model.n_heads", "8"},
+                                    {"model.n_kv_heads", "4"},  {"model.vocab_size", "128"}, {"model.ffn_hidden_dim", "72"}};
+    return parity_main(argc, argv, dims, sizeof dims / sizeof dims[0], cases);
 }

@@ -49,6 +49,27 @@ l3=$(grep -o 'step *1[/ ].*' "$tmp/b.log" | grep -o 'loss [0-9.]*' | head -1 | a
 l1=$(grep -o 'step *1[/ ].*' "$tmp/c.log" | grep -o 'loss [0-9.]*' | head -1 | awk '{print $2}')
 if [ -n "$l1" ] && [ "$l1" = "$l3" ]; then pass fsdp3_first_loss_equals_single; else fail fsdp3_first_loss_equals_single "[$l3] vs [$l1]"; fi
 
+# Tensor parallel: 4 ranks (tp 2 × FSDP 2, sequence parallel) read their column and row
+# slices of a file and write the same file back after a step at lr 0.
+tpc=("${common[@]}"); tpc[9]=132  # --model.vocab_size: divisible by tp
+if $bin train "${tpc[@]}" --micro_batch_size 4 --training.steps 2 --job.dump_folder "$tmp/t" >"$tmp/t.log" 2>&1 &&
+   timeout 120 mpirun -np 4 $asroot --oversubscribe --bind-to none -x OMP_NUM_THREADS $bin train "${tpc[@]}" \
+     "${load[@]/$A/$tmp/t/model.safetensors}" --micro_batch_size 2 --parallelism.data_shard_degree 2 \
+     --parallelism.compute_parallel_degree 2 --sequence_parallel.enable true --job.dump_folder "$tmp/t2" \
+     >"$tmp/t2.log" 2>&1 &&
+   cmp -s "$tmp/t/model.safetensors" "$tmp/t2/model.safetensors"; then
+  pass tp2_fsdp2_initial_load_then_export_is_identical
+else
+  fail tp2_fsdp2_initial_load_then_export_is_identical "$(tail -3 "$tmp/t2.log")"
+fi
+
+# ...and their first loss is the single process's from the same file and batch.
+$bin train "${tpc[@]}" "${load[@]/$A/$tmp/t/model.safetensors}" --micro_batch_size 4 --job.dump_folder "$tmp/t1" \
+  >"$tmp/t1.log" 2>&1
+lt=$(grep -o 'step *1[/ ].*' "$tmp/t2.log" | grep -o 'loss [0-9.]*' | head -1 | awk '{print $2}')
+l1=$(grep -o 'step *1[/ ].*' "$tmp/t1.log" | grep -o 'loss [0-9.]*' | head -1 | awk '{print $2}')
+if [ -n "$l1" ] && [ "$l1" = "$lt" ]; then pass tp2_first_loss_equals_single; else fail tp2_first_loss_equals_single "[$lt] vs [$l1]"; fi
+
 # A mismatched model is refused by every rank with one line naming the setting.
 out=$($bin train "${common[@]}" --micro_batch_size 3 --model.n_layers 3 --checkpoint.initial_load_path "$A" --job.dump_folder "$tmp/d" 2>&1)
 rc=$?

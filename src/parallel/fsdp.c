@@ -165,15 +165,13 @@ void ct_fsdp_reduce_replicas(ct_fsdp *f) {
 
 void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
     const ct_param_table *t = f->table;
-    int N = nshards(f);
-    float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));
+    float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));  // (N · shard) one padded group
     for (int g = 0; g < f->n_groups; g++) {
         ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
                            CT_COMM_F32);
         memcpy(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
     }
     free(buf);
-    (void)N;
 }
 
 double ct_fsdp_expected_elements(const ct_fsdp *f) {

@@ -166,7 +166,6 @@ double ct_trainer_step(ct_trainer *t) {
     m->loss = valid ? loss_sum / (double)valid : 0.0;
     m->grad_norm = norm;
     m->lr = lr;
-    m->step_seconds = dt;
     // Step time is the slowest rank's: the job moves at that pace.
     ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_COMM_F64, CT_COMM_MAX);
     m->step_seconds = dt;

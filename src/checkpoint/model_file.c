@@ -12,9 +12,9 @@ struct ct_model_file {
     const ct_param_table *table;
 };
 
-ct_status ct_model_dtype_parse(const char *s, ct_st_dtype *out) {
-    if (!strcmp(s, "fp32")) *out = CT_ST_F32;
-    else if (!strcmp(s, "bf16")) *out = CT_ST_BF16;
+ct_status ct_model_dtype_parse(const char *s, ct_dtype *out) {
+    if (!strcmp(s, "fp32")) *out = CT_F32;
+    else if (!strcmp(s, "bf16")) *out = CT_BF16;
     else return ct_set_error("model dtype: expected fp32 or bf16, got '%s'", s);
     return CT_OK;
 }
@@ -22,8 +22,8 @@ ct_status ct_model_dtype_parse(const char *s, ct_st_dtype *out) {
 // ------------------------------------------------------------------ save
 
 ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
-                        ct_st_dtype dtype) {
-    if (dtype != CT_ST_F32 && dtype != CT_ST_BF16)
+                        ct_dtype dtype) {
+    if (dtype != CT_F32 && dtype != CT_BF16)
         return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
     ct_st_writer *w = ct_st_writer_new();
     char buf[64];
@@ -51,7 +51,7 @@ ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llam
     for (int i = 0; i < t->count && st == CT_OK; i++) {
         const ct_param *p = &t->params[i];
         int64_t shape[2] = {p->shape[0], p->shape[1]};
-        st = ct_st_writer_add(w, p->name, dtype, p->ndim, shape, CT_ST_F32, full + p->offset);
+        st = ct_st_writer_add(w, p->name, dtype, p->ndim, shape, CT_F32, full + p->offset);
     }
     if (st == CT_OK) st = ct_st_writer_write(w, path);
     ct_st_writer_free(w);
@@ -180,7 +180,7 @@ static ct_status validate(const ct_st_file *f, const char *path, const ct_param_
             format_shape(got, sizeof got, x->ndim, x->shape);
             return ct_set_error("%s: tensor %s has shape %s, expected %s", path, p->name, got, want);
         }
-        if (x->dtype != CT_ST_F32 && x->dtype != CT_ST_BF16 && x->dtype != CT_ST_F16)
+        if (x->dtype != CT_F32 && x->dtype != CT_BF16 && x->dtype != CT_F16)
             return ct_set_error("%s: tensor %s is %s; expected F32, BF16 or F16", path, p->name,
                                 ct_st_dtype_name(x->dtype));
     }
@@ -218,8 +218,8 @@ void ct_model_read_range(const ct_model_file *f, const ct_param *p, long begin, 
                  (long long)x->numel);
     const unsigned char *src = x->data;  // the data section is only byte-aligned per tensor
     switch (x->dtype) {
-    case CT_ST_F32: memcpy(dst, src + 4 * begin, (size_t)n * sizeof(float)); break;
-    case CT_ST_BF16:
+    case CT_F32: memcpy(dst, src + 4 * begin, (size_t)n * sizeof(float)); break;
+    case CT_BF16:
         for (long i = 0; i < n; i++) {
             uint16_t b;
             memcpy(&b, src + 2 * (begin + i), 2);

@@ -14,13 +14,13 @@
 
 #define CT_MODEL_FORMAT "ctitan-llama3"
 
-// "fp32" | "bf16" (checkpoint.export_dtype's spellings) -> CT_ST_F32 | CT_ST_BF16.
-ct_status ct_model_dtype_parse(const char *s, ct_st_dtype *out);
+// "fp32" | "bf16" (checkpoint.export_dtype's spellings) -> CT_F32 | CT_BF16.
+ct_status ct_model_dtype_parse(const char *s, ct_dtype *out);
 
 // Writes the flat parameter block `full` (t->total floats, registry layout) to path (via
-// path.tmp, renamed when complete). dtype: CT_ST_F32 or CT_ST_BF16.
+// path.tmp, renamed when complete). dtype: CT_F32 or CT_BF16.
 ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
-                        ct_st_dtype dtype);
+                        ct_dtype dtype);
 
 // Reads the dimensions from the metadata (head_dim derived; max_seq_len 0 when absent) and
 // checks them as ct_llama_config_from does. The error names the file and the key.

@@ -19,22 +19,19 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is l
 // far more likely a corrupt file than a real header).
 #define CT_ST_MAX_HEADER (100u * 1000u * 1000u)
 
-static const struct {
-    const char *name;
-    int size;
-} dtypes[CT_ST_NDTYPES] = {
-    [CT_ST_F32] = {"F32", 4},   [CT_ST_BF16] = {"BF16", 2},        [CT_ST_F16] = {"F16", 2},
-    [CT_ST_F64] = {"F64", 8},   [CT_ST_I64] = {"I64", 8},          [CT_ST_I32] = {"I32", 4},
-    [CT_ST_I16] = {"I16", 2},   [CT_ST_I8] = {"I8", 1},            [CT_ST_U8] = {"U8", 1},
-    [CT_ST_BOOL] = {"BOOL", 1}, [CT_ST_F8_E4M3] = {"F8_E4M3", 1}, [CT_ST_F8_E5M2] = {"F8_E5M2", 1},
+// The format's names for our dtypes (NULL: not a safetensors type).
+static const char *const st_names[CT_NDTYPES] = {
+    [CT_F32] = "F32",   [CT_BF16] = "BF16",        [CT_F16] = "F16",
+    [CT_F64] = "F64",   [CT_I64] = "I64",          [CT_I32] = "I32",
+    [CT_I16] = "I16",   [CT_I8] = "I8",            [CT_U8] = "U8",
+    [CT_BOOL] = "BOOL", [CT_F8_E4M3] = "F8_E4M3", [CT_F8_E5M2] = "F8_E5M2", [CT_E8M0] = "F8_E8M0",
 };
 
-const char *ct_st_dtype_name(ct_st_dtype d) { return (unsigned)d < CT_ST_NDTYPES ? dtypes[d].name : "?"; }
-int ct_st_dtype_size(ct_st_dtype d) { return (unsigned)d < CT_ST_NDTYPES ? dtypes[d].size : 0; }
+const char *ct_st_dtype_name(ct_dtype d) { return (unsigned)d < CT_NDTYPES && st_names[d] ? st_names[d] : "?"; }
 
 static int dtype_from_name(const char *s) {
-    for (int i = 0; i < CT_ST_NDTYPES; i++)
-        if (!strcmp(s, dtypes[i].name)) return i;
+    for (int i = 0; i < CT_NDTYPES; i++)
+        if (st_names[i] && !strcmp(s, st_names[i])) return i;
     return -1;
 }
 
@@ -340,7 +337,7 @@ static int jvalue(jparser *jp, jnode *out, int depth) {
 
 typedef struct {
     char *name;
-    ct_st_dtype file_dtype, data_dtype;
+    ct_dtype file_dtype, data_dtype;
     int ndim;
     int64_t shape[CT_ST_MAX_DIMS];
     int64_t numel;
@@ -373,11 +370,11 @@ void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value) 
     w->n_meta++;
 }
 
-ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_st_dtype file_dtype, int ndim, const int64_t *shape,
-                           ct_st_dtype data_dtype, const void *data) {
-    if ((unsigned)file_dtype >= CT_ST_NDTYPES || (unsigned)data_dtype >= CT_ST_NDTYPES)
+ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtype, int ndim, const int64_t *shape,
+                           ct_dtype data_dtype, const void *data) {
+    if ((unsigned)file_dtype >= CT_NDTYPES || (unsigned)data_dtype >= CT_NDTYPES)
         return ct_set_error("safetensors: %s: bad dtype", name);
-    if (file_dtype != data_dtype && !(file_dtype == CT_ST_BF16 && data_dtype == CT_ST_F32))
+    if (file_dtype != data_dtype && !(file_dtype == CT_BF16 && data_dtype == CT_F32))
         return ct_set_error("safetensors: %s: cannot store %s data as %s", name, ct_st_dtype_name(data_dtype),
                             ct_st_dtype_name(file_dtype));
     if (ndim < 0 || ndim > CT_ST_MAX_DIMS) return ct_set_error("safetensors: %s: %d dimensions", name, ndim);
@@ -407,7 +404,7 @@ ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_st_dtype file_d
 }
 
 static int write_entry(FILE *f, const st_entry *e) {
-    const size_t bytes = (size_t)e->numel * (size_t)ct_st_dtype_size(e->file_dtype);
+    const size_t bytes = (size_t)e->numel * (size_t)ct_dtype_size(e->file_dtype);
     if (e->file_dtype == e->data_dtype) return fwrite(e->data, 1, bytes, f) == bytes;
     uint16_t buf[8192];  // F32 -> BF16 in pieces
     const float *x = e->data;
@@ -441,7 +438,7 @@ ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
         sb_puts(&h, ct_st_dtype_name(e->file_dtype));
         sb_puts(&h, "\",\"shape\":[");
         for (int d = 0; d < e->ndim; d++) sb_printf(&h, d ? ",%lld" : "%lld", (long long)e->shape[d]);
-        uint64_t bytes = (uint64_t)e->numel * (uint64_t)ct_st_dtype_size(e->file_dtype);
+        uint64_t bytes = (uint64_t)e->numel * (uint64_t)ct_dtype_size(e->file_dtype);
         sb_printf(&h, "],\"data_offsets\":[%lld,", (long long)off);
         sb_printf(&h, "%lld]}", (long long)(off + bytes));
         off += bytes;
@@ -516,7 +513,7 @@ static ct_status tensor_from_json(const char *path, const char *name, const jnod
     if (!dt || dt->type != J_STR) return ct_set_error("%s: tensor %s: missing or bad \"dtype\"", path, name);
     int d = dtype_from_name(dt->str);
     if (d < 0) return ct_set_error("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->str);
-    t->dtype = (ct_st_dtype)d;
+    t->dtype = (ct_dtype)d;
     if (!sh || sh->type != J_ARR || sh->n > CT_ST_MAX_DIMS) return ct_set_error("%s: tensor %s: missing or bad \"shape\"", path, name);
     t->ndim = sh->n;
     t->numel = 1;
@@ -537,7 +534,7 @@ static ct_status tensor_from_json(const char *path, const char *name, const jnod
     if (t->begin > t->end || t->end > data_bytes)
         return ct_set_error("%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path, name,
                             (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
-    uint64_t want = (uint64_t)t->numel * (uint64_t)ct_st_dtype_size(t->dtype);
+    uint64_t want = (uint64_t)t->numel * (uint64_t)ct_dtype_size(t->dtype);
     if (t->end - t->begin != want)
         return ct_set_error("%s: tensor %s: %llu bytes in data offsets, but shape x %s needs %llu", path, name,
                             (unsigned long long)(t->end - t->begin), ct_st_dtype_name(t->dtype), (unsigned long long)want);
@@ -673,15 +670,15 @@ ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int6
         return ct_set_error("%s: tensor %s has %lld elements, expected %lld", f->path, name, (long long)t->numel, (long long)numel);
     const unsigned char *src = t->data;  // may be unaligned (offsets are only byte offsets)
     switch (t->dtype) {
-        case CT_ST_F32: memcpy(out, src, sizeof(float) * (size_t)numel); break;
-        case CT_ST_BF16:
+        case CT_F32: memcpy(out, src, sizeof(float) * (size_t)numel); break;
+        case CT_BF16:
             for (int64_t i = 0; i < numel; i++) {
                 uint16_t b;
                 memcpy(&b, src + 2 * i, 2);
                 out[i] = ct_st_bf16_to_f32(b);
             }
             break;
-        case CT_ST_F16:
+        case CT_F16:
             for (int64_t i = 0; i < numel; i++) {
                 uint16_t h;
                 memcpy(&h, src + 2 * i, 2);

@@ -8,28 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
-
-typedef enum {
-    CT_ST_F32 = 0,
-    CT_ST_BF16,
-    CT_ST_F16,
-    CT_ST_F64,
-    CT_ST_I64,
-    CT_ST_I32,
-    CT_ST_I16,
-    CT_ST_I8,
-    CT_ST_U8,
-    CT_ST_BOOL,
-    CT_ST_F8_E4M3,
-    CT_ST_F8_E5M2,
-    CT_ST_NDTYPES
-} ct_st_dtype;
 
 enum { CT_ST_MAX_DIMS = 8 };
 
-const char *ct_st_dtype_name(ct_st_dtype d);  // "F32", "BF16", ...
-int ct_st_dtype_size(ct_st_dtype d);          // bytes per element
+const char *ct_st_dtype_name(ct_dtype d);  // the format's name: "F32", "BF16", ... ("?" for none)
 
 // fp32 <-> bf16 (round to nearest, ties to even; NaN stays NaN) and fp16 -> fp32.
 uint16_t ct_st_f32_to_bf16(float x);
@@ -45,14 +29,14 @@ void ct_st_writer_free(ct_st_writer *w);
 void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value);
 // Adds a tensor stored as `file_dtype` from `data` of `data_dtype`. Equal dtypes copy bytes;
 // F32 data into a BF16 file is converted (round to nearest even). Other pairs are refused.
-ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_st_dtype file_dtype, int ndim, const int64_t *shape,
-                           ct_st_dtype data_dtype, const void *data);
+ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtype, int ndim, const int64_t *shape,
+                           ct_dtype data_dtype, const void *data);
 ct_status ct_st_writer_write(ct_st_writer *w, const char *path);
 
 // ---- reading --------------------------------------------------------------------------------
 typedef struct {
     char *name;
-    ct_st_dtype dtype;
+    ct_dtype dtype;
     int ndim;
     int64_t shape[CT_ST_MAX_DIMS];
     int64_t numel;

@@ -29,17 +29,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
-
-typedef enum {
-    CT_COMM_F32 = 0,   // float
-    CT_COMM_BF16,      // uint16_t bf16 payloads: moved, never reduced (yet)
-    CT_COMM_I32,       // int32_t
-    CT_COMM_F64,       // double (metrics)
-    CT_COMM_I64,       // int64_t (token counts)
-    CT_COMM_U8,        // raw bytes
-    CT_COMM_NDTYPES
-} ct_comm_dtype;
 
 typedef enum { CT_COMM_SUM = 0, CT_COMM_MAX } ct_comm_op;
 
@@ -101,40 +92,39 @@ ct_status ct_comm_group_split(ct_group *parent, int color, int key, const char *
                               ct_group *out);
 void ct_comm_group_free(ct_group *g);
 
-size_t ct_comm_dtype_size(ct_comm_dtype dt);
 const char *ct_comm_kind_name(ct_comm_kind k);  // "all_reduce", "all_gather", ...
 
 // ---- blocking collectives --------------------------------------------------------------
 // all_reduce: recv[i] = op over ranks of send[i]; send == recv is in place.   // (count)
 void ct_comm_all_reduce(ct_group *g, const void *send, void *recv, size_t count,
-                        ct_comm_dtype dt, ct_comm_op op);
+                        ct_dtype dt, ct_comm_op op);
 // all_gather: recv = concat over ranks r of send_r.  send: (count)  recv: (size, count).
 // send == recv + rank*count (this rank's chunk of recv) is in place.
 void ct_comm_all_gather(ct_group *g, const void *send, void *recv, size_t count,
-                        ct_comm_dtype dt);
+                        ct_dtype dt);
 // reduce_scatter, equal chunks (the caller pads): send: (size, count) -> recv: (count) =
 // op over ranks of chunk `rank` of their send. send and recv must not overlap.
 void ct_comm_reduce_scatter(ct_group *g, const void *send, void *recv, size_t count,
-                            ct_comm_dtype dt, ct_comm_op op);
+                            ct_dtype dt, ct_comm_op op);
 // broadcast: every rank's buf = root's buf.                                   // (count)
-void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int root);
+void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_dtype dt, int root);
 // Point to point; peer is a rank in g; tag >= 0 tells concurrent messages apart.
-void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt, int peer, int tag);
-void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int peer, int tag);
+void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int peer, int tag);
+void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag);
 void ct_comm_barrier(ct_group *g);
 
 // ---- non-blocking: same semantics; buffers must stay untouched until ct_comm_wait -------
 ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *recv, size_t count,
-                                        ct_comm_dtype dt, ct_comm_op op);
+                                        ct_dtype dt, ct_comm_op op);
 ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *recv, size_t count,
-                                        ct_comm_dtype dt);
+                                        ct_dtype dt);
 ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void *recv,
-                                            size_t count, ct_comm_dtype dt, ct_comm_op op);
-ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+                                            size_t count, ct_dtype dt, ct_comm_op op);
+ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_dtype dt,
                                        int root);
-ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt,
+ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_dtype dt,
                                   int peer, int tag);
-ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype dt,
                                   int peer, int tag);
 
 // Blocks until done (or the group's timeout passes: the job ends). Counts the wait time.

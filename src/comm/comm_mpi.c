@@ -37,23 +37,6 @@ const char *ct_comm_kind_name(ct_comm_kind k) {
     return (unsigned)k < CT_COMM_NKINDS ? kind_names[k] : "unknown";
 }
 
-size_t ct_comm_dtype_size(ct_comm_dtype dt) {
-    switch (dt) {
-    case CT_COMM_F32: return 4;
-    case CT_COMM_BF16: return 2;
-    case CT_COMM_I32: return 4;
-    case CT_COMM_F64: return 8;
-    case CT_COMM_I64: return 8;
-    case CT_COMM_U8: return 1;
-    default: return 0;
-    }
-}
-
-static const char *dtype_name(ct_comm_dtype dt) {
-    static const char *const names[CT_COMM_NDTYPES] = {"f32", "bf16", "i32", "f64", "i64", "u8"};
-    return (unsigned)dt < CT_COMM_NDTYPES ? names[dt] : "unknown";
-}
-
 // Ends the job if an MPI call failed, with MPI's own words for the cause.
 static void check_mpi(int rc, const char *what, const ct_group *g) {
     if (rc == MPI_SUCCESS) return;
@@ -63,24 +46,24 @@ static void check_mpi(int rc, const char *what, const ct_group *g) {
     ct_fatal("comm", "%s on group %s failed: %s", what, g ? g->name : "?", text);
 }
 
-static MPI_Datatype mpi_type(const ct_group *g, ct_comm_kind k, ct_comm_dtype dt) {
+static MPI_Datatype mpi_type(const ct_group *g, ct_comm_kind k, ct_dtype dt) {
     switch (dt) {
-    case CT_COMM_F32: return MPI_FLOAT;
-    case CT_COMM_BF16: return MPI_UINT16_T;
-    case CT_COMM_I32: return MPI_INT32_T;
-    case CT_COMM_F64: return MPI_DOUBLE;
-    case CT_COMM_I64: return MPI_INT64_T;
-    case CT_COMM_U8: return MPI_UINT8_T;
+    case CT_F32: return MPI_FLOAT;
+    case CT_BF16: return MPI_UINT16_T;
+    case CT_I32: return MPI_INT32_T;
+    case CT_F64: return MPI_DOUBLE;
+    case CT_I64: return MPI_INT64_T;
+    case CT_U8: return MPI_UINT8_T;
     default: ct_fatal("comm", "%s on group %s: unknown dtype %d", kind_names[k], g->name, (int)dt);
     }
 }
 
 // bf16 and raw bytes can be moved but not reduced: MPI has no bf16 arithmetic, and summing
 // bytes is never what a caller means.
-static MPI_Op mpi_op(const ct_group *g, ct_comm_kind k, ct_comm_dtype dt, ct_comm_op op) {
-    if (dt == CT_COMM_BF16 || dt == CT_COMM_U8)
+static MPI_Op mpi_op(const ct_group *g, ct_comm_kind k, ct_dtype dt, ct_comm_op op) {
+    if (dt == CT_BF16 || dt == CT_U8)
         ct_fatal("comm", "%s on group %s: cannot reduce %s data with the MPI backend",
-                 kind_names[k], g->name, dtype_name(dt));
+                 kind_names[k], g->name, ct_dtype_name(dt));
     if (op == CT_COMM_SUM) return MPI_SUM;
     if (op == CT_COMM_MAX) return MPI_MAX;
     ct_fatal("comm", "%s on group %s: unknown reduction %d", kind_names[k], g->name, (int)op);
@@ -170,8 +153,8 @@ void ct_comm_group_free(ct_group *g) {
 
 // ---- byte accounting (the table in comm.h) ------------------------------------------------
 
-static double ring_bytes(ct_comm_kind k, int n, size_t count, ct_comm_dtype dt) {
-    double b = (double)count * (double)ct_comm_dtype_size(dt);
+static double ring_bytes(ct_comm_kind k, int n, size_t count, ct_dtype dt) {
+    double b = (double)count * (double)ct_dtype_size(dt);
     switch (k) {
     case CT_COMM_ALL_REDUCE: return n > 1 ? 2.0 * (n - 1) / n * b : 0;
     case CT_COMM_ALL_GATHER:
@@ -204,7 +187,7 @@ static void handle_done(ct_comm_handle *h, double waited) {
 // ---- non-blocking starts ------------------------------------------------------------------
 
 ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *recv, size_t count,
-                                        ct_comm_dtype dt, ct_comm_op op) {
+                                        ct_dtype dt, ct_comm_op op) {
     const ct_comm_kind k = CT_COMM_ALL_REDUCE;
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
     const void *sb = send == recv ? MPI_IN_PLACE : send;
@@ -215,12 +198,12 @@ ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *rec
 }
 
 ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *recv, size_t count,
-                                        ct_comm_dtype dt) {
+                                        ct_dtype dt) {
     const ct_comm_kind k = CT_COMM_ALL_GATHER;
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
     int n = mpi_count(g, k, count);
     mpi_count(g, k, count * (size_t)g->size);  // the gathered buffer must be addressable too
-    const char *mine = (const char *)recv + (size_t)g->rank * count * ct_comm_dtype_size(dt);
+    const char *mine = (const char *)recv + (size_t)g->rank * count * ct_dtype_size(dt);
     const void *sb = (const char *)send == mine ? MPI_IN_PLACE : send;
     MPI_Datatype t = mpi_type(g, k, dt);
     check_mpi(MPI_Iallgather(sb, n, t, recv, n, t, comm_of(g), request_of(&h)), kind_names[k], g);
@@ -228,11 +211,11 @@ ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *rec
 }
 
 ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void *recv,
-                                            size_t count, ct_comm_dtype dt, ct_comm_op op) {
+                                            size_t count, ct_dtype dt, ct_comm_op op) {
     const ct_comm_kind k = CT_COMM_REDUCE_SCATTER;
     // MPI forbids aliased buffers here, and may not notice: refuse an overlap ourselves.
     const char *s0 = send, *r0 = recv;
-    size_t es = ct_comm_dtype_size(dt);
+    size_t es = ct_dtype_size(dt);
     if (count && s0 < r0 + count * es && r0 < s0 + count * (size_t)g->size * es)
         ct_fatal("comm", "%s on group %s: send and recv buffers overlap", kind_names[k], g->name);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
@@ -243,7 +226,7 @@ ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void 
     return h;
 }
 
-ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_dtype dt,
                                        int root) {
     const ct_comm_kind k = CT_COMM_BROADCAST;
     check_peer(g, k, root, "root");
@@ -255,7 +238,7 @@ ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_
 }
 
 // Tags are passed to MPI unchecked: MPI itself refuses a bad one, through the error path.
-ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt,
+ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_dtype dt,
                                   int peer, int tag) {
     const ct_comm_kind k = CT_COMM_SEND;
     check_peer(g, k, peer, "peer");
@@ -266,7 +249,7 @@ ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct
     return h;
 }
 
-ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_comm_dtype dt,
+ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype dt,
                                   int peer, int tag) {
     const ct_comm_kind k = CT_COMM_RECV;
     check_peer(g, k, peer, "peer");
@@ -321,35 +304,35 @@ void ct_comm_wait(ct_comm_handle *h) {
 // ---- blocking = start + wait --------------------------------------------------------------
 
 void ct_comm_all_reduce(ct_group *g, const void *send, void *recv, size_t count,
-                        ct_comm_dtype dt, ct_comm_op op) {
+                        ct_dtype dt, ct_comm_op op) {
     ct_comm_handle h = ct_comm_all_reduce_start(g, send, recv, count, dt, op);
     ct_comm_wait(&h);
 }
 
 void ct_comm_all_gather(ct_group *g, const void *send, void *recv, size_t count,
-                        ct_comm_dtype dt) {
+                        ct_dtype dt) {
     ct_comm_handle h = ct_comm_all_gather_start(g, send, recv, count, dt);
     ct_comm_wait(&h);
 }
 
 void ct_comm_reduce_scatter(ct_group *g, const void *send, void *recv, size_t count,
-                            ct_comm_dtype dt, ct_comm_op op) {
+                            ct_dtype dt, ct_comm_op op) {
     ct_comm_handle h = ct_comm_reduce_scatter_start(g, send, recv, count, dt, op);
     ct_comm_wait(&h);
 }
 
-void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int root) {
+void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_dtype dt, int root) {
     ct_comm_handle h = ct_comm_broadcast_start(g, buf, count, dt, root);
     ct_comm_wait(&h);
 }
 
-void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_comm_dtype dt, int peer,
+void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int peer,
                   int tag) {
     ct_comm_handle h = ct_comm_send_start(g, buf, count, dt, peer, tag);
     ct_comm_wait(&h);
 }
 
-void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_comm_dtype dt, int peer, int tag) {
+void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag) {
     ct_comm_handle h = ct_comm_recv_start(g, buf, count, dt, peer, tag);
     ct_comm_wait(&h);
 }

@@ -100,7 +100,7 @@ static void gather(ct_fsdp *f, int g) {
     while (s < f->n_slots && f->slot_group[s] >= 0) s++;
     if (s == f->n_slots) ct_fatal("fsdp", "all %d gather slots busy when gathering group %d", f->n_slots, g);
     ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], f->slot[s], (size_t)f->shard_numel[g],
-                       CT_COMM_F32);
+                       CT_F32);
     f->slot_group[s] = g;
     f->group_slot[g] = s;
     ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
@@ -146,7 +146,7 @@ static void after_group(void *ctx, int g, int phase) {
     // Backward done: the group's whole gradient is in full_grad; sum it over the shard group and
     // add this rank's part into its gradient shard (micro-batches accumulate there).
     long n = f->shard_numel[g];
-    ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
     ct_add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
     release(f, g);
 }
@@ -160,7 +160,7 @@ ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f) {
 
 void ct_fsdp_reduce_replicas(ct_fsdp *f) {
     if (f->replicate_group && f->replicate_group->size > 1)
-        ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_F32, CT_COMM_SUM);
 }
 
 void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
@@ -168,7 +168,7 @@ void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
     float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));  // (N · shard) one padded group
     for (int g = 0; g < f->n_groups; g++) {
         ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
-                           CT_COMM_F32);
+                           CT_F32);
         memcpy(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
     }
     free(buf);

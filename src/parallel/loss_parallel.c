@@ -75,7 +75,7 @@ static double chunk_loss_parallel(float *dx, float *dW_local, const float *x, co
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < nr; r++)  // ignored rows take part with a harmless 0
         mx[r] = targets[r0 + r] < 0 ? 0.0f : row_max(z + r * V_local, V_local);
-    ct_comm_all_reduce(tp, mx, mx, (size_t)nr, CT_COMM_F32, CT_COMM_MAX);
+    ct_comm_all_reduce(tp, mx, mx, (size_t)nr, CT_F32, CT_COMM_MAX);
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < nr; r++) {
         float *zr = z + r * V_local;  // (V_local) logits -> exp(z - max)
@@ -94,7 +94,7 @@ static double chunk_loss_parallel(float *dx, float *dW_local, const float *x, co
         st[r] = s;
         st[nr + r] = zt;
     }
-    ct_comm_all_reduce(tp, st, st, (size_t)(2 * nr), CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(tp, st, st, (size_t)(2 * nr), CT_F32, CT_COMM_SUM);
     double loss = 0.0;
     for (long r = 0; r < nr; r++)  // fixed order over reduced values: the same loss on every rank
         if (targets[r0 + r] >= 0) loss += (double)mx[r] + log((double)st[r]) - (double)st[nr + r];
@@ -129,7 +129,7 @@ static double chunk_gather(float *dx, float *dW_local, const float *x, const flo
     float *mx = scratch + P * chunk_rows * V_local;           // (nr)
     float *st = mx + chunk_rows;                              // (2, nr)
     ct_gemm(0, 1, nr, V_local, C, 1.0f, xc, C, W_local, C, 0.0f, z, V_local);
-    ct_comm_all_gather(tp, z, G, (size_t)slice, CT_COMM_F32);
+    ct_comm_all_gather(tp, z, G, (size_t)slice, CT_F32);
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < nr; r++) {
         long t = targets[r0 + r];

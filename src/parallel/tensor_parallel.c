@@ -12,7 +12,7 @@
 // local (N_l, C) -> full (N, C): rank r's rows are rows [r·N_l, (r+1)·N_l) of the full buffer.
 static void gather_rows(void *ctx, const float *local, float *full, long local_rows, long C) {
     ct_tp *tp = ctx;
-    ct_comm_all_gather(tp->group, local, full, (size_t)(local_rows * C), CT_COMM_F32);
+    ct_comm_all_gather(tp->group, local, full, (size_t)(local_rows * C), CT_F32);
 }
 
 // partial sums (N, C) -> reduced local rows: in place, or this rank's rows under sequence parallel.
@@ -20,9 +20,9 @@ static void reduce_rows(void *ctx, float *full, float *local, long local_rows, l
     ct_tp *tp = ctx;
     if (tp->group->size == 1) return;
     if (tp->sequence_parallel)
-        ct_comm_reduce_scatter(tp->group, full, local, (size_t)(local_rows * C), CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_reduce_scatter(tp->group, full, local, (size_t)(local_rows * C), CT_F32, CT_COMM_SUM);
     else
-        ct_comm_all_reduce(tp->group, full, full, (size_t)(local_rows * C), CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(tp->group, full, full, (size_t)(local_rows * C), CT_F32, CT_COMM_SUM);
 }
 
 static double output_loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
@@ -53,7 +53,7 @@ void ct_tp_reduce_replicated_grads(ct_tp *tp, ct_fsdp *f) {
         const ct_param *p = &f->table->params[i];
         long begin, off, n;
         if (p->tp_dim >= 0 || !(n = ct_fsdp_param_range(f, p, &begin, &off))) continue;
-        ct_comm_all_reduce(tp->group, f->grads + off, f->grads + off, (size_t)n, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(tp->group, f->grads + off, f->grads + off, (size_t)n, CT_F32, CT_COMM_SUM);
     }
 }
 
@@ -68,8 +68,8 @@ double ct_tp_grad_sum_squares(ct_tp *tp, ct_fsdp *f) {
                 sum -= ct_sum_squares(f->grads + off, n);
         }
     }
-    ct_comm_all_reduce(f->shard_group, &sum, &sum, 1, CT_COMM_F64, CT_COMM_SUM);
-    if (tp->group->size > 1) ct_comm_all_reduce(tp->group, &sum, &sum, 1, CT_COMM_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(f->shard_group, &sum, &sum, 1, CT_F64, CT_COMM_SUM);
+    if (tp->group->size > 1) ct_comm_all_reduce(tp->group, &sum, &sum, 1, CT_F64, CT_COMM_SUM);
     return sum;
 }
 
@@ -85,7 +85,7 @@ void ct_tp_gather_full(ct_tp *tp, ct_fsdp *f, const ct_llama_config *m, const ct
     float *local = ct_xmalloc((size_t)P_local * sizeof(float));         // (P_l) this tp rank's block
     float *all = ct_xmalloc((size_t)T * (size_t)P_local * sizeof(float));  // (T, P_l)
     ct_fsdp_gather_full(f, local);
-    ct_comm_all_gather(tp->group, local, all, (size_t)P_local, CT_COMM_F32);
+    ct_comm_all_gather(tp->group, local, all, (size_t)P_local, CT_F32);
     for (int r = 0; r < T; r++) {
         ct_param_table t;
         ct_param_table_build_tp(&t, m, r, T);  // rank r's slices: same layout, its own offsets

@@ -141,7 +141,7 @@ double ct_trainer_step(ct_trainer *t) {
         ct_loader_next_batch(t->train_data, in, tg);
         for (long j = 0; j < mb_tokens; j++) valid += tg[j] >= 0;
     }
-    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_COMM_I64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
     memset(t->fsdp.grads, 0, (size_t)t->fsdp.local_numel * sizeof(float));
@@ -151,7 +151,7 @@ double ct_trainer_step(ct_trainer *t) {
                                   t->targets + i * mb_tokens, grad_scale, &t->hooks);
     ct_fsdp_reduce_replicas(&t->fsdp);
     ct_tp_reduce_replicated_grads(&t->tp, &t->fsdp);
-    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_COMM_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
 
     double norm = sqrt(ct_tp_grad_sum_squares(&t->tp, &t->fsdp));
     double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
@@ -167,7 +167,7 @@ double ct_trainer_step(ct_trainer *t) {
     m->grad_norm = norm;
     m->lr = lr;
     // Step time is the slowest rank's: the job moves at that pace.
-    ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_COMM_F64, CT_COMM_MAX);
+    ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_F64, CT_COMM_MAX);
     m->step_seconds = dt;
     // Each data-parallel rank's micro-batches are new tokens; tp ranks share theirs.
     m->tokens_per_s = (double)accum * mb_tokens * t->mesh.dp.size / dt;
@@ -192,13 +192,13 @@ double ct_trainer_validate(ct_trainer *t) {
         for (long j = 0; j < mb_tokens; j++) valid += t->targets[j] >= 0;
         loss_sum += ct_llama_step(&t->acts, &t->weights, NULL, t->inputs, t->targets, 0.0f, &t->hooks);
     }
-    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_COMM_I64, CT_COMM_SUM);
-    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_COMM_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
     return valid ? loss_sum / (double)valid : 0.0;
 }
 
 ct_status ct_trainer_export(ct_trainer *t, const char *path) {
-    ct_st_dtype dtype;
+    ct_dtype dtype;
     if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
     ct_tp_gather_full(&t->tp, &t->fsdp, &t->model, &t->global_table, full);
@@ -206,7 +206,7 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     if (t->world.rank == 0) ok = ct_model_save(path, &t->global_table, &t->model, full, dtype) == CT_OK;
     free(full);
     // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
-    ct_comm_broadcast(&t->world, &ok, 1, CT_COMM_I32, 0);
+    ct_comm_broadcast(&t->world, &ok, 1, CT_I32, 0);
     if (ok) return CT_OK;
     return t->world.rank == 0 ? CT_ERR : ct_set_error("rank 0 could not write %s", path);
 }

@@ -26,8 +26,8 @@ static void test_all_reduce_sum_f32(void) {
     const long n = 37;  // not a multiple of 2, 3 or 4
     float a[37], b[37];
     for (long i = 0; i < n; i++) a[i] = f(world.rank, i);
-    ct_comm_all_reduce(&world, a, b, n, CT_COMM_F32, CT_COMM_SUM);
-    ct_comm_all_reduce(&world, a, a, n, CT_COMM_F32, CT_COMM_SUM);  // in place
+    ct_comm_all_reduce(&world, a, b, n, CT_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, a, a, n, CT_F32, CT_COMM_SUM);  // in place
     for (long i = 0; i < n; i++) {
         double ref = 0;
         for (int r = 0; r < world.size; r++) ref += f(r, i);
@@ -48,11 +48,11 @@ static void test_all_reduce_max_and_other_dtypes(void) {
         s32[i] = m32[i] = fi(world.rank, i);
         s64[i] = (int64_t)fi(world.rank, i) * 1000000000LL;
     }
-    ct_comm_all_reduce(&world, m, m, n, CT_COMM_F32, CT_COMM_MAX);
-    ct_comm_all_reduce(&world, d, d, n, CT_COMM_F64, CT_COMM_SUM);
-    ct_comm_all_reduce(&world, s32, s32, n, CT_COMM_I32, CT_COMM_SUM);
-    ct_comm_all_reduce(&world, m32, m32, n, CT_COMM_I32, CT_COMM_MAX);
-    ct_comm_all_reduce(&world, s64, s64, n, CT_COMM_I64, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, m, m, n, CT_F32, CT_COMM_MAX);
+    ct_comm_all_reduce(&world, d, d, n, CT_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, s32, s32, n, CT_I32, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, m32, m32, n, CT_I32, CT_COMM_MAX);
+    ct_comm_all_reduce(&world, s64, s64, n, CT_I64, CT_COMM_SUM);
     for (long i = 0; i < n; i++) {
         float mref = -INFINITY;
         double dref = 0;
@@ -84,9 +84,9 @@ static void test_all_gather(void) {
     }
     for (int i = 0; i < N * C; i++) inplace[i] = -1;
     memcpy(inplace + world.rank * C, send, sizeof send);
-    ct_comm_all_gather(&world, send, out, C, CT_COMM_F32);
-    ct_comm_all_gather(&world, inplace + world.rank * C, inplace, C, CT_COMM_F32);
-    ct_comm_all_gather(&world, bsend, bout, C, CT_COMM_BF16);
+    ct_comm_all_gather(&world, send, out, C, CT_F32);
+    ct_comm_all_gather(&world, inplace + world.rank * C, inplace, C, CT_F32);
+    ct_comm_all_gather(&world, bsend, bout, C, CT_BF16);
     for (int r = 0; r < N; r++)
         for (int i = 0; i < C; i++) {
             CHECK(out[r * C + i] == f(r, i), "gather r%d i%d", r, i);
@@ -100,8 +100,8 @@ static void test_reduce_scatter(void) {
     const int N = world.size;
     float send[4 * C], sum[C], mx[C];
     for (int i = 0; i < N * C; i++) send[i] = f(world.rank, i);
-    ct_comm_reduce_scatter(&world, send, sum, C, CT_COMM_F32, CT_COMM_SUM);
-    ct_comm_reduce_scatter(&world, send, mx, C, CT_COMM_F32, CT_COMM_MAX);
+    ct_comm_reduce_scatter(&world, send, sum, C, CT_F32, CT_COMM_SUM);
+    ct_comm_reduce_scatter(&world, send, mx, C, CT_F32, CT_COMM_MAX);
     for (int i = 0; i < C; i++) {
         long gi = (long)world.rank * C + i;  // my chunk of the (N, C) input
         double ref = 0;
@@ -124,8 +124,8 @@ static void test_broadcast(void) {
             buf[i] = fi(world.rank, i);
             fb[i] = f(world.rank, i);
         }
-        ct_comm_broadcast(&world, buf, C, CT_COMM_I32, root);
-        ct_comm_broadcast(&world, fb, C, CT_COMM_F32, root);
+        ct_comm_broadcast(&world, buf, C, CT_I32, root);
+        ct_comm_broadcast(&world, fb, C, CT_F32, root);
         for (int i = 0; i < C; i++) {
             CHECK(buf[i] == fi(root, i), "root %d i %d", root, i);
             CHECK(fb[i] == f(root, i), "root %d i %d", root, i);
@@ -140,8 +140,8 @@ static void test_send_recv_ring(void) {
     const int N = world.size, next = (world.rank + 1) % N, prev = (world.rank + N - 1) % N;
     float out[C], in[C], in2[C];
     for (int i = 0; i < C; i++) out[i] = f(world.rank, i);
-    ct_comm_handle rh = ct_comm_recv_start(&world, in, C, CT_COMM_F32, prev, 3);
-    ct_comm_handle sh = ct_comm_send_start(&world, out, C, CT_COMM_F32, next, 3);
+    ct_comm_handle rh = ct_comm_recv_start(&world, in, C, CT_F32, prev, 3);
+    ct_comm_handle sh = ct_comm_send_start(&world, out, C, CT_F32, next, 3);
     ct_comm_wait(&sh);
     ct_comm_wait(&rh);
     for (int i = 0; i < C; i++) CHECK(in[i] == f(prev, i), "ring i %d", i);
@@ -149,11 +149,11 @@ static void test_send_recv_ring(void) {
     if (N >= 2 && !(N % 2 == 1 && world.rank == N - 1)) {
         int peer = world.rank ^ 1;
         if (world.rank % 2 == 0) {
-            ct_comm_send(&world, out, C, CT_COMM_F32, peer, 4);
-            ct_comm_recv(&world, in2, C, CT_COMM_F32, peer, 5);
+            ct_comm_send(&world, out, C, CT_F32, peer, 4);
+            ct_comm_recv(&world, in2, C, CT_F32, peer, 5);
         } else {
-            ct_comm_recv(&world, in2, C, CT_COMM_F32, peer, 4);
-            ct_comm_send(&world, out, C, CT_COMM_F32, peer, 5);
+            ct_comm_recv(&world, in2, C, CT_F32, peer, 4);
+            ct_comm_send(&world, out, C, CT_F32, peer, 5);
         }
         for (int i = 0; i < C; i++) CHECK(in2[i] == f(peer, i), "pair i %d", i);
     }
@@ -170,10 +170,10 @@ static void test_nonblocking(void) {
     for (int i = 0; i < N * R; i++) rs_in[i] = f(world.rank, 200 + i);
     for (int i = 0; i < B; i++) bc[i] = f(world.rank, 300 + i);
     ct_comm_handle h[4];
-    h[0] = ct_comm_all_reduce_start(&world, ar, ar, A, CT_COMM_F32, CT_COMM_SUM);
-    h[1] = ct_comm_all_gather_start(&world, ag_in, ag, G, CT_COMM_F32);
-    h[2] = ct_comm_reduce_scatter_start(&world, rs_in, rs, R, CT_COMM_F32, CT_COMM_SUM);
-    h[3] = ct_comm_broadcast_start(&world, bc, B, CT_COMM_F32, N - 1);
+    h[0] = ct_comm_all_reduce_start(&world, ar, ar, A, CT_F32, CT_COMM_SUM);
+    h[1] = ct_comm_all_gather_start(&world, ag_in, ag, G, CT_F32);
+    h[2] = ct_comm_reduce_scatter_start(&world, rs_in, rs, R, CT_F32, CT_COMM_SUM);
+    h[3] = ct_comm_broadcast_start(&world, bc, B, CT_F32, N - 1);
     ct_comm_wait(&h[3]);
     ct_comm_wait(&h[2]);
     ct_comm_wait(&h[1]);
@@ -207,7 +207,7 @@ static void test_split_groups(void) {
     CHECK(g.rank == world.rank / 2, "rank %d", g.rank);
     CHECK(strcmp(g.name, "parity") == 0 && g.timeout_s == world.timeout_s, "name/timeout");
     float v[3] = {f(world.rank, 0), f(world.rank, 1), f(world.rank, 2)};
-    ct_comm_all_reduce(&g, v, v, 3, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(&g, v, v, 3, CT_F32, CT_COMM_SUM);
     for (int i = 0; i < 3; i++) {
         double ref = 0;
         for (int r = world.rank % 2; r < world.size; r += 2) ref += f(r, i);
@@ -223,13 +223,13 @@ static void test_stats(void) {
     const double N = g.size;
     float buf[4 * 41], out[4 * 41];
     memset(buf, 0, sizeof buf);
-    ct_comm_all_reduce(&g, buf, buf, 41, CT_COMM_F32, CT_COMM_SUM);
-    ct_comm_all_reduce(&g, buf, out, 10, CT_COMM_F32, CT_COMM_MAX);
-    ct_comm_handle h = ct_comm_all_gather_start(&g, buf, out, 41, CT_COMM_F32);
+    ct_comm_all_reduce(&g, buf, buf, 41, CT_F32, CT_COMM_SUM);
+    ct_comm_all_reduce(&g, buf, out, 10, CT_F32, CT_COMM_MAX);
+    ct_comm_handle h = ct_comm_all_gather_start(&g, buf, out, 41, CT_F32);
     ct_comm_wait(&h);
-    ct_comm_reduce_scatter(&g, buf, out, 17, CT_COMM_F32, CT_COMM_SUM);
+    ct_comm_reduce_scatter(&g, buf, out, 17, CT_F32, CT_COMM_SUM);
     double dd[3] = {0, 0, 0};
-    ct_comm_broadcast(&g, dd, 3, CT_COMM_F64, 0);
+    ct_comm_broadcast(&g, dd, 3, CT_F64, 0);
     ct_comm_barrier(&g);
     const ct_comm_stat *s = g.stats;
     double ar = 2 * (N - 1) / N * (41 * 4) + 2 * (N - 1) / N * (10 * 4);
@@ -251,8 +251,8 @@ static void test_stats(void) {
     CHECK_CLOSE(ct_comm_stats_total_bytes(&g), total, 1e-12, 0);
     // p2p: a ring on this group; sends count bytes sent, recvs bytes received.
     int next = (g.rank + 1) % g.size, prev = (g.rank + g.size - 1) % g.size;
-    ct_comm_handle rh = ct_comm_recv_start(&g, out, 6, CT_COMM_I32, prev, 0);
-    ct_comm_handle sh = ct_comm_send_start(&g, buf, 6, CT_COMM_I32, next, 0);
+    ct_comm_handle rh = ct_comm_recv_start(&g, out, 6, CT_I32, prev, 0);
+    ct_comm_handle sh = ct_comm_send_start(&g, buf, 6, CT_I32, next, 0);
     ct_comm_wait(&sh);
     ct_comm_wait(&rh);
     CHECK(s[CT_COMM_SEND].calls == 1 && s[CT_COMM_SEND].bytes == 24, "send");
@@ -272,12 +272,12 @@ static void test_stats(void) {
 }
 
 static void test_dtype_sizes_and_names(void) {
-    CHECK(ct_comm_dtype_size(CT_COMM_F32) == sizeof(float), "f32");
-    CHECK(ct_comm_dtype_size(CT_COMM_BF16) == 2, "bf16");
-    CHECK(ct_comm_dtype_size(CT_COMM_I32) == sizeof(int32_t), "i32");
-    CHECK(ct_comm_dtype_size(CT_COMM_F64) == sizeof(double), "f64");
-    CHECK(ct_comm_dtype_size(CT_COMM_I64) == sizeof(int64_t), "i64");
-    CHECK(ct_comm_dtype_size(CT_COMM_U8) == 1, "u8");
+    CHECK(ct_dtype_size(CT_F32) == sizeof(float), "f32");
+    CHECK(ct_dtype_size(CT_BF16) == 2, "bf16");
+    CHECK(ct_dtype_size(CT_I32) == sizeof(int32_t), "i32");
+    CHECK(ct_dtype_size(CT_F64) == sizeof(double), "f64");
+    CHECK(ct_dtype_size(CT_I64) == sizeof(int64_t), "i64");
+    CHECK(ct_dtype_size(CT_U8) == 1, "u8");
     CHECK(strcmp(ct_comm_kind_name(CT_COMM_REDUCE_SCATTER), "reduce_scatter") == 0, "name");
 }
 
@@ -290,33 +290,33 @@ static int scenario(const char *name) {
     if (strcmp(name, "timeout") == 0) {
         // Rank 1 never joins; the others' all-reduce must time out and end the job.
         if (world.rank == 1) sleep(120);
-        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(&world, v, v, 8, CT_F32, CT_COMM_SUM);
     } else if (strcmp(name, "fatal") == 0) {
         // Rank 1 fails while the others sit in an all-reduce (with the default 300 s timeout).
         if (world.rank == 1) {
             usleep(300 * 1000);
             ct_fatal("test", "deliberate failure in the middle of a step");
         }
-        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(&world, v, v, 8, CT_F32, CT_COMM_SUM);
     } else if (strcmp(name, "kill") == 0) {
         // Rank 1 dies without a word (SIGKILL) while the others sit in an all-reduce.
         if (world.rank == 1) {
             usleep(300 * 1000);
             raise(SIGKILL);
         }
-        ct_comm_all_reduce(&world, v, v, 8, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(&world, v, v, 8, CT_F32, CT_COMM_SUM);
     } else if (strcmp(name, "mpierror") == 0) {
         // A negative tag: MPI itself refuses it; the error must come back as a ct_fatal line.
-        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_COMM_F32, 1, -5);
+        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_F32, 1, -5);
         ct_comm_barrier(&world);
     } else if (strcmp(name, "badpeer") == 0) {
-        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_COMM_F32, world.size + 3, 0);
+        if (world.rank == 0) ct_comm_send(&world, v, 8, CT_F32, world.size + 3, 0);
         ct_comm_barrier(&world);
     } else if (strcmp(name, "rsoverlap") == 0) {
-        ct_comm_reduce_scatter(&world, v, v + 1, 2, CT_COMM_F32, CT_COMM_SUM);
+        ct_comm_reduce_scatter(&world, v, v + 1, 2, CT_F32, CT_COMM_SUM);
     } else if (strcmp(name, "bf16reduce") == 0) {
         uint16_t b[4] = {0};
-        ct_comm_all_reduce(&world, b, b, 4, CT_COMM_BF16, CT_COMM_SUM);
+        ct_comm_all_reduce(&world, b, b, 4, CT_BF16, CT_COMM_SUM);
     } else {
         fprintf(stderr, "unknown scenario %s\n", name);
         return 2;

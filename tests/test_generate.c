@@ -306,10 +306,10 @@ static void test_generate_cli(void) {
     snprintf(small, sizeof small, "%s/small.safetensors", tmpdir);
     model r;
     model_init(&r, tiny(4, 2, 1, 258), 3);
-    CHECK(ct_model_save(path, &r.t, &r.m, r.block, CT_ST_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_save(path, &r.t, &r.m, r.block, CT_F32) == CT_OK, "%s", ct_last_error());
     model_free(&r);
     model_init(&r, tiny(4, 2, 1, 200), 3);  // too small for the tokenizer's special ids
-    CHECK(ct_model_save(small, &r.t, &r.m, r.block, CT_ST_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_save(small, &r.t, &r.m, r.block, CT_F32) == CT_OK, "%s", ct_last_error());
     model_free(&r);
 
     int rc;

@@ -112,7 +112,7 @@ static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xsc
     CHECK_CLOSE(loss, loss_ref, 1e-5, 0);
     CHECK_CLOSE(loss, ref_loss(&p), 1e-5, 0);
     double losses[4];
-    ct_comm_all_gather(tp, &loss, losses, 1, CT_COMM_F64);
+    ct_comm_all_gather(tp, &loss, losses, 1, CT_F64);
     for (int r = 0; r < P; r++) CHECK(losses[r] == loss, "loss on rank %d %.17g vs mine %.17g", r, losses[r], loss);
     if (P == 1)  // a group of one is exactly the fused kernel
         CHECK(loss == loss_ref, "np1 loss %.17g vs fused %.17g", loss, loss_ref);
@@ -123,7 +123,7 @@ static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xsc
         if (P == 1)
             CHECK(memcmp(dWl, dW_ref, sizeof(float) * V * C) == 0 && memcmp(dx, dx_ref, sizeof(float) * N * C) == 0,
                   "np1 gradients differ from the fused kernel");
-        ct_comm_all_reduce(tp, dx, dx, (size_t)(N * C), CT_COMM_F32, CT_COMM_SUM);  // the caller's reduction
+        ct_comm_all_reduce(tp, dx, dx, (size_t)(N * C), CT_F32, CT_COMM_SUM);  // the caller's reduction
         e = rel_err(dx, dx_ref, N * C);
         CHECK(e <= 1e-5, "sum over tp of dx rel err %g (gather %d chunk %ld)", e, gather, chunk);
     }

@@ -209,14 +209,14 @@ static void check_group(const ct_mesh *m, ct_group *g, unsigned mask, const char
         if (want[i] == world.rank) idx = i;
     CHECK(g->rank == idx, "group %s: rank %d, expected %d", name, g->rank, idx);
     int32_t me = world.rank, all[64];
-    ct_comm_all_gather(g, &me, all, 1, CT_COMM_I32);
+    ct_comm_all_gather(g, &me, all, 1, CT_I32);
     for (int i = 0; i < n; i++) got[i] = all[i];
     for (int i = 0; i < n; i++)
         CHECK(got[i] == want[i], "group %s member %d: world rank %d, expected %d", name, i, got[i],
               want[i]);
     // And the group computes over exactly those ranks.
     int64_t sum = world.rank, ref = 0;
-    ct_comm_all_reduce(g, &sum, &sum, 1, CT_COMM_I64, CT_COMM_SUM);
+    ct_comm_all_reduce(g, &sum, &sum, 1, CT_I64, CT_COMM_SUM);
     for (int i = 0; i < n; i++) ref += want[i];
     CHECK(sum == ref, "group %s sum %lld vs %lld", name, (long long)sum, (long long)ref);
 }

@@ -66,7 +66,7 @@ static void test_roundtrip_fp32(void) {
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 1);
     const char *path = tmp_path("fp32.safetensors");
-    CHECK(ct_model_save(path, &t, &m, block, CT_ST_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_save(path, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
 
     // The raw file, read independently: 3 + 9 L tensors under TorchTitan names and real shapes.
     ct_st_file *f = ct_st_open(path);
@@ -74,7 +74,7 @@ static void test_roundtrip_fp32(void) {
     if (f) {
         CHECK(ct_st_num_tensors(f) == 21, "got %d tensors", ct_st_num_tensors(f));
         const ct_st_tensor *wk = ct_st_find(f, "layers.1.attention.wk.weight");
-        CHECK(wk && wk->dtype == CT_ST_F32 && wk->ndim == 2 && wk->shape[0] == 16 && wk->shape[1] == 32, "wk shape");
+        CHECK(wk && wk->dtype == CT_F32 && wk->ndim == 2 && wk->shape[0] == 16 && wk->shape[1] == 32, "wk shape");
         // Hand layout: embedding 61*32 = 1952; a layer is 32 + 1024 + 512 + 512 + 1024 + 32 + 2*1280 + 1280
         // = 6976; layer 1's wk follows its attention_norm (32) and wq (1024): 1952 + 6976 + 1056 = 9984.
         if (wk) CHECK(!memcmp(wk->data, block + 9984, 16 * 32 * sizeof(float)), "wk data at offset 9984");
@@ -139,7 +139,7 @@ static void test_roundtrip_bf16(void) {
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 2);
     const char *path = tmp_path("bf16.safetensors");
-    CHECK(ct_model_save(path, &t, &m, block, CT_ST_BF16) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_save(path, &t, &m, block, CT_BF16) == CT_OK, "%s", ct_last_error());
     struct stat st;
     stat(path, &st);
     CHECK(st.st_size < (off_t)(t.total * 2 + 8192), "file holds 2 bytes per element (%lld bytes)",
@@ -147,7 +147,7 @@ static void test_roundtrip_bf16(void) {
     ct_st_file *f = ct_st_open(path);
     if (f) {
         const ct_st_tensor *x = ct_st_find(f, "layers.0.attention.wq.weight");
-        CHECK(x && x->dtype == CT_ST_BF16, "stored as BF16");
+        CHECK(x && x->dtype == CT_BF16, "stored as BF16");
         ct_st_close(f);
     }
     float *back = ct_xmalloc((size_t)t.total * sizeof(float));
@@ -209,13 +209,13 @@ static void write_variant(const char *path, const variant *v) {
             ndim = v->ndim;
         }
         if (v->as_i32 && !strcmp(v->as_i32, p->name))
-            ct_st_writer_add(w, p->name, CT_ST_I32, ndim, shape, CT_ST_I32, ints);
+            ct_st_writer_add(w, p->name, CT_I32, ndim, shape, CT_I32, ints);
         else
-            ct_st_writer_add(w, p->name, CT_ST_F32, ndim, shape, CT_ST_F32, block + p->offset);
+            ct_st_writer_add(w, p->name, CT_F32, ndim, shape, CT_F32, block + p->offset);
     }
     if (v->extra) {
         int64_t shape[1] = {32};
-        ct_st_writer_add(w, v->extra, CT_ST_F32, 1, shape, CT_ST_F32, block);
+        ct_st_writer_add(w, v->extra, CT_F32, 1, shape, CT_F32, block);
     }
     if (ct_st_writer_write(w, path)) ct_fatal("test", "%s", ct_last_error());
     ct_st_writer_free(w);
@@ -299,8 +299,8 @@ static void test_bad_metadata(void) {
     CHECK(ct_model_load_config(p, &m) == CT_ERR && contains(ct_last_error(), p), "%s", ct_last_error());
     CHECK(ct_model_load_config(tmp_path("absent.safetensors"), &m) == CT_ERR, "absent file");
 
-    ct_st_dtype d;
-    CHECK(ct_model_dtype_parse("bf16", &d) == CT_OK && d == CT_ST_BF16, "bf16");
+    ct_dtype d;
+    CHECK(ct_model_dtype_parse("bf16", &d) == CT_OK && d == CT_BF16, "bf16");
     CHECK(ct_model_dtype_parse("fp16", &d) == CT_ERR && contains(ct_last_error(), "fp16"), "fp16 refused");
     ct_llama_config a = tiny(), b = tiny();
     b.dim = 64;
@@ -310,7 +310,7 @@ static void test_bad_metadata(void) {
     b = tiny();
     b.norm_eps = 1e-6;
     CHECK(ct_model_config_match(&a, &b) == CT_ERR && contains(ct_last_error(), "norm_eps"), "%s", ct_last_error());
-    CHECK(ct_model_save(tmp_path("x.safetensors"), NULL, &a, NULL, CT_ST_F16) == CT_ERR, "F16 export refused");
+    CHECK(ct_model_save(tmp_path("x.safetensors"), NULL, &a, NULL, CT_F16) == CT_ERR, "F16 export refused");
 }
 
 // ------------------------------------------------------------------ with the trainer

@@ -67,12 +67,12 @@ static void test_roundtrip(void) {
     ct_st_writer *w = ct_st_writer_new();
     ct_st_writer_metadata(w, "format", "ctitan");
     ct_st_writer_metadata(w, "quote\"and\\slash\nnewline", "tab\there \xc3\xa9");
-    CHECK(ct_st_writer_add(w, "layers.0.attention.wq.weight", CT_ST_F32, 2, sa, CT_ST_F32, a) == CT_OK, "%s", ct_last_error());
-    CHECK(ct_st_writer_add(w, "bf", CT_ST_BF16, 3, sb, CT_ST_F32, b) == CT_OK, "%s", ct_last_error());
-    CHECK(ct_st_writer_add(w, "scalar", CT_ST_F32, 0, NULL, CT_ST_F32, &scalar) == CT_OK, "%s", ct_last_error());
-    CHECK(ct_st_writer_add(w, "ints", CT_ST_I32, 1, si, CT_ST_I32, ints) == CT_OK, "%s", ct_last_error());
-    CHECK(ct_st_writer_add(w, "bf", CT_ST_F32, 1, si, CT_ST_F32, a) == CT_ERR, "duplicate name accepted");
-    CHECK(ct_st_writer_add(w, "x", CT_ST_F16, 1, si, CT_ST_F32, a) == CT_ERR, "F32 -> F16 is not offered");
+    CHECK(ct_st_writer_add(w, "layers.0.attention.wq.weight", CT_F32, 2, sa, CT_F32, a) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_st_writer_add(w, "bf", CT_BF16, 3, sb, CT_F32, b) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_st_writer_add(w, "scalar", CT_F32, 0, NULL, CT_F32, &scalar) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_st_writer_add(w, "ints", CT_I32, 1, si, CT_I32, ints) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_st_writer_add(w, "bf", CT_F32, 1, si, CT_F32, a) == CT_ERR, "duplicate name accepted");
+    CHECK(ct_st_writer_add(w, "x", CT_F16, 1, si, CT_F32, a) == CT_ERR, "F32 -> F16 is not offered");
     CHECK(ct_st_writer_write(w, p) == CT_OK, "%s", ct_last_error());
     ct_st_writer_free(w);
     CHECK(access(tmp_path("rt.safetensors.tmp"), F_OK) != 0, "temporary file left behind");
@@ -100,12 +100,12 @@ static void test_roundtrip(void) {
     CHECK(m && !strcmp(m, "tab\there \xc3\xa9"), "escaped metadata");
     CHECK(ct_st_metadata(r, "missing") == NULL, "missing key");
     const ct_st_tensor *t = ct_st_find(r, "layers.0.attention.wq.weight");
-    CHECK(t && t->dtype == CT_ST_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && t->numel == 6, "wq info");
+    CHECK(t && t->dtype == CT_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && t->numel == 6, "wq info");
     float out[NB];
     CHECK(ct_st_read_f32(r, "layers.0.attention.wq.weight", out, 6) == CT_OK, "%s", ct_last_error());
     CHECK(!memcmp(out, a, sizeof a), "fp32 values differ");
     t = ct_st_find(r, "bf");
-    CHECK(t && t->dtype == CT_ST_BF16 && t->ndim == 3 && t->numel == NB, "bf info");
+    CHECK(t && t->dtype == CT_BF16 && t->ndim == 3 && t->numel == NB, "bf info");
     CHECK(ct_st_read_f32(r, "bf", out, NB) == CT_OK, "%s", ct_last_error());
     // Reference: of the two bf16 neighbours of b[i] (truncated, and one step further from
     // zero), the closer one in float64; ties to the even pattern.
@@ -123,7 +123,7 @@ static void test_roundtrip(void) {
     CHECK(t && t->ndim == 0 && t->numel == 1, "scalar info");
     CHECK(ct_st_read_f32(r, "scalar", out, 1) == CT_OK && out[0] == 42.0f, "scalar value");
     t = ct_st_find(r, "ints");
-    CHECK(t && t->dtype == CT_ST_I32 && !memcmp(t->data, ints, sizeof ints), "ints bytes");
+    CHECK(t && t->dtype == CT_I32 && !memcmp(t->data, ints, sizeof ints), "ints bytes");
     CHECK(ct_st_read_f32(r, "ints", out, 3) == CT_ERR, "I32 -> fp32 should be refused");
     CHECK(ct_st_read_f32(r, "bf", out, 999) == CT_ERR && strstr(ct_last_error(), "1000 elements"), "element count");
     CHECK(ct_st_read_f32(r, "nope", out, 1) == CT_ERR && strstr(ct_last_error(), "no tensor nope"), "absent");

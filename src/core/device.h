@@ -1,0 +1,16 @@
+// Where a buffer lives. A device is a kind plus an index (GPU ordinal; 0 for the host), so
+// memory accounting, tensors and backends can say which memory they mean.
+#ifndef CT_DEVICE_H
+#define CT_DEVICE_H
+
+typedef enum { CT_DEVICE_CPU = 0, CT_DEVICE_CUDA, CT_DEVICE_NKINDS } ct_device_kind;
+
+typedef struct {
+    ct_device_kind kind;
+    int index;  // GPU ordinal; 0 on the host
+} ct_device;
+
+#define CT_HOST ((ct_device){CT_DEVICE_CPU, 0})
+
+const char *ct_device_kind_name(ct_device_kind k);  // "cpu", "cuda"
+#endif

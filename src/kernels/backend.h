@@ -1,0 +1,79 @@
+// The kernel backend: every piece of math the model, the strategies and the optimizer run on
+// device buffers, as one table of function pointers chosen at start-up (`cpu` today: oneDNN +
+// OpenMP; `cuda` later). Code above kernels/ includes only this header, never kernels/kernels.h
+// or a backend's own files, so nothing above this layer is tied to a device.
+//
+// Each member has the contract of the CPU function of the same name in kernels/kernels.h
+// (shapes, accumulate-vs-overwrite, scratch sizes); that header is the CPU reference
+// implementation, tested against float64, and the cpu table points at it.
+//
+// Buffers passed to a backend live on its device; host code never reads or writes them except
+// through `copy_to_host` / `copy_from_host` (identity copies on the CPU).
+#ifndef CT_KERNELS_BACKEND_H
+#define CT_KERNELS_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/device.h"
+
+typedef struct ct_kernels {
+    const char *name;       // "cpu", "cuda"
+    ct_device_kind device;  // where its buffers live
+
+    // ---- memory on the device (bytes)
+    void (*zero)(void *dst, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);                  // device -> device
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);     // device -> host
+    void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);   // host -> device
+
+    // ---- matmul
+    void (*gemm)(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+                 const float *B, long ldb, float beta, float *C, long ldc);
+    void (*linear_forward)(float *out, const float *inp, const float *weight, long N, long IC, long OC);
+    void (*linear_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                            long N, long IC, long OC);
+    // Best fp32 matmul rate of this device in GFLOP/s (n×n×n, best of reps): what MFU divides by.
+    double (*matmul_peak_gflops)(long n, int reps);
+
+    // ---- layers
+    void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, long N, long C, long vocab_start,
+                              long V_local);
+    void (*embedding_backward)(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
+                               long vocab_start, long V_local);
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                            float eps);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                             const float *rstd, long N, long C);
+    void (*rope_tables)(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
+                        double low_freq_factor, double high_freq_factor, long original_max_pos);
+    void (*rope_forward)(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                         long H, long HS, long ld);
+    void (*rope_backward)(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
+                          long T, long H, long HS, long ld);
+    long (*attention_scratch_floats)(long Tq, long Tk, long HS);
+    void (*attention_forward)(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
+                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq,
+                              long Tk, long NH, long NKV, long HS, float *scratch);
+    void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                               const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
+                               long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
+                               long NH, long NKV, long HS, float *scratch);
+    void (*swiglu_forward)(float *out, const float *inp, long N, long F);
+    void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
+
+    // ---- output projection + cross-entropy (whole vocabulary on this rank)
+    long (*xent_scratch_floats)(long chunk_rows, long V);
+    double (*xent_fused)(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
+                         long C, long V, float grad_scale, long chunk_rows, float *scratch);
+
+    // ---- optimizer and reductions
+    void (*adamw_update)(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, long step, float grad_scale);
+    double (*sum_squares)(const float *x, long n);
+    void (*add_inplace)(float *y, const float *x, long n);
+    void (*scale_inplace)(float *y, float a, long n);
+} ct_kernels;
+
+// The backend called `name` ("cpu"), or NULL when this build has none by that name.
+const ct_kernels *ct_kernels_get(const char *name);
+#endif

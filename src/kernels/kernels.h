@@ -38,7 +38,7 @@ void ct_embedding_backward(float *dwte, const float *dout, const int32_t *tokens
 // ---------------------------------------------------------------- RMSNorm
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) kept for backward.
 void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C, float eps);
-// dinp (N, C) += ..., dweight (C) += ...
+// dinp (N, C) += ..., dweight (C) += ...  (either may be NULL: that half is skipped)
 void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          const float *rstd, long N, long C);
 

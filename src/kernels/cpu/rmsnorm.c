@@ -30,6 +30,9 @@ void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const f
                          const float *rstd, long N, long C) {
 #pragma omp parallel
     {
+        // Either half may be skipped (NULL): a split backward computes dinp in its input-gradient
+        // pass and dweight later in its weight-gradient pass; each half alone gives the same bits.
+        if (dinp)
 #pragma omp for schedule(static) nowait
         for (long n = 0; n < N; n++) {
             const float *x = inp + n * C, *dy = dout + n * C;  // (C)
@@ -41,7 +44,7 @@ void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const f
             float k = r * r * r * dot / (float)C;
             for (long c = 0; c < C; c++) dx[c] += r * weight[c] * dy[c] - k * x[c];
         }
-        long nblocks = (C + CT_RMS_COL_BLOCK - 1) / CT_RMS_COL_BLOCK;
+        long nblocks = dweight ? (C + CT_RMS_COL_BLOCK - 1) / CT_RMS_COL_BLOCK : 0;
 #pragma omp for schedule(static)
         for (long cb = 0; cb < nblocks; cb++) {
             long c0 = cb * CT_RMS_COL_BLOCK;

@@ -17,7 +17,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench run clean setup
+.PHONY: all test bench run clean setup lint
 all: $(BUILD)/ctitan
 
 # scripts/setup.sh installs the Debian packages (idempotent); the stamp makes it run once per tree.
@@ -54,6 +54,10 @@ bench: $(BUILD)/ctitan $(BENCH_BINS)
 
 run: $(BUILD)/ctitan
 	bash scripts/main_job.sh
+
+# The include graph points one way (core <- kernels|comm <- model <- parallel <- train <- cli).
+lint:
+	bash scripts/check_includes.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -2,6 +2,8 @@
 // memory accounting, tensors and backends can say which memory they mean.
 #ifndef CT_DEVICE_H
 #define CT_DEVICE_H
+#include <stdbool.h>
+#include <stddef.h>
 
 typedef enum { CT_DEVICE_CPU = 0, CT_DEVICE_CUDA, CT_DEVICE_NKINDS } ct_device_kind;
 
@@ -12,5 +14,14 @@ typedef struct {
 
 #define CT_HOST ((ct_device){CT_DEVICE_CPU, 0})
 
-const char *ct_device_kind_name(ct_device_kind k);  // "cpu", "cuda"
+const char *ct_device_kind_name(ct_device_kind k);  // "cpu", "cuda"; "?" when unknown
+
+// Two devices are the same memory when kind and index agree.
+static inline bool ct_device_equal(ct_device a, ct_device b) {
+    return a.kind == b.kind && a.index == b.index;
+}
+
+// "cpu", "cuda:1" (the host has one memory, so its index is not shown). Like snprintf: writes
+// at most n bytes, NUL-terminated, and returns the length it wanted.
+int ct_device_format(ct_device d, char *buf, size_t n);
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/backend.h"
 #include "comm/comm.h"
 #include "mpi_test.h"
 
@@ -281,6 +282,56 @@ static void test_dtype_sizes_and_names(void) {
     CHECK(strcmp(ct_comm_kind_name(CT_COMM_REDUCE_SCATTER), "reduce_scatter") == 0, "name");
 }
 
+// ---- backend table (run by the parent, before and without MPI) ------------------------------
+
+static void test_backend_table(void) {
+    const ct_comm_backend *mpi = ct_comm_backend_get("mpi");
+    CHECK(mpi == &ct_comm_backend_mpi && strcmp(mpi->name, "mpi") == 0, "mpi backend");
+    CHECK(ct_comm_backend_get("nccl") == NULL && ct_comm_backend_get("") == NULL &&
+              ct_comm_backend_get(NULL) == NULL, "unknown names");
+    CHECK(strcmp(ct_comm_backend_name(), "mpi") == 0, "default %s", ct_comm_backend_name());
+    CHECK(ct_comm_select("nccl") == CT_ERR &&
+              strcmp(ct_last_error(), "comm: this build has no backend named 'nccl' (it has: mpi)") == 0,
+          "%s", ct_last_error());
+    CHECK(ct_comm_select("mpi") == CT_OK && strcmp(ct_comm_backend_name(), "mpi") == 0, "select mpi");
+    // Every member is filled: comm.c calls them without checking.
+    CHECK(mpi->init && mpi->finalize && mpi->abort_hook && mpi->group_world && mpi->group_split &&
+              mpi->group_free && mpi->all_reduce && mpi->all_gather && mpi->reduce_scatter &&
+              mpi->broadcast && mpi->send && mpi->recv && mpi->barrier && mpi->test,
+          "a member is NULL");
+    ct_group g;
+    memset(&g, 0, sizeof g);
+    CHECK(ct_comm_group_world(&g, 1) == CT_ERR &&
+              strcmp(ct_last_error(), "comm: ct_comm_init must run before ct_comm_group_world") == 0,
+          "%s", ct_last_error());
+    ct_comm_group_free(&g);  // freeing a group never made is a no-op
+}
+
+// A collective on a zeroed (never made) group ends the process with a comm line, not a crash.
+static void test_unmade_group_is_fatal(void) {
+    int fd[2];
+    CHECK(pipe(fd) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        ct_group g;
+        memset(&g, 0, sizeof g);
+        float v[2] = {0};
+        ct_comm_all_reduce(&g, v, v, 2, CT_F32, CT_COMM_SUM);
+        _exit(0);
+    }
+    close(fd[1]);
+    char err[256] = {0};
+    ssize_t n = read(fd[0], err, sizeof err - 1);
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(n > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    CHECK(strstr(err, "comm: all_reduce on group ?: the group was never made (or was freed)"), "%s", err);
+}
+
 // ---- failure drills (tests/test_comm.sh checks what they print and how fast the job ends) ----
 
 static double arg_timeout = 2;
@@ -332,8 +383,10 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) arg_timeout = atof(argv[++i]);
     }
     if (!scen && !ct_mpi_test_is_child(argc, argv)) {
-        // Parent: run every case at 1, 2, 3 and 4 ranks.
-        int bad = 0;
+        // Parent: the cases that need no MPI, then every MPI case at 1, 2, 3 and 4 ranks.
+        CT_RUN(test_backend_table);
+        CT_RUN(test_unmade_group_is_fatal);
+        int bad = ct_test_failures != 0;
         for (int np = 1; np <= 4; np++) {
             int rc = ct_mpi_test_spawn(argv[0], np, 240, NULL);
             if (rc != 0) {

@@ -1,6 +1,7 @@
 // Process groups and their collectives: the one interface every parallel strategy talks to.
-// The CPU backend (comm_mpi.c) implements it over MPI; a NCCL backend implements the same
-// declarations later, so nothing above comm/ names MPI.
+// The transport is a backend chosen at run time (comm/backend.h): "mpi" (comm_mpi.c) for CPU
+// runs today, "nccl" later. comm.c implements these declarations once, for every backend, and
+// each group remembers the backend that made it, so nothing above comm/ names MPI.
 //
 // Rules every function here follows:
 // - Collectives cannot fail softly. An MPI error, or a collective that does not complete within
@@ -64,6 +65,7 @@ typedef struct ct_group {
     int rank, size;                   // this process's rank in the group; the group's size
     double timeout_s;                 // a wait longer than this ends the job; <= 0: never
     ct_comm_opaque backend;           // MPI: the communicator
+    const struct ct_comm_backend *ops;  // the backend that made the group; NULL: not made
     ct_comm_stat stats[CT_COMM_NKINDS];
 } ct_group;
 
@@ -78,11 +80,18 @@ typedef struct {
 
 enum { CT_COMM_DEFAULT_TIMEOUT_S = 300 };
 
-// Process start/end. ct_comm_init starts MPI (funneled threads: OpenMP threads never call
-// comm) unless it is already running, and makes MPI errors return instead of aborting so that
-// they reach ct_fatal with the rank and cause. Idempotent.
+// Process start/end. ct_comm_init starts the selected backend ("mpi" unless ct_comm_select
+// chose another) and lets ct_fatal name this rank and end every process of the job. Idempotent.
+// The MPI backend starts MPI (funneled threads: OpenMP threads never call comm) unless it is
+// already running, and makes MPI errors return instead of aborting so that they reach ct_fatal
+// with the rank and cause.
 ct_status ct_comm_init(int *argc, char ***argv);
 void ct_comm_finalize(void);
+// Chooses the backend by name ("mpi"); before ct_comm_init (or naming the one running).
+// Fails, with a message, for a name this build does not have.
+ct_status ct_comm_select(const char *name);
+// The backend selected or running: "mpi" by default.
+const char *ct_comm_backend_name(void);
 
 // Group over every process (name "world"). timeout_s: see ct_group.timeout_s.
 ct_status ct_comm_group_world(ct_group *out, double timeout_s);

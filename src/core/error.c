@@ -1,6 +1,6 @@
 #include "core/error.h"
 
-#include <mpi.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +18,17 @@ ct_status ct_set_error(const char *fmt, ...) {
 
 const char *ct_last_error(void) { return last_error; }
 
+// The registered hook, process-wide like the job it describes (see ct_set_abort_hook).
+static _Atomic(const ct_abort_hook *) abort_hook;
+
+void ct_set_abort_hook(const ct_abort_hook *h) { atomic_store(&abort_hook, h); }
+
 void ct_fatal(const char *where, const char *fmt, ...) {
-    int mpi_up = 0, mpi_down = 0, rank = 0, size = 1;
-    MPI_Initialized(&mpi_up);
-    if (mpi_up) MPI_Finalized(&mpi_down);
-    if (mpi_up && !mpi_down) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const ct_abort_hook *h = atomic_load(&abort_hook);
+    int rank = 0, size = 1;
+    if (h) {
+        rank = h->rank(h->ctx);
+        size = h->size(h->ctx);
     }
     char msg[1024];
     va_list ap;
@@ -37,7 +41,8 @@ void ct_fatal(const char *where, const char *fmt, ...) {
         fprintf(stderr, "%s: %s\n", where, msg);
     fflush(stderr);
     fflush(stdout);
-    if (mpi_up && !mpi_down && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    // A job of one ends by exit, so its status and atexit handlers are the ordinary ones.
+    if (h && size > 1) h->abort_job(h->ctx, 1);
     exit(1);
 }
 

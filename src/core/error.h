@@ -1,6 +1,10 @@
 // Errors. A function that can fail returns a status and leaves a message (ct_set_error);
 // a fatal error goes through ct_fatal, which prints "[rank R] where: what" and ends the whole
-// job (MPI_Abort when MPI is running, so no rank is left waiting in a collective).
+// job, so no process is left waiting in a collective for one that died.
+//
+// core/ knows nothing of MPI or NCCL: whoever starts a multi-process job (comm/) registers an
+// abort hook that tells ct_fatal this process's rank, the job's size, and how to end every
+// process. Without a hook a process is a job of one and ct_fatal simply exits.
 #ifndef CT_ERROR_H
 #define CT_ERROR_H
 #include <stddef.h>
@@ -11,7 +15,22 @@ typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
 ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ct_last_error(void);
 
-// Prints "[rank R] where: what" (or "where: what" outside MPI) to stderr and ends the job.
+// How ct_fatal reaches the rest of the job. Each function may be called from any thread, at
+// any moment (also while the job is being torn down), and must not call ct_fatal itself.
+typedef struct {
+    void *ctx;                              // passed back to every function
+    int (*rank)(void *ctx);                 // this process's rank in the job
+    int (*size)(void *ctx);                 // processes in the job; <= 1: nothing to abort
+    void (*abort_job)(void *ctx, int code); // ends every process; may return if it cannot
+} ct_abort_hook;
+
+// Registers `h` (NULL: back to "a job of one"). The hook is kept by pointer, not copied, so
+// that a concurrent ct_fatal never sees half of an old hook and half of a new one: `h` must
+// outlive its registration (a static const table).
+void ct_set_abort_hook(const ct_abort_hook *h);
+
+// Prints "[rank R] where: what" (or "where: what" in a job of one) to stderr and ends the job:
+// the hook's abort_job when the job has more than one process, then exit(1).
 _Noreturn void ct_fatal(const char *where, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // Checked allocation helpers for set-up code (never in the training step).

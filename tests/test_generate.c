@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "model/generate.h"
 #include "model/llama.h"
+#include "model/runner.h"
 #include "model/sampler.h"
 #include "test.h"
 
@@ -69,7 +70,7 @@ static double ref_nll(model *r, const int32_t *tokens, long n, int32_t next) {
     int32_t *tg = ct_xmalloc((size_t)n * sizeof(int32_t));
     for (long i = 0; i < n; i++) tg[i] = -1;
     tg[n - 1] = next;
-    double loss = ct_llama_step(&a, &r->w, NULL, tokens, tg, 0, NULL);
+    double loss = ct_llama_step(&a, &r->w, NULL, tokens, tg, 0);
     free(tg);
     ct_llama_acts_free(&a);
     return loss;

@@ -7,6 +7,7 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/llama.h"
+#include "model/runner.h"
 #include "test.h"
 
 static ct_llama_config tiny(int n_heads, int n_kv_heads) {
@@ -67,7 +68,7 @@ static void rig_free(rig *r) {
 
 static double mean_loss(rig *r) {
     long N = r->a.N;
-    return ct_llama_step(&r->a, &r->w, NULL, r->in, r->tg, 0, NULL) / (double)N;
+    return ct_llama_step(&r->a, &r->w, NULL, r->in, r->tg, 0) / (double)N;
 }
 
 // Gradients against finite differences. Weights are made larger than at init (std 0.3) so every
@@ -81,7 +82,7 @@ static void check_gradients(int n_heads, int n_kv_heads) {
     r.tg[3] = -1;  // an ignored target
     long valid = r.a.N - 1;
     memset(r.grads, 0, r.t.total * sizeof(float));
-    ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 1.0f / valid, NULL);
+    ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 1.0f / valid);
 
     float *dir = ct_xmalloc(r.t.total * sizeof(float));
     for (int pi = 0; pi < r.t.count; pi++) {
@@ -94,9 +95,9 @@ static void check_gradients(int n_heads, int n_kv_heads) {
         float *x = r.params + p->offset;
         const double eps = 1e-3;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
-        double lp = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0, NULL) / valid;
+        double lp = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
         for (long i = 0; i < p->numel; i++) x[i] -= 2 * (float)eps * dir[i];
-        double lm = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0, NULL) / valid;
+        double lm = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
         double numeric = (lp - lm) / (2 * eps);
         if (getenv("VERBOSE")) printf("    %-36s analytic %10.6f numeric %10.6f\n", p->name, analytic, numeric);
@@ -126,11 +127,11 @@ static void test_deterministic(void) {
     rig r;
     rig_init(&r, tiny(4, 2), 2, 9, 5);
     memset(r.grads, 0, r.t.total * sizeof(float));
-    double l1 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f, NULL);
+    double l1 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
     float *g1 = ct_xmalloc(r.t.total * sizeof(float));
     memcpy(g1, r.grads, r.t.total * sizeof(float));
     memset(r.grads, 0, r.t.total * sizeof(float));
-    double l2 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f, NULL);
+    double l2 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
     CHECK(l1 == l2, "loss %.17g vs %.17g", l1, l2);
     CHECK(memcmp(g1, r.grads, r.t.total * sizeof(float)) == 0, "gradients differ between identical runs");
     free(g1);
@@ -145,11 +146,11 @@ static void test_accumulation_equals_big_batch(void) {
     rig_init(&small, tiny(4, 2), 2, 8, 9);
     long n = big.a.N;
     memset(big.grads, 0, big.t.total * sizeof(float));
-    double lb = ct_llama_step(&big.a, &big.w, &big.g, big.in, big.tg, 1.0f / n, NULL);
+    double lb = ct_llama_step(&big.a, &big.w, &big.g, big.in, big.tg, 1.0f / n);
     memset(small.grads, 0, small.t.total * sizeof(float));
     double ls = 0;
     for (int mb = 0; mb < 2; mb++)
-        ls += ct_llama_step(&small.a, &small.w, &small.g, big.in + mb * 16, big.tg + mb * 16, 1.0f / n, NULL);
+        ls += ct_llama_step(&small.a, &small.w, &small.g, big.in + mb * 16, big.tg + mb * 16, 1.0f / n);
     CHECK_CLOSE(ls, lb, 1e-5, 0);
     double maxg = 0, maxd = 0;
     for (long i = 0; i < big.t.total; i++) {

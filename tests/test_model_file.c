@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "data/shard.h"
 #include "model/llama.h"
+#include "model/runner.h"
 #include "test.h"
 #include "train/trainer.h"
 
@@ -436,7 +437,7 @@ static void test_export_and_eval(void) {
                 tg[b * T + i] = val_tokens[w0 + i + 1];
             }
         }
-        sum += ct_llama_step(&a, &w, NULL, in, tg, 0, NULL);
+        sum += ct_llama_step(&a, &w, NULL, in, tg, 0);
     }
     double ref = sum / (VAL_STEPS * MB * T);
     CHECK_CLOSE(val, ref, 1e-6, 1e-7);
@@ -457,7 +458,7 @@ static void test_export_and_eval(void) {
             in[i] = val_tokens[s * T + i];
             tg[i] = val_tokens[s * T + i + 1];
         }
-        sum += ct_llama_step(&a, &w, NULL, in, tg, 0, NULL);
+        sum += ct_llama_step(&a, &w, NULL, in, tg, 0);
     }
     CHECK(rc == 0, "eval rc %d", rc);
     CHECK_CLOSE(got, sum / (((N_VAL - 1) / T) * T), 0, 2e-6);
@@ -516,7 +517,7 @@ static void test_initial_load(void) {
         ct_llama_acts_init(&a, &m, MB, T);
         long valid = 0;
         for (int i = 0; i < MB * T; i++) valid += t.targets[i] >= 0;
-        double ref = ct_llama_step(&a, &w, NULL, t.inputs, t.targets, 0, NULL) / (double)valid;
+        double ref = ct_llama_step(&a, &w, NULL, t.inputs, t.targets, 0) / (double)valid;
         CHECK_CLOSE(loss0, ref, 1e-6, 1e-7);
         ct_llama_acts_free(&a);
         ct_llama_weights_free(&w);

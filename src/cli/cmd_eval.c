@@ -16,6 +16,7 @@
 #include "core/memory.h"
 #include "data/loader.h"
 #include "model/llama.h"
+#include "model/runner.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ctitan eval --model FILE --data DIR|SHARD [--split val|train] [--seq_len T] [--batch B] "
@@ -120,7 +121,7 @@ int ct_cmd_eval(int argc, char **argv) {
     for (long s = 0; s < steps; s++) {
         ct_loader_next_batch(loader, inputs, targets);
         for (long j = 0; j < B * T; j++) valid += targets[j] >= 0;
-        loss_sum += ct_llama_step(&acts, &w, NULL, inputs, targets, 0.0f, NULL);
+        loss_sum += ct_llama_step(&acts, &w, NULL, inputs, targets, 0.0f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

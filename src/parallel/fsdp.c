@@ -5,15 +5,16 @@
 
 #include "core/error.h"
 #include "core/memory.h"
-#include "kernels/kernels.h"
 
 static long group_numel(const ct_fsdp *f, int g) { return f->table->group_offset[g + 1] - f->table->group_offset[g]; }
 static int head_group(const ct_fsdp *f) { return f->n_groups - 1; }
 static int nshards(const ct_fsdp *f) { return f->shard_group->size; }
 
-void ct_fsdp_init(ct_fsdp *f, const ct_param_table *t, ct_group *shard_group, ct_group *replicate_group,
-                  ct_reshard_policy policy, ct_llama_weights *weights, ct_llama_weights *grad_views) {
+void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                  ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                  ct_llama_weights *grad_views) {
     memset(f, 0, sizeof *f);
+    f->k = k;
     f->table = t;
     f->shard_group = shard_group;
     f->replicate_group = replicate_group;
@@ -106,7 +107,7 @@ static void gather(ct_fsdp *f, int g) {
     ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
 }
 
-static void release(ct_fsdp *f, int g) {
+static void release_group(ct_fsdp *f, int g) {
     int s = f->group_slot[g];
     if (s < 0) return;
     f->slot_group[s] = -1;
@@ -121,44 +122,48 @@ static bool keep_after_forward(const ct_fsdp *f, int g) {
     }
 }
 
-static void before_group(void *ctx, int g, int phase) {
+static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
-    if (phase == CT_FORWARD || g != 0) gather(f, g);  // the embedding's backward needs no weights
-    // The head runs forward and backward in one call, so its gradient buffer is needed at once.
-    if (phase == CT_BACKWARD || g == head_group(f)) {
-        memset(f->full_grad, 0, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+    if (use & CT_USE_WEIGHTS) gather(f, g);
+    if (use & CT_USE_GRADS) {
+        // The group's whole gradient is summed here, then reduce-scattered on release.
+        f->k->zero(f->full_grad, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
         ct_llama_weights_point_group(f->grad_views, f->table, g, f->full_grad);
     }
 }
 
-static void after_group(void *ctx, int g, int phase) {
+static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
-    if (phase == CT_FORWARD) {
-        if (!keep_after_forward(f, g)) release(f, g);
-        // The head reports an end of forward only in a forward-only step (evaluation): no
-        // backward will come for the groups kept whole, so free them all.
-        if (g == head_group(f))
-            for (int k = 0; k < f->n_groups; k++) release(f, k);
-        return;
+    if (use & CT_USE_GRADS) {
+        // Sum the group's whole gradient over the shard group and add this rank's part into its
+        // gradient shard (micro-batches accumulate there).
+        long n = f->shard_numel[g];
+        ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
+        f->k->add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
     }
-    // Backward done: the group's whole gradient is in full_grad; sum it over the shard group and
-    // add this rank's part into its gradient shard (micro-batches accumulate there).
-    long n = f->shard_numel[g];
-    ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
-    ct_add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
-    release(f, g);
+    // A group stays whole after forward only when its backward will need it soon (the policy);
+    // the head's backward runs inside its forward, so nothing is left for it to wait for.
+    bool keep = phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f);
+    if (use & CT_USE_WEIGHTS && !keep) release_group(f, g);
 }
 
-ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f) {
-    ct_llama_hooks h = {.ctx = f, .before_group = before_group, .after_group = after_group};
-    return h;
+// End of a step (or of a forward-only pass): groups kept whole for a backward that will not come.
+static void finish(void *ctx) {
+    ct_fsdp *f = ctx;
+    for (int g = 0; g < f->n_groups; g++) release_group(f, g);
+}
+
+ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f) {
+    ct_weight_ops ops = {.ctx = f, .acquire = acquire, .release = release, .finish = finish};
+    return ops;
 }
 
 // ------------------------------------------------------------------ step-level
 
-void ct_fsdp_reduce_replicas(ct_fsdp *f) {
+void ct_fsdp_reduce_replicas(void *ctx) {
+    ct_fsdp *f = ctx;
     if (f->replicate_group && f->replicate_group->size > 1)
         ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_F32, CT_COMM_SUM);
 }
@@ -169,7 +174,7 @@ void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
     for (int g = 0; g < f->n_groups; g++) {
         ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
                            CT_F32);
-        memcpy(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
+        f->k->copy_to_host(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
     }
     free(buf);
 }

@@ -4,7 +4,7 @@
 // cut into N equal shards over the `fsdp` group (dp_shard × cp); this rank keeps shard `rank`
 // of every group, with its gradients and optimizer state, so those fall as 1/N.
 //
-// Around each group the model calls the hooks: before use the shards are all-gathered into a
+// Around each group the model calls the weight operations: before use the shards are all-gathered into a
 // full buffer (one of two slots, so at most two groups are ever whole at once) and the model's
 // weight views are pointed at it; after backward the group's full gradient is reduce-scattered
 // (fp32, sum) into this rank's gradient shard; `reshard_after_forward` decides whether a group
@@ -21,10 +21,12 @@
 
 #include "comm/comm.h"
 #include "model/llama.h"
+#include "model/stage_ops.h"
 
 typedef enum { CT_RESHARD_DEFAULT, CT_RESHARD_ALWAYS, CT_RESHARD_NEVER } ct_reshard_policy;
 
 typedef struct {
+    const ct_kernels *k;         // the kernel backend the buffers belong to
     const ct_param_table *table;
     ct_group *shard_group;       // fsdp: dp_shard × cp (size N)
     ct_group *replicate_group;   // dp_replicate (size R), gradients all-reduced over it
@@ -55,18 +57,21 @@ typedef struct {
 
 // Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point
 // at the local block when N = 1, else at nothing until gathered.
-void ct_fsdp_init(ct_fsdp *f, const ct_param_table *t, ct_group *shard_group, ct_group *replicate_group,
-                  ct_reshard_policy policy, ct_llama_weights *weights, ct_llama_weights *grad_views);
+void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                  ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                  ct_llama_weights *grad_views);
 void ct_fsdp_free(ct_fsdp *f);
 
 // Initialises this rank's shards from (seed, name, global index): the same numbers as one process.
 void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed);
 
-// The hooks to hand to ct_llama_step.
-ct_llama_hooks ct_fsdp_hooks(ct_fsdp *f);
+// The stage's weight operations (model/stage_ops.h): gather on acquire, reduce-scatter the
+// gradient and free on release, everything freed on finish.
+ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f);
 
 // After the step's micro-batches: all-reduce gradient shards over the replicas (HSDP / DDP).
-void ct_fsdp_reduce_replicas(ct_fsdp *f);
+// A gradient reducer for the executor (ctx: the ct_fsdp).
+void ct_fsdp_reduce_replicas(void *ctx);
 // The part of parameter p held in this rank's shard: elements [*begin, *begin + n) of p (its
 // local flattened index) sit at f->params + *local_offset (and the same offset in f->grads).
 // Returns n (0 when the shard holds none of p).

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "kernels/kernels.h"
 #include "parallel/loss_parallel.h"
 
 // ------------------------------------------------------------------ the f / g hooks
@@ -29,25 +28,28 @@ static double output_loss(void *ctx, float *dx, float *dW, const float *x, const
                           long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows,
                           float *scratch) {
     ct_tp *tp = ctx;
-    return ct_xent_vocab_parallel(dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale, chunk_rows, scratch,
-                                  tp->group, tp->gather_logits);
+    return ct_xent_vocab_parallel_k(tp->k, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
+                                    chunk_rows, scratch, tp->group, tp->gather_logits);
 }
 
-ct_tp_hooks ct_tp_make_hooks(ct_tp *tp, long chunk_rows, long V_local) {
-    ct_tp_hooks h = {.ctx = tp, .size = tp->group->size, .rank = tp->group->rank};
-    if (tp->group->size == 1) return h;  // identity everywhere: the single-process model
-    h.sequence_parallel = tp->sequence_parallel;
-    h.gather_rows = gather_rows;
-    h.reduce_rows = reduce_rows;
-    h.output_loss = output_loss;
-    h.output_loss_scratch_floats =
-        ct_xent_vocab_parallel_scratch_floats(chunk_rows, V_local, tp->group->size, tp->gather_logits);
-    return h;
+static long output_loss_scratch(void *ctx, long chunk_rows, long V_local) {
+    ct_tp *tp = ctx;
+    return ct_xent_vocab_parallel_scratch_floats(chunk_rows, V_local, tp->group->size, tp->gather_logits);
+}
+
+void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops) {
+    if (tp->group->size == 1) return;  // identity everywhere: the single-process model
+    ops->tp = (ct_tp_ops){.ctx = tp, .size = tp->group->size, .rank = tp->group->rank,
+                          .sequence_parallel = tp->sequence_parallel, .gather_rows = gather_rows,
+                          .reduce_rows = reduce_rows};
+    ops->loss = (ct_loss_ops){.ctx = tp, .fn = output_loss, .scratch_floats = output_loss_scratch};
 }
 
 // ------------------------------------------------------------------ replicated tensors
 
-void ct_tp_reduce_replicated_grads(ct_tp *tp, ct_fsdp *f) {
+void ct_tp_reduce_replicated_grads(void *ctx) {
+    ct_tp *tp = ctx;
+    ct_fsdp *f = tp->fsdp;
     if (tp->group->size == 1 || !tp->sequence_parallel) return;
     for (int i = 0; i < f->table->count; i++) {
         const ct_param *p = &f->table->params[i];
@@ -58,14 +60,14 @@ void ct_tp_reduce_replicated_grads(ct_tp *tp, ct_fsdp *f) {
 }
 
 double ct_tp_grad_sum_squares(ct_tp *tp, ct_fsdp *f) {
-    double sum = ct_sum_squares(f->grads, f->local_numel);  // FSDP padding stays zero
+    double sum = tp->k->sum_squares(f->grads, f->local_numel);  // FSDP padding stays zero
     if (tp->group->rank > 0) {
         // Every tp rank holds the same replicated tensors: only tp rank 0 counts them.
         for (int i = 0; i < f->table->count; i++) {
             const ct_param *p = &f->table->params[i];
             long begin, off, n;
             if (p->tp_dim < 0 && (n = ct_fsdp_param_range(f, p, &begin, &off)))
-                sum -= ct_sum_squares(f->grads + off, n);
+                sum -= tp->k->sum_squares(f->grads + off, n);
         }
     }
     ct_comm_all_reduce(f->shard_group, &sum, &sum, 1, CT_F64, CT_COMM_SUM);
@@ -96,7 +98,7 @@ void ct_tp_gather_full(ct_tp *tp, ct_fsdp *f, const ct_llama_config *m, const ct
             const float *src = all + (size_t)r * P_local + p->offset;
             for (long k = 0; k < p->numel;) {
                 long run = ct_param_contiguous_run(p, k, p->numel - k);
-                memcpy(full + gp->offset + ct_param_global_index(p, k), src + k, (size_t)run * sizeof(float));
+                memcpy(full + gp->offset + ct_param_global_index(p, k), src + k, (size_t)run * sizeof(float));  // host buffers
                 k += run;
             }
         }

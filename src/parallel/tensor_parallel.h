@@ -22,20 +22,25 @@
 
 #include "comm/comm.h"
 #include "model/llama.h"
+#include "model/stage_ops.h"
 #include "parallel/fsdp.h"
 
 typedef struct {
+    const ct_kernels *k;
     ct_group *group;           // the tp group (size 1: no tensor parallelism)
     bool sequence_parallel;
     bool gather_logits;        // parallelism.disable_loss_parallel
+    ct_fsdp *fsdp;             // where this rank's parameters and gradients are held
 } ct_tp;
 
-// The model's hooks for this tp group; chunk_rows and V_local size the loss's scratch.
-ct_tp_hooks ct_tp_make_hooks(ct_tp *tp, long chunk_rows, long V_local);
+// Fills the stage's tp edges (f / g) and output loss (vocabulary-parallel) for this group; a
+// group of one leaves the table as it is.
+void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops);
 
 // Under sequence parallel: sums the replicated tensors' gradients over tp (once per step,
-// after every micro-batch, on this rank's FSDP shard of them). No-op otherwise.
-void ct_tp_reduce_replicated_grads(ct_tp *tp, ct_fsdp *f);
+// after every micro-batch, on this rank's FSDP shard of them). No-op otherwise. A gradient
+// reducer for the executor (ctx: the ct_tp).
+void ct_tp_reduce_replicated_grads(void *ctx);
 
 // The global gradient norm squared: every element of the model counted once, whatever holds
 // it (FSDP shards summed over the fsdp group, tp slices over tp, replicated tensors once).

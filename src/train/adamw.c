@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "core/memory.h"
-#include "kernels/kernels.h"
 
 void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay) {
     memset(opt, 0, sizeof *opt);
@@ -22,8 +21,8 @@ void ct_adamw_free(ct_adamw *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-void ct_adamw_step(ct_adamw *opt, float *params, const float *grads, double lr, double grad_scale) {
+void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale) {
     opt->step++;
-    ct_adamw_update(params, grads, opt->m, opt->v, opt->n, (float)lr, opt->beta1, opt->beta2, opt->eps,
+    k->adamw_update(params, grads, opt->m, opt->v, opt->n, (float)lr, opt->beta1, opt->beta2, opt->eps,
                     opt->weight_decay, opt->step, (float)grad_scale);
 }

@@ -1,6 +1,8 @@
 // AdamW state over one flat run of parameters (the whole model, or this rank's shard of it).
 #ifndef CT_ADAMW_H
 #define CT_ADAMW_H
+#include "kernels/backend.h"
+
 typedef struct {
     float *m;     // (n) first moment
     float *v;     // (n) second moment
@@ -12,5 +14,5 @@ typedef struct {
 void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay);
 void ct_adamw_free(ct_adamw *opt);
 // One update of params (n) from grads (n), gradients multiplied by grad_scale (clipping) first.
-void ct_adamw_step(ct_adamw *opt, float *params, const float *grads, double lr, double grad_scale);
+void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale);
 #endif

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "checkpoint/model_file.h"
-#include "kernels/kernels.h"
 
 static ct_loader *open_loader(const ct_trainer *t, const char *source, const char *split, bool sequential) {
     ct_loader_config lc = {
@@ -49,11 +48,42 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     return CT_OK;
 }
 
-static double measure_peak_flops(const ct_config *cfg) {
+static double measure_peak_flops(const ct_kernels *k, const ct_config *cfg) {
     if (cfg->peak_tflops > 0) return cfg->peak_tflops * 1e12;
     double table = ct_config_peak_flops(cfg);
     if (table > 0) return table;
-    return ct_cpu_matmul_peak_gflops(2048, 3) * 1e9;  // the CPU's measured fp32 matmul peak
+    return k->matmul_peak_gflops(2048, 3) * 1e9;  // the device's measured fp32 matmul peak
+}
+
+// The stage (the whole model on this rank: no pipeline yet), its operations table filled by the
+// strategies in TorchTitan's order (tp, then data sharding), and the executor's schedules.
+static ct_status build_stage(ct_trainer *t) {
+    const ct_config *cfg = &t->cfg;
+    ct_stage_ops ops = ct_stage_ops_local(t->k);
+    ct_tp_apply(&t->tp, &ops);
+    ops.weights = ct_fsdp_weight_ops(&t->fsdp);
+    ct_stage_spec spec = {
+        .k = t->k, .cfg = &t->local_model, .layer_begin = 0, .layer_end = t->model.n_layers,
+        .has_embedding = true, .has_head = true, .B = cfg->micro_batch_size, .T = cfg->seq_len, .ops = ops,
+        .weights = &t->weights, .grads = &t->grad_views,
+    };
+    ct_stage_init(&t->stage, &spec);
+    ct_stage *stages[1] = {&t->stage};
+    ct_executor_init(&t->exec, 1, stages, NULL, NULL);
+    ct_executor_add_reducer(&t->exec, ct_fsdp_reduce_replicas, &t->fsdp);
+    ct_executor_add_reducer(&t->exec, ct_tp_reduce_replicated_grads, &t->tp);
+    int accum = cfg->gradient_accumulation_steps;
+    ct_schedule_accumulation(&t->train_schedule, 0, accum, true);
+    ct_schedule_accumulation(&t->eval_schedule, 0, accum, false);
+    const ct_schedule *lists[2] = {&t->train_schedule, &t->eval_schedule};
+    int n_mb[2] = {accum, accum};
+    bool training[2] = {true, false};
+    if (ct_executor_plan(&t->exec, lists, n_mb, training, 2)) return CT_ERR;
+    long mb_tokens = (long)cfg->micro_batch_size * cfg->seq_len;
+    t->mbs = ct_xcalloc((size_t)accum, sizeof(ct_microbatch));
+    for (int i = 0; i < accum; i++)
+        t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens};
+    return CT_OK;
 }
 
 ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
@@ -67,9 +97,11 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
 
+    t->k = ct_kernels_get("cpu");  // the only backend until the CUDA one (training.device) exists
+    if (!t->k) return ct_set_error("no cpu kernel backend in this build");
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
-    t->tp = (ct_tp){.group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
-                    .gather_logits = cfg->disable_loss_parallel};
+    t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
+                    .gather_logits = cfg->disable_loss_parallel, .fsdp = &t->fsdp};
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     long tokens_per_micro_batch = (long)cfg->micro_batch_size * cfg->seq_len;
     if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
@@ -84,17 +116,13 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     ct_reshard_policy policy = !strcmp(cfg->fsdp_reshard_after_forward, "always")  ? CT_RESHARD_ALWAYS
                                : !strcmp(cfg->fsdp_reshard_after_forward, "never") ? CT_RESHARD_NEVER
                                                                                    : CT_RESHARD_DEFAULT;
-    ct_fsdp_init(&t->fsdp, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE], policy, &t->weights,
+    ct_fsdp_init(&t->fsdp, t->k, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE], policy, &t->weights,
                  &t->grad_views);
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
     if (cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
-    t->hooks = ct_fsdp_hooks(&t->fsdp);
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
-    ct_tp_hooks tp_hooks =
-        ct_tp_make_hooks(&t->tp, ct_llama_xent_chunk_rows(tokens_per_micro_batch), t->local_model.vocab_size);
-    ct_llama_acts_init_tp(&t->acts, &t->local_model, cfg->micro_batch_size, cfg->seq_len, &tp_hooks);
 
     t->train_data = open_loader(t, cfg->dataset, "train", false);
     if (!t->train_data) return CT_ERR;
@@ -105,9 +133,10 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
     t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
     t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    if (build_stage(t)) return CT_ERR;
 
     t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
-    t->peak_flops = measure_peak_flops(cfg);
+    t->peak_flops = measure_peak_flops(t->k, cfg);
     return CT_OK;
 }
 
@@ -117,7 +146,11 @@ void ct_trainer_free(ct_trainer *t) {
     if (t->val_data) ct_loader_free(t->val_data);
     ct_mem_free(t->inputs);
     ct_mem_free(t->targets);
-    ct_llama_acts_free(&t->acts);
+    ct_executor_free(&t->exec);
+    ct_schedule_free(&t->train_schedule);
+    ct_schedule_free(&t->eval_schedule);
+    free(t->mbs);
+    if (t->stage.arena) ct_stage_free(&t->stage);
     ct_adamw_free(&t->adam);
     ct_llama_weights_free(&t->weights);
     ct_llama_weights_free(&t->grad_views);
@@ -144,19 +177,15 @@ double ct_trainer_step(ct_trainer *t) {
     ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
-    memset(t->fsdp.grads, 0, (size_t)t->fsdp.local_numel * sizeof(float));
-    double loss_sum = 0;
-    for (int i = 0; i < accum; i++)
-        loss_sum += ct_llama_step(&t->acts, &t->weights, &t->grad_views, t->inputs + i * mb_tokens,
-                                  t->targets + i * mb_tokens, grad_scale, &t->hooks);
-    ct_fsdp_reduce_replicas(&t->fsdp);
-    ct_tp_reduce_replicated_grads(&t->tp, &t->fsdp);
+    t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
+    // The schedule runs every micro-batch and ends with the step's gradient reduction.
+    double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, accum, true, grad_scale);
     ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
 
     double norm = sqrt(ct_tp_grad_sum_squares(&t->tp, &t->fsdp));
     double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
     double lr = ct_lr_at(&t->schedule, t->step + 1);
-    ct_adamw_step(&t->adam, t->fsdp.params, t->fsdp.grads, lr, clip);
+    ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
     t->step++;
 
     double dt = ct_now_seconds() - t0;
@@ -187,10 +216,12 @@ double ct_trainer_validate(ct_trainer *t) {
     long valid = 0, mb_tokens = (long)c->micro_batch_size * c->seq_len;
     // validation.steps batches the size of a training step's global batch, so every layout
     // (micro-batch size, accumulation, data-parallel degree) evaluates the same tokens.
-    for (int i = 0; i < c->val_steps * c->gradient_accumulation_steps; i++) {
-        ct_loader_next_batch(t->val_data, t->inputs, t->targets);
-        for (long j = 0; j < mb_tokens; j++) valid += t->targets[j] >= 0;
-        loss_sum += ct_llama_step(&t->acts, &t->weights, NULL, t->inputs, t->targets, 0.0f, &t->hooks);
+    int accum = c->gradient_accumulation_steps;
+    for (int i = 0; i < c->val_steps; i++) {
+        for (int j = 0; j < accum; j++)
+            ct_loader_next_batch(t->val_data, t->inputs + j * mb_tokens, t->targets + j * mb_tokens);
+        for (long j = 0; j < accum * mb_tokens; j++) valid += t->targets[j] >= 0;
+        loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, accum, false, 0.0f);
     }
     ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
     ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);

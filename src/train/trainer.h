@@ -9,6 +9,8 @@
 #include "data/loader.h"
 #include "metrics/metrics.h"
 #include "model/llama.h"
+#include "model/stage.h"
+#include "parallel/executor.h"
 #include "parallel/fsdp.h"
 #include "parallel/tensor_parallel.h"
 #include "train/adamw.h"
@@ -25,14 +27,20 @@ typedef struct {
     ct_mesh mesh;
     bool is_logger;          // rank 0 prints and writes metrics
 
+    const ct_kernels *k;     // the kernel backend (training.device)
     // Parameter state: this rank's FSDP shards (the whole model when the shard group is 1).
     ct_fsdp fsdp;
     ct_tp tp;
-    ct_llama_hooks hooks;
     ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;
     ct_llama_weights weights, grad_views;
-    ct_llama_acts acts;
+
+    // The model as stages, run by the executor from a schedule (one stage: no pipeline yet).
+    ct_stage stage;
+    ct_executor exec;
+    ct_schedule train_schedule;  // F0 B0 F1 B1 ... REDUCE_GRADS RESHARD
+    ct_schedule eval_schedule;   // F0 F1 ... RESHARD
+    ct_microbatch *mbs;          // (accum) views into inputs / targets
 
     ct_loader *train_data;
     ct_loader *val_data;     // NULL when validation is off

@@ -1,0 +1,33 @@
+#include "model/runner.h"
+
+#include <string.h>
+
+#include "core/error.h"
+
+void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    if (!k) ct_fatal("model", "no cpu kernel backend in this build");
+    ct_stage_spec spec = {
+        .k = k, .cfg = m, .layer_begin = 0, .layer_end = m->n_layers, .has_embedding = true, .has_head = true,
+        .B = B, .T = T, .ops = ct_stage_ops_local(k),
+    };
+    ct_stage_init(&a->stage, &spec);
+    ct_stage_plan_slots(&a->stage, 1, false);
+}
+
+void ct_llama_acts_free(ct_llama_acts *a) { ct_stage_free(&a->stage); }
+
+double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+                     const int32_t *targets, float grad_scale) {
+    ct_stage *s = &a->stage;
+    ct_act_slot *slot = &s->slots[0];
+    s->w = w;
+    s->g = grads;
+    slot->mb = 0;
+    slot->inputs = inputs;
+    slot->targets = targets;
+    ct_stage_forward(s, slot, grads != NULL, grad_scale);
+    if (grads) ct_stage_backward(s, slot);
+    slot->mb = -1;
+    return slot->loss;
+}

@@ -1,0 +1,25 @@
+// The whole model in one process, one micro-batch per call: one stage with every layer, local
+// operations (no strategy), one activation slot. The reference path for tests, `ctitan eval`
+// and checks of the generator; training runs stages through the executor instead.
+#ifndef CT_RUNNER_H
+#define CT_RUNNER_H
+#include <stdint.h>
+
+#include "model/stage.h"
+
+typedef struct {
+    ct_stage stage;
+} ct_llama_acts;
+
+// Plans a stage of the whole model m for micro-batches (B, T) on the CPU kernel backend.
+void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T);
+void ct_llama_acts_free(ct_llama_acts *a);
+
+// One micro-batch: inputs, targets (B, T) (target -1 = ignored). Returns the SUM of token losses
+// over valid targets (the caller divides by the step's count of valid tokens). With grads !=
+// NULL also runs backward, adding (grad_scale ×) the gradients into grads; grad_scale is
+// 1 / (valid tokens in the whole step), so accumulation over micro-batches yields the gradient
+// of the mean loss.
+double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+                     const int32_t *targets, float grad_scale);
+#endif

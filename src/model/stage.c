@@ -1,0 +1,295 @@
+#include "model/stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "model/block.h"
+
+// ------------------------------------------------------------------ planning
+
+long ct_stage_xent_chunk_rows(long N) { return N < 256 ? N : 256; }
+
+static int n_layers(const ct_stage *s) { return s->layer_end - s->layer_begin; }
+static int head_group(const ct_stage *s) { return s->cfg.n_layers + 1; }
+static bool seq_parallel(const ct_stage *s) { return s->ops.tp.sequence_parallel != 0; }
+
+// Slices are taken 64-byte aligned (16 floats) from a base; a NULL base only measures.
+#define TAKE(ptr, n)                            \
+    do {                                        \
+        ptr = base ? base + used : NULL;        \
+        used += ((n) + 15) & ~15L;              \
+    } while (0)
+
+static long carve_shared(ct_stage *s, float *base, long scratch) {
+    const ct_llama_config *m = &s->cfg;
+    long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
+    long used = 0;
+    TAKE(s->dnorm, N * C);
+    TAKE(s->datt, N * NH * HS);
+    TAKE(s->dqkv, N * s->qkv_dim);
+    TAKE(s->dh, N * F);
+    TAKE(s->dh13, N * 2 * F);
+    if (seq_parallel(s)) {
+        TAKE(s->tmp_local, Nl * C);
+        TAKE(s->tmp_full, N * C);
+    }
+    TAKE(s->rope_cos, s->T * HS / 2);
+    TAKE(s->rope_sin, s->T * HS / 2);
+    TAKE(s->scratch, scratch);
+    return used;
+}
+
+static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
+    const ct_llama_config *m = &s->cfg;
+    long B = s->B, T = s->T, N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long F = m->ffn_hidden, QKV = s->qkv_dim;
+    long used = 0;
+    for (int l = 0; l < n_layers(s); l++) {
+        ct_block_acts *b = &a->blocks[l];
+        TAKE(b->x, Nl * C);
+        TAKE(b->norm1, N * C);
+        TAKE(b->rstd1, Nl);
+        TAKE(b->qkv, N * QKV);
+        TAKE(b->att, N * NH * HS);
+        TAKE(b->lse, B * NH * T);
+        TAKE(b->x_mid, Nl * C);
+        TAKE(b->norm2, N * C);
+        TAKE(b->rstd2, Nl);
+        TAKE(b->h13, N * 2 * F);
+        TAKE(b->h, N * F);
+    }
+    TAKE(a->out, Nl * C);
+    if (s->has_head) {
+        TAKE(a->norm_f, N * C);
+        TAKE(a->rstd_f, Nl);
+    }
+    TAKE(a->grad, Nl * C);
+    if (s->split_backward) {
+        for (int l = 0; l < n_layers(s); l++) {
+            ct_block_wgrad_inputs *w = &a->wg[l];
+            TAKE(w->dy_ffn, N * C);
+            TAKE(w->dh13, N * 2 * F);
+            TAKE(w->dn2, Nl * C);
+            TAKE(w->dy_att, N * C);
+            TAKE(w->dqkv, N * QKV);
+            TAKE(w->dn1, Nl * C);
+        }
+        if (s->has_embedding && seq_parallel(s)) TAKE(a->dx_embed, N * C);
+    }
+    return used;
+}
+#undef TAKE
+
+// The stage's input: the first block's input, or (no blocks) the output buffer itself.
+float *ct_stage_input(ct_stage *s, ct_act_slot *a) { return n_layers(s) ? a->blocks[0].x : a->out; }
+float *ct_stage_output(ct_stage *s, ct_act_slot *a) { return a->out; }
+
+void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
+    memset(s, 0, sizeof *s);
+    s->k = spec->k;
+    s->ops = spec->ops;
+    s->cfg = *spec->cfg;
+    s->layer_begin = spec->layer_begin;
+    s->layer_end = spec->layer_end;
+    s->has_embedding = spec->has_embedding;
+    s->has_head = spec->has_head;
+    s->w = spec->weights;
+    s->g = spec->grads;
+    if (s->ops.tp.size < 1) s->ops.tp.size = 1;
+    s->B = spec->B;
+    s->T = spec->T;
+    s->N = s->B * s->T;
+    s->N_local = seq_parallel(s) ? s->N / s->ops.tp.size : s->N;
+    const ct_llama_config *m = &s->cfg;
+    long HS = m->head_dim;
+    s->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
+    s->xent_chunk_rows = ct_stage_xent_chunk_rows(s->N);
+    long scratch = n_layers(s) ? s->ops.attention.scratch_floats(s->ops.attention.ctx, s->T, s->T, HS) : 0;
+    if (s->has_head) {
+        long xent = s->ops.loss.scratch_floats(s->ops.loss.ctx, s->xent_chunk_rows, m->vocab_size);
+        if (xent > scratch) scratch = xent;
+    }
+    long total = carve_shared(s, NULL, scratch);
+    s->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    carve_shared(s, s->arena, scratch);
+    ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->T);
+}
+
+static void free_slots(ct_stage *s) {
+    for (int i = 0; i < s->n_slots; i++) {
+        free(s->slots[i].blocks);
+        free(s->slots[i].wg);
+    }
+    free(s->slots);
+    ct_mem_free(s->slot_arena);
+    s->slots = NULL;
+    s->slot_arena = NULL;
+    s->n_slots = 0;
+}
+
+void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
+    free_slots(s);
+    s->split_backward = split;
+    s->n_slots = n;
+    s->slots = ct_xcalloc((size_t)n, sizeof(ct_act_slot));
+    long per_slot = 0;
+    for (int i = 0; i < n; i++) {
+        ct_act_slot *a = &s->slots[i];
+        a->mb = -1;
+        a->blocks = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_acts));
+        if (split) a->wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_wgrad_inputs));
+        per_slot = carve_slot(s, a, NULL);
+    }
+    s->slot_arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
+    for (int i = 0; i < n; i++) carve_slot(s, &s->slots[i], s->slot_arena + per_slot * i);
+}
+
+size_t ct_stage_slot_bytes(const ct_stage *s) {
+    ct_act_slot probe = {0};
+    ct_block_acts *blocks = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_acts));
+    ct_block_wgrad_inputs *wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(*wg));
+    probe.blocks = blocks;
+    probe.wg = wg;
+    size_t bytes = (size_t)carve_slot(s, &probe, NULL) * sizeof(float);
+    free(blocks);
+    free(wg);
+    return bytes;
+}
+
+void ct_stage_free(ct_stage *s) {
+    free_slots(s);
+    ct_mem_free(s->arena);
+    memset(s, 0, sizeof *s);
+}
+
+// ------------------------------------------------------------------ running
+
+static ct_block_ctx block_ctx(ct_stage *s) {
+    ct_block_ctx c = {
+        .k = s->k, .ops = &s->ops, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
+        .qkv_dim = s->qkv_dim, .pos = NULL, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
+        .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
+        .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13,
+    };
+    return c;
+}
+
+static void acquire(ct_stage *s, int group, ct_phase phase, unsigned use) {
+    if (s->ops.weights.acquire) s->ops.weights.acquire(s->ops.weights.ctx, group, phase, use);
+}
+static void release(ct_stage *s, int group, ct_phase phase, unsigned use) {
+    if (s->ops.weights.release) s->ops.weights.release(s->ops.weights.ctx, group, phase, use);
+}
+
+// The same tp edges the blocks use, for the embedding and the head.
+static void gather_rows(ct_stage *s, const float *local, float *full) {
+    if (s->ops.tp.gather_rows && seq_parallel(s))
+        s->ops.tp.gather_rows(s->ops.tp.ctx, local, full, s->N_local, s->cfg.dim);
+}
+static void reduce_rows(ct_stage *s, float *full, float *local) {
+    if (s->ops.tp.reduce_rows) s->ops.tp.reduce_rows(s->ops.tp.ctx, full, local, s->N_local, s->cfg.dim);
+}
+static float *norm_out(ct_stage *s, float *full) { return seq_parallel(s) ? s->tmp_local : full; }
+static float *partial_out(ct_stage *s, float *local) { return seq_parallel(s) ? s->tmp_full : local; }
+static long vocab_start(const ct_stage *s) { return (long)s->ops.tp.rank * s->cfg.vocab_size; }
+
+static void embedding_forward(ct_stage *s, ct_act_slot *a) {
+    const ct_llama_config *m = &s->cfg;
+    acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+    // This rank's vocabulary rows (zeros for other tokens), summed over tp.
+    float *x0 = ct_stage_input(s, a), *e = partial_out(s, x0);
+    s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
+    reduce_rows(s, e, x0);
+    release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+}
+
+// Final norm, then the output projection fused with cross-entropy; in training also the head's
+// backward, leaving the gradient of the last block's output in a->grad.
+static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
+    const ct_llama_config *m = &s->cfg;
+    long N = s->N, Nl = s->N_local, C = m->dim;
+    unsigned use = CT_USE_WEIGHTS | (training ? CT_USE_GRADS : 0);
+    acquire(s, head_group(s), CT_PHASE_FORWARD, use);
+    float *nf = norm_out(s, a->norm_f);
+    s->k->rmsnorm_forward(nf, a->rstd_f, a->out, s->w->norm, Nl, C, (float)m->norm_eps);
+    gather_rows(s, nf, a->norm_f);
+    const ct_loss_ops *L = &s->ops.loss;
+    if (!training) {
+        a->loss = L->fn(L->ctx, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size, vocab_start(s),
+                        0.0f, s->xent_chunk_rows, s->scratch);
+    } else {
+        a->loss = L->fn(L->ctx, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
+                        vocab_start(s), grad_scale, s->xent_chunk_rows, s->scratch);
+        float *dn = norm_out(s, s->dnorm);
+        reduce_rows(s, s->dnorm, dn);  // dx of the vocabulary-split projection is partial over tp
+        s->k->zero(a->grad, (size_t)(Nl * C) * sizeof(float));
+        s->k->rmsnorm_backward(a->grad, s->g->norm, dn, a->out, s->w->norm, a->rstd_f, Nl, C);
+    }
+    release(s, head_group(s), CT_PHASE_FORWARD, use);
+}
+
+void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
+    ct_block_ctx c = block_ctx(s);
+    if (s->has_embedding) embedding_forward(s, a);
+    for (int i = 0; i < n_layers(s); i++) {
+        int l = s->layer_begin + i, group = 1 + l;
+        acquire(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+        float *out = i + 1 < n_layers(s) ? a->blocks[i + 1].x : a->out;
+        ct_block_forward(&c, l, &a->blocks[i], &s->w->blocks[l], out);
+        release(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+    }
+    if (s->has_head) head_forward(s, a, training, grad_scale);
+}
+
+// Blocks in reverse, in `phase` (combined or input-only).
+static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
+    ct_block_ctx c = block_ctx(s);
+    bool split = phase == CT_PHASE_BACKWARD_INPUT;
+    unsigned use = CT_USE_WEIGHTS | (split ? 0 : CT_USE_GRADS);
+    for (int i = n_layers(s) - 1; i >= 0; i--) {
+        int l = s->layer_begin + i, group = 1 + l;
+        acquire(s, group, phase, use);
+        ct_block_backward(&c, l, &a->blocks[i], &s->w->blocks[l], split ? NULL : &s->g->blocks[l],
+                          split ? &a->wg[i] : NULL, a->grad);
+        release(s, group, phase, use);
+    }
+}
+
+// The embedding's weight gradient: a scatter of the input gradient on all N rows.
+static void embedding_backward(ct_stage *s, const ct_act_slot *a, const float *dx0, ct_phase phase) {
+    acquire(s, 0, phase, CT_USE_GRADS);
+    s->k->embedding_backward(s->g->tok_embeddings, dx0, a->inputs, s->N, s->cfg.dim, vocab_start(s),
+                             s->cfg.vocab_size);
+    release(s, 0, phase, CT_USE_GRADS);
+}
+
+void ct_stage_backward(ct_stage *s, ct_act_slot *a) {
+    blocks_backward(s, a, CT_PHASE_BACKWARD);
+    if (s->has_embedding) {
+        float *dx0 = partial_out(s, a->grad);
+        gather_rows(s, a->grad, dx0);
+        embedding_backward(s, a, dx0, CT_PHASE_BACKWARD);
+    }
+}
+
+void ct_stage_backward_input(ct_stage *s, ct_act_slot *a) {
+    if (!s->split_backward) ct_fatal("stage", "backward_input on a stage planned without split backward");
+    blocks_backward(s, a, CT_PHASE_BACKWARD_INPUT);
+    // The weight pass must not communicate: gather the embedding's rows now.
+    if (s->has_embedding && seq_parallel(s)) gather_rows(s, a->grad, a->dx_embed);
+}
+
+void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a) {
+    if (!s->split_backward) ct_fatal("stage", "backward_weight on a stage planned without split backward");
+    ct_block_ctx c = block_ctx(s);
+    for (int i = n_layers(s) - 1; i >= 0; i--) {
+        int l = s->layer_begin + i, group = 1 + l;
+        acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
+        ct_block_backward_weight(&c, &a->blocks[i], &a->wg[i], &s->g->blocks[l]);
+        release(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
+    }
+    if (s->has_embedding)
+        embedding_backward(s, a, seq_parallel(s) ? a->dx_embed : a->grad, CT_PHASE_BACKWARD_WEIGHT);
+}

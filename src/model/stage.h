@@ -1,0 +1,119 @@
+// The model as stages. A stage is a contiguous range of transformer blocks, with or without the
+// embedding in front and with or without the head (final norm, output projection, loss) behind.
+// One process may run several stages (virtual pipeline stages); with no pipeline one stage holds
+// the whole model. A stage runs one micro-batch at a time, in the actions a schedule orders:
+//
+//   forward          input (tokens, or the previous stage's output) -> output (or the loss).
+//                    On the head stage, in training, the fused output projection + loss also
+//                    computes the head's whole backward: the slot then holds the gradient of the
+//                    last block's output.
+//   backward         gradient of the output -> gradient of the input, plus weight gradients.
+//   backward_input   the input gradient only; keeps what the weight gradients need in the slot.
+//   backward_weight  the weight gradients from what backward_input kept (pure compute: no
+//                    communication, so a zero-bubble schedule can fill a pipeline bubble with it).
+//
+// Activations live in slots, one per micro-batch in flight on this stage; the executor decides
+// how many a schedule needs and which slot a micro-batch uses. Buffers shared by every slot
+// (gradient scratch, attention tiles, RoPE tables) are used only inside one action.
+//
+// Letters: B micro-batch, T sequence, N = B·T rows, N_l rows of the residual stream on this
+// rank (N, or N / tp under sequence parallel), C model dim, QKV = (NH + 2·NKV)·HS, F FFN hidden.
+#ifndef CT_STAGE_H
+#define CT_STAGE_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "model/llama.h"
+#include "model/stage_ops.h"
+
+// What backward_input keeps for backward_weight, per block: the gradients flowing into each
+// weight's matmul and norm (the matmul inputs are the forward activations, already kept).
+typedef struct {
+    float *dy_ffn;  // (N, C) gradient of w2's output (gathered under sequence parallel)
+    float *dh13;    // (N, 2F) gradient of w13's output
+    float *dn2;     // (N_l, C) gradient of ffn_norm's output, reduced over tp
+    float *dy_att;  // (N, C) gradient of wo's output
+    float *dqkv;    // (N, QKV) gradient of wqkv's output (after RoPE's backward)
+    float *dn1;     // (N_l, C) gradient of attention_norm's output
+} ct_block_wgrad_inputs;
+
+// One micro-batch's activations on one stage.
+typedef struct {
+    int mb;                      // the micro-batch in this slot (-1: free)
+    const int32_t *inputs;       // (B, T) tokens (first stage)
+    const int32_t *targets;      // (B, T) targets, -1 ignored (last stage)
+    ct_block_acts *blocks;       // (n_layers) blocks[0].x is the stage's input (N_l, C)
+    float *out;                  // (N_l, C) the last block's output: the stage's output
+    float *norm_f;               // (N, C) head: final norm, gathered
+    float *rstd_f;               // (N_l) head
+    float *grad;                 // (N_l, C) running residual gradient: in, the output's; out, the input's
+    ct_block_wgrad_inputs *wg;   // (n_layers) split backward only, else NULL
+    float *dx_embed;             // (N, C) split backward on the embedding stage: its weight-gradient input
+    double loss;                 // head: sum of token losses of this micro-batch
+} ct_act_slot;
+
+typedef struct {
+    const ct_kernels *k;
+    ct_stage_ops ops;
+    ct_llama_config cfg;         // this rank's dimensions (ct_llama_config_local under tp)
+    int layer_begin, layer_end;  // blocks [begin, end) in global numbering
+    bool has_embedding, has_head;
+    long B, T, N, N_local, qkv_dim;
+    ct_llama_weights *w;         // parameter views (strategies re-point them per group)
+    ct_llama_weights *g;         // gradient views
+
+    int n_slots;
+    bool split_backward;         // slots keep backward_weight's inputs
+    ct_act_slot *slots;          // (n_slots)
+
+    // Shared by every slot, valid inside one action only.
+    float *dnorm;                // (N, C)
+    float *datt;                 // (N, NH·HS)
+    float *dqkv;                 // (N, QKV)
+    float *dh;                   // (N, F)
+    float *dh13;                 // (N, 2F)
+    float *tmp_local;            // (N_l, C) sequence parallel: a norm's output before gathering
+    float *tmp_full;             // (N, C) sequence parallel: partial sums before reduce-scatter
+    float *rope_cos, *rope_sin;  // (T, HS/2)
+    float *scratch;              // attention tiles / logits chunk
+    long xent_chunk_rows;
+    float *arena;                // shared buffers
+    float *slot_arena;           // every slot's buffers
+} ct_stage;
+
+typedef struct {
+    const ct_kernels *k;
+    const ct_llama_config *cfg;  // this rank's dimensions
+    int layer_begin, layer_end;
+    bool has_embedding, has_head;
+    long B, T;
+    ct_stage_ops ops;
+    ct_llama_weights *weights, *grads;
+} ct_stage_spec;
+
+// Plans the shared buffers; slots come from ct_stage_plan_slots (the executor's count).
+void ct_stage_init(ct_stage *s, const ct_stage_spec *spec);
+// (Re)allocates n slots; split: keep backward_weight's inputs (schedules with I/W actions).
+void ct_stage_plan_slots(ct_stage *s, int n, bool split);
+void ct_stage_free(ct_stage *s);
+// Rows of logits the output loss computes at a time, for N = B·T rows (sizes its scratch).
+long ct_stage_xent_chunk_rows(long N);
+// Bytes of activations one slot holds (what a schedule with more micro-batches in flight costs).
+size_t ct_stage_slot_bytes(const ct_stage *s);
+
+// The slot's input buffer (N_l, C) a receive fills on a stage without the embedding, and its
+// output buffer a send reads on a stage without the head.
+float *ct_stage_input(ct_stage *s, ct_act_slot *a);
+float *ct_stage_output(ct_stage *s, ct_act_slot *a);
+
+// Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
+// stage: a->loss = sum of token losses, and with training also the head's backward (gradients
+// scaled by grad_scale = 1 / valid tokens of the whole step) leaving a->grad set.
+void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale);
+// a->grad holds the gradient of the stage's output (set by the head's forward, or received);
+// on return it holds the gradient of the stage's input (not on the embedding stage).
+void ct_stage_backward(ct_stage *s, ct_act_slot *a);
+void ct_stage_backward_input(ct_stage *s, ct_act_slot *a);
+void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a);
+#endif

@@ -1,0 +1,50 @@
+#include "model/stage_ops.h"
+
+#include <stddef.h>
+
+const char *ct_phase_name(ct_phase p) {
+    static const char *const names[CT_NPHASES] = {"forward", "recompute", "backward", "backward_input",
+                                                  "backward_weight"};
+    return (unsigned)p < CT_NPHASES ? names[p] : "?";
+}
+
+// Local attention and loss: the kernel backend's own, its table as the context.
+static void attention_forward(void *ctx, const ct_attention_args *a) {
+    const ct_kernels *k = ctx;
+    k->attention_forward(a->out, a->lse, a->q, a->ldq, a->k, a->ldk, a->v, a->ldv, a->q_pos, a->k_pos, a->B, a->Tq,
+                         a->Tk, a->NH, a->NKV, a->HS, a->scratch);
+}
+
+static void attention_backward(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                               float *dv) {
+    const ct_kernels *k = ctx;
+    k->attention_backward(dq, dk, dv, dout, a->out, a->lse, a->q, a->ldq, a->k, a->ldk, a->v, a->ldv, a->q_pos,
+                          a->k_pos, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
+}
+
+static long attention_scratch(void *ctx, long Tq, long Tk, long HS) {
+    const ct_kernels *k = ctx;
+    return k->attention_scratch_floats(Tq, Tk, HS);
+}
+
+static double loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
+                   long C, long V_local, long vocab_start, float grad_scale, long chunk_rows, float *scratch) {
+    const ct_kernels *k = ctx;
+    (void)vocab_start;  // the whole vocabulary is here
+    return k->xent_fused(dx, dW, x, W, targets, N, C, V_local, grad_scale, chunk_rows, scratch);
+}
+
+static long loss_scratch(void *ctx, long chunk_rows, long V_local) {
+    const ct_kernels *k = ctx;
+    return k->xent_scratch_floats(chunk_rows, V_local);
+}
+
+ct_stage_ops ct_stage_ops_local(const ct_kernels *k) {
+    ct_stage_ops ops = {
+        .tp = {.size = 1, .rank = 0},
+        .attention = {.ctx = (void *)k, .forward = attention_forward, .backward = attention_backward,
+                      .scratch_floats = attention_scratch},
+        .loss = {.ctx = (void *)k, .fn = loss, .scratch_floats = loss_scratch},
+    };
+    return ops;
+}

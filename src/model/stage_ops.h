@@ -1,0 +1,110 @@
+// How parallel strategies reach the model: one operations table per stage. The model is written
+// once against local shapes and calls these at the points where a strategy may act; a run
+// without parallelism uses ct_stage_ops_local(), whose entries do nothing (weights, tp edges) or
+// run the local kernels (attention, loss).
+//
+//   weights    acquire / release a layer group's parameters (and its gradient buffer) around
+//              each phase: FSDP gathers, frees and reduce-scatters here.
+//   tp         Megatron's f / g operators at the edges of the parallel regions (tensor and
+//              sequence parallel).
+//   attention  causal attention of one block; context parallel replaces it with a ring.
+//   loss       output projection + cross-entropy; loss parallel replaces it with the
+//              vocabulary-split version.
+// Each strategy fills only its own entries, with its own context.
+#ifndef CT_STAGE_OPS_H
+#define CT_STAGE_OPS_H
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+// The phases a layer group is used in.
+typedef enum {
+    CT_PHASE_FORWARD = 0,
+    CT_PHASE_RECOMPUTE,        // forward again before backward (activation checkpointing)
+    CT_PHASE_BACKWARD,         // input and weight gradients together
+    CT_PHASE_BACKWARD_INPUT,   // input (activation) gradients only
+    CT_PHASE_BACKWARD_WEIGHT,  // weight gradients only, from what backward-input kept
+    CT_NPHASES
+} ct_phase;
+
+const char *ct_phase_name(ct_phase p);  // "forward", "recompute", "backward", ...
+
+// What a phase of a group uses, as the model declares it in `use` (bit mask).
+enum {
+    CT_USE_WEIGHTS = 1,  // reads the group's parameters
+    CT_USE_GRADS = 2,    // adds into the group's parameter gradients
+};
+
+// Layer groups: 0 the embedding, 1..L the transformer blocks, L+1 the head (final norm +
+// output projection). The head's forward in training also computes its whole backward (the
+// fused output projection + cross-entropy has the logit gradients in hand), so it acquires
+// weights and gradients in the forward phase and has no backward phases of its own; the
+// embedding's backward reads no weights.
+typedef struct {
+    void *ctx;
+    void (*acquire)(void *ctx, int group, ct_phase phase, unsigned use);
+    void (*release)(void *ctx, int group, ct_phase phase, unsigned use);
+    void (*finish)(void *ctx);  // end of a step: let go of anything still held (may be NULL)
+} ct_weight_ops;
+
+// Tensor (compute) parallelism, Megatron style. The model computes with this rank's heads, FFN
+// columns and vocabulary slice, and calls two operators at the edges of the parallel regions:
+//   gather_rows  the f operator: before a column-parallel matmul, the residual stream's local
+//                rows (N_l, C) become the full rows (N, C) every tp rank multiplies. Without
+//                sequence parallel N_l = N and it is the identity (local == full).
+//                Its backward is reduce_rows.
+//   reduce_rows  the g operator: after a row-parallel matmul, the partial sums (N, C) of every
+//                tp rank are summed into local rows: all-reduce in place (local == full), or
+//                reduce-scatter under sequence parallel. Its backward is gather_rows.
+// size 1 (NULL functions): no tensor parallelism.
+typedef struct {
+    void *ctx;
+    int size, rank;              // tp degree and this rank's place
+    int sequence_parallel;       // the residual stream holds N / size rows per rank
+    void (*gather_rows)(void *ctx, const float *local, float *full, long local_rows, long C);
+    void (*reduce_rows)(void *ctx, float *full, float *local, long local_rows, long C);
+} ct_tp_ops;
+
+// One block's attention call, in the attention kernel's terms (kernels/kernels.h): q (B, Tq,
+// NH, HS) with token stride ldq; k, v (B, Tk, NKV, HS) with strides ldk, ldv; out (B, Tq, NH,
+// HS); lse (B, NH, Tq); positions q_pos (Tq) / k_pos (Tk) (NULL: 0..T-1).
+typedef struct {
+    int layer;                   // global layer index (a KV cache or a ring keeps per-layer state)
+    long B, Tq, Tk, NH, NKV, HS;
+    const float *q, *k, *v;
+    long ldq, ldk, ldv;
+    const int32_t *q_pos, *k_pos;
+    float *out, *lse;
+    float *scratch;              // the stage's attention scratch
+} ct_attention_args;
+
+typedef struct {
+    void *ctx;
+    void (*forward)(void *ctx, const ct_attention_args *a);
+    // dq, dk, dv (layouts of q, k, v) +=, from dout (layout of out).
+    void (*backward)(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk, float *dv);
+    // Scratch floats the calls need for (Tq, Tk, HS).
+    long (*scratch_floats)(void *ctx, long Tq, long Tk, long HS);
+} ct_attention_ops;
+
+// Output projection + cross-entropy with ct_xent_fused's contract: x (N, C), W (V_local, C),
+// targets (N) global ids (-1 ignored); returns the SUM of token losses; with dx != NULL also
+// dx (N, C) = partial input gradient (summed over tp by the caller) and dW += its gradient.
+typedef struct {
+    void *ctx;
+    double (*fn)(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
+                 long C, long V_local, long vocab_start, float grad_scale, long chunk_rows, float *scratch);
+    long (*scratch_floats)(void *ctx, long chunk_rows, long V_local);
+} ct_loss_ops;
+
+typedef struct {
+    ct_weight_ops weights;
+    ct_tp_ops tp;
+    ct_attention_ops attention;
+    ct_loss_ops loss;
+} ct_stage_ops;
+
+// The single-process table over kernel backend k: weights always in place, no tp, local
+// attention and loss through k.
+ct_stage_ops ct_stage_ops_local(const ct_kernels *k);
+#endif

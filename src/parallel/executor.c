@@ -1,0 +1,187 @@
+#include "parallel/executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank) {
+    memset(e, 0, sizeof *e);
+    e->n_stages = n_stages;
+    e->stage = ct_xcalloc((size_t)n_stages, sizeof(ct_stage *));
+    memcpy(e->stage, stages, (size_t)n_stages * sizeof(ct_stage *));
+    e->pp = pp;
+    e->stage_rank = stage_rank;
+    const char *trace = getenv("CTITAN_TRACE_ACTIONS");
+    e->trace = trace && *trace && *trace != '0';
+}
+
+void ct_executor_free(ct_executor *e) {
+    free(e->stage);
+    free(e->slot_of);
+    free(e->last_use);
+    free(e->pending);
+    memset(e, 0, sizeof *e);
+}
+
+void ct_executor_add_reducer(ct_executor *e, void (*fn)(void *ctx), void *ctx) {
+    if (e->n_reducers == CT_EXECUTOR_MAX_REDUCERS) ct_fatal("executor", "too many gradient reducers");
+    e->reducers[e->n_reducers++] = (ct_grad_reducer){ctx, fn};
+}
+
+ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, const int *n_mb,
+                           const bool *training, int n) {
+    int slots[e->n_stages > 0 ? e->n_stages : 1];
+    bool split[e->n_stages > 0 ? e->n_stages : 1];
+    memset(slots, 0, sizeof slots);
+    memset(split, 0, sizeof split);
+    int max_mb = 0;
+    for (int i = 0; i < n; i++) {
+        const ct_schedule *s = schedules[i];
+        if (ct_schedule_check(s, n_mb[i], training[i])) return CT_ERR;
+        for (int a = 0; a < s->count; a++) {
+            int st = s->actions[a].stage;
+            if (st >= e->n_stages || (st >= 0 && !e->stage[st]))
+                return ct_set_error("schedule: action %d names stage %d, which this rank does not run", a, st);
+        }
+        if (n_mb[i] > max_mb) max_mb = n_mb[i];
+        for (int st = 0; st < e->n_stages; st++) {
+            if (!e->stage[st]) continue;
+            int k = ct_schedule_max_in_flight(s, st);
+            if (k > slots[st]) slots[st] = k;
+            split[st] |= ct_schedule_splits_backward(s, st);
+        }
+    }
+    e->max_slots = 1;
+    for (int st = 0; st < e->n_stages; st++) {
+        if (!e->stage[st]) continue;
+        int k = slots[st] > 0 ? slots[st] : 1;
+        if (k != e->stage[st]->n_slots || split[st] != e->stage[st]->split_backward)
+            ct_stage_plan_slots(e->stage[st], k, split[st]);
+        if (k > e->max_slots) e->max_slots = k;
+    }
+    free(e->slot_of);
+    free(e->last_use);
+    free(e->pending);
+    e->max_mb = max_mb;
+    size_t cells = (size_t)e->n_stages * (size_t)(max_mb > 0 ? max_mb : 1);
+    e->slot_of = ct_xmalloc(cells * sizeof(int));
+    e->last_use = ct_xmalloc(cells * sizeof(int));
+    e->pending = ct_xcalloc((size_t)e->n_stages * (size_t)e->max_slots, sizeof(ct_comm_handle));
+    for (size_t i = 0; i < cells; i++) e->slot_of[i] = -1;
+    return CT_OK;
+}
+
+// ------------------------------------------------------------------ slots
+
+static int cell(const ct_executor *e, int stage, int mb) { return stage * e->max_mb + mb; }
+
+static ct_act_slot *slot_for(ct_executor *e, int stage, int mb, const ct_microbatch *mbs) {
+    ct_stage *s = e->stage[stage];
+    int *held = &e->slot_of[cell(e, stage, mb)];
+    if (*held >= 0) return &s->slots[*held];
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->slots[i].mb >= 0) continue;
+        ct_comm_wait(&e->pending[stage * e->max_slots + i]);  // a send may still read it
+        ct_act_slot *a = &s->slots[i];
+        a->mb = mb;
+        a->inputs = mbs[mb].inputs;
+        a->targets = mbs[mb].targets;
+        a->loss = 0;
+        *held = i;
+        return a;
+    }
+    ct_fatal("executor", "stage %d has no free activation slot for micro-batch %d (%d planned)", stage, mb,
+             s->n_slots);
+}
+
+static void give_back(ct_executor *e, int stage, int mb) {
+    int *held = &e->slot_of[cell(e, stage, mb)];
+    if (*held < 0) return;
+    e->stage[stage]->slots[*held].mb = -1;
+    *held = -1;
+}
+
+// ------------------------------------------------------------------ point to point
+
+// Distinct tags per (stage, micro-batch, direction), so messages in flight never match wrongly.
+static int tag_of(const ct_executor *e, int stage, int mb, int backward) {
+    return (mb * e->n_stages + stage) * 2 + backward;
+}
+
+static int peer_of(const ct_executor *e, int stage, const char *what) {
+    if (!e->pp || !e->stage_rank || stage < 0 || stage >= e->n_stages)
+        ct_fatal("executor", "%s with stage %d: no pipeline stage there", what, stage);
+    return e->stage_rank[stage];
+}
+
+static size_t stream_floats(const ct_stage *s) { return (size_t)(s->N_local * s->cfg.dim); }
+
+static void send(ct_executor *e, int stage, int mb, int to_stage, float *buf, int backward, const char *what) {
+    ct_stage *s = e->stage[stage];
+    int slot = e->slot_of[cell(e, stage, mb)];
+    ct_comm_handle *h = &e->pending[stage * e->max_slots + slot];
+    ct_comm_wait(h);
+    // The receiver tags by its own (stage, mb, direction): the stage it receives for.
+    *h = ct_comm_send_start(e->pp, buf, stream_floats(s), CT_F32, peer_of(e, to_stage, what),
+                            tag_of(e, backward ? stage - 1 : stage + 1, mb, backward));
+}
+
+static void recv(ct_executor *e, int stage, int from_stage, float *buf, int mb, int backward, const char *what) {
+    ct_comm_recv(e->pp, buf, stream_floats(e->stage[stage]), CT_F32, peer_of(e, from_stage, what),
+                 tag_of(e, stage, mb, backward));
+}
+
+// ------------------------------------------------------------------ running
+
+static void reshard(ct_executor *e) {
+    // Stages of one rank usually share one weight strategy: finish each context once.
+    for (int i = 0; i < e->n_stages; i++) {
+        ct_stage *s = e->stage[i];
+        if (!s || !s->ops.weights.finish) continue;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = e->stage[j] && e->stage[j]->ops.weights.ctx == s->ops.weights.ctx &&
+                   e->stage[j]->ops.weights.finish == s->ops.weights.finish;
+        if (!seen) s->ops.weights.finish(s->ops.weights.ctx);
+    }
+}
+
+double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
+                       float grad_scale) {
+    if (n_mb > e->max_mb) ct_fatal("executor", "%d micro-batches, but the plan was made for %d", n_mb, e->max_mb);
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (a->stage >= 0) e->last_use[cell(e, a->stage, a->mb)] = i;
+    }
+    double loss = 0;
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (e->trace)
+            fprintf(stderr, "[executor] %d%s%d\n", a->stage, ct_action_kind_name(a->kind), a->mb);
+        ct_stage *st = a->stage >= 0 ? e->stage[a->stage] : NULL;
+        ct_act_slot *slot = st ? slot_for(e, a->stage, a->mb, mbs) : NULL;
+        switch (a->kind) {
+        case CT_ACT_FORWARD:
+            ct_stage_forward(st, slot, training, grad_scale);
+            if (st->has_head) loss += slot->loss;
+            break;
+        case CT_ACT_BACKWARD: ct_stage_backward(st, slot); break;
+        case CT_ACT_BACKWARD_INPUT: ct_stage_backward_input(st, slot); break;
+        case CT_ACT_BACKWARD_WEIGHT: ct_stage_backward_weight(st, slot); break;
+        case CT_ACT_SEND_F: send(e, a->stage, a->mb, a->stage + 1, ct_stage_output(st, slot), 0, "SEND_F"); break;
+        case CT_ACT_RECV_F: recv(e, a->stage, a->stage - 1, ct_stage_input(st, slot), a->mb, 0, "RECV_F"); break;
+        case CT_ACT_SEND_B: send(e, a->stage, a->mb, a->stage - 1, slot->grad, 1, "SEND_B"); break;
+        case CT_ACT_RECV_B: recv(e, a->stage, a->stage + 1, slot->grad, a->mb, 1, "RECV_B"); break;
+        case CT_ACT_REDUCE_GRADS:
+            for (int r = 0; r < e->n_reducers; r++) e->reducers[r].fn(e->reducers[r].ctx);
+            break;
+        case CT_ACT_RESHARD: reshard(e); break;
+        default: ct_fatal("executor", "unknown action kind %d", (int)a->kind);
+        }
+        if (st && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
+    }
+    for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
+    return loss;
+}

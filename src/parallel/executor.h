@@ -1,0 +1,62 @@
+// The executor runs one rank's list of actions (parallel/schedule.h) over the stages this rank
+// holds: forwards and backwards on activation slots, sends and receives of activations and
+// gradients between stages, and the step-level gradient reduction. A training step of any
+// layout is one schedule run by this one code path.
+//
+// Slots: each stage gets as many activation slots as the schedules it will run need at once
+// (ct_schedule_max_in_flight); a micro-batch takes a free slot at its first action on a stage
+// and gives it back after its last. Sends are non-blocking and complete before their slot is
+// reused (or at the end of the step); receives complete before the action that reads them.
+#ifndef CT_EXECUTOR_H
+#define CT_EXECUTOR_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "model/stage.h"
+#include "parallel/schedule.h"
+
+typedef struct {
+    const int32_t *inputs;   // (B, T) tokens
+    const int32_t *targets;  // (B, T) next tokens, -1 ignored
+} ct_microbatch;
+
+// Step-level gradient reduction, run by REDUCE_GRADS in the order added (e.g. the replicas'
+// all-reduce, then the sum of replicated tensors' gradients over tp).
+typedef struct {
+    void *ctx;
+    void (*fn)(void *ctx);
+} ct_grad_reducer;
+
+enum { CT_EXECUTOR_MAX_REDUCERS = 4 };
+
+typedef struct {
+    int n_stages;                 // stages of the whole model (global numbering)
+    ct_stage **stage;             // (n_stages) this rank's stages; NULL where another rank runs it
+    ct_group *pp;                 // pipeline group for sends and receives (NULL: no pipeline)
+    const int *stage_rank;        // (n_stages) pp rank that runs each stage (NULL: no pipeline)
+    ct_grad_reducer reducers[CT_EXECUTOR_MAX_REDUCERS];
+    int n_reducers;
+    bool trace;                   // print every action as it runs (CTITAN_TRACE_ACTIONS=1)
+
+    int max_mb;                   // micro-batches the planned schedules use
+    int *slot_of;                 // (n_stages, max_mb) slot a micro-batch holds, or -1
+    int *last_use;                // (n_stages, max_mb) index of its last action in the running list
+    ct_comm_handle *pending;      // (n_stages, max slots) a send still reading the slot
+    int max_slots;
+} ct_executor;
+
+void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank);
+void ct_executor_free(ct_executor *e);
+void ct_executor_add_reducer(ct_executor *e, void (*fn)(void *ctx), void *ctx);
+// Sizes every local stage's slots for all the schedules given (each checked first: a schedule
+// that cannot run is refused with ct_last_error before anything is allocated), n_mb[i] being
+// schedule i's micro-batch count and training[i] whether it runs backward.
+ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, const int *n_mb,
+                           const bool *training, int n);
+// Runs one planned schedule over micro-batches mbs (n_mb of them). Returns the sum of token
+// losses computed by this rank's head stage (0 elsewhere). grad_scale: 1 / valid tokens of the
+// whole step.
+double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
+                       float grad_scale);
+#endif

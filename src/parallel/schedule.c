@@ -1,0 +1,225 @@
+#include "parallel/schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[CT_ACT_NKINDS] = {
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRADS", "RESHARD",
+};
+
+const char *ct_action_kind_name(ct_action_kind k) { return (unsigned)k < CT_ACT_NKINDS ? kind_names[k] : "?"; }
+
+static bool step_level(ct_action_kind k) { return k == CT_ACT_REDUCE_GRADS || k == CT_ACT_RESHARD; }
+
+void ct_schedule_init(ct_schedule *s) { memset(s, 0, sizeof *s); }
+
+void ct_schedule_free(ct_schedule *s) {
+    free(s->actions);
+    memset(s, 0, sizeof *s);
+}
+
+void ct_schedule_push(ct_schedule *s, ct_action_kind kind, int stage, int mb) {
+    if (s->count == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        ct_action *grown = realloc(s->actions, (size_t)s->cap * sizeof(ct_action));
+        if (!grown) ct_fatal("schedule", "out of memory for %d actions", s->cap);
+        s->actions = grown;
+    }
+    s->actions[s->count++] = (ct_action){kind, step_level(kind) ? -1 : stage, step_level(kind) ? -1 : mb};
+}
+
+void ct_schedule_accumulation(ct_schedule *s, int stage, int n_mb, bool training) {
+    for (int mb = 0; mb < n_mb; mb++) {
+        ct_schedule_push(s, CT_ACT_FORWARD, stage, mb);
+        if (training) ct_schedule_push(s, CT_ACT_BACKWARD, stage, mb);
+    }
+    if (training) ct_schedule_push(s, CT_ACT_REDUCE_GRADS, -1, -1);
+    ct_schedule_push(s, CT_ACT_RESHARD, -1, -1);
+}
+
+// ------------------------------------------------------------------ text form
+
+static ct_status parse_token(const char *tok, ct_action *out) {
+    for (int k = 0; k < CT_ACT_NKINDS; k++)
+        if (step_level((ct_action_kind)k) && !strcmp(tok, kind_names[k])) {
+            *out = (ct_action){(ct_action_kind)k, -1, -1};
+            return CT_OK;
+        }
+    char *end;
+    long stage = strtol(tok, &end, 10);
+    if (end == tok || stage < 0 || stage > 100000) goto bad;
+    for (int k = CT_ACT_NKINDS - 1; k >= 0; k--) {  // longest names first: "SEND_F" before "F"
+        size_t n = strlen(kind_names[k]);
+        if (step_level((ct_action_kind)k) || strncmp(end, kind_names[k], n)) continue;
+        char *mb_end;
+        long mb = strtol(end + n, &mb_end, 10);
+        if (mb_end == end + n || *mb_end || mb < 0 || mb > 1000000) goto bad;
+        *out = (ct_action){(ct_action_kind)k, (int)stage, (int)mb};
+        return CT_OK;
+    }
+bad:
+    return ct_set_error("schedule: cannot read action '%s' (expected e.g. 0F3, 1I0, 0W2, 1SEND_F0, REDUCE_GRADS)",
+                        tok);
+}
+
+ct_status ct_schedule_parse(ct_schedule *s, const char *text) {
+    ct_schedule_init(s);
+    char tok[64];
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+        if (!*p) break;
+        size_t n = 0;
+        while (p[n] && p[n] != ' ' && p[n] != ',' && p[n] != '\n' && p[n] != '\t' && p[n] != '\r') n++;
+        if (n >= sizeof tok) {
+            ct_schedule_free(s);
+            return ct_set_error("schedule: action '%.20s...' is too long", p);
+        }
+        memcpy(tok, p, n);
+        tok[n] = 0;
+        p += n;
+        ct_action a = {CT_ACT_FORWARD, -1, -1};
+        if (parse_token(tok, &a)) {
+            ct_schedule_free(s);
+            return CT_ERR;
+        }
+        ct_schedule_push(s, a.kind, a.stage, a.mb);
+    }
+    return CT_OK;
+}
+
+int ct_schedule_format(const ct_schedule *s, char *buf, size_t n) {
+    size_t len = 0;
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        char one[48];
+        if (step_level(a->kind))
+            snprintf(one, sizeof one, "%s%s", i ? " " : "", kind_names[a->kind]);
+        else
+            snprintf(one, sizeof one, "%s%d%s%d", i ? " " : "", a->stage, kind_names[a->kind], a->mb);
+        size_t m = strlen(one);
+        if (len + m < n) memcpy(buf + len, one, m + 1);
+        len += m;
+    }
+    if (n && len >= n) buf[n - 1] = 0;
+    if (n && s->count == 0) buf[0] = 0;
+    return (int)len;
+}
+
+// ------------------------------------------------------------------ checks
+
+enum { NONE = 0, FORWARD_DONE = 1, INPUT_DONE = 2, DONE = 3 };
+
+ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training) {
+    int max_stage = -1;
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage > max_stage) max_stage = s->actions[i].stage;
+    int n_stages = max_stage + 1;
+    // state[stage][mb]; present[stage] marks the stages this list runs.
+    int *state = calloc((size_t)(n_stages > 0 ? n_stages : 1) * (size_t)(n_mb > 0 ? n_mb : 1), sizeof(int));
+    bool *present = calloc((size_t)(n_stages > 0 ? n_stages : 1), sizeof(bool));
+    if (!state || !present) ct_fatal("schedule", "out of memory");
+    ct_status st = CT_OK;
+    char why[160] = "";
+    for (int i = 0; i < s->count && st == CT_OK; i++) {
+        const ct_action *a = &s->actions[i];
+        if (step_level(a->kind)) continue;
+        if (a->mb >= n_mb) {
+            snprintf(why, sizeof why, "micro-batch %d of %d does not exist", a->mb, n_mb);
+            st = CT_ERR;
+            break;
+        }
+        if (a->kind == CT_ACT_FORWARD || a->kind == CT_ACT_BACKWARD || a->kind == CT_ACT_BACKWARD_INPUT ||
+            a->kind == CT_ACT_BACKWARD_WEIGHT)
+            present[a->stage] = true;
+        int *cur = &state[a->stage * n_mb + a->mb];
+        switch (a->kind) {
+        case CT_ACT_FORWARD:
+            if (*cur != NONE) snprintf(why, sizeof why, "a second forward");
+            else if (a->stage > 0 && present[a->stage - 1] && state[(a->stage - 1) * n_mb + a->mb] == NONE)
+                snprintf(why, sizeof why, "forward before the previous stage's forward of this micro-batch");
+            else *cur = FORWARD_DONE;
+            break;
+        case CT_ACT_BACKWARD:
+        case CT_ACT_BACKWARD_INPUT:
+            if (!training) snprintf(why, sizeof why, "a backward in a forward-only schedule");
+            else if (*cur != FORWARD_DONE) snprintf(why, sizeof why, "backward without a forward before it, or twice");
+            else if (a->stage + 1 < n_stages && present[a->stage + 1] && state[(a->stage + 1) * n_mb + a->mb] < INPUT_DONE)
+                snprintf(why, sizeof why, "backward before the next stage's backward of this micro-batch");
+            else *cur = a->kind == CT_ACT_BACKWARD ? DONE : INPUT_DONE;
+            break;
+        case CT_ACT_BACKWARD_WEIGHT:
+            if (*cur != INPUT_DONE) snprintf(why, sizeof why, "backward-weight without its backward-input before it");
+            else *cur = DONE;
+            break;
+        case CT_ACT_SEND_F:
+            if (*cur == NONE) snprintf(why, sizeof why, "sending activations not computed yet");
+            break;
+        case CT_ACT_SEND_B:
+            if (*cur < INPUT_DONE) snprintf(why, sizeof why, "sending a gradient not computed yet");
+            break;
+        default: break;
+        }
+        if (why[0]) {
+            st = ct_set_error("schedule: action %d (%d%s%d): %s", i, a->stage, kind_names[a->kind], a->mb, why);
+            break;
+        }
+    }
+    for (int stg = 0; stg < n_stages && st == CT_OK; stg++) {
+        if (!present[stg]) continue;
+        for (int mb = 0; mb < n_mb; mb++) {
+            int want = training ? DONE : FORWARD_DONE, got = state[stg * n_mb + mb];
+            if (got != want) {
+                st = ct_set_error("schedule: stage %d micro-batch %d %s", stg, mb,
+                                  got == NONE            ? "never runs forward"
+                                  : got == FORWARD_DONE  ? "never runs backward"
+                                  : got == INPUT_DONE    ? "runs backward-input but never backward-weight"
+                                                         : "runs backward in a forward-only schedule");
+                break;
+            }
+        }
+    }
+    free(state);
+    free(present);
+    return st;
+}
+
+int ct_schedule_last_use(const ct_schedule *s, int stage, int mb) {
+    int last = -1;
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage == stage && s->actions[i].mb == mb) last = i;
+    return last;
+}
+
+int ct_schedule_max_in_flight(const ct_schedule *s, int stage) {
+    // A micro-batch holds a slot from its first action on this stage to its last one.
+    int max_mb = -1;
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage == stage && s->actions[i].mb > max_mb) max_mb = s->actions[i].mb;
+    int *last = malloc(((size_t)max_mb + 1) * sizeof(int) + 1);
+    bool *held = calloc((size_t)max_mb + 2, sizeof(bool));
+    if (!last || !held) ct_fatal("schedule", "out of memory");
+    for (int mb = 0; mb <= max_mb; mb++) last[mb] = -1;
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage == stage) last[s->actions[i].mb] = i;
+    int live = 0, most = 0;
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (a->stage != stage) continue;
+        if (!held[a->mb]) {
+            held[a->mb] = true;
+            if (++live > most) most = live;
+        }
+        if (last[a->mb] == i) live--;
+    }
+    free(last);
+    free(held);
+    return most;
+}
+
+bool ct_schedule_splits_backward(const ct_schedule *s, int stage) {
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage == stage && s->actions[i].kind == CT_ACT_BACKWARD_INPUT) return true;
+    return false;
+}

@@ -67,7 +67,7 @@ static void rig_free(rig *r) {
 }
 
 static double mean_loss(rig *r) {
-    long N = r->a.N;
+    long N = r->a.stage.N;
     return ct_llama_step(&r->a, &r->w, NULL, r->in, r->tg, 0) / (double)N;
 }
 
@@ -80,7 +80,7 @@ static void check_gradients(int n_heads, int n_kv_heads) {
     ct_rng_seed(&rng, 3);
     for (long i = 0; i < r.t.total; i++) r.params[i] += 0.3f * ct_rng_next_normal(&rng);
     r.tg[3] = -1;  // an ignored target
-    long valid = r.a.N - 1;
+    long valid = r.a.stage.N - 1;
     memset(r.grads, 0, r.t.total * sizeof(float));
     ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 1.0f / valid);
 
@@ -144,7 +144,7 @@ static void test_accumulation_equals_big_batch(void) {
     rig big, small;
     rig_init(&big, tiny(4, 2), 4, 8, 9);
     rig_init(&small, tiny(4, 2), 2, 8, 9);
-    long n = big.a.N;
+    long n = big.a.stage.N;
     memset(big.grads, 0, big.t.total * sizeof(float));
     double lb = ct_llama_step(&big.a, &big.w, &big.g, big.in, big.tg, 1.0f / n);
     memset(small.grads, 0, small.t.total * sizeof(float));

@@ -120,19 +120,21 @@ ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training) {
     int *state = calloc((size_t)(n_stages > 0 ? n_stages : 1) * (size_t)(n_mb > 0 ? n_mb : 1), sizeof(int));
     bool *present = calloc((size_t)(n_stages > 0 ? n_stages : 1), sizeof(bool));
     if (!state || !present) ct_fatal("schedule", "out of memory");
+    for (int i = 0; i < s->count; i++) {  // the stages this list runs compute here
+        ct_action_kind k = s->actions[i].kind;
+        if (k == CT_ACT_FORWARD || k == CT_ACT_BACKWARD || k == CT_ACT_BACKWARD_INPUT || k == CT_ACT_BACKWARD_WEIGHT)
+            present[s->actions[i].stage] = true;
+    }
     ct_status st = CT_OK;
     char why[160] = "";
     for (int i = 0; i < s->count && st == CT_OK; i++) {
         const ct_action *a = &s->actions[i];
         if (step_level(a->kind)) continue;
         if (a->mb >= n_mb) {
-            snprintf(why, sizeof why, "micro-batch %d of %d does not exist", a->mb, n_mb);
-            st = CT_ERR;
+            st = ct_set_error("schedule: action %d (%d%s%d): micro-batch %d of %d does not exist", i, a->stage,
+                              kind_names[a->kind], a->mb, a->mb, n_mb);
             break;
         }
-        if (a->kind == CT_ACT_FORWARD || a->kind == CT_ACT_BACKWARD || a->kind == CT_ACT_BACKWARD_INPUT ||
-            a->kind == CT_ACT_BACKWARD_WEIGHT)
-            present[a->stage] = true;
         int *cur = &state[a->stage * n_mb + a->mb];
         switch (a->kind) {
         case CT_ACT_FORWARD:

@@ -4,12 +4,54 @@
 #include <string.h>
 
 #include "core/memory.h"
-#include "kernels/kernels.h"
+#include "model/block.h"
+
+// ------------------------------------------------------------------ KV-cache attention
+
+// The attention operation of the generator's table (ctx = the generator). The block hands it
+// this chunk's n rows: q, k, v inside the qkv rows (k already rotated at its absolute position).
+// k and v are appended to the layer's cache at len..len+n-1, then the queries (positions
+// len..len+n-1) attend to the cached keys and values 0..len+n-1.
+static void kv_attention_forward(void *ctx, const ct_attention_args *a) {
+    ct_generator *g = ctx;
+    const ct_kernels *k = g->k;
+    long KVD = g->kv_dim, p0 = g->len, n = a->Tq;
+    if (a->B != 1 || a->Tk != n || p0 + n > g->max_T)
+        ct_fatal("generate", "attention call of %ld x %ld rows does not fit the cache (%ld of %ld used)", a->B, n,
+                 p0, g->max_T);
+    float *kc = g->k_cache + (long)a->layer * g->max_T * KVD, *vc = g->v_cache + (long)a->layer * g->max_T * KVD;
+    size_t row = (size_t)KVD * sizeof(float);
+    for (long i = 0; i < n; i++) {  // cache rows are KVD wide, qkv rows ld wide
+        k->copy(kc + (p0 + i) * KVD, a->k + i * a->ldk, row);
+        k->copy(vc + (p0 + i) * KVD, a->v + i * a->ldv, row);
+    }
+    k->attention_forward(a->out, a->lse, a->q, a->ldq, kc, KVD, vc, KVD, a->q_pos, g->pos, 1, n, p0 + n, a->NH,
+                         a->NKV, a->HS, a->scratch);
+}
+
+static void kv_attention_backward(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                                  float *dv) {
+    (void)ctx, (void)a, (void)dout, (void)dq, (void)dk, (void)dv;
+    ct_fatal("generate", "generation has no backward");
+}
+
+static long kv_attention_scratch(void *ctx, long Tq, long Tk, long HS) {
+    const ct_generator *g = ctx;
+    return g->k->attention_scratch_floats(Tq, Tk, HS);
+}
+
+// ------------------------------------------------------------------ buffers
 
 void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows) {
     memset(g, 0, sizeof *g);
+    g->k = ct_kernels_get("cpu");
+    if (!g->k) ct_fatal("generate", "no cpu kernel backend in this build");
+    const ct_kernels *k = g->k;
     g->cfg = *m;
     g->w = w;
+    g->ops = ct_stage_ops_local(k);
+    g->ops.attention = (ct_attention_ops){.ctx = g, .forward = kv_attention_forward,
+                                          .backward = kv_attention_backward, .scratch_floats = kv_attention_scratch};
     if (max_T < 1) max_T = 1;
     g->max_T = max_T;
     g->max_rows = max_rows > 0 ? (max_rows < max_T ? max_rows : max_T) : (max_T < 256 ? max_T : 256);
@@ -17,11 +59,14 @@ void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weigh
     long F = m->ffn_hidden, L = m->n_layers, V = m->vocab_size;
     g->kv_dim = NKV * HS;
     g->qkv_dim = (NH + 2 * NKV) * HS;
-    long scratch = ct_attention_scratch_floats(P, max_T, HS);
+    long scratch = g->ops.attention.scratch_floats(g->ops.attention.ctx, P, max_T, HS);
 
 #define R16(x) (((x) + 15) & ~15L)
-    long total = 2 * R16(L * max_T * g->kv_dim) + 2 * R16(P * C) + R16(P) + R16(P * g->qkv_dim) + R16(P * NH * HS) +
-                 R16(NH * P) + R16(P * 2 * F) + R16(P * F) + R16(V) + 2 * R16(max_T * HS / 2) + R16(scratch);
+    long total = 2 * R16(L * max_T * g->kv_dim)                                        // k, v cache
+                 + R16(P * C)                                                          // x
+                 + 3 * R16(P * C) + 2 * R16(P) + R16(P * g->qkv_dim) + R16(P * NH * HS)  // norm1, x_mid, norm2,
+                 + R16(NH * P) + R16(P * 2 * F) + R16(P * F)                           //   rstd1/2, qkv, att, lse, h13, h
+                 + R16(V) + 2 * R16(max_T * HS / 2) + R16(scratch);                    // logits, rope, scratch
     g->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     float *p = g->arena;
 #define TAKE(ptr, n)  \
@@ -29,75 +74,68 @@ void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weigh
         ptr = p;      \
         p += R16(n);  \
     } while (0)
+    ct_block_acts *s = &g->acts;
     TAKE(g->k_cache, L * max_T * g->kv_dim);
     TAKE(g->v_cache, L * max_T * g->kv_dim);
     TAKE(g->x, P * C);
-    TAKE(g->xn, P * C);
-    TAKE(g->rstd, P);
-    TAKE(g->qkv, P * g->qkv_dim);
-    TAKE(g->att, P * NH * HS);
-    TAKE(g->lse, NH * P);
-    TAKE(g->h13, P * 2 * F);
-    TAKE(g->h, P * F);
-    TAKE(g->logits, V);
+    TAKE(s->norm1, P * C);
+    TAKE(s->rstd1, P);
+    TAKE(s->qkv, P * g->qkv_dim);
+    TAKE(s->att, P * NH * HS);
+    TAKE(s->lse, NH * P);
+    TAKE(s->x_mid, P * C);
+    TAKE(s->norm2, P * C);
+    TAKE(s->rstd2, P);
+    TAKE(s->h13, P * 2 * F);
+    TAKE(s->h, P * F);
+    TAKE(g->logits_dev, V);
     TAKE(g->rope_cos, max_T * HS / 2);
     TAKE(g->rope_sin, max_T * HS / 2);
     TAKE(g->scratch, scratch);
 #undef TAKE
 #undef R16
     if (p - g->arena > total) ct_fatal("generate", "arena overflow");
-    g->pos = ct_xmalloc((size_t)max_T * sizeof(int32_t));
-    for (long i = 0; i < max_T; i++) g->pos[i] = (int32_t)i;
-    // The same tables training builds (Llama 3.1 scaling constants as in ct_llama_acts_init);
-    // an angle depends only on the position, so a longer table repeats training's values.
-    ct_rope_tables(g->rope_cos, g->rope_sin, max_T, HS, m->rope_theta, m->rope_scaling ? 8.0 : 0.0, 1.0, 4.0, 8192);
+    s->x = g->x;  // each block reads and overwrites the residual stream in place
+
+    g->ints = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)(max_T + P) * sizeof(int32_t));
+    g->pos = g->ints;
+    g->tokens = g->ints + max_T;
+    int32_t *pos = ct_xmalloc((size_t)max_T * sizeof(int32_t));
+    for (long i = 0; i < max_T; i++) pos[i] = (int32_t)i;
+    k->copy_from_host(g->pos, pos, (size_t)max_T * sizeof(int32_t));
+    free(pos);
+    g->logits = ct_xmalloc((size_t)V * sizeof(float));
+    // The tables training builds; an angle depends only on the position, so the longer table
+    // repeats training's values.
+    ct_llama_rope_tables(k, m, g->rope_cos, g->rope_sin, max_T);
 }
 
 void ct_gen_free(ct_generator *g) {
     ct_mem_free(g->arena);
-    free(g->pos);
+    ct_mem_free(g->ints);
+    free(g->logits);
     memset(g, 0, sizeof *g);
 }
 
 void ct_gen_reset(ct_generator *g) { g->len = 0; }
 
-// n rows (n <= max_rows) at positions p0 = len .. len+n-1 through every block; x holds the
-// chunk's embeddings on entry and the final residual stream on exit.
+// ------------------------------------------------------------------ forward
+
+// n rows (n <= max_rows) at positions len..len+n-1 through every block; x holds the chunk's
+// embeddings on entry and the final residual stream on exit.
 static void chunk_forward(ct_generator *g, long n) {
     const ct_llama_config *m = &g->cfg;
-    long C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, F = m->ffn_hidden;
-    long QKV = g->qkv_dim, KVD = g->kv_dim, p0 = g->len;
-    float eps = (float)m->norm_eps;
-    const int32_t *qpos = g->pos + p0;
-    for (int l = 0; l < m->n_layers; l++) {
-        const ct_block_weights *w = &g->w->blocks[l];
-        float *kc = g->k_cache + (long)l * g->max_T * KVD, *vc = g->v_cache + (long)l * g->max_T * KVD;
-        float *q = g->qkv, *k = g->qkv + NH * HS, *v = g->qkv + (NH + NKV) * HS;
-
-        ct_rmsnorm_forward(g->xn, g->rstd, g->x, w->attn_norm, n, C, eps);
-        ct_linear_forward(g->qkv, g->xn, w->wqkv, n, C, QKV);  // (n, QKV)
-        ct_rope_forward(q, g->rope_cos, g->rope_sin, qpos, 1, n, NH, HS, QKV);
-        ct_rope_forward(k, g->rope_cos, g->rope_sin, qpos, 1, n, NKV, HS, QKV);
-        for (long i = 0; i < n; i++) {  // append this chunk's k, v rows to the cache
-            memcpy(kc + (p0 + i) * KVD, k + i * QKV, (size_t)KVD * sizeof(float));
-            memcpy(vc + (p0 + i) * KVD, v + i * QKV, (size_t)KVD * sizeof(float));
-        }
-        // Queries at p0..p0+n-1 against keys 0..p0+n-1: causal by position.
-        ct_attention_forward(g->att, g->lse, q, QKV, kc, KVD, vc, KVD, qpos, g->pos, 1, n, p0 + n, NH, NKV, HS,
-                             g->scratch);
-        ct_linear_forward(g->xn, g->att, w->wo, n, NH * HS, C);
-        ct_add_inplace(g->x, g->xn, n * C);
-
-        ct_rmsnorm_forward(g->xn, g->rstd, g->x, w->ffn_norm, n, C, eps);
-        ct_linear_forward(g->h13, g->xn, w->w13, n, C, 2 * F);  // (n, 2F)
-        ct_swiglu_forward(g->h, g->h13, n, F);                  // (n, F)
-        ct_linear_forward(g->xn, g->h, w->w2, n, F, C);         // (n, C)
-        ct_add_inplace(g->x, g->xn, n * C);
-    }
+    ct_block_ctx c = {
+        .k = g->k, .ops = &g->ops, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n, .qkv_dim = g->qkv_dim,
+        .pos = g->pos + g->len,  // absolute positions: RoPE rotates q and k where they sit in the sequence
+        .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .scratch = g->scratch,
+    };
+    for (int l = 0; l < m->n_layers; l++) ct_block_forward(&c, l, &g->acts, &g->w->blocks[l], g->x);
     g->len += n;
 }
 
 const float *ct_gen_feed(ct_generator *g, const int32_t *tokens, long n) {
+    const ct_kernels *k = g->k;
     const ct_llama_config *m = &g->cfg;
     long C = m->dim, V = m->vocab_size;
     if (n < 1) return ct_set_error("generate: nothing to feed"), NULL;
@@ -109,14 +147,17 @@ const float *ct_gen_feed(ct_generator *g, const int32_t *tokens, long n) {
     long last = 0;
     for (long done = 0; done < n;) {
         long rows = n - done < g->max_rows ? n - done : g->max_rows;
-        ct_embedding_forward(g->x, tokens + done, g->w->tok_embeddings, rows, C, 0, V);
+        k->copy_from_host(g->tokens, tokens + done, (size_t)rows * sizeof(int32_t));
+        k->embedding_forward(g->x, g->tokens, g->w->tok_embeddings, rows, C, 0, V);
         chunk_forward(g, rows);
         done += rows;
         last = rows - 1;
     }
-    // Logits of the last row only: (1, C) -> (1, V).
-    ct_rmsnorm_forward(g->xn, g->rstd, g->x + last * C, g->w->norm, 1, C, (float)m->norm_eps);
-    ct_linear_forward(g->logits, g->xn, g->w->output, 1, C, V);
+    // Logits of the last row only: (1, C) -> (1, V), through the first row of the norm buffers.
+    float *xn = g->acts.norm1;
+    k->rmsnorm_forward(xn, g->acts.rstd1, g->x + last * C, g->w->norm, 1, C, (float)m->norm_eps);
+    k->linear_forward(g->logits_dev, xn, g->w->output, 1, C, V);
+    k->copy_to_host(g->logits, g->logits_dev, (size_t)V * sizeof(float));
     return g->logits;
 }
 

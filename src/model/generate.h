@@ -1,41 +1,48 @@
 // Autoregressive decoding with a KV cache. The prompt is run through the model once (prefill,
 // in chunks of up to `max_rows` rows); afterwards each new token is one row that attends to the
 // cached keys and values of every earlier position, so a token costs O(params + T·C) instead of
-// a forward over the whole prefix. The same CPU kernels as training do the math; positions are
-// explicit (RoPE at pos, attention with q_pos / k_pos against the cached prefix), and only the
-// last row's logits are computed.
+// a forward over the whole prefix. Each layer is the training block itself (ct_block_forward,
+// model/block.h) run through the kernel backend, with one operation swapped in its operations
+// table: attention appends the chunk's keys and values (RoPE'd by the block at their absolute
+// positions) to the layer's cache and lets the chunk's queries attend to everything cached
+// (q_pos / k_pos make it causal by position). Only the last row's logits are computed.
 #ifndef CT_GENERATE_H
 #define CT_GENERATE_H
 #include <stdint.h>
 
 #include "core/error.h"
+#include "kernels/backend.h"
 #include "model/llama.h"
 #include "model/sampler.h"
+#include "model/stage_ops.h"
 
+// Device buffers (on k's device) unless marked host.
 typedef struct {
     ct_llama_config cfg;
     const ct_llama_weights *w;
+    const ct_kernels *k;         // the kernel backend ("cpu")
+    ct_stage_ops ops;            // ct_stage_ops_local(k) with the KV-cache attention
     long max_T;                  // cache capacity in tokens
     long max_rows;               // rows one forward chunk holds (prefill is cut into chunks)
     long len;                    // tokens already in the cache (= the next position)
     long qkv_dim, kv_dim;        // (NH + 2·NKV)·HS, NKV·HS
     float *k_cache, *v_cache;    // (L, max_T, NKV, HS) each, RoPE already applied to k
-    float *x;                    // (P, C) residual stream of the chunk (P = max_rows)
-    float *xn;                   // (P, C) normed input / matmul output before the residual add
-    float *rstd;                 // (P)
-    float *qkv;                  // (P, QKV)
-    float *att;                  // (P, NH·HS)
-    float *lse;                  // (NH, P)
-    float *h13;                  // (P, 2F)
-    float *h;                    // (P, F)
-    float *logits;               // (V) of the last row fed
+    float *x;                    // (P, C) residual stream of the chunk (P = max_rows): every
+                                 // block's input and output (ct_block_forward may write in place)
+    ct_block_acts acts;          // one block's buffers for P rows (acts.x = x)
+    float *logits_dev;           // (V) of the last row fed
+    float *logits;               // host (V): logits_dev copied out, what ct_gen_feed returns
     float *rope_cos, *rope_sin;  // (max_T, HS/2)
     int32_t *pos;                // (max_T) 0, 1, ..., max_T - 1
+    int32_t *tokens;             // (P) the chunk's token ids
     float *scratch;              // attention tiles
     float *arena;                // the one allocation the float buffers live in
+    int32_t *ints;               // the one allocation pos and tokens live in
 } ct_generator;
 
 // Plans buffers for up to max_T tokens (prompt + continuation). max_rows <= 0: min(max_T, 256).
+// Runs on the "cpu" kernel backend (fatal when the build has none). g must not move afterwards:
+// its attention operation points at it.
 void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows);
 void ct_gen_free(ct_generator *g);
 void ct_gen_reset(ct_generator *g);  // empties the cache

@@ -158,7 +158,8 @@ static double sum_squares(const float *a, long n) {
 }
 
 static void parse_all(ct_schedule *s, const char *const *text, int n) {
-    for (int i = 0; i < n; i++) CHECK(ct_schedule_parse(&s[i], text[i]) == CT_OK, "parse '%s': %s", text[i], ct_last_error());
+    for (int i = 0; i < n; i++)
+        CHECK(ct_schedule_parse(&s[i], text[i]) == CT_OK, "parse '%s': %s", text[i], ct_last_error());
 }
 
 // ------------------------------------------------------------------ (a) pipeline

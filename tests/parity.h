@@ -66,7 +66,7 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
     out->val_loss = ct_trainer_validate(&t);
     out->total = t.global_table.total;
     out->params = ct_xmalloc((size_t)out->total * sizeof(float));
-    ct_tp_gather_full(&t.tp, &t.fsdp, &t.model, &t.global_table, out->params);
+    ct_trainer_gather_model(&t, out->params);
     ct_trainer_free(&t);
 }
 

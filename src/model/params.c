@@ -38,6 +38,8 @@ void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp
     memset(t, 0, sizeof *t);
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
     long NH = m->n_heads, NKV = m->n_kv_heads;
+    t->tp_rank = tp_rank;
+    t->tp_size = tp_size;
     int cap = 3 + 9 * m->n_layers;
     t->params = ct_xcalloc((size_t)cap, sizeof(ct_param));
     t->n_groups = m->n_layers + 2;
@@ -106,6 +108,16 @@ void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, f
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; i++)
         dst[i] = (float)(p->init_std * ct_rng_normal(key, (uint64_t)ct_param_global_index(p, begin + i)));
+}
+
+void ct_param_init_global(const ct_param *p, uint64_t seed, long global_begin, long n, float *dst) {
+    if (p->init == CT_INIT_ONES) {
+        for (long i = 0; i < n; i++) dst[i] = 1.0f;
+        return;
+    }
+    uint64_t key = ct_rng_key(seed, p->name);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) dst[i] = (float)(p->init_std * ct_rng_normal(key, (uint64_t)(global_begin + i)));
 }
 
 void ct_param_init_all(const ct_param_table *t, uint64_t seed, float *block) {

@@ -33,6 +33,7 @@ typedef struct {
     ct_param *params;
     int count;
     long total;                // elements in the block
+    int tp_rank, tp_size;      // the tp slice this table describes (1: the whole model)
     int n_groups;
     long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
 } ct_param_table;
@@ -60,6 +61,8 @@ const ct_param *ct_param_find(const ct_param_table *t, const char *name);
 //   output                   normal(0, 0.02)   (small logits: loss at step 0 is ln(V))
 // Fills dst with local elements [begin, begin + n) of parameter p (values by global index).
 void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst);
+// Fills dst with the n values of p at global flat indices [global_begin, global_begin + n).
+void ct_param_init_global(const ct_param *p, uint64_t seed, long global_begin, long n, float *dst);
 // Initialises the whole flat block.
 void ct_param_init_all(const ct_param_table *t, uint64_t seed, float *block);
 #endif

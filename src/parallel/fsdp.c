@@ -10,6 +10,27 @@ static long group_numel(const ct_fsdp *f, int g) { return f->table->group_offset
 static int head_group(const ct_fsdp *f) { return f->n_groups - 1; }
 static int nshards(const ct_fsdp *f) { return f->shard_group->size; }
 
+// The store's descriptors: tensor p's tp slice, cut to this rank's shard of its group.
+static void build_store(ct_fsdp *f) {
+    const ct_param_table *t = f->table;
+    ct_param_store *st = &f->store;
+    st->params = f->params;
+    st->grads = f->grads;
+    st->numel = f->local_numel;
+    st->shards = ct_xcalloc((size_t)t->count, sizeof(ct_param_shard));
+    for (int i = 0; i < t->count; i++) {
+        const ct_param *p = &t->params[i];
+        int g = p->group;
+        ct_shard_desc d = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], p->tp_dim, p->tp_start,
+                                             p->tp_dim >= 0 ? p->shape[p->tp_dim] : 0);
+        if (p->tp_dim < 0 && t->tp_size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_TP);
+        if (f->replicate_group && f->replicate_group->size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_DP_REPLICATE);
+        long lo = (long)f->shard_group->rank * f->shard_numel[g], pos = 0;
+        if (!ct_shard_desc_intersect(&d, p->offset - t->group_offset[g], lo, lo + f->shard_numel[g], &pos)) continue;
+        st->shards[st->count++] = (ct_param_shard){.param = p, .desc = d, .offset = f->shard_offset[g] + pos};
+    }
+}
+
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                   ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                   ct_llama_weights *grad_views) {
@@ -38,6 +59,7 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
     f->max_group_numel = max_shard * N;
     f->params = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
     f->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
+    build_store(f);
     if (N == 1) {
         // One shard is the whole model: the views point at it for good.
         for (int g = 0; g < f->n_groups; g++) {
@@ -70,28 +92,11 @@ void ct_fsdp_free(ct_fsdp *f) {
     free(f->shard_numel);
     free(f->shard_offset);
     free(f->group_slot);
+    ct_param_store_free(&f->store);
     memset(f, 0, sizeof *f);
 }
 
-long ct_fsdp_param_range(const ct_fsdp *f, const ct_param *p, long *begin, long *local_offset) {
-    const ct_param_table *t = f->table;
-    int g = p->group;
-    long lo = (long)f->shard_group->rank * f->shard_numel[g], hi = lo + f->shard_numel[g];  // this shard
-    long p_lo = p->offset - t->group_offset[g], p_hi = p_lo + p->numel;                     // the tensor
-    long a = p_lo > lo ? p_lo : lo, b = p_hi < hi ? p_hi : hi;
-    if (a >= b) return 0;
-    *begin = a - p_lo;
-    *local_offset = f->shard_offset[g] + (a - lo);
-    return b - a;
-}
-
-void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) {
-    for (int i = 0; i < f->table->count; i++) {
-        const ct_param *p = &f->table->params[i];
-        long begin, off, n = ct_fsdp_param_range(f, p, &begin, &off);
-        if (n) ct_param_init_range(p, seed, begin, n, f->params + off);
-    }
-}
+void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) { ct_param_store_init_values(&f->store, seed); }
 
 // ------------------------------------------------------------------ gather / release
 

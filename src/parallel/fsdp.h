@@ -22,6 +22,7 @@
 #include "comm/comm.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
+#include "parallel/param_store.h"
 
 typedef enum { CT_RESHARD_DEFAULT, CT_RESHARD_ALWAYS, CT_RESHARD_NEVER } ct_reshard_policy;
 
@@ -40,6 +41,8 @@ typedef struct {
 
     float *params;               // (local_numel) this rank's parameter shards
     float *grads;                // (local_numel) this rank's gradient shards
+    ct_param_store store;        // the same buffers with a shard descriptor per tensor: what
+                                 // other strategies, loading and export read
     ct_llama_weights *weights;   // views the model reads (re-pointed by the hooks)
     ct_llama_weights *grad_views;
 
@@ -72,10 +75,6 @@ ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f);
 // After the step's micro-batches: all-reduce gradient shards over the replicas (HSDP / DDP).
 // A gradient reducer for the executor (ctx: the ct_fsdp).
 void ct_fsdp_reduce_replicas(void *ctx);
-// The part of parameter p held in this rank's shard: elements [*begin, *begin + n) of p (its
-// local flattened index) sit at f->params + *local_offset (and the same offset in f->grads).
-// Returns n (0 when the shard holds none of p).
-long ct_fsdp_param_range(const ct_fsdp *f, const ct_param *p, long *begin, long *local_offset);
 // Gathers the whole flat parameter block (registry order) into full (table->total floats) on
 // every rank: for checks, export and checkpoints; not for the step.
 void ct_fsdp_gather_full(ct_fsdp *f, float *full);

@@ -49,61 +49,12 @@ void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops) {
 
 void ct_tp_reduce_replicated_grads(void *ctx) {
     ct_tp *tp = ctx;
-    ct_fsdp *f = tp->fsdp;
     if (tp->group->size == 1 || !tp->sequence_parallel) return;
-    for (int i = 0; i < f->table->count; i++) {
-        const ct_param *p = &f->table->params[i];
-        long begin, off, n;
-        if (p->tp_dim >= 0 || !(n = ct_fsdp_param_range(f, p, &begin, &off))) continue;
-        ct_comm_all_reduce(tp->group, f->grads + off, f->grads + off, (size_t)n, CT_F32, CT_COMM_SUM);
+    const ct_param_store *st = tp->store;
+    for (int i = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        if (!(sh->desc.replicated_over & CT_DIM_BIT(CT_DIM_TP))) continue;
+        float *g = st->grads + sh->offset;
+        ct_comm_all_reduce(tp->group, g, g, (size_t)sh->desc.flat_count, CT_F32, CT_COMM_SUM);
     }
-}
-
-double ct_tp_grad_sum_squares(ct_tp *tp, ct_fsdp *f) {
-    double sum = tp->k->sum_squares(f->grads, f->local_numel);  // FSDP padding stays zero
-    if (tp->group->rank > 0) {
-        // Every tp rank holds the same replicated tensors: only tp rank 0 counts them.
-        for (int i = 0; i < f->table->count; i++) {
-            const ct_param *p = &f->table->params[i];
-            long begin, off, n;
-            if (p->tp_dim < 0 && (n = ct_fsdp_param_range(f, p, &begin, &off)))
-                sum -= tp->k->sum_squares(f->grads + off, n);
-        }
-    }
-    ct_comm_all_reduce(f->shard_group, &sum, &sum, 1, CT_F64, CT_COMM_SUM);
-    if (tp->group->size > 1) ct_comm_all_reduce(tp->group, &sum, &sum, 1, CT_F64, CT_COMM_SUM);
-    return sum;
-}
-
-// ------------------------------------------------------------------ whole-model gather
-
-void ct_tp_gather_full(ct_tp *tp, ct_fsdp *f, const ct_llama_config *m, const ct_param_table *global, float *full) {
-    int T = tp->group->size;
-    long P_local = f->table->total;
-    if (T == 1) {
-        ct_fsdp_gather_full(f, full);
-        return;
-    }
-    float *local = ct_xmalloc((size_t)P_local * sizeof(float));         // (P_l) this tp rank's block
-    float *all = ct_xmalloc((size_t)T * (size_t)P_local * sizeof(float));  // (T, P_l)
-    ct_fsdp_gather_full(f, local);
-    ct_comm_all_gather(tp->group, local, all, (size_t)P_local, CT_F32);
-    for (int r = 0; r < T; r++) {
-        ct_param_table t;
-        ct_param_table_build_tp(&t, m, r, T);  // rank r's slices: same layout, its own offsets
-        for (int i = 0; i < t.count; i++) {
-            const ct_param *p = &t.params[i];
-            if (p->tp_dim < 0 && r > 0) continue;  // replicated: rank 0's copy
-            const ct_param *gp = ct_param_find(global, p->name);
-            const float *src = all + (size_t)r * P_local + p->offset;
-            for (long k = 0; k < p->numel;) {
-                long run = ct_param_contiguous_run(p, k, p->numel - k);
-                memcpy(full + gp->offset + ct_param_global_index(p, k), src + k, (size_t)run * sizeof(float));  // host buffers
-                k += run;
-            }
-        }
-        ct_param_table_free(&t);
-    }
-    free(local);
-    free(all);
 }

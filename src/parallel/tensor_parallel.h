@@ -13,9 +13,9 @@
 // The output layer's cross-entropy never gathers the logits (loss_parallel.h) unless
 // parallelism.disable_loss_parallel asks it to, for comparison.
 //
-// Replicated tensors (the norm weights) need two step-level touches, done here:
-//   - under sequence parallel each rank's gradient covers only its rows: summed over tp;
-//   - the global gradient norm counts them once, not tp times.
+// Replicated tensors (the norm weights): under sequence parallel each rank's gradient covers only
+// its rows, so their gradients are summed over tp once per step (a gradient reducer). Their
+// shard descriptors mark them replicated over tp, so the gradient norm and export count them once.
 #ifndef CT_TENSOR_PARALLEL_H
 #define CT_TENSOR_PARALLEL_H
 #include <stdbool.h>
@@ -23,14 +23,14 @@
 #include "comm/comm.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
-#include "parallel/fsdp.h"
+#include "parallel/param_store.h"
 
 typedef struct {
     const ct_kernels *k;
     ct_group *group;           // the tp group (size 1: no tensor parallelism)
     bool sequence_parallel;
     bool gather_logits;        // parallelism.disable_loss_parallel
-    ct_fsdp *fsdp;             // where this rank's parameters and gradients are held
+    ct_param_store *store;     // this rank's parameters and gradients (built by data sharding)
 } ct_tp;
 
 // Fills the stage's tp edges (f / g) and output loss (vocabulary-parallel) for this group; a
@@ -38,15 +38,8 @@ typedef struct {
 void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops);
 
 // Under sequence parallel: sums the replicated tensors' gradients over tp (once per step,
-// after every micro-batch, on this rank's FSDP shard of them). No-op otherwise. A gradient
+// after every micro-batch, on this rank's shard of them). No-op otherwise. A gradient
 // reducer for the executor (ctx: the ct_tp).
 void ct_tp_reduce_replicated_grads(void *ctx);
 
-// The global gradient norm squared: every element of the model counted once, whatever holds
-// it (FSDP shards summed over the fsdp group, tp slices over tp, replicated tensors once).
-double ct_tp_grad_sum_squares(ct_tp *tp, ct_fsdp *f);
-
-// The whole model in the global registry's layout (global->total floats), on every rank: FSDP
-// shards gathered, then tp slices put back in place. For export and checks, not the step.
-void ct_tp_gather_full(ct_tp *tp, ct_fsdp *f, const ct_llama_config *m, const ct_param_table *global, float *full);
 #endif

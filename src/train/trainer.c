@@ -22,8 +22,8 @@ static ct_loader *open_loader(const ct_trainer *t, const char *source, const cha
     return ct_loader_open(&lc);
 }
 
-// checkpoint.initial_load_path: every rank reads the model file and copies the elements of its
-// own shard of each group, the same ranges ct_fsdp_init_params fills (padding stays zero).
+// checkpoint.initial_load_path: every rank reads the elements its shard descriptors name (the
+// same ones ct_fsdp_init_params fills; padding stays zero).
 static ct_status load_initial(ct_trainer *t, const char *path) {
     ct_llama_config file_cfg;
     if (ct_model_load_config(path, &file_cfg) || ct_model_config_match(&file_cfg, &t->model)) {
@@ -33,16 +33,14 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     }
     ct_model_file *f = ct_model_open(path, &t->global_table);
     if (!f) return CT_ERR;
-    for (int i = 0; i < t->table.count; i++) {
-        const ct_param *p = &t->table.params[i];  // this rank's tp slice
-        const ct_param *gp = ct_param_find(&t->global_table, p->name);
-        long begin, off, n = ct_fsdp_param_range(&t->fsdp, p, &begin, &off);
-        // A column slice is not contiguous in the file: read it run by run.
-        for (long k = 0; k < n;) {
-            long run = ct_param_contiguous_run(p, begin + k, n - k);
-            ct_model_read_range(f, gp, ct_param_global_index(p, begin + k), run, t->fsdp.params + off + k);
-            k += run;
-        }
+    const ct_param_store *st = &t->fsdp.store;
+    for (int i = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        const ct_param *gp = ct_param_find(&t->global_table, sh->param->name);
+        ct_shard_iter it = CT_SHARD_ITER_INIT;
+        ct_shard_run run;  // a column slice is not contiguous in the file: read it run by run
+        while (ct_shard_next_run(&sh->desc, &it, &run))
+            ct_model_read_range(f, gp, run.global, run.len, st->params + sh->offset + run.local);
     }
     ct_model_close(f);
     return CT_OK;
@@ -101,7 +99,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (!t->k) return ct_set_error("no cpu kernel backend in this build");
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
-                    .gather_logits = cfg->disable_loss_parallel, .fsdp = &t->fsdp};
+                    .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store};
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     long tokens_per_micro_batch = (long)cfg->micro_batch_size * cfg->seq_len;
     if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
@@ -182,7 +180,10 @@ double ct_trainer_step(ct_trainer *t) {
     double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, accum, true, grad_scale);
     ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
 
-    double norm = sqrt(ct_tp_grad_sum_squares(&t->tp, &t->fsdp));
+    // Each element counted once, whatever holds it (shard descriptors say which copies count).
+    double sum_sq = ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord);
+    ct_comm_all_reduce(&t->world, &sum_sq, &sum_sq, 1, CT_F64, CT_COMM_SUM);
+    double norm = sqrt(sum_sq);
     double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
     double lr = ct_lr_at(&t->schedule, t->step + 1);
     ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
@@ -228,11 +229,15 @@ double ct_trainer_validate(ct_trainer *t) {
     return valid ? loss_sum / (double)valid : 0.0;
 }
 
+void ct_trainer_gather_model(ct_trainer *t, float *full) {
+    ct_param_store_gather(&t->fsdp.store, t->k, t->mesh.coord, &t->global_table, &t->world, full);
+}
+
 ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     ct_dtype dtype;
     if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
-    ct_tp_gather_full(&t->tp, &t->fsdp, &t->model, &t->global_table, full);
+    ct_trainer_gather_model(t, full);
     int32_t ok = 1;
     if (t->world.rank == 0) ok = ct_model_save(path, &t->global_table, &t->model, full, dtype) == CT_OK;
     free(full);

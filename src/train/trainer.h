@@ -64,6 +64,9 @@ void ct_trainer_free(ct_trainer *t);
 double ct_trainer_step(ct_trainer *t);
 // Mean loss over validation.steps batches of the validation split, from its start.
 double ct_trainer_validate(ct_trainer *t);
+// The whole model in the global registry's layout (global_table.total floats) on every rank;
+// collective over the world. For export and checks.
+void ct_trainer_gather_model(ct_trainer *t, float *full);
 // Gathers the model and lets rank 0 write it to path (a model file, checkpoint.export_dtype);
 // collective over the world. Every rank returns rank 0's outcome.
 ct_status ct_trainer_export(ct_trainer *t, const char *path);

@@ -83,8 +83,14 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
 #undef TAKE
 
 // The stage's input: the first block's input, or (no blocks) the output buffer itself.
-float *ct_stage_input(ct_stage *s, ct_act_slot *a) { return n_layers(s) ? a->blocks[0].x : a->out; }
-float *ct_stage_output(ct_stage *s, ct_act_slot *a) { return a->out; }
+static float *input_buffer(ct_stage *s, ct_act_slot *a) { return n_layers(s) ? a->blocks[0].x : a->out; }
+
+static ct_tensor stream_view(const ct_stage *s, float *data) {
+    return ct_tensor_make(data, CT_F32, (ct_device){s->k->device, 0}, s->N_local, s->cfg.dim);
+}
+ct_tensor ct_stage_input(ct_stage *s, ct_act_slot *a) { return stream_view(s, input_buffer(s, a)); }
+ct_tensor ct_stage_output(ct_stage *s, ct_act_slot *a) { return stream_view(s, a->out); }
+ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a) { return stream_view(s, a->grad); }
 
 void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     memset(s, 0, sizeof *s);
@@ -199,7 +205,7 @@ static void embedding_forward(ct_stage *s, ct_act_slot *a) {
     const ct_llama_config *m = &s->cfg;
     acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
-    float *x0 = ct_stage_input(s, a), *e = partial_out(s, x0);
+    float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
     s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
     reduce_rows(s, e, x0);
     release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/tensor.h"
 #include "kernels/backend.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
@@ -102,10 +103,12 @@ long ct_stage_xent_chunk_rows(long N);
 // Bytes of activations one slot holds (what a schedule with more micro-batches in flight costs).
 size_t ct_stage_slot_bytes(const ct_stage *s);
 
-// The slot's input buffer (N_l, C) a receive fills on a stage without the embedding, and its
-// output buffer a send reads on a stage without the head.
-float *ct_stage_input(ct_stage *s, ct_act_slot *a);
-float *ct_stage_output(ct_stage *s, ct_act_slot *a);
+// What travels between stages, as typed views on the backend's device: the slot's input
+// (N_l, C) a receive fills on a stage without the embedding, its output (N_l, C) a send reads on
+// a stage without the head, and the residual gradient (N_l, C) that travels back.
+ct_tensor ct_stage_input(ct_stage *s, ct_act_slot *a);
+ct_tensor ct_stage_output(ct_stage *s, ct_act_slot *a);
+ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a);
 
 // Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
 // stage: a->loss = sum of token losses, and with training also the head's backward (gradients

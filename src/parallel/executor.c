@@ -116,20 +116,17 @@ static int peer_of(const ct_executor *e, int stage, const char *what) {
     return e->stage_rank[stage];
 }
 
-static size_t stream_floats(const ct_stage *s) { return (size_t)(s->N_local * s->cfg.dim); }
-
-static void send(ct_executor *e, int stage, int mb, int to_stage, float *buf, int backward, const char *what) {
-    ct_stage *s = e->stage[stage];
+static void send(ct_executor *e, int stage, int mb, int to_stage, ct_tensor buf, int backward, const char *what) {
     int slot = e->slot_of[cell(e, stage, mb)];
     ct_comm_handle *h = &e->pending[stage * e->max_slots + slot];
     ct_comm_wait(h);
     // The receiver tags by its own (stage, mb, direction): the stage it receives for.
-    *h = ct_comm_send_start(e->pp, buf, stream_floats(s), CT_F32, peer_of(e, to_stage, what),
+    *h = ct_comm_send_start(e->pp, buf.data, (size_t)ct_tensor_numel(buf), buf.dtype, peer_of(e, to_stage, what),
                             tag_of(e, backward ? stage - 1 : stage + 1, mb, backward));
 }
 
-static void recv(ct_executor *e, int stage, int from_stage, float *buf, int mb, int backward, const char *what) {
-    ct_comm_recv(e->pp, buf, stream_floats(e->stage[stage]), CT_F32, peer_of(e, from_stage, what),
+static void recv(ct_executor *e, int stage, int from_stage, ct_tensor buf, int mb, int backward, const char *what) {
+    ct_comm_recv(e->pp, buf.data, (size_t)ct_tensor_numel(buf), buf.dtype, peer_of(e, from_stage, what),
                  tag_of(e, stage, mb, backward));
 }
 
@@ -172,8 +169,8 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         case CT_ACT_BACKWARD_WEIGHT: ct_stage_backward_weight(st, slot); break;
         case CT_ACT_SEND_F: send(e, a->stage, a->mb, a->stage + 1, ct_stage_output(st, slot), 0, "SEND_F"); break;
         case CT_ACT_RECV_F: recv(e, a->stage, a->stage - 1, ct_stage_input(st, slot), a->mb, 0, "RECV_F"); break;
-        case CT_ACT_SEND_B: send(e, a->stage, a->mb, a->stage - 1, slot->grad, 1, "SEND_B"); break;
-        case CT_ACT_RECV_B: recv(e, a->stage, a->stage + 1, slot->grad, a->mb, 1, "RECV_B"); break;
+        case CT_ACT_SEND_B: send(e, a->stage, a->mb, a->stage - 1, ct_stage_grad(st, slot), 1, "SEND_B"); break;
+        case CT_ACT_RECV_B: recv(e, a->stage, a->stage + 1, ct_stage_grad(st, slot), a->mb, 1, "RECV_B"); break;
         case CT_ACT_REDUCE_GRADS:
             for (int r = 0; r < e->n_reducers; r++) e->reducers[r].fn(e->reducers[r].ctx);
             break;

@@ -91,6 +91,35 @@ void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N
 long ct_xent_scratch_floats(long chunk_rows, long V);
 double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
                      long V, float grad_scale, long chunk_rows, float *scratch);
+// First row n whose target is outside [-1, V) (a caller bug), or -1 when all are valid.
+long ct_xent_bad_target(const int32_t *targets, long N, long V);
+
+// ---------------------------------------------------------------- cross-entropy row pieces
+// The softmax of a row split over a vocabulary sharded across ranks (kernels/cpu/xent_rows.c):
+// parallel/loss_parallel.c reduces per-row numbers between these calls. z (R, V) holds R rows of
+// logits for the slice of ids [vocab_start, vocab_start + V); targets (R) are global ids, -1 =
+// ignore. The per-row arithmetic is ct_xent_fused's.
+// mx (R) = max_j z[r][j]; 0 for an ignored row (harmless in a MAX over slices).
+void ct_xent_rows_max(float *mx, const float *z, const int32_t *targets, long R, long V);
+// With mx (R) the row max over the whole vocabulary: z[r] = exp(z[r] - mx[r]) in place,
+// sum (R) = Σ_j of the new z[r], zt (R) = the target's logit (before the exp) when the target is
+// in this slice, else 0. Ignored rows: z untouched, sum = zt = 0.
+void ct_xent_rows_exp_sum(float *z, float *sum, float *zt, const float *mx, const int32_t *targets, long R, long V,
+                          long vocab_start);
+// With z = exp(z - max) (from ct_xent_rows_exp_sum) and sum (R) the whole-vocabulary sum of it:
+// z = dlogits = z / sum * grad_scale, minus grad_scale at the target when it is in this slice;
+// ignored rows zero.
+void ct_xent_rows_dlogits(float *z, const float *sum, const int32_t *targets, long R, long V, long vocab_start,
+                          float grad_scale);
+// Σ over valid rows, in row order and in double, of mx + log(sum) - zt: the rows' loss, the
+// same bits wherever the same (reduced) numbers are passed.
+double ct_xent_rows_loss(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R);
+// Gather mode: G (P, R, V) holds whole rows, block p the slice of ids [p·V, (p+1)·V). Writes mx,
+// sum (of exp(z - mx)), zt (R) over the whole rows (ignored rows: 0), summing in an order fixed
+// by the ids alone, so every rank holding the same G gets the same bits; when dlogits != 0,
+// block `mine` becomes its dlogits (as ct_xent_rows_dlogits with vocab_start = mine·V).
+void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
+                           long V, long mine, float grad_scale, int dlogits);
 
 // ---------------------------------------------------------------- AdamW and reductions
 // Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),

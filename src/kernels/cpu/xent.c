@@ -1,11 +1,13 @@
 // Output projection fused with cross-entropy, chunked over rows so the (N, V) logits never exist
 // at once: per chunk, logits = x W^T into scratch, per-row log-sum-exp and loss, then the logits
 // are turned in place into dlogits = (softmax - onehot) * grad_scale and multiplied back:
-// dx = dlogits W, dW += dlogits^T x.
+// dx = dlogits W, dW += dlogits^T x. The per-row max and sum of exp are xent_row.h's, shared
+// with the vocabulary-slice row pieces (xent_rows.c).
+#include <math.h>
 #include <string.h>
 
 #include "core/error.h"
-#include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 
 // scratch: logits (chunk_rows, V), then one double per row (as 2 floats) for the row losses.
@@ -13,10 +15,10 @@ long ct_xent_scratch_floats(long chunk_rows, long V) { return chunk_rows * V + 2
 
 double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
                      long V, float grad_scale, long chunk_rows, float *scratch) {
-    for (long n = 0; n < N; n++)
-        if (targets[n] < -1 || targets[n] >= V)
-            ct_fatal("ct_xent_fused", "target %d at row %ld is outside [0, %ld) (and is not -1 = ignore)",
-                     (int)targets[n], n, V);
+    long bad = ct_xent_bad_target(targets, N, V);
+    if (bad >= 0)
+        ct_fatal("ct_xent_fused", "target %d at row %ld is outside [0, %ld) (and is not -1 = ignore)",
+                 (int)targets[bad], bad, V);
     float *logits = scratch;                   // (chunk_rows, V)
     char *row_loss = (char *)(scratch + chunk_rows * V);  // (chunk_rows) doubles, possibly unaligned
     double total = 0.0;
@@ -32,12 +34,8 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
             if (t < 0) {  // ignored row: no loss, zero gradient
                 if (dx) memset(z, 0, (size_t)V * sizeof(float));
             } else {
-                float mx = z[0];
-#pragma omp simd reduction(max : mx)
-                for (long j = 0; j < V; j++) mx = z[j] > mx ? z[j] : mx;
-                float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                for (long j = 0; j < V; j++) sum += ct_fast_expf(z[j] - mx);
+                float mx = ct_xent_row_max(z, V);
+                float sum = ct_xent_row_sum_exp(z, V, mx);
                 double lse = (double)mx + log((double)sum);
                 loss = lse - (double)z[t];
                 if (dx) {

@@ -9,6 +9,11 @@
 //
 // Buffers passed to a backend live on its device; host code never reads or writes them except
 // through `copy_to_host` / `copy_from_host` (identity copies on the CPU).
+//
+// Scratch sizes come from the backend: a kernel that takes `scratch` has a `*_scratch_floats`
+// member, and callers allocate what that member asks for on this device, never a size worked out
+// from the host (the cpu attention sizes its per-thread tiles for omp_get_max_threads() at the
+// time of the call -- its own decision, which a GPU backend makes differently).
 #ifndef CT_KERNELS_BACKEND_H
 #define CT_KERNELS_BACKEND_H
 #include <stddef.h>
@@ -65,6 +70,24 @@ typedef struct ct_kernels {
     long (*xent_scratch_floats)(long chunk_rows, long V);
     double (*xent_fused)(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
                          long C, long V, float grad_scale, long chunk_rows, float *scratch);
+    // First row n whose target is outside [-1, V), or -1: so a caller can refuse bad targets
+    // without reading device memory.
+    long (*xent_bad_target)(const int32_t *targets, long N, long V);
+
+    // ---- cross-entropy row pieces (vocabulary split over ranks): parallel/loss_parallel.c
+    // reduces per-row max, sum-exp and target logit between these calls. z (R, V) is a chunk of
+    // logits for the vocabulary slice [vocab_start, vocab_start + V); targets (R) global, -1 =
+    // ignore; mx, sum, zt (R). Contracts in kernels.h (ct_xent_rows_*).
+    void (*xent_rows_max)(float *mx, const float *z, const int32_t *targets, long R, long V);
+    void (*xent_rows_exp_sum)(float *z, float *sum, float *zt, const float *mx, const int32_t *targets, long R,
+                              long V, long vocab_start);
+    void (*xent_rows_dlogits)(float *z, const float *sum, const int32_t *targets, long R, long V, long vocab_start,
+                              float grad_scale);
+    double (*xent_rows_loss)(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R);
+    // gather mode: G (P, R, V) whole rows; fixed-order sums (same bits on every rank); block
+    // `mine` -> dlogits when dlogits != 0
+    void (*xent_rows_gathered)(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
+                               long V, long mine, float grad_scale, int dlogits);
 
     // ---- optimizer and reductions
     void (*adamw_update)(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,

@@ -1,0 +1,49 @@
+// The cpu backend's table: every member is the kernels.h function of the same name (the CPU
+// reference, tested against float64), so a call through the table is the direct call. Host
+// memory is the device: the copies to and from the host are plain copies.
+#include "kernels/cpu/backend_cpu.h"
+
+#include "kernels/kernels.h"
+
+const ct_kernels ct_kernels_cpu = {
+    .name = "cpu",
+    .device = CT_DEVICE_CPU,
+
+    .zero = ct_cpu_zero,
+    .copy = ct_cpu_copy,
+    .copy_to_host = ct_cpu_copy,
+    .copy_from_host = ct_cpu_copy,
+
+    .gemm = ct_gemm,
+    .linear_forward = ct_linear_forward,
+    .linear_backward = ct_linear_backward,
+    .matmul_peak_gflops = ct_cpu_matmul_peak_gflops,
+
+    .embedding_forward = ct_embedding_forward,
+    .embedding_backward = ct_embedding_backward,
+    .rmsnorm_forward = ct_rmsnorm_forward,
+    .rmsnorm_backward = ct_rmsnorm_backward,
+    .rope_tables = ct_rope_tables,
+    .rope_forward = ct_rope_forward,
+    .rope_backward = ct_rope_backward,
+    .attention_scratch_floats = ct_attention_scratch_floats,
+    .attention_forward = ct_attention_forward,
+    .attention_backward = ct_attention_backward,
+    .swiglu_forward = ct_swiglu_forward,
+    .swiglu_backward = ct_swiglu_backward,
+
+    .xent_scratch_floats = ct_xent_scratch_floats,
+    .xent_fused = ct_xent_fused,
+    .xent_bad_target = ct_xent_bad_target,
+
+    .xent_rows_max = ct_xent_rows_max,
+    .xent_rows_exp_sum = ct_xent_rows_exp_sum,
+    .xent_rows_dlogits = ct_xent_rows_dlogits,
+    .xent_rows_loss = ct_xent_rows_loss,
+    .xent_rows_gathered = ct_xent_rows_gathered,
+
+    .adamw_update = ct_adamw_update,
+    .sum_squares = ct_sum_squares,
+    .add_inplace = ct_add_inplace,
+    .scale_inplace = ct_scale_inplace,
+};

@@ -21,9 +21,12 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "kernels/backend.h"
 
 // Floats of scratch ct_xent_vocab_parallel needs for these arguments: the logits of one chunk
-// (gathered over tp in gather mode) plus per-row max / sum-exp / target-logit buffers.
+// (gathered over tp in gather mode) plus per-row max / sum-exp / target-logit buffers. With a
+// group of one the call is the backend's xent_fused, whose scratch must fit in this size (the
+// cpu one needs chunk_rows·V_local + 2·chunk_rows).
 long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp_size, bool gather_logits);
 
 // Output projection fused with cross-entropy, the vocabulary split over the tp group: this rank
@@ -35,7 +38,15 @@ long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp
 // caller reduces dx over tp (all-reduce, or reduce-scatter under sequence parallel).
 // dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file.
 // Collective over tp: every rank calls it with the same N, chunk_rows, gather_logits.
-// With a group of one this is ct_xent_fused.
+// With a group of one this is the backend's xent_fused. The math runs on the backend k (every
+// buffer lives on its device); this file only sequences k's row pieces and the tp collectives.
+double ct_xent_vocab_parallel_k(const ct_kernels *k, float *dx, float *dW_local, const float *x,
+                                const float *W_local, const int32_t *targets, long N, long C, long V_local,
+                                long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
+                                bool gather_logits);
+
+// TEMPORARY, until parallel/tensor_parallel.c passes its backend: ct_xent_vocab_parallel_k on
+// the cpu backend. To be removed (and _k renamed to this name) once no caller uses it.
 double ct_xent_vocab_parallel(float *dx, float *dW_local, const float *x, const float *W_local,
                               const int32_t *targets, long N, long C, long V_local, long vocab_start,
                               float grad_scale, long chunk_rows, float *scratch, ct_group *tp,

@@ -17,7 +17,6 @@
 
 #include "comm/comm.h"
 #include "core/memory.h"
-#include "kernels/kernels.h"
 #include "metrics/metrics.h"
 #include "train/trainer.h"
 
@@ -77,7 +76,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", ct_last_error());
         return 1;
     }
-    double peak = ct_cpu_matmul_peak_gflops(2048, 5);
+    double peak = t.k->matmul_peak_gflops(2048, 5);  // the backend the trainer runs on
     for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
 
     long calls0 = alloc_calls, ct0 = ct_mem_alloc_count();

@@ -106,7 +106,7 @@ static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xsc
     float *scratch = malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(chunk, Vl, P, gather));
     for (long i = 0; i < N * C; i++) dx[i] = NAN;  // dx is overwritten
     memcpy(dWl, p.dW0 + vs * C, sizeof(float) * Vl * C);
-    double loss = ct_xent_vocab_parallel_k(kern, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg,
+    double loss = ct_xent_vocab_parallel(kern, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg,
                                            N, C, Vl, vs, gs, chunk, scratch, tp, gather);
 
     CHECK(isfinite(loss), "loss %g", loss);
@@ -172,7 +172,7 @@ static void test_bytes_moved(void) {
     const float *Wl = p.W + tp.rank * Vl * C;
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel_k(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, false);
+    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, false);
     double lp = ct_comm_stats_total_bytes(&tp);
     CHECK(lp < (double)N * Vl * 4, "loss parallel moved %g bytes, logits are %ld", lp, N * Vl * 4);
     CHECK_CLOSE(lp, 2 * (P - 1) / P * 12 * N, 1e-12, 0);
@@ -181,7 +181,7 @@ static void test_bytes_moved(void) {
     CHECK(tp.stats[CT_COMM_ALL_GATHER].calls == 0, "loss parallel must not gather");
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel_k(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, true);
+    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, true);
     double ga = ct_comm_stats_total_bytes(&tp);
     CHECK(ga >= (P - 1) * N * Vl * 4, "gather moved %g bytes", ga);
     CHECK_CLOSE(ga, (P - 1) * N * Vl * 4, 1e-12, 0);
@@ -220,7 +220,7 @@ static int refused(long N, long V_local, long vocab_start, long chunk, int32_t b
         g.rank = 1, g.size = 2;
         float x[8] = {0}, W[16] = {0}, dx[8], dW[16] = {0}, scratch[64];
         int32_t tg[2] = {0, bad_target};
-        ct_xent_vocab_parallel_k(kern, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk,
+        ct_xent_vocab_parallel(kern, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk,
                                  scratch, &g, false);
         _exit(0);
     }

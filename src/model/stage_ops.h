@@ -65,7 +65,7 @@ typedef struct {
     void (*reduce_rows)(void *ctx, float *full, float *local, long local_rows, long C);
 } ct_tp_ops;
 
-// One block's attention call, in the attention kernel's terms (kernels/kernels.h): q (B, Tq,
+// One block's attention call, in the attention kernel's terms (kernels/backend.h): q (B, Tq,
 // NH, HS) with token stride ldq; k, v (B, Tk, NKV, HS) with strides ldk, ldv; out (B, Tq, NH,
 // HS); lse (B, NH, Tq); positions q_pos (Tq) / k_pos (Tk) (NULL: 0..T-1).
 typedef struct {

@@ -89,10 +89,10 @@ static double chunk_gather(const ct_kernels *k, float *dx, float *dW_local, cons
     return loss;
 }
 
-double ct_xent_vocab_parallel_k(const ct_kernels *k, float *dx, float *dW_local, const float *x,
-                                const float *W_local, const int32_t *targets, long N, long C, long V_local,
-                                long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
-                                bool gather_logits) {
+double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
+                              const float *W_local, const int32_t *targets, long N, long C, long V_local,
+                              long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
+                              bool gather_logits) {
     check_args(k, dx, dW_local, targets, N, C, V_local, vocab_start, chunk_rows, tp);
     if (tp->size == 1)  // the whole vocabulary is here: nothing to reduce
         return k->xent_fused(dx, dW_local, x, W_local, targets, N, C, V_local, grad_scale, chunk_rows, scratch);
@@ -105,12 +105,4 @@ double ct_xent_vocab_parallel_k(const ct_kernels *k, float *dx, float *dW_local,
                                                      vocab_start, grad_scale, scratch, chunk_rows, tp);
     }
     return total;
-}
-
-double ct_xent_vocab_parallel(float *dx, float *dW_local, const float *x, const float *W_local,
-                              const int32_t *targets, long N, long C, long V_local, long vocab_start,
-                              float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
-                              bool gather_logits) {
-    return ct_xent_vocab_parallel_k(ct_kernels_get("cpu"), dx, dW_local, x, W_local, targets, N, C, V_local,
-                                    vocab_start, grad_scale, chunk_rows, scratch, tp, gather_logits);
 }

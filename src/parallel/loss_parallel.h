@@ -40,15 +40,9 @@ long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp
 // Collective over tp: every rank calls it with the same N, chunk_rows, gather_logits.
 // With a group of one this is the backend's xent_fused. The math runs on the backend k (every
 // buffer lives on its device); this file only sequences k's row pieces and the tp collectives.
-double ct_xent_vocab_parallel_k(const ct_kernels *k, float *dx, float *dW_local, const float *x,
-                                const float *W_local, const int32_t *targets, long N, long C, long V_local,
-                                long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
-                                bool gather_logits);
-
-// TEMPORARY, until parallel/tensor_parallel.c passes its backend: ct_xent_vocab_parallel_k on
-// the cpu backend. To be removed (and _k renamed to this name) once no caller uses it.
-double ct_xent_vocab_parallel(float *dx, float *dW_local, const float *x, const float *W_local,
-                              const int32_t *targets, long N, long C, long V_local, long vocab_start,
-                              float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
+double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
+                              const float *W_local, const int32_t *targets, long N, long C, long V_local,
+                              long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
                               bool gather_logits);
+
 #endif

@@ -28,7 +28,7 @@ static double output_loss(void *ctx, float *dx, float *dW, const float *x, const
                           long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows,
                           float *scratch) {
     ct_tp *tp = ctx;
-    return ct_xent_vocab_parallel_k(tp->k, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
+    return ct_xent_vocab_parallel(tp->k, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
                                     chunk_rows, scratch, tp->group, tp->gather_logits);
 }
 

@@ -38,7 +38,7 @@ $(BUILD)/libctitan.a: $(LIB_OBJS)
 $(BUILD)/ctitan: $(BUILD)/src/cli/main.o $(BUILD)/libctitan.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/test.h $(BUILD)/libctitan.a
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(BUILD)/libctitan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
 

@@ -1,34 +1,11 @@
 // Tests of core/error.h: the last-error message and ct_fatal with and without an abort hook
 // (comm/ registers one in a multi-process job; core/ itself knows no MPI).
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "fatal_child.h"
 #include "test.h"
 
-// Runs fn() in a child process; returns its exit status (-1: did not exit) and its stderr.
-static int run_fatal(void (*fn)(void), char *buf, size_t n) {
-    int fd[2];
-    if (pipe(fd) != 0) return -2;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < n && (r = read(fd[0], buf + got, n - 1 - got)) > 0) got += (size_t)r;
-    buf[got] = '\0';
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 // A pretend job: ctx points at {rank, size}; abort_job exits with 40 + code, so the test can
 // tell that the hook (and not the fallback exit(1)) ended the process.
@@ -70,17 +47,17 @@ static void test_set_error(void) {
 
 static void test_fatal_lines_and_endings(void) {
     char err[512];
-    int rc = run_fatal(fatal_without_hook, err, sizeof err);
+    int rc = ct_test_run_fatal_void(fatal_without_hook, err, sizeof err);
     CHECK(rc == 1 && strcmp(err, "where: what 7\n") == 0, "no hook: rc %d '%s'", rc, err);
-    rc = run_fatal(fatal_in_a_job, err, sizeof err);
+    rc = ct_test_run_fatal_void(fatal_in_a_job, err, sizeof err);
     CHECK(rc == 41 && strcmp(err, "[rank 2] loader: bad shard x\n") == 0, "job: rc %d '%s'", rc, err);
     // A job of one: no rank in the line, and exit(1) rather than the job abort.
-    rc = run_fatal(fatal_in_a_job_of_one, err, sizeof err);
+    rc = ct_test_run_fatal_void(fatal_in_a_job_of_one, err, sizeof err);
     CHECK(rc == 1 && strcmp(err, "loader: alone\n") == 0, "job of one: rc %d '%s'", rc, err);
     // An abort that cannot end the job still ends this process.
-    rc = run_fatal(fatal_when_abort_returns, err, sizeof err);
+    rc = ct_test_run_fatal_void(fatal_when_abort_returns, err, sizeof err);
     CHECK(rc == 1 && strcmp(err, "[rank 2] comm: abort did not work\n") == 0, "fallback: rc %d '%s'", rc, err);
-    rc = run_fatal(fatal_after_unregister, err, sizeof err);
+    rc = ct_test_run_fatal_void(fatal_after_unregister, err, sizeof err);
     CHECK(rc == 1 && strcmp(err, "x: y\n") == 0, "unregistered: rc %d '%s'", rc, err);
 }
 

@@ -6,38 +6,15 @@
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/memory.h"
+#include "fatal_child.h"
 #include "test.h"
 
 enum { T = 8 };  // threads asked for; the tests use however many OpenMP gives
 
 static const ct_device gpu0 = {CT_DEVICE_CUDA, 0}, gpu1 = {CT_DEVICE_CUDA, 1};
 
-// Runs fn() in a child process; returns its exit status (-1: did not exit) and its stderr.
-static int run_fatal(void (*fn)(void), char *buf, size_t n) {
-    int fd[2];
-    if (pipe(fd) != 0) return -2;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < n && (r = read(fd[0], buf + got, n - 1 - got)) > 0) got += (size_t)r;
-    buf[got] = '\0';
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void test_host_alloc_as_before(void) {
     size_t cur0 = ct_mem_current(CT_MEM_GRADS);
@@ -184,13 +161,13 @@ static void device_out_of_range(void) { ct_mem_current_on((ct_device){CT_DEVICE_
 
 static void test_fatal_cases(void) {
     char err[512];
-    int rc = run_fatal(alloc_on_cuda, err, sizeof err);
+    int rc = ct_test_run_fatal_void(alloc_on_cuda, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "memory: cannot allocate 128 bytes for params on cuda:1: this build has no cuda backend"),
           "rc %d: %s", rc, err);
-    rc = run_fatal(free_more_than_recorded, err, sizeof err);
+    rc = ct_test_run_fatal_void(free_more_than_recorded, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "memory: freeing 11 bytes of grads on cuda:0, but only 10 are recorded"), "rc %d: %s",
           rc, err);
-    rc = run_fatal(device_out_of_range, err, sizeof err);
+    rc = ct_test_run_fatal_void(device_out_of_range, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "memory: no such device (kind 1, index 16)"), "rc %d: %s", rc, err);
 }
 

@@ -1,35 +1,11 @@
 // Tests of core/tensor.h (views: shape, strides, slices) and core/device.h.
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/tensor.h"
+#include "fatal_child.h"
 #include "test.h"
 
-// Runs fn(arg) in a child process and returns what it printed to stderr (into buf) and how it
-// ended: the exit status, or -1 when it did not exit normally. For the cases that must be fatal.
-static int run_fatal(void (*fn)(void *), void *arg, char *buf, size_t n) {
-    int fd[2];
-    if (pipe(fd) != 0) return -2;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        fn(arg);
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < n && (r = read(fd[0], buf + got, n - 1 - got)) > 0) got += (size_t)r;
-    buf[got] = '\0';
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void test_device(void) {
     ct_device h = CT_HOST, g1 = {CT_DEVICE_CUDA, 1}, g0 = {CT_DEVICE_CUDA, 0};
@@ -122,11 +98,11 @@ static void strided_ld_too_small(void *arg) {
 
 static void test_bad_views_are_fatal(void) {
     char err[512];
-    int rc = run_fatal(slice_rows_past_end, NULL, err, sizeof err);
+    int rc = ct_test_run_fatal(slice_rows_past_end, NULL, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "tensor: rows [2, 5) are outside a (4, 3) view"), "rc %d: %s", rc, err);
-    rc = run_fatal(slice_cols_negative, NULL, err, sizeof err);
+    rc = ct_test_run_fatal(slice_cols_negative, NULL, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "tensor: columns [-1, 1) are outside a (4, 3) view"), "rc %d: %s", rc, err);
-    rc = run_fatal(strided_ld_too_small, NULL, err, sizeof err);
+    rc = ct_test_run_fatal(strided_ld_too_small, NULL, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "tensor: bad view shape (4, 3) with ld 2"), "rc %d: %s", rc, err);
 }
 

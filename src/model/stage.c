@@ -152,18 +152,6 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
     for (int i = 0; i < n; i++) carve_slot(s, &s->slots[i], s->slot_arena + per_slot * i);
 }
 
-size_t ct_stage_slot_bytes(const ct_stage *s) {
-    ct_act_slot probe = {0};
-    ct_block_acts *blocks = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_acts));
-    ct_block_wgrad_inputs *wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(*wg));
-    probe.blocks = blocks;
-    probe.wg = wg;
-    size_t bytes = (size_t)carve_slot(s, &probe, NULL) * sizeof(float);
-    free(blocks);
-    free(wg);
-    return bytes;
-}
-
 void ct_stage_free(ct_stage *s) {
     free_slots(s);
     ct_mem_free(s->arena);

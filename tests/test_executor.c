@@ -119,6 +119,11 @@ static void test_split_backward_matches_whole_steps(void) {
     double lb = run_text(&r, "0F0 0F1 0F2 0I2 0I1 0I0 0W0 0W1 0W2", gb);
     // Interleaved: each weight pass as soon as the next forward is done.
     double lc = run_text(&r, "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2", gc);
+    // UNSHARD / RESHARD are no-ops for a stage whose parameters are not sharded.
+    float *gd = ct_xmalloc(P * sizeof(float));
+    double ld = run_text(&r, "0UNSHARD 0F0 0B0 0F1 0B1 0F2 0B2 0RESHARD", gd);
+    CHECK(ld == la && count_differing(gd, ga, P) == 0, "UNSHARD changed an unsharded run");
+    free(gd);
 
     // The one-call reference path.
     ct_llama_acts a;
@@ -186,6 +191,7 @@ static void test_forward_only_schedule(void) {
 
 static void test_text_round_trip(void) {
     const char *text = "0F0 1RECV_F0 1F0 1SEND_B0 0RECV_B0 0I0 0W0 1I3 0SEND_F12 REDUCE_GRADS RESHARD";
+    const char *sharding = "0UNSHARD 1UNSHARD 0F0 1RESHARD 0RESHARD RESHARD";
     ct_schedule s;
     CHECK(ct_schedule_parse(&s, text) == CT_OK, "%s", ct_last_error());
     CHECK(s.count == 11, "count %d", s.count);
@@ -199,6 +205,18 @@ static void test_text_round_trip(void) {
     ct_schedule_format(&s, small, sizeof small);
     CHECK(!strcmp(small, "0F0"), "cut to whole actions that fit: '%s'", small);
     ct_schedule_free(&s);
+    CHECK(ct_schedule_parse(&s, sharding) == CT_OK, "%s", ct_last_error());
+    CHECK(s.actions[1].kind == CT_ACT_UNSHARD && s.actions[1].stage == 1 && s.actions[1].mb == -1, "1UNSHARD");
+    CHECK(s.actions[5].kind == CT_ACT_RESHARD && s.actions[5].stage == -1, "RESHARD of every stage");
+    ct_schedule_format(&s, buf, sizeof buf);
+    CHECK(!strcmp(buf, sharding), "formatted '%s'", buf);
+    int groups[2] = {4, 3};  // stage 0 and 1's parameter groups
+    CHECK(ct_schedule_max_unsharded(&s, groups, 2) == 7, "both stages whole at once: %d",
+          ct_schedule_max_unsharded(&s, groups, 2));
+    ct_schedule_free(&s);
+    ct_schedule_parse(&s, "0UNSHARD 0RESHARD 1UNSHARD 0F0 RESHARD");
+    CHECK(ct_schedule_max_unsharded(&s, groups, 2) == 4, "one at a time: %d", ct_schedule_max_unsharded(&s, groups, 2));
+    ct_schedule_free(&s);
     ct_schedule_init(&s);
     ct_schedule_accumulation(&s, 0, 3, true);
     ct_schedule_format(&s, buf, sizeof buf);
@@ -207,7 +225,7 @@ static void test_text_round_trip(void) {
 }
 
 static void test_bad_text_is_refused(void) {
-    const char *bad[] = {"0X0", "F0", "0F", "0Fx", "-1F0", "0SEND0", "REDUCE", "0F0 0B0junk"};
+    const char *bad[] = {"0X0", "F0", "0F", "0Fx", "-1F0", "0SEND0", "REDUCE", "0F0 0B0junk", "0UNSHARD3", "UNSHARD"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ct_schedule s;
         CHECK(ct_schedule_parse(&s, bad[i]) == CT_ERR, "'%s' was accepted", bad[i]);

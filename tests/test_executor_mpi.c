@@ -482,6 +482,45 @@ static void test_fsdp_two_shards(void) {
     rig_free(&r);
 }
 
+// UNSHARD / RESHARD actions: a stage gathered once for the whole step (every micro-batch, forward
+// and backward) gives the same gradient shards as gathering per use, and moves exactly one
+// all-gather of every group per step -- against 2 per group and micro-batch under `always`.
+static void test_fsdp_unshard_actions(void) {
+    if (world.size != 2) return;
+    rig r;
+    rig_init(&r);
+    enum { NMB = N_TOT / 2 };
+    const float gs = 1.0f / (float)valid_tokens(r.mbs, N_TOT);
+    const ct_microbatch *mine = r.mbs + world.rank * NMB;
+    dist d;
+    dist_init(&d, &r, 1, false, CT_RESHARD_ALWAYS);
+    long n = d.f.local_numel;
+    float *g[2] = {ct_xmalloc(n * sizeof(float)), ct_xmalloc(n * sizeof(float))};
+    double loss[2], gathered[2];
+    const char *text[2] = {"0F0 0B0 0F1 0B1 REDUCE_GRADS RESHARD",
+                           "0UNSHARD 0F0 0B0 0F1 0B1 0RESHARD REDUCE_GRADS RESHARD"};
+    for (int k = 0; k < 2; k++) {
+        ct_comm_stats_reset(&d.shard);
+        dist_run(&d, &text[k], 1, mine, NMB, gs, &g[k], &loss[k]);
+        gathered[k] = d.shard.stats[CT_COMM_ALL_GATHER].bytes;
+    }
+    CHECK(loss[0] == loss[1], "losses %.17g vs %.17g", loss[0], loss[1]);
+    long diff = count_differing(g[0], g[1], n);
+    CHECK(diff == 0, "%ld of %ld gradient shard elements differ with UNSHARD", diff, n);
+    double once = 0;  // one all-gather of every group: (N - 1) shards of it received
+    for (int q = 0; q < d.f.n_groups; q++) once += (double)d.f.shard_numel[q] * (world.size - 1) * sizeof(float);
+    CHECK(gathered[1] == once, "UNSHARD step gathered %.0f bytes, one gather of each group is %.0f", gathered[1],
+          once);
+    CHECK(gathered[0] > 2 * once, "per-use gathers under `always` moved %.0f bytes, expected well above %.0f",
+          gathered[0], 2 * once);
+    CHECK(d.f.n_slots == d.f.n_groups, "UNSHARD of the whole model needs a slot per group: %d of %d", d.f.n_slots,
+          d.f.n_groups);
+    free(g[0]);
+    free(g[1]);
+    dist_free(&d);
+    rig_free(&r);
+}
+
 int main(int argc, char **argv) {
     kern = ct_kernels_get("cpu");
     if (!ct_mpi_test_is_child(argc, argv)) {
@@ -501,6 +540,7 @@ int main(int argc, char **argv) {
     CT_MPI_RUN(test_tensor_sequence_parallel);
     CT_MPI_RUN(test_tensor_parallel_no_sp);
     CT_MPI_RUN(test_fsdp_two_shards);
+    CT_MPI_RUN(test_fsdp_unshard_actions);
     ct_comm_group_free(&world);
     ct_comm_finalize();
     CT_TEST_EXIT();

@@ -92,6 +92,14 @@ ct_tensor ct_stage_input(ct_stage *s, ct_act_slot *a) { return stream_view(s, in
 ct_tensor ct_stage_output(ct_stage *s, ct_act_slot *a) { return stream_view(s, a->out); }
 ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a) { return stream_view(s, a->grad); }
 
+int ct_stage_groups(const ct_stage *s, int *groups) {
+    int n = 0;
+    if (s->has_embedding) groups[n++] = 0;
+    for (int l = s->layer_begin; l < s->layer_end; l++) groups[n++] = 1 + l;
+    if (s->has_head) groups[n++] = head_group(s);
+    return n;
+}
+
 void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     memset(s, 0, sizeof *s);
     s->k = spec->k;

@@ -108,6 +108,10 @@ ct_tensor ct_stage_input(ct_stage *s, ct_act_slot *a);
 ct_tensor ct_stage_output(ct_stage *s, ct_act_slot *a);
 ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a);
 
+// The layer groups this stage computes (0 embedding, 1 + l block l, L + 1 head), in order, into
+// groups (room for n_layers + 2); returns how many.
+int ct_stage_groups(const ct_stage *s, int *groups);
+
 // Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
 // stage: a->loss = sum of token losses, and with training also the head's backward (gradients
 // scaled by grad_scale = 1 / valid tokens of the whole step) leaving a->grad set.

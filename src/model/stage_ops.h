@@ -44,7 +44,14 @@ typedef struct {
     void *ctx;
     void (*acquire)(void *ctx, int group, ct_phase phase, unsigned use);
     void (*release)(void *ctx, int group, ct_phase phase, unsigned use);
-    void (*finish)(void *ctx);  // end of a step: let go of anything still held (may be NULL)
+    // A schedule's explicit control (UNSHARD / RESHARD actions): make a group whole now and keep
+    // it whole across acquire/release until reshard. reserve(n), before a schedule runs: up to n
+    // groups will be held that way at once. finish: let go of everything (RESHARD of every
+    // stage, the end of a step). Any may be NULL when the strategy holds nothing.
+    void (*unshard)(void *ctx, int group);
+    void (*reshard)(void *ctx, int group);
+    void (*reserve)(void *ctx, int n);
+    void (*finish)(void *ctx);
 } ct_weight_ops;
 
 // Tensor (compute) parallelism, Megatron style. The model computes with this rank's heads, FFN

@@ -53,6 +53,24 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
             split[st] |= ct_schedule_splits_backward(s, st);
         }
     }
+    // Groups a schedule's UNSHARD holds whole at once: the weight strategy makes room up front
+    // (a strategy that holds nothing has no unshard, and UNSHARD is then a no-op).
+    int groups_of_stage[e->n_stages > 0 ? e->n_stages : 1], pinned = 0;
+    for (int st = 0; st < e->n_stages; st++) {
+        groups_of_stage[st] = 0;
+        if (e->stage[st]) {
+            int g[e->stage[st]->cfg.n_layers + 2];
+            groups_of_stage[st] = ct_stage_groups(e->stage[st], g);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int k = ct_schedule_max_unsharded(schedules[i], groups_of_stage, e->n_stages);
+        if (k > pinned) pinned = k;
+    }
+    for (int st = 0; st < e->n_stages; st++) {
+        const ct_weight_ops *w = e->stage[st] ? &e->stage[st]->ops.weights : NULL;
+        if (pinned && w && w->reserve) w->reserve(w->ctx, pinned);
+    }
     e->max_slots = 1;
     for (int st = 0; st < e->n_stages; st++) {
         if (!e->stage[st]) continue;
@@ -132,7 +150,17 @@ static void recv(ct_executor *e, int stage, int from_stage, ct_tensor buf, int m
 
 // ------------------------------------------------------------------ running
 
-static void reshard(ct_executor *e) {
+// UNSHARD / RESHARD of one stage: every parameter group it computes.
+static void stage_sharding(ct_stage *st, bool unshard) {
+    const ct_weight_ops *w = &st->ops.weights;
+    void (*fn)(void *, int) = unshard ? w->unshard : w->reshard;
+    if (!fn) return;
+    int groups[st->cfg.n_layers + 2];
+    int n = ct_stage_groups(st, groups);
+    for (int i = 0; i < n; i++) fn(w->ctx, groups[i]);
+}
+
+static void reshard_all(ct_executor *e) {
     // Stages of one rank usually share one weight strategy: finish each context once.
     for (int i = 0; i < e->n_stages; i++) {
         ct_stage *s = e->stage[i];
@@ -150,15 +178,14 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
     if (n_mb > e->max_mb) ct_fatal("executor", "%d micro-batches, but the plan was made for %d", n_mb, e->max_mb);
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
-        if (a->stage >= 0) e->last_use[cell(e, a->stage, a->mb)] = i;
+        if (a->stage >= 0 && a->mb >= 0) e->last_use[cell(e, a->stage, a->mb)] = i;
     }
     double loss = 0;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
-        if (e->trace)
-            fprintf(stderr, "[executor] %d%s%d\n", a->stage, ct_action_kind_name(a->kind), a->mb);
+        if (e->trace) fprintf(stderr, "[executor] %d%s%d\n", a->stage, ct_action_kind_name(a->kind), a->mb);
         ct_stage *st = a->stage >= 0 ? e->stage[a->stage] : NULL;
-        ct_act_slot *slot = st ? slot_for(e, a->stage, a->mb, mbs) : NULL;
+        ct_act_slot *slot = st && a->mb >= 0 ? slot_for(e, a->stage, a->mb, mbs) : NULL;
         switch (a->kind) {
         case CT_ACT_FORWARD:
             ct_stage_forward(st, slot, training, grad_scale);
@@ -174,10 +201,14 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         case CT_ACT_REDUCE_GRADS:
             for (int r = 0; r < e->n_reducers; r++) e->reducers[r].fn(e->reducers[r].ctx);
             break;
-        case CT_ACT_RESHARD: reshard(e); break;
+        case CT_ACT_UNSHARD: stage_sharding(st, true); break;
+        case CT_ACT_RESHARD:
+            if (st) stage_sharding(st, false);
+            else reshard_all(e);
+            break;
         default: ct_fatal("executor", "unknown action kind %d", (int)a->kind);
         }
-        if (st && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
+        if (slot && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
     }
     for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
     return loss;

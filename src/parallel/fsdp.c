@@ -1,5 +1,6 @@
 #include "parallel/fsdp.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,26 @@ static void build_store(ct_fsdp *f) {
     }
 }
 
+static void update_buffer_bytes(ct_fsdp *f) {
+    f->buffer_bytes = ((size_t)(f->n_slots + 1) * (size_t)f->max_group_numel + (size_t)f->max_shard_numel) *
+                      sizeof(float);
+}
+
+// Set-up (or a schedule's plan): n gather slots, each one padded group.
+static void grow_slots(ct_fsdp *f, int n) {
+    if (n <= f->n_slots) return;
+    float **slot = realloc(f->slot, (size_t)n * sizeof(float *));
+    int *slot_group = realloc(f->slot_group, (size_t)n * sizeof(int));
+    if (!slot || !slot_group) ct_fatal("fsdp", "out of memory for %d gather slots", n);
+    f->slot = slot;
+    f->slot_group = slot_group;
+    for (int s = f->n_slots; s < n; s++) {
+        f->slot[s] = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
+        f->slot_group[s] = -1;
+    }
+    f->n_slots = n;
+}
+
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                   ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                   ct_llama_weights *grad_views) {
@@ -46,6 +67,7 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
     f->shard_numel = ct_xcalloc((size_t)f->n_groups, sizeof(long));
     f->shard_offset = ct_xcalloc((size_t)f->n_groups, sizeof(long));
     f->group_slot = ct_xcalloc((size_t)f->n_groups, sizeof(int));
+    f->pinned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
     int N = nshards(f);
     long max_shard = 0;
     for (int g = 0; g < f->n_groups; g++) {
@@ -69,16 +91,11 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
         return;
     }
     // Two slots suffice when groups are freed after use; `never` keeps every group whole.
-    f->n_slots = policy == CT_RESHARD_NEVER ? f->n_groups : 2;
-    f->slot = ct_xcalloc((size_t)f->n_slots, sizeof(float *));
-    f->slot_group = ct_xcalloc((size_t)f->n_slots, sizeof(int));
-    for (int s = 0; s < f->n_slots; s++) {
-        f->slot[s] = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
-        f->slot_group[s] = -1;
-    }
+    grow_slots(f, policy == CT_RESHARD_NEVER ? f->n_groups : 2);
     f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
     f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
-    f->buffer_bytes = ((size_t)(f->n_slots + 1) * (size_t)f->max_group_numel + (size_t)max_shard) * sizeof(float);
+    f->max_shard_numel = max_shard;
+    update_buffer_bytes(f);
 }
 
 void ct_fsdp_free(ct_fsdp *f) {
@@ -92,6 +109,7 @@ void ct_fsdp_free(ct_fsdp *f) {
     free(f->shard_numel);
     free(f->shard_offset);
     free(f->group_slot);
+    free(f->pinned);
     ct_param_store_free(&f->store);
     memset(f, 0, sizeof *f);
 }
@@ -151,17 +169,46 @@ static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
     bool keep = phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f);
-    if (use & CT_USE_WEIGHTS && !keep) release_group(f, g);
+    if (use & CT_USE_WEIGHTS && !keep && !f->pinned[g]) release_group(f, g);
+}
+
+// UNSHARD / RESHARD from the schedule: whole from now until reshard, whatever release says.
+static void unshard(void *ctx, int g) {
+    ct_fsdp *f = ctx;
+    if (nshards(f) == 1) return;
+    gather(f, g);
+    f->pinned[g] = true;
+}
+
+static void reshard(void *ctx, int g) {
+    ct_fsdp *f = ctx;
+    f->pinned[g] = false;
+    release_group(f, g);
+}
+
+// Room for n groups held by unshard plus the two that acquire/release use in turn.
+static void reserve(void *ctx, int n) {
+    ct_fsdp *f = ctx;
+    if (nshards(f) == 1) return;
+    int want = n + 2 < f->n_groups ? n + 2 : f->n_groups;
+    if (want > f->n_slots) {
+        grow_slots(f, want);
+        update_buffer_bytes(f);
+    }
 }
 
 // End of a step (or of a forward-only pass): groups kept whole for a backward that will not come.
 static void finish(void *ctx) {
     ct_fsdp *f = ctx;
-    for (int g = 0; g < f->n_groups; g++) release_group(f, g);
+    for (int g = 0; g < f->n_groups; g++) {
+        f->pinned[g] = false;
+        release_group(f, g);
+    }
 }
 
 ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f) {
-    ct_weight_ops ops = {.ctx = f, .acquire = acquire, .release = release, .finish = finish};
+    ct_weight_ops ops = {.ctx = f, .acquire = acquire, .release = release, .unshard = unshard,
+                         .reshard = reshard, .reserve = reserve, .finish = finish};
     return ops;
 }
 

@@ -47,7 +47,8 @@ typedef struct {
     ct_llama_weights *grad_views;
 
     // Gather slots (params) and one full-gradient buffer, each of the largest padded group.
-    // Two slots (at most two groups whole at once), or one per group under `never`.
+    // Two slots (at most two groups whole at once), or one per group under `never`; more when a
+    // schedule's UNSHARD actions hold groups whole (reserve).
     long max_group_numel;
     int n_slots;
     float **slot;                // (n_slots) × (max_group_numel)
@@ -55,6 +56,8 @@ typedef struct {
     float *full_grad;            // (max_group_numel)
     float *rs_out;               // (max shard) reduce-scatter result before accumulation
     int *group_slot;             // (n_groups) slot holding the group, or -1
+    bool *pinned;                // (n_groups) held whole by a schedule's UNSHARD until RESHARD
+    long max_shard_numel;
     size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank
 } ct_fsdp;
 

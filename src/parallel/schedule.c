@@ -5,12 +5,15 @@
 #include <string.h>
 
 static const char *const kind_names[CT_ACT_NKINDS] = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRADS", "RESHARD",
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD", "REDUCE_GRADS",
 };
 
 const char *ct_action_kind_name(ct_action_kind k) { return (unsigned)k < CT_ACT_NKINDS ? kind_names[k] : "?"; }
 
-static bool step_level(ct_action_kind k) { return k == CT_ACT_REDUCE_GRADS || k == CT_ACT_RESHARD; }
+// Actions on a micro-batch carry (stage, mb); UNSHARD / RESHARD a stage only (RESHARD without a
+// stage: every stage); REDUCE_GRADS neither.
+static bool per_mb(ct_action_kind k) { return k < CT_ACT_UNSHARD; }
+static bool per_stage(ct_action_kind k) { return k == CT_ACT_UNSHARD || k == CT_ACT_RESHARD; }
 
 void ct_schedule_init(ct_schedule *s) { memset(s, 0, sizeof *s); }
 
@@ -26,7 +29,7 @@ void ct_schedule_push(ct_schedule *s, ct_action_kind kind, int stage, int mb) {
         if (!grown) ct_fatal("schedule", "out of memory for %d actions", s->cap);
         s->actions = grown;
     }
-    s->actions[s->count++] = (ct_action){kind, step_level(kind) ? -1 : stage, step_level(kind) ? -1 : mb};
+    s->actions[s->count++] = (ct_action){kind, per_mb(kind) || per_stage(kind) ? stage : -1, per_mb(kind) ? mb : -1};
 }
 
 void ct_schedule_accumulation(ct_schedule *s, int stage, int n_mb, bool training) {
@@ -42,8 +45,8 @@ void ct_schedule_accumulation(ct_schedule *s, int stage, int n_mb, bool training
 
 static ct_status parse_token(const char *tok, ct_action *out) {
     for (int k = 0; k < CT_ACT_NKINDS; k++)
-        if (step_level((ct_action_kind)k) && !strcmp(tok, kind_names[k])) {
-            *out = (ct_action){(ct_action_kind)k, -1, -1};
+        if (!per_mb((ct_action_kind)k) && k != CT_ACT_UNSHARD && !strcmp(tok, kind_names[k])) {
+            *out = (ct_action){(ct_action_kind)k, -1, -1};  // REDUCE_GRADS, or RESHARD of every stage
             return CT_OK;
         }
     char *end;
@@ -51,7 +54,12 @@ static ct_status parse_token(const char *tok, ct_action *out) {
     if (end == tok || stage < 0 || stage > 100000) goto bad;
     for (int k = CT_ACT_NKINDS - 1; k >= 0; k--) {  // longest names first: "SEND_F" before "F"
         size_t n = strlen(kind_names[k]);
-        if (step_level((ct_action_kind)k) || strncmp(end, kind_names[k], n)) continue;
+        if (k == CT_ACT_REDUCE_GRADS || strncmp(end, kind_names[k], n)) continue;
+        if (per_stage((ct_action_kind)k)) {
+            if (end[n]) goto bad;
+            *out = (ct_action){(ct_action_kind)k, (int)stage, -1};
+            return CT_OK;
+        }
         char *mb_end;
         long mb = strtol(end + n, &mb_end, 10);
         if (mb_end == end + n || *mb_end || mb < 0 || mb > 1000000) goto bad;
@@ -94,8 +102,10 @@ int ct_schedule_format(const ct_schedule *s, char *buf, size_t n) {
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
         char one[48];
-        if (step_level(a->kind))
+        if (a->stage < 0)
             snprintf(one, sizeof one, "%s%s", i ? " " : "", kind_names[a->kind]);
+        else if (!per_mb(a->kind))
+            snprintf(one, sizeof one, "%s%d%s", i ? " " : "", a->stage, kind_names[a->kind]);
         else
             snprintf(one, sizeof one, "%s%d%s%d", i ? " " : "", a->stage, kind_names[a->kind], a->mb);
         size_t m = strlen(one);
@@ -129,7 +139,7 @@ ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training) {
     char why[160] = "";
     for (int i = 0; i < s->count && st == CT_OK; i++) {
         const ct_action *a = &s->actions[i];
-        if (step_level(a->kind)) continue;
+        if (!per_mb(a->kind)) continue;
         if (a->mb >= n_mb) {
             st = ct_set_error("schedule: action %d (%d%s%d): micro-batch %d of %d does not exist", i, a->stage,
                               kind_names[a->kind], a->mb, a->mb, n_mb);
@@ -190,25 +200,48 @@ ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training) {
 int ct_schedule_last_use(const ct_schedule *s, int stage, int mb) {
     int last = -1;
     for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage && s->actions[i].mb == mb) last = i;
+        if (s->actions[i].stage == stage && s->actions[i].mb == mb && mb >= 0) last = i;
     return last;
+}
+
+int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, int n_stages) {
+    // Groups held whole by UNSHARD at once: a stage's count from its UNSHARD to its RESHARD.
+    bool held[n_stages > 0 ? n_stages : 1];
+    for (int i = 0; i < n_stages; i++) held[i] = false;
+    int live = 0, most = 0;
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (a->kind == CT_ACT_UNSHARD && a->stage < n_stages && !held[a->stage]) {
+            held[a->stage] = true;
+            live += groups_of_stage[a->stage];
+            if (live > most) most = live;
+        } else if (a->kind == CT_ACT_RESHARD) {
+            for (int st = 0; st < n_stages; st++)
+                if (held[st] && (a->stage < 0 || a->stage == st)) {
+                    held[st] = false;
+                    live -= groups_of_stage[st];
+                }
+        }
+    }
+    return most;
 }
 
 int ct_schedule_max_in_flight(const ct_schedule *s, int stage) {
     // A micro-batch holds a slot from its first action on this stage to its last one.
     int max_mb = -1;
     for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage && s->actions[i].mb > max_mb) max_mb = s->actions[i].mb;
+        if (s->actions[i].stage == stage && per_mb(s->actions[i].kind) && s->actions[i].mb > max_mb)
+            max_mb = s->actions[i].mb;
     int *last = malloc(((size_t)max_mb + 1) * sizeof(int) + 1);
     bool *held = calloc((size_t)max_mb + 2, sizeof(bool));
     if (!last || !held) ct_fatal("schedule", "out of memory");
     for (int mb = 0; mb <= max_mb; mb++) last[mb] = -1;
     for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage) last[s->actions[i].mb] = i;
+        if (s->actions[i].stage == stage && per_mb(s->actions[i].kind)) last[s->actions[i].mb] = i;
     int live = 0, most = 0;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
-        if (a->stage != stage) continue;
+        if (a->stage != stage || !per_mb(a->kind)) continue;
         if (!held[a->mb]) {
             held[a->mb] = true;
             if (++live > most) most = live;

@@ -6,8 +6,9 @@
 // Text form, one action per token, as PyTorch's pipelining runtime writes them:
 //   <stage><F|B|I|W><mb>      forward, backward, backward-input, backward-weight: "0F3", "1I0"
 //   <stage>SEND_F<mb> ...     SEND_F, RECV_F, SEND_B, RECV_B: activations / gradients between stages
+//   <stage>UNSHARD            gather the stage's parameters now and keep them whole (data sharding)
+//   <stage>RESHARD            let go of them; RESHARD alone: every parameter group still gathered
 //   REDUCE_GRADS              the step's gradient reduction (replicas, replicated tensors)
-//   RESHARD                   let go of every parameter group still gathered
 #ifndef CT_SCHEDULE_H
 #define CT_SCHEDULE_H
 #include <stdbool.h>
@@ -24,15 +25,16 @@ typedef enum {
     CT_ACT_RECV_F,
     CT_ACT_SEND_B,
     CT_ACT_RECV_B,
-    CT_ACT_REDUCE_GRADS,
-    CT_ACT_RESHARD,
+    CT_ACT_UNSHARD,       // per stage: gather its parameters now, keep them until RESHARD
+    CT_ACT_RESHARD,       // per stage (or every stage): let go of its gathered parameters
+    CT_ACT_REDUCE_GRADS,  // the step's gradient reduction
     CT_ACT_NKINDS
 } ct_action_kind;
 
 typedef struct {
     ct_action_kind kind;
-    int stage;  // global stage index (-1 for step-level actions)
-    int mb;     // micro-batch (-1 for step-level actions)
+    int stage;  // global stage index (-1: REDUCE_GRADS, or RESHARD of every stage)
+    int mb;     // micro-batch (-1: actions on a stage or the step)
 } ct_action;
 
 typedef struct {
@@ -61,6 +63,8 @@ int ct_schedule_format(const ct_schedule *s, char *buf, size_t n);
 // CT_ERR with the first offending action when it is not legal. training false: forwards only.
 ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training);
 
+// Most parameter groups UNSHARD holds whole at once, given each stage's group count.
+int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, int n_stages);
 // Index of the last action on (stage, mb) (-1: none): after it the micro-batch's slot is free.
 int ct_schedule_last_use(const ct_schedule *s, int stage, int mb);
 // Most micro-batches this stage holds activations for at once: each from its first action on the

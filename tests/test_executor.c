@@ -187,6 +187,50 @@ static void test_forward_only_schedule(void) {
     rig_free(&r);
 }
 
+// Two stages on one rank (as ZBV's turn places them): tensors pass by copy, and the gradients and
+// loss equal the one-stage run's bit for bit, whole or split.
+static void test_two_local_stages(void) {
+    rig r;
+    rig_init(&r);
+    const ct_kernels *k = ct_kernels_get("cpu");
+    long P = r.t.total;
+    float *gref = ct_xmalloc(P * sizeof(float)), *g = ct_xmalloc(P * sizeof(float));
+    double lref = run_text(&r, "0F0 0B0 0F1 0B1 0F2 0B2", gref);
+    ct_stage st[2];
+    for (int i = 0; i < 2; i++) {
+        ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = i ? 2 : 0, .layer_end = i ? r.m.n_layers : 2,
+                              .has_embedding = i == 0, .has_head = i == 1, .B = B, .T = T,
+                              .ops = ct_stage_ops_local(k), .weights = &r.w, .grads = &r.g};
+        ct_stage_init(&st[i], &spec);
+    }
+    ct_stage *stages[2] = {&st[0], &st[1]};
+    const char *texts[2] = {"0F0 1F0 1B0 0B0 0F1 1F1 0F2 1F2 1B1 0B1 1B2 0B2",
+                            "0F0 1F0 0F1 1F1 1I0 0I0 1I1 1W0 0W0 0I1 0W1 1W1 0F2 1F2 1I2 0I2 0W2 1W2"};
+    for (int t = 0; t < 2; t++) {
+        ct_executor e;
+        ct_executor_init(&e, 2, stages, NULL, NULL);
+        ct_schedule s;
+        CHECK(ct_schedule_parse(&s, texts[t]) == CT_OK, "%s", ct_last_error());
+        const ct_schedule *lists[1] = {&s};
+        int n_mb[1] = {N_MB};
+        bool training[1] = {true};
+        CHECK(ct_executor_plan(&e, lists, n_mb, training, 1) == CT_OK, "plan: %s", ct_last_error());
+        memset(r.grads, 0, P * sizeof(float));
+        double loss = ct_executor_run(&e, &s, r.mbs, N_MB, true, 1.0f / (float)r.valid);
+        memcpy(g, r.grads, P * sizeof(float));
+        CHECK(loss == lref, "list %d: loss %.17g vs %.17g", t, loss, lref);
+        CHECK(count_differing(g, gref, P) == 0, "list %d: %ld of %ld gradients differ", t, count_differing(g, gref, P),
+              P);
+        ct_schedule_free(&s);
+        ct_executor_free(&e);
+    }
+    ct_stage_free(&st[0]);
+    ct_stage_free(&st[1]);
+    free(g);
+    free(gref);
+    rig_free(&r);
+}
+
 // ------------------------------------------------------------------ schedules as data
 
 static void test_text_round_trip(void) {
@@ -323,6 +367,7 @@ static void test_plan_refuses_foreign_stage(void) {
 int main(void) {
     CT_RUN(test_split_backward_matches_whole_steps);
     CT_RUN(test_forward_only_schedule);
+    CT_RUN(test_two_local_stages);
     CT_RUN(test_text_round_trip);
     CT_RUN(test_bad_text_is_refused);
     CT_RUN(test_illegal_schedules_are_refused);

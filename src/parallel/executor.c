@@ -148,6 +148,36 @@ static void recv(ct_executor *e, int stage, int from_stage, ct_tensor buf, int m
                  tag_of(e, stage, mb, backward));
 }
 
+// ------------------------------------------------------------------ stages on one rank
+
+// Consecutive stages on this rank (ZBV's turn, or a test's placement) pass tensors by copy, not
+// by message: the input is pulled from the previous stage's held slot at forward, the gradient
+// pushed into the previous stage's held slot after backward (both slots are held then: a stage's
+// slot lives until its own backward, which comes after the next stage's).
+static bool local(const ct_executor *e, int stage) { return stage >= 0 && stage < e->n_stages && e->stage[stage]; }
+
+static ct_act_slot *held_slot(ct_executor *e, int stage, int mb, const char *why) {
+    int i = e->slot_of[cell(e, stage, mb)];
+    if (i < 0) ct_fatal("executor", "stage %d holds no activations of micro-batch %d (%s)", stage, mb, why);
+    return &e->stage[stage]->slots[i];
+}
+
+static void copy_tensor(const ct_kernels *k, ct_tensor dst, ct_tensor src) {
+    k->copy(dst.data, src.data, ct_tensor_bytes(src));
+}
+
+static void pull_input(ct_executor *e, int stage, int mb, ct_act_slot *slot) {
+    if (e->stage[stage]->has_embedding || !local(e, stage - 1)) return;
+    ct_act_slot *prev = held_slot(e, stage - 1, mb, "forward input");
+    copy_tensor(e->stage[stage]->k, ct_stage_input(e->stage[stage], slot), ct_stage_output(e->stage[stage - 1], prev));
+}
+
+static void push_grad(ct_executor *e, int stage, int mb, ct_act_slot *slot) {
+    if (!local(e, stage - 1)) return;
+    ct_act_slot *prev = held_slot(e, stage - 1, mb, "output gradient");
+    copy_tensor(e->stage[stage]->k, ct_stage_grad(e->stage[stage - 1], prev), ct_stage_grad(e->stage[stage], slot));
+}
+
 // ------------------------------------------------------------------ running
 
 // UNSHARD / RESHARD of one stage: every parameter group it computes.
@@ -188,11 +218,18 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         ct_act_slot *slot = st && a->mb >= 0 ? slot_for(e, a->stage, a->mb, mbs) : NULL;
         switch (a->kind) {
         case CT_ACT_FORWARD:
+            pull_input(e, a->stage, a->mb, slot);
             ct_stage_forward(st, slot, training, grad_scale);
             if (st->has_head) loss += slot->loss;
             break;
-        case CT_ACT_BACKWARD: ct_stage_backward(st, slot); break;
-        case CT_ACT_BACKWARD_INPUT: ct_stage_backward_input(st, slot); break;
+        case CT_ACT_BACKWARD:
+            ct_stage_backward(st, slot);
+            push_grad(e, a->stage, a->mb, slot);
+            break;
+        case CT_ACT_BACKWARD_INPUT:
+            ct_stage_backward_input(st, slot);
+            push_grad(e, a->stage, a->mb, slot);
+            break;
         case CT_ACT_BACKWARD_WEIGHT: ct_stage_backward_weight(st, slot); break;
         case CT_ACT_SEND_F: send(e, a->stage, a->mb, a->stage + 1, ct_stage_output(st, slot), 0, "SEND_F"); break;
         case CT_ACT_RECV_F: recv(e, a->stage, a->stage - 1, ct_stage_input(st, slot), a->mb, 0, "RECV_F"); break;

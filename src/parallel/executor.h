@@ -7,6 +7,7 @@
 // (ct_schedule_max_in_flight); a micro-batch takes a free slot at its first action on a stage
 // and gives it back after its last. Sends are non-blocking and complete before their slot is
 // reused (or at the end of the step); receives complete before the action that reads them.
+// Consecutive stages that are both on this rank pass their tensors by copy instead.
 #ifndef CT_EXECUTOR_H
 #define CT_EXECUTOR_H
 #include <stdbool.h>

@@ -22,10 +22,12 @@ static void build_store(ct_fsdp *f) {
     for (int i = 0; i < t->count; i++) {
         const ct_param *p = &t->params[i];
         int g = p->group;
+        if (!f->owned[g]) continue;
         ct_shard_desc d = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], p->tp_dim, p->tp_start,
                                              p->tp_dim >= 0 ? p->shape[p->tp_dim] : 0);
         if (p->tp_dim < 0 && t->tp_size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_TP);
         if (f->replicate_group && f->replicate_group->size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_DP_REPLICATE);
+        d.stage = f->group_stage[g];
         long lo = (long)f->shard_group->rank * f->shard_numel[g], pos = 0;
         if (!ct_shard_desc_intersect(&d, p->offset - t->group_offset[g], lo, lo + f->shard_numel[g], &pos)) continue;
         st->shards[st->count++] = (ct_param_shard){.param = p, .desc = d, .offset = f->shard_offset[g] + pos};
@@ -55,6 +57,12 @@ static void grow_slots(ct_fsdp *f, int n) {
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                   ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                   ct_llama_weights *grad_views) {
+    ct_fsdp_init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, NULL, NULL);
+}
+
+void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage) {
     memset(f, 0, sizeof *f);
     f->k = k;
     f->table = t;
@@ -68,10 +76,16 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
     f->shard_offset = ct_xcalloc((size_t)f->n_groups, sizeof(long));
     f->group_slot = ct_xcalloc((size_t)f->n_groups, sizeof(int));
     f->pinned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
+    f->owned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
+    f->group_stage = ct_xcalloc((size_t)f->n_groups, sizeof(int));
+    for (int g = 0; g < f->n_groups; g++) {
+        f->owned[g] = owned ? owned[g] : true;
+        f->group_stage[g] = group_stage ? group_stage[g] : 0;
+    }
     int N = nshards(f);
     long max_shard = 0;
     for (int g = 0; g < f->n_groups; g++) {
-        long shard = (group_numel(f, g) + N - 1) / N;
+        long shard = f->owned[g] ? (group_numel(f, g) + N - 1) / N : 0;  // another stage's: nothing here
         f->shard_numel[g] = shard;
         f->shard_offset[g] = f->local_numel;
         f->local_numel += shard;
@@ -83,8 +97,9 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
     f->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
     build_store(f);
     if (N == 1) {
-        // One shard is the whole model: the views point at it for good.
+        // One shard is the whole group: the views point at it for good.
         for (int g = 0; g < f->n_groups; g++) {
+            if (!f->owned[g]) continue;
             ct_llama_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
             ct_llama_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
         }
@@ -110,6 +125,8 @@ void ct_fsdp_free(ct_fsdp *f) {
     free(f->shard_offset);
     free(f->group_slot);
     free(f->pinned);
+    free(f->owned);
+    free(f->group_stage);
     ct_param_store_free(&f->store);
     memset(f, 0, sizeof *f);
 }
@@ -224,6 +241,7 @@ void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
     const ct_param_table *t = f->table;
     float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));  // (N · shard) one padded group
     for (int g = 0; g < f->n_groups; g++) {
+        if (!f->owned[g]) continue;  // another pipeline stage's: left as it is
         ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
                            CT_F32);
         f->k->copy_to_host(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
@@ -236,6 +254,7 @@ double ct_fsdp_expected_elements(const ct_fsdp *f) {
     if (N == 1) return 0;
     double total = 0;
     for (int g = 0; g < f->n_groups; g++) {
+        if (!f->owned[g]) continue;
         int gathers = 1;  // forward
         if (g != 0 && g != head_group(f) && !keep_after_forward(f, g)) gathers++;  // again for backward
         total += (gathers + 1.0) * (double)group_numel(f, g);                     // + reduce-scatter

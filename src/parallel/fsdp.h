@@ -57,6 +57,8 @@ typedef struct {
     float *rs_out;               // (max shard) reduce-scatter result before accumulation
     int *group_slot;             // (n_groups) slot holding the group, or -1
     bool *pinned;                // (n_groups) held whole by a schedule's UNSHARD until RESHARD
+    bool *owned;                 // (n_groups) this rank's stages' groups (all without a pipeline)
+    int *group_stage;            // (n_groups) pipeline stage of each group
     long max_shard_numel;
     size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank
 } ct_fsdp;
@@ -66,6 +68,12 @@ typedef struct {
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                   ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                   ct_llama_weights *grad_views);
+// Under pipeline parallelism a rank holds only its stages' groups: owned[g] (n_groups) says
+// which (the others get no shard, buffers or views), group_stage[g] the stage each belongs to
+// (recorded in the shard descriptors). NULL: every group, stage 0.
+void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage);
 void ct_fsdp_free(ct_fsdp *f);
 
 // Initialises this rank's shards from (seed, name, global index): the same numbers as one process.

@@ -119,6 +119,9 @@ static void parity_compare(const parity_result *r, const char *what) {
 typedef struct {
     int shard, replicate, tp, accum;
     bool sequence_parallel, disable_loss_parallel;
+    int pp, vpp;            // pipeline degree and stages per rank (0: 1)
+    const char *schedule;   // pipeline_schedule (NULL: the default)
+    const char *schedule_file;  // pipeline_schedule_file (NULL: none)
 } parity_layout;
 
 // Trains `layout` over all ranks and compares it with the reference.
@@ -126,8 +129,13 @@ static void parity_run(parity_layout l, const char *what) {
     int world;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     ct_config c = parity_base;
-    int shard = l.shard == -1 ? world / (l.replicate * l.tp) : l.shard;
+    int pp = l.pp > 0 ? l.pp : 1, vpp = l.vpp > 0 ? l.vpp : 1;
+    int shard = l.shard == -1 ? world / (l.replicate * l.tp * pp) : l.shard;
     int dp = shard * l.replicate;
+    parity_set_int(&c, "parallelism.pipeline_degree", pp);
+    parity_set_int(&c, "parallelism.pipeline_stages_per_rank", vpp);
+    if (l.schedule) parity_set(&c, "pipeline_schedule", l.schedule);
+    if (l.schedule_file) parity_set(&c, "pipeline_schedule_file", l.schedule_file);
     parity_set_int(&c, "parallelism.data_shard_degree", l.shard);
     parity_set_int(&c, "parallelism.data_replicate_degree", l.replicate);
     parity_set_int(&c, "parallelism.compute_parallel_degree", l.tp);

@@ -195,6 +195,10 @@ static const flag_case product_flags[] = {
     {"checkpoint.interval", "20", "20"},
     {"checkpoint.initial_load_path", "ck/step-10", "\"ck/step-10\""},
     {"checkpoint.export_dtype", "bf16", "\"bf16\""},
+    {"pipeline_schedule_file", "sched.csv", "\"sched.csv\""},
+    {"parallelism.pipeline_microbatch_size", "2", "2"},
+    {"parallelism.pipeline_layers_per_stage", "3", "3"},
+    {"parallelism.pipeline_split_points", "layers.2,layers.4", "\"layers.2,layers.4\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -263,6 +267,10 @@ static int flag_landed(const ct_config *c, int k) {
     case 59: return c->ckpt_interval == 20;
     case 60: return !strcmp(c->ckpt_initial_load_path, "ck/step-10");
     case 61: return !strcmp(c->ckpt_export_dtype, "bf16");
+    case 62: return !strcmp(c->pipeline_schedule_file, "sched.csv");
+    case 63: return c->pipeline_microbatch_size == 2;
+    case 64: return c->pipeline_layers_per_stage == 3;
+    case 65: return !strcmp(c->pipeline_split_points, "layers.2,layers.4");
     }
     return 0;
 }
@@ -274,7 +282,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 62, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 66, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -323,6 +331,10 @@ static void test_aliases(void) {
         {"parallelism.pipeline_parallel_schedule", "Interleaved1F1B", 18},
         {"checkpoint.enable_checkpoint", "true", 57},
         {"checkpoint.export_dtype", "bfloat16", 61},
+        {"parallelism.pipeline_parallel_schedule_csv", "sched.csv", 62},
+        {"parallelism.pipeline_parallel_microbatch_size", "2", 63},
+        {"parallelism.pipeline_parallel_layers_per_stage", "3", 64},
+        {"parallelism.pipeline_parallel_split_points", "layers.2,layers.4", 65},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ct_config c;
@@ -333,7 +345,9 @@ static void test_aliases(void) {
     // Spellings of enum values: TorchTitan's and any case; the product's lowercase is stored.
     static const char *schedules[][2] = {{"GPipe", "gpipe"},          {"gpipe", "gpipe"},
                                          {"1F1B", "1f1b"},            {"Interleaved1F1B", "interleaved_1f1b"},
-                                         {"interleaved1f1b", "interleaved_1f1b"}, {"INTERLEAVED_1F1B", "interleaved_1f1b"}};
+                                         {"interleaved1f1b", "interleaved_1f1b"}, {"INTERLEAVED_1F1B", "interleaved_1f1b"},
+                                         {"LoopedBFS", "looped_bfs"}, {"InterleavedZeroBubble", "zb_h1"},
+                                         {"ZBVZeroBubble", "zbv"}, {"zbv", "zbv"}};
     for (size_t k = 0; k < sizeof schedules / sizeof schedules[0]; k++) {
         ct_config c;
         ct_config_defaults(&c);
@@ -412,7 +426,8 @@ static void test_wrong_types(void) {
 static void test_bad_enum_values(void) {
     ct_config c;
     EXPECT_ERR(parse(&c, "--mixed_precision", "fp16", NULL), "--mixed_precision: expected one of fp32|bf16, got 'fp16'");
-    EXPECT_ERR(parse(&c, "--pipeline_schedule", "zbv", NULL), "--pipeline_schedule", "gpipe|1f1b|interleaved_1f1b", "'zbv'");
+    EXPECT_ERR(parse(&c, "--pipeline_schedule", "dualpipe", NULL), "--pipeline_schedule",
+               "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|zbv", "'dualpipe'");
     EXPECT_ERR(parse(&c, "--activation_checkpoint.mode=some", NULL), "activation_checkpoint.mode", "none|selective|full");
     EXPECT_ERR(parse(&c, "--model.flavor", "13B", NULL), "model.flavor", "debugmodel|8B|70B|405B", "'13B'");
     EXPECT_ERR(parse(&c, "--metrics.device", "tpu", NULL), "metrics.device", "'tpu'");
@@ -452,7 +467,9 @@ static void test_validate_ranges(void) {
         {"parallelism.pipeline_degree", "0", "parallelism.pipeline_degree: expected >= 1"},
         {"parallelism.context_extension_degree", "0", "parallelism.context_extension_degree: expected >= 1"},
         {"parallelism.pipeline_stages_per_rank", "0", "parallelism.pipeline_stages_per_rank: expected >= 1"},
-        {"parallelism.pipeline_stages_per_rank", "2", "needs pipeline_schedule = interleaved_1f1b"},
+        {"parallelism.pipeline_microbatch_size", "-1", "parallelism.pipeline_microbatch_size: expected >= 0"},
+        {"parallelism.pipeline_microbatch_size", "3", "parallelism.pipeline_microbatch_size 3 does not divide micro_batch_size 8"},
+        {"parallelism.pipeline_layers_per_stage", "-2", "parallelism.pipeline_layers_per_stage: expected >= 0"},
         {"optimizer.lr", "-1e-3", "optimizer.lr: expected >= 0"},
         {"optimizer.lr", "nan", "optimizer.lr: expected >= 0"},
         {"optimizer.beta1", "1", "optimizer.beta1: expected a value in [0, 1)"},
@@ -514,7 +531,6 @@ static void test_not_implemented(void) {
     static const struct {
         const char *key, *value, *setting;
     } cases[] = {
-        {"parallelism.pipeline_degree", "2", "parallelism.pipeline_degree"},
         {"parallelism.context_extension_degree", "2", "parallelism.context_extension_degree"},
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
         {"compile.enable", "true", "compile.enable"},
@@ -716,7 +732,7 @@ static void test_every_config_file_parses(void) {
               c.context_extension_degree == 4 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.mxfp8 &&
               !strcmp(c.flavor, "405B"),
           "405B layout");
-    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.pipeline_degree");
+    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.context_extension_degree");
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,

@@ -78,9 +78,15 @@ ct_status ct_config_validate(const ct_config *c) {
             c->context_extension_degree);
     REQUIRE(c->pipeline_stages_per_rank >= 1, "parallelism.pipeline_stages_per_rank: expected >= 1, got %d",
             c->pipeline_stages_per_rank);
-    REQUIRE(c->pipeline_stages_per_rank == 1 || !strcmp(c->pipeline_schedule, "interleaved_1f1b"),
-            "parallelism.pipeline_stages_per_rank = %d needs pipeline_schedule = interleaved_1f1b (got %s)",
-            c->pipeline_stages_per_rank, c->pipeline_schedule);
+    REQUIRE(c->pipeline_microbatch_size >= 0, "parallelism.pipeline_microbatch_size: expected >= 0, got %d",
+            c->pipeline_microbatch_size);
+    REQUIRE(c->pipeline_microbatch_size == 0 || c->micro_batch_size % c->pipeline_microbatch_size == 0,
+            "parallelism.pipeline_microbatch_size %d does not divide micro_batch_size %d", c->pipeline_microbatch_size,
+            c->micro_batch_size);
+    REQUIRE(c->pipeline_layers_per_stage >= 0, "parallelism.pipeline_layers_per_stage: expected >= 0, got %d",
+            c->pipeline_layers_per_stage);
+    // Which schedules take several stages per rank, and how many micro-batches each needs, is
+    // the schedule generator's to say (parallel/pipeline_schedules.h), with the degrees known.
 
     // selective = true is another way to say mode = selective; with mode = full it contradicts.
     REQUIRE(!(c->ac_selective && !strcmp(c->ac_mode, "full")),
@@ -104,7 +110,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->pipeline_degree > 1, "parallelism.pipeline_degree");
     NOT_YET(c->context_extension_degree > 1, "parallelism.context_extension_degree");
     NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
     NOT_YET(c->compile, "compile.enable");
@@ -115,9 +120,8 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->mxfp8, "quantization.mxfp8.enable");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
-    // Data sharding and replication (FSDP, DDP, HSDP) and compute parallelism (tensor, sequence
-    // and loss parallel) are built. pipeline_schedule and pipeline_stages_per_rank only act
-    // together with a degree that is refused above.
+    // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence
+    // and loss parallel) and pipeline execution are built.
     return CT_OK;
 }
 

@@ -27,9 +27,13 @@ const ct_setting ct_settings[] = {
         "sequences per micro-batch on each data-parallel rank"),
     INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
         "micro-batches whose gradients are summed before each optimizer step"),
-    ENUM("pipeline_schedule", pipeline_schedule, "1f1b", "gpipe|1f1b|interleaved_1f1b",
-         "interleaved1f1b=interleaved_1f1b", "parallelism.pipeline_parallel_schedule",
+    ENUM("pipeline_schedule", pipeline_schedule, "1f1b", "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|zbv",
+         "interleaved1f1b=interleaved_1f1b|loopedbfs=looped_bfs|interleavedzerobubble=zb_h1|zbh1=zb_h1|"
+         "zbvzerobubble=zbv",
+         "parallelism.pipeline_parallel_schedule",
          "order of micro-batch forward/backward work across pipeline stages"),
+    STR("pipeline_schedule_file", pipeline_schedule_file, "", "parallelism.pipeline_parallel_schedule_csv",
+        "a hand-written schedule: CSV, one row per pipeline rank, one action per cell (0F0, 1I3, 0W1, ...)"),
 
     // [job]
     STR("job.dump_folder", dump_folder, "outputs/run", NULL, "folder for metrics, the effective config and checkpoints"),
@@ -91,7 +95,14 @@ const ct_setting ct_settings[] = {
     ENUM("parallelism.fsdp_reshard_after_forward", fsdp_reshard_after_forward, "default", "default|always|never", NULL,
          NULL, "free gathered parameters after forward (default: always, except the last stage)"),
     INT("parallelism.pipeline_stages_per_rank", pipeline_stages_per_rank, "1", NULL,
-        "virtual pipeline stages per rank (interleaved schedules)"),
+        "virtual pipeline stages per rank (interleaved, looped and ZBV schedules)"),
+    INT("parallelism.pipeline_microbatch_size", pipeline_microbatch_size, "0",
+        "parallelism.pipeline_parallel_microbatch_size",
+        "sequences per pipeline micro-batch (0 = micro_batch_size); must divide micro_batch_size"),
+    INT("parallelism.pipeline_layers_per_stage", pipeline_layers_per_stage, "0",
+        "parallelism.pipeline_parallel_layers_per_stage", "transformer blocks per pipeline stage (0 = an even split)"),
+    STR("parallelism.pipeline_split_points", pipeline_split_points, "", "parallelism.pipeline_parallel_split_points",
+        "first block of each stage after the first, e.g. \"layers.4,layers.8\" (\"\" = an even split)"),
     BOOL("sequence_parallel.enable", sequence_parallel, "false", NULL,
          "split norms and residuals over the sequence across compute-parallel ranks"),
 

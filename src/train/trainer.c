@@ -53,37 +53,6 @@ static double measure_peak_flops(const ct_kernels *k, const ct_config *cfg) {
     return k->matmul_peak_gflops(2048, 3) * 1e9;  // the device's measured fp32 matmul peak
 }
 
-// The stage (the whole model on this rank: no pipeline yet), its operations table filled by the
-// strategies in TorchTitan's order (tp, then data sharding), and the executor's schedules.
-static ct_status build_stage(ct_trainer *t) {
-    const ct_config *cfg = &t->cfg;
-    ct_stage_ops ops = ct_stage_ops_local(t->k);
-    ct_tp_apply(&t->tp, &ops);
-    ops.weights = ct_fsdp_weight_ops(&t->fsdp);
-    ct_stage_spec spec = {
-        .k = t->k, .cfg = &t->local_model, .layer_begin = 0, .layer_end = t->model.n_layers,
-        .has_embedding = true, .has_head = true, .B = cfg->micro_batch_size, .T = cfg->seq_len, .ops = ops,
-        .weights = &t->weights, .grads = &t->grad_views,
-    };
-    ct_stage_init(&t->stage, &spec);
-    ct_stage *stages[1] = {&t->stage};
-    ct_executor_init(&t->exec, 1, stages, NULL, NULL);
-    ct_executor_add_reducer(&t->exec, ct_fsdp_reduce_replicas, &t->fsdp);
-    ct_executor_add_reducer(&t->exec, ct_tp_reduce_replicated_grads, &t->tp);
-    int accum = cfg->gradient_accumulation_steps;
-    ct_schedule_accumulation(&t->train_schedule, 0, accum, true);
-    ct_schedule_accumulation(&t->eval_schedule, 0, accum, false);
-    const ct_schedule *lists[2] = {&t->train_schedule, &t->eval_schedule};
-    int n_mb[2] = {accum, accum};
-    bool training[2] = {true, false};
-    if (ct_executor_plan(&t->exec, lists, n_mb, training, 2)) return CT_ERR;
-    long mb_tokens = (long)cfg->micro_batch_size * cfg->seq_len;
-    t->mbs = ct_xcalloc((size_t)accum, sizeof(ct_microbatch));
-    for (int i = 0; i < accum; i++)
-        t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens};
-    return CT_OK;
-}
-
 ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
@@ -101,21 +70,22 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store};
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
-    long tokens_per_micro_batch = (long)cfg->micro_batch_size * cfg->seq_len;
+    int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
+    long tokens_per_micro_batch = (long)seqs * cfg->seq_len;
     if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
-        return ct_set_error("sequence_parallel.enable: micro_batch_size x seq_len = %ld tokens do not split over "
-                            "compute_parallel_degree %d", tokens_per_micro_batch, tp->size);
+        return ct_set_error("sequence_parallel.enable: %d sequences x seq_len %d = %ld tokens per micro-batch do not "
+                            "split over compute_parallel_degree %d",
+                            seqs, cfg->seq_len, tokens_per_micro_batch, tp->size);
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
 
+    long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
+    t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
     // Views start empty: FSDP points them at its shards or gather buffers.
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
     ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
-    ct_reshard_policy policy = !strcmp(cfg->fsdp_reshard_after_forward, "always")  ? CT_RESHARD_ALWAYS
-                               : !strcmp(cfg->fsdp_reshard_after_forward, "never") ? CT_RESHARD_NEVER
-                                                                                   : CT_RESHARD_DEFAULT;
-    ct_fsdp_init(&t->fsdp, t->k, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE], policy, &t->weights,
-                 &t->grad_views);
+    if (ct_trainer_build_stages(t)) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
     if (cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
@@ -128,10 +98,6 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
         t->val_data = open_loader(t, cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset, "val", true);
         if (!t->val_data) return CT_ERR;
     }
-    long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
-    t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
-    t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
-    if (build_stage(t)) return CT_ERR;
 
     t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
     t->peak_flops = measure_peak_flops(t->k, cfg);
@@ -148,7 +114,11 @@ void ct_trainer_free(ct_trainer *t) {
     ct_schedule_free(&t->train_schedule);
     ct_schedule_free(&t->eval_schedule);
     free(t->mbs);
-    if (t->stage.arena) ct_stage_free(&t->stage);
+    for (int s = 0; s < t->n_stages; s++)
+        if (t->stages[s].arena) ct_stage_free(&t->stages[s]);
+    free(t->stages);
+    free(t->stage_rank);
+    free(t->first_layer);
     ct_adamw_free(&t->adam);
     ct_llama_weights_free(&t->weights);
     ct_llama_weights_free(&t->grad_views);
@@ -157,6 +127,13 @@ void ct_trainer_free(ct_trainer *t) {
     ct_comm_group_free(&t->world);
     ct_param_table_free(&t->table);
     ct_param_table_free(&t->global_table);
+}
+
+// The last pipeline stage computed the loss: sum it over the pipeline (the other stages hold 0),
+// then over the data-parallel ranks. tp ranks hold identical copies and are not summed.
+static void share_loss(ct_trainer *t, double *loss_sum) {
+    ct_comm_all_reduce(&t->mesh.dim[CT_MESH_PP], loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
 }
 
 double ct_trainer_step(ct_trainer *t) {
@@ -177,8 +154,8 @@ double ct_trainer_step(ct_trainer *t) {
 
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
     // The schedule runs every micro-batch and ends with the step's gradient reduction.
-    double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, accum, true, grad_scale);
-    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
+    double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale);
+    share_loss(t, &loss_sum);
 
     // Each element counted once, whatever holds it (shard descriptors say which copies count).
     double sum_sq = ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord);
@@ -222,10 +199,10 @@ double ct_trainer_validate(ct_trainer *t) {
         for (int j = 0; j < accum; j++)
             ct_loader_next_batch(t->val_data, t->inputs + j * mb_tokens, t->targets + j * mb_tokens);
         for (long j = 0; j < accum * mb_tokens; j++) valid += t->targets[j] >= 0;
-        loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, accum, false, 0.0f);
+        loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, t->n_mb, false, 0.0f);
     }
     ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
-    ct_comm_all_reduce(&t->mesh.dp, &loss_sum, &loss_sum, 1, CT_F64, CT_COMM_SUM);
+    share_loss(t, &loss_sum);
     return valid ? loss_sum / (double)valid : 0.0;
 }
 

@@ -35,12 +35,16 @@ typedef struct {
     ct_lr_schedule schedule;
     ct_llama_weights weights, grad_views;
 
-    // The model as stages, run by the executor from a schedule (one stage: no pipeline yet).
-    ct_stage stage;
+    // The model as pipeline stages (one without a pipeline), run by the executor from a schedule.
+    int n_stages;                // pipeline_degree x stages per rank
+    int *stage_rank;             // (n_stages) pp rank running each stage
+    int *first_layer;            // (n_stages + 1) stage s computes blocks [first[s], first[s+1])
+    ct_stage *stages;            // (n_stages) initialised only where stage_rank[s] is this rank
     ct_executor exec;
-    ct_schedule train_schedule;  // F0 B0 F1 B1 ... REDUCE_GRADS RESHARD
-    ct_schedule eval_schedule;   // F0 F1 ... RESHARD
-    ct_microbatch *mbs;          // (accum) views into inputs / targets
+    ct_schedule train_schedule;  // this rank's list: F0 B0 F1 B1 ... REDUCE_GRADS RESHARD, or a pipeline's
+    ct_schedule eval_schedule;   // forward only
+    int n_mb;                    // micro-batches per step (accumulation x pipeline micro-batches)
+    ct_microbatch *mbs;          // (n_mb) views into inputs / targets
 
     ct_loader *train_data;
     ct_loader *val_data;     // NULL when validation is off
@@ -53,6 +57,10 @@ typedef struct {
     ct_metrics_logger log;
     ct_step_metrics last;    // the last step's figures
 } ct_trainer;
+
+// Stage placement, the param store, stages, executor and schedules (train/stages.c); called by
+// ct_trainer_init once the mesh, tables and buffers exist.
+ct_status ct_trainer_build_stages(ct_trainer *t);
 
 // Builds everything from a validated config, over the processes of `parent` (NULL: all of them;
 // tests pass a one-process group to run a reference beside a distributed run).

@@ -346,7 +346,7 @@ static void test_aliases(void) {
     static const char *schedules[][2] = {{"GPipe", "gpipe"},          {"gpipe", "gpipe"},
                                          {"1F1B", "1f1b"},            {"Interleaved1F1B", "interleaved_1f1b"},
                                          {"interleaved1f1b", "interleaved_1f1b"}, {"INTERLEAVED_1F1B", "interleaved_1f1b"},
-                                         {"LoopedBFS", "looped_bfs"}, {"InterleavedZeroBubble", "zb_h1"},
+                                         {"LoopedBFS", "looped_bfs"}, {"InterleavedZeroBubble", "interleaved_zb"}, {"ZB1P", "zb_h1"},
                                          {"ZBVZeroBubble", "zbv"}, {"zbv", "zbv"}};
     for (size_t k = 0; k < sizeof schedules / sizeof schedules[0]; k++) {
         ct_config c;
@@ -427,7 +427,7 @@ static void test_bad_enum_values(void) {
     ct_config c;
     EXPECT_ERR(parse(&c, "--mixed_precision", "fp16", NULL), "--mixed_precision: expected one of fp32|bf16, got 'fp16'");
     EXPECT_ERR(parse(&c, "--pipeline_schedule", "dualpipe", NULL), "--pipeline_schedule",
-               "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|zbv", "'dualpipe'");
+               "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|interleaved_zb|zbv", "'dualpipe'");
     EXPECT_ERR(parse(&c, "--activation_checkpoint.mode=some", NULL), "activation_checkpoint.mode", "none|selective|full");
     EXPECT_ERR(parse(&c, "--model.flavor", "13B", NULL), "model.flavor", "debugmodel|8B|70B|405B", "'13B'");
     EXPECT_ERR(parse(&c, "--metrics.device", "tpu", NULL), "metrics.device", "'tpu'");

@@ -58,7 +58,7 @@ typedef struct {
     bool enable_async_comm;
     bool disable_loss_parallel;
     char fsdp_reshard_after_forward[16];  // default | always | never
-    char pipeline_schedule[32];       // gpipe | 1f1b | interleaved_1f1b | looped_bfs | zb_h1 | zbv
+    char pipeline_schedule[32];       // gpipe | 1f1b | interleaved_1f1b | looped_bfs | zb_h1 | interleaved_zb | zbv
     char pipeline_schedule_file[CT_STR];  // a hand-written schedule (CSV), overrides pipeline_schedule
     int pipeline_stages_per_rank;     // virtual stages per rank (looped schedules)
     int pipeline_microbatch_size;     // sequences per pipeline micro-batch (0 = micro_batch_size)

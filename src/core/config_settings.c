@@ -27,9 +27,10 @@ const ct_setting ct_settings[] = {
         "sequences per micro-batch on each data-parallel rank"),
     INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
         "micro-batches whose gradients are summed before each optimizer step"),
-    ENUM("pipeline_schedule", pipeline_schedule, "1f1b", "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|zbv",
-         "interleaved1f1b=interleaved_1f1b|loopedbfs=looped_bfs|interleavedzerobubble=zb_h1|zbh1=zb_h1|"
-         "zbvzerobubble=zbv",
+    ENUM("pipeline_schedule", pipeline_schedule, "1f1b",
+         "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|interleaved_zb|zbv",
+         "interleaved1f1b=interleaved_1f1b|loopedbfs=looped_bfs|zbh1=zb_h1|zb1p=zb_h1|"
+         "interleavedzerobubble=interleaved_zb|zbvzerobubble=zbv",
          "parallelism.pipeline_parallel_schedule",
          "order of micro-batch forward/backward work across pipeline stages"),
     STR("pipeline_schedule_file", pipeline_schedule_file, "", "parallelism.pipeline_parallel_schedule_csv",

@@ -30,13 +30,45 @@ void ct_executor_add_reducer(ct_executor *e, void (*fn)(void *ctx), void *ctx) {
     e->reducers[e->n_reducers++] = (ct_grad_reducer){ctx, fn};
 }
 
+// Where each (stage, mb) last needs its slot in list s, into last (n_stages, max_mb): its last
+// action on the stage, or later, when the next stage is on this rank, that stage's forward of
+// the micro-batch (which pulls its input from this slot). -1: not in the list.
+static void last_uses(const ct_executor *e, const ct_schedule *s, int max_mb, int *last) {
+    for (int i = 0; i < e->n_stages * max_mb; i++) last[i] = -1;
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (a->stage < 0 || a->mb < 0) continue;
+        last[a->stage * max_mb + a->mb] = i;
+        if (a->kind == CT_ACT_FORWARD && a->stage > 0 && e->stage[a->stage - 1])
+            last[(a->stage - 1) * max_mb + a->mb] = i;
+    }
+}
+
+// Slots stage st needs for list s: micro-batches held from their first action to their last use.
+static int slots_needed(const ct_executor *e, const ct_schedule *s, int st, int max_mb, const int *last) {
+    int live = 0, most = 0;
+    bool held[max_mb > 0 ? max_mb : 1];
+    memset(held, 0, sizeof held);
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        if (a->stage == st && a->mb >= 0 && !held[a->mb]) {
+            held[a->mb] = true;
+            if (++live > most) most = live;
+        }
+        // A slot is given back after its last use, which may be an action of the next stage.
+        for (int mb = 0; mb < max_mb; mb++)
+            if (held[mb] && last[st * max_mb + mb] == i) held[mb] = false, live--;
+    }
+    return most;
+}
+
 ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, const int *n_mb,
                            const bool *training, int n) {
     int slots[e->n_stages > 0 ? e->n_stages : 1];
     bool split[e->n_stages > 0 ? e->n_stages : 1];
     memset(slots, 0, sizeof slots);
     memset(split, 0, sizeof split);
-    int max_mb = 0;
+    int max_mb = 1;
     for (int i = 0; i < n; i++) {
         const ct_schedule *s = schedules[i];
         if (ct_schedule_check(s, n_mb[i], training[i])) return CT_ERR;
@@ -46,13 +78,18 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
                 return ct_set_error("schedule: action %d names stage %d, which this rank does not run", a, st);
         }
         if (n_mb[i] > max_mb) max_mb = n_mb[i];
+    }
+    int *last = ct_xmalloc((size_t)e->n_stages * (size_t)max_mb * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        last_uses(e, schedules[i], max_mb, last);
         for (int st = 0; st < e->n_stages; st++) {
             if (!e->stage[st]) continue;
-            int k = ct_schedule_max_in_flight(s, st);
+            int k = slots_needed(e, schedules[i], st, max_mb, last);
             if (k > slots[st]) slots[st] = k;
-            split[st] |= ct_schedule_splits_backward(s, st);
+            split[st] |= ct_schedule_splits_backward(schedules[i], st);
         }
     }
+    free(last);
     // Groups a schedule's UNSHARD holds whole at once: the weight strategy makes room up front
     // (a strategy that holds nothing has no unshard, and UNSHARD is then a no-op).
     int groups_of_stage[e->n_stages > 0 ? e->n_stages : 1], pinned = 0;
@@ -83,7 +120,7 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
     free(e->last_use);
     free(e->pending);
     e->max_mb = max_mb;
-    size_t cells = (size_t)e->n_stages * (size_t)(max_mb > 0 ? max_mb : 1);
+    size_t cells = (size_t)e->n_stages * (size_t)max_mb;
     e->slot_of = ct_xmalloc(cells * sizeof(int));
     e->last_use = ct_xmalloc(cells * sizeof(int));
     e->pending = ct_xcalloc((size_t)e->n_stages * (size_t)e->max_slots, sizeof(ct_comm_handle));
@@ -206,10 +243,7 @@ static void reshard_all(ct_executor *e) {
 double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
                        float grad_scale) {
     if (n_mb > e->max_mb) ct_fatal("executor", "%d micro-batches, but the plan was made for %d", n_mb, e->max_mb);
-    for (int i = 0; i < s->count; i++) {
-        const ct_action *a = &s->actions[i];
-        if (a->stage >= 0 && a->mb >= 0) e->last_use[cell(e, a->stage, a->mb)] = i;
-    }
+    last_uses(e, s, e->max_mb, e->last_use);
     double loss = 0;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
@@ -246,6 +280,9 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         default: ct_fatal("executor", "unknown action kind %d", (int)a->kind);
         }
         if (slot && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
+        // The forward that pulled its input from the previous stage's slot may be its last use.
+        if (a->kind == CT_ACT_FORWARD && local(e, a->stage - 1) && e->last_use[cell(e, a->stage - 1, a->mb)] == i)
+            give_back(e, a->stage - 1, a->mb);
     }
     for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
     return loss;

@@ -6,7 +6,8 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/clock.h"
 
 #include "comm/backend.h"
 
@@ -235,12 +236,6 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
 
 // ---- completion ---------------------------------------------------------------------------
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 bool ct_comm_test(ct_comm_handle *h) {
     if (!h->group) return true;
     bool done = h->group->ops->test(h);
@@ -256,11 +251,11 @@ bool ct_comm_test(ct_comm_handle *h) {
 void ct_comm_wait(ct_comm_handle *h) {
     if (!h->group) return;
     ct_group *g = h->group;
-    const double t0 = now_s();
+    const double t0 = ct_now_seconds();
     const double deadline = t0 + g->timeout_s;
     for (long spins = 0;; spins++) {
         if (g->ops->test(h)) break;
-        double now = now_s();
+        double now = ct_now_seconds();
         if (g->timeout_s > 0 && now > deadline)
             ct_fatal("comm", "%s on group %s timed out after %g s", kind_names[h->kind], g->name,
                      g->timeout_s);
@@ -272,7 +267,7 @@ void ct_comm_wait(ct_comm_handle *h) {
             nanosleep(&ts, NULL);
         }
     }
-    handle_done(h, now_s() - t0);
+    handle_done(h, ct_now_seconds() - t0);
 }
 
 // ---- blocking = start + wait --------------------------------------------------------------

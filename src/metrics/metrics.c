@@ -7,12 +7,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double ct_now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 ct_status ct_make_dirs(const char *path) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", path);

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/memory.h"
 
@@ -37,5 +38,4 @@ void ct_metrics_close(ct_metrics_logger *lg);
 
 // mkdir -p
 ct_status ct_make_dirs(const char *path);
-double ct_now_seconds(void);  // monotonic clock
 #endif

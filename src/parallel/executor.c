@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/error.h"
 
 void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank) {
@@ -22,6 +23,8 @@ void ct_executor_free(ct_executor *e) {
     free(e->slot_of);
     free(e->last_use);
     free(e->pending);
+    free(e->t_start);
+    free(e->t_end);
     memset(e, 0, sizeof *e);
 }
 
@@ -124,6 +127,16 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
     e->slot_of = ct_xmalloc(cells * sizeof(int));
     e->last_use = ct_xmalloc(cells * sizeof(int));
     e->pending = ct_xcalloc((size_t)e->n_stages * (size_t)e->max_slots, sizeof(ct_comm_handle));
+    int longest = 0;
+    for (int i = 0; i < n; i++)
+        if (schedules[i]->count > longest) longest = schedules[i]->count;
+    if (longest > e->timeline_cap) {
+        free(e->t_start);
+        free(e->t_end);
+        e->timeline_cap = longest;
+        e->t_start = ct_xcalloc((size_t)longest, sizeof(double));
+        e->t_end = ct_xcalloc((size_t)longest, sizeof(double));
+    }
     for (size_t i = 0; i < cells; i++) e->slot_of[i] = -1;
     return CT_OK;
 }
@@ -217,6 +230,16 @@ static void push_grad(ct_executor *e, int stage, int mb, ct_act_slot *slot) {
 
 // ------------------------------------------------------------------ running
 
+double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule *s) {
+    double busy = 0;
+    for (int i = 0; i < e->timeline_count && i < s->count; i++) {
+        ct_action_kind k = s->actions[i].kind;
+        if (k == CT_ACT_FORWARD || k == CT_ACT_BACKWARD || k == CT_ACT_BACKWARD_INPUT || k == CT_ACT_BACKWARD_WEIGHT)
+            busy += e->t_end[i] - e->t_start[i];
+    }
+    return busy;
+}
+
 // UNSHARD / RESHARD of one stage: every parameter group it computes.
 static void stage_sharding(ct_stage *st, bool unshard) {
     const ct_weight_ops *w = &st->ops.weights;
@@ -250,6 +273,7 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         if (e->trace) fprintf(stderr, "[executor] %d%s%d\n", a->stage, ct_action_kind_name(a->kind), a->mb);
         ct_stage *st = a->stage >= 0 ? e->stage[a->stage] : NULL;
         ct_act_slot *slot = st && a->mb >= 0 ? slot_for(e, a->stage, a->mb, mbs) : NULL;
+        if (i < e->timeline_cap) e->t_start[i] = ct_now_seconds();
         switch (a->kind) {
         case CT_ACT_FORWARD:
             pull_input(e, a->stage, a->mb, slot);
@@ -279,11 +303,13 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
             break;
         default: ct_fatal("executor", "unknown action kind %d", (int)a->kind);
         }
+        if (i < e->timeline_cap) e->t_end[i] = ct_now_seconds();
         if (slot && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
         // The forward that pulled its input from the previous stage's slot may be its last use.
         if (a->kind == CT_ACT_FORWARD && local(e, a->stage - 1) && e->last_use[cell(e, a->stage - 1, a->mb)] == i)
             give_back(e, a->stage - 1, a->mb);
     }
     for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
+    e->timeline_count = s->count < e->timeline_cap ? s->count : e->timeline_cap;
     return loss;
 }

@@ -45,6 +45,11 @@ typedef struct {
     int *last_use;                // (n_stages, max_mb) index of its last action in the running list
     ct_comm_handle *pending;      // (n_stages, max slots) a send still reading the slot
     int max_slots;
+
+    // The last run's measured timeline: when each action of the list started and ended (seconds
+    // on ct_now_seconds' clock), for bubble figures and trace files. Receives include their wait.
+    double *t_start, *t_end;      // (timeline_cap)
+    int timeline_count, timeline_cap;
 } ct_executor;
 
 void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank);
@@ -58,6 +63,9 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
 // Runs one planned schedule over micro-batches mbs (n_mb of them). Returns the sum of token
 // losses computed by this rank's head stage (0 elsewhere). grad_scale: 1 / valid tokens of the
 // whole step.
+// How long this rank waited on receives in the last run (the pipeline's idle time seen here),
+// and how long its compute actions took.
+double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule *s);
 double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
                        float grad_scale);
 #endif

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 

@@ -270,7 +270,11 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
     double loss = 0;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
-        if (e->trace) fprintf(stderr, "[executor] %d%s%d\n", a->stage, ct_action_kind_name(a->kind), a->mb);
+        if (e->trace) {
+            char tok[48];
+            ct_action_format(a, tok, sizeof tok);
+            fprintf(stderr, "[executor] %s\n", tok);
+        }
         ct_stage *st = a->stage >= 0 ? e->stage[a->stage] : NULL;
         ct_act_slot *slot = st && a->mb >= 0 ? slot_for(e, a->stage, a->mb, mbs) : NULL;
         if (i < e->timeline_cap) e->t_start[i] = ct_now_seconds();

@@ -35,8 +35,8 @@ static void build_store(ct_fsdp *f) {
 }
 
 static void update_buffer_bytes(ct_fsdp *f) {
-    f->buffer_bytes = ((size_t)(f->n_slots + 1) * (size_t)f->max_group_numel + (size_t)f->max_shard_numel) *
-                      sizeof(float);
+    f->buffer_bytes = ((size_t)(f->n_slots + 1 + f->n_pin_grads) * (size_t)f->max_group_numel +
+                       (size_t)f->max_shard_numel) * sizeof(float);
 }
 
 // Set-up (or a schedule's plan): n gather slots, each one padded group.
@@ -77,6 +77,7 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     f->group_slot = ct_xcalloc((size_t)f->n_groups, sizeof(int));
     f->pinned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
     f->owned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
+    f->pin_grad_of = ct_xcalloc((size_t)f->n_groups, sizeof(float *));
     f->group_stage = ct_xcalloc((size_t)f->n_groups, sizeof(int));
     for (int g = 0; g < f->n_groups; g++) {
         f->owned[g] = owned ? owned[g] : true;
@@ -126,6 +127,10 @@ void ct_fsdp_free(ct_fsdp *f) {
     free(f->group_slot);
     free(f->pinned);
     free(f->owned);
+    free(f->pin_grad_of);
+    for (int b = 0; b < f->n_pin_grads; b++) ct_mem_free(f->pin_grads[b]);
+    free(f->pin_grads);
+    free(f->pin_grad_user);
     free(f->group_stage);
     ct_param_store_free(&f->store);
     memset(f, 0, sizeof *f);
@@ -162,63 +167,97 @@ static bool keep_after_forward(const ct_fsdp *f, int g) {
     }
 }
 
+// Sums a group's whole gradient (in `full`) over the shard group and adds this rank's part into
+// its gradient shard (micro-batches accumulate there).
+static void reduce_scatter_into_shard(ct_fsdp *f, int g, const float *full) {
+    long n = f->shard_numel[g];
+    ct_comm_reduce_scatter(f->shard_group, full, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
+    f->k->add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
+}
+
 static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
     if (use & CT_USE_WEIGHTS) gather(f, g);
     if (use & CT_USE_GRADS) {
-        // The group's whole gradient is summed here, then reduce-scattered on release.
-        f->k->zero(f->full_grad, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
-        ct_llama_weights_point_group(f->grad_views, f->table, g, f->full_grad);
+        // An unsharded group sums every micro-batch's gradient in its own buffer until reshard;
+        // otherwise each use sums into the shared buffer, reduce-scattered on release.
+        float *full = f->pin_grad_of[g];
+        if (!full) {
+            full = f->full_grad;
+            f->k->zero(full, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+        }
+        ct_llama_weights_point_group(f->grad_views, f->table, g, full);
     }
 }
 
 static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
-    if (use & CT_USE_GRADS) {
-        // Sum the group's whole gradient over the shard group and add this rank's part into its
-        // gradient shard (micro-batches accumulate there).
-        long n = f->shard_numel[g];
-        ct_comm_reduce_scatter(f->shard_group, f->full_grad, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
-        f->k->add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
-    }
+    if (use & CT_USE_GRADS && !f->pin_grad_of[g]) reduce_scatter_into_shard(f, g, f->full_grad);
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
     bool keep = phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f);
     if (use & CT_USE_WEIGHTS && !keep && !f->pinned[g]) release_group(f, g);
 }
 
-// UNSHARD / RESHARD from the schedule: whole from now until reshard, whatever release says.
+// UNSHARD / RESHARD from the schedule: the group is gathered once and stays whole, and its
+// gradient accumulates unsharded over every micro-batch, to be reduce-scattered once at
+// reshard -- one all-gather and one reduce-scatter per group and step, for the memory of the
+// whole group's parameters and gradient while it is held.
 static void unshard(void *ctx, int g) {
     ct_fsdp *f = ctx;
-    if (nshards(f) == 1) return;
+    if (nshards(f) == 1 || f->pinned[g]) return;
     gather(f, g);
     f->pinned[g] = true;
+    int b = 0;
+    while (b < f->n_pin_grads && f->pin_grad_user[b] >= 0) b++;
+    if (b == f->n_pin_grads) ct_fatal("fsdp", "no gradient buffer left for unsharded group %d", g);
+    f->pin_grad_user[b] = g;
+    f->pin_grad_of[g] = f->pin_grads[b];
+    f->k->zero(f->pin_grads[b], (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
 }
 
 static void reshard(void *ctx, int g) {
     ct_fsdp *f = ctx;
+    if (f->pin_grad_of[g]) {
+        reduce_scatter_into_shard(f, g, f->pin_grad_of[g]);
+        for (int b = 0; b < f->n_pin_grads; b++)
+            if (f->pin_grad_user[b] == g) f->pin_grad_user[b] = -1;
+        f->pin_grad_of[g] = NULL;
+    }
     f->pinned[g] = false;
     release_group(f, g);
 }
 
-// Room for n groups held by unshard plus the two that acquire/release use in turn.
+// Room for n groups held by unshard (gather slots beside the two that acquire/release use in
+// turn, and as many whole-gradient buffers), allocated when a schedule is planned.
 static void reserve(void *ctx, int n) {
     ct_fsdp *f = ctx;
     if (nshards(f) == 1) return;
     int want = n + 2 < f->n_groups ? n + 2 : f->n_groups;
-    if (want > f->n_slots) {
-        grow_slots(f, want);
-        update_buffer_bytes(f);
+    if (want > f->n_slots) grow_slots(f, want);
+    if (n > f->n_pin_grads) {
+        float **bufs = realloc(f->pin_grads, (size_t)n * sizeof(float *));
+        int *users = realloc(f->pin_grad_user, (size_t)n * sizeof(int));
+        if (!bufs || !users) ct_fatal("fsdp", "out of memory for %d gradient buffers", n);
+        f->pin_grads = bufs;
+        f->pin_grad_user = users;
+        for (int b = f->n_pin_grads; b < n; b++) {
+            f->pin_grads[b] = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+            f->pin_grad_user[b] = -1;
+        }
+        f->n_pin_grads = n;
     }
+    update_buffer_bytes(f);
 }
 
-// End of a step (or of a forward-only pass): groups kept whole for a backward that will not come.
+// End of a step (or of a forward-only pass): groups kept whole for a backward that will not
+// come, and any still unsharded (their gradients reduce-scattered first).
 static void finish(void *ctx) {
     ct_fsdp *f = ctx;
     for (int g = 0; g < f->n_groups; g++) {
-        f->pinned[g] = false;
+        if (f->pinned[g]) reshard(ctx, g);
         release_group(f, g);
     }
 }

@@ -58,6 +58,10 @@ typedef struct {
     int *group_slot;             // (n_groups) slot holding the group, or -1
     bool *pinned;                // (n_groups) held whole by a schedule's UNSHARD until RESHARD
     bool *owned;                 // (n_groups) this rank's stages' groups (all without a pipeline)
+    float **pin_grads;           // (n_pin_grads) whole-gradient buffers for unsharded groups
+    int *pin_grad_user;          // (n_pin_grads) group using each, or -1
+    int n_pin_grads;
+    float **pin_grad_of;         // (n_groups) the buffer an unsharded group accumulates into, or NULL
     int *group_stage;            // (n_groups) pipeline stage of each group
     long max_shard_numel;
     size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank

@@ -97,19 +97,21 @@ ct_status ct_schedule_parse(ct_schedule *s, const char *text) {
     return CT_OK;
 }
 
+int ct_action_format(const ct_action *a, char *buf, size_t n) {
+    if (a->stage < 0) return snprintf(buf, n, "%s", kind_names[a->kind]);
+    if (!per_mb(a->kind)) return snprintf(buf, n, "%d%s", a->stage, kind_names[a->kind]);
+    return snprintf(buf, n, "%d%s%d", a->stage, kind_names[a->kind], a->mb);
+}
+
 int ct_schedule_format(const ct_schedule *s, char *buf, size_t n) {
     size_t len = 0;
     for (int i = 0; i < s->count; i++) {
-        const ct_action *a = &s->actions[i];
         char one[48];
-        if (a->stage < 0)
-            snprintf(one, sizeof one, "%s%s", i ? " " : "", kind_names[a->kind]);
-        else if (!per_mb(a->kind))
-            snprintf(one, sizeof one, "%s%d%s", i ? " " : "", a->stage, kind_names[a->kind]);
-        else
-            snprintf(one, sizeof one, "%s%d%s%d", i ? " " : "", a->stage, kind_names[a->kind], a->mb);
-        size_t m = strlen(one);
-        if (len + m < n) memcpy(buf + len, one, m + 1);
+        one[0] = ' ';
+        ct_action_format(&s->actions[i], one + 1, sizeof one - 1);
+        const char *tok = i ? one : one + 1;
+        size_t m = strlen(tok);
+        if (len + m < n) memcpy(buf + len, tok, m + 1);
         len += m;
     }
     if (n && len >= n) buf[n - 1] = 0;

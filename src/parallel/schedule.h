@@ -52,6 +52,8 @@ void ct_schedule_accumulation(ct_schedule *s, int stage, int n_mb, bool training
 
 // Text form (see the top of this file), tokens separated by spaces, commas or newlines.
 ct_status ct_schedule_parse(ct_schedule *s, const char *text);
+// One action's text form ("0F3", "1UNSHARD", "REDUCE_GRADS"); returns snprintf's length.
+int ct_action_format(const ct_action *a, char *buf, size_t n);
 // Writes the text form into buf (at most n bytes, NUL-terminated, whole actions only); returns the
 // length the whole text needs.
 int ct_schedule_format(const ct_schedule *s, char *buf, size_t n);

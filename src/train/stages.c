@@ -30,6 +30,34 @@ static void forward_only(const ct_trainer *t, int me, ct_schedule *s) {
     ct_schedule_push(s, CT_ACT_RESHARD, -1, -1);
 }
 
+// Under a pipeline, data sharding gathers each stage once per step: UNSHARD before the stage's
+// first action and RESHARD after its last, so a stage's groups are not gathered again for every
+// micro-batch and its gradient is reduce-scattered once (TorchTitan keeps pipeline stages
+// unsharded between forward and backward for the same reason). The price is the stage's whole
+// parameters and gradient while it is held; reshard_after_forward = always keeps per-use gathers.
+static void unshard_per_stage(ct_schedule *s, int n_stages) {
+    int first[n_stages], last[n_stages];
+    for (int st = 0; st < n_stages; st++) first[st] = last[st] = -1;
+    for (int i = 0; i < s->count; i++) {
+        int st = s->actions[i].stage;
+        if (st < 0 || s->actions[i].mb < 0) continue;
+        if (first[st] < 0) first[st] = i;
+        last[st] = i;
+    }
+    ct_schedule out;
+    ct_schedule_init(&out);
+    for (int i = 0; i < s->count; i++) {
+        const ct_action *a = &s->actions[i];
+        for (int st = 0; st < n_stages; st++)
+            if (first[st] == i) ct_schedule_push(&out, CT_ACT_UNSHARD, st, -1);
+        ct_schedule_push(&out, a->kind, a->stage, a->mb);
+        for (int st = 0; st < n_stages; st++)
+            if (last[st] == i) ct_schedule_push(&out, CT_ACT_RESHARD, st, -1);
+    }
+    ct_schedule_free(s);
+    *s = out;
+}
+
 // Every pp rank's training list (generated, or read from pipeline_schedule_file), checked by
 // simulating all of them together; this rank keeps its own.
 static ct_status pipeline_schedule(ct_trainer *t, int pp, int vpp, int me) {
@@ -117,8 +145,10 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
 
     if (pp == 1) {
         ct_schedule_accumulation(&t->train_schedule, 0, t->n_mb, true);
-    } else if (pipeline_schedule(t, pp, vpp, me)) {
-        return CT_ERR;
+    } else {
+        if (pipeline_schedule(t, pp, vpp, me)) return CT_ERR;
+        if (t->mesh.fsdp.size > 1 && reshard_policy(cfg) == CT_RESHARD_DEFAULT)
+            unshard_per_stage(&t->train_schedule, t->n_stages);
     }
     forward_only(t, me, &t->eval_schedule);
     const ct_schedule *lists[2] = {&t->train_schedule, &t->eval_schedule};

@@ -199,6 +199,7 @@ static const flag_case product_flags[] = {
     {"parallelism.pipeline_microbatch_size", "2", "2"},
     {"parallelism.pipeline_layers_per_stage", "3", "3"},
     {"parallelism.pipeline_split_points", "layers.2,layers.4", "\"layers.2,layers.4\""},
+    {"metrics.pipeline_trace", "out/trace.json", "\"out/trace.json\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -271,6 +272,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 63: return c->pipeline_microbatch_size == 2;
     case 64: return c->pipeline_layers_per_stage == 3;
     case 65: return !strcmp(c->pipeline_split_points, "layers.2,layers.4");
+    case 66: return !strcmp(c->pipeline_trace, "out/trace.json");
     }
     return 0;
 }
@@ -282,7 +284,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 66, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 67, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");

@@ -123,6 +123,8 @@ const ct_setting ct_settings[] = {
     ENUM("metrics.device", device, "cpu", "cpu|h100|h200|a100", NULL, NULL,
          "peak table for MFU: cpu measures a matmul at start-up"),
     BOOL("metrics.enable_tensorboard", enable_tensorboard, "false", NULL, "write TensorBoard event files"),
+    STR("metrics.pipeline_trace", pipeline_trace, "", NULL,
+        "write the last step's per-rank action timeline: Chrome trace JSON (Perfetto), or SVG if it ends in .svg"),
 
     // [validation]
     BOOL("validation.enable", val_enable, "false", NULL, "evaluate the loss on held-out data during training"),

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "checkpoint/model_file.h"
+#include "train/pipeline_trace.h"
 
 static ct_loader *open_loader(const ct_trainer *t, const char *source, const char *split, bool sequential) {
     ct_loader_config lc = {
@@ -247,6 +248,7 @@ int ct_trainer_run(ct_trainer *t) {
     }
     while (t->step < c->steps) {
         ct_trainer_step(t);
+        if (t->step == c->steps) ct_trainer_write_pipeline_trace(t);  // before validation reuses the executor
         bool val_now = t->val_data && (t->step % c->val_freq == 0 || t->step == c->steps);
         if (val_now) t->last.val_loss = ct_trainer_validate(t);
         if (t->step % c->log_freq == 0 || t->step == c->steps || t->step == 1 || val_now)

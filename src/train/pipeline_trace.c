@@ -1,0 +1,335 @@
+// Text grid, SVG and Chrome trace of a pipeline step, from per-rank action lists and their
+// start / end times (simulated or measured), and the gather that brings a measured step's
+// timelines to one process.
+#include "train/pipeline_trace.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+ct_pp_timeline ct_pp_timeline_of_sim(const ct_schedule *lists, const ct_pp_sim_result *sim) {
+    return (ct_pp_timeline){sim->pp, lists, sim->start, sim->end, 0};
+}
+
+static bool is_compute(ct_action_kind k) {
+    return k == CT_ACT_FORWARD || k == CT_ACT_BACKWARD || k == CT_ACT_BACKWARD_INPUT || k == CT_ACT_BACKWARD_WEIGHT;
+}
+
+// Earliest start and latest end over every rank's actions.
+static void span_of(const ct_pp_timeline *tl, double *t0, double *t1) {
+    *t0 = INFINITY;
+    *t1 = -INFINITY;
+    for (int r = 0; r < tl->pp; r++)
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            if (tl->start[r][i] < *t0) *t0 = tl->start[r][i];
+            if (tl->end[r][i] > *t1) *t1 = tl->end[r][i];
+        }
+    if (*t0 > *t1) *t0 = *t1 = 0;  // no actions at all
+}
+
+// ------------------------------------------------------------------ a growing text buffer
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...) {
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)n + 1 > t->cap) {
+        t->cap = (t->len + (size_t)n + 1) * 2;
+        t->s = realloc(t->s, t->cap);
+        if (!t->s) ct_fatal("pipeline_trace", "out of memory");
+    }
+    vsnprintf(t->s + t->len, (size_t)n + 1, fmt, aq);
+    va_end(aq);
+    t->len += (size_t)n;
+}
+
+// ------------------------------------------------------------------ text grid
+
+char *ct_pp_trace_grid(const ct_pp_timeline *tl, double unit, int max_cols) {
+    double t0, t1;
+    span_of(tl, &t0, &t1);
+    if (unit <= 0) unit = 1;
+    int cols = (int)lround((t1 - t0) / unit), width = 2;
+    for (int r = 0; r < tl->pp; r++)
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            char tok[48];
+            int n = ct_action_format(&tl->lists[r].actions[i], tok, sizeof tok);
+            if (is_compute(tl->lists[r].actions[i].kind) && n > width) width = n;
+        }
+    bool cut = max_cols > 0 && cols > max_cols;
+    if (cut) cols = max_cols;
+    int cw = width + 1;  // a token and one space
+    size_t row_len = (size_t)cols * cw;
+    char *row = ct_xmalloc(row_len + 1);
+    text out = {0};
+    put(&out, "time   |");
+    // A column number every 5 columns, left-aligned on its column.
+    size_t mark = out.len;
+    for (int c = 0; c < cols; c += 5) put(&out, "%-*d", 5 * cw, c);
+    while (out.len > mark && out.s[out.len - 1] == ' ') out.s[--out.len] = 0;
+    put(&out, "%s\n", cut ? " ..." : "");
+    for (int r = 0; r < tl->pp; r++) {
+        for (int c = 0; c < cols; c++) {
+            memset(row + (size_t)c * cw, ' ', (size_t)cw);
+            row[(size_t)c * cw] = '.';
+        }
+        row[row_len] = 0;
+        int cursor = 0;  // first free column: measured actions rounded onto the grid may touch
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            const ct_action *a = &tl->lists[r].actions[i];
+            if (!is_compute(a->kind)) continue;
+            int c0 = (int)lround((tl->start[r][i] - t0) / unit);
+            int span = (int)lround((tl->end[r][i] - tl->start[r][i]) / unit);
+            if (span < 1) span = 1;
+            if (c0 < cursor) c0 = cursor;
+            if (c0 >= cols) continue;
+            if (c0 + span > cols) span = cols - c0;
+            char *cell = row + (size_t)c0 * cw;
+            memset(cell, '~', (size_t)span * cw - 1);
+            cell[(size_t)span * cw - 1] = ' ';
+            char tok[48];
+            int n = ct_action_format(a, tok, sizeof tok);
+            memcpy(cell, tok, (size_t)(n < span * cw - 1 ? n : span * cw - 1));
+            cursor = c0 + span;
+        }
+        // Trailing spaces would make the lines ragged in diffs; keep them out.
+        size_t len = row_len;
+        while (len > 0 && row[len - 1] == ' ') len--;
+        row[len] = 0;
+        put(&out, "rank %-2d|%s%s\n", r, row, cut ? " ..." : "");
+    }
+    free(row);
+    return out.s;
+}
+
+// ------------------------------------------------------------------ SVG
+
+// Tableau colours: forward blue, backward green, input-gradient orange, weight-gradient purple.
+static const char *fill_of(ct_action_kind k) {
+    switch (k) {
+    case CT_ACT_FORWARD: return "#4e79a7";
+    case CT_ACT_BACKWARD: return "#59a14f";
+    case CT_ACT_BACKWARD_INPUT: return "#f28e2b";
+    case CT_ACT_BACKWARD_WEIGHT: return "#b07aa1";
+    case CT_ACT_RECV_F:
+    case CT_ACT_RECV_B: return "#c8c8c8";
+    case CT_ACT_SEND_F:
+    case CT_ACT_SEND_B: return "#7f7f7f";
+    default: return "#9c755f";
+    }
+}
+
+ct_status ct_pp_trace_write_svg(const char *path, const ct_pp_timeline *tl, const char *title) {
+    double t0, t1;
+    span_of(tl, &t0, &t1);
+    double span = t1 > t0 ? t1 - t0 : 1;
+    const int left = 70, plot_w = 1100, lane = 34, top = 40, bar = 24;
+    int height = top + tl->pp * lane + 70, width = left + plot_w + 20;
+    bool secs = tl->seconds_per_unit > 0;
+    double scale = secs ? tl->seconds_per_unit * 1e3 : 1;  // axis labels: ms, or cost units
+    FILE *f = fopen(path, "w");
+    if (!f) return ct_set_error("%s: cannot write", path);
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
+               "font-size=\"10\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            width, height);
+    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">%s</text>\n", left, title ? title : "pipeline timeline");
+    for (int r = 0; r < tl->pp; r++) {
+        int y = top + r * lane;
+        fprintf(f, "<text x=\"8\" y=\"%d\" font-size=\"12\">rank %d</text>\n", y + bar / 2 + 4, r);
+        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#eeeeee\"/>\n", left, y + bar, left + plot_w,
+                y + bar);
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            const ct_action *a = &tl->lists[r].actions[i];
+            double x = left + (tl->start[r][i] - t0) / span * plot_w;
+            double w = (tl->end[r][i] - tl->start[r][i]) / span * plot_w;
+            if (w <= 0) continue;  // zero-length actions (simulated comm) have nothing to show
+            bool thin = !is_compute(a->kind);
+            char tok[48];
+            int n = ct_action_format(a, tok, sizeof tok);
+            fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" stroke=\"white\" "
+                       "stroke-width=\"0.5\"><title>%s rank %d: %.4g to %.4g %s</title></rect>\n",
+                    x, thin ? y + bar - 6 : y, w, thin ? 6 : bar, fill_of(a->kind), tok, r, (tl->start[r][i] - t0) * scale,
+                    (tl->end[r][i] - t0) * scale, secs ? "ms" : "units");
+            if (!thin && w >= 6.5 * n + 2)
+                fprintf(f, "<text x=\"%.2f\" y=\"%d\" fill=\"white\" text-anchor=\"middle\">%s</text>\n", x + w / 2,
+                        y + bar / 2 + 4, tok);
+        }
+    }
+    // Time axis: ten ticks.
+    int ya = top + tl->pp * lane + 4;
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, ya, left + plot_w, ya);
+    for (int k = 0; k <= 10; k++) {
+        double x = left + plot_w * k / 10.0;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>", x, ya, x, ya + 4);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g%s</text>\n", x, ya + 15, span * scale * k / 10,
+                k == 10 ? (secs ? " ms" : " units") : "");
+    }
+    static const struct {
+        ct_action_kind k;
+        const char *what;
+    } legend[] = {{CT_ACT_FORWARD, "F forward"},
+                  {CT_ACT_BACKWARD, "B backward"},
+                  {CT_ACT_BACKWARD_INPUT, "I input grad"},
+                  {CT_ACT_BACKWARD_WEIGHT, "W weight grad"},
+                  {CT_ACT_RECV_F, "receive (wait)"},
+                  {CT_ACT_SEND_F, "send"},
+                  {CT_ACT_REDUCE_GRADS, "step-level"}};
+    for (int i = 0; i < (int)(sizeof legend / sizeof legend[0]); i++) {
+        int x = left + i * 130, y = ya + 30;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                x, y, fill_of(legend[i].k), x + 16, y + 10, legend[i].what);
+    }
+    fprintf(f, "</svg>\n");
+    if (fclose(f)) return ct_set_error("%s: write failed", path);
+    return CT_OK;
+}
+
+// ------------------------------------------------------------------ Chrome trace
+
+enum { STEP_TID = 1000 };  // REDUCE_GRADS, RESHARD of every stage: no stage of their own
+
+ct_status ct_pp_trace_write_chrome(const char *path, const ct_pp_timeline *tl) {
+    double t0, t1;
+    span_of(tl, &t0, &t1);
+    double us = tl->seconds_per_unit > 0 ? tl->seconds_per_unit * 1e6 : 1e3;
+    FILE *f = fopen(path, "w");
+    if (!f) return ct_set_error("%s: cannot write", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    const char *sep = "";
+    for (int r = 0; r < tl->pp; r++) {
+        fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"pp rank %d\"}}",
+                sep, r, r);
+        sep = ",\n";
+        // One thread-name record per stage this rank runs (and the step lane when used).
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            const ct_action *a = &tl->lists[r].actions[i];
+            int tid = a->stage >= 0 ? a->stage : STEP_TID;
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++) {
+                int s = tl->lists[r].actions[j].stage;
+                seen = (s >= 0 ? s : STEP_TID) == tid;
+            }
+            if (seen) continue;
+            if (tid == STEP_TID)
+                fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
+                           "{\"name\": \"step\"}}", r, tid);
+            else
+                fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
+                           "{\"name\": \"stage %d\"}}", r, tid, tid);
+        }
+    }
+    for (int r = 0; r < tl->pp; r++)
+        for (int i = 0; i < tl->lists[r].count; i++) {
+            const ct_action *a = &tl->lists[r].actions[i];
+            char tok[48];
+            ct_action_format(a, tok, sizeof tok);
+            fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
+                       "\"dur\": %.3f, \"args\": {\"stage\": %d, \"mb\": %d}}",
+                    tok, ct_action_kind_name(a->kind), r, a->stage >= 0 ? a->stage : STEP_TID,
+                    (tl->start[r][i] - t0) * us, (tl->end[r][i] - tl->start[r][i]) * us, a->stage, a->mb);
+        }
+    fprintf(f, "\n]}\n");
+    if (fclose(f)) return ct_set_error("%s: write failed", path);
+    return CT_OK;
+}
+
+ct_status ct_pp_trace_write(const char *path, const ct_pp_timeline *tl, const char *title) {
+    size_t n = strlen(path);
+    if (n >= 4 && !strcmp(path + n - 4, ".svg")) return ct_pp_trace_write_svg(path, tl, title);
+    return ct_pp_trace_write_chrome(path, tl);
+}
+
+// ------------------------------------------------------------------ measured timelines
+
+// Each rank packs [count, then per action kind, stage, mb, start, end] into doubles (exact for
+// these small integers), padded to the longest list so that one all-gather carries them all.
+ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const double *t_start,
+                                   const double *t_end, int count, bool write, const char *path,
+                                   const char *title) {
+    int32_t longest = count;
+    ct_comm_all_reduce(pp, &longest, &longest, 1, CT_I32, CT_COMM_MAX);
+    size_t per = 1 + 5 * (size_t)longest;
+    double *mine = ct_xcalloc(per, sizeof(double)), *all = ct_xcalloc(per * pp->size, sizeof(double));
+    mine[0] = count;
+    for (int i = 0; i < count; i++) {
+        const ct_action *a = &list->actions[i];
+        double *p = mine + 1 + 5 * (size_t)i;
+        p[0] = a->kind, p[1] = a->stage, p[2] = a->mb, p[3] = t_start[i], p[4] = t_end[i];
+    }
+    ct_comm_all_gather(pp, mine, all, per, CT_F64);
+    ct_status st = CT_OK;
+    if (write) {
+        int n = pp->size;
+        ct_schedule lists[n];
+        double *start[n], *end[n];
+        for (int r = 0; r < n; r++) {
+            const double *q = all + per * r;
+            int c = (int)q[0];
+            ct_schedule_init(&lists[r]);
+            start[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
+            end[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
+            for (int i = 0; i < c; i++) {
+                const double *p = q + 1 + 5 * (size_t)i;
+                ct_schedule_push(&lists[r], (ct_action_kind)p[0], (int)p[1], (int)p[2]);
+                start[r][i] = p[3], end[r][i] = p[4];
+            }
+        }
+        ct_pp_timeline tl = {n, lists, start, end, 1};
+        st = ct_pp_trace_write(path, &tl, title);
+        for (int r = 0; r < n; r++) {
+            ct_schedule_free(&lists[r]);
+            free(start[r]);
+            free(end[r]);
+        }
+    }
+    free(mine);
+    free(all);
+    return st;
+}
+
+void ct_trainer_write_pipeline_trace(ct_trainer *t) {
+    const char *path = t->cfg.pipeline_trace;
+    if (!path[0]) return;
+    char title[160];
+    snprintf(title, sizeof title, "%s: pp %d, %d micro-batches, measured step %d", t->cfg.pipeline_schedule,
+             t->mesh.dim[CT_MESH_PP].size, t->n_mb, t->step);
+    bool writer = t->world.rank == 0;
+    if (ct_pp_trace_gather_write(&t->mesh.dim[CT_MESH_PP], &t->train_schedule, t->exec.t_start, t->exec.t_end,
+                                 t->exec.timeline_count, writer, path, title))
+        fprintf(stderr, "train: pipeline trace: %s\n", ct_last_error());
+    else if (writer)
+        printf("pipeline trace of step %d written to %s\n", t->step, path);
+}
+
+// ------------------------------------------------------------------ textbook bubbles
+
+double ct_pp_textbook_bubble(ct_pp_kind kind, int p, int v, int m, const ct_pp_costs *c, const char **formula) {
+    ct_pp_costs d = ct_pp_costs_default();
+    if (!c || c->fn) c = &d;
+    switch (kind) {
+    case CT_PP_GPIPE:
+    case CT_PP_1F1B: *formula = "(p-1)/(m+p-1)"; return (double)(p - 1) / (m + p - 1);
+    case CT_PP_INTERLEAVED_1F1B:
+    case CT_PP_LOOPED_BFS:  // breadth-first (Lamy-Poirier 2022): the same bubble, more in flight
+        *formula = "(p-1)/(v*m+p-1)"; return (double)(p - 1) / ((double)v * m + p - 1);
+    case CT_PP_ZB_H1: {
+        // Zero Bubble (Qi et al. 2023): ZB-H1 leaves (p-1)(F+I-W) of the 1F1B bubble (p-1)(F+B).
+        double F = c->cost[CT_ACT_FORWARD], I = c->cost[CT_ACT_BACKWARD_INPUT], W = c->cost[CT_ACT_BACKWARD_WEIGHT];
+        double b = (p - 1) * (F + I - W);
+        *formula = "(p-1)(F+I-W)/(m(F+I+W)+(p-1)(F+I-W))";
+        return b / (m * (F + I + W) + b);
+    }
+    default: *formula = "none"; return -1;
+    }
+}

@@ -217,7 +217,10 @@ static void test_pipeline_two_stages(void) {
     bool training[NS] = {true, true, true, true};
     CHECK(ct_executor_plan(&e, lists, n_mb, training, NS) == CT_OK, "plan: %s", ct_last_error());
     CHECK(st.split_backward, "the split schedule needs split slots");
-    CHECK(st.n_slots == N_TOT, "stage %d: %d slots, GPipe holds %d micro-batches", me, st.n_slots, N_TOT);
+    // GPipe holds every micro-batch; the stage that receives activations has one slot more, for
+    // the next receive posted ahead while the current micro-batch computes.
+    CHECK(st.n_slots == N_TOT + me, "stage %d: %d slots, GPipe holds %d micro-batches (+1 on the receiving stage)",
+          me, st.n_slots, N_TOT);
 
     // This stage's groups: 0 .. cut on rank 0, cut+1 .. L+1 on rank 1 (contiguous in the block).
     const long own_lo = me == 0 ? 0 : r.t.group_offset[cut + 1];

@@ -25,6 +25,7 @@ void ct_executor_free(ct_executor *e) {
     free(e->pending);
     free(e->t_start);
     free(e->t_end);
+    free(e->early);
     memset(e, 0, sizeof *e);
 }
 
@@ -47,9 +48,11 @@ static void last_uses(const ct_executor *e, const ct_schedule *s, int max_mb, in
     }
 }
 
-// Slots stage st needs for list s: micro-batches held from their first action to their last use.
+// Slots stage st needs for list s: micro-batches held from their first action to their last use,
+// plus one where activations arrive from another rank, so the next one's receive can be posted
+// while the current micro-batch still holds its slot (post_next_receive).
 static int slots_needed(const ct_executor *e, const ct_schedule *s, int st, int max_mb, const int *last) {
-    int live = 0, most = 0;
+    int live = 0, most = 0, receives = 0;
     bool held[max_mb > 0 ? max_mb : 1];
     memset(held, 0, sizeof held);
     for (int i = 0; i < s->count; i++) {
@@ -58,11 +61,12 @@ static int slots_needed(const ct_executor *e, const ct_schedule *s, int st, int 
             held[a->mb] = true;
             if (++live > most) most = live;
         }
+        receives |= a->stage == st && a->kind == CT_ACT_RECV_F;
         // A slot is given back after its last use, which may be an action of the next stage.
         for (int mb = 0; mb < max_mb; mb++)
             if (held[mb] && last[st * max_mb + mb] == i) held[mb] = false, live--;
     }
-    return most;
+    return most + (receives && most > 0);
 }
 
 ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, const int *n_mb,
@@ -133,7 +137,9 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
     if (longest > e->timeline_cap) {
         free(e->t_start);
         free(e->t_end);
+        free(e->early);
         e->timeline_cap = longest;
+        e->early = ct_xcalloc((size_t)longest, sizeof(ct_comm_handle));
         e->t_start = ct_xcalloc((size_t)longest, sizeof(double));
         e->t_end = ct_xcalloc((size_t)longest, sizeof(double));
     }
@@ -193,9 +199,39 @@ static void send(ct_executor *e, int stage, int mb, int to_stage, ct_tensor buf,
                             tag_of(e, backward ? stage - 1 : stage + 1, mb, backward));
 }
 
-static void recv(ct_executor *e, int stage, int from_stage, ct_tensor buf, int mb, int backward, const char *what) {
-    ct_comm_recv(e->pp, buf.data, (size_t)ct_tensor_numel(buf), buf.dtype, peer_of(e, from_stage, what),
-                 tag_of(e, stage, mb, backward));
+// A receive's destination: the slot's input (RECV_F) or its residual gradient (RECV_B).
+static ct_tensor recv_buffer(ct_stage *st, const ct_action *a, ct_act_slot *slot) {
+    return a->kind == CT_ACT_RECV_F ? ct_stage_input(st, slot) : ct_stage_grad(st, slot);
+}
+
+static ct_comm_handle recv_start(ct_executor *e, const ct_action *a, ct_act_slot *slot) {
+    int backward = a->kind == CT_ACT_RECV_B;
+    ct_tensor buf = recv_buffer(e->stage[a->stage], a, slot);
+    return ct_comm_recv_start(e->pp, buf.data, (size_t)ct_tensor_numel(buf), buf.dtype,
+                              peer_of(e, backward ? a->stage + 1 : a->stage - 1, ct_action_kind_name(a->kind)),
+                              tag_of(e, a->stage, a->mb, backward));
+}
+
+// Receive i: completes the copy posted ahead of time, or receives now.
+static void recv(ct_executor *e, int i, const ct_action *a, ct_act_slot *slot) {
+    if (!e->early[i].group) e->early[i] = recv_start(e, a, slot);
+    ct_comm_wait(&e->early[i]);
+}
+
+// Before compute action i runs, the list's next receive is posted, so its data travels while
+// this rank computes. A gradient goes into a slot that is already held; an activation takes a
+// slot only if one is free now (never one a later action was planned to use).
+static void post_next_receive(ct_executor *e, const ct_schedule *s, int i, const ct_microbatch *mbs) {
+    if (!e->pp) return;
+    int j = i + 1;
+    while (j < s->count && s->actions[j].kind != CT_ACT_RECV_F && s->actions[j].kind != CT_ACT_RECV_B) j++;
+    if (j == s->count || j >= e->timeline_cap || e->early[j].group) return;
+    const ct_action *a = &s->actions[j];
+    ct_stage *st = e->stage[a->stage];
+    bool held = e->slot_of[cell(e, a->stage, a->mb)] >= 0, free_slot = false;
+    for (int k = 0; k < st->n_slots && !held; k++) free_slot |= st->slots[k].mb < 0;
+    if (!held && (a->kind == CT_ACT_RECV_B || !free_slot)) return;
+    e->early[j] = recv_start(e, a, slot_for(e, a->stage, a->mb, mbs));
 }
 
 // ------------------------------------------------------------------ stages on one rank
@@ -280,23 +316,29 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         if (i < e->timeline_cap) e->t_start[i] = ct_now_seconds();
         switch (a->kind) {
         case CT_ACT_FORWARD:
+            post_next_receive(e, s, i, mbs);
             pull_input(e, a->stage, a->mb, slot);
             ct_stage_forward(st, slot, training, grad_scale);
             if (st->has_head) loss += slot->loss;
             break;
         case CT_ACT_BACKWARD:
+            post_next_receive(e, s, i, mbs);
             ct_stage_backward(st, slot);
             push_grad(e, a->stage, a->mb, slot);
             break;
         case CT_ACT_BACKWARD_INPUT:
+            post_next_receive(e, s, i, mbs);
             ct_stage_backward_input(st, slot);
             push_grad(e, a->stage, a->mb, slot);
             break;
-        case CT_ACT_BACKWARD_WEIGHT: ct_stage_backward_weight(st, slot); break;
+        case CT_ACT_BACKWARD_WEIGHT:
+            post_next_receive(e, s, i, mbs);
+            ct_stage_backward_weight(st, slot);
+            break;
         case CT_ACT_SEND_F: send(e, a->stage, a->mb, a->stage + 1, ct_stage_output(st, slot), 0, "SEND_F"); break;
-        case CT_ACT_RECV_F: recv(e, a->stage, a->stage - 1, ct_stage_input(st, slot), a->mb, 0, "RECV_F"); break;
+        case CT_ACT_RECV_F: recv(e, i, a, slot); break;
         case CT_ACT_SEND_B: send(e, a->stage, a->mb, a->stage - 1, ct_stage_grad(st, slot), 1, "SEND_B"); break;
-        case CT_ACT_RECV_B: recv(e, a->stage, a->stage + 1, ct_stage_grad(st, slot), a->mb, 1, "RECV_B"); break;
+        case CT_ACT_RECV_B: recv(e, i, a, slot); break;
         case CT_ACT_REDUCE_GRADS:
             for (int r = 0; r < e->n_reducers; r++) e->reducers[r].fn(e->reducers[r].ctx);
             break;

@@ -6,7 +6,9 @@
 // Slots: each stage gets as many activation slots as the schedules it will run need at once
 // (ct_schedule_max_in_flight); a micro-batch takes a free slot at its first action on a stage
 // and gives it back after its last. Sends are non-blocking and complete before their slot is
-// reused (or at the end of the step); receives complete before the action that reads them.
+// reused (or at the end of the step). The next receive in the list is posted before each
+// compute action runs, so its data arrives while this rank computes; it completes at its own
+// action, before anything reads it.
 // Consecutive stages that are both on this rank pass their tensors by copy instead.
 #ifndef CT_EXECUTOR_H
 #define CT_EXECUTOR_H
@@ -49,6 +51,7 @@ typedef struct {
     // The last run's measured timeline: when each action of the list started and ended (seconds
     // on ct_now_seconds' clock), for bubble figures and trace files. Receives include their wait.
     double *t_start, *t_end;      // (timeline_cap)
+    ct_comm_handle *early;        // (timeline_cap) receives posted ahead of their action
     int timeline_count, timeline_cap;
 } ct_executor;
 

@@ -12,7 +12,8 @@ static void usage(FILE *f) {
             "  tokenizer  train | encode | decode a byte-level BPE tokenizer\n"
             "  data       prepare: tokenise text into training shards\n"
             "  generate   sample text from a saved model\n"
-            "  eval       mean loss of a saved model on a token set\n");
+            "  eval       mean loss of a saved model on a token set\n"
+            "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n");
 }
 
 int main(int argc, char **argv) {
@@ -26,6 +27,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "data")) return ct_cmd_data(argc - 2, argv + 2);
     if (!strcmp(cmd, "generate")) return ct_cmd_generate(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return ct_cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "pipeline")) return ct_cmd_pipeline(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

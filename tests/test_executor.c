@@ -6,75 +6,16 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/memory.h"
-#include "core/rng.h"
-#include "model/llama.h"
-#include "model/runner.h"
 #include "model/stage.h"
 #include "parallel/executor.h"
 #include "parallel/schedule.h"
 #include "test.h"
 
 enum { B = 2, T = 12, N_MB = 3 };
-
-static ct_llama_config tiny(void) {
-    ct_llama_config m = {0};
-    strcpy(m.flavor, "test");
-    m.dim = 32;
-    m.n_layers = 3;
-    m.n_heads = 4;
-    m.n_kv_heads = 2;
-    m.head_dim = 8;
-    m.ffn_hidden = 40;
-    m.vocab_size = 61;
-    m.norm_eps = 1e-5;
-    m.rope_theta = 500000;
-    m.rope_scaling = 1;
-    m.max_seq_len = T;
-    return m;
-}
-
-typedef struct {
-    ct_llama_config m;
-    ct_param_table t;
-    float *params, *grads;
-    ct_llama_weights w, g;
-    int32_t *in, *tg;  // (N_MB, B, T)
-    ct_microbatch mbs[N_MB];
-    long valid;
-} rig;
-
-static void rig_init(rig *r) {
-    r->m = tiny();
-    ct_param_table_build(&r->t, &r->m);
-    r->params = ct_mem_alloc(CT_MEM_PARAMS, r->t.total * sizeof(float));
-    r->grads = ct_mem_alloc(CT_MEM_GRADS, r->t.total * sizeof(float));
-    ct_param_init_all(&r->t, 5, r->params);
-    ct_rng rng;
-    ct_rng_seed(&rng, 11);
-    for (long i = 0; i < r->t.total; i++) r->params[i] += 0.1f * ct_rng_next_normal(&rng);  // not at init
-    ct_llama_weights_init(&r->w, &r->t, &r->m, r->params);
-    ct_llama_weights_init(&r->g, &r->t, &r->m, r->grads);
-    r->in = ct_xmalloc(N_MB * B * T * sizeof(int32_t));
-    r->tg = ct_xmalloc(N_MB * B * T * sizeof(int32_t));
-    r->valid = 0;
-    for (long i = 0; i < N_MB * B * T; i++) {
-        r->in[i] = (int32_t)(ct_rng_next(&rng) % r->m.vocab_size);
-        r->tg[i] = i % 9 == 4 ? -1 : (int32_t)(ct_rng_next(&rng) % r->m.vocab_size);  // some ignored
-        r->valid += r->tg[i] >= 0;
-    }
-    for (int mb = 0; mb < N_MB; mb++) r->mbs[mb] = (ct_microbatch){r->in + mb * B * T, r->tg + mb * B * T};
-}
-
-static void rig_free(rig *r) {
-    ct_llama_weights_free(&r->w);
-    ct_llama_weights_free(&r->g);
-    ct_mem_free(r->params);
-    ct_mem_free(r->grads);
-    ct_param_table_free(&r->t);
-    free(r->in);
-    free(r->tg);
-}
+#define RIG_B B
+#define RIG_T T
+#define RIG_MB N_MB
+#include "executor_rig.h"
 
 // Runs the schedule text through a fresh stage + executor; grads (t.total) and the loss sum out.
 static double run_text(rig *r, const char *text, float *grads_out) {
@@ -102,15 +43,9 @@ static double run_text(rig *r, const char *text, float *grads_out) {
     return loss;
 }
 
-static long count_differing(const float *a, const float *b, long n) {
-    long d = 0;
-    for (long i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    return d;
-}
-
 static void test_split_backward_matches_whole_steps(void) {
     rig r;
-    rig_init(&r);
+    rig_init(&r, 3, 61, 9);
     long P = r.t.total;
     float *ga = ct_xmalloc(P * sizeof(float)), *gb = ct_xmalloc(P * sizeof(float));
     float *gc = ct_xmalloc(P * sizeof(float)), *gref = ct_xmalloc(P * sizeof(float));
@@ -155,7 +90,7 @@ static void test_split_backward_matches_whole_steps(void) {
 // Forward-only (evaluation) through the executor equals the reference's forward-only losses.
 static void test_forward_only_schedule(void) {
     rig r;
-    rig_init(&r);
+    rig_init(&r, 3, 61, 9);
     const ct_kernels *k = ct_kernels_get("cpu");
     ct_stage st;
     ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = 0, .layer_end = r.m.n_layers, .has_embedding = true,
@@ -191,7 +126,7 @@ static void test_forward_only_schedule(void) {
 // loss equal the one-stage run's bit for bit, whole or split.
 static void test_two_local_stages(void) {
     rig r;
-    rig_init(&r);
+    rig_init(&r, 3, 61, 9);
     const ct_kernels *k = ct_kernels_get("cpu");
     long P = r.t.total;
     float *gref = ct_xmalloc(P * sizeof(float)), *g = ct_xmalloc(P * sizeof(float));
@@ -341,7 +276,7 @@ static void test_slots_in_flight(void) {
 // A plan for a schedule naming a stage this rank does not run is refused before any work.
 static void test_plan_refuses_foreign_stage(void) {
     rig r;
-    rig_init(&r);
+    rig_init(&r, 3, 61, 9);
     const ct_kernels *k = ct_kernels_get("cpu");
     ct_stage st;
     ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = 0, .layer_end = r.m.n_layers, .has_embedding = true,

@@ -44,68 +44,13 @@
 #include "parallel/tensor_parallel.h"
 
 enum { B = 2, T = 8, N_TOT = 4 };  // micro-batches (B, T); N_TOT of them in all
+#define RIG_B B
+#define RIG_T T
+#define RIG_MB N_TOT
+#include "executor_rig.h"
 
 static ct_group world;
 static const ct_kernels *kern;
-
-static ct_llama_config tiny(void) {
-    ct_llama_config m = {0};
-    strcpy(m.flavor, "test");
-    m.dim = 32;
-    m.n_layers = 4;
-    m.n_heads = 4;
-    m.n_kv_heads = 2;
-    m.head_dim = 8;
-    m.ffn_hidden = 40;
-    m.vocab_size = 64;
-    m.norm_eps = 1e-5;
-    m.rope_theta = 500000;
-    m.rope_scaling = 1;
-    m.max_seq_len = T;
-    return m;
-}
-
-// The whole model and the data, the same on every rank.
-typedef struct {
-    ct_llama_config m;
-    ct_param_table t;   // global registry
-    float *params;      // (t.total) full parameters
-    float *grads;       // (t.total) full gradients (the reference's, or the pipeline's views)
-    ct_llama_weights w, g;
-    int32_t *in, *tg;   // (N_TOT, B, T)
-    ct_microbatch mbs[N_TOT];
-} rig;
-
-static void rig_init(rig *r) {
-    r->m = tiny();
-    ct_param_table_build(&r->t, &r->m);
-    r->params = ct_mem_alloc(CT_MEM_PARAMS, r->t.total * sizeof(float));
-    r->grads = ct_mem_alloc(CT_MEM_GRADS, r->t.total * sizeof(float));
-    memset(r->grads, 0, r->t.total * sizeof(float));
-    ct_param_init_all(&r->t, 5, r->params);
-    ct_rng rng;
-    ct_rng_seed(&rng, 11);
-    for (long i = 0; i < r->t.total; i++) r->params[i] += 0.1f * ct_rng_next_normal(&rng);  // not at init
-    ct_llama_weights_init(&r->w, &r->t, &r->m, r->params);
-    ct_llama_weights_init(&r->g, &r->t, &r->m, r->grads);
-    r->in = ct_xmalloc(N_TOT * B * T * sizeof(int32_t));
-    r->tg = ct_xmalloc(N_TOT * B * T * sizeof(int32_t));
-    for (long i = 0; i < N_TOT * B * T; i++) {
-        r->in[i] = (int32_t)(ct_rng_next(&rng) % r->m.vocab_size);
-        r->tg[i] = i % 7 == 3 ? -1 : (int32_t)(ct_rng_next(&rng) % r->m.vocab_size);  // some ignored
-    }
-    for (int mb = 0; mb < N_TOT; mb++) r->mbs[mb] = (ct_microbatch){r->in + mb * B * T, r->tg + mb * B * T};
-}
-
-static void rig_free(rig *r) {
-    ct_llama_weights_free(&r->w);
-    ct_llama_weights_free(&r->g);
-    ct_mem_free(r->params);
-    ct_mem_free(r->grads);
-    ct_param_table_free(&r->t);
-    free(r->in);
-    free(r->tg);
-}
 
 static long valid_tokens(const ct_microbatch *mbs, int n) {
     long v = 0;
@@ -128,11 +73,6 @@ static double reference(rig *r, const ct_microbatch *mbs, int n, float grad_scal
     return loss;
 }
 
-static long count_differing(const float *a, const float *b, long n) {
-    long d = 0;
-    for (long i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
-    return d;
-}
 
 static long count_nonzero(const float *a, long n) {
     long d = 0;
@@ -167,7 +107,7 @@ static void parse_all(ct_schedule *s, const char *const *text, int n) {
 static void test_pipeline_two_stages(void) {
     if (world.size != 2) return;
     rig r;
-    rig_init(&r);
+    rig_init(&r, 4, 64, 7);
     const int L = r.m.n_layers, cut = 2, me = world.rank;
     const long P = r.t.total;
     const long valid = valid_tokens(r.mbs, N_TOT);
@@ -370,7 +310,7 @@ static double grad_err_vs_reference(const rig *r, const float *a, const float *g
 static void tp_case(bool sp) {
     if (world.size != 2) return;
     rig r;
-    rig_init(&r);
+    rig_init(&r, 4, 64, 7);
     enum { NMB = 3 };
     const long valid = valid_tokens(r.mbs, NMB);
     const float gs = 1.0f / (float)valid;
@@ -430,7 +370,7 @@ static void test_tensor_parallel_no_sp(void) { tp_case(false); }
 static void test_fsdp_two_shards(void) {
     if (world.size != 2) return;
     rig r;
-    rig_init(&r);
+    rig_init(&r, 4, 64, 7);
     enum { NMB = N_TOT / 2 };  // micro-batches per rank: rank q runs [q·NMB, (q+1)·NMB)
     const long valid = valid_tokens(r.mbs, N_TOT);
     const float gs = 1.0f / (float)valid;
@@ -494,7 +434,7 @@ static void test_fsdp_two_shards(void) {
 static void test_fsdp_unshard_actions(void) {
     if (world.size != 2) return;
     rig r;
-    rig_init(&r);
+    rig_init(&r, 4, 64, 7);
     enum { NMB = N_TOT / 2 };
     const float gs = 1.0f / (float)valid_tokens(r.mbs, N_TOT);
     const ct_microbatch *mine = r.mbs + world.rank * NMB;

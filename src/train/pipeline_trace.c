@@ -254,9 +254,8 @@ ct_status ct_pp_trace_write(const char *path, const ct_pp_timeline *tl, const ch
 
 // Each rank packs [count, then per action kind, stage, mb, start, end] into doubles (exact for
 // these small integers), padded to the longest list so that one all-gather carries them all.
-ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const double *t_start,
-                                   const double *t_end, int count, bool write, const char *path,
-                                   const char *title) {
+void ct_pp_trace_gather(ct_group *pp, const ct_schedule *list, const double *t_start, const double *t_end, int count,
+                        ct_pp_measured *out) {
     int32_t longest = count;
     ct_comm_all_reduce(pp, &longest, &longest, 1, CT_I32, CT_COMM_MAX);
     size_t per = 1 + 5 * (size_t)longest;
@@ -268,33 +267,51 @@ ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const 
         p[0] = a->kind, p[1] = a->stage, p[2] = a->mb, p[3] = t_start[i], p[4] = t_end[i];
     }
     ct_comm_all_gather(pp, mine, all, per, CT_F64);
-    ct_status st = CT_OK;
-    if (write) {
-        int n = pp->size;
-        ct_schedule lists[n];
-        double *start[n], *end[n];
-        for (int r = 0; r < n; r++) {
-            const double *q = all + per * r;
-            int c = (int)q[0];
-            ct_schedule_init(&lists[r]);
-            start[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
-            end[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
-            for (int i = 0; i < c; i++) {
-                const double *p = q + 1 + 5 * (size_t)i;
-                ct_schedule_push(&lists[r], (ct_action_kind)p[0], (int)p[1], (int)p[2]);
-                start[r][i] = p[3], end[r][i] = p[4];
-            }
-        }
-        ct_pp_timeline tl = {n, lists, start, end, 1};
-        st = ct_pp_trace_write(path, &tl, title);
-        for (int r = 0; r < n; r++) {
-            ct_schedule_free(&lists[r]);
-            free(start[r]);
-            free(end[r]);
+    int n = pp->size;
+    out->pp = n;
+    out->lists = ct_xcalloc((size_t)n, sizeof(ct_schedule));
+    out->start = ct_xcalloc((size_t)n, sizeof(double *));
+    out->end = ct_xcalloc((size_t)n, sizeof(double *));
+    for (int r = 0; r < n; r++) {
+        const double *q = all + per * r;
+        int c = (int)q[0];
+        ct_schedule_init(&out->lists[r]);
+        out->start[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
+        out->end[r] = ct_xcalloc((size_t)c + 1, sizeof(double));
+        for (int i = 0; i < c; i++) {
+            const double *p = q + 1 + 5 * (size_t)i;
+            ct_schedule_push(&out->lists[r], (ct_action_kind)p[0], (int)p[1], (int)p[2]);
+            out->start[r][i] = p[3], out->end[r][i] = p[4];
         }
     }
     free(mine);
     free(all);
+}
+
+void ct_pp_measured_free(ct_pp_measured *m) {
+    for (int r = 0; r < m->pp; r++) {
+        ct_schedule_free(&m->lists[r]);
+        free(m->start[r]);
+        free(m->end[r]);
+    }
+    free(m->lists);
+    free(m->start);
+    free(m->end);
+    *m = (ct_pp_measured){0};
+}
+
+ct_pp_timeline ct_pp_measured_timeline(const ct_pp_measured *m) {
+    return (ct_pp_timeline){m->pp, m->lists, m->start, m->end, 1};
+}
+
+ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const double *t_start,
+                                   const double *t_end, int count, bool write, const char *path,
+                                   const char *title) {
+    ct_pp_measured m;
+    ct_pp_trace_gather(pp, list, t_start, t_end, count, &m);
+    ct_pp_timeline tl = ct_pp_measured_timeline(&m);
+    ct_status st = write ? ct_pp_trace_write(path, &tl, title) : CT_OK;
+    ct_pp_measured_free(&m);
     return st;
 }
 

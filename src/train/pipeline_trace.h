@@ -41,12 +41,24 @@ ct_status ct_pp_trace_write_chrome(const char *path, const ct_pp_timeline *tl);
 // SVG when path ends in ".svg", Chrome JSON otherwise.
 ct_status ct_pp_trace_write(const char *path, const ct_pp_timeline *tl, const char *title);
 
+// Every pp rank's measured timeline, owned (ct_pp_measured_free).
+typedef struct {
+    int pp;
+    ct_schedule *lists;     // (pp)
+    double **start, **end;  // (pp)[lists[r].count] seconds on ct_now_seconds' clock
+} ct_pp_measured;
+
 // Collective over `pp`: every rank contributes its list and the start / end (ct_now_seconds) of
-// its first `count` actions; every rank receives all of them, and the one with `write` set
-// writes the timeline to `path` (ct_pp_trace_write) and returns the outcome (the others CT_OK).
+// its first `count` actions (the executor's e->t_start / t_end) and receives everyone's in out.
 // Times are compared across processes as they are: CLOCK_MONOTONIC is one clock for every
 // process of one host, which is what this assumes (ranks on several hosts would need their
 // offsets measured first).
+void ct_pp_trace_gather(ct_group *pp, const ct_schedule *list, const double *t_start, const double *t_end, int count,
+                        ct_pp_measured *out);
+void ct_pp_measured_free(ct_pp_measured *m);
+ct_pp_timeline ct_pp_measured_timeline(const ct_pp_measured *m);  // seconds_per_unit 1
+// ct_pp_trace_gather, then the one rank with `write` set writes the timeline to `path`
+// (ct_pp_trace_write) and returns the outcome (the others CT_OK).
 ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const double *t_start,
                                    const double *t_end, int count, bool write, const char *path,
                                    const char *title);

@@ -34,6 +34,12 @@ static void every_schedule(void) {
     }
 }
 
+// A looped schedule left at the default of one stage per rank runs with two.
+static void looped_default_stages(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "interleaved_1f1b"},
+               "pp2 interleaved_1f1b, stages per rank left at 1");
+}
+
 // The loader's micro-batch of 4 sequences cut into pipeline micro-batches of 1: 8 in all.
 static void pipeline_microbatches(void) {
     ct_config saved = parity_base;
@@ -111,6 +117,7 @@ static void refusals(void) {
 static void cases(int n) {
     if (n <= 4) CT_MPI_RUN(every_schedule);
     if (n == 2) CT_MPI_RUN(pipeline_microbatches);
+    if (n == 2) CT_MPI_RUN(looped_default_stages);
     if (n == 2) CT_MPI_RUN(hand_written_csv);
     if (n == 2) CT_MPI_RUN(refusals);
     if (n == 4) CT_MPI_RUN(pp2_fsdp2);

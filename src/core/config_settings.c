@@ -96,7 +96,7 @@ const ct_setting ct_settings[] = {
     ENUM("parallelism.fsdp_reshard_after_forward", fsdp_reshard_after_forward, "default", "default|always|never", NULL,
          NULL, "free gathered parameters after forward (default: always, except the last stage)"),
     INT("parallelism.pipeline_stages_per_rank", pipeline_stages_per_rank, "1", NULL,
-        "virtual pipeline stages per rank (interleaved, looped and ZBV schedules)"),
+        "virtual pipeline stages per rank (1 with interleaved_1f1b, looped_bfs or zbv means 2)"),
     INT("parallelism.pipeline_microbatch_size", pipeline_microbatch_size, "0",
         "parallelism.pipeline_parallel_microbatch_size",
         "sequences per pipeline micro-batch (0 = micro_batch_size); must divide micro_batch_size"),

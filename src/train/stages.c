@@ -93,9 +93,20 @@ static ct_status place_stages(ct_trainer *t, int pp, int vpp) {
                               cfg->pipeline_split_points, t->first_layer);
 }
 
+// Stages per rank: as set, except that a looped schedule (interleaved 1F1B, looped BFS, ZBV)
+// cannot run one stage per rank, so the default 1 means 2 there, as in TorchTitan.
+static int stages_per_rank(const ct_config *cfg, int pp) {
+    ct_pp_kind kind;
+    if (pp > 1 && cfg->pipeline_stages_per_rank == 1 && !cfg->pipeline_schedule_file[0] &&
+        ct_pp_kind_parse(cfg->pipeline_schedule, &kind) == CT_OK &&
+        (kind == CT_PP_INTERLEAVED_1F1B || kind == CT_PP_LOOPED_BFS || kind == CT_PP_ZBV))
+        return 2;
+    return cfg->pipeline_stages_per_rank;
+}
+
 ct_status ct_trainer_build_stages(ct_trainer *t) {
     const ct_config *cfg = &t->cfg;
-    int pp = t->mesh.dim[CT_MESH_PP].size, me = t->mesh.dim[CT_MESH_PP].rank, vpp = cfg->pipeline_stages_per_rank;
+    int pp = t->mesh.dim[CT_MESH_PP].size, me = t->mesh.dim[CT_MESH_PP].rank, vpp = stages_per_rank(cfg, pp);
     if (pp == 1 && vpp > 1)
         return ct_set_error("parallelism.pipeline_stages_per_rank %d needs parallelism.pipeline_degree > 1", vpp);
     if (place_stages(t, pp, vpp)) return CT_ERR;

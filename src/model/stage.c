@@ -35,8 +35,8 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
         TAKE(s->tmp_local, Nl * C);
         TAKE(s->tmp_full, N * C);
     }
-    TAKE(s->rope_cos, s->T * HS / 2);
-    TAKE(s->rope_sin, s->T * HS / 2);
+    TAKE(s->rope_cos, s->rope_len * HS / 2);
+    TAKE(s->rope_sin, s->rope_len * HS / 2);
     TAKE(s->scratch, scratch);
     return used;
 }
@@ -115,6 +115,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->B = spec->B;
     s->T = spec->T;
     s->N = s->B * s->T;
+    s->pos = spec->pos;
+    s->rope_len = spec->max_pos > s->T ? spec->max_pos : s->T;
     s->N_local = seq_parallel(s) ? s->N / s->ops.tp.size : s->N;
     const ct_llama_config *m = &s->cfg;
     long HS = m->head_dim;
@@ -128,7 +130,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     long total = carve_shared(s, NULL, scratch);
     s->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     carve_shared(s, s->arena, scratch);
-    ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->T);
+    ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
 }
 
 static void free_slots(ct_stage *s) {
@@ -171,7 +173,7 @@ void ct_stage_free(ct_stage *s) {
 static ct_block_ctx block_ctx(ct_stage *s) {
     ct_block_ctx c = {
         .k = s->k, .ops = &s->ops, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
-        .qkv_dim = s->qkv_dim, .pos = NULL, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
+        .qkv_dim = s->qkv_dim, .pos = s->pos, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
         .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
         .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13,
     };

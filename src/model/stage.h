@@ -61,6 +61,8 @@ typedef struct {
     int layer_begin, layer_end;  // blocks [begin, end) in global numbering
     bool has_embedding, has_head;
     long B, T, N, N_local, qkv_dim;
+    const int32_t *pos;          // (T) token positions (NULL: 0..T-1)
+    long rope_len;               // rows of the RoPE tables
     ct_llama_weights *w;         // parameter views (strategies re-point them per group)
     ct_llama_weights *g;         // gradient views
 
@@ -76,7 +78,7 @@ typedef struct {
     float *dh13;                 // (N, 2F)
     float *tmp_local;            // (N_l, C) sequence parallel: a norm's output before gathering
     float *tmp_full;             // (N, C) sequence parallel: partial sums before reduce-scatter
-    float *rope_cos, *rope_sin;  // (T, HS/2)
+    float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
     long xent_chunk_rows;
     float *arena;                // shared buffers
@@ -88,7 +90,10 @@ typedef struct {
     const ct_llama_config *cfg;  // this rank's dimensions
     int layer_begin, layer_end;
     bool has_embedding, has_head;
-    long B, T;
+    long B, T;                   // micro-batch: B sequences of T tokens on this rank
+    const int32_t *pos;          // (T) global positions of those tokens (NULL: 0..T-1); context
+                                 // parallel gives each rank its chunks of a longer sequence
+    long max_pos;                // RoPE table length: 1 + the largest position (0: T)
     ct_stage_ops ops;
     ct_llama_weights *weights, *grads;
 } ct_stage_spec;

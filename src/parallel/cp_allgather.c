@@ -1,0 +1,65 @@
+// All-gather context parallel attention (TorchTitan's default rotate method): one all-gather of
+// every rank's packed K|V block, rearranged into the whole sequence in position order, and this
+// rank's queries attend to it in ONE kernel call (k_pos = 0..T-1, q_pos = this rank's
+// positions): no partial results, no merge; the kernel skips the key tiles in the future of a
+// query tile itself. Backward gathers again (keeping every layer's gathered K/V until its
+// backward would cost cp times the K/V memory that context parallel exists to save), runs the
+// kernel's backward against the whole sequence, and reduce-scatters dK|dV to their owners.
+#include "parallel/cp_internal.h"
+
+// Gathered blocks (cp, 2: K|V, nch, B, C, NKV, HS) <-> whole-sequence K, V (B, T, NKV, HS) in
+// position order; to_full false goes back (for the reduce-scatter of the gradients).
+static void rearrange(ct_cp *cp, float *all, float *kf, float *vf, long B, bool to_full) {
+    const long W = cp->NKV * cp->HS, C = cp->C, kvn = B * cp->T_local * W;
+    const size_t run = sizeof(float) * (size_t)(C * W);
+    for (int s = 0; s < cp->group->size; s++)
+        for (int c = 0; c < cp->nch; c++)
+            for (long b = 0; b < B; b++) {
+                float *blk = all + 2 * kvn * s + ((long)c * B + b) * C * W;       // (C, W) of K; V at + kvn
+                const long at = (b * cp->T + ct_cp_chunk_index(cp, s, c) * C) * W;  // (C, W) in (B, T, W)
+                if (to_full) {
+                    cp->k->copy(kf + at, blk, run);
+                    cp->k->copy(vf + at, blk + kvn, run);
+                } else {
+                    cp->k->copy(blk, kf + at, run);
+                    cp->k->copy(blk + kvn, vf + at, run);
+                }
+            }
+}
+
+// kfull, vfull = the whole sequence's K, V for these B sequences.
+static void gather_kv(ct_cp *cp, const ct_attention_args *a) {
+    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    float *mine = cp->kv_all + 2 * kvn * cp->group->rank;  // in place: this rank's slot of the result
+    ct_cp_pack(cp, mine, a->k, a->ldk, B, W);
+    ct_cp_pack(cp, mine + kvn, a->v, a->ldv, B, W);
+    ct_comm_all_gather(cp->group, mine, cp->kv_all, (size_t)(2 * kvn), CT_F32);
+    rearrange(cp, cp->kv_all, cp->kfull, cp->vfull, B, true);
+}
+
+void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a) {
+    gather_kv(cp, a);
+    const long W = cp->NKV * cp->HS;
+    cp->k->attention_forward(a->out, a->lse, a->q, a->ldq, cp->kfull, W, cp->vfull, W,
+                             ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, a->B, cp->T_local, cp->T, cp->NH,
+                             cp->NKV, cp->HS, a->scratch);
+    cp->counts.forward_calls++;
+}
+
+void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                              float *dv) {
+    gather_kv(cp, a);
+    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    const size_t full = sizeof(float) * (size_t)(B * cp->T * W);
+    cp->k->zero(cp->dkfull, full);
+    cp->k->zero(cp->dvfull, full);
+    // dq accumulates in place; dK, dV of the whole sequence (B, T, NKV, HS)
+    cp->k->attention_backward(dq, cp->dkfull, cp->dvfull, dout, a->out, a->lse, a->q, a->ldq, cp->kfull, W,
+                              cp->vfull, W, ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, B, cp->T_local, cp->T,
+                              cp->NH, cp->NKV, cp->HS, a->scratch);
+    cp->counts.backward_calls++;
+    rearrange(cp, cp->kv_all, cp->dkfull, cp->dvfull, B, false);  // (cp, 2, nch, B, C, W): owner-major
+    ct_comm_reduce_scatter(cp->group, cp->kv_all, cp->kv_send, (size_t)(2 * kvn), CT_F32, CT_COMM_SUM);
+    ct_cp_unpack(cp, dk, a->ldk, cp->kv_send, B, W, true);
+    ct_cp_unpack(cp, dv, a->ldv, cp->kv_send + kvn, B, W, true);
+}

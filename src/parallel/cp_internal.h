@@ -1,0 +1,41 @@
+// Shared pieces of context parallel attention (context_parallel.c, cp_ring.c, cp_allgather.c):
+// chunk bookkeeping, packing between the model's strided layout and chunk-major buffers, and
+// the log-sum-exp merge. Not for use outside src/parallel/ (and its test).
+#ifndef CT_CP_INTERNAL_H
+#define CT_CP_INTERNAL_H
+#include "parallel/context_parallel.h"
+
+// Message tags on the cp group: K|V blocks and dK|dV accumulators never match each other.
+enum { CT_CP_TAG_KV = 0x4350, CT_CP_TAG_DKV = 0x4351 };
+
+// Global chunk index (0 .. nch·cp - 1, in position order) of chunk c of `rank`'s tokens.
+static inline long ct_cp_chunk_index(const ct_cp *cp, int rank, int c) {
+    return cp->nch == 1 ? rank : (c == 0 ? rank : 2L * cp->group->size - 1 - rank);
+}
+// Positions (C) of chunk c of `rank`'s tokens (device memory).
+static inline const int32_t *ct_cp_chunk_pos(const ct_cp *cp, int rank, int c) {
+    return cp->pos + (long)rank * cp->T_local + (long)c * cp->C;
+}
+
+// Strided token rows -> chunk-major: src (B, T_local, width) with token stride ld ->
+// dst (nch, B, C, width) contiguous. Through the backend's copy (rows of `width` floats).
+void ct_cp_pack(const ct_cp *cp, float *dst, const float *src, long ld, long B, long width);
+// The inverse: dst (B, T_local, width) with token stride ld = src (nch, B, C, width), or += when add.
+void ct_cp_unpack(const ct_cp *cp, float *dst, long ld, const float *src, long B, long width, bool add);
+// The same two for lse rows: (B, NH, T_local) <-> (nch, B, NH, C).
+void ct_cp_pack_lse(const ct_cp *cp, float *dst, const float *src, long B);
+void ct_cp_unpack_lse(const ct_cp *cp, float *dst, const float *src, long B);
+
+// Exact merge of a partial attention result into an accumulated one over the same queries:
+// o (B, C, NH, HS), l (B, NH, C) := the attention over the union of both key sets, i.e.
+//   l = log(exp l + exp l_part),  o = exp(l - l_new) o + exp(l_part - l_new) o_part.
+// A row with l_part = -inf (saw no key in the part) keeps o, l; a row with l = -inf takes the
+// part's. Host memory (see context_parallel.h's device note).
+void ct_cp_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH, long HS);
+
+void ct_cp_ring_forward(ct_cp *cp, const ct_attention_args *a);
+void ct_cp_ring_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk, float *dv);
+void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a);
+void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                              float *dv);
+#endif

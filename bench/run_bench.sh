@@ -12,6 +12,10 @@ build/bench/bench_train M 3
 ROOT=""; [ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_fsdp_comm
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_tp
+# Context parallel: per-rank attention work with and without head-tail balancing (thread CPU time,
+# so oversubscribed ranks still compare their own work) and bytes per rotate method vs analytic.
+OMP_NUM_THREADS=1 mpirun $ROOT --bind-to none -np 2 build/bench/bench_cp
+OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_cp
 # Pipeline bubble: one thread per rank and as many ranks as cores (2), so idle time is waiting,
 # not a rank starved of its core; then activation memory at pp 4 (4 ranks; timing not used).
 OMP_NUM_THREADS=1 mpirun $ROOT --bind-to none -np 2 build/bench/bench_pipeline

@@ -120,6 +120,7 @@ typedef struct {
     int shard, replicate, tp, accum;
     bool sequence_parallel, disable_loss_parallel;
     int pp, vpp;            // pipeline degree and stages per rank (0: 1)
+    int cp;                 // context parallel degree (0: 1)
     const char *schedule;   // pipeline_schedule (NULL: the default)
     const char *schedule_file;  // pipeline_schedule_file (NULL: none)
 } parity_layout;
@@ -129,8 +130,9 @@ static void parity_run(parity_layout l, const char *what) {
     int world;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     ct_config c = parity_base;
-    int pp = l.pp > 0 ? l.pp : 1, vpp = l.vpp > 0 ? l.vpp : 1;
-    int shard = l.shard == -1 ? world / (l.replicate * l.tp * pp) : l.shard;
+    int pp = l.pp > 0 ? l.pp : 1, vpp = l.vpp > 0 ? l.vpp : 1, cp = l.cp > 0 ? l.cp : 1;
+    int shard = l.shard == -1 ? world / (l.replicate * l.tp * pp * cp) : l.shard;
+    parity_set_int(&c, "parallelism.context_extension_degree", cp);
     int dp = shard * l.replicate;
     parity_set_int(&c, "parallelism.pipeline_degree", pp);
     parity_set_int(&c, "parallelism.pipeline_stages_per_rank", vpp);

@@ -200,6 +200,8 @@ static const flag_case product_flags[] = {
     {"parallelism.pipeline_layers_per_stage", "3", "3"},
     {"parallelism.pipeline_split_points", "layers.2,layers.4", "\"layers.2,layers.4\""},
     {"metrics.pipeline_trace", "out/trace.json", "\"out/trace.json\""},
+    {"parallelism.context_parallel_load_balancer", "none", "\"none\""},
+    {"parallelism.context_parallel_rotate_method", "ring", "\"ring\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -273,6 +275,8 @@ static int flag_landed(const ct_config *c, int k) {
     case 64: return c->pipeline_layers_per_stage == 3;
     case 65: return !strcmp(c->pipeline_split_points, "layers.2,layers.4");
     case 66: return !strcmp(c->pipeline_trace, "out/trace.json");
+    case 67: return !strcmp(c->cp_load_balancer, "none");
+    case 68: return !strcmp(c->cp_rotate_method, "ring");
     }
     return 0;
 }
@@ -284,7 +288,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 67, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 69, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -533,7 +537,6 @@ static void test_not_implemented(void) {
     static const struct {
         const char *key, *value, *setting;
     } cases[] = {
-        {"parallelism.context_extension_degree", "2", "parallelism.context_extension_degree"},
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
         {"compile.enable", "true", "compile.enable"},
         {"mixed_precision", "bf16", "mixed_precision"},
@@ -734,7 +737,7 @@ static void test_every_config_file_parses(void) {
               c.context_extension_degree == 4 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") && c.mxfp8 &&
               !strcmp(c.flavor, "405B"),
           "405B layout");
-    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.context_extension_degree");
+    EXPECT_ERR(ct_config_check_implemented(&c), "not implemented yet: parallelism.enable_async_comm");
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,

@@ -55,6 +55,8 @@ typedef struct {
     int compute_parallel_degree;      // tensor parallel
     int pipeline_degree;
     int context_extension_degree;     // context parallel
+    char cp_load_balancer[16];        // headtail | none
+    char cp_rotate_method[16];        // allgather | ring
     bool enable_async_comm;
     bool disable_loss_parallel;
     char fsdp_reshard_after_forward[16];  // default | always | never

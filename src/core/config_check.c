@@ -110,7 +110,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->context_extension_degree > 1, "parallelism.context_extension_degree");
     NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
     NOT_YET(c->compile, "compile.enable");
     NOT_YET(!strcmp(c->mixed_precision, "bf16"), "mixed_precision");
@@ -121,7 +120,7 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence
-    // and loss parallel) and pipeline execution are built.
+    // and loss parallel), pipeline execution and context parallel are built.
     return CT_OK;
 }
 

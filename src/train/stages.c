@@ -124,12 +124,21 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     ct_fsdp_init_placed(&t->fsdp, t->k, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE],
                         reshard_policy(cfg), &t->weights, &t->grad_views, owned, group_stage);
 
-    // The operations every stage of this rank shares, filled in TorchTitan's order: tp, then
-    // data sharding.
+    // The operations every stage of this rank shares, filled in TorchTitan's order: tp, cp,
+    // then data sharding.
+    int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
     ct_stage_ops ops = ct_stage_ops_local(t->k);
     ct_tp_apply(&t->tp, &ops);
+    ct_group *cp = &t->mesh.dim[CT_MESH_CP];
+    if (cp->size > 1) {
+        ct_cp_rotate rotate = strcmp(cfg->cp_rotate_method, "ring") ? CT_CP_ALLGATHER : CT_CP_RING;
+        const ct_llama_config *m = &t->local_model;
+        if (ct_cp_init(&t->cp, t->k, cp, rotate, t->cp_balance, seqs, cfg->seq_len, m->n_heads, m->n_kv_heads,
+                       m->head_dim))
+            return CT_ERR;
+        ct_cp_apply(&t->cp, &ops);
+    }
     ops.weights = ct_fsdp_weight_ops(&t->fsdp);
-    int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
     t->stages = ct_xcalloc((size_t)t->n_stages, sizeof(ct_stage));
     ct_stage *mine[t->n_stages];
     for (int s = 0; s < t->n_stages; s++) {
@@ -137,7 +146,8 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
         if (t->stage_rank[s] != me) continue;
         ct_stage_spec spec = {
             .k = t->k, .cfg = &t->local_model, .layer_begin = t->first_layer[s], .layer_end = t->first_layer[s + 1],
-            .has_embedding = s == 0, .has_head = s == t->n_stages - 1, .B = seqs, .T = cfg->seq_len, .ops = ops,
+            .has_embedding = s == 0, .has_head = s == t->n_stages - 1, .B = seqs, .T = t->seq_local,
+            .pos = t->cp_pos, .max_pos = cfg->seq_len, .ops = ops,
             .weights = &t->weights, .grads = &t->grad_views,
         };
         ct_stage_init(&t->stages[s], &spec);
@@ -150,7 +160,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
 
     // Micro-batches: each accumulation micro-batch, cut into pipeline micro-batches of `seqs`.
     t->n_mb = cfg->gradient_accumulation_steps * (cfg->micro_batch_size / seqs);
-    long mb_tokens = (long)seqs * cfg->seq_len;
+    long mb_tokens = (long)seqs * t->seq_local;
     t->mbs = ct_xcalloc((size_t)t->n_mb, sizeof(ct_microbatch));
     for (int i = 0; i < t->n_mb; i++) t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens};
 

@@ -71,18 +71,32 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store};
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
+    // Context parallel: each rank of the cp group holds T / cp tokens of every sequence.
+    int cp = t->mesh.dim[CT_MESH_CP].size;
+    t->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
+    if (ct_cp_check_seq_len(t->cp_balance, cp, cfg->seq_len)) return CT_ERR;
+    t->seq_local = cfg->seq_len / cp;
     int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
-    long tokens_per_micro_batch = (long)seqs * cfg->seq_len;
+    long tokens_per_micro_batch = (long)seqs * t->seq_local;
     if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
-        return ct_set_error("sequence_parallel.enable: %d sequences x seq_len %d = %ld tokens per micro-batch do not "
-                            "split over compute_parallel_degree %d",
-                            seqs, cfg->seq_len, tokens_per_micro_batch, tp->size);
+        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
+                            "rank do not split over compute_parallel_degree %d",
+                            seqs, t->seq_local, tokens_per_micro_batch, tp->size);
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
 
     long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
-    t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
-    t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    if (cp > 1) {
+        t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)(tokens / cp) * sizeof(int32_t));
+        t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)(tokens / cp) * sizeof(int32_t));
+        t->cp_pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
+        ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, t->cp_pos);
+    } else {
+        t->inputs = t->seq_inputs;  // the whole sequences are this rank's
+        t->targets = t->seq_targets;
+    }
     // Views start empty: FSDP points them at its shards or gather buffers.
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
     ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
@@ -109,8 +123,14 @@ void ct_trainer_free(ct_trainer *t) {
     ct_metrics_close(&t->log);
     if (t->train_data) ct_loader_free(t->train_data);
     if (t->val_data) ct_loader_free(t->val_data);
-    ct_mem_free(t->inputs);
-    ct_mem_free(t->targets);
+    if (t->inputs != t->seq_inputs) {
+        ct_mem_free(t->inputs);
+        ct_mem_free(t->targets);
+    }
+    ct_mem_free(t->seq_inputs);
+    ct_mem_free(t->seq_targets);
+    free(t->cp_pos);
+    ct_cp_free(&t->cp);
     ct_executor_free(&t->exec);
     ct_schedule_free(&t->train_schedule);
     ct_schedule_free(&t->eval_schedule);
@@ -131,10 +151,33 @@ void ct_trainer_free(ct_trainer *t) {
 }
 
 // The last pipeline stage computed the loss: sum it over the pipeline (the other stages hold 0),
-// then over the data-parallel ranks. tp ranks hold identical copies and are not summed.
+// then over the ranks holding different tokens (data parallel x cp). tp ranks hold identical
+// copies and are not summed.
 static void share_loss(ct_trainer *t, double *loss_sum) {
     ct_comm_all_reduce(&t->mesh.dim[CT_MESH_PP], loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
-    ct_comm_all_reduce(&t->mesh.dp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
+    ct_comm_all_reduce(&t->mesh.dp_cp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
+}
+
+// Reads a step's micro-batches (accumulation x micro_batch_size sequences), keeps this rank's
+// tokens of each sequence under context parallel, and returns the valid targets of the whole
+// step over every rank that holds different tokens (data parallel x cp).
+static long read_step(ct_trainer *t, ct_loader *data) {
+    const ct_config *c = &t->cfg;
+    long T = c->seq_len, Tl = t->seq_local, seqs = (long)c->gradient_accumulation_steps * c->micro_batch_size;
+    for (int i = 0; i < c->gradient_accumulation_steps; i++) {
+        long at = (long)i * c->micro_batch_size * T;
+        ct_loader_next_batch(data, t->seq_inputs + at, t->seq_targets + at);
+    }
+    if (t->inputs != t->seq_inputs)
+        for (long b = 0; b < seqs; b++)  // (seqs, T) -> (seqs, T / cp) by this rank's positions
+            for (long j = 0; j < Tl; j++) {
+                t->inputs[b * Tl + j] = t->seq_inputs[b * T + t->cp_pos[j]];
+                t->targets[b * Tl + j] = t->seq_targets[b * T + t->cp_pos[j]];
+            }
+    long valid = 0;
+    for (long j = 0; j < seqs * Tl; j++) valid += t->targets[j] >= 0;
+    ct_comm_all_reduce(&t->mesh.dp_cp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
+    return valid;
 }
 
 double ct_trainer_step(ct_trainer *t) {
@@ -144,13 +187,7 @@ double ct_trainer_step(ct_trainer *t) {
     int accum = c->gradient_accumulation_steps;
 
     // Read every micro-batch first: the loss is normalised by the valid tokens of the whole step.
-    long valid = 0;
-    for (int i = 0; i < accum; i++) {
-        int32_t *in = t->inputs + i * mb_tokens, *tg = t->targets + i * mb_tokens;
-        ct_loader_next_batch(t->train_data, in, tg);
-        for (long j = 0; j < mb_tokens; j++) valid += tg[j] >= 0;
-    }
-    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
+    long valid = read_step(t, t->train_data);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
@@ -192,17 +229,13 @@ double ct_trainer_validate(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     ct_loader_reset(t->val_data);
     double loss_sum = 0;
-    long valid = 0, mb_tokens = (long)c->micro_batch_size * c->seq_len;
+    long valid = 0;
     // validation.steps batches the size of a training step's global batch, so every layout
     // (micro-batch size, accumulation, data-parallel degree) evaluates the same tokens.
-    int accum = c->gradient_accumulation_steps;
     for (int i = 0; i < c->val_steps; i++) {
-        for (int j = 0; j < accum; j++)
-            ct_loader_next_batch(t->val_data, t->inputs + j * mb_tokens, t->targets + j * mb_tokens);
-        for (long j = 0; j < accum * mb_tokens; j++) valid += t->targets[j] >= 0;
+        valid += read_step(t, t->val_data);  // already summed over the ranks
         loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, t->n_mb, false, 0.0f);
     }
-    ct_comm_all_reduce(&t->mesh.dp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
     share_loss(t, &loss_sum);
     return valid ? loss_sum / (double)valid : 0.0;
 }

@@ -10,6 +10,7 @@
 #include "metrics/metrics.h"
 #include "model/llama.h"
 #include "model/stage.h"
+#include "parallel/context_parallel.h"
 #include "parallel/executor.h"
 #include "parallel/fsdp.h"
 #include "parallel/tensor_parallel.h"
@@ -48,8 +49,14 @@ typedef struct {
 
     ct_loader *train_data;
     ct_loader *val_data;     // NULL when validation is off
-    int32_t *inputs;         // (accum, B, T) this step's micro-batches
-    int32_t *targets;        // (accum, B, T)
+    int32_t *seq_inputs;     // (accum, B, T) this step's micro-batches, whole sequences as read
+    int32_t *seq_targets;    // (accum, B, T)
+    int32_t *inputs;         // (accum, B, T / cp) this rank's tokens of them (= seq_* without cp)
+    int32_t *targets;        // (accum, B, T / cp)
+    long seq_local;          // T / cp
+    ct_cp_balance cp_balance;
+    int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens; NULL without cp
+    ct_cp cp;                // context-parallel attention (inactive without cp)
 
     int step;                // optimizer steps done
     double flops_per_token;

@@ -153,6 +153,8 @@ static void parity_run(parity_layout l, const char *what) {
 // main() of a parity test: started plainly it re-runs itself under mpirun at 2, 4 and 8 ranks;
 // as a child it builds the reference for the model `dims` (ndims "key", "value" pairs) and
 // calls cases(world size), which runs the layouts that fit.
+static int parity_extra_ranks;  // a test may add one larger world (e.g. 16 for a 4-D layout)
+
 static int parity_main(int argc, char **argv, const char *dims[][2], size_t ndims, void (*cases)(int world_size)) {
     if (!ct_mpi_test_is_child(argc, argv)) {
         // Up to 8 ranks share this machine's cores: one thread each, or they spin against each other.
@@ -161,6 +163,7 @@ static int parity_main(int argc, char **argv, const char *dims[][2], size_t ndim
         rc |= ct_mpi_test_spawn(argv[0], 2, 300, NULL);
         rc |= ct_mpi_test_spawn(argv[0], 4, 300, NULL);
         rc |= ct_mpi_test_spawn(argv[0], 8, 400, NULL);
+        if (parity_extra_ranks) rc |= ct_mpi_test_spawn(argv[0], parity_extra_ranks, 400, NULL);
         return rc ? 1 : 0;
     }
     if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());

@@ -1,8 +1,8 @@
 // Parity of context parallel with the single-process run (tests/parity.h): cp 2 and 4, each
 // with both rotate methods (all-gather, ring) and both splits (head-tail, contiguous); cp 2 x
-// FSDP 2; cp 2 x tp 2 (+ sequence parallel); and pp 2 x cp 2 x tp 2 on 8 ranks (the 4-D layout
-// with dp 2 would need 16 ranks: see the comment at the end). A sequence length the split cannot
-// cut is refused with one line.
+// FSDP 2; cp 2 x tp 2 (+ sequence parallel); pp 2 x cp 2 x tp 2 on 8 ranks; and the 4-D layout
+// pp 2 x FSDP 2 x cp 2 x tp 2 on 16 ranks. A sequence length the split cannot cut is refused with
+// one line.
 #include "parity.h"
 
 static int world_size(void) {
@@ -42,12 +42,21 @@ static void cp2_tp2(void) {
            "allgather", "headtail", "cp2 x tp2+sp allgather");
 }
 
-// 8 ranks: pipeline 2 x cp 2 x tp 2 (1F1B, 2 micro-batches). With data parallel 2 as well the
-// 4-D layout needs 16 ranks; 16 processes of one thread on this 2-core machine run, but slowly,
-// so the suite runs the three model-splitting dimensions together and FSDP x cp above.
+// 8 ranks: pipeline 2 x cp 2 x tp 2 (1F1B, 2 micro-batches).
 static void pp2_cp2_tp2(void) {
     cp_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 2, .cp = 2, .pp = 2, .schedule = "1f1b"},
            "ring", "headtail", "pp2 x cp2 x tp2 ring");
+}
+
+// 16 ranks, the seed's 4-D layout: pipeline 2 x data sharding 2 x cp 2 x tp 2 (+ sequence
+// parallel), ring attention, pipeline micro-batches of 2 sequences.
+static void four_d(void) {
+    ct_config saved = parity_base;
+    parity_set(&parity_base, "parallelism.pipeline_microbatch_size", "2");
+    cp_run((parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .cp = 2, .pp = 2, .schedule = "1f1b",
+                           .sequence_parallel = true},
+           "ring", "headtail", "pp2 x fsdp2 x cp2 x tp2+sp ring");
+    parity_base = saved;
 }
 
 static void refusals(void) {
@@ -66,10 +75,12 @@ static void cases(int n) {
     if (n == 4) CT_MPI_RUN(cp2_fsdp2);
     if (n == 4) CT_MPI_RUN(cp2_tp2);
     if (n == 8) CT_MPI_RUN(pp2_cp2_tp2);
+    if (n == 16) CT_MPI_RUN(four_d);
 }
 
 int main(int argc, char **argv) {
     static const char *dims[][2] = {{"model.dim", "32"},       {"model.n_layers", "2"},     {"model.n_heads", "4"},
                                     {"model.n_kv_heads", "2"}, {"model.vocab_size", "128"}, {"model.ffn_hidden_dim", "64"}};
+    parity_extra_ranks = 16;
     return parity_main(argc, argv, dims, sizeof dims / sizeof dims[0], cases);
 }

@@ -4,8 +4,9 @@
 // layout is one schedule run by this one code path.
 //
 // Slots: each stage gets as many activation slots as the schedules it will run need at once
-// (ct_schedule_max_in_flight); a micro-batch takes a free slot at its first action on a stage
-// and gives it back after its last. Sends are non-blocking and complete before their slot is
+// (counted at plan time from each micro-batch's first action on the stage to its last use, plus
+// one for a receive posted ahead); a micro-batch takes a free slot at its first action on a stage
+// and gives it back after its last use. Sends are non-blocking and complete before their slot is
 // reused (or at the end of the step). The next receive in the list is posted before each
 // compute action runs, so its data arrives while this rank computes; it completes at its own
 // action, before anything reads it.

@@ -95,6 +95,17 @@ typedef struct ct_kernels {
     double (*sum_squares)(const float *x, long n);
     void (*add_inplace)(float *y, const float *x, long n);
     void (*scale_inplace)(float *y, float a, long n);
+
+    // ---- bf16 matmul (mixed precision): bf16 = uint16_t bits, contracts in kernels/cpu/gemm_bf16.h
+    // C (fp32) = alpha op(A) op(B) + beta C with A, B in bf16 and fp32 accumulation (ct_gemm's shapes).
+    void (*gemm_bf16)(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                      const uint16_t *B, long ldb, float beta, float *C, long ldc);
+    // Best bf16 matmul rate in GFLOP/s (n×n×n, best of reps), as matmul_peak_gflops for fp32.
+    double (*matmul_peak_gflops_bf16)(long n, int reps);
+    // Which bf16 kernel runs, for the log: "amx", "avx512_bf16" or "fallback" (fp32 math).
+    const char *(*bf16_gemm_path)(void);
+    // dst (n) = src rounded to bf16, nearest even (the narrowing of every compute copy).
+    void (*f32_to_bf16)(uint16_t *dst, const float *src, long n);
 } ct_kernels;
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name.

@@ -3,6 +3,7 @@
 // memory is the device: the copies to and from the host are plain copies.
 #include "kernels/cpu/backend_cpu.h"
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/kernels.h"
 
 const ct_kernels ct_kernels_cpu = {
@@ -46,4 +47,9 @@ const ct_kernels ct_kernels_cpu = {
     .sum_squares = ct_sum_squares,
     .add_inplace = ct_add_inplace,
     .scale_inplace = ct_scale_inplace,
+
+    .gemm_bf16 = ct_gemm_bf16,
+    .matmul_peak_gflops_bf16 = ct_cpu_matmul_peak_gflops_bf16,
+    .bf16_gemm_path = ct_bf16_gemm_path,
+    .f32_to_bf16 = ct_f32_to_bf16_array,
 };

@@ -1,0 +1,50 @@
+// bf16 matmul on the CPU (kernels/cpu/gemm_bf16.c): bf16 inputs, fp32 accumulation and output.
+// Internal to src/kernels (like kernels.h); code above kernels/ calls the table members
+// gemm_bf16, matmul_peak_gflops_bf16, bf16_gemm_path and f32_to_bf16 in kernels/backend.h.
+//
+// bf16 values are passed as their raw bits (uint16_t): the top half of an fp32.
+#ifndef CT_CPU_GEMM_BF16_H
+#define CT_CPU_GEMM_BF16_H
+#include <stdint.h>
+
+// C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when trans_x: the contract
+// of ct_gemm, with A and B in bf16 and C in fp32 (beta == 0 overwrites C, NaN garbage included).
+// Products are exact in fp32 and summed in fp32 (oneDNN's AMX / AVX-512 BF16 kernels, or the
+// fallback below), so the result is an fp32 gemm of the bf16 values.
+//
+// Threads: calls may come from any thread; the oneDNN path holds one mutex around its primitive
+// cache and shared scratchpad, so concurrent calls (e.g. from inside an OpenMP parallel region)
+// run one at a time there. The fallback path takes the mutex too unless called inside a
+// parallel region, where it allocates its own widened copies.
+// Allocation: the first call with a new shape creates a primitive (and may grow the shared
+// scratchpad); repeated shapes allocate nothing.
+void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                  const uint16_t *B, long ldb, float beta, float *C, long ldc);
+
+// Which path ct_gemm_bf16 takes on this CPU, decided once: "amx" (AVX-512 + AMX tiles),
+// "avx512_bf16" (AVX-512 BF16 dot products), or "fallback" (inputs widened to fp32, then
+// ct_gemm: correct everywhere, fp32 speed or a little less). A shape oneDNN only offers through
+// its reference kernel also falls back, silently: see DNNL_VERBOSE=1 for the kernel per shape.
+const char *ct_bf16_gemm_path(void);
+
+// dst[i] = src[i] rounded to the nearest bf16, ties to even; NaN stays NaN (quiet), overflow
+// rounds to infinity as IEEE rounding does. Parallel (OpenMP) for large n.
+void ct_f32_to_bf16_array(uint16_t *dst, const float *src, long n);
+// dst[i] = the fp32 value of bf16 src[i] (exact). Parallel for large n.
+void ct_bf16_to_f32_array(float *dst, const uint16_t *src, long n);
+
+// Best GFLOP/s of an n×n×n ct_gemm_bf16 over `reps` runs (after a warm-up that creates the
+// primitive): the bf16 peak a mixed-precision MFU divides by. Set-up code: allocates.
+double ct_cpu_matmul_peak_gflops_bf16(long n, int reps);
+
+// ---- knobs for tests and the bench (call while no gemm runs; each empties the cache)
+// user != 0: one scratchpad buffer owned here, shared by every cached primitive (the default);
+// 0: oneDNN manages it per primitive (library mode).
+void ct_gemm_bf16_set_user_scratchpad(int user);
+// on != 0: the oneDNN path runs anyway, with an fp32 matmul primitive on inputs widened from
+// bf16 into buffers of the same layout, so a CPU without bf16 support still tests the
+// descriptors, strides, alpha and beta handling of that path. Slow; for tests only.
+void ct_gemm_bf16_test_f32_primitive(int on);
+// How many primitives the cache has created since start (tests: steady state creates none).
+long ct_gemm_bf16_primitives_created(void);
+#endif

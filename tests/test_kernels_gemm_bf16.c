@@ -1,0 +1,213 @@
+// ct_gemm_bf16 against a float64 gemm of the same bf16 values, and the bf16 rounding it relies on.
+//
+// Error bound, per element: |C - ref| <= (K + 4) * 2^-24 * (|alpha| * sum_k |a_ik b_kj| + |beta C0_ij|).
+// Why: a product of two bf16 values (8-bit significands) is exact in fp32, so the only error is
+// summing K fp32 terms in some order, which Higham's gamma_K bounds by K u sum|terms| (u = 2^-24)
+// whatever the order or blocking oneDNN chooses; the +4 covers alpha's scaling, beta C's
+// product and the final additions. A wrong stride or transpose gives errors of order one, far
+// beyond this. Inputs avoid subnormals (AMX and AVX-512 BF16 flush them).
+//
+// Every case runs twice: on the path this CPU takes, and with the oneDNN path forced through
+// an fp32 primitive (ct_gemm_bf16_test_f32_primitive), so descriptors, strides, alpha and beta
+// of that path are tested even where the CPU has no bf16 kernel.
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "test.h"
+
+static _Thread_local uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float urand(void) {  // uniform in [-2, 2), never subnormal except exact 0
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 4.0 - 2.0);
+}
+static float bf(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t to_bf(float f) {
+    uint16_t h;
+    ct_f32_to_bf16_array(&h, &f, 1);
+    return h;
+}
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_rounding(void) {
+    // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties go to the even one (1).
+    CHECK(to_bf(from_bits(0x3f808000u)) == 0x3f80, "1+2^-8 -> %04x", to_bf(from_bits(0x3f808000u)));
+    // 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6 (even): up.
+    CHECK(to_bf(from_bits(0x3f818000u)) == 0x3f82, "1+3*2^-8 -> %04x", to_bf(from_bits(0x3f818000u)));
+    CHECK(to_bf(from_bits(0x3f808001u)) == 0x3f81, "just above half rounds up");
+    CHECK(to_bf(from_bits(0x3f807fffu)) == 0x3f80, "just below half rounds down");
+    CHECK(to_bf(from_bits(0xbf808000u)) == 0xbf80, "negative tie to even");
+    CHECK(to_bf(from_bits(0x7f7fffffu)) == 0x7f80, "FLT_MAX rounds to inf");
+    CHECK(to_bf(from_bits(0xff800000u)) == 0xff80, "-inf stays -inf");
+    uint16_t n = to_bf(from_bits(0x7f800001u));  // signalling NaN with a low payload: must stay NaN
+    CHECK((n & 0x7f80) == 0x7f80 && (n & 0x7f), "NaN -> %04x", n);
+    CHECK(to_bf(0.0f) == 0 && to_bf(-0.0f) == 0x8000, "signed zeros");
+    // Array (parallel) == scalar; and bf16 -> f32 -> bf16 is the identity.
+    long len = 200000;
+    float *x = malloc(len * sizeof(float)), *y = malloc(len * sizeof(float));
+    uint16_t *h = malloc(len * sizeof(uint16_t)), *h2 = malloc(len * sizeof(uint16_t));
+    for (long i = 0; i < len; i++) x[i] = urand() * 1000.0f;
+    ct_f32_to_bf16_array(h, x, len);
+    int bad = 0;
+    for (long i = 0; i < len; i++) bad += h[i] != to_bf(x[i]);
+    ct_bf16_to_f32_array(y, h, len);
+    ct_f32_to_bf16_array(h2, y, len);
+    for (long i = 0; i < len; i++) bad += h2[i] != h[i] || y[i] != bf(h[i]);
+    CHECK(bad == 0, "%d array mismatches", bad);
+    free(x), free(y), free(h), free(h2);
+}
+
+static void test_path(void) {
+    const char *p = ct_bf16_gemm_path();
+    printf("  bf16 gemm path: %s\n", p);
+    CHECK(!strcmp(p, "amx") || !strcmp(p, "avx512_bf16") || !strcmp(p, "fallback"), "path %s", p);
+    const ct_kernels *k = ct_kernels_get("cpu");
+    CHECK(k && k->gemm_bf16 == ct_gemm_bf16 && k->matmul_peak_gflops_bf16 && k->bf16_gemm_path == ct_bf16_gemm_path &&
+              k->f32_to_bf16 == ct_f32_to_bf16_array,
+          "cpu table members");
+}
+
+// One gemm checked against float64 with the bound above; C's padding columns must stay as they
+// were. Returns 1 when it passed.
+static int check_gemm(int ta, int tb, long M, long N, long K, float alpha, float beta, long pad) {
+    long ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    long lda = ac + pad, ldb = bc + pad, ldc = N + pad;
+    uint16_t *A = malloc(sizeof(uint16_t) * ar * lda), *B = malloc(sizeof(uint16_t) * br * ldb);
+    float *C = malloc(sizeof(float) * M * ldc), *C0 = malloc(sizeof(float) * M * ldc);
+    for (long i = 0; i < ar * lda; i++) A[i] = to_bf(urand());
+    for (long i = 0; i < br * ldb; i++) B[i] = to_bf(urand());
+    for (long i = 0; i < M * ldc; i++) C0[i] = (beta == 0.0f && i % ldc < N) ? NAN : urand();  // beta 0: overwrite NaN
+    memcpy(C, C0, sizeof(float) * M * ldc);
+    ct_gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int ok = 1;
+    for (long i = 0; i < M && ok; i++)
+        for (long j = 0; j < ldc && ok; j++) {
+            if (j >= N) {
+                ok = memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(float)) == 0;
+                if (!ok) printf("  padding C[%ld][%ld] written\n", i, j);
+                continue;
+            }
+            double s = 0, sa = 0;
+            for (long k = 0; k < K; k++) {
+                double a = bf(ta ? A[k * lda + i] : A[i * lda + k]), b = bf(tb ? B[j * ldb + k] : B[k * ldb + j]);
+                s += a * b, sa += fabs(a * b);
+            }
+            double c0 = beta == 0.0f ? 0.0 : (double)beta * C0[i * ldc + j];
+            double ref = (double)alpha * s + c0;
+            double bound = (K + 4) * 0x1p-24 * (fabs(alpha) * sa + fabs(c0)) + 1e-30;
+            double err = fabs(C[i * ldc + j] - ref);
+            if (!(err <= bound)) {
+                printf("  ta=%d tb=%d M=%ld N=%ld K=%ld alpha=%g beta=%g pad=%ld: C[%ld][%ld]=%.9g ref %.9g err %.3g "
+                       "bound %.3g\n",
+                       ta, tb, M, N, K, alpha, beta, pad, i, j, C[i * ldc + j], ref, err, bound);
+                ok = 0;
+            }
+        }
+    free(A), free(B), free(C), free(C0);
+    return ok;
+}
+
+static const long shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {65, 33, 129}, {256, 512, 384}};
+static const float ab[][2] = {{1.0f, 0.0f}, {0.5f, 1.0f}, {-1.5f, 0.25f}};
+
+static void all_shapes(void) {
+    int fails = 0, runs = 0;
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 4; t++)
+            for (int c = 0; c < 3; c++)
+                for (long pad = 0; pad <= 7; pad += 7) {
+                    if (s == 3 && (c == 1 || pad)) continue;  // the big shape: fewer combinations (time)
+                    fails += !check_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], ab[c][0], ab[c][1],
+                                         pad);
+                    runs++;
+                }
+    CHECK(fails == 0, "%d of %d gemms outside the bound", fails, runs);
+}
+
+static void test_shapes_native(void) { all_shapes(); }
+
+static void test_shapes_onednn_f32(void) {
+    ct_gemm_bf16_test_f32_primitive(1);
+    all_shapes();
+    ct_gemm_bf16_test_f32_primitive(0);
+}
+
+static void test_shapes_library_scratchpad(void) {
+    ct_gemm_bf16_set_user_scratchpad(0);
+    int ok = check_gemm(1, 0, 65, 33, 129, 1.0f, 1.0f, 3) && check_gemm(0, 1, 256, 512, 384, 1.0f, 0.0f, 0);
+    ct_gemm_bf16_test_f32_primitive(1);
+    ok = ok && check_gemm(1, 1, 65, 33, 129, -1.5f, 0.25f, 7);
+    ct_gemm_bf16_test_f32_primitive(0);
+    ct_gemm_bf16_set_user_scratchpad(1);
+    CHECK(ok, "library scratchpad mode");
+}
+
+// No products (K = 0 or alpha = 0): C = beta C, and A, B are never read (NULL here).
+static void test_degenerate(void) {
+    float C[6] = {1, 2, 3, 4, 5, NAN};
+    ct_gemm_bf16(0, 0, 2, 3, 0, 1.0f, NULL, 1, NULL, 1, 2.0f, C, 3);
+    CHECK(C[0] == 2 && C[4] == 10, "K=0 beta=2: %g %g", C[0], C[4]);
+    ct_gemm_bf16(0, 1, 2, 3, 5, 0.0f, NULL, 5, NULL, 5, 0.0f, C, 3);
+    CHECK(C[0] == 0 && C[5] == 0, "alpha=0 beta=0 clears NaN: %g", C[5]);
+    ct_gemm_bf16(0, 0, 0, 3, 5, 1.0f, NULL, 5, NULL, 3, 0.0f, NULL, 3);  // M = 0: nothing
+}
+
+// More distinct shapes than the cache holds (64), interleaved, twice: every result correct, and
+// on the oneDNN path a second pass over a set that fits creates no primitive.
+static void cache_pass(int nshapes, int reps, int *fails) {
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < nshapes; i++) {
+            long M = 1 + (i * 7) % 23, N = 1 + (i * 5) % 19, K = 1 + (i * 3) % 29 + i / 20;
+            *fails += !check_gemm(i & 1, (i >> 1) & 1, M, N, K, (i % 3) ? 1.0f : 0.75f, (i % 4) ? 0.0f : 1.0f, i % 2);
+        }
+}
+
+static void run_cache(void) {
+    int fails = 0;
+    cache_pass(80, 2, &fails);  // 80 keys > 64 slots: evictions, then recreations
+    cache_pass(40, 1, &fails);  // warm 40 of them
+    long before = ct_gemm_bf16_primitives_created();
+    cache_pass(40, 3, &fails);
+    long created = ct_gemm_bf16_primitives_created() - before;
+    CHECK(fails == 0, "%d cached gemms outside the bound", fails);
+    CHECK(created == 0, "steady state created %ld primitives", created);
+}
+
+static void test_cache_native(void) { run_cache(); }
+static void test_cache_onednn_f32(void) {
+    ct_gemm_bf16_test_f32_primitive(1);
+    run_cache();
+    ct_gemm_bf16_test_f32_primitive(0);
+}
+
+// Calls from inside a parallel region (each thread its own C) stay correct.
+static void test_parallel_callers(void) {
+    int fails = 0;
+#pragma omp parallel for reduction(+ : fails) schedule(static, 1)
+    for (int i = 0; i < 8; i++) fails += !check_gemm(i & 1, (i >> 1) & 1, 17 + i, 9 + i, 33, 1.0f, 0.0f, 1);
+    CHECK(fails == 0, "%d parallel callers wrong", fails);
+}
+
+int main(void) {
+    CT_RUN(test_rounding);
+    CT_RUN(test_path);
+    CT_RUN(test_degenerate);
+    CT_RUN(test_shapes_native);
+    CT_RUN(test_shapes_onednn_f32);
+    CT_RUN(test_shapes_library_scratchpad);
+    CT_RUN(test_cache_native);
+    CT_RUN(test_cache_onednn_f32);
+    CT_RUN(test_parallel_callers);
+    CT_TEST_EXIT();
+}

@@ -5,6 +5,7 @@ set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 build/bench/bench_matmul
+build/bench/bench_matmul_bf16
 build/bench/bench_attention
 build/bench/bench_tokenizer
 build/bench/bench_train S

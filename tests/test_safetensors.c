@@ -28,25 +28,25 @@ static float bits_f32(uint32_t u) {
 
 static void test_conversions(void) {
     // bf16 keeps the top 16 bits of fp32; halfway cases go to the even neighbour.
-    CHECK(ct_st_f32_to_bf16(1.0f) == 0x3f80, "1.0");
-    CHECK(ct_st_f32_to_bf16(-2.0f) == 0xc000, "-2.0");
-    CHECK(ct_st_f32_to_bf16(1.0f + 0.00390625f) == 0x3f80, "1 + 2^-8 is a tie: down to even 0x3f80");
-    CHECK(ct_st_f32_to_bf16(1.0f + 3 * 0.00390625f) == 0x3f82, "1 + 3*2^-8 is a tie: up to even 0x3f82");
-    CHECK(ct_st_f32_to_bf16(bits_f32(0x3f808001u)) == 0x3f81, "just above a tie rounds up");
-    CHECK(ct_st_f32_to_bf16(bits_f32(0x3f807fffu)) == 0x3f80, "just below a tie rounds down");
-    CHECK(ct_st_f32_to_bf16(bits_f32(0x7f7fffffu)) == 0x7f80, "FLT_MAX rounds to inf");
-    uint16_t nan = ct_st_f32_to_bf16(bits_f32(0x7f800001u));
+    CHECK(ct_f32_to_bf16(1.0f) == 0x3f80, "1.0");
+    CHECK(ct_f32_to_bf16(-2.0f) == 0xc000, "-2.0");
+    CHECK(ct_f32_to_bf16(1.0f + 0.00390625f) == 0x3f80, "1 + 2^-8 is a tie: down to even 0x3f80");
+    CHECK(ct_f32_to_bf16(1.0f + 3 * 0.00390625f) == 0x3f82, "1 + 3*2^-8 is a tie: up to even 0x3f82");
+    CHECK(ct_f32_to_bf16(bits_f32(0x3f808001u)) == 0x3f81, "just above a tie rounds up");
+    CHECK(ct_f32_to_bf16(bits_f32(0x3f807fffu)) == 0x3f80, "just below a tie rounds down");
+    CHECK(ct_f32_to_bf16(bits_f32(0x7f7fffffu)) == 0x7f80, "FLT_MAX rounds to inf");
+    uint16_t nan = ct_f32_to_bf16(bits_f32(0x7f800001u));
     CHECK((nan & 0x7f80) == 0x7f80 && (nan & 0x7f), "NaN with low payload stays NaN (got %04x)", nan);
-    CHECK(ct_st_bf16_to_f32(0x4049) == 3.140625f, "bf16 0x4049");
+    CHECK(ct_bf16_to_f32(0x4049) == 3.140625f, "bf16 0x4049");
     // fp16: normal, negative, subnormals, max, inf.
-    CHECK(ct_st_f16_to_f32(0x3c00) == 1.0f, "1.0");
-    CHECK(ct_st_f16_to_f32(0xc000) == -2.0f, "-2.0");
-    CHECK(ct_st_f16_to_f32(0x3555) == 0.333251953125f, "1/3 in f16");
-    CHECK(ct_st_f16_to_f32(0x0001) == 5.9604644775390625e-8f, "smallest subnormal 2^-24");
-    CHECK(ct_st_f16_to_f32(0x03ff) == 1023 * 5.9604644775390625e-8f, "largest subnormal");
-    CHECK(ct_st_f16_to_f32(0x7bff) == 65504.0f, "max");
-    CHECK(ct_st_f16_to_f32(0xfc00) == -INFINITY, "-inf");
-    CHECK(isnan(ct_st_f16_to_f32(0x7e00)), "NaN");
+    CHECK(ct_f16_to_f32(0x3c00) == 1.0f, "1.0");
+    CHECK(ct_f16_to_f32(0xc000) == -2.0f, "-2.0");
+    CHECK(ct_f16_to_f32(0x3555) == 0.333251953125f, "1/3 in f16");
+    CHECK(ct_f16_to_f32(0x0001) == 5.9604644775390625e-8f, "smallest subnormal 2^-24");
+    CHECK(ct_f16_to_f32(0x03ff) == 1023 * 5.9604644775390625e-8f, "largest subnormal");
+    CHECK(ct_f16_to_f32(0x7bff) == 65504.0f, "max");
+    CHECK(ct_f16_to_f32(0xfc00) == -INFINITY, "-inf");
+    CHECK(isnan(ct_f16_to_f32(0x7e00)), "NaN");
 }
 
 static void test_roundtrip(void) {
@@ -114,9 +114,9 @@ static void test_roundtrip(void) {
         uint32_t u;
         memcpy(&u, &b[i], 4);
         uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-        double dlo = fabs((double)ct_st_bf16_to_f32(lo) - b[i]), dhi = fabs((double)ct_st_bf16_to_f32(hi) - b[i]);
+        double dlo = fabs((double)ct_bf16_to_f32(lo) - b[i]), dhi = fabs((double)ct_bf16_to_f32(hi) - b[i]);
         uint16_t want = dlo < dhi ? lo : dhi < dlo ? hi : (lo & 1 ? hi : lo);
-        bad += out[i] != ct_st_bf16_to_f32(want);
+        bad += out[i] != ct_bf16_to_f32(want);
     }
     CHECK(bad == 0, "%d bf16 values not the nearest bf16", bad);
     t = ct_st_find(r, "scalar");

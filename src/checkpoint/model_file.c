@@ -223,14 +223,14 @@ void ct_model_read_range(const ct_model_file *f, const ct_param *p, long begin, 
         for (long i = 0; i < n; i++) {
             uint16_t b;
             memcpy(&b, src + 2 * (begin + i), 2);
-            dst[i] = ct_st_bf16_to_f32(b);
+            dst[i] = ct_bf16_to_f32(b);
         }
         break;
     default:  // F16 (validated at open)
         for (long i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, src + 2 * (begin + i), 2);
-            dst[i] = ct_st_f16_to_f32(h);
+            dst[i] = ct_f16_to_f32(h);
         }
         break;
     }

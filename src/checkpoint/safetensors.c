@@ -37,44 +37,6 @@ static int dtype_from_name(const char *s) {
 
 // ---- number formats -------------------------------------------------------------------------
 
-uint16_t ct_st_f32_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN: keep it quiet NaN
-    // Adding 0x7fff plus the lowest kept bit rounds to nearest with ties to even.
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float ct_st_bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-float ct_st_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-    if (exp == 0x1f) {
-        u = sign | 0x7f800000u | (man << 13);  // inf / NaN
-    } else if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else {  // subnormal: value = man * 2^-24, renormalise
-            int e = -1;
-            do {
-                man <<= 1;
-                e++;
-            } while (!(man & 0x400));
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 // ---- growing string buffer ------------------------------------------------------------------
 
@@ -410,7 +372,7 @@ static int write_entry(FILE *f, const st_entry *e) {
     const float *x = e->data;
     for (int64_t i = 0; i < e->numel; i += 8192) {
         int64_t k = e->numel - i < 8192 ? e->numel - i : 8192;
-        for (int64_t j = 0; j < k; j++) buf[j] = ct_st_f32_to_bf16(x[i + j]);
+        for (int64_t j = 0; j < k; j++) buf[j] = ct_f32_to_bf16(x[i + j]);
         if (fwrite(buf, 2, (size_t)k, f) != (size_t)k) return 0;
     }
     return 1;
@@ -675,14 +637,14 @@ ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int6
             for (int64_t i = 0; i < numel; i++) {
                 uint16_t b;
                 memcpy(&b, src + 2 * i, 2);
-                out[i] = ct_st_bf16_to_f32(b);
+                out[i] = ct_bf16_to_f32(b);
             }
             break;
         case CT_F16:
             for (int64_t i = 0; i < numel; i++) {
                 uint16_t h;
                 memcpy(&h, src + 2 * i, 2);
-                out[i] = ct_st_f16_to_f32(h);
+                out[i] = ct_f16_to_f32(h);
             }
             break;
         default: return ct_set_error("%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32", f->path, name, ct_st_dtype_name(t->dtype));

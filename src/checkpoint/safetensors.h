@@ -9,16 +9,14 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "core/float_formats.h"
 #include "core/error.h"
 
 enum { CT_ST_MAX_DIMS = 8 };
 
 const char *ct_st_dtype_name(ct_dtype d);  // the format's name: "F32", "BF16", ... ("?" for none)
 
-// fp32 <-> bf16 (round to nearest, ties to even; NaN stays NaN) and fp16 -> fp32.
-uint16_t ct_st_f32_to_bf16(float x);
-float ct_st_bf16_to_f32(uint16_t b);
-float ct_st_f16_to_f32(uint16_t h);
+// Narrowing and widening of values (bf16, f16) are core/float_formats.h's.
 
 // ---- writing --------------------------------------------------------------------------------
 // Entries are collected (the data pointers must stay valid until ct_st_writer_write), then

@@ -20,6 +20,10 @@
 #include <stdint.h>
 
 #include "core/device.h"
+#include "core/dtype.h"
+
+// How linear_forward_f8 quantises its operands (contracts in kernels/cpu/gemm_f8.h).
+typedef enum { CT_F8_RECIPE_TENSORWISE = 0, CT_F8_RECIPE_ROWWISE, CT_F8_RECIPE_MXFP8 } ct_f8_recipe;
 
 typedef struct ct_kernels {
     const char *name;       // "cpu", "cuda"
@@ -106,6 +110,22 @@ typedef struct ct_kernels {
     const char *(*bf16_gemm_path)(void);
     // dst (n) = src rounded to bf16, nearest even (the narrowing of every compute copy).
     void (*f32_to_bf16)(uint16_t *dst, const float *src, long n);
+
+    // ---- float8 / MXFP8 matmuls (fp8 codes = uint8_t): contracts in kernels/cpu/gemm_f8.h.
+    // Products of the 8-bit values, fp32 accumulation, scales applied after (a GPU fp8 matmul).
+    long (*gemm_f8_scratch_floats)(long M, long N, long K, int with_beta);
+    // C = op(A) op(B) / (s_a s_b) + beta C; scales tensorwise (1 + 1) or rowwise (M + N).
+    void (*gemm_f8)(int trans_a, int trans_b, long M, long N, long K, const uint8_t *A, long lda, ct_dtype fmt_a,
+                    const float *scale_a, const uint8_t *B, long ldb, ct_dtype fmt_b, const float *scale_b,
+                    int rowwise, float beta, float *C, long ldc, float *scratch);
+    // C (M, N) = A (M, K) B (N, K)^T + beta C, both blocked along K with e8m0 scales.
+    void (*gemm_mxfp8)(long M, long N, long K, const uint8_t *A, const uint8_t *scale_a, ct_dtype fmt_a,
+                       const uint8_t *B, const uint8_t *scale_b, ct_dtype fmt_b, float beta, float *C,
+                       float *scratch);
+    // out (N, OC) = inp @ weight^T with both quantised to e4m3 per recipe.
+    long (*f8_scratch_floats)(long N, long IC, long OC);
+    void (*linear_forward_f8)(float *out, const float *inp, const float *weight, long N, long IC, long OC,
+                              ct_f8_recipe recipe, float *scratch);
 } ct_kernels;
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name.

@@ -4,6 +4,7 @@
 #include "kernels/cpu/backend_cpu.h"
 
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_f8.h"
 #include "kernels/kernels.h"
 
 const ct_kernels ct_kernels_cpu = {
@@ -52,4 +53,10 @@ const ct_kernels ct_kernels_cpu = {
     .matmul_peak_gflops_bf16 = ct_cpu_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_bf16_gemm_path,
     .f32_to_bf16 = ct_f32_to_bf16_array,
+
+    .gemm_f8_scratch_floats = ct_gemm_f8_scratch_floats,
+    .gemm_f8 = ct_gemm_f8,
+    .gemm_mxfp8 = ct_gemm_mxfp8,
+    .f8_scratch_floats = ct_f8_scratch_floats,
+    .linear_forward_f8 = ct_linear_forward_f8,
 };

@@ -21,3 +21,4 @@ OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/
 # not a rank starved of its core; then activation memory at pp 4 (4 ranks; timing not used).
 OMP_NUM_THREADS=1 mpirun $ROOT --bind-to none -np 2 build/bench/bench_pipeline
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_pipeline memory
+bench/cp_memory.sh 4096 ring

@@ -52,20 +52,10 @@ static void last_uses(const ct_executor *e, const ct_schedule *s, int max_mb, in
 // plus one where activations arrive from another rank, so the next one's receive can be posted
 // while the current micro-batch still holds its slot (post_next_receive).
 static int slots_needed(const ct_executor *e, const ct_schedule *s, int st, int max_mb, const int *last) {
-    int live = 0, most = 0, receives = 0;
-    bool held[max_mb > 0 ? max_mb : 1];
-    memset(held, 0, sizeof held);
-    for (int i = 0; i < s->count; i++) {
-        const ct_action *a = &s->actions[i];
-        if (a->stage == st && a->mb >= 0 && !held[a->mb]) {
-            held[a->mb] = true;
-            if (++live > most) most = live;
-        }
-        receives |= a->stage == st && a->kind == CT_ACT_RECV_F;
-        // A slot is given back after its last use, which may be an action of the next stage.
-        for (int mb = 0; mb < max_mb; mb++)
-            if (held[mb] && last[st * max_mb + mb] == i) held[mb] = false, live--;
-    }
+    int most = ct_schedule_peak_held(s, st, e->n_stages, max_mb, last);
+    bool receives = false;
+    for (int i = 0; i < s->count && !receives; i++)
+        receives = s->actions[i].stage == st && s->actions[i].kind == CT_ACT_RECV_F;
     return most + (receives && most > 0);
 }
 

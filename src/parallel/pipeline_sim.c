@@ -246,30 +246,6 @@ static ct_status run_time(sim *s, const ct_pp_costs *costs, ct_pp_sim_result *ou
     return st;
 }
 
-// Most (stage, micro-batch) pairs live at once on one rank, each from its first action there to
-// its last: what the executor's activation slots must hold.
-static int peak_in_flight(const ct_schedule *l, int n_stages, int n_mb) {
-    size_t cells = (size_t)n_stages * (size_t)n_mb;
-    int *last = ct_xmalloc((cells ? cells : 1) * sizeof(int));
-    bool *held = ct_xcalloc(cells ? cells : 1, sizeof(bool));
-    for (size_t c = 0; c < cells; c++) last[c] = -1;
-    for (int i = 0; i < l->count; i++)
-        if (per_mb(l->actions[i].kind)) last[(size_t)l->actions[i].stage * (size_t)n_mb + (size_t)l->actions[i].mb] = i;
-    int live = 0, most = 0;
-    for (int i = 0; i < l->count; i++) {
-        const ct_action *a = &l->actions[i];
-        if (!per_mb(a->kind)) continue;
-        size_t c = (size_t)a->stage * (size_t)n_mb + (size_t)a->mb;
-        if (!held[c]) {
-            held[c] = true;
-            if (++live > most) most = live;
-        }
-        if (last[c] == i) live--;
-    }
-    free(last);
-    free(held);
-    return most;
-}
 
 ct_status ct_pp_simulate(const ct_schedule *lists, int pp, const int *stage_rank, int n_stages, int n_mb,
                          const ct_pp_costs *costs, ct_pp_sim_result *out) {
@@ -318,7 +294,7 @@ ct_status ct_pp_simulate(const ct_schedule *lists, int pp, const int *stage_rank
         for (int r = 0; r < pp; r++) {
             out->idle_frac[r] = out->makespan > 0 ? (out->makespan - out->busy[r]) / out->makespan : 0;
             out->bubble += out->idle_frac[r] / pp;
-            out->peak_in_flight[r] = peak_in_flight(&lists[r], n_stages, n_mb);
+            out->peak_in_flight[r] = ct_schedule_peak_held(&lists[r], -1, n_stages, n_mb, NULL);
         }
     } else {
         ct_pp_sim_result_free(out);

@@ -228,31 +228,41 @@ int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, 
     return most;
 }
 
-int ct_schedule_max_in_flight(const ct_schedule *s, int stage) {
-    // A micro-batch holds a slot from its first action on this stage to its last one.
-    int max_mb = -1;
-    for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage && per_mb(s->actions[i].kind) && s->actions[i].mb > max_mb)
-            max_mb = s->actions[i].mb;
-    int *last = malloc(((size_t)max_mb + 1) * sizeof(int) + 1);
-    bool *held = calloc((size_t)max_mb + 2, sizeof(bool));
-    if (!last || !held) ct_fatal("schedule", "out of memory");
-    for (int mb = 0; mb <= max_mb; mb++) last[mb] = -1;
-    for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage && per_mb(s->actions[i].kind)) last[s->actions[i].mb] = i;
-    int live = 0, most = 0;
+int ct_schedule_peak_held(const ct_schedule *s, int stage, int n_stages, int n_mb, const int *last_use) {
+    // Each (stage, mb) pair is an interval of list positions [first, end]; the peak is the most
+    // intervals covering one position (a difference array swept once).
+    size_t cells = (size_t)(n_stages > 0 ? n_stages : 1) * (size_t)(n_mb > 0 ? n_mb : 1);
+    int *first = ct_xmalloc(cells * sizeof(int)), *last = ct_xmalloc(cells * sizeof(int));
+    int *diff = ct_xcalloc((size_t)s->count + 1, sizeof(int));
+    for (size_t c = 0; c < cells; c++) first[c] = last[c] = -1;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
-        if (a->stage != stage || !per_mb(a->kind)) continue;
-        if (!held[a->mb]) {
-            held[a->mb] = true;
-            if (++live > most) most = live;
-        }
-        if (last[a->mb] == i) live--;
+        if (!per_mb(a->kind) || (stage >= 0 && a->stage != stage)) continue;
+        size_t c = (size_t)a->stage * (size_t)n_mb + (size_t)a->mb;
+        if (first[c] < 0) first[c] = i;
+        last[c] = i;
     }
+    for (size_t c = 0; c < cells; c++) {
+        if (first[c] < 0) continue;
+        int end = last_use && last_use[c] > last[c] ? last_use[c] : last[c];
+        diff[first[c]]++;
+        diff[end + 1]--;
+    }
+    int live = 0, most = 0;
+    for (int i = 0; i < s->count; i++)
+        if ((live += diff[i]) > most) most = live;
+    free(first);
     free(last);
-    free(held);
+    free(diff);
     return most;
+}
+
+int ct_schedule_max_in_flight(const ct_schedule *s, int stage) {
+    int n_stages = stage + 1, n_mb = 0;
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].stage == stage && per_mb(s->actions[i].kind) && s->actions[i].mb >= n_mb)
+            n_mb = s->actions[i].mb + 1;
+    return n_mb ? ct_schedule_peak_held(s, stage, n_stages, n_mb, NULL) : 0;
 }
 
 bool ct_schedule_splits_backward(const ct_schedule *s, int stage) {

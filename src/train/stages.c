@@ -126,7 +126,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
 
     // The operations every stage of this rank shares, filled in TorchTitan's order: tp, cp,
     // then data sharding.
-    int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
+    int seqs = t->mb_seqs;
     ct_stage_ops ops = ct_stage_ops_local(t->k);
     ct_tp_apply(&t->tp, &ops);
     ct_group *cp = &t->mesh.dim[CT_MESH_CP];

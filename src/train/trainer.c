@@ -76,7 +76,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     t->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
     if (ct_cp_check_seq_len(t->cp_balance, cp, cfg->seq_len)) return CT_ERR;
     t->seq_local = cfg->seq_len / cp;
-    int seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
+    int seqs = t->mb_seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
     long tokens_per_micro_batch = (long)seqs * t->seq_local;
     if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
         return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "

@@ -54,6 +54,7 @@ typedef struct {
     int32_t *inputs;         // (accum, B, T / cp) this rank's tokens of them (= seq_* without cp)
     int32_t *targets;        // (accum, B, T / cp)
     long seq_local;          // T / cp
+    int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;
     int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens; NULL without cp
     ct_cp cp;                // context-parallel attention (inactive without cp)

@@ -17,14 +17,20 @@ enum { B = 2, T = 12, N_MB = 3 };
 #define RIG_MB N_MB
 #include "executor_rig.h"
 
+// A stage of blocks [first, last) of the rig's model on local operations (embedding with block
+// 0, head with the last block).
+static void rig_stage(ct_stage *st, rig *r, int first, int last) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    ct_stage_spec spec = {.k = k, .cfg = &r->m, .layer_begin = first, .layer_end = last,
+                          .has_embedding = first == 0, .has_head = last == r->m.n_layers, .B = B, .T = T,
+                          .ops = ct_stage_ops_local(k), .weights = &r->w, .grads = &r->g};
+    ct_stage_init(st, &spec);
+}
+
 // Runs the schedule text through a fresh stage + executor; grads (t.total) and the loss sum out.
 static double run_text(rig *r, const char *text, float *grads_out) {
-    const ct_kernels *k = ct_kernels_get("cpu");
     ct_stage st;
-    ct_stage_spec spec = {.k = k, .cfg = &r->m, .layer_begin = 0, .layer_end = r->m.n_layers,
-                          .has_embedding = true, .has_head = true, .B = B, .T = T,
-                          .ops = ct_stage_ops_local(k), .weights = &r->w, .grads = &r->g};
-    ct_stage_init(&st, &spec);
+    rig_stage(&st, r, 0, r->m.n_layers);
     ct_stage *stages[1] = {&st};
     ct_executor e;
     ct_executor_init(&e, 1, stages, NULL, NULL);
@@ -91,12 +97,8 @@ static void test_split_backward_matches_whole_steps(void) {
 static void test_forward_only_schedule(void) {
     rig r;
     rig_init(&r, 3, 61, 9);
-    const ct_kernels *k = ct_kernels_get("cpu");
     ct_stage st;
-    ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = 0, .layer_end = r.m.n_layers, .has_embedding = true,
-                          .has_head = true, .B = B, .T = T, .ops = ct_stage_ops_local(k), .weights = &r.w,
-                          .grads = &r.g};
-    ct_stage_init(&st, &spec);
+    rig_stage(&st, &r, 0, r.m.n_layers);
     ct_stage *stages[1] = {&st};
     ct_executor e;
     ct_executor_init(&e, 1, stages, NULL, NULL);
@@ -127,17 +129,12 @@ static void test_forward_only_schedule(void) {
 static void test_two_local_stages(void) {
     rig r;
     rig_init(&r, 3, 61, 9);
-    const ct_kernels *k = ct_kernels_get("cpu");
     long P = r.t.total;
     float *gref = ct_xmalloc(P * sizeof(float)), *g = ct_xmalloc(P * sizeof(float));
     double lref = run_text(&r, "0F0 0B0 0F1 0B1 0F2 0B2", gref);
     ct_stage st[2];
-    for (int i = 0; i < 2; i++) {
-        ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = i ? 2 : 0, .layer_end = i ? r.m.n_layers : 2,
-                              .has_embedding = i == 0, .has_head = i == 1, .B = B, .T = T,
-                              .ops = ct_stage_ops_local(k), .weights = &r.w, .grads = &r.g};
-        ct_stage_init(&st[i], &spec);
-    }
+    rig_stage(&st[0], &r, 0, 2);
+    rig_stage(&st[1], &r, 2, r.m.n_layers);
     ct_stage *stages[2] = {&st[0], &st[1]};
     const char *texts[2] = {"0F0 1F0 1B0 0B0 0F1 1F1 0F2 1F2 1B1 0B1 1B2 0B2",
                             "0F0 1F0 0F1 1F1 1I0 0I0 1I1 1W0 0W0 0I1 0W1 1W1 0F2 1F2 1I2 0I2 0W2 1W2"};
@@ -277,12 +274,8 @@ static void test_slots_in_flight(void) {
 static void test_plan_refuses_foreign_stage(void) {
     rig r;
     rig_init(&r, 3, 61, 9);
-    const ct_kernels *k = ct_kernels_get("cpu");
     ct_stage st;
-    ct_stage_spec spec = {.k = k, .cfg = &r.m, .layer_begin = 0, .layer_end = r.m.n_layers, .has_embedding = true,
-                          .has_head = true, .B = B, .T = T, .ops = ct_stage_ops_local(k), .weights = &r.w,
-                          .grads = &r.g};
-    ct_stage_init(&st, &spec);
+    rig_stage(&st, &r, 0, r.m.n_layers);
     ct_stage *stages[2] = {&st, NULL};
     ct_executor e;
     ct_executor_init(&e, 2, stages, NULL, NULL);

@@ -93,12 +93,6 @@ long ct_param_global_index(const ct_param *p, long local) {
     return local;
 }
 
-long ct_param_contiguous_run(const ct_param *p, long local, long max) {
-    if (p->tp_dim != 1) return max;
-    long left_in_row = p->shape[1] - local % p->shape[1];  // column slices break at row ends
-    return left_in_row < max ? left_in_row : max;
-}
-
 void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst) {
     if (p->init == CT_INIT_ONES) {
         for (long i = 0; i < n; i++) dst[i] = 1.0f;

@@ -47,8 +47,6 @@ void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
 void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size);
 // Global flattened index of local element `local` of p.
 long ct_param_global_index(const ct_param *p, long local);
-// How many local elements from `local` on (at most max) map to consecutive global indices.
-long ct_param_contiguous_run(const ct_param *p, long local, long max);
 void ct_param_table_free(ct_param_table *t);
 const ct_param *ct_param_find(const ct_param_table *t, const char *name);
 

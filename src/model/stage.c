@@ -9,7 +9,8 @@
 
 // ------------------------------------------------------------------ planning
 
-long ct_stage_xent_chunk_rows(long N) { return N < 256 ? N : 256; }
+// Rows of logits the output loss computes at a time, for N = B·T rows (sizes its scratch).
+static long xent_chunk_rows(long N) { return N < 256 ? N : 256; }
 
 static int n_layers(const ct_stage *s) { return s->layer_end - s->layer_begin; }
 static int head_group(const ct_stage *s) { return s->cfg.n_layers + 1; }
@@ -121,7 +122,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     const ct_llama_config *m = &s->cfg;
     long HS = m->head_dim;
     s->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
-    s->xent_chunk_rows = ct_stage_xent_chunk_rows(s->N);
+    s->xent_chunk_rows = xent_chunk_rows(s->N);
     long scratch = n_layers(s) ? s->ops.attention.scratch_floats(s->ops.attention.ctx, s->T, s->T, HS) : 0;
     if (s->has_head) {
         long xent = s->ops.loss.scratch_floats(s->ops.loss.ctx, s->xent_chunk_rows, m->vocab_size);

@@ -103,8 +103,6 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec);
 // (Re)allocates n slots; split: keep backward_weight's inputs (schedules with I/W actions).
 void ct_stage_plan_slots(ct_stage *s, int n, bool split);
 void ct_stage_free(ct_stage *s);
-// Rows of logits the output loss computes at a time, for N = B·T rows (sizes its scratch).
-long ct_stage_xent_chunk_rows(long N);
 
 // What travels between stages, as typed views on the backend's device: the slot's input
 // (N_l, C) a receive fills on a stage without the embedding, its output (N_l, C) a send reads on

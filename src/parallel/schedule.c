@@ -199,13 +199,6 @@ ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training) {
     return st;
 }
 
-int ct_schedule_last_use(const ct_schedule *s, int stage, int mb) {
-    int last = -1;
-    for (int i = 0; i < s->count; i++)
-        if (s->actions[i].stage == stage && s->actions[i].mb == mb && mb >= 0) last = i;
-    return last;
-}
-
 int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, int n_stages) {
     // Groups held whole by UNSHARD at once: a stage's count from its UNSHARD to its RESHARD.
     bool held[n_stages > 0 ? n_stages : 1];

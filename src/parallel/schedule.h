@@ -67,8 +67,6 @@ ct_status ct_schedule_check(const ct_schedule *s, int n_mb, bool training);
 
 // Most parameter groups UNSHARD holds whole at once, given each stage's group count.
 int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, int n_stages);
-// Index of the last action on (stage, mb) (-1: none): after it the micro-batch's slot is free.
-int ct_schedule_last_use(const ct_schedule *s, int stage, int mb);
 // Most (stage, micro-batch) pairs held at once: a pair from its first action on the stage to its
 // last use, last_use[stage * n_mb + mb] when given (an index in s, possibly a later action of
 // another stage), else its last action there. stage < 0: every stage together (a rank's total).

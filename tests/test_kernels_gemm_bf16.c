@@ -199,8 +199,31 @@ static void test_parallel_callers(void) {
     CHECK(fails == 0, "%d parallel callers wrong", fails);
 }
 
+// bf16_to_f32 (the table's widening) on every bf16 pattern, three times over so the array is
+// long enough for the parallel loop: the result's bits are the pattern << 16 (NaN payloads and
+// signs included), which is what a bf16 is.
+static void test_bf16_to_f32_all(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    CHECK(k && k->bf16_to_f32 == ct_bf16_to_f32_array, "cpu table member bf16_to_f32");
+    if (!k || !k->bf16_to_f32) return;
+    long n = 3 * 65536;
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    float *y = malloc(n * sizeof(float));
+    for (long i = 0; i < n; i++) h[i] = (uint16_t)(i * 40503u);  // odd multiplier: each pass permutes
+    k->bf16_to_f32(y, h, n);
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &y[i], 4);
+        bad += u != (uint32_t)h[i] << 16;
+    }
+    CHECK(bad == 0, "%ld of %ld patterns widened wrongly", bad, n);
+    free(h), free(y);
+}
+
 int main(void) {
     CT_RUN(test_rounding);
+    CT_RUN(test_bf16_to_f32_all);
     CT_RUN(test_path);
     CT_RUN(test_degenerate);
     CT_RUN(test_shapes_native);

@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f8.h"
+#include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
 #include "test.h"
 

@@ -22,7 +22,8 @@
 #include "core/device.h"
 #include "core/dtype.h"
 
-// How linear_forward_f8 quantises its operands (contracts in kernels/cpu/gemm_f8.h).
+// How linear_forward_f8 / linear_backward_f8 quantise their operands (contracts in
+// kernels/cpu/linear_f8.h).
 typedef enum { CT_F8_RECIPE_TENSORWISE = 0, CT_F8_RECIPE_ROWWISE, CT_F8_RECIPE_MXFP8 } ct_f8_recipe;
 
 typedef struct ct_kernels {
@@ -122,10 +123,20 @@ typedef struct ct_kernels {
     void (*gemm_mxfp8)(long M, long N, long K, const uint8_t *A, const uint8_t *scale_a, ct_dtype fmt_a,
                        const uint8_t *B, const uint8_t *scale_b, ct_dtype fmt_b, float beta, float *C,
                        float *scratch);
-    // out (N, OC) = inp @ weight^T with both quantised to e4m3 per recipe.
+    // out (N, OC) = inp @ weight^T with both quantised to e4m3 per recipe (kernels/cpu/linear_f8.h).
     long (*f8_scratch_floats)(long N, long IC, long OC);
     void (*linear_forward_f8)(float *out, const float *inp, const float *weight, long N, long IC, long OC,
                               ct_f8_recipe recipe, float *scratch);
+
+    // ---- float8 backward (kernels/cpu/linear_f8.h) and bf16 widening
+    // linear_backward's contract (dinp = dout @ weight, overwritten; dweight += dout^T @ inp;
+    // either NULL to skip) with dout cast to e5m2, inp and weight to e4m3, scaled per recipe for
+    // each matmul. scratch: f8_backward_scratch_floats(N, IC, OC) floats, any recipe.
+    long (*f8_backward_scratch_floats)(long N, long IC, long OC);
+    void (*linear_backward_f8)(float *dinp, float *dweight, const float *dout, const float *inp,
+                               const float *weight, long N, long IC, long OC, ct_f8_recipe recipe, float *scratch);
+    // dst (n) = the fp32 value of each bf16 src (exact: bits << 16).
+    void (*bf16_to_f32)(float *dst, const uint16_t *src, long n);
 } ct_kernels;
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name.

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f8.h"
+#include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
 
 const ct_kernels ct_kernels_cpu = {
@@ -59,4 +60,8 @@ const ct_kernels ct_kernels_cpu = {
     .gemm_mxfp8 = ct_gemm_mxfp8,
     .f8_scratch_floats = ct_f8_scratch_floats,
     .linear_forward_f8 = ct_linear_forward_f8,
+
+    .f8_backward_scratch_floats = ct_f8_backward_scratch_floats,
+    .linear_backward_f8 = ct_linear_backward_f8,
+    .bf16_to_f32 = ct_bf16_to_f32_array,
 };

@@ -1,6 +1,7 @@
 // bf16 matmul on the CPU (kernels/cpu/gemm_bf16.c): bf16 inputs, fp32 accumulation and output.
 // Internal to src/kernels (like kernels.h); code above kernels/ calls the table members
-// gemm_bf16, matmul_peak_gflops_bf16, bf16_gemm_path and f32_to_bf16 in kernels/backend.h.
+// gemm_bf16, matmul_peak_gflops_bf16, bf16_gemm_path, f32_to_bf16 and bf16_to_f32 in
+// kernels/backend.h.
 //
 // bf16 values are passed as their raw bits (uint16_t): the top half of an fp32.
 #ifndef CT_CPU_GEMM_BF16_H

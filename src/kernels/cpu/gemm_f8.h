@@ -1,8 +1,8 @@
 // 8-bit floating-point matmuls on the CPU (kernels/cpu/gemm_f8.c): float8 with tensorwise or
 // rowwise scales (torchao's float8 training recipes, torch._scaled_mm) and MXFP8 (OCP MX v1.0,
 // 32-element blocks along K with e8m0 scales). Internal to src/kernels like gemm_bf16.h; code
-// above kernels/ calls the table members gemm_f8, gemm_mxfp8, gemm_f8_scratch_floats,
-// linear_forward_f8 and f8_scratch_floats in kernels/backend.h.
+// above kernels/ calls the table members gemm_f8, gemm_mxfp8 and gemm_f8_scratch_floats in
+// kernels/backend.h. The linear layers that quantise and then call these: kernels/cpu/linear_f8.h.
 //
 // What is computed is what a GPU fp8 matmul computes: the products of the 8-bit values, summed
 // in fp32, the scales applied after. The emulation decodes the codes into bf16 (or fp32) tiles and
@@ -27,7 +27,6 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
-#include "kernels/backend.h"  // ct_f8_recipe
 
 // Scratch (floats) for ct_gemm_f8 / ct_gemm_mxfp8 of an (M, N, K) product: the decoded tiles,
 // M*K + K*N, plus M*N for an fp32 accumulator when ct_gemm_f8 is called with beta != 0
@@ -63,17 +62,6 @@ void ct_gemm_f8(int trans_a, int trans_b, long M, long N, long K, const uint8_t 
 // (MXFP8 is e4m3; e5m2 for gradients). scratch: ct_gemm_f8_scratch_floats(M, N, K, 0) floats.
 void ct_gemm_mxfp8(long M, long N, long K, const uint8_t *A, const uint8_t *scale_a, ct_dtype fmt_a, const uint8_t *B,
                    const uint8_t *scale_b, ct_dtype fmt_b, float beta, float *C, float *scratch);
-
-// Quantise then multiply, for the training side: out (N, OC) = inp (N, IC) @ weight (OC, IC)^T
-// with both operands cast to e4m3 (saturating) as `recipe` says:
-//   CT_F8_RECIPE_TENSORWISE: one amax-derived scale per tensor (torchao "tensorwise");
-//   CT_F8_RECIPE_ROWWISE: one per row of inp and one per row of weight (= per column of
-//     weight^T), rounded down to powers of two (torchao "rowwise");
-//   CT_F8_RECIPE_MXFP8: 32-element blocks along IC, e8m0 scales (torchao "mxfp8").
-// scratch: ct_f8_scratch_floats(N, IC, OC) floats (enough for every recipe); no allocation.
-long ct_f8_scratch_floats(long N, long IC, long OC);
-void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                          ct_f8_recipe recipe, float *scratch);
 
 // Test knob (call while no f8 gemm runs): 0 = decode to bf16 + ct_gemm_bf16 where this CPU has a
 // bf16 kernel, else fp32 + ct_gemm (the default); 1 = always fp32; 2 = always bf16 (on a CPU

@@ -1,0 +1,234 @@
+// Float8 / MXFP8 linear layers: quantise the fp32 operands into the caller's scratch, then
+// multiply with ct_gemm_f8 / ct_gemm_mxfp8. Contracts and recipes in kernels/cpu/linear_f8.h.
+// The float_formats helpers are serial by design; the loops here run them over row ranges (or
+// column blocks) in parallel, with the same scalar casts, so the codes and scales are the ones
+// the serial helpers give.
+#include "kernels/cpu/linear_f8.h"
+
+#include <math.h>
+
+#include "core/float_formats.h"
+#include "kernels/cpu/gemm_f8.h"
+
+#define PAR_MIN 65536  // elements below which a loop stays serial (thread start-up dominates)
+#define CHUNK 16384    // elements per task of the tensorwise amax / cast
+#define COLS 64        // columns per task of the columnwise amax
+#define TILE 32        // transpose tile
+
+// The gradient's element format in every recipe (see the header for torchao's choices).
+#define GRAD_FMT CT_F8_E5M2
+
+static long lmax(long a, long b) { return a > b ? a : b; }
+
+// max |x| over n elements, NaN if any is NaN (ct_amax_f32's contract), in parallel chunks.
+static float amax_par(const float *x, long n) {
+    long nc = (n + CHUNK - 1) / CHUNK;
+    float m = 0.0f;
+    int nan = 0;
+#pragma omp parallel if (n > PAR_MIN)
+    {
+        float lm = 0.0f;
+        int lnan = 0;
+#pragma omp for schedule(static) nowait
+        for (long c = 0; c < nc; c++) {
+            long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+            float a = ct_amax_f32(x + c * CHUNK, len);
+            if (isnan(a)) lnan = 1;
+            else if (a > lm) lm = a;
+        }
+#pragma omp critical(ct_linear_f8_amax)
+        {
+            nan |= lnan;
+            if (lm > m) m = lm;
+        }
+    }
+    return nan ? NAN : m;
+}
+
+// Tensorwise: one scale (torchao's tensorwise scales are not rounded to powers of two).
+static void quantize_tensor(const float *x, long n, ct_dtype fmt, float *scale, uint8_t *q) {
+    *scale = ct_f8_scale_from_amax(amax_par(x, n), fmt, 0);
+    long nc = (n + CHUNK - 1) / CHUNK;
+    float s = *scale;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (long c = 0; c < nc; c++) {
+        long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+        ct_f8_quantize(x + c * CHUNK, len, fmt, s, q + c * CHUNK);
+    }
+}
+
+// One scale per row, rounded down to a power of two (torchao rowwise): ct_f8_quantize_rows.
+static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (long r = 0; r < rows; r++) ct_f8_quantize_rows(x + r * cols, 1, cols, fmt, 1, q + r * cols, scales + r);
+}
+
+// One scale per column, power of two: ct_f8_quantize_cols, with the amax in column blocks (a
+// task walks every row of its COLS columns) and the cast in row ranges.
+static void quantize_cols(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+    long nblk = (cols + COLS - 1) / COLS;
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (long b = 0; b < nblk; b++) {
+        long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
+        float m[COLS];
+        for (long c = 0; c < w; c++) m[c] = 0.0f;
+        for (long r = 0; r < rows; r++) {
+            const float *xr = x + r * cols + c0;
+            for (long c = 0; c < w; c++) {
+                float a = fabsf(xr[c]);
+                if (isnan(m[c])) continue;  // NaN sticks (ct_amax_cols, torch.amax)
+                if (isnan(a) || a > m[c]) m[c] = a;
+            }
+        }
+        for (long c = 0; c < w; c++) scales[c0 + c] = ct_f8_scale_from_amax(m[c], fmt, 1);
+    }
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++)
+            q[r * cols + c] = ct_f32_to_f8(x[r * cols + c] * scales[c], fmt, CT_F8_SATURATE);
+}
+
+// MX blocks of 32 along each row (ct_mx_quantize_rows), e8m0 scales (rows, nblocks(cols)).
+static void quantize_mx(const float *x, long rows, long cols, ct_dtype fmt, uint8_t *scales, uint8_t *q) {
+    long nb = ct_mx_nblocks(cols);
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (long r = 0; r < rows; r++) ct_mx_quantize_rows(x + r * cols, 1, cols, fmt, q + r * cols, scales + r * nb);
+}
+
+// dst (cols, rows) = src (rows, cols)^T, in tiles.
+static void transpose(float *dst, const float *src, long rows, long cols) {
+#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > PAR_MIN)
+    for (long i0 = 0; i0 < rows; i0 += TILE)
+        for (long j0 = 0; j0 < cols; j0 += TILE) {
+            long i1 = i0 + TILE < rows ? i0 + TILE : rows, j1 = j0 + TILE < cols ? j0 + TILE : cols;
+            for (long j = j0; j < j1; j++)
+                for (long i = i0; i < i1; i++) dst[j * rows + i] = src[i * cols + j];
+        }
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+// Layout: [gemm scratch][float scales: N + OC][codes: N*IC, OC*IC][e8m0 scales: (N + OC) nb].
+long ct_f8_scratch_floats(long N, long IC, long OC) {
+    long bytes = (N + OC) * IC + (N + OC) * ct_mx_nblocks(IC);
+    return ct_gemm_f8_scratch_floats(N, OC, IC, 0) + N + OC + (bytes + 3) / 4;
+}
+
+void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
+                          ct_f8_recipe recipe, float *scratch) {
+    if (N <= 0 || OC <= 0) return;
+    float *g = scratch, *sx = g + ct_gemm_f8_scratch_floats(N, OC, IC, 0), *sw = sx + N;
+    uint8_t *qx = (uint8_t *)(sw + OC), *qw = qx + N * IC, *mx = qw + OC * IC, *mw = mx + N * ct_mx_nblocks(IC);
+    switch (recipe) {
+    case CT_F8_RECIPE_TENSORWISE:
+        quantize_tensor(inp, N * IC, CT_F8_E4M3, sx, qx);
+        quantize_tensor(weight, OC * IC, CT_F8_E4M3, sw, qw);
+        ct_gemm_f8(0, 1, N, OC, IC, qx, IC, CT_F8_E4M3, sx, qw, IC, CT_F8_E4M3, sw, 0, 0.0f, out, OC, g);
+        break;
+    case CT_F8_RECIPE_ROWWISE:  // weight's rows are the columns of weight^T: one scale per OC
+        quantize_rows(inp, N, IC, CT_F8_E4M3, sx, qx);
+        quantize_rows(weight, OC, IC, CT_F8_E4M3, sw, qw);
+        ct_gemm_f8(0, 1, N, OC, IC, qx, IC, CT_F8_E4M3, sx, qw, IC, CT_F8_E4M3, sw, 1, 0.0f, out, OC, g);
+        break;
+    case CT_F8_RECIPE_MXFP8:  // both (rows, IC): already blocked along the reduction dimension
+        quantize_mx(inp, N, IC, CT_F8_E4M3, mx, qx);
+        quantize_mx(weight, OC, IC, CT_F8_E4M3, mw, qw);
+        ct_gemm_mxfp8(N, OC, IC, qx, mx, CT_F8_E4M3, qw, mw, CT_F8_E4M3, 0.0f, out, g);
+        break;
+    }
+}
+
+// ---- backward --------------------------------------------------------------------------------
+// One matmul at a time, so the regions serve both (an unused tail is fine):
+//   [gemm scratch G][scales of dout: max(N, OC)][scales of the other operand: IC]
+//   [codes of dout: N*OC][codes of the other operand: max(OC, N) * IC]
+//   [e8m0 of dout: max(N nb(OC), OC nb(N))][e8m0 of the other: IC max(nb(OC), nb(N))]
+// G is the larger gemm's scratch: dweight's with beta (OC*N + N*IC + OC*IC), which also holds any
+// one of the fp32 transposes MXFP8 makes (W^T, dout^T, inp^T) before it is quantised.
+typedef struct {
+    float *g, *sg, *so;
+    uint8_t *qg, *qo, *mg, *mo;
+} bwd_scratch;
+
+// Sizes of the regions above, in floats (G, the two scale arrays) and bytes (the rest).
+static void bwd_sizes(long N, long IC, long OC, long f[3], long b[4]) {
+    f[0] = lmax(ct_gemm_f8_scratch_floats(N, IC, OC, 0), ct_gemm_f8_scratch_floats(OC, IC, N, 1));
+    f[1] = lmax(lmax(N, OC), 1);
+    f[2] = lmax(IC, 1);
+    b[0] = N * OC;
+    b[1] = lmax(OC, N) * IC;
+    b[2] = lmax(N * ct_mx_nblocks(OC), OC * ct_mx_nblocks(N));
+    b[3] = IC * lmax(ct_mx_nblocks(OC), ct_mx_nblocks(N));
+}
+
+long ct_f8_backward_scratch_floats(long N, long IC, long OC) {
+    long f[3], b[4];
+    bwd_sizes(N, IC, OC, f, b);
+    return f[0] + f[1] + f[2] + (b[0] + b[1] + b[2] + b[3] + 3) / 4;
+}
+
+static bwd_scratch bwd_layout(float *scratch, long N, long IC, long OC) {
+    long f[3], b[4];
+    bwd_sizes(N, IC, OC, f, b);
+    bwd_scratch s;
+    s.g = scratch;
+    s.sg = s.g + f[0];
+    s.so = s.sg + f[1];
+    s.qg = (uint8_t *)(s.so + f[2]);
+    s.qo = s.qg + b[0];
+    s.mg = s.qo + b[1];
+    s.mo = s.mg + b[2];
+    return s;
+}
+
+void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                           long N, long IC, long OC, ct_f8_recipe recipe, float *scratch) {
+    if (N <= 0 || IC <= 0 || (!dinp && !dweight)) return;  // nothing to write (dweight += 0)
+    bwd_scratch s = bwd_layout(scratch, N, IC, OC);
+    switch (recipe) {
+    case CT_F8_RECIPE_TENSORWISE:
+        quantize_tensor(dout, N * OC, GRAD_FMT, s.sg, s.qg);  // one cast of dout for both
+        if (dinp) {  // (N, OC) @ (OC, IC)
+            quantize_tensor(weight, OC * IC, CT_F8_E4M3, s.so, s.qo);
+            ct_gemm_f8(0, 0, N, IC, OC, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 0, 0.0f, dinp, IC,
+                       s.g);
+        }
+        if (dweight) {  // (N, OC)^T @ (N, IC)
+            quantize_tensor(inp, N * IC, CT_F8_E4M3, s.so, s.qo);
+            ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 0, 1.0f, dweight, IC,
+                       s.g);
+        }
+        break;
+    case CT_F8_RECIPE_ROWWISE:
+        // scale_a per row of op(A), scale_b per column of op(B): both taken over the reduction.
+        if (dinp) {  // rows of dout (over OC), columns of weight (over OC)
+            quantize_rows(dout, N, OC, GRAD_FMT, s.sg, s.qg);
+            quantize_cols(weight, OC, IC, CT_F8_E4M3, s.so, s.qo);
+            ct_gemm_f8(0, 0, N, IC, OC, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 1, 0.0f, dinp, IC,
+                       s.g);
+        }
+        if (dweight) {  // rows of dout^T = columns of dout (over N), columns of inp (over N)
+            quantize_cols(dout, N, OC, GRAD_FMT, s.sg, s.qg);
+            quantize_cols(inp, N, IC, CT_F8_E4M3, s.so, s.qo);
+            ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 1, 1.0f, dweight, IC,
+                       s.g);
+        }
+        break;
+    case CT_F8_RECIPE_MXFP8:
+        // ct_gemm_mxfp8 takes A (M, K), B (N', K), both blocked along K: the transposes go
+        // through G (free until the gemm) and are quantised out of it.
+        if (dinp) {  // A = dout (N, OC), B = weight^T (IC, OC); K = OC
+            quantize_mx(dout, N, OC, GRAD_FMT, s.mg, s.qg);
+            transpose(s.g, weight, OC, IC);
+            quantize_mx(s.g, IC, OC, CT_F8_E4M3, s.mo, s.qo);
+            ct_gemm_mxfp8(N, IC, OC, s.qg, s.mg, GRAD_FMT, s.qo, s.mo, CT_F8_E4M3, 0.0f, dinp, s.g);
+        }
+        if (dweight) {  // A = dout^T (OC, N), B = inp^T (IC, N); K = N
+            transpose(s.g, dout, N, OC);
+            quantize_mx(s.g, OC, N, GRAD_FMT, s.mg, s.qg);
+            transpose(s.g, inp, N, IC);
+            quantize_mx(s.g, IC, N, CT_F8_E4M3, s.mo, s.qo);
+            ct_gemm_mxfp8(OC, IC, N, s.qg, s.mg, GRAD_FMT, s.qo, s.mo, CT_F8_E4M3, 1.0f, dweight, s.g);
+        }
+        break;
+    }
+}

@@ -6,10 +6,11 @@
 // same generator every rank uses (f below), with buffer sizes that do not divide by N.
 //
 // `--scenario NAME` modes are failure drills driven by tests/test_comm.sh (they end the job on
-// purpose): timeout, fatal, kill, mpierror, badpeer, rsoverlap, bf16reduce.
+// purpose): timeout, fatal, kill, mpierror, badpeer, rsoverlap, u8reduce.
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -272,6 +273,245 @@ static void test_stats(void) {
     ct_comm_group_free(&g);
 }
 
+// ---- bf16 reductions -----------------------------------------------------------------------
+// Expected values are worked out here from bit patterns and double arithmetic, never with
+// core/float_formats.h (the code under test rounds with it).
+
+static float bf(uint16_t b) {  // a bf16 is the top half of an fp32
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// The bf16 bits of x, which must be exactly representable (the low 16 fp32 bits are zero).
+static uint16_t bf_exact(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    CHECK((u & 0xffffu) == 0, "%.9g is not a bf16 value", x);
+    return (uint16_t)(u >> 16);
+}
+
+static bool bf_isnan(uint16_t b) { return (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0; }
+
+// Integers in [-20, 20] scaled by 2^((i % 9) - 4): any partial sum over <= 4 ranks, in any
+// order, is an integer of magnitude <= 80 (< 2^8) times the same power of two, so it is
+// representable in bf16 and every combine is exact whatever order MPI picks.
+static float bf_val(int r, long i) {
+    return (float)(((i * 5 + r * 11) % 41) - 20) * ldexpf(1.0f, (int)(i % 9) - 4);
+}
+
+static void test_bf16_sum_exact(void) {
+    enum { A = 37, C = 7 };
+    const int N = world.size;
+    CHECK(ct_comm_init(NULL, NULL) == CT_OK, "a second init: %s", ct_last_error());  // idempotent
+    uint16_t in[A], out[A], inplace[A], nb[A], rs_in[4 * C], rs[C], rs_nb[C];
+    for (long i = 0; i < A; i++) in[i] = inplace[i] = nb[i] = bf_exact(bf_val(world.rank, i));
+    for (long i = 0; i < N * C; i++) rs_in[i] = bf_exact(bf_val(world.rank, 100 + i));
+    ct_comm_all_reduce(&world, in, out, A, CT_BF16, CT_COMM_SUM);
+    ct_comm_all_reduce(&world, inplace, inplace, A, CT_BF16, CT_COMM_SUM);
+    ct_comm_reduce_scatter(&world, rs_in, rs, C, CT_BF16, CT_COMM_SUM);
+    // Non-blocking, both in flight with an fp32 all-reduce, waited in another order.
+    float f32[3] = {1, 2, 3};
+    ct_comm_handle h[3];
+    h[0] = ct_comm_all_reduce_start(&world, nb, nb, A, CT_BF16, CT_COMM_SUM);
+    h[1] = ct_comm_all_reduce_start(&world, f32, f32, 3, CT_F32, CT_COMM_SUM);
+    h[2] = ct_comm_reduce_scatter_start(&world, rs_in, rs_nb, C, CT_BF16, CT_COMM_SUM);
+    ct_comm_wait(&h[2]);
+    ct_comm_wait(&h[0]);
+    ct_comm_wait(&h[1]);
+    for (long i = 0; i < A; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += bf_val(r, i);
+        uint16_t want = bf_exact((float)ref);
+        CHECK(out[i] == want, "sum[%ld] %#06x (%g) vs %#06x (%g)", i, out[i], bf(out[i]), want, ref);
+        CHECK(inplace[i] == want, "in-place sum[%ld] %#06x vs %#06x", i, inplace[i], want);
+        CHECK(nb[i] == want, "non-blocking sum[%ld] %#06x vs %#06x", i, nb[i], want);
+    }
+    for (long i = 0; i < C; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += bf_val(r, 100 + world.rank * C + i);
+        uint16_t want = bf_exact((float)ref);
+        CHECK(rs[i] == want, "reduce-scatter[%ld] %#06x vs %#06x", i, rs[i], want);
+        CHECK(rs_nb[i] == want, "non-blocking reduce-scatter[%ld] %#06x vs %#06x", i, rs_nb[i], want);
+    }
+    CHECK(f32[0] == N && f32[1] == 2 * N && f32[2] == 3 * N, "f32 beside bf16");
+
+    // Large buffers (256 KiB a rank, sizes that divide by no group size), like FSDP gradients.
+    const long L = 131075, LC = 32771;
+    uint16_t *big = malloc(L * sizeof *big), *brs_in = malloc(N * LC * sizeof *brs_in),
+             *brs = malloc(LC * sizeof *brs);
+    for (long i = 0; i < L; i++) big[i] = bf_exact(bf_val(world.rank, i));
+    for (long i = 0; i < N * LC; i++) brs_in[i] = bf_exact(bf_val(world.rank, i));
+    h[0] = ct_comm_all_reduce_start(&world, big, big, L, CT_BF16, CT_COMM_SUM);
+    ct_comm_wait(&h[0]);
+    ct_comm_reduce_scatter(&world, brs_in, brs, LC, CT_BF16, CT_COMM_SUM);
+    long bad = 0, bad_rs = 0;
+    for (long i = 0; i < L; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += bf_val(r, i);
+        bad += big[i] != bf_exact((float)ref);
+    }
+    for (long i = 0; i < LC; i++) {
+        double ref = 0;
+        for (int r = 0; r < N; r++) ref += bf_val(r, world.rank * LC + i);
+        bad_rs += brs[i] != bf_exact((float)ref);
+    }
+    CHECK(bad == 0 && bad_rs == 0, "large: %ld all-reduce and %ld reduce-scatter mismatches", bad,
+          bad_rs);
+    free(big);
+    free(brs_in);
+    free(brs);
+}
+
+// Distinct bf16 patterns of both signs, plus: a NaN on the last rank at index 0 and on rank 0
+// at index 1 (a NaN anywhere makes the max NaN, whichever side of a combine MPI puts it on),
+// +inf on rank 0 at index 2 and -inf on every rank at index 3.
+static uint16_t bf_max_val(int r, long i, int n) {
+    if (i == 0 && r == n - 1) return 0x7fc1;
+    if (i == 1 && r == 0) return 0xffc1;
+    if (i == 2 && r == 0) return 0x7f80;
+    if (i == 3) return 0xff80;
+    uint16_t b = (uint16_t)(0x3c00 + (i * 37 + r * 101) % 400);
+    return (i + r) % 3 == 0 ? (uint16_t)(b | 0x8000u) : b;
+}
+
+static void test_bf16_max(void) {
+    enum { A = 23, C = 5 };
+    const int N = world.size;
+    uint16_t ar[A], rs_in[4 * C], rs[C];
+    for (long i = 0; i < A; i++) ar[i] = bf_max_val(world.rank, i, N);
+    for (long i = 0; i < N * C; i++) rs_in[i] = bf_max_val(world.rank, 4 + i, N);
+    ct_comm_all_reduce(&world, ar, ar, A, CT_BF16, CT_COMM_MAX);
+    ct_comm_reduce_scatter(&world, rs_in, rs, C, CT_BF16, CT_COMM_MAX);
+    CHECK(bf_isnan(ar[0]), "a NaN on the last rank: max %#06x", ar[0]);
+    CHECK(bf_isnan(ar[1]), "a NaN on rank 0: max %#06x", ar[1]);
+    CHECK(ar[2] == 0x7f80, "+inf on one rank: max %#06x", ar[2]);
+    CHECK(ar[3] == 0xff80, "-inf on every rank: max %#06x", ar[3]);
+    for (long i = 4; i < A; i++) {
+        uint16_t want = bf_max_val(0, i, N);
+        for (int r = 1; r < N; r++)
+            if (bf(bf_max_val(r, i, N)) > bf(want)) want = bf_max_val(r, i, N);
+        CHECK(ar[i] == want, "max[%ld] %#06x vs %#06x", i, ar[i], want);
+    }
+    for (long i = 0; i < C; i++) {
+        long gi = 4 + (long)world.rank * C + i;
+        uint16_t want = bf_max_val(0, gi, N);
+        for (int r = 1; r < N; r++)
+            if (bf(bf_max_val(r, gi, N)) > bf(want)) want = bf_max_val(r, gi, N);
+        CHECK(rs[i] == want, "reduce-scatter max[%ld] %#06x vs %#06x", i, rs[i], want);
+    }
+}
+
+// Rounding of one combine, a + b, on groups of two (world ranks 0+1, 2+3); a world rank left
+// alone (np 1, rank 2 of np 3) checks that a group of one returns its input bit for bit.
+// want is worked out by hand (bf16: 1 sign, 8 exponent, 7 mantissa bits; ulp(1) = 2^-7):
+static const struct { uint16_t a, b, want; } bf16_pairs[] = {
+    {0x3f80, 0x3b80, 0x3f80},  // 1 + 2^-8: halfway between 0x3f80 and 0x3f81 -> even 0x3f80
+    {0x3f81, 0x3b80, 0x3f82},  // (1 + 2^-7) + 2^-8 = 1 + 3*2^-8: halfway 0x3f81/0x3f82 -> up
+    {0xbf81, 0xbb80, 0xbf82},  // the same negated: to even is away from zero here
+    {0x3f81, 0xbb80, 0x3f80},  // (1 + 2^-7) - 2^-8 = 1 + 2^-8: halfway -> down to 0x3f80
+    {0x4300, 0x3f00, 0x4300},  // 128 + 0.5 (ulp 1 in [128, 256)): halfway 128/129 -> 128
+    {0x4301, 0x3f00, 0x4302},  // 129 + 0.5: halfway 129/130 -> 130
+    {0x3fff, 0x3b80, 0x4000},  // (2 - 2^-7) + 2^-8 = 2 - 2^-8: halfway -> 2.0, the carry
+                               //   into the exponent
+    {0x3f80, 0x3bc0, 0x3f81},  // 1 + 3*2^-9 = 1 + 0.75 ulp: nearest is up
+    {0x3f80, 0x3b00, 0x3f80},  // 1 + 2^-9 = 1 + 0.25 ulp: nearest is down
+    {0x3f80, 0x4000, 0x4040},  // 1 + 2 = 3, exact
+    {0x3f80, 0xbf80, 0x0000},  // 1 - 1 = +0
+    {0x8000, 0x8000, 0x8000},  // -0 + -0 = -0
+    {0x0001, 0x0001, 0x0002},  // subnormals 2^-133 + 2^-133 = 2^-132, exact (no flush to zero)
+    {0x7f7f, 0x7f7f, 0x7f80},  // max finite (2^128 - 2^120) doubled: +inf
+    {0x7f7f, 0x7b00, 0x7f80},  // max + 2^119 (half its ulp): halfway to 2^128 -> even = +inf
+    {0x7fc0, 0x3f80, 0x7fc0},  // NaN + 1: NaN (checked as any NaN)
+    {0x7f80, 0xff80, 0x7fc0},  // inf - inf: NaN
+};
+enum { NPAIRS = sizeof bf16_pairs / sizeof bf16_pairs[0] };
+
+// The table's want is the bf16 nearest to a + b (exact in double), ties to the even mantissa:
+// checked against its two neighbours in bit order, so a slip in the table cannot pass unseen.
+static void test_bf16_pairs_table(void) {
+    for (int i = 0; i < NPAIRS; i++) {
+        uint16_t w = bf16_pairs[i].want;
+        double s = (double)bf(bf16_pairs[i].a) + (double)bf(bf16_pairs[i].b);
+        if (isnan(s) || isinf(s)) {
+            CHECK(isnan(s) ? bf_isnan(w) : w == (s > 0 ? 0x7f80 : 0xff80), "row %d", i);
+            continue;
+        }
+        if (s == (double)bf(w)) continue;  // exact (zeros: the bits in the table give the sign)
+        if ((w & 0x7fffu) == 0x7f80u) {   // overflow: s is at least halfway past max finite
+            CHECK(fabs(s) >= ldexp(2.0, 127) - ldexp(1.0, 119), "row %d overflows", i);
+            continue;
+        }
+        double d = fabs(s - bf(w)), up = fabs(s - bf((uint16_t)(w + 1))),
+               dn = fabs(s - bf((uint16_t)(w - 1)));
+        CHECK(d <= up && d <= dn, "row %d: %#06x is not nearest to %.17g", i, w, s);
+        if (d == up || d == dn) CHECK((w & 1) == 0, "row %d: a tie must go to even", i);
+    }
+}
+
+static void test_bf16_rounding_pairs(void) {
+    ct_group g;
+    CHECK(ct_comm_group_split(&world, world.rank / 2, world.rank, "pair", &g) == CT_OK, "%s",
+          ct_last_error());
+    uint16_t mine[NPAIRS], ar[NPAIRS], nb[NPAIRS], rs_in[2 * NPAIRS], rs[NPAIRS];
+    for (int i = 0; i < NPAIRS; i++)
+        mine[i] = nb[i] = rs_in[i] = rs_in[NPAIRS + i] = g.rank == 0 ? bf16_pairs[i].a : bf16_pairs[i].b;
+    ct_comm_all_reduce(&g, mine, ar, NPAIRS, CT_BF16, CT_COMM_SUM);
+    ct_comm_handle h = ct_comm_all_reduce_start(&g, nb, nb, NPAIRS, CT_BF16, CT_COMM_SUM);
+    ct_comm_wait(&h);
+    if (g.size == 1) {  // a group of one: no combine happens, every bit stays as it was
+        uint16_t odd[3] = {0x7fc5, 0x0001, 0x8000}, odd_out[3], odd_rs[3];
+        ct_comm_all_reduce(&g, odd, odd_out, 3, CT_BF16, CT_COMM_SUM);
+        ct_comm_reduce_scatter(&g, odd, odd_rs, 3, CT_BF16, CT_COMM_MAX);
+        ct_comm_reduce_scatter(&g, rs_in, rs, NPAIRS, CT_BF16, CT_COMM_SUM);
+        for (int i = 0; i < 3; i++)
+            CHECK(odd_out[i] == odd[i] && odd_rs[i] == odd[i], "alone [%d] %#06x %#06x", i,
+                  odd_out[i], odd_rs[i]);
+        for (int i = 0; i < NPAIRS; i++)
+            CHECK(ar[i] == mine[i] && nb[i] == mine[i] && rs[i] == mine[i], "alone row %d", i);
+    } else {
+        CHECK(g.size == 2, "size %d", g.size);
+        ct_comm_reduce_scatter(&g, rs_in, rs, NPAIRS / 2, CT_BF16, CT_COMM_SUM);
+        for (int i = 0; i < NPAIRS; i++) {
+            uint16_t w = bf16_pairs[i].want;
+            bool ok = bf_isnan(w) ? bf_isnan(ar[i]) && bf_isnan(nb[i]) : ar[i] == w && nb[i] == w;
+            CHECK(ok, "row %d: %#06x + %#06x = %#06x (non-blocking %#06x), want %#06x", i,
+                  bf16_pairs[i].a, bf16_pairs[i].b, ar[i], nb[i], w);
+        }
+        // Chunk g.rank of (2, NPAIRS / 2): rows g.rank * (NPAIRS / 2) onwards.
+        for (int i = 0; i < NPAIRS / 2; i++) {
+            int row = g.rank * (NPAIRS / 2) + i;
+            uint16_t w = bf16_pairs[row].want;
+            CHECK(bf_isnan(w) ? bf_isnan(rs[i]) : rs[i] == w, "reduce-scatter row %d: %#06x vs %#06x",
+                  row, rs[i], w);
+        }
+    }
+    ct_comm_group_free(&g);
+}
+
+// A bf16 reduction counts 2 bytes an element: half the bytes of the same fp32 one.
+static void test_bf16_stats(void) {
+    ct_group g;
+    CHECK(ct_comm_group_split(&world, 0, world.rank, "bf16stats", &g) == CT_OK, "%s", ct_last_error());
+    const double N = g.size;
+    float f32_in[4 * 17], f32_out[17];
+    uint16_t b_in[4 * 17], b_out[41];
+    memset(f32_in, 0, sizeof f32_in);
+    memset(b_in, 0, sizeof b_in);
+    ct_comm_reduce_scatter(&g, f32_in, f32_out, 17, CT_F32, CT_COMM_SUM);
+    double f32_bytes = g.stats[CT_COMM_REDUCE_SCATTER].bytes;
+    ct_comm_stats_reset(&g);
+    ct_comm_reduce_scatter(&g, b_in, b_out, 17, CT_BF16, CT_COMM_SUM);
+    double bf16_bytes = g.stats[CT_COMM_REDUCE_SCATTER].bytes;
+    CHECK(g.stats[CT_COMM_REDUCE_SCATTER].calls == 1, "calls");
+    CHECK(bf16_bytes * 2 == f32_bytes, "bf16 %g vs f32 %g", bf16_bytes, f32_bytes);
+    CHECK_CLOSE(bf16_bytes, (N - 1) * 17 * 2, 1e-12, 0);
+    ct_comm_all_reduce(&g, b_in, b_out, 41, CT_BF16, CT_COMM_MAX);
+    CHECK_CLOSE(g.stats[CT_COMM_ALL_REDUCE].bytes, 2 * (N - 1) / N * 41 * 2, 1e-12, 0);
+    ct_comm_group_free(&g);
+}
+
 static void test_dtype_sizes_and_names(void) {
     CHECK(ct_dtype_size(CT_F32) == sizeof(float), "f32");
     CHECK(ct_dtype_size(CT_BF16) == 2, "bf16");
@@ -365,9 +605,9 @@ static int scenario(const char *name) {
         ct_comm_barrier(&world);
     } else if (strcmp(name, "rsoverlap") == 0) {
         ct_comm_reduce_scatter(&world, v, v + 1, 2, CT_F32, CT_COMM_SUM);
-    } else if (strcmp(name, "bf16reduce") == 0) {
-        uint16_t b[4] = {0};
-        ct_comm_all_reduce(&world, b, b, 4, CT_BF16, CT_COMM_SUM);
+    } else if (strcmp(name, "u8reduce") == 0) {
+        uint8_t b[4] = {0};
+        ct_comm_all_reduce(&world, b, b, 4, CT_U8, CT_COMM_SUM);
     } else {
         fprintf(stderr, "unknown scenario %s\n", name);
         return 2;
@@ -386,6 +626,7 @@ int main(int argc, char **argv) {
         // Parent: the cases that need no MPI, then every MPI case at 1, 2, 3 and 4 ranks.
         CT_RUN(test_backend_table);
         CT_RUN(test_unmade_group_is_fatal);
+        CT_RUN(test_bf16_pairs_table);
         int bad = ct_test_failures != 0;
         for (int np = 1; np <= 4; np++) {
             int rc = ct_mpi_test_spawn(argv[0], np, 240, NULL);
@@ -420,6 +661,10 @@ int main(int argc, char **argv) {
     CT_MPI_RUN(test_nonblocking);
     CT_MPI_RUN(test_split_groups);
     CT_MPI_RUN(test_stats);
+    CT_MPI_RUN(test_bf16_sum_exact);
+    CT_MPI_RUN(test_bf16_max);
+    CT_MPI_RUN(test_bf16_rounding_pairs);
+    CT_MPI_RUN(test_bf16_stats);
     ct_comm_group_free(&world);
     ct_comm_finalize();
     CT_TEST_EXIT();

@@ -8,7 +8,7 @@
 #   mpierror   MPI itself refuses a call (negative tag); the error becomes a ct_fatal line
 #   badpeer    a send to a rank outside the group
 #   rsoverlap  a reduce-scatter whose send and recv buffers overlap
-#   bf16reduce a reduction of bf16 payloads, which the MPI backend cannot do
+#   u8reduce   a reduction of raw bytes (u8), which the MPI backend refuses (bf16 it reduces)
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_TEST_COMM_BIN:-build/tests/test_comm}
@@ -53,4 +53,4 @@ drill kill "process rank 1 with PID"
 drill mpierror "[rank 0] comm: send on group world failed: MPI_ERR_TAG: invalid tag"
 drill badpeer "[rank 0] comm: send on group world: peer 6 is not a rank of the group (size 3)"
 drill rsoverlap "comm: reduce_scatter on group world: send and recv buffers overlap"
-drill bf16reduce "comm: all_reduce on group world: cannot reduce bf16 data with the MPI backend"
+drill u8reduce "comm: all_reduce on group world: cannot reduce u8 data with the MPI backend"

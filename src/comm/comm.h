@@ -7,15 +7,21 @@
 // - Collectives cannot fail softly. An MPI error, or a collective that does not complete within
 //   its group's timeout, ends the whole job through ct_fatal with one line
 //   "[rank R] comm: <collective> on group <name> ..." -- never a hang, never a crash.
-//   Bad arguments (a peer outside the group, a reduction on bf16 bytes) end it the same way.
+//   Bad arguments (a peer outside the group, overlapping reduce-scatter buffers, a reduction
+//   on u8 bytes) end it the same way.
 // - Blocking calls are the non-blocking call followed by ct_comm_wait, so both share one
 //   timeout path and one set of statistics.
 // - Buffers hold `count` elements of `dtype`; counts are per call, never in bytes.
+// - Reductions (all_reduce, reduce_scatter; SUM and MAX) take f32, f64, i32, i64 and bf16.
+//   bf16 is reduced pairwise: each combine widens both values to fp32, adds (or takes the max)
+//   and rounds back to bf16 to nearest, ties to even, so a SUM over N ranks rounds N-1 times in
+//   an order the transport picks (exact when every partial sum is representable in bf16). NaN
+//   stays NaN; a bf16 MAX with a NaN anywhere is NaN. u8 can be moved but not reduced.
 //
 // Statistics. Every group counts, per kind of collective, the calls, the bytes this rank moves,
 // and the seconds it spends waiting (inside ct_comm_wait, i.e. communication not hidden behind
 // compute). "Bytes moved" is the ring-algorithm volume SENT by this rank, with N = group size
-// and E = element size:
+// and E = element size (4 for f32, 2 for bf16: a bf16 reduction moves half the bytes):
 //   all_reduce(count)          2 (N-1)/N * count * E   (reduce-scatter then all-gather rings)
 //   all_gather(count per rank)   (N-1)   * count * E   (= (N-1)/N of the gathered N*count)
 //   reduce_scatter(count/rank)   (N-1)   * count * E   (= (N-1)/N of the N*count input)

@@ -6,13 +6,19 @@
 // a peer never arrives. MPI errors are returned (MPI_ERRORS_RETURN on every communicator) and
 // turned into ct_fatal lines naming the rank, the collective, the group and MPI's own
 // explanation.
+//
+// bf16 reductions: MPI has no bf16 type, so bf16 travels as MPI_UINT16_T and is reduced by
+// user-defined ops (bf16_sum, bf16_max), created once at init and freed at finalize.
 #include "comm/backend.h"
 
 #include <limits.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "core/float_formats.h"
 
 _Static_assert(sizeof(MPI_Comm) <= sizeof(ct_comm_opaque), "MPI_Comm must fit ct_comm_opaque");
 _Static_assert(sizeof(MPI_Request) <= sizeof(ct_comm_opaque), "MPI_Request must fit ct_comm_opaque");
@@ -53,10 +59,57 @@ static MPI_Datatype mpi_type(const ct_group *g, ct_comm_kind k, ct_dtype dt) {
     }
 }
 
-// bf16 and raw bytes can be moved but not reduced: MPI has no bf16 arithmetic, and summing
-// bytes is never what a caller means. (comm.c has refused unknown reductions already.)
+// ---- bf16 reductions -------------------------------------------------------------------------
+// MPI calls these on pairs of buffers (inout[i] = in[i] op inout[i]) in an order of its choice:
+// each combine widens both bf16 values to fp32 (exact), adds or takes the max in fp32 and rounds
+// the result back to bf16, to nearest, ties to even (core/float_formats.h). A sum over N ranks
+// is thus N-1 roundings whose order MPI picks; it is exact whenever every partial sum is
+// representable in bf16. NaN stays NaN in both ops (max too: a NaN anywhere gives a NaN, in
+// whichever order MPI combines). Both ops are commutative, as fp32 addition and max are.
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type) {
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0, n = *len; i < n; i++)
+        b[i] = ct_f32_to_bf16(ct_bf16_to_f32(a[i]) + ct_bf16_to_f32(b[i]));
+}
+
+static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *type) {
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0, n = *len; i < n; i++) {
+        float x = ct_bf16_to_f32(a[i]), y = ct_bf16_to_f32(b[i]);
+        // Either NaN wins; otherwise the larger (exact: converting back does not round).
+        b[i] = ct_f32_to_bf16(isnan(x) ? x : isnan(y) ? y : x > y ? x : y);
+    }
+}
+
+// Indexed by ct_comm_op; made by mpi_init (once), freed by mpi_finalize.
+static MPI_Op bf16_ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+
+static ct_status bf16_ops_create(void) {
+    MPI_User_function *const fns[2] = {[CT_COMM_SUM] = bf16_sum, [CT_COMM_MAX] = bf16_max};
+    for (int i = 0; i < 2; i++)
+        if (bf16_ops[i] == MPI_OP_NULL && MPI_Op_create(fns[i], 1, &bf16_ops[i]) != MPI_SUCCESS)
+            return ct_set_error("comm: MPI_Op_create of the bf16 %s failed",
+                                i == CT_COMM_SUM ? "sum" : "max");
+    return CT_OK;
+}
+
+static void bf16_ops_free(void) {
+    for (int i = 0; i < 2; i++)
+        if (bf16_ops[i] != MPI_OP_NULL) MPI_Op_free(&bf16_ops[i]);  // sets MPI_OP_NULL
+}
+
+// Raw bytes can be moved but not reduced: summing bytes is never what a caller means. (comm.c
+// has refused unknown reductions already.)
 static MPI_Op mpi_op(const ct_group *g, ct_comm_kind k, ct_dtype dt, ct_comm_op op) {
-    if (dt == CT_BF16 || dt == CT_U8)
+    if (dt == CT_BF16) {
+        if (bf16_ops[op] == MPI_OP_NULL)  // groups exist only after mpi_init: MPI went down since
+            ct_fatal("comm", "%s on group %s: the bf16 reductions are not set up (MPI was finalized)",
+                     ct_comm_kind_name(k), g->name);
+        return bf16_ops[op];
+    }
+    if (dt == CT_U8)
         ct_fatal("comm", "%s on group %s: cannot reduce %s data with the MPI backend",
                  ct_comm_kind_name(k), g->name, ct_dtype_name(dt));
     return op == CT_COMM_MAX ? MPI_MAX : MPI_SUM;
@@ -93,11 +146,16 @@ static ct_status mpi_init(int *argc, char ***argv) {
             return ct_set_error("comm: MPI provides thread level %d, ctitan needs FUNNELED", provided);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    return CT_OK;
+    return bf16_ops_create();
 }
 
 static void mpi_finalize(void) {
-    if (mpi_running()) MPI_Finalize();
+    if (mpi_running()) {
+        bf16_ops_free();
+        MPI_Finalize();
+    } else {
+        bf16_ops[0] = bf16_ops[1] = MPI_OP_NULL;  // gone with the MPI that made them
+    }
 }
 
 // ct_fatal's view of the job. Each re-checks that MPI runs: ct_fatal may come at any moment,

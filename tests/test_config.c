@@ -202,6 +202,10 @@ static const flag_case product_flags[] = {
     {"metrics.pipeline_trace", "out/trace.json", "\"out/trace.json\""},
     {"parallelism.context_parallel_load_balancer", "none", "\"none\""},
     {"parallelism.context_parallel_rotate_method", "ring", "\"ring\""},
+    {"mixed_precision_reduce", "bf16", "\"bf16\""},
+    {"quantization.float8.recipe", "rowwise", "\"rowwise\""},
+    {"quantization.mxfp8.recipe", "mxfp8", "\"mxfp8\""},
+    {"quantization.filter_fqns", "output,layers.0", "\"output,layers.0\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -277,6 +281,10 @@ static int flag_landed(const ct_config *c, int k) {
     case 66: return !strcmp(c->pipeline_trace, "out/trace.json");
     case 67: return !strcmp(c->cp_load_balancer, "none");
     case 68: return !strcmp(c->cp_rotate_method, "ring");
+    case 69: return !strcmp(c->mixed_precision_reduce, "bf16");
+    case 70: return !strcmp(c->float8_recipe, "rowwise");
+    case 71: return !strcmp(c->mx_recipe, "mxfp8");
+    case 72: return !strcmp(c->quant_filter, "output,layers.0");
     }
     return 0;
 }
@@ -288,7 +296,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 69, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 73, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -341,6 +349,11 @@ static void test_aliases(void) {
         {"parallelism.pipeline_parallel_microbatch_size", "2", 63},
         {"parallelism.pipeline_parallel_layers_per_stage", "3", 64},
         {"parallelism.pipeline_parallel_split_points", "layers.2,layers.4", 65},
+        {"training.mixed_precision_reduce", "bfloat16", 69},
+        {"float8.recipe_name", "rowwise", 70},
+        {"mx.recipe_name", "mxfp8_cublas", 71},
+        {"float8.filter_fqns", "output,layers.0", 72},
+        {"mx.filter_fqns", "output,layers.0", 72},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ct_config c;
@@ -539,12 +552,9 @@ static void test_not_implemented(void) {
     } cases[] = {
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
         {"compile.enable", "true", "compile.enable"},
-        {"mixed_precision", "bf16", "mixed_precision"},
         {"activation_checkpoint.selective", "true", "activation_checkpoint.selective"},
         {"activation_checkpoint.mode", "full", "activation_checkpoint.mode"},
         {"activation_checkpoint.mode", "selective", "activation_checkpoint.mode"},
-        {"quantization.float8.enable", "true", "quantization.float8.enable"},
-        {"quantization.mxfp8.enable", "true", "quantization.mxfp8.enable"},
         {"checkpoint.enable", "true", "checkpoint.enable"},
         {"metrics.enable_tensorboard", "true", "metrics.enable_tensorboard"},
     };

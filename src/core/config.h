@@ -37,6 +37,7 @@ typedef struct {
     int micro_batch_size;             // micro_batch_size (alias training.local_batch_size)
     int gradient_accumulation_steps;  // gradient_accumulation_steps
     char mixed_precision[16];         // mixed_precision: fp32 | bf16
+    char mixed_precision_reduce[16];  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
     char dataset[CT_STR];             // training.dataset: "synthetic" or a folder of token shards
 
     // [optimizer]
@@ -75,7 +76,10 @@ typedef struct {
     // [compile], [quantization]
     bool compile;                     // compile.enable
     bool float8;                      // quantization.float8.enable
+    char float8_recipe[16];           // quantization.float8.recipe: tensorwise | rowwise
     bool mxfp8;                       // quantization.mxfp8.enable
+    char mx_recipe[16];               // quantization.mxfp8.recipe: mxfp8
+    char quant_filter[CT_STR];        // quantization.filter_fqns: comma list of names kept high precision
 
     // [metrics]
     int log_freq;                     // metrics.log_freq

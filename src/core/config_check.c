@@ -112,11 +112,8 @@ ct_status ct_config_validate(const ct_config *c) {
 ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
     NOT_YET(c->compile, "compile.enable");
-    NOT_YET(!strcmp(c->mixed_precision, "bf16"), "mixed_precision");
     NOT_YET(c->ac_selective, "activation_checkpoint.selective");
     NOT_YET(strcmp(c->ac_mode, "none"), "activation_checkpoint.mode");
-    NOT_YET(c->float8, "quantization.float8.enable");
-    NOT_YET(c->mxfp8, "quantization.mxfp8.enable");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence

@@ -23,6 +23,8 @@ const ct_setting ct_settings[] = {
     // Top-level product settings (written before any [section] in a TOML file).
     ENUM("mixed_precision", mixed_precision, "fp32", "fp32|bf16", "float32=fp32|bfloat16=bf16",
          "training.mixed_precision_param", "precision of parameters in forward/backward (master weights stay fp32)"),
+    ENUM("mixed_precision_reduce", mixed_precision_reduce, "fp32", "fp32|bf16", "float32=fp32|bfloat16=bf16",
+         "training.mixed_precision_reduce", "precision of gradient reductions (reduce-scatter, all-reduce) under bf16"),
     INT("micro_batch_size", micro_batch_size, "8", "training.local_batch_size",
         "sequences per micro-batch on each data-parallel rank"),
     INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
@@ -119,7 +121,13 @@ const ct_setting ct_settings[] = {
     // [compile], [quantization]
     BOOL("compile.enable", compile, "false", NULL, "fused kernels for norm, RoPE and activations"),
     BOOL("quantization.float8.enable", float8, "false", NULL, "float8 (e4m3/e5m2) matmuls with dynamic scaling"),
+    ENUM("quantization.float8.recipe", float8_recipe, "tensorwise", "tensorwise|rowwise", NULL, "float8.recipe_name",
+         "float8 scaling: one scale per tensor, or per row / column"),
     BOOL("quantization.mxfp8.enable", mxfp8, "false", NULL, "MXFP8 matmuls (blocks of 32 with e8m0 scales)"),
+    ENUM("quantization.mxfp8.recipe", mx_recipe, "mxfp8", "mxfp8", "mxfp8_cublas=mxfp8|mxfp8_emulated=mxfp8",
+         "mx.recipe_name", "MX recipe: e4m3 elements, 32-element blocks, e8m0 scales"),
+    STR("quantization.filter_fqns", quant_filter, "output", "float8.filter_fqns mx.filter_fqns",
+        "linear layers left in high precision: comma list of names (\"output\", \"attention.wo\", \"layers.0\", ...)"),
 
     // [metrics]
     INT("metrics.log_freq", log_freq, "1", NULL, "print and record metrics every this many steps"),

@@ -26,13 +26,22 @@ static float *norm_out(const ct_block_ctx *c, float *full) { return seq_parallel
 // place) unless sequence parallel reduce-scatters them.
 static float *partial_out(const ct_block_ctx *c, float *local) { return seq_parallel(c) ? c->tmp_full : local; }
 
-static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const ct_block_acts *s) {
+// The kept activation's buffer for computing in fp32: itself in fp32, else the work buffer.
+static float *work(const ct_block_ctx *c, void *kept, float *w) { return c->lin->prec.compute == CT_BF16 ? w : kept; }
+// A kept matmul input as the typed (rows, cols) view the linear layer reads.
+static ct_tensor act(const ct_block_ctx *c, const void *kept, long cols) {
+    return ct_tensor_make((void *)kept, c->lin->prec.compute, (ct_device){c->k->device, 0}, c->N, cols);
+}
+static bool f8(const ct_block_ctx *c, int layer, ct_block_linear l) { return ct_precision_f8(&c->lin->prec, layer, l); }
+
+// q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
+static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
     const ct_llama_config *m = c->cfg;
     long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = c->qkv_dim;
     ct_attention_args a = {
         .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = NH, .NKV = NKV, .HS = HS,
-        .q = s->qkv, .k = s->qkv + NH * HS, .v = s->qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV, .ldv = QKV,
-        .q_pos = c->pos, .k_pos = c->pos, .out = s->att, .lse = s->lse, .scratch = c->scratch,
+        .q = qkv, .k = qkv + NH * HS, .v = qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV, .ldv = QKV,
+        .q_pos = c->pos, .k_pos = c->pos, .out = out, .lse = lse, .scratch = c->scratch,
     };
     return a;
 }
@@ -41,31 +50,40 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_kernels *k = c->k;
+    const ct_linear_ctx *L = c->lin;
     const ct_llama_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
-    float *q = s->qkv, *kk = s->qkv + NH * HS;
 
-    float *n1 = norm_out(c, s->norm1);
+    float *norm1 = work(c, s->norm1, c->w_norm), *n1 = norm_out(c, norm1);
     k->rmsnorm_forward(n1, s->rstd1, s->x, w->attn_norm, Nl, C, (float)m->norm_eps);
-    gather_rows(c, n1, s->norm1);                           // (N, C)
-    k->linear_forward(s->qkv, s->norm1, w->wqkv, N, C, QKV);  // (N, QKV) this rank's heads
-    k->rope_forward(q, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
-    k->rope_forward(kk, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
-    ct_attention_args a = attention_args(c, layer, s);
+    gather_rows(c, n1, norm1);  // (N, C)
+    ct_keep_activation(L, s->norm1, norm1, N * C);
+    float *qkv = work(c, s->qkv, c->w_qkv);
+    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WQKV), qkv, act(c, s->norm1, C), w->wqkv, QKV);  // (N, QKV) this rank's heads
+    k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
+    k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    ct_keep_activation(L, s->qkv, qkv, N * QKV);
+    float *att = work(c, s->att, c->w_att);
+    ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     c->ops->attention.forward(c->ops->attention.ctx, &a);
+    ct_keep_activation(L, s->att, att, N * NH * HS);
     float *y = partial_out(c, s->x_mid);
-    k->linear_forward(y, s->att, w->wo, N, NH * HS, C);  // (N, C) partial over tp
-    reduce_rows(c, y, s->x_mid);                         // (N_l, C)
+    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WO), y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
+    reduce_rows(c, y, s->x_mid);                                                        // (N_l, C)
     k->add_inplace(s->x_mid, s->x, Nl * C);
 
-    float *n2 = norm_out(c, s->norm2);
+    float *norm2 = work(c, s->norm2, c->w_norm), *n2 = norm_out(c, norm2);
     k->rmsnorm_forward(n2, s->rstd2, s->x_mid, w->ffn_norm, Nl, C, (float)m->norm_eps);
-    gather_rows(c, n2, s->norm2);
-    k->linear_forward(s->h13, s->norm2, w->w13, N, C, 2 * F);  // (N, 2F)
-    k->swiglu_forward(s->h, s->h13, N, F);                     // (N, F)
+    gather_rows(c, n2, norm2);
+    ct_keep_activation(L, s->norm2, norm2, N * C);
+    float *h13 = work(c, s->h13, c->w_h13), *h = work(c, s->h, c->w_h);
+    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W13), h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
+    ct_keep_activation(L, s->h13, h13, N * 2 * F);
+    k->swiglu_forward(h, h13, N, F);  // (N, F)
+    ct_keep_activation(L, s->h, h, N * F);
     y = partial_out(c, out);
-    k->linear_forward(y, s->h, w->w2, N, F, C);  // (N, C) partial over tp
+    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W2), y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     k->add_inplace(out, s->x_mid, Nl * C);
 }
@@ -97,6 +115,7 @@ static const float *norm_grad(const ct_block_ctx *c, float **dfull, float *kept)
 void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_weights *w,
                        ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres) {
     const ct_kernels *k = c->k;
+    const ct_linear_ctx *L = c->lin;
     const ct_llama_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
@@ -109,40 +128,42 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
-    k->linear_backward(c->dh, gw->w2, dy, s->h, w->w2, N, F, C);
-    k->swiglu_backward(dh13, c->dh, s->h13, N, F);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W2), c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
+    k->swiglu_backward(dh13, c->dh, ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F), N, F);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
-    k->linear_backward(dfull, gw->w13, dh13, s->norm2, w->w13, N, C, 2 * F);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W13), dfull, gw->w13, dh13, act(c, s->norm2, C), w->w13, 2 * F);
     reduce_rows(c, dfull, (float *)dn);  // backward of f: sum the partial input gradients over tp
     k->rmsnorm_backward(dres, gw->ffn_norm, dn, s->x_mid, w->ffn_norm, s->rstd2, Nl, C);
 
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
     dy = output_grad(c, dres, split ? keep->dy_att : NULL);
-    k->linear_backward(c->datt, gw->wo, dy, s->att, w->wo, N, NH * HS, C);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WO), c->datt, gw->wo, dy, act(c, s->att, NH * HS), w->wo, C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
-    ct_attention_args a = attention_args(c, layer, s);
+    const float *qkv = ct_kept_as_f32(L, s->qkv, c->w_qkv, N * QKV);
+    float *att = (float *)ct_kept_as_f32(L, s->att, c->w_att, N * NH * HS);
+    ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     float *dq = dqkv, *dk = dqkv + NH * HS, *dv = dqkv + (NH + NKV) * HS;
     c->ops->attention.backward(c->ops->attention.ctx, &a, c->datt, dq, dk, dv);
     k->rope_backward(dq, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
     dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
-    k->linear_backward(dfull, gw->wqkv, dqkv, s->norm1, w->wqkv, N, C, QKV);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WQKV), dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV);
     reduce_rows(c, dfull, (float *)dn);
     k->rmsnorm_backward(dres, gw->attn_norm, dn, s->x, w->attn_norm, s->rstd1, Nl, C);
 }
 
-void ct_block_backward_weight(const ct_block_ctx *c, const ct_block_acts *s, const ct_block_wgrad_inputs *kept,
-                              ct_block_weights *g) {
+void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s,
+                              const ct_block_wgrad_inputs *kept, ct_block_weights *g) {
     const ct_kernels *k = c->k;
+    const ct_linear_ctx *L = c->lin;
     const ct_llama_config *m = c->cfg;
-    long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
-    long QKV = c->qkv_dim;
+    long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
     // The same gemms and column passes the combined backward runs, so the gradients are the
     // same bits whichever way a schedule computes them.
-    k->linear_backward(NULL, g->w2, kept->dy_ffn, s->h, NULL, N, F, C);
-    k->linear_backward(NULL, g->w13, kept->dh13, s->norm2, NULL, N, C, 2 * F);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W2), NULL, g->w2, kept->dy_ffn, act(c, s->h, F), NULL, C);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W13), NULL, g->w13, kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
     k->rmsnorm_backward(NULL, g->ffn_norm, kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
-    k->linear_backward(NULL, g->wo, kept->dy_att, s->att, NULL, N, NH * HS, C);
-    k->linear_backward(NULL, g->wqkv, kept->dqkv, s->norm1, NULL, N, C, QKV);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WO), NULL, g->wo, kept->dy_att, act(c, s->att, NH * HS), NULL, C);
+    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WQKV), NULL, g->wqkv, kept->dqkv, act(c, s->norm1, C), NULL, QKV);
     k->rmsnorm_backward(NULL, g->attn_norm, kept->dn1, s->x, NULL, s->rstd1, Nl, C);
 }

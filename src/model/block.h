@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "model/linear.h"
 #include "model/llama.h"
 #include "model/stage.h"
 #include "model/stage_ops.h"
@@ -15,6 +16,7 @@
 typedef struct {
     const ct_kernels *k;
     const ct_stage_ops *ops;
+    const ct_linear_ctx *lin;         // the matmuls' precision and scratch
     const ct_llama_config *cfg;       // this rank's dimensions
     long B, T, N, N_local, qkv_dim;   // this call's rows: N = B·T, N_local residual rows here
     const int32_t *pos;               // (T) positions of the tokens (NULL: 0..T-1)
@@ -27,6 +29,14 @@ typedef struct {
     float *dqkv;                      // (N, QKV)
     float *dh;                        // (N, F)
     float *dh13;                      // (N, 2F)
+    // fp32 work buffers for activations kept in bf16 (NULL in fp32, where the kept buffers are
+    // the work buffers): each is computed here, narrowed into the slot, and widened again for
+    // the kernels that read fp32 (attention, SwiGLU).
+    float *w_norm;                    // (N, C)
+    float *w_qkv;                     // (N, QKV)
+    float *w_att;                     // (N, NH·HS)
+    float *w_h13;                     // (N, 2F)
+    float *w_h;                       // (N, F)
 } ct_block_ctx;
 
 // s->x (N_l, C) -> out (N_l, C); fills the rest of s. out may alias s->x when nothing will
@@ -38,6 +48,6 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
 void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_weights *w,
                        ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres);
 // g += the block's weight gradients from what the split backward kept. No communication.
-void ct_block_backward_weight(const ct_block_ctx *c, const ct_block_acts *s, const ct_block_wgrad_inputs *kept,
+void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_wgrad_inputs *kept,
                               ct_block_weights *g);
 #endif

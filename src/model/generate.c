@@ -125,8 +125,9 @@ void ct_gen_reset(ct_generator *g) { g->len = 0; }
 // embeddings on entry and the final residual stream on exit.
 static void chunk_forward(ct_generator *g, long n) {
     const ct_llama_config *m = &g->cfg;
+    ct_linear_ctx lin = {.k = g->k, .prec = ct_precision_fp32()};  // generation computes in fp32
     ct_block_ctx c = {
-        .k = g->k, .ops = &g->ops, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n, .qkv_dim = g->qkv_dim,
+        .k = g->k, .ops = &g->ops, .lin = &lin, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n, .qkv_dim = g->qkv_dim,
         .pos = g->pos + g->len,  // absolute positions: RoPE rotates q and k where they sit in the sequence
         .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .scratch = g->scratch,
     };

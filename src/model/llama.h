@@ -42,18 +42,21 @@ void ct_llama_rope_tables(const ct_kernels *k, const ct_llama_config *m, float *
 
 // Activations of one block kept for backward. N_l = rows of the residual stream on this rank
 // (N, or N / tp under sequence parallel); the column-parallel region works on all N rows.
+// The residual stream and the per-row statistics stay fp32; the matmul inputs and outputs
+// (void *) are kept in the stage's compute dtype: fp32, or bf16 under mixed precision
+// (model/linear.h).
 typedef struct {
     float *x;      // (N_l, C) block input: the residual stream
-    float *norm1;  // (N, C) attention_norm(x), gathered
+    void *norm1;   // (N, C) attention_norm(x), gathered
     float *rstd1;  // (N_l)
-    float *qkv;    // (N, QKV) after RoPE on the q and k parts
-    float *att;    // (N, NH·HS) attention output, before wo
+    void *qkv;     // (N, QKV) after RoPE on the q and k parts
+    void *att;     // (N, NH·HS) attention output, before wo
     float *lse;    // (B, NH, T) per-row log-sum-exp of the attention scores
     float *x_mid;  // (N_l, C) residual stream after attention
-    float *norm2;  // (N, C) ffn_norm(x_mid), gathered
+    void *norm2;   // (N, C) ffn_norm(x_mid), gathered
     float *rstd2;  // (N_l)
-    float *h13;    // (N, 2F) [w1 x | w3 x]
-    float *h;      // (N, F) silu(w1 x) * (w3 x)
+    void *h13;     // (N, 2F) [w1 x | w3 x]
+    void *h;       // (N, F) silu(w1 x) * (w3 x)
 } ct_block_acts;
 
 #endif

@@ -22,11 +22,34 @@ static bool seq_parallel(const ct_stage *s) { return s->ops.tp.sequence_parallel
         ptr = base ? base + used : NULL;        \
         used += ((n) + 15) & ~15L;              \
     } while (0)
+// n elements of the compute dtype (a kept matmul activation): half as many floats in bf16.
+#define TAKE_ACT(ptr, n) TAKE(ptr, s->prec.compute == CT_BF16 ? ((n) + 1) / 2 : (n))
+
+// The largest input and output widths of a block's linear layers (sizes the linears' scratch).
+static long max_linear_in(const ct_stage *s) {
+    const ct_llama_config *m = &s->cfg;
+    long in = m->dim > m->ffn_hidden ? m->dim : m->ffn_hidden;
+    return in > m->n_heads * m->head_dim ? in : m->n_heads * m->head_dim;
+}
+static long max_linear_out(const ct_stage *s) {
+    long out = s->qkv_dim > 2 * s->cfg.ffn_hidden ? s->qkv_dim : 2 * s->cfg.ffn_hidden;
+    return out > s->cfg.dim ? out : s->cfg.dim;
+}
 
 static long carve_shared(ct_stage *s, float *base, long scratch) {
     const ct_llama_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
     long used = 0;
+    if (s->prec.compute == CT_BF16) {
+        TAKE(s->w_norm, N * C);
+        TAKE(s->w_qkv, N * s->qkv_dim);
+        TAKE(s->w_att, N * NH * HS);
+        TAKE(s->w_h13, N * 2 * F);
+        TAKE(s->w_h, N * F);
+    }
+    float *lin;
+    TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, max_linear_in(s), max_linear_out(s)));
+    if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, max_linear_in(s), max_linear_out(s));
     TAKE(s->dnorm, N * C);
     TAKE(s->datt, N * NH * HS);
     TAKE(s->dqkv, N * s->qkv_dim);
@@ -50,16 +73,16 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
     for (int l = 0; l < n_layers(s); l++) {
         ct_block_acts *b = &a->blocks[l];
         TAKE(b->x, Nl * C);
-        TAKE(b->norm1, N * C);
+        TAKE_ACT(b->norm1, N * C);
         TAKE(b->rstd1, Nl);
-        TAKE(b->qkv, N * QKV);
-        TAKE(b->att, N * NH * HS);
+        TAKE_ACT(b->qkv, N * QKV);
+        TAKE_ACT(b->att, N * NH * HS);
         TAKE(b->lse, B * NH * T);
         TAKE(b->x_mid, Nl * C);
-        TAKE(b->norm2, N * C);
+        TAKE_ACT(b->norm2, N * C);
         TAKE(b->rstd2, Nl);
-        TAKE(b->h13, N * 2 * F);
-        TAKE(b->h, N * F);
+        TAKE_ACT(b->h13, N * 2 * F);
+        TAKE_ACT(b->h, N * F);
     }
     TAKE(a->out, Nl * C);
     if (s->has_head) {
@@ -81,6 +104,7 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
     }
     return used;
 }
+#undef TAKE_ACT
 #undef TAKE
 
 // The stage's input: the first block's input, or (no blocks) the output buffer itself.
@@ -112,6 +136,9 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->has_head = spec->has_head;
     s->w = spec->weights;
     s->g = spec->grads;
+    s->prec = spec->prec;
+    if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
+        ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;
     s->B = spec->B;
     s->T = spec->T;
@@ -173,10 +200,11 @@ void ct_stage_free(ct_stage *s) {
 
 static ct_block_ctx block_ctx(ct_stage *s) {
     ct_block_ctx c = {
-        .k = s->k, .ops = &s->ops, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
+        .k = s->k, .ops = &s->ops, .lin = &s->lin, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
         .qkv_dim = s->qkv_dim, .pos = s->pos, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
         .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
-        .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13,
+        .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13, .w_norm = s->w_norm, .w_qkv = s->w_qkv,
+        .w_att = s->w_att, .w_h13 = s->w_h13, .w_h = s->w_h,
     };
     return c;
 }
@@ -220,6 +248,10 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     float *nf = norm_out(s, a->norm_f);
     s->k->rmsnorm_forward(nf, a->rstd_f, a->out, s->w->norm, Nl, C, (float)m->norm_eps);
     gather_rows(s, nf, a->norm_f);
+    // The output projection is a matmul like the blocks': bf16 inputs (its weight is the bf16
+    // compute copy already), fp32 accumulation and loss. It stays out of 8-bit (the filter's
+    // "output"), as in TorchTitan.
+    if (s->prec.compute == CT_BF16) ct_round_to_bf16(&s->lin, a->norm_f, N * C);
     const ct_loss_ops *L = &s->ops.loss;
     if (!training) {
         a->loss = L->fn(L->ctx, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size, vocab_start(s),
@@ -292,7 +324,7 @@ void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a) {
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
         acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
-        ct_block_backward_weight(&c, &a->blocks[i], &a->wg[i], &s->g->blocks[l]);
+        ct_block_backward_weight(&c, l, &a->blocks[i], &a->wg[i], &s->g->blocks[l]);
         release(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
     }
     if (s->has_embedding)

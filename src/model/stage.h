@@ -25,6 +25,7 @@
 
 #include "core/tensor.h"
 #include "kernels/backend.h"
+#include "model/linear.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
 
@@ -65,6 +66,8 @@ typedef struct {
     long rope_len;               // rows of the RoPE tables
     ct_llama_weights *w;         // parameter views (strategies re-point them per group)
     ct_llama_weights *g;         // gradient views
+    ct_precision prec;           // how the blocks' matmuls compute and what dtype they keep
+    ct_linear_ctx lin;           // their scratch
 
     int n_slots;
     bool split_backward;         // slots keep backward_weight's inputs
@@ -80,6 +83,7 @@ typedef struct {
     float *tmp_full;             // (N, C) sequence parallel: partial sums before reduce-scatter
     float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
+    float *w_norm, *w_qkv, *w_att, *w_h13, *w_h;  // bf16 only: fp32 work buffers (block.h)
     long xent_chunk_rows;
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
@@ -96,6 +100,7 @@ typedef struct {
     long max_pos;                // RoPE table length: 1 + the largest position (0: T)
     ct_stage_ops ops;
     ct_llama_weights *weights, *grads;
+    ct_precision prec;           // zero: fp32
 } ct_stage_spec;
 
 // Plans the shared buffers; slots come from ct_stage_plan_slots (the executor's count).

@@ -37,6 +37,8 @@ static void build_store(ct_fsdp *f) {
 static void update_buffer_bytes(ct_fsdp *f) {
     f->buffer_bytes = ((size_t)(f->n_slots + 1 + f->n_pin_grads) * (size_t)f->max_group_numel +
                        (size_t)f->max_shard_numel) * sizeof(float);
+    if (f->shard16) f->buffer_bytes += (size_t)(f->max_shard_numel + f->max_group_numel) * sizeof(uint16_t);
+    if (f->replica16) f->buffer_bytes += (size_t)f->local_numel * sizeof(uint16_t);
 }
 
 // Set-up (or a schedule's plan): n gather slots, each one padded group.
@@ -66,6 +68,7 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     memset(f, 0, sizeof *f);
     f->k = k;
     f->table = t;
+    f->param_dtype = f->reduce_dtype = CT_F32;
     f->shard_group = shard_group;
     f->replicate_group = replicate_group;
     f->policy = policy;
@@ -94,6 +97,7 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
         f->group_slot[g] = -1;
     }
     f->max_group_numel = max_shard * N;
+    f->max_shard_numel = max_shard;
     f->params = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
     f->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
     build_store(f);
@@ -106,11 +110,32 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
         }
         return;
     }
+    f->via_slots = true;
     // Two slots suffice when groups are freed after use; `never` keeps every group whole.
     grow_slots(f, policy == CT_RESHARD_NEVER ? f->n_groups : 2);
     f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
     f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
-    f->max_shard_numel = max_shard;
+    update_buffer_bytes(f);
+}
+
+void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
+    if ((param != CT_F32 && param != CT_BF16) || (reduce != CT_F32 && reduce != CT_BF16))
+        ct_fatal("fsdp", "precision %s / %s: expected f32 or bf16", ct_dtype_name(param), ct_dtype_name(reduce));
+    f->param_dtype = param;
+    f->reduce_dtype = reduce;
+    bool narrow = param == CT_BF16 || (reduce == CT_BF16 && nshards(f) > 1);
+    if (narrow && !f->shard16) {
+        f->shard16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(uint16_t));
+        f->comm16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_group_numel * sizeof(uint16_t));
+    }
+    if (reduce == CT_BF16 && f->replicate_group && f->replicate_group->size > 1 && !f->replica16)
+        f->replica16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
+    if (param == CT_BF16 && !f->via_slots) {
+        // One shard is the whole group, but the model must compute with its bf16 copy: gather
+        // (narrow and widen) into slots as N > 1 does, instead of reading the shard in place.
+        f->via_slots = true;
+        grow_slots(f, f->policy == CT_RESHARD_NEVER ? f->n_groups : 2);
+    }
     update_buffer_bytes(f);
 }
 
@@ -122,6 +147,9 @@ void ct_fsdp_free(ct_fsdp *f) {
     free(f->slot_group);
     ct_mem_free(f->full_grad);
     ct_mem_free(f->rs_out);
+    ct_mem_free(f->shard16);
+    ct_mem_free(f->comm16);
+    ct_mem_free(f->replica16);
     free(f->shard_numel);
     free(f->shard_offset);
     free(f->group_slot);
@@ -145,8 +173,19 @@ static void gather(ct_fsdp *f, int g) {
     int s = 0;
     while (s < f->n_slots && f->slot_group[s] >= 0) s++;
     if (s == f->n_slots) ct_fatal("fsdp", "all %d gather slots busy when gathering group %d", f->n_slots, g);
-    ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], f->slot[s], (size_t)f->shard_numel[g],
-                       CT_F32);
+    long n = f->shard_numel[g];
+    if (f->param_dtype == CT_BF16) {
+        // The bf16 compute copy: narrow this shard, gather half the bytes, widen (exactly).
+        f->k->f32_to_bf16(f->shard16, f->params + f->shard_offset[g], n);
+        const uint16_t *whole = f->shard16;
+        if (nshards(f) > 1) {
+            ct_comm_all_gather(f->shard_group, f->shard16, f->comm16, (size_t)n, CT_BF16);
+            whole = f->comm16;
+        }
+        f->k->bf16_to_f32(f->slot[s], whole, n * nshards(f));
+    } else {
+        ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], f->slot[s], (size_t)n, CT_F32);
+    }
     f->slot_group[s] = g;
     f->group_slot[g] = s;
     ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
@@ -169,17 +208,24 @@ static bool keep_after_forward(const ct_fsdp *f, int g) {
 
 // Sums a group's whole gradient (in `full`) over the shard group and adds this rank's part into
 // its gradient shard (micro-batches accumulate there).
+// In bf16 (reduce dtype) the whole gradient is narrowed first and the sum is bf16 arithmetic,
+// as NCCL's bf16 reduce-scatter does: half the bytes, each partial sum rounded.
 static void reduce_scatter_into_shard(ct_fsdp *f, int g, const float *full) {
     long n = f->shard_numel[g];
-    ct_comm_reduce_scatter(f->shard_group, full, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
+    if (f->reduce_dtype == CT_BF16) {
+        f->k->f32_to_bf16(f->comm16, full, n * nshards(f));
+        ct_comm_reduce_scatter(f->shard_group, f->comm16, f->shard16, (size_t)n, CT_BF16, CT_COMM_SUM);
+        f->k->bf16_to_f32(f->rs_out, f->shard16, n);
+    } else {
+        ct_comm_reduce_scatter(f->shard_group, full, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
+    }
     f->k->add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
 }
 
 static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
-    if (nshards(f) == 1) return;
-    if (use & CT_USE_WEIGHTS) gather(f, g);
-    if (use & CT_USE_GRADS) {
+    if (use & CT_USE_WEIGHTS && f->via_slots) gather(f, g);
+    if (use & CT_USE_GRADS && nshards(f) > 1) {
         // An unsharded group sums every micro-batch's gradient in its own buffer until reshard;
         // otherwise each use sums into the shared buffer, reduce-scattered on release.
         float *full = f->pin_grad_of[g];
@@ -193,8 +239,8 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
 
 static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
-    if (nshards(f) == 1) return;
-    if (use & CT_USE_GRADS && !f->pin_grad_of[g]) reduce_scatter_into_shard(f, g, f->full_grad);
+    if (!f->via_slots) return;
+    if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) reduce_scatter_into_shard(f, g, f->full_grad);
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
     bool keep = phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f);
@@ -207,9 +253,10 @@ static void release(void *ctx, int g, ct_phase phase, unsigned use) {
 // whole group's parameters and gradient while it is held.
 static void unshard(void *ctx, int g) {
     ct_fsdp *f = ctx;
-    if (nshards(f) == 1 || f->pinned[g]) return;
+    if (!f->via_slots || f->pinned[g]) return;
     gather(f, g);
     f->pinned[g] = true;
+    if (nshards(f) == 1) return;  // gradients accumulate in the local shard anyway
     int b = 0;
     while (b < f->n_pin_grads && f->pin_grad_user[b] >= 0) b++;
     if (b == f->n_pin_grads) ct_fatal("fsdp", "no gradient buffer left for unsharded group %d", g);
@@ -234,10 +281,10 @@ static void reshard(void *ctx, int g) {
 // turn, and as many whole-gradient buffers), allocated when a schedule is planned.
 static void reserve(void *ctx, int n) {
     ct_fsdp *f = ctx;
-    if (nshards(f) == 1) return;
+    if (!f->via_slots) return;
     int want = n + 2 < f->n_groups ? n + 2 : f->n_groups;
     if (want > f->n_slots) grow_slots(f, want);
-    if (n > f->n_pin_grads) {
+    if (nshards(f) > 1 && n > f->n_pin_grads) {
         float **bufs = realloc(f->pin_grads, (size_t)n * sizeof(float *));
         int *users = realloc(f->pin_grad_user, (size_t)n * sizeof(int));
         if (!bufs || !users) ct_fatal("fsdp", "out of memory for %d gradient buffers", n);
@@ -272,8 +319,15 @@ ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f) {
 
 void ct_fsdp_reduce_replicas(void *ctx) {
     ct_fsdp *f = ctx;
-    if (f->replicate_group && f->replicate_group->size > 1)
+    if (!f->replicate_group || f->replicate_group->size == 1) return;
+    if (f->reduce_dtype == CT_BF16) {
+        f->k->f32_to_bf16(f->replica16, f->grads, f->local_numel);
+        ct_comm_all_reduce(f->replicate_group, f->replica16, f->replica16, (size_t)f->local_numel, CT_BF16,
+                           CT_COMM_SUM);
+        f->k->bf16_to_f32(f->grads, f->replica16, f->local_numel);
+    } else {
         ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_F32, CT_COMM_SUM);
+    }
 }
 
 void ct_fsdp_gather_full(ct_fsdp *f, float *full) {

@@ -13,6 +13,13 @@
 //   default  like always, except the last block and the head, whose backward follows at once
 //   never    groups stay whole from forward to backward (less traffic, no memory saving there)
 // With N = 1 every view points at the local shard and the hooks move nothing.
+// Mixed precision (ct_fsdp_set_precision): the shards stay fp32 (master weights, optimizer
+// state); what is gathered is their bf16 compute copy, rounded from the shard at each gather,
+// so all-gathers move half the bytes. The gathered copy is widened into the fp32 slot the views
+// point at (exactly: the slot holds bf16 values), so every kernel of the model reads the same
+// numbers; the linear layers narrow them again for free (model/linear.h). Under bf16 even N = 1
+// goes through the slots, so one process computes with the same bf16 weights as N. Gradients
+// are reduce-scattered in fp32, or in bf16 when the reduce dtype says so.
 // Replicated data parallel (DDP, and HSDP with sharding) all-reduces the gradient shards over
 // the `dp_replicate` group once per step (ct_fsdp_reduce_replicas).
 #ifndef CT_FSDP_H
@@ -64,6 +71,12 @@ typedef struct {
     float **pin_grad_of;         // (n_groups) the buffer an unsharded group accumulates into, or NULL
     int *group_stage;            // (n_groups) pipeline stage of each group
     long max_shard_numel;
+    ct_dtype param_dtype;        // the compute copy: CT_F32 (views on the shards when N = 1) or CT_BF16
+    ct_dtype reduce_dtype;       // gradient reduce-scatter / all-reduce: CT_F32 or CT_BF16
+    bool via_slots;              // weights are gathered into slots (N > 1, or a bf16 compute copy)
+    uint16_t *shard16;           // (max_shard_numel) bf16: this rank's shard, narrowed
+    uint16_t *comm16;            // (max_group_numel) bf16: the gathered group, or a group's gradient
+    uint16_t *replica16;         // (local_numel) bf16 gradient shards for the replica all-reduce
     size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank
 } ct_fsdp;
 
@@ -79,6 +92,10 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
                          ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                          ct_llama_weights *grad_views, const bool *owned, const int *group_stage);
 void ct_fsdp_free(ct_fsdp *f);
+// Mixed precision, once after init and before the first use: param (CT_F32 | CT_BF16) is the
+// dtype weights are gathered and computed in, reduce (CT_F32 | CT_BF16) that of gradient
+// reductions.
+void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce);
 
 // Initialises this rank's shards from (seed, name, global index): the same numbers as one process.
 void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed);

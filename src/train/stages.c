@@ -123,6 +123,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     for (int g = 0; g < n_groups; g++) owned[g] = t->stage_rank[group_stage[g]] == me;
     ct_fsdp_init_placed(&t->fsdp, t->k, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE],
                         reshard_policy(cfg), &t->weights, &t->grad_views, owned, group_stage);
+    ct_fsdp_set_precision(&t->fsdp, t->prec.compute, !strcmp(cfg->mixed_precision_reduce, "bf16") ? CT_BF16 : CT_F32);
 
     // The operations every stage of this rank shares, filled in TorchTitan's order: tp, cp,
     // then data sharding.
@@ -148,7 +149,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
             .k = t->k, .cfg = &t->local_model, .layer_begin = t->first_layer[s], .layer_end = t->first_layer[s + 1],
             .has_embedding = s == 0, .has_head = s == t->n_stages - 1, .B = seqs, .T = t->seq_local,
             .pos = t->cp_pos, .max_pos = cfg->seq_len, .ops = ops,
-            .weights = &t->weights, .grads = &t->grad_views,
+            .weights = &t->weights, .grads = &t->grad_views, .prec = t->prec,
         };
         ct_stage_init(&t->stages[s], &spec);
         mine[s] = &t->stages[s];

@@ -47,10 +47,13 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     return CT_OK;
 }
 
-static double measure_peak_flops(const ct_kernels *k, const ct_config *cfg) {
+// MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
+// the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
+static double measure_peak_flops(const ct_kernels *k, const ct_config *cfg, const ct_precision *p) {
     if (cfg->peak_tflops > 0) return cfg->peak_tflops * 1e12;
     double table = ct_config_peak_flops(cfg);
     if (table > 0) return table;
+    if (p->compute == CT_BF16) return k->matmul_peak_gflops_bf16(2048, 3) * 1e9;
     return k->matmul_peak_gflops(2048, 3) * 1e9;  // the device's measured fp32 matmul peak
 }
 
@@ -100,6 +103,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     // Views start empty: FSDP points them at its shards or gather buffers.
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
     ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
+    if (ct_trainer_precision(t)) return CT_ERR;
     if (ct_trainer_build_stages(t)) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
     if (cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
@@ -115,7 +119,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     }
 
     t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
-    t->peak_flops = measure_peak_flops(t->k, cfg);
+    t->peak_flops = measure_peak_flops(t->k, cfg, &t->prec);
     return CT_OK;
 }
 
@@ -144,6 +148,7 @@ void ct_trainer_free(ct_trainer *t) {
     ct_llama_weights_free(&t->weights);
     ct_llama_weights_free(&t->grad_views);
     ct_fsdp_free(&t->fsdp);
+    free(t->f8_layers);
     ct_mesh_free(&t->mesh);
     ct_comm_group_free(&t->world);
     ct_param_table_free(&t->table);
@@ -274,6 +279,9 @@ int ct_trainer_run(ct_trainer *t) {
                t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size,
                c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
                t->peak_flops / 1e9);
+        char prec[512];
+        ct_trainer_describe_precision(t, prec, sizeof prec);
+        printf("%s\n", prec);
     }
     if (t->val_data) {
         double v = ct_trainer_validate(t);

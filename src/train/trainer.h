@@ -35,6 +35,8 @@ typedef struct {
     ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;
     ct_llama_weights weights, grad_views;
+    ct_precision prec;           // how the stages compute (train/precision.c)
+    uint8_t *f8_layers;          // (n_layers) 8-bit linears per block, or NULL
 
     // The model as pipeline stages (one without a pipeline), run by the executor from a schedule.
     int n_stages;                // pipeline_degree x stages per rank
@@ -69,6 +71,10 @@ typedef struct {
 // Stage placement, the param store, stages, executor and schedules (train/stages.c); called by
 // ct_trainer_init once the mesh, tables and buffers exist.
 ct_status ct_trainer_build_stages(ct_trainer *t);
+// t->prec from the settings (mixed_precision, quantization.*); CT_ERR on a filter that would put
+// the output projection in 8 bits. ct_trainer_describe_precision: the log line saying so.
+ct_status ct_trainer_precision(ct_trainer *t);
+void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n);
 
 // Builds everything from a validated config, over the processes of `parent` (NULL: all of them;
 // tests pass a one-process group to run a reference beside a distributed run).

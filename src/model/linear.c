@@ -1,0 +1,114 @@
+#include "model/linear.h"
+
+#include "core/error.h"
+
+const char *ct_block_linear_name(ct_block_linear l) {
+    static const char *names[CT_BLOCK_LINEARS] = {"attention.wqkv", "attention.wo", "feed_forward.w13",
+                                                  "feed_forward.w2"};
+    return l >= 0 && l < CT_BLOCK_LINEARS ? names[l] : "?";
+}
+
+static bool bf16(const ct_linear_ctx *c) { return c->prec.compute == CT_BF16; }
+static long halves(long n) { return (n + 1) / 2; }  // floats that hold n bf16 values
+static long align16(long n) { return (n + 15) & ~15L; }
+
+// The 8-bit kernels' scratch for either direction.
+static long f8_floats(const ct_kernels *k, long N, long IC, long OC) {
+    long fwd = k->f8_scratch_floats(N, IC, OC), bwd = k->f8_backward_scratch_floats(N, IC, OC);
+    return fwd > bwd ? fwd : bwd;
+}
+
+long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, long max_in, long max_out) {
+    long n = 0;
+    if (p->compute == CT_BF16) n += align16(halves(max_out * max_in)) + align16(halves(N * max_out));
+    else if (p->quantized) n += align16(halves(N * max_out));  // ct_round_to_bf16 is not used, but keep g16 valid
+    if (p->quantized) {
+        if (p->compute == CT_BF16) n += align16(N * max_in);
+        n += align16(f8_floats(k, N, max_in, max_out));
+    }
+    return n;
+}
+
+void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precision *p, float *scratch, long N,
+                        long max_in, long max_out) {
+    *c = (ct_linear_ctx){.k = k, .prec = *p};
+    float *at = scratch;
+    if (p->compute == CT_BF16) {
+        c->w16 = (uint16_t *)at;
+        at += align16(halves(max_out * max_in));
+    }
+    if (p->compute == CT_BF16 || p->quantized) {
+        c->g16 = (uint16_t *)at;
+        at += align16(halves(N * max_out));
+    }
+    if (p->quantized) {
+        if (p->compute == CT_BF16) {
+            c->inp32 = at;
+            at += align16(N * max_in);
+        }
+        c->f8 = at;
+    }
+}
+
+// The input as fp32 for the 8-bit kernels (widened into inp32 when kept in bf16).
+static const float *input_f32(const ct_linear_ctx *c, ct_tensor inp) {
+    if (inp.dtype == CT_F32) return inp.data;
+    c->k->bf16_to_f32(c->inp32, inp.data, inp.rows * inp.cols);
+    return c->inp32;
+}
+
+static void check_input(const ct_linear_ctx *c, ct_tensor inp) {
+    if (inp.dtype != c->prec.compute || inp.ld != inp.cols)
+        ct_fatal("linear", "input of dtype %s (ld %ld, %ld cols), stage computes in %s", ct_dtype_name(inp.dtype),
+                 inp.ld, inp.cols, ct_dtype_name(c->prec.compute));
+}
+
+void ct_linear_fwd(const ct_linear_ctx *c, bool f8, float *out, ct_tensor inp, const float *W, long OC) {
+    const ct_kernels *k = c->k;
+    long N = inp.rows, IC = inp.cols;
+    check_input(c, inp);
+    if (f8) {
+        k->linear_forward_f8(out, input_f32(c, inp), W, N, IC, OC, c->prec.recipe, c->f8);
+    } else if (bf16(c)) {
+        k->f32_to_bf16(c->w16, W, OC * IC);
+        k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, c->w16, IC, 0.0f, out, OC);
+    } else {
+        k->linear_forward(out, inp.data, W, N, IC, OC);
+    }
+}
+
+void ct_linear_bwd(const ct_linear_ctx *c, bool f8, float *dinp, float *dW, const float *dout, ct_tensor inp,
+                   const float *W, long OC) {
+    const ct_kernels *k = c->k;
+    long N = inp.rows, IC = inp.cols;
+    check_input(c, inp);
+    if (f8) {
+        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, W, N, IC, OC, c->prec.recipe, c->f8);
+    } else if (bf16(c)) {
+        k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
+        if (dinp) {
+            k->f32_to_bf16(c->w16, W, OC * IC);
+            k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, c->w16, IC, 0.0f, dinp, IC);
+        }
+        if (dW) k->gemm_bf16(1, 0, OC, IC, N, 1.0f, c->g16, OC, inp.data, IC, 1.0f, dW, IC);
+    } else {
+        k->linear_backward(dinp, dW, dout, inp.data, W, N, IC, OC);
+    }
+}
+
+void ct_keep_activation(const ct_linear_ctx *c, void *kept, float *work, long n) {
+    if (!bf16(c)) return;
+    c->k->f32_to_bf16(kept, work, n);
+    c->k->bf16_to_f32(work, kept, n);
+}
+
+const float *ct_kept_as_f32(const ct_linear_ctx *c, const void *kept, float *work, long n) {
+    if (!bf16(c)) return kept;
+    c->k->bf16_to_f32(work, kept, n);
+    return work;
+}
+
+void ct_round_to_bf16(const ct_linear_ctx *c, float *x, long n) {
+    c->k->f32_to_bf16(c->g16, x, n);
+    c->k->bf16_to_f32(x, c->g16, n);
+}

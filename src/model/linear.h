@@ -1,0 +1,76 @@
+// The transformer blocks' linear layers at the run's precision (milestone 8). One place decides
+// how a matmul of the model is computed, so block.c reads the same whatever the precision:
+//
+//   fp32      fp32 inputs and weights, fp32 accumulation (the kernels' linear_forward/backward).
+//   bf16      mixed precision: the input activation is kept in bf16, the weight and the output
+//             gradient are rounded to bf16 (nearest even) at the call, and the products are
+//             accumulated in fp32 (the backend's gemm_bf16: AMX / AVX-512 BF16 through oneDNN, or
+//             an exact fp32 fallback). Outputs and gradients come back in fp32. This is what
+//             torch.autocast(bfloat16) computes for a linear layer.
+//   float8    the layers the filter converts quantise input and weight to e4m3 and the output
+//             gradient to e5m2 with tensorwise or rowwise scales, or blocks of 32 with e8m0
+//             scales (MXFP8), and multiply the 8-bit values with fp32 accumulation
+//             (linear_forward_f8 / linear_backward_f8); on top of fp32 or bf16 for the rest.
+//
+// Weights arrive as fp32 views; under bf16 they already hold bf16 values (the compute copy the
+// weight operations gather), so rounding them again changes nothing.
+#ifndef CT_LINEAR_H
+#define CT_LINEAR_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "kernels/backend.h"
+
+// The linear layers of one block, in the order they run.
+typedef enum { CT_LINEAR_WQKV = 0, CT_LINEAR_WO, CT_LINEAR_W13, CT_LINEAR_W2, CT_BLOCK_LINEARS } ct_block_linear;
+
+const char *ct_block_linear_name(ct_block_linear l);  // "attention.wqkv", "attention.wo", ...
+
+typedef struct {
+    ct_dtype compute;              // CT_F32 or CT_BF16: matmul inputs and the activations they keep
+    bool quantized;                // 8-bit matmuls for the layers f8_layers selects
+    ct_f8_recipe recipe;           // tensorwise, rowwise or MXFP8
+    const uint8_t *f8_layers;      // (n_layers) bit l set: linear l of that block is 8-bit; NULL = all
+} ct_precision;
+
+static inline ct_precision ct_precision_fp32(void) { return (ct_precision){.compute = CT_F32}; }
+
+// Whether linear l of block `layer` runs in 8 bits.
+static inline bool ct_precision_f8(const ct_precision *p, int layer, ct_block_linear l) {
+    return p->quantized && (!p->f8_layers || (p->f8_layers[layer] >> l & 1));
+}
+
+// Scratch a stage owns for its linears, shared by every call (valid inside one call).
+typedef struct {
+    const ct_kernels *k;
+    ct_precision prec;
+    uint16_t *w16;   // (max OC·IC) bf16 weight
+    uint16_t *g16;   // (N · max OC) bf16 output gradient
+    float *inp32;    // (N · max IC) a bf16 input widened for the 8-bit kernels
+    float *f8;       // the 8-bit kernels' scratch
+} ct_linear_ctx;
+
+// Floats of scratch a ct_linear_ctx needs for N rows and the largest layer (max_in, max_out),
+// and the carving of a buffer of that many floats into it.
+long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, long max_in, long max_out);
+void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precision *p, float *scratch, long N,
+                        long max_in, long max_out);
+
+// out (N, OC) fp32 = inp (N, IC) @ W (OC, IC)^T. inp: fp32 or bf16 (the kept activation).
+void ct_linear_fwd(const ct_linear_ctx *c, bool f8, float *out, ct_tensor inp, const float *W, long OC);
+// dinp (N, IC) = dout @ W (NULL: skipped); dW (OC, IC) += dout^T @ inp (NULL: skipped).
+void ct_linear_bwd(const ct_linear_ctx *c, bool f8, float *dinp, float *dW, const float *dout, ct_tensor inp,
+                   const float *W, long OC);
+
+// Keeping an activation for backward: `work` (n fp32, just computed) is narrowed to the kept
+// dtype, nearest even, into `kept`, and work itself takes the narrowed values so that the rest
+// of the forward computes with exactly what backward will see. Nothing to do in fp32, where
+// work is the kept buffer.
+void ct_keep_activation(const ct_linear_ctx *c, void *kept, float *work, long n);
+// A kept activation as fp32 for a kernel that reads fp32: the buffer itself in fp32, else
+// widened (exactly) into `work`.
+const float *ct_kept_as_f32(const ct_linear_ctx *c, const void *kept, float *work, long n);
+// Rounds x (n fp32) to bf16 values in place, through the g16 scratch (n <= its size).
+void ct_round_to_bf16(const ct_linear_ctx *c, float *x, long n);
+#endif

@@ -27,6 +27,15 @@ typedef struct {
 } parity_result;
 
 static ct_config parity_base;       // the tiny model; set by the test before parity_reference()
+// Gradient norms are compared within this relative tolerance (1e-5). Under bf16 a test may
+// widen it: an fp32 difference in the last bit (a gemm blocked differently for another row
+// count, a tp reduction) can flip the bf16 rounding of an output gradient element, which moves
+// the norm by up to about 2^-8 of that element's share; losses keep the 1e-5.
+static double parity_grad_norm_tol = 1e-5;
+// Parameters after training, element by element (relative to max(|x|, RMS)): 1e-4; bf16 tests
+// widen it for the same reason -- Adam divides a flipped gradient element by its own small
+// second moment, so a 2^-8 flip shows in the update.
+static double parity_param_tol = 1e-4;
 static parity_result parity_ref;    // the single-process run
 
 static void parity_set(ct_config *c, const char *key, const char *value) {
@@ -87,7 +96,8 @@ static void parity_compare(const parity_result *r, const char *what) {
         CHECK(fabs(r->loss[s] - ref->loss[s]) <= 1e-5 * fabs(ref->loss[s]), "%s step %d loss %.9g vs %.9g", what,
               s + 1, r->loss[s], ref->loss[s]);
     for (int s = 0; s < STEPS; s++)
-        CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= 1e-5 * ref->grad_norm[s], "%s step %d grad norm %.9g vs %.9g",
+        CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= parity_grad_norm_tol * ref->grad_norm[s],
+              "%s step %d grad norm %.9g vs %.9g",
               what, s + 1, r->grad_norm[s], ref->grad_norm[s]);
     CHECK(fabs(r->val_loss - ref->val_loss) <= 1e-5 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
           r->val_loss, ref->val_loss);
@@ -104,15 +114,15 @@ static void parity_compare(const parity_result *r, const char *what) {
         double rms = sqrt(ss / p->numel);
         for (long i = p->offset; i < p->offset + p->numel; i++) {
             double err = fabs((double)r->params[i] - ref->params[i]) / fmax(fabs(ref->params[i]), rms);
-            if (err > 1e-4) bad++;
-            if (err > 1e-4 && getenv("VERBOSE"))
+            if (err > parity_param_tol) bad++;
+            if (err > parity_param_tol && getenv("VERBOSE"))
                 printf("    %s [%ld] %.9g vs %.9g\n", p->name, i - p->offset, r->params[i], ref->params[i]);
             if (err > worst_err) worst_err = err, worst = i;
         }
     }
     ct_param_table_free(&table);
-    CHECK(bad == 0, "%s: %ld of %ld parameters differ by more than 1e-4 (worst %.3g at %ld)", what, bad, r->total,
-          worst_err, worst);
+    CHECK(bad == 0, "%s: %ld of %ld parameters differ by more than %g (worst %.3g at %ld)", what, bad, r->total,
+          parity_param_tol, worst_err, worst);
     CHECK(fabs(r->loss[STEPS - 1] - r->loss[0]) > 1e-3, "%s: loss did not move", what);
 }
 

@@ -60,6 +60,16 @@ ct_status ct_trainer_precision(ct_trainer *t) {
         return ct_set_error("quantization.filter_fqns \"%s\": the output projection cannot run in 8 bits here; "
                             "keep \"output\" in the filter",
                             c->quant_filter);
+    // Under tensor parallel a rank holds a slice of each weight and of the row-parallel inputs,
+    // so its scales (a tensor's amax, a row's amax, a block's) would be the slice's, not the
+    // whole tensor's, and the numbers would depend on the layout. Agreeing on them needs an amax
+    // reduction over the tp group inside the 8-bit matmul; until that exists the combination is
+    // refused rather than run with layout-dependent numerics.
+    int tp = t->mesh.dim[CT_MESH_TP].size;
+    if (tp > 1)
+        return ct_set_error("%s with parallelism.compute_parallel_degree %d is not supported yet: 8-bit scales would "
+                            "be computed per tensor-parallel shard",
+                            c->mxfp8 ? "quantization.mxfp8.enable" : "quantization.float8.enable", tp);
     p->quantized = true;
     p->recipe = c->mxfp8 ? CT_F8_RECIPE_MXFP8
                 : !strcmp(c->float8_recipe, "rowwise") ? CT_F8_RECIPE_ROWWISE

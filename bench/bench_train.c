@@ -6,6 +6,9 @@
 //
 //   build/bench/bench_train S [steps]     layers 4, dim 256, 4 heads, FFN 768, vocab 8192, 8 x 256
 //   build/bench/bench_train M [steps]     layers 12, dim 768, 12 heads, FFN 2048, vocab 32768, 4 x 512
+//   ... [steps] key=value ...             any setting after the steps, e.g. mixed_precision=bf16 or
+//                                         quantization.float8.enable=true: under bf16 (and 8-bit, which
+//                                         runs on top of it) the ratio is to the bf16 matmul peak
 //
 // FLOPs per token = 6·(parameters − embedding) + 12·layers·heads·head_dim·seq_len (the figure the
 // trainer reports). The PyTorch reference (shared/bench/torch_llama_bench.py) counts
@@ -69,6 +72,16 @@ int main(int argc, char **argv) {
     set(&c, "training.steps", "1000");
     set(&c, "lr_scheduler.warmup_steps", "10");
     set(&c, "metrics.peak_tflops", "1");  // the peak is measured below, after the model is built
+    for (int i = 3; i < argc; i++) {
+        char key[128];
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq - argv[i] >= (long)sizeof key) {
+            fprintf(stderr, "bench_train: expected key=value, got '%s'\n", argv[i]);
+            return 2;
+        }
+        snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
+        set(&c, key, eq + 1);
+    }
     if (ct_comm_init(&argc, &argv)) return 1;
 
     static ct_trainer t;
@@ -76,7 +89,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", ct_last_error());
         return 1;
     }
-    double peak = t.k->matmul_peak_gflops(2048, 5);  // the backend the trainer runs on
+    // The peak of the unit the matmuls run on, through the backend the trainer runs on.
+    bool bf16 = t.prec.compute == CT_BF16;
+    double peak = bf16 ? t.k->matmul_peak_gflops_bf16(2048, 5) : t.k->matmul_peak_gflops(2048, 5);
+    char prec[512];
+    ct_trainer_describe_precision(&t, prec, sizeof prec);
     for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
 
     long calls0 = alloc_calls, ct0 = ct_mem_alloc_count();
@@ -101,8 +118,10 @@ int main(int argc, char **argv) {
            (int)(getenv("OMP_NUM_THREADS") ? atoi(getenv("OMP_NUM_THREADS")) : 0), t.last.loss, t.step);
     printf("  step %.1f ms mean (%.1f best); tokens/s %.0f mean (%.0f best)\n", 1e3 * sum / steps, 1e3 * best,
            tps_mean, tps_best);
-    printf("  model FLOP/s %.1f GFLOP/s (%.1f MFLOP/token); fp32 matmul peak %.1f GFLOP/s; ratio %.2f\n", gflops,
-           fpt / 1e6, peak, gflops / peak);
+    printf("  %s\n", prec);
+    printf("  model FLOP/s %.1f GFLOP/s (%.1f MFLOP/token); %s matmul peak %.1f GFLOP/s; ratio %.2f\n", gflops,
+           fpt / 1e6, bf16 ? "bf16" : "fp32", peak, gflops / peak);
+    printf("  activation memory %.1f MiB\n", (double)ct_mem_peak(CT_MEM_ACTIVATIONS) / 1048576.0);
     printf("  allocations in %d steady-state steps: %ld ctitan buffers; %ld heap calls in the process "
            "(libraries' transient allocations); heap in use grew by %ld bytes\n",
            steps, ct_allocs, allocs, heap_growth);

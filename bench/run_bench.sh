@@ -10,6 +10,12 @@ build/bench/bench_attention
 build/bench/bench_tokenizer
 build/bench/bench_train S
 build/bench/bench_train M 3
+# Mixed precision side by side: bf16 (AMX / AVX-512 BF16 where the CPU has them, an fp32
+# fallback elsewhere: the log line says which) and the 8-bit recipes on top of it.
+build/bench/bench_train S 6 mixed_precision=bf16
+build/bench/bench_train S 4 mixed_precision=bf16 quantization.float8.enable=true
+build/bench/bench_train S 4 mixed_precision=bf16 quantization.mxfp8.enable=true
+build/bench/bench_train M 3 mixed_precision=bf16
 ROOT=""; [ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_fsdp_comm
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_tp

@@ -6,7 +6,9 @@
 //             backward needs no weights, nor the head, whose forward and backward are fused)
 //   reduce-scatter of every group's gradient
 // each moving (N−1)/N of the group's elements per rank. The textbook 3·Ψ·(N−1)/N is printed
-// beside it. Run under MPI: mpirun -np 4 build/bench/bench_fsdp_comm [debugmodel dims]
+// beside it. Then the same step under bf16 mixed precision: all-gather bytes against fp32's
+// (the bf16 compute copy: 0.5), reduce-scatter bytes with fp32 and with bf16 reductions.
+// Run under MPI: mpirun -np 4 build/bench/bench_fsdp_comm [debugmodel dims]
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +21,41 @@ static void set(ct_config *c, const char *k, const char *v) {
 
 static double fsdp_elements(const ct_group *g) {
     return (g->stats[CT_COMM_ALL_GATHER].bytes + g->stats[CT_COMM_REDUCE_SCATTER].bytes) / sizeof(float);
+}
+
+// Bytes of all-gathers and reduce-scatters in one step (after a warm-up) of the debug model with
+// 4 layers over every rank, with these precision settings.
+static void step_bytes(const char *precision, const char *reduce, double *gather, double *scatter) {
+    ct_config c;
+    ct_config_defaults(&c);
+    set(&c, "model.n_layers", "4");
+    set(&c, "training.seq_len", "64");
+    set(&c, "micro_batch_size", "1");
+    set(&c, "training.dataset", "synthetic");
+    set(&c, "metrics.peak_tflops", "1");
+    set(&c, "mixed_precision", precision);
+    set(&c, "mixed_precision_reduce", reduce);
+    static ct_trainer t;
+    if (ct_trainer_init(&t, &c, NULL)) ct_fatal("bench_fsdp_comm", "%s", ct_last_error());
+    ct_trainer_step(&t);
+    ct_comm_stats_reset(&t.mesh.fsdp);
+    ct_trainer_step(&t);
+    *gather = t.mesh.fsdp.stats[CT_COMM_ALL_GATHER].bytes;
+    *scatter = t.mesh.fsdp.stats[CT_COMM_REDUCE_SCATTER].bytes;
+    ct_trainer_free(&t);
+}
+
+static void precision_bytes(int rank) {
+    double g32, s32, g16, s16, gr, sr;
+    step_bytes("fp32", "fp32", &g32, &s32);
+    step_bytes("bf16", "fp32", &g16, &s16);
+    step_bytes("bf16", "bf16", &gr, &sr);
+    if (rank == 0) {
+        printf("fsdp bf16 compute copy: all-gather %.0f bytes/step/rank vs fp32 %.0f: ratio %.3f (expected 0.5); "
+               "reduce-scatter fp32 %.0f (ratio %.3f)\n", g16, g32, g16 / g32, s16, s16 / s32);
+        printf("fsdp bf16 reduce (mixed_precision_reduce = bf16): reduce-scatter %.0f vs fp32 %.0f: ratio %.3f "
+               "(expected 0.5)\n", sr, s32, sr / s32);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -50,6 +87,12 @@ int main(int argc, char **argv) {
         }
         ct_trainer_free(&t);
     }
+    int rank;
+    ct_group world;
+    ct_comm_group_world(&world, 0);
+    rank = world.rank;
+    ct_comm_group_free(&world);
+    precision_bytes(rank);
     ct_comm_finalize();
     return 0;
 }

@@ -17,7 +17,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench run clean setup lint
+.PHONY: all test bench run clean setup lint precision-compare
 all: $(BUILD)/ctitan
 
 # scripts/setup.sh installs the Debian packages (idempotent); the stamp makes it run once per tree.
@@ -51,6 +51,11 @@ test: $(BUILD)/ctitan $(TEST_BINS)
 
 bench: $(BUILD)/ctitan $(BENCH_BINS)
 	bash bench/run_bench.sh
+
+# Five precisions (fp32, bf16, float8 tensorwise / rowwise, MXFP8) on the default run, compared with
+# fp32 (STEPS=300, OUT=outputs/precision): about half an hour on 2 cores, so not in `make bench`.
+precision-compare: $(BUILD)/ctitan
+	BUILD=$(BUILD) bash bench/precision_compare.sh
 
 run: $(BUILD)/ctitan
 	bash scripts/main_job.sh

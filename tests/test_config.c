@@ -206,6 +206,7 @@ static const flag_case product_flags[] = {
     {"quantization.float8.recipe", "rowwise", "\"rowwise\""},
     {"quantization.mxfp8.recipe", "mxfp8", "\"mxfp8\""},
     {"quantization.filter_fqns", "output,layers.0", "\"output,layers.0\""},
+    {"activation_checkpoint.selective_ac_option", "2", "\"2\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -285,6 +286,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 70: return !strcmp(c->float8_recipe, "rowwise");
     case 71: return !strcmp(c->mx_recipe, "mxfp8");
     case 72: return !strcmp(c->quant_filter, "output,layers.0");
+    case 73: return !strcmp(c->ac_option, "2");
     }
     return 0;
 }
@@ -296,7 +298,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 73, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 74, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -529,6 +531,10 @@ static void test_validate_ranges(void) {
               strstr(ct_last_error(), "model.n_heads (8) must be a multiple of model.n_kv_heads (3)"),
           "%s", ct_last_error());
     EXPECT_ERR(parse(&c, "--quantization.float8.enable", "--quantization.mxfp8.enable", NULL), "exclude each other");
+    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "ops", NULL),
+               "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got 'ops'");
+    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "0", NULL),
+               "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got '0'");
     // Edge values that are fine.
     CHECK(parse(&c, "--optimizer.beta1", "0", "--optimizer.lr", "0", "--lr_scheduler.warmup_steps", "0",
                 "--training.max_norm", "0", "--lr_scheduler.decay_ratio", "1", NULL) == CT_OK,
@@ -552,9 +558,6 @@ static void test_not_implemented(void) {
     } cases[] = {
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
         {"compile.enable", "true", "compile.enable"},
-        {"activation_checkpoint.selective", "true", "activation_checkpoint.selective"},
-        {"activation_checkpoint.mode", "full", "activation_checkpoint.mode"},
-        {"activation_checkpoint.mode", "selective", "activation_checkpoint.mode"},
         {"checkpoint.enable", "true", "checkpoint.enable"},
         {"metrics.enable_tensorboard", "true", "metrics.enable_tensorboard"},
     };

@@ -72,6 +72,7 @@ typedef struct {
     // [activation_checkpoint]
     char ac_mode[16];                 // activation_checkpoint.mode: none | selective | full
     bool ac_selective;                // activation_checkpoint.selective (same as mode = selective)
+    char ac_option[16];               // activation_checkpoint.selective_ac_option: op | N (every N-th block)
 
     // [compile], [quantization]
     bool compile;                     // compile.enable

@@ -2,6 +2,7 @@
 // list of features this build does not have yet (ct_config_check_implemented), and the derived
 // numbers other layers ask for (peak FLOP/s, the resolved shard degree).
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/config.h"
@@ -91,6 +92,13 @@ ct_status ct_config_validate(const ct_config *c) {
     // selective = true is another way to say mode = selective; with mode = full it contradicts.
     REQUIRE(!(c->ac_selective && !strcmp(c->ac_mode, "full")),
             "activation_checkpoint.selective = true conflicts with activation_checkpoint.mode = full");
+    {
+        char *end;
+        long every = strtol(c->ac_option, &end, 10);
+        REQUIRE(!strcmp(c->ac_option, "op") || (*c->ac_option && !*end && every >= 1),
+                "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got '%s'",
+                c->ac_option);
+    }
     REQUIRE(!(c->float8 && c->mxfp8), "quantization.float8.enable and quantization.mxfp8.enable exclude each other");
 
     REQUIRE(c->log_freq >= 1, "metrics.log_freq: expected >= 1, got %d", c->log_freq);
@@ -112,8 +120,6 @@ ct_status ct_config_validate(const ct_config *c) {
 ct_status ct_config_check_implemented(const ct_config *c) {
     NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
     NOT_YET(c->compile, "compile.enable");
-    NOT_YET(c->ac_selective, "activation_checkpoint.selective");
-    NOT_YET(strcmp(c->ac_mode, "none"), "activation_checkpoint.mode");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence

@@ -48,6 +48,25 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 
 // ------------------------------------------------------------------ forward
 
+// kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
+// and the recompute of checkpointed blocks run exactly this.
+static void norm_keep(const ct_block_ctx *c, void *kept, float *rstd, const float *x, const float *weight) {
+    const ct_llama_config *m = c->cfg;
+    float *full = work(c, kept, c->w_norm), *n = norm_out(c, full);
+    c->k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, (float)m->norm_eps);
+    gather_rows(c, n, full);  // (N, C)
+    ct_keep_activation(c->lin, kept, full, c->N * m->dim);
+}
+
+// kept h (N, F) = swiglu(h13), from the fp32 values of h13 (the work buffer in the forward, the
+// widened kept copy in a recompute: the same numbers).
+static void swiglu_keep(const ct_block_ctx *c, void *h_kept, const float *h13) {
+    long N = c->N, F = c->cfg->ffn_hidden;
+    float *h = work(c, h_kept, c->w_h);
+    c->k->swiglu_forward(h, h13, N, F);  // (N, F)
+    ct_keep_activation(c->lin, h_kept, h, N * F);
+}
+
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
@@ -55,10 +74,7 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
 
-    float *norm1 = work(c, s->norm1, c->w_norm), *n1 = norm_out(c, norm1);
-    k->rmsnorm_forward(n1, s->rstd1, s->x, w->attn_norm, Nl, C, (float)m->norm_eps);
-    gather_rows(c, n1, norm1);  // (N, C)
-    ct_keep_activation(L, s->norm1, norm1, N * C);
+    norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
     float *qkv = work(c, s->qkv, c->w_qkv);
     ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WQKV), qkv, act(c, s->norm1, C), w->wqkv, QKV);  // (N, QKV) this rank's heads
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
@@ -73,19 +89,22 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     reduce_rows(c, y, s->x_mid);                                                        // (N_l, C)
     k->add_inplace(s->x_mid, s->x, Nl * C);
 
-    float *norm2 = work(c, s->norm2, c->w_norm), *n2 = norm_out(c, norm2);
-    k->rmsnorm_forward(n2, s->rstd2, s->x_mid, w->ffn_norm, Nl, C, (float)m->norm_eps);
-    gather_rows(c, n2, norm2);
-    ct_keep_activation(L, s->norm2, norm2, N * C);
-    float *h13 = work(c, s->h13, c->w_h13), *h = work(c, s->h, c->w_h);
+    norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+    float *h13 = work(c, s->h13, c->w_h13);
     ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W13), h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
     ct_keep_activation(L, s->h13, h13, N * 2 * F);
-    k->swiglu_forward(h, h13, N, F);  // (N, F)
-    ct_keep_activation(L, s->h, h, N * F);
+    swiglu_keep(c, s->h, h13);
     y = partial_out(c, out);
     ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W2), y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     k->add_inplace(out, s->x_mid, Nl * C);
+}
+
+void ct_block_recompute_cheap(const ct_block_ctx *c, ct_block_acts *s, const ct_block_weights *w) {
+    long N = c->N, F = c->cfg->ffn_hidden;
+    norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
+    norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+    swiglu_keep(c, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
 }
 
 // ------------------------------------------------------------------ backward

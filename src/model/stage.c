@@ -36,6 +36,18 @@ static long max_linear_out(const ct_stage *s) {
     return out > s->cfg.dim ? out : s->cfg.dim;
 }
 
+ct_ac_kind ct_ac_layer_kind(const ct_ac_policy *p, int layer) {
+    if (p->kind == CT_AC_FULL && p->every > 1) return (layer + 1) % p->every == 0 ? CT_AC_FULL : CT_AC_NONE;
+    return p->kind;
+}
+
+// Whether any of this stage's blocks is checkpointed as `kind`.
+static bool any_ac(const ct_stage *s, ct_ac_kind kind) {
+    for (int l = s->layer_begin; l < s->layer_end; l++)
+        if (ct_ac_layer_kind(&s->ac, l) == kind) return true;
+    return false;
+}
+
 static long carve_shared(ct_stage *s, float *base, long scratch) {
     const ct_llama_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
@@ -46,6 +58,23 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
         TAKE(s->w_att, N * NH * HS);
         TAKE(s->w_h13, N * 2 * F);
         TAKE(s->w_h, N * F);
+    }
+    // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
+    bool ops = any_ac(s, CT_AC_OPS), full = any_ac(s, CT_AC_FULL);
+    ct_block_acts *rc = &s->rc;
+    if (ops || full) {
+        TAKE_ACT(rc->norm1, N * C);
+        TAKE_ACT(rc->norm2, N * C);
+        TAKE_ACT(rc->h, N * F);
+    }
+    if (full) {
+        TAKE(rc->rstd1, Nl);
+        TAKE_ACT(rc->qkv, N * s->qkv_dim);
+        TAKE_ACT(rc->att, N * NH * HS);
+        TAKE(rc->lse, s->B * NH * s->T);
+        TAKE(rc->x_mid, Nl * C);
+        TAKE(rc->rstd2, Nl);
+        TAKE_ACT(rc->h13, N * 2 * F);
     }
     float *lin;
     TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, max_linear_in(s), max_linear_out(s)));
@@ -72,17 +101,20 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
     long used = 0;
     for (int l = 0; l < n_layers(s); l++) {
         ct_block_acts *b = &a->blocks[l];
+        ct_ac_kind kind = ct_ac_layer_kind(&s->ac, s->layer_begin + l);
+        if (base) *b = s->rc;  // what the block does not keep lives in the shared recompute buffers
         TAKE(b->x, Nl * C);
-        TAKE_ACT(b->norm1, N * C);
+        if (kind == CT_AC_FULL) continue;
+        if (kind == CT_AC_NONE) TAKE_ACT(b->norm1, N * C);
         TAKE(b->rstd1, Nl);
         TAKE_ACT(b->qkv, N * QKV);
         TAKE_ACT(b->att, N * NH * HS);
         TAKE(b->lse, B * NH * T);
         TAKE(b->x_mid, Nl * C);
-        TAKE_ACT(b->norm2, N * C);
+        if (kind == CT_AC_NONE) TAKE_ACT(b->norm2, N * C);
         TAKE(b->rstd2, Nl);
         TAKE_ACT(b->h13, N * 2 * F);
-        TAKE_ACT(b->h, N * F);
+        if (kind == CT_AC_NONE) TAKE_ACT(b->h, N * F);
     }
     TAKE(a->out, Nl * C);
     if (s->has_head) {
@@ -137,6 +169,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->w = spec->weights;
     s->g = spec->grads;
     s->prec = spec->prec;
+    s->ac = spec->ac;
     if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
         ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;
@@ -174,6 +207,11 @@ static void free_slots(ct_stage *s) {
 }
 
 void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
+    // The weight pass reads the matmul inputs after the input pass has moved on to other blocks,
+    // when a checkpointed block's recomputed ones are gone (and recomputing there would
+    // communicate): the trainer refuses the combination before planning.
+    if (split && (any_ac(s, CT_AC_OPS) || any_ac(s, CT_AC_FULL)))
+        ct_fatal("stage", "activation checkpointing with a split backward (I/W actions)");
     free_slots(s);
     s->split_backward = split;
     s->n_slots = n;
@@ -280,6 +318,19 @@ void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_sca
     if (s->has_head) head_forward(s, a, training, grad_scale);
 }
 
+// A checkpointed block's activations, again, just before its backward: the cheap ones, or its
+// whole forward (its output goes to dnorm, free until the backward starts). Its own phase, so
+// that data sharding's gather here stays for the backward that follows.
+static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i) {
+    int l = s->layer_begin + i, group = 1 + l;
+    ct_ac_kind kind = ct_ac_layer_kind(&s->ac, l);
+    if (kind == CT_AC_NONE) return;
+    acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
+    if (kind == CT_AC_FULL) ct_block_forward(c, l, &a->blocks[i], &s->w->blocks[l], s->dnorm);
+    else ct_block_recompute_cheap(c, &a->blocks[i], &s->w->blocks[l]);
+    release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
+}
+
 // Blocks in reverse, in `phase` (combined or input-only).
 static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
     ct_block_ctx c = block_ctx(s);
@@ -287,6 +338,7 @@ static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
     unsigned use = CT_USE_WEIGHTS | (split ? 0 : CT_USE_GRADS);
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
+        recompute(s, &c, a, i);
         acquire(s, group, phase, use);
         ct_block_backward(&c, l, &a->blocks[i], &s->w->blocks[l], split ? NULL : &s->g->blocks[l],
                           split ? &a->wg[i] : NULL, a->grad);

@@ -29,6 +29,24 @@
 #include "model/llama.h"
 #include "model/stage_ops.h"
 
+// Activation checkpointing: what a block keeps for backward, the rest recomputed just before its
+// backward (in the RECOMPUTE phase, so FSDP's gather there serves the backward too).
+typedef enum {
+    CT_AC_NONE = 0,  // everything its backward reads
+    CT_AC_OPS,       // the outputs of the matmuls and attention (qkv, att with lse, x_mid, h13) and
+                     // the norms' rstd; the cheap ones (norm1, norm2, SwiGLU's h) are recomputed
+    CT_AC_FULL,      // its input only; its whole forward is recomputed
+} ct_ac_kind;
+
+// The run's policy: kind for every block, or with FULL and every > 1, every N-th block
+// (blocks N-1, 2N-1, ... in global numbering, as TorchTitan counts) and none for the others.
+typedef struct {
+    ct_ac_kind kind;
+    int every;
+} ct_ac_policy;
+
+ct_ac_kind ct_ac_layer_kind(const ct_ac_policy *p, int layer);
+
 // What backward_input keeps for backward_weight, per block: the gradients flowing into each
 // weight's matmul and norm (the matmul inputs are the forward activations, already kept).
 typedef struct {
@@ -68,6 +86,7 @@ typedef struct {
     ct_llama_weights *g;         // gradient views
     ct_precision prec;           // how the blocks' matmuls compute and what dtype they keep
     ct_linear_ctx lin;           // their scratch
+    ct_ac_policy ac;             // activation checkpointing
 
     int n_slots;
     bool split_backward;         // slots keep backward_weight's inputs
@@ -84,6 +103,8 @@ typedef struct {
     float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
     float *w_norm, *w_qkv, *w_att, *w_h13, *w_h;  // bf16 only: fp32 work buffers (block.h)
+    ct_block_acts rc;            // recomputed activations, shared by every slot (x unused): norm1,
+                                 // norm2, h with any checkpointing; the rest only with full blocks
     long xent_chunk_rows;
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
@@ -101,6 +122,7 @@ typedef struct {
     ct_stage_ops ops;
     ct_llama_weights *weights, *grads;
     ct_precision prec;           // zero: fp32
+    ct_ac_policy ac;             // zero: keep everything
 } ct_stage_spec;
 
 // Plans the shared buffers; slots come from ct_stage_plan_slots (the executor's count).

@@ -243,7 +243,9 @@ static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) reduce_scatter_into_shard(f, g, f->full_grad);
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
-    bool keep = phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f);
+    // A recompute (activation checkpointing) runs right before the group's backward: keep it.
+    bool keep = (phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f)) ||
+                phase == CT_PHASE_RECOMPUTE;
     if (use & CT_USE_WEIGHTS && !keep && !f->pinned[g]) release_group(f, g);
 }
 

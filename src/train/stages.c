@@ -17,6 +17,23 @@ static ct_reshard_policy reshard_policy(const ct_config *cfg) {
                                                                : CT_RESHARD_DEFAULT;
 }
 
+// activation_checkpoint.*: none; full (every block); selective with option "op" (every block
+// keeps its matmul and attention outputs) or N (every N-th block full).
+static ct_ac_policy ac_policy(const ct_config *cfg) {
+    if (!strcmp(cfg->ac_mode, "full")) return (ct_ac_policy){CT_AC_FULL, 1};
+    if (!strcmp(cfg->ac_mode, "selective") || cfg->ac_selective) {
+        if (!strcmp(cfg->ac_option, "op")) return (ct_ac_policy){CT_AC_OPS, 1};
+        return (ct_ac_policy){CT_AC_FULL, atoi(cfg->ac_option)};
+    }
+    return (ct_ac_policy){CT_AC_NONE, 1};
+}
+
+static bool splits_backward(const ct_schedule *s) {
+    for (int i = 0; i < s->count; i++)
+        if (s->actions[i].kind == CT_ACT_BACKWARD_INPUT) return true;
+    return false;
+}
+
 // Forward only, micro-batch by micro-batch through this rank's stages in model order: receives
 // block and sends do not, so this order cannot deadlock whatever the placement.
 static void forward_only(const ct_trainer *t, int me, ct_schedule *s) {
@@ -149,7 +166,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
             .k = t->k, .cfg = &t->local_model, .layer_begin = t->first_layer[s], .layer_end = t->first_layer[s + 1],
             .has_embedding = s == 0, .has_head = s == t->n_stages - 1, .B = seqs, .T = t->seq_local,
             .pos = t->cp_pos, .max_pos = cfg->seq_len, .ops = ops,
-            .weights = &t->weights, .grads = &t->grad_views, .prec = t->prec,
+            .weights = &t->weights, .grads = &t->grad_views, .prec = t->prec, .ac = ac_policy(cfg),
         };
         ct_stage_init(&t->stages[s], &spec);
         mine[s] = &t->stages[s];
@@ -172,6 +189,10 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
         if (t->mesh.fsdp.size > 1 && reshard_policy(cfg) == CT_RESHARD_DEFAULT)
             unshard_per_stage(&t->train_schedule, t->n_stages);
     }
+    if (ac_policy(cfg).kind != CT_AC_NONE && splits_backward(&t->train_schedule))
+        return ct_set_error("activation checkpointing with pipeline_schedule %s is not supported yet: its weight pass "
+                            "would need the recomputed activations after they are gone",
+                            cfg->pipeline_schedule_file[0] ? cfg->pipeline_schedule_file : cfg->pipeline_schedule);
     forward_only(t, me, &t->eval_schedule);
     const ct_schedule *lists[2] = {&t->train_schedule, &t->eval_schedule};
     int n_mb[2] = {t->n_mb, t->n_mb};

@@ -7,6 +7,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 build/bench/bench_matmul
 build/bench/bench_matmul_bf16
 build/bench/bench_attention
+# Fused forward chains (--compile.enable) against the unfused calls, at S and M block shapes.
+build/bench/bench_fused
 build/bench/bench_tokenizer
 build/bench/bench_train S
 build/bench/bench_train M 3

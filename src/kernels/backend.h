@@ -137,6 +137,31 @@ typedef struct ct_kernels {
                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe, float *scratch);
     // dst (n) = the fp32 value of each bf16 src (exact: bits << 16).
     void (*bf16_to_f32)(float *dst, const uint16_t *src, long n);
+
+    // ---- fused forward chains (fp32; contracts in kernels.h, "fused forward chains"): what
+    // --compile.enable runs in place of the unfused calls. The matmuls go by row blocks, so a
+    // block's rows are still in cache for the step before or after its gemm; results equal the
+    // unfused chain bit for bit except the matmul, which agrees to fp32 gemm accuracy. Each
+    // matmul kernel takes scratch of its *_scratch_floats size; the cpu uses it only for an
+    // output that is not kept (passed as NULL), so with every output kept it may be NULL there.
+    // x_out = x + residual_delta (x_out may alias either), then rmsnorm_forward(norm_out, rstd, x_out).
+    void (*residual_rmsnorm_forward)(float *x_out, float *norm_out, float *rstd, const float *x,
+                                     const float *residual_delta, const float *weight, long N, long C, float eps);
+    // norm_out, rstd = rmsnorm_forward(x); out (N, OC) = norm_out @ W^T (norm_out NULL: not kept).
+    long (*rmsnorm_linear_scratch_floats)(long N, long C, long OC);
+    void (*rmsnorm_linear_forward)(float *out, float *norm_out, float *rstd, const float *x,
+                                   const float *norm_weight, const float *W, long N, long C, long OC, float eps,
+                                   float *scratch);
+    // h13 (N, 2F) = inp @ W13^T, h (N, F) = swiglu_forward(h13) (h13 NULL: not kept).
+    long (*linear_swiglu_scratch_floats)(long N, long C, long F);
+    void (*linear_swiglu_forward)(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
+                                  float *scratch);
+    // qkv (N, QKV) = inp @ W^T, then rope_forward on its NH q heads (column 0) and NKV k heads
+    // (column NH*HS) with ld = QKV; N == B*T, pos (T) or NULL for 0..T-1.
+    long (*linear_rope_scratch_floats)(long N, long C, long QKV);
+    void (*linear_rope_forward)(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
+                                const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                long NH, long NKV, long HS, float *scratch);
 } ct_kernels;
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name.

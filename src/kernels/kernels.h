@@ -121,9 +121,52 @@ double ct_xent_rows_loss(const float *mx, const float *sum, const float *zt, con
 void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
                            long V, long mine, float grad_scale, int dlogits);
 
+// ---------------------------------------------------------------- fused forward chains
+// (kernels/cpu/fused.c) Each does the work of a chain of the kernels above in one pass over
+// row blocks, so a block's rows are still in cache for the next step of the chain. The
+// matmuls run per row block (blocks of at most 256 rows handed out to the threads, one
+// single-threaded ct_gemm each); with fewer blocks than threads (few rows) the chain runs on
+// all rows at once, the gemm on all threads. A block gemm may sum in another order than
+// ct_linear_forward on all rows: results agree to fp32 gemm accuracy; everything else
+// (residual add, norm, SwiGLU, RoPE) is the same float operations as the unfused kernel, bit
+// for bit. scratch (only for an output that is not kept, else it may be NULL): the kernel's
+// *_scratch_floats floats, a block per thread, sized for omp_get_max_threads() at the time of
+// the call (as ct_attention_scratch_floats).
+//
+// x_out (N, C) = x + residual_delta (ct_add_inplace's sum), then norm_out (N, C) and rstd (N)
+// as ct_rmsnorm_forward(norm_out, rstd, x_out, weight, ...): one pass over the rows, the same
+// bits as the two calls. x_out may alias x or residual_delta; norm_out aliases none of them.
+void ct_residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, const float *x,
+                                 const float *residual_delta, const float *weight, long N, long C, float eps);
+// norm_out (N, C), rstd (N) = ct_rmsnorm_forward(x, norm_weight) (the same bits), then
+// out (N, OC) = norm_out @ W (OC, C)^T, each row block normalised straight into the rows its
+// gemm reads. norm_out NULL: the normalised rows are not kept (they go through scratch, which
+// may be NULL when norm_out is given).
+long ct_rmsnorm_linear_scratch_floats(long N, long C, long OC);
+void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
+                               const float *W, long N, long C, long OC, float eps, float *scratch);
+// h13 (N, 2F) = inp (N, C) @ W13 (2F, C)^T ([gate | up], ct_linear_forward's product), then
+// h (N, F) = ct_swiglu_forward(h13) of each row block right after its gemm (the same bits given
+// h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when h13 is given).
+long ct_linear_swiglu_scratch_floats(long N, long C, long F);
+void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
+                              float *scratch);
+// qkv (N, QKV) = inp (N, C) @ W (QKV, C)^T, then RoPE on each row block right after its gemm:
+// the NH query heads at column 0 and the NKV key heads at column NH*HS, as
+// ct_rope_forward(qkv, ..., B, T, NH, HS, QKV) and ct_rope_forward(qkv + NH*HS, ..., NKV, HS, QKV)
+// (the same bits given the product); the values (and any columns past (NH + 2 NKV) HS) are left
+// as the matmul wrote them. Rows are (B, T): N == B*T (else ct_fatal); pos (T) or NULL for
+// 0..T-1, as rope. scratch: ct_linear_rope_scratch_floats floats (0 on the cpu: NULL is fine).
+long ct_linear_rope_scratch_floats(long N, long C, long QKV);
+void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
+                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,
+                            long NKV, long HS, float *scratch);
+
 // ---------------------------------------------------------------- AdamW and reductions
 // Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),
 // with g = grad * grad_scale (clipping factor), step >= 1 for the bias corrections.
+// Fused: one pass over the shard reads param, grad, m, v and writes param, m, v once each; the
+// clipping scale is applied to each gradient value as it is read (grad is left untouched).
 void ct_adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
                      float eps, float weight_decay, long step, float grad_scale);
 // sum of squares, accumulated in double

@@ -64,4 +64,12 @@ const ct_kernels ct_kernels_cpu = {
     .f8_backward_scratch_floats = ct_f8_backward_scratch_floats,
     .linear_backward_f8 = ct_linear_backward_f8,
     .bf16_to_f32 = ct_bf16_to_f32_array,
+
+    .residual_rmsnorm_forward = ct_residual_rmsnorm_forward,
+    .rmsnorm_linear_scratch_floats = ct_rmsnorm_linear_scratch_floats,
+    .rmsnorm_linear_forward = ct_rmsnorm_linear_forward,
+    .linear_swiglu_scratch_floats = ct_linear_swiglu_scratch_floats,
+    .linear_swiglu_forward = ct_linear_swiglu_forward,
+    .linear_rope_scratch_floats = ct_linear_rope_scratch_floats,
+    .linear_rope_forward = ct_linear_rope_forward,
 };

@@ -1,23 +1,16 @@
 // RMSNorm (Zhang & Sennrich 2019): y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
 #include <math.h>
 
+#include "kernels/cpu/rmsnorm_row.h"
 #include "kernels/kernels.h"
 
 // (`omp simd reduction` lets the compiler vectorise the float sums, which strict IEEE order
 // would forbid; the order is still fixed, so results stay reproducible.)
 
+// The row itself is ct_rmsnorm_row (rmsnorm_row.h), which the fused kernels share.
 void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C, float eps) {
 #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++) {
-        const float *x = inp + n * C;  // (C)
-        float *y = out + n * C;        // (C)
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (long c = 0; c < C; c++) ss += x[c] * x[c];
-        float r = 1.0f / sqrtf(ss / (float)C + eps);
-        for (long c = 0; c < C; c++) y[c] = x[c] * r * weight[c];
-        rstd[n] = r;
-    }
+    for (long n = 0; n < N; n++) rstd[n] = ct_rmsnorm_row(out + n * C, inp + n * C, weight, C, eps);
 }
 
 // dinp_c += r w_c dy_c - r^3/C x_c sum_j(dy_j w_j x_j)       (rows in parallel)

@@ -1,0 +1,383 @@
+// The fused forward chains (kernels.h, "fused forward chains"), called through the cpu table,
+// against the unfused kernels they replace and against float64:
+//  - residual_rmsnorm_forward: x_out, norm_out, rstd the same bits as add_inplace + rmsnorm_forward,
+//    with x_out separate, aliasing x, aliasing the delta (how the block calls it);
+//  - rmsnorm_linear_forward: norm_out, rstd the same bits as rmsnorm_forward; out within the fp32
+//    gemm bound of a float64 product of that norm_out; norm_out NULL (rows through scratch) gives
+//    the same bits, writing nothing past the *_scratch_floats size; with inputs whose products
+//    and sums are exact in fp32 (so any summation order gives one answer) out is the unfused
+//    chain's bits;
+//  - linear_swiglu_forward: h13 within the gemm bound, h the bits of swiglu_forward(h13); h13 NULL
+//    (through scratch) gives the same h; exact inputs: both the bits of linear_forward +
+//    swiglu_forward;
+//  - linear_rope_forward: q and k heads within the bound of a float64 product rotated in float64,
+//    v heads and padding columns within the gemm bound; pos NULL and not; exact inputs: the bits
+//    of linear_forward + rope_forward (q heads) + rope_forward (k heads); N != B*T refused;
+//  - adamw_update (already one fused pass, clipping scale folded in): a float64 step, the bits of
+//    a per-element float reference, grad untouched.
+// Each runs at 1, 2 and 3 threads, with shapes around the row blocks (odd N, C, OC; N = 1, which
+// runs the chain on all rows at once; N = 37 .. 300: several blocks, a short last one).
+//
+// Gemm bound, per element: |out - ref| <= (K + 4) * 2^-24 * sum_k |a_k b_k| (fp32 summation of K
+// products in any order, Higham's gamma_K, plus slack), as in test_kernels_gemm_bf16.c.
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fatal_child.h"
+#include "kernels/backend.h"
+#include "kernels/kernels.h"
+#include "test.h"
+
+#define U 0x1p-24
+
+static uint64_t rng_state = 0x452821E638D01377ull;
+static double urand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
+// k/8 for k in [-8, 8]: products are multiples of 2^-6 below 1 in size, so sums of up to 2^17 of
+// them are exact in fp32 whatever the order.
+static float dyadic(void) { return (float)((long)(urand() * 17) - 8) / 8.0f; }
+static float *falloc(long n) { return malloc(sizeof(float) * (n > 0 ? n : 1)); }
+static float *fill(long n, float a) {
+    float *p = falloc(n);
+    for (long i = 0; i < n; i++) p[i] = frand(a);
+    return p;
+}
+static float *fill_dyadic(long n) {
+    float *p = falloc(n);
+    for (long i = 0; i < n; i++) p[i] = dyadic();
+    return p;
+}
+static int same(const float *a, const float *b, long n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+
+// Scratch of `n` floats followed by a guard that a kernel must leave alone.
+#define GUARD 64
+static float *scratch_alloc(long n) {
+    float *p = falloc(n + GUARD);
+    for (long i = 0; i < n + GUARD; i++) p[i] = 12345.0f;
+    return p;
+}
+static int guard_intact(const float *p, long n) {
+    for (long i = n; i < n + GUARD; i++)
+        if (p[i] != 12345.0f) return 0;
+    return 1;
+}
+
+static const int threads[] = {1, 2, 3};
+#define NTHREADS 3
+
+// Worst |out - ref| / bound over (N, OC) with out = A (N, K) @ B (OC, K)^T; ref in float64.
+static double gemm_err(const float *out, long ldo, const float *A, const float *B, long N, long K, long OC) {
+    double worst = 0;
+    for (long n = 0; n < N; n++)
+        for (long o = 0; o < OC; o++) {
+            double s = 0, sa = 0;
+            for (long k = 0; k < K; k++) {
+                double t = (double)A[n * K + k] * B[o * K + k];
+                s += t, sa += fabs(t);
+            }
+            double e = fabs((double)out[n * ldo + o] - s) / ((K + 4) * U * sa + 1e-300);
+            if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        }
+    return worst;
+}
+
+// ---------------------------------------------------------------- residual + RMSNorm
+static void test_residual_rmsnorm_bits(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    long shapes[][2] = {{37, 45}, {1, 1}, {300, 130}, {64, 1000}, {5, 7}};
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < 5; s++) {
+            long N = shapes[s][0], C = shapes[s][1];
+            float eps = 1e-5f;
+            float *x = fill(N * C, 2), *d = fill(N * C, 1), *w = falloc(C);
+            for (long c = 0; c < C; c++) w[c] = 1.0f + frand(0.5f);
+            // unfused, as the block does it: delta += x in place, then the norm of it
+            float *xr = falloc(N * C), *nr = falloc(N * C), *rr = falloc(N);
+            memcpy(xr, d, sizeof(float) * N * C);
+            k->add_inplace(xr, x, N * C);
+            k->rmsnorm_forward(nr, rr, xr, w, N, C, eps);
+            for (int alias = 0; alias < 3; alias++) {  // 0: x_out separate, 1: x_out = x, 2: x_out = delta
+                float *xa = falloc(N * C), *da = falloc(N * C), *xo = falloc(N * C), *no = fill(N * C, 9);
+                float *ro = fill(N, 9);
+                memcpy(xa, x, sizeof(float) * N * C), memcpy(da, d, sizeof(float) * N * C);
+                float *dst = alias == 0 ? xo : alias == 1 ? xa : da;
+                k->residual_rmsnorm_forward(dst, no, ro, xa, da, w, N, C, eps);
+                CHECK(same(dst, xr, N * C), "x_out differs N=%ld C=%ld alias %d threads %d", N, C, alias, threads[t]);
+                CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm differs N=%ld C=%ld alias %d threads %d", N, C,
+                      alias, threads[t]);
+                if (alias != 1) CHECK(same(xa, x, N * C), "x written");
+                if (alias != 2) CHECK(same(da, d, N * C), "delta written");
+                free(xa), free(da), free(xo), free(no), free(ro);
+            }
+            free(x), free(d), free(w), free(xr), free(nr), free(rr);
+        }
+    }
+    omp_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- RMSNorm + linear
+static const long lin_shapes[][3] = {{37, 45, 29}, {1, 7, 5}, {300, 45, 29}, {257, 64, 96}, {129, 33, 17}};
+#define NLIN 5
+
+static void test_rmsnorm_linear_random(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < NLIN; s++) {
+            long N = lin_shapes[s][0], C = lin_shapes[s][1], OC = lin_shapes[s][2];
+            float eps = 1e-5f;
+            float *x = fill(N * C, 2), *w = falloc(C), *W = fill(OC * C, 1);
+            for (long c = 0; c < C; c++) w[c] = 1.0f + frand(0.5f);
+            float *nr = falloc(N * C), *rr = falloc(N);
+            k->rmsnorm_forward(nr, rr, x, w, N, C, eps);
+            float *out = fill(N * OC, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
+            long sf = k->rmsnorm_linear_scratch_floats(N, C, OC);
+            float *scr = scratch_alloc(sf);
+            k->rmsnorm_linear_forward(out, no, ro, x, w, W, N, C, OC, eps, NULL);  // no scratch with norm_out
+            CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ N=%ld C=%ld threads %d", N, C,
+                  threads[t]);
+            double e = gemm_err(out, OC, nr, W, N, C, OC);
+            CHECK(e <= 1.0, "out N=%ld C=%ld OC=%ld threads %d: %.3g of the bound", N, C, OC, threads[t], e);
+            // not kept: the rows go through scratch, the same bits
+            float *out2 = fill(N * OC, 9), *ro2 = fill(N, 9);
+            k->rmsnorm_linear_forward(out2, NULL, ro2, x, w, W, N, C, OC, eps, scr);
+            CHECK(same(out2, out, N * OC) && same(ro2, rr, N), "norm_out NULL differs N=%ld threads %d", N,
+                  threads[t]);
+            CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N, threads[t]);
+            free(x), free(w), free(W), free(nr), free(rr), free(out), free(no), free(ro), free(out2), free(ro2),
+                free(scr);
+        }
+    }
+    omp_set_num_threads(2);
+}
+
+// eps 0 and rows of +-2^j make rstd a power of two, so norm_out is exact dyadic and the gemm exact.
+static void test_rmsnorm_linear_exact_chain(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < NLIN; s++) {
+            long N = lin_shapes[s][0], C = lin_shapes[s][1], OC = lin_shapes[s][2];
+            float *x = falloc(N * C), *w = fill_dyadic(C), *W = fill_dyadic(OC * C);
+            for (long n = 0; n < N; n++) {
+                float a = ldexpf(1.0f, (int)(n % 5) - 2);
+                for (long c = 0; c < C; c++) x[n * C + c] = urand() < 0.5 ? -a : a;
+            }
+            float *nr = falloc(N * C), *rr = falloc(N), *outr = falloc(N * OC);
+            k->rmsnorm_forward(nr, rr, x, w, N, C, 0.0f);
+            k->linear_forward(outr, nr, W, N, C, OC);
+            float *out = fill(N * OC, 9), *no = falloc(N * C), *ro = falloc(N);
+            k->rmsnorm_linear_forward(out, no, ro, x, w, W, N, C, OC, 0.0f, NULL);
+            CHECK(same(out, outr, N * OC) && same(no, nr, N * C) && same(ro, rr, N),
+                  "exact chain differs N=%ld C=%ld OC=%ld threads %d", N, C, OC, threads[t]);
+            free(x), free(w), free(W), free(nr), free(rr), free(outr), free(out), free(no), free(ro);
+        }
+    }
+    omp_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- linear + SwiGLU
+static const long swi_shapes[][3] = {{37, 45, 29}, {1, 3, 1}, {300, 45, 13}, {257, 64, 48}};  // N, C, F
+#define NSWI 4
+
+static void test_linear_swiglu(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < NSWI; s++) {
+            long N = swi_shapes[s][0], C = swi_shapes[s][1], F = swi_shapes[s][2];
+            float *inp = fill(N * C, 1), *W = fill(2 * F * C, 1);
+            float *h13 = fill(N * 2 * F, 9), *h = fill(N * F, 9), *hr = falloc(N * F);
+            long sf = k->linear_swiglu_scratch_floats(N, C, F);
+            float *scr = scratch_alloc(sf);
+            k->linear_swiglu_forward(h13, h, inp, W, N, C, F, NULL);  // no scratch with h13
+            double e = gemm_err(h13, 2 * F, inp, W, N, C, 2 * F);
+            CHECK(e <= 1.0, "h13 N=%ld C=%ld F=%ld threads %d: %.3g of the bound", N, C, F, threads[t], e);
+            k->swiglu_forward(hr, h13, N, F);
+            CHECK(same(h, hr, N * F), "h is not swiglu_forward(h13) N=%ld F=%ld threads %d", N, F, threads[t]);
+            float *h2 = fill(N * F, 9);
+            k->linear_swiglu_forward(NULL, h2, inp, W, N, C, F, scr);
+            CHECK(same(h2, h, N * F), "h13 NULL differs N=%ld threads %d", N, threads[t]);
+            CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N, threads[t]);
+            free(inp), free(W), free(h13), free(h), free(hr), free(h2);
+
+            // exact inputs: the unfused chain's bits
+            inp = fill_dyadic(N * C), W = fill_dyadic(2 * F * C);
+            float *h13r = falloc(N * 2 * F);
+            hr = falloc(N * F), h13 = fill(N * 2 * F, 9), h = fill(N * F, 9);
+            k->linear_forward(h13r, inp, W, N, C, 2 * F);
+            k->swiglu_forward(hr, h13r, N, F);
+            k->linear_swiglu_forward(h13, h, inp, W, N, C, F, NULL);
+            CHECK(same(h13, h13r, N * 2 * F) && same(h, hr, N * F), "exact chain differs N=%ld C=%ld F=%ld threads %d",
+                  N, C, F, threads[t]);
+            free(inp), free(W), free(h13r), free(hr), free(h13), free(h), free(scr);
+        }
+    }
+    omp_set_num_threads(2);
+}
+
+// ---------------------------------------------------------------- linear + RoPE
+typedef struct {
+    long B, T, C, NH, NKV, HS, pad;
+} rope_shape;
+static const rope_shape rope_shapes[] = {
+    {3, 13, 45, 3, 1, 6, 3},   // N = 39, padding columns after v
+    {1, 1, 7, 2, 2, 2, 0},     // one row
+    {2, 150, 45, 4, 2, 8, 0},  // N = 300: several row blocks, a short last one
+    {5, 37, 33, 2, 1, 10, 1},  // N = 185
+};
+#define NROPE 4
+
+static void test_linear_rope(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    long maxT = 400;
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < NROPE; s++)
+            for (int use_pos = 0; use_pos < 2; use_pos++) {
+                rope_shape r = rope_shapes[s];
+                long N = r.B * r.T, HS = r.HS, half = HS / 2, QKV = (r.NH + 2 * r.NKV) * HS + r.pad, C = r.C;
+                float *cs = falloc(maxT * half), *sn = falloc(maxT * half);
+                k->rope_tables(cs, sn, maxT, HS, 10000.0, 8.0, 1.0, 4.0, 16);
+                int32_t *pos = malloc(sizeof(int32_t) * r.T);
+                for (long i = 0; i < r.T; i++) pos[i] = (int32_t)(urand() * maxT);
+                const int32_t *pp = use_pos ? pos : NULL;
+
+                // random values against float64
+                float *inp = fill(N * C, 1), *W = fill(QKV * C, 1), *qkv = fill(N * QKV, 9);
+                CHECK(k->linear_rope_scratch_floats(N, C, QKV) == 0, "the cpu rope asks for scratch");
+                k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+                double worst = 0;
+                for (long n = 0; n < N; n++) {
+                    long tt = n % r.T, p = pp ? pp[tt] : tt;
+                    for (long o = 0; o < QKV; o += 2) {
+                        double v[2] = {0, 0}, a[2] = {0, 0};
+                        for (int j = 0; j < 2 && o + j < QKV; j++) {
+                            v[j] = a[j] = 0;
+                            for (long c = 0; c < C; c++) {
+                                double x = (double)inp[n * C + c] * W[(o + j) * C + c];
+                                v[j] += x, a[j] += fabs(x);
+                            }
+                        }
+                        if (o < (r.NH + r.NKV) * HS) {  // a rotated pair
+                            double c = cs[p * half + (o % HS) / 2], sv = sn[p * half + (o % HS) / 2];
+                            double r0 = v[0] * c - v[1] * sv, r1 = v[0] * sv + v[1] * c;
+                            double bound = (C + 8) * U * (fabs(c) * a[0] + fabs(sv) * a[1]) + 1e-300;
+                            double e0 = fabs(qkv[n * QKV + o] - r0) / bound;
+                            bound = (C + 8) * U * (fabs(sv) * a[0] + fabs(c) * a[1]) + 1e-300;
+                            double e1 = fabs(qkv[n * QKV + o + 1] - r1) / bound;
+                            if (!(e0 <= worst)) worst = isnan(e0) ? INFINITY : e0;
+                            if (!(e1 <= worst)) worst = isnan(e1) ? INFINITY : e1;
+                        } else {  // v heads and padding: the product only
+                            for (int j = 0; j < 2 && o + j < QKV; j++) {
+                                double e = fabs(qkv[n * QKV + o + j] - v[j]) / ((C + 4) * U * a[j] + 1e-300);
+                                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+                            }
+                        }
+                    }
+                }
+                CHECK(worst <= 1.0, "qkv B=%ld T=%ld HS=%ld pos %d threads %d: %.3g of the bound", r.B, r.T, HS,
+                      use_pos, threads[t], worst);
+                free(inp), free(W), free(qkv);
+
+                // exact inputs: the unfused chain's bits
+                inp = fill_dyadic(N * C), W = fill_dyadic(QKV * C), qkv = fill(N * QKV, 9);
+                float *ref = falloc(N * QKV);
+                k->linear_forward(ref, inp, W, N, C, QKV);
+                k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
+                k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
+                k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+                CHECK(same(qkv, ref, N * QKV), "exact chain differs B=%ld T=%ld pos %d threads %d", r.B, r.T, use_pos,
+                      threads[t]);
+                free(inp), free(W), free(qkv), free(ref), free(cs), free(sn), free(pos);
+            }
+    }
+    omp_set_num_threads(2);
+}
+
+static void rope_bad_rows(void) {
+    float x[64] = {0}, cs[4] = {1, 1, 1, 1}, sn[4] = {0};
+    ct_linear_rope_forward(x, x, x, 3, 1, 4, cs, sn, NULL, 1, 2, 1, 1, 2, NULL);  // N 3 != B*T 2
+}
+
+static void test_linear_rope_refuses_bad_rows(void) {
+    char err[512];
+    int rc = ct_test_run_fatal_void(rope_bad_rows, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "ct_linear_rope_forward") != NULL, "rc %d, stderr: %s", rc, err);
+}
+
+// ---------------------------------------------------------------- AdamW
+// The kernel is one pass: each element's param, m, v are read and written once, the gradient
+// read once and multiplied by grad_scale (the clipping factor) as it is read.
+static void test_adamw_fused_step(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    long n = 100003;
+    float *p = fill(n, 1), *m = falloc(n), *v = falloc(n), *g = falloc(n), *g0 = falloc(n);
+    float *fp = falloc(n), *fm = falloc(n), *fv = falloc(n);
+    double *rp = malloc(sizeof(double) * n), *rm = calloc(n, sizeof(double)), *rv = calloc(n, sizeof(double));
+    for (long i = 0; i < n; i++) m[i] = v[i] = fm[i] = fv[i] = 0, fp[i] = p[i], rp[i] = p[i];
+    float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    for (long step = 1; step <= 4; step++) {
+        float gs = step == 2 ? 1.0f : 0.37f;  // a clipped step and an unclipped one
+        for (long i = 0; i < n; i++) g[i] = g0[i] = frand(2);
+        omp_set_num_threads(threads[step % NTHREADS]);
+        k->adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
+        CHECK(same(g, g0, n), "grad written (step %ld)", step);
+        // per-element float reference with the same operations: the same bits
+        float bc1 = (float)(1.0 - pow((double)b1, (double)step)), bc2 = (float)(1.0 - pow((double)b2, (double)step));
+        for (long i = 0; i < n; i++) {
+            float gi = g0[i] * gs;
+            fm[i] = b1 * fm[i] + (1.0f - b1) * gi;
+            fv[i] = b2 * fv[i] + (1.0f - b2) * gi * gi;
+            fp[i] -= lr * (fm[i] / bc1 / (sqrtf(fv[i] / bc2) + eps) + wd * fp[i]);
+        }
+        // float64 step (Loshchilov & Hutter's AdamW, Adam's bias corrections) from the same hyper-parameters
+        for (long i = 0; i < n; i++) {
+            double gi = (double)g0[i] * gs;
+            rm[i] = b1 * rm[i] + (1 - (double)b1) * gi;
+            rv[i] = b2 * rv[i] + (1 - (double)b2) * gi * gi;
+            double mh = rm[i] / (1 - pow(b1, step)), vh = rv[i] / (1 - pow(b2, step));
+            rp[i] -= lr * (mh / (sqrt(vh) + eps) + wd * rp[i]);
+        }
+    }
+    omp_set_num_threads(2);
+    CHECK(same(p, fp, n) && same(m, fm, n) && same(v, fv, n), "differs from the per-element float reference");
+    CHECK(ct_test_max_rel_err(p, rp, n) < 1e-5, "param vs float64: %g", ct_test_max_rel_err(p, rp, n));
+    CHECK(ct_test_max_rel_err(m, rm, n) < 1e-5, "m vs float64: %g", ct_test_max_rel_err(m, rm, n));
+    CHECK(ct_test_max_rel_err(v, rv, n) < 1e-5, "v vs float64: %g", ct_test_max_rel_err(v, rv, n));
+    free(p), free(m), free(v), free(g), free(g0), free(fp), free(fm), free(fv), free(rp), free(rm), free(rv);
+}
+
+// The table points at the kernels.h functions.
+static void test_table(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    CHECK(k->residual_rmsnorm_forward == ct_residual_rmsnorm_forward &&
+              k->rmsnorm_linear_forward == ct_rmsnorm_linear_forward &&
+              k->rmsnorm_linear_scratch_floats == ct_rmsnorm_linear_scratch_floats &&
+              k->linear_swiglu_forward == ct_linear_swiglu_forward &&
+              k->linear_swiglu_scratch_floats == ct_linear_swiglu_scratch_floats &&
+              k->linear_rope_scratch_floats == ct_linear_rope_scratch_floats &&
+              k->linear_rope_forward == ct_linear_rope_forward && k->adamw_update == ct_adamw_update,
+          "a fused member is not its kernels.h function");
+}
+
+int main(void) {
+    CT_RUN(test_table);
+    CT_RUN(test_residual_rmsnorm_bits);
+    CT_RUN(test_rmsnorm_linear_random);
+    CT_RUN(test_rmsnorm_linear_exact_chain);
+    CT_RUN(test_linear_swiglu);
+    CT_RUN(test_linear_rope);
+    CT_RUN(test_linear_rope_refuses_bad_rows);
+    CT_RUN(test_adamw_fused_step);
+    CT_TEST_EXIT();
+}

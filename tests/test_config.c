@@ -557,7 +557,6 @@ static void test_not_implemented(void) {
         const char *key, *value, *setting;
     } cases[] = {
         {"parallelism.enable_async_comm", "true", "parallelism.enable_async_comm"},
-        {"compile.enable", "true", "compile.enable"},
         {"checkpoint.enable", "true", "checkpoint.enable"},
         {"metrics.enable_tensorboard", "true", "metrics.enable_tensorboard"},
     };

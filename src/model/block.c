@@ -67,18 +67,60 @@ static void swiglu_keep(const ct_block_ctx *c, void *h_kept, const float *h13) {
     ct_keep_activation(c->lin, h_kept, h, N * F);
 }
 
+// Whether a fused kernel may replace the chain around linear l: the fused kernels are fp32, so
+// only where the matmul runs in fp32 (not bf16, not 8-bit).
+static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
+    return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
+}
+
+// norm1 -> the QKV matmul -> RoPE. Fused (--compile.enable): without sequence parallel the norm
+// is computed straight into the matmul's input rows (rmsnorm_linear_forward); with it the norm's
+// output is gathered over tp first, so RoPE is fused into the matmul's output instead.
+static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *qkv) {
+    const ct_kernels *k = c->k;
+    const ct_llama_config *m = c->cfg;
+    long B = c->B, T = c->T, N = c->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
+    long QKV = c->qkv_dim;
+    bool fused = fuse(c, layer, CT_LINEAR_WQKV);
+    if (fused && !seq_parallel(c)) {
+        k->rmsnorm_linear_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
+                                  (float)m->norm_eps, c->fuse_scratch);
+    } else {
+        norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
+        if (fused) {
+            k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, c->pos, B, T, NH,
+                                   NKV, HS, c->fuse_scratch);
+            return;
+        }
+        ct_linear_fwd(c->lin, f8(c, layer, CT_LINEAR_WQKV), qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
+    }
+    k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
+    k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+}
+
+// x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass.
+static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+    const ct_llama_config *m = c->cfg;
+    if (!fuse(c, layer, CT_LINEAR_W13)) {
+        c->k->add_inplace(s->x_mid, s->x, c->N_local * m->dim);
+        norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+        return;
+    }
+    float *n = norm_out(c, s->norm2);
+    c->k->residual_rmsnorm_forward(s->x_mid, n, s->rstd2, s->x_mid, s->x, w->ffn_norm, c->N_local, m->dim,
+                                   (float)m->norm_eps);
+    gather_rows(c, n, s->norm2);
+}
+
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
     const ct_llama_config *m = c->cfg;
-    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
+    long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
+    long QKV = c->qkv_dim;
 
-    norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
     float *qkv = work(c, s->qkv, c->w_qkv);
-    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WQKV), qkv, act(c, s->norm1, C), w->wqkv, QKV);  // (N, QKV) this rank's heads
-    k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
-    k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
     ct_keep_activation(L, s->qkv, qkv, N * QKV);
     float *att = work(c, s->att, c->w_att);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
@@ -87,13 +129,16 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     float *y = partial_out(c, s->x_mid);
     ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WO), y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
     reduce_rows(c, y, s->x_mid);                                                        // (N_l, C)
-    k->add_inplace(s->x_mid, s->x, Nl * C);
+    residual_norm2(c, layer, s, w);
 
-    norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
     float *h13 = work(c, s->h13, c->w_h13);
-    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W13), h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
-    ct_keep_activation(L, s->h13, h13, N * 2 * F);
-    swiglu_keep(c, s->h, h13);
+    if (fuse(c, layer, CT_LINEAR_W13)) {
+        k->linear_swiglu_forward(h13, s->h, s->norm2, w->w13, N, C, F, c->fuse_scratch);  // (N, 2F), (N, F)
+    } else {
+        ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W13), h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
+        ct_keep_activation(L, s->h13, h13, N * 2 * F);
+        swiglu_keep(c, s->h, h13);
+    }
     y = partial_out(c, out);
     ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W2), y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);

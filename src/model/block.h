@@ -17,6 +17,8 @@ typedef struct {
     const ct_kernels *k;
     const ct_stage_ops *ops;
     const ct_linear_ctx *lin;         // the matmuls' precision and scratch
+    bool fused;                       // --compile.enable: fused kernels where they apply (fp32)
+    float *fuse_scratch;              // their scratch (fused only)
     const ct_llama_config *cfg;       // this rank's dimensions
     long B, T, N, N_local, qkv_dim;   // this call's rows: N = B·T, N_local residual rows here
     const int32_t *pos;               // (T) positions of the tokens (NULL: 0..T-1)

@@ -76,6 +76,12 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
         TAKE(rc->rstd2, Nl);
         TAKE_ACT(rc->h13, N * 2 * F);
     }
+    if (s->fused) {
+        const ct_kernels *k = s->k;
+        long f = k->rmsnorm_linear_scratch_floats(N, C, s->qkv_dim), g = k->linear_swiglu_scratch_floats(N, C, F);
+        long r = k->linear_rope_scratch_floats(N, C, s->qkv_dim);
+        TAKE(s->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
+    }
     float *lin;
     TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, max_linear_in(s), max_linear_out(s)));
     if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, max_linear_in(s), max_linear_out(s));
@@ -170,6 +176,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->g = spec->grads;
     s->prec = spec->prec;
     s->ac = spec->ac;
+    s->fused = spec->fused;
     if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
         ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;
@@ -238,7 +245,7 @@ void ct_stage_free(ct_stage *s) {
 
 static ct_block_ctx block_ctx(ct_stage *s) {
     ct_block_ctx c = {
-        .k = s->k, .ops = &s->ops, .lin = &s->lin, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
+        .k = s->k, .ops = &s->ops, .lin = &s->lin, .fused = s->fused, .fuse_scratch = s->fuse_scratch, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
         .qkv_dim = s->qkv_dim, .pos = s->pos, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
         .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
         .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13, .w_norm = s->w_norm, .w_qkv = s->w_qkv,

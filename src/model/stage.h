@@ -87,6 +87,8 @@ typedef struct {
     ct_precision prec;           // how the blocks' matmuls compute and what dtype they keep
     ct_linear_ctx lin;           // their scratch
     ct_ac_policy ac;             // activation checkpointing
+    bool fused;                  // --compile.enable: the blocks use fused kernels (block.c says where)
+    float *fuse_scratch;         // their scratch
 
     int n_slots;
     bool split_backward;         // slots keep backward_weight's inputs
@@ -123,6 +125,7 @@ typedef struct {
     ct_llama_weights *weights, *grads;
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
+    bool fused;                  // fused kernels (--compile.enable)
 } ct_stage_spec;
 
 // Plans the shared buffers; slots come from ct_stage_plan_slots (the executor's count).

@@ -167,6 +167,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
             .has_embedding = s == 0, .has_head = s == t->n_stages - 1, .B = seqs, .T = t->seq_local,
             .pos = t->cp_pos, .max_pos = cfg->seq_len, .ops = ops,
             .weights = &t->weights, .grads = &t->grad_views, .prec = t->prec, .ac = ac_policy(cfg),
+            .fused = cfg->compile,
         };
         ct_stage_init(&t->stages[s], &spec);
         mine[s] = &t->stages[s];

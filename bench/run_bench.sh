@@ -12,6 +12,10 @@ build/bench/bench_fused
 build/bench/bench_tokenizer
 build/bench/bench_train S
 build/bench/bench_train M 3
+# Fused kernels (--compile.enable) side by side with the runs above: the step-time ratio is
+# the S / M line above divided by these.
+build/bench/bench_train S 6 compile.enable=true
+build/bench/bench_train M 3 compile.enable=true
 # Mixed precision side by side: bf16 (AMX / AVX-512 BF16 where the CPU has them, an fp32
 # fallback elsewhere: the log line says which) and the 8-bit recipes on top of it.
 build/bench/bench_train S 6 mixed_precision=bf16
@@ -21,6 +25,9 @@ build/bench/bench_train M 3 mixed_precision=bf16
 ROOT=""; [ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_fsdp_comm
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_tp
+# Async communication: time ranks wait for communication and step time, FSDP prefetch and
+# deferred reduce-scatters against blocking, as ratios (FSDP 4, FSDP 2 x tp 2; debug model dims).
+OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_async
 # Context parallel: per-rank attention work with and without head-tail balancing (thread CPU time,
 # so oversubscribed ranks still compare their own work) and bytes per rotate method vs analytic.
 OMP_NUM_THREADS=1 mpirun $ROOT --bind-to none -np 2 build/bench/bench_cp
@@ -30,3 +37,5 @@ OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/
 OMP_NUM_THREADS=1 mpirun $ROOT --bind-to none -np 2 build/bench/bench_pipeline
 OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_pipeline memory
 bench/cp_memory.sh 4096 ring
+# Activation checkpointing: memory and step time per policy, as ratios to none.
+bench/ac_memory.sh 3

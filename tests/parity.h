@@ -133,6 +133,7 @@ typedef struct {
     int cp;                 // context parallel degree (0: 1)
     const char *schedule;   // pipeline_schedule (NULL: the default)
     const char *schedule_file;  // pipeline_schedule_file (NULL: none)
+    bool async;             // parallelism.enable_async_comm
 } parity_layout;
 
 // Trains `layout` over all ranks and compares it with the reference.
@@ -155,6 +156,7 @@ static void parity_run(parity_layout l, const char *what) {
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / dp / l.accum);
     parity_set(&c, "sequence_parallel.enable", l.sequence_parallel ? "true" : "false");
     parity_set(&c, "parallelism.disable_loss_parallel", l.disable_loss_parallel ? "true" : "false");
+    parity_set(&c, "parallelism.enable_async_comm", l.async ? "true" : "false");
     parity_result r;
     parity_train(&c, NULL, &r);
     parity_compare(&r, what);

@@ -7,6 +7,9 @@
 // turned into ct_fatal lines naming the rank, the collective, the group and MPI's own
 // explanation.
 //
+// Threads: MPI_THREAD_FUNNELED (OpenMP threads never call comm) and no progress thread; why
+// testing at the caller's natural points was chosen instead is in comm.h (Progress).
+//
 // bf16 reductions: MPI has no bf16 type, so bf16 travels as MPI_UINT16_T and is reduced by
 // user-defined ops (bf16_sum, bf16_max), created once at init and freed at finalize.
 #include "comm/backend.h"

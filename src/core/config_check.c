@@ -118,7 +118,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->enable_async_comm, "parallelism.enable_async_comm");
     NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence

@@ -34,26 +34,95 @@ static void build_store(ct_fsdp *f) {
     }
 }
 
+static size_t bytes16(long n) { return (size_t)n * sizeof(uint16_t); }
+
+// What the buffers below add per rank, as allocated.
 static void update_buffer_bytes(ct_fsdp *f) {
-    f->buffer_bytes = ((size_t)(f->n_slots + 1 + f->n_pin_grads) * (size_t)f->max_group_numel +
-                       (size_t)f->max_shard_numel) * sizeof(float);
-    if (f->shard16) f->buffer_bytes += (size_t)(f->max_shard_numel + f->max_group_numel) * sizeof(uint16_t);
-    if (f->replica16) f->buffer_bytes += (size_t)f->local_numel * sizeof(uint16_t);
+    size_t floats = (size_t)(f->n_slots + f->n_full + f->n_pin_grads) * (size_t)f->max_group_numel +
+                    (size_t)f->n_lanes * (size_t)f->max_shard_numel;
+    f->buffer_bytes = floats * sizeof(float);
+    if (f->shard16) f->buffer_bytes += bytes16(f->max_shard_numel + f->max_group_numel);
+    f->buffer_bytes += (size_t)f->n_own16 * bytes16(f->max_shard_numel + f->max_group_numel);
+    for (int l = 1; l < f->n_lanes; l++)
+        if (f->lanes[l].send16) f->buffer_bytes += bytes16(f->max_group_numel + f->max_shard_numel);
+    if (f->replica16) f->buffer_bytes += bytes16(f->local_numel);
+}
+
+static void *grow_array(void *p, int n, size_t size) {
+    void *q = realloc(p, (size_t)n * size);
+    if (!q) ct_fatal("fsdp", "out of memory for %d buffers", n);
+    return q;
 }
 
 // Set-up (or a schedule's plan): n gather slots, each one padded group.
 static void grow_slots(ct_fsdp *f, int n) {
     if (n <= f->n_slots) return;
-    float **slot = realloc(f->slot, (size_t)n * sizeof(float *));
-    int *slot_group = realloc(f->slot_group, (size_t)n * sizeof(int));
-    if (!slot || !slot_group) ct_fatal("fsdp", "out of memory for %d gather slots", n);
-    f->slot = slot;
-    f->slot_group = slot_group;
+    f->slot = grow_array(f->slot, n, sizeof(float *));
+    f->slot_group = grow_array(f->slot_group, n, sizeof(int));
+    f->gather_h = grow_array(f->gather_h, n, sizeof(ct_comm_handle));
+    f->gather_open = grow_array(f->gather_open, n, sizeof(bool));
+    f->prefetched = grow_array(f->prefetched, n, sizeof(bool));
+    f->send16 = grow_array(f->send16, n, sizeof(uint16_t *));
+    f->recv16 = grow_array(f->recv16, n, sizeof(uint16_t *));
     for (int s = f->n_slots; s < n; s++) {
         f->slot[s] = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
         f->slot_group[s] = -1;
+        memset(&f->gather_h[s], 0, sizeof f->gather_h[s]);
+        f->gather_open[s] = f->prefetched[s] = false;
+        f->send16[s] = f->recv16[s] = NULL;
     }
     f->n_slots = n;
+}
+
+// Gather slots besides those UNSHARD holds: two (one group in use, one kept for its backward),
+// three with prefetch (the next group arriving), one per group under `never`.
+static int base_slots(const ct_fsdp *f) { return f->policy == CT_RESHARD_NEVER ? f->n_groups : f->async ? 3 : 2; }
+
+// Brings the communication buffers in line with the settings (idempotent; after init, precision,
+// async and reserve): bf16 gather buffers per slot (async, each slot its own; blocking, every slot
+// shares shard16 / comm16), and the reduce-scatter lanes with their whole-gradient buffers.
+static void plan_buffers(ct_fsdp *f) {
+    int N = nshards(f);
+    bool own16 = f->async && f->param_dtype == CT_BF16 && N > 1;
+    for (int s = f->n_own16; s < f->n_slots; s++) {
+        if (own16) {
+            f->send16[s] = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_shard_numel));
+            f->recv16[s] = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_group_numel));
+        } else {
+            f->send16[s] = f->shard16;
+            f->recv16[s] = f->comm16;
+        }
+    }
+    if (own16) f->n_own16 = f->n_slots;
+    if (N > 1) {
+        int want = f->async ? 2 : 1;
+        if (want > f->n_full) {
+            f->full = grow_array(f->full, want, sizeof(float *));
+            for (int b = f->n_full; b < want; b++)
+                f->full[b] = b == 0 ? f->full_grad
+                                    : ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+            f->n_full = want;
+        }
+        if (want > f->n_lanes) {
+            f->lanes = grow_array(f->lanes, want, sizeof(ct_fsdp_rs));
+            for (int l = f->n_lanes; l < want; l++) {
+                memset(&f->lanes[l], 0, sizeof f->lanes[l]);
+                f->lanes[l].group = -1;
+                if (l > 0) f->lanes[l].out = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(float));
+            }
+            f->n_lanes = want;
+        }
+        // Lane 0 shares the blocking path's buffers; the others own theirs.
+        f->lanes[0].out = f->rs_out;
+        f->lanes[0].send16 = f->comm16;
+        f->lanes[0].recv16 = f->shard16;
+        for (int l = 1; l < f->n_lanes && f->reduce_dtype == CT_BF16; l++)
+            if (!f->lanes[l].send16) {
+                f->lanes[l].send16 = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_group_numel));
+                f->lanes[l].recv16 = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_shard_numel));
+            }
+    }
+    update_buffer_bytes(f);
 }
 
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
@@ -112,10 +181,10 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     }
     f->via_slots = true;
     // Two slots suffice when groups are freed after use; `never` keeps every group whole.
-    grow_slots(f, policy == CT_RESHARD_NEVER ? f->n_groups : 2);
+    grow_slots(f, base_slots(f));
     f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
     f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
-    update_buffer_bytes(f);
+    plan_buffers(f);
 }
 
 void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
@@ -134,17 +203,40 @@ void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
         // One shard is the whole group, but the model must compute with its bf16 copy: gather
         // (narrow and widen) into slots as N > 1 does, instead of reading the shard in place.
         f->via_slots = true;
-        grow_slots(f, f->policy == CT_RESHARD_NEVER ? f->n_groups : 2);
+        grow_slots(f, base_slots(f));
     }
-    update_buffer_bytes(f);
+    plan_buffers(f);
+}
+
+void ct_fsdp_set_async(ct_fsdp *f, bool on) {
+    f->async = on;
+    if (f->via_slots) grow_slots(f, base_slots(f));
+    plan_buffers(f);
 }
 
 void ct_fsdp_free(ct_fsdp *f) {
     ct_mem_free(f->params);
     ct_mem_free(f->grads);
     for (int s = 0; s < f->n_slots; s++) ct_mem_free(f->slot[s]);
+    for (int s = 0; s < f->n_own16; s++) {
+        ct_mem_free(f->send16[s]);
+        ct_mem_free(f->recv16[s]);
+    }
     free(f->slot);
     free(f->slot_group);
+    free(f->gather_h);
+    free(f->gather_open);
+    free(f->prefetched);
+    free(f->send16);
+    free(f->recv16);
+    for (int b = 1; b < f->n_full; b++) ct_mem_free(f->full[b]);
+    free(f->full);
+    for (int l = 1; l < f->n_lanes; l++) {
+        ct_mem_free(f->lanes[l].out);
+        ct_mem_free(f->lanes[l].send16);
+        ct_mem_free(f->lanes[l].recv16);
+    }
+    free(f->lanes);
     ct_mem_free(f->full_grad);
     ct_mem_free(f->rs_out);
     ct_mem_free(f->shard16);
@@ -168,34 +260,70 @@ void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) { ct_param_store_init_values
 
 // ------------------------------------------------------------------ gather / release
 
-static void gather(ct_fsdp *f, int g) {
-    if (f->group_slot[g] >= 0) return;  // still whole from forward
-    int s = 0;
-    while (s < f->n_slots && f->slot_group[s] >= 0) s++;
-    if (s == f->n_slots) ct_fatal("fsdp", "all %d gather slots busy when gathering group %d", f->n_slots, g);
+// Under async, every operation in flight is tested at each acquire and release: MPI moves a
+// non-blocking collective only inside MPI calls (see comm/comm.h on progress), and these are the
+// points the model passes between layers. Testing changes no decision (completion is acted on
+// where the blocking path would wait), so the ranks stay in step whatever the timing.
+static void poll(ct_fsdp *f) {
+    if (!f->async) return;
+    for (int s = 0; s < f->n_slots; s++)
+        if (f->gather_open[s]) ct_comm_test(&f->gather_h[s]);
+    for (int i = 0; i < f->rs_count; i++) ct_comm_test(&f->lanes[(f->rs_first + i) % f->n_lanes].h);
+}
+
+// Starts gathering group g into slot s: the fp32 shard, or its bf16 compute copy (narrowed now,
+// widened into the slot when the gather finishes). The views point at the slot from here on;
+// the model reads them only after acquire has finished the gather.
+static void gather_start(ct_fsdp *f, int g, int s) {
     long n = f->shard_numel[g];
     if (f->param_dtype == CT_BF16) {
         // The bf16 compute copy: narrow this shard, gather half the bytes, widen (exactly).
-        f->k->f32_to_bf16(f->shard16, f->params + f->shard_offset[g], n);
-        const uint16_t *whole = f->shard16;
+        f->k->f32_to_bf16(f->send16[s], f->params + f->shard_offset[g], n);
         if (nshards(f) > 1) {
-            ct_comm_all_gather(f->shard_group, f->shard16, f->comm16, (size_t)n, CT_BF16);
-            whole = f->comm16;
+            f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->send16[s], f->recv16[s], (size_t)n, CT_BF16);
+            f->gather_open[s] = true;
+        } else {
+            f->k->bf16_to_f32(f->slot[s], f->send16[s], n);
         }
-        f->k->bf16_to_f32(f->slot[s], whole, n * nshards(f));
     } else {
-        ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], f->slot[s], (size_t)n, CT_F32);
+        f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->params + f->shard_offset[g], f->slot[s],
+                                                  (size_t)n, CT_F32);
+        f->gather_open[s] = true;
     }
     f->slot_group[s] = g;
     f->group_slot[g] = s;
+    f->prefetched[s] = false;
     ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
+}
+
+static void gather_finish(ct_fsdp *f, int s) {
+    if (!f->gather_open[s]) return;
+    ct_comm_wait(&f->gather_h[s]);
+    if (f->param_dtype == CT_BF16)
+        f->k->bf16_to_f32(f->slot[s], f->recv16[s], f->shard_numel[f->slot_group[s]] * nshards(f));
+    f->gather_open[s] = false;
 }
 
 static void release_group(ct_fsdp *f, int g) {
     int s = f->group_slot[g];
     if (s < 0) return;
+    gather_finish(f, s);  // a slot is reused only once nothing is arriving in it
     f->slot_group[s] = -1;
     f->group_slot[g] = -1;
+    f->prefetched[s] = false;
+}
+
+// A free slot for group g; when every slot is busy, one holding a group gathered ahead that the
+// schedule has not asked for is taken back (only under async; the guess was wrong).
+static int take_slot(ct_fsdp *f, int g) {
+    for (int s = 0; s < f->n_slots; s++)
+        if (f->slot_group[s] < 0) return s;
+    for (int s = 0; s < f->n_slots; s++)
+        if (f->prefetched[s] && !f->pinned[f->slot_group[s]]) {
+            release_group(f, f->slot_group[s]);
+            return s;
+        }
+    ct_fatal("fsdp", "all %d gather slots busy when gathering group %d", f->n_slots, g);
 }
 
 static bool keep_after_forward(const ct_fsdp *f, int g) {
@@ -206,31 +334,120 @@ static bool keep_after_forward(const ct_fsdp *f, int g) {
     }
 }
 
-// Sums a group's whole gradient (in `full`) over the shard group and adds this rank's part into
-// its gradient shard (micro-batches accumulate there).
-// In bf16 (reduce dtype) the whole gradient is narrowed first and the sum is bf16 arithmetic,
-// as NCCL's bf16 reduce-scatter does: half the bytes, each partial sum rounded.
-static void reduce_scatter_into_shard(ct_fsdp *f, int g, const float *full) {
-    long n = f->shard_numel[g];
-    if (f->reduce_dtype == CT_BF16) {
-        f->k->f32_to_bf16(f->comm16, full, n * nshards(f));
-        ct_comm_reduce_scatter(f->shard_group, f->comm16, f->shard16, (size_t)n, CT_BF16, CT_COMM_SUM);
-        f->k->bf16_to_f32(f->rs_out, f->shard16, n);
-    } else {
-        ct_comm_reduce_scatter(f->shard_group, full, f->rs_out, (size_t)n, CT_F32, CT_COMM_SUM);
+// Whether h is a group of this rank's stage `stage` that is not whole (nor arriving).
+static bool gatherable(const ct_fsdp *f, int h, int stage) {
+    return h >= 0 && h < f->n_groups && f->owned[h] && f->group_stage[h] == stage && f->group_slot[h] < 0;
+}
+
+// The group the model will ask to gather after g, as far as g's phase tells: forward goes up the
+// stage; backward, backward-input and recompute go down (the embedding's backward reads no
+// weights); the head in training runs its backward inside its forward, so after it comes the
+// highest block that is not whole (under `default` the last block is kept: the one below).
+// -1: none, or already whole.
+static int next_group(const ct_fsdp *f, int g, ct_phase phase, unsigned use) {
+    int stage = f->group_stage[g];
+    if (phase == CT_PHASE_FORWARD && g == head_group(f)) {
+        if (!(use & CT_USE_GRADS)) return -1;
+        for (int h = g - 1; h >= 1 && f->owned[h] && f->group_stage[h] == stage; h--)
+            if (f->group_slot[h] < 0) return h;
+        return -1;
     }
-    f->k->add_inplace(f->grads + f->shard_offset[g], f->rs_out, n);
+    int h = phase == CT_PHASE_FORWARD ? g + 1 : g - 1;
+    if (phase == CT_PHASE_BACKWARD_WEIGHT || h < 1) return -1;
+    return gatherable(f, h, stage) ? h : -1;
+}
+
+// Starts gathering group h ahead of its acquire, if a slot is free (never by taking one back).
+static void prefetch(ct_fsdp *f, int h) {
+    if (h < 0 || f->group_slot[h] >= 0) return;
+    for (int s = 0; s < f->n_slots; s++)
+        if (f->slot_group[s] < 0) {
+            gather_start(f, h, s);
+            f->prefetched[s] = true;
+            return;
+        }
+}
+
+// ---- gradient reduce-scatters: a FIFO of lanes, completed oldest first.
+
+static bool rs_reads(const ct_fsdp *f, const float *buf) {
+    for (int i = 0; i < f->rs_count; i++)
+        if (f->lanes[(f->rs_first + i) % f->n_lanes].src == buf) return true;
+    return false;
+}
+
+enum { PIN_REDUCING = -2 };  // pin_grad_user: an unshard buffer a reduce-scatter still reads
+
+// Finishes the oldest reduce-scatter and adds this rank's part into its gradient shard
+// (micro-batches accumulate there, in the order they were started).
+static void rs_complete_oldest(ct_fsdp *f) {
+    ct_fsdp_rs *r = &f->lanes[f->rs_first];
+    ct_comm_wait(&r->h);
+    long n = f->shard_numel[r->group];
+    if (f->reduce_dtype == CT_BF16) f->k->bf16_to_f32(r->out, r->recv16, n);
+    f->k->add_inplace(f->grads + f->shard_offset[r->group], r->out, n);
+    for (int b = 0; b < f->n_pin_grads; b++)
+        if (f->pin_grads[b] == r->src && f->pin_grad_user[b] == PIN_REDUCING) f->pin_grad_user[b] = -1;
+    r->group = -1;
+    r->src = NULL;
+    f->rs_first = (f->rs_first + 1) % f->n_lanes;
+    f->rs_count--;
+}
+
+static void rs_drain(ct_fsdp *f) {
+    while (f->rs_count) rs_complete_oldest(f);
+}
+
+// Sums a group's whole gradient (in `full`) over the shard group into this rank's part, added to
+// its gradient shard when complete: at once (blocking), or when a lane or the buffer is needed
+// again, at REDUCE_GRADS or at the end of the step (async).
+// In bf16 (reduce dtype) the whole gradient is narrowed first and the sum is bf16 arithmetic,
+// as NCCL's bf16 reduce-scatter does: half the bytes, each partial sum rounded. The narrowed
+// copy is what travels, so `full` is free again at once.
+static void rs_start(ct_fsdp *f, int g, const float *full) {
+    if (f->rs_count == f->n_lanes) rs_complete_oldest(f);
+    ct_fsdp_rs *r = &f->lanes[(f->rs_first + f->rs_count) % f->n_lanes];
+    f->rs_count++;
+    long n = f->shard_numel[g];
+    r->group = g;
+    if (f->reduce_dtype == CT_BF16) {
+        f->k->f32_to_bf16(r->send16, full, n * nshards(f));
+        r->src = NULL;
+        r->h = ct_comm_reduce_scatter_start(f->shard_group, r->send16, r->recv16, (size_t)n, CT_BF16, CT_COMM_SUM);
+    } else {
+        r->src = full;
+        r->h = ct_comm_reduce_scatter_start(f->shard_group, full, r->out, (size_t)n, CT_F32, CT_COMM_SUM);
+    }
+    if (!f->async) rs_complete_oldest(f);
+}
+
+// A whole-gradient buffer no reduce-scatter reads (waiting for the oldest until one is).
+static float *take_full(ct_fsdp *f) {
+    for (;;) {
+        for (int b = 0; b < f->n_full; b++)
+            if (!rs_reads(f, f->full[b])) return f->full[b];
+        if (!f->rs_count) ct_fatal("fsdp", "no whole-gradient buffer free");
+        rs_complete_oldest(f);
+    }
 }
 
 static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
-    if (use & CT_USE_WEIGHTS && f->via_slots) gather(f, g);
+    poll(f);
+    if (use & CT_USE_WEIGHTS && f->via_slots) {
+        if (f->group_slot[g] < 0) gather_start(f, g, take_slot(f, g));
+        int s = f->group_slot[g];
+        // The next group starts arriving before this one is waited for.
+        if (f->async) prefetch(f, next_group(f, g, phase, use));
+        gather_finish(f, s);
+        f->prefetched[s] = false;
+    }
     if (use & CT_USE_GRADS && nshards(f) > 1) {
         // An unsharded group sums every micro-batch's gradient in its own buffer until reshard;
-        // otherwise each use sums into the shared buffer, reduce-scattered on release.
+        // otherwise each use sums into a whole-gradient buffer, reduce-scattered on release.
         float *full = f->pin_grad_of[g];
         if (!full) {
-            full = f->full_grad;
+            full = f->grad_cur = take_full(f);
             f->k->zero(full, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
         }
         ct_llama_weights_point_group(f->grad_views, f->table, g, full);
@@ -240,51 +457,63 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
 static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (!f->via_slots) return;
-    if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) reduce_scatter_into_shard(f, g, f->full_grad);
+    if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) rs_start(f, g, f->grad_cur);
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
     // A recompute (activation checkpointing) runs right before the group's backward: keep it.
     bool keep = (phase == CT_PHASE_FORWARD && keep_after_forward(f, g) && g != head_group(f)) ||
                 phase == CT_PHASE_RECOMPUTE;
     if (use & CT_USE_WEIGHTS && !keep && !f->pinned[g]) release_group(f, g);
+    poll(f);
 }
 
 // UNSHARD / RESHARD from the schedule: the group is gathered once and stays whole, and its
 // gradient accumulates unsharded over every micro-batch, to be reduce-scattered once at
 // reshard -- one all-gather and one reduce-scatter per group and step, for the memory of the
-// whole group's parameters and gradient while it is held.
+// whole group's parameters and gradient while it is held. Under async the gather is only
+// started here (the group's first acquire waits for it) and the reduce-scatter at reshard
+// completes later.
 static void unshard(void *ctx, int g) {
     ct_fsdp *f = ctx;
     if (!f->via_slots || f->pinned[g]) return;
-    gather(f, g);
+    if (f->group_slot[g] < 0) gather_start(f, g, take_slot(f, g));
+    if (!f->async) gather_finish(f, f->group_slot[g]);
     f->pinned[g] = true;
     if (nshards(f) == 1) return;  // gradients accumulate in the local shard anyway
-    int b = 0;
-    while (b < f->n_pin_grads && f->pin_grad_user[b] >= 0) b++;
-    if (b == f->n_pin_grads) ct_fatal("fsdp", "no gradient buffer left for unsharded group %d", g);
-    f->pin_grad_user[b] = g;
-    f->pin_grad_of[g] = f->pin_grads[b];
-    f->k->zero(f->pin_grads[b], (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+    for (;;) {
+        int b = 0;
+        while (b < f->n_pin_grads && f->pin_grad_user[b] != -1) b++;
+        if (b < f->n_pin_grads) {
+            f->pin_grad_user[b] = g;
+            f->pin_grad_of[g] = f->pin_grads[b];
+            f->k->zero(f->pin_grads[b], (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+            return;
+        }
+        if (!f->rs_count) ct_fatal("fsdp", "no gradient buffer left for unsharded group %d", g);
+        rs_complete_oldest(f);  // a reshard's reduce-scatter may still read one
+    }
 }
 
 static void reshard(void *ctx, int g) {
     ct_fsdp *f = ctx;
-    if (f->pin_grad_of[g]) {
-        reduce_scatter_into_shard(f, g, f->pin_grad_of[g]);
+    float *buf = f->pin_grad_of[g];
+    if (buf) {
+        rs_start(f, g, buf);
         for (int b = 0; b < f->n_pin_grads; b++)
-            if (f->pin_grad_user[b] == g) f->pin_grad_user[b] = -1;
+            if (f->pin_grad_user[b] == g) f->pin_grad_user[b] = rs_reads(f, buf) ? PIN_REDUCING : -1;
         f->pin_grad_of[g] = NULL;
     }
     f->pinned[g] = false;
     release_group(f, g);
 }
 
-// Room for n groups held by unshard (gather slots beside the two that acquire/release use in
-// turn, and as many whole-gradient buffers), allocated when a schedule is planned.
+// Room for n groups held by unshard (gather slots beside those acquire/release use in turn, and
+// as many whole-gradient buffers), allocated when a schedule is planned.
 static void reserve(void *ctx, int n) {
     ct_fsdp *f = ctx;
     if (!f->via_slots) return;
-    int want = n + 2 < f->n_groups ? n + 2 : f->n_groups;
+    int extra = f->async ? 3 : 2;
+    int want = n + extra < f->n_groups ? n + extra : f->n_groups;
     if (want > f->n_slots) grow_slots(f, want);
     if (nshards(f) > 1 && n > f->n_pin_grads) {
         float **bufs = realloc(f->pin_grads, (size_t)n * sizeof(float *));
@@ -298,17 +527,19 @@ static void reserve(void *ctx, int n) {
         }
         f->n_pin_grads = n;
     }
-    update_buffer_bytes(f);
+    plan_buffers(f);
 }
 
 // End of a step (or of a forward-only pass): groups kept whole for a backward that will not
-// come, and any still unsharded (their gradients reduce-scattered first).
+// come, any still unsharded (their gradients reduce-scattered first), gathers started ahead for
+// a use that did not come, and every reduce-scatter still in flight.
 static void finish(void *ctx) {
     ct_fsdp *f = ctx;
     for (int g = 0; g < f->n_groups; g++) {
         if (f->pinned[g]) reshard(ctx, g);
         release_group(f, g);
     }
+    rs_drain(f);
 }
 
 ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f) {
@@ -321,6 +552,7 @@ ct_weight_ops ct_fsdp_weight_ops(ct_fsdp *f) {
 
 void ct_fsdp_reduce_replicas(void *ctx) {
     ct_fsdp *f = ctx;
+    rs_drain(f);  // the shards are final only once every reduce-scatter has landed
     if (!f->replicate_group || f->replicate_group->size == 1) return;
     if (f->reduce_dtype == CT_BF16) {
         f->k->f32_to_bf16(f->replica16, f->grads, f->local_numel);

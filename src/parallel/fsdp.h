@@ -5,8 +5,8 @@
 // of every group, with its gradients and optimizer state, so those fall as 1/N.
 //
 // Around each group the model calls the weight operations: before use the shards are all-gathered into a
-// full buffer (one of two slots, so at most two groups are ever whole at once) and the model's
-// weight views are pointed at it; after backward the group's full gradient is reduce-scattered
+// full buffer (one of two slots, so at most two groups are ever whole at once; three under async,
+// below) and the model's weight views are pointed at it; after backward the group's full gradient is reduce-scattered
 // (fp32, sum) into this rank's gradient shard; `reshard_after_forward` decides whether a group
 // is freed after forward and gathered again for backward:
 //   always   every group is gathered twice (3·Ψ·(N−1)/N elements moved per micro-batch)
@@ -22,6 +22,18 @@
 // are reduce-scattered in fp32, or in bf16 when the reduce dtype says so.
 // Replicated data parallel (DDP, and HSDP with sharding) all-reduces the gradient shards over
 // the `dp_replicate` group once per step (ct_fsdp_reduce_replicas).
+// Asynchronous communication (ct_fsdp_set_async, parallelism.enable_async_comm): acquire starts
+// the all-gather of the group that comes next (forward: the next block of the stage; backward,
+// recompute and the head's fused backward: the one below that is not whole) before it waits for
+// its own, and UNSHARD starts its gathers without waiting; release starts the gradient's
+// reduce-scatter and returns, the result added into the shard when its buffer is needed again,
+// at REDUCE_GRADS or at the end of the step -- oldest first, so every shard sums the same
+// numbers in the same order as the blocking path and the results are the same bits. Bounded
+// memory: three gather slots instead of two, two full-gradient buffers and two reduce-scatters
+// in flight; under bf16 each slot and reduce-scatter has its own bf16 buffers. A prefetch that
+// guessed wrong (the schedule went elsewhere) is only bytes: its slot is taken back when needed.
+// Every decision follows the sequence of calls, never the timing, so all ranks of the shard
+// group issue the same collectives in the same order.
 #ifndef CT_FSDP_H
 #define CT_FSDP_H
 #include <stdbool.h>
@@ -32,6 +44,16 @@
 #include "parallel/param_store.h"
 
 typedef enum { CT_RESHARD_DEFAULT, CT_RESHARD_ALWAYS, CT_RESHARD_NEVER } ct_reshard_policy;
+
+// A gradient reduce-scatter, from the group's whole gradient (src) to this rank's part (out),
+// added into the gradient shard when it completes.
+typedef struct {
+    int group;                   // -1: the lane is free
+    const float *src;            // (N·shard) the whole gradient: a full-gradient or an unshard buffer
+    float *out;                  // (max shard) fp32 result
+    uint16_t *send16, *recv16;   // bf16 reduce: the narrowed gradient and the bf16 result
+    ct_comm_handle h;
+} ct_fsdp_rs;
 
 typedef struct {
     const ct_kernels *k;         // the kernel backend the buffers belong to
@@ -54,8 +76,8 @@ typedef struct {
     ct_llama_weights *grad_views;
 
     // Gather slots (params) and one full-gradient buffer, each of the largest padded group.
-    // Two slots (at most two groups whole at once), or one per group under `never`; more when a
-    // schedule's UNSHARD actions hold groups whole (reserve).
+    // Two slots (at most two groups whole at once; three under async), or one per group under
+    // `never`; more when a schedule's UNSHARD actions hold groups whole (reserve).
     long max_group_numel;
     int n_slots;
     float **slot;                // (n_slots) × (max_group_numel)
@@ -77,7 +99,21 @@ typedef struct {
     uint16_t *shard16;           // (max_shard_numel) bf16: this rank's shard, narrowed
     uint16_t *comm16;            // (max_group_numel) bf16: the gathered group, or a group's gradient
     uint16_t *replica16;         // (local_numel) bf16 gradient shards for the replica all-reduce
-    size_t buffer_bytes;         // slots + full_grad + rs_out: what sharding adds per rank
+    size_t buffer_bytes;         // every buffer here but the shards: what sharding adds per rank
+
+    // Communication in flight. Blocking (the default) completes each operation at once, through
+    // the same code: one lane aliasing rs_out / comm16 / shard16, one full-gradient buffer.
+    bool async;
+    ct_comm_handle *gather_h;    // (n_slots) all-gather into each slot
+    bool *gather_open;           // (n_slots) started and not finished (waited, widened)
+    bool *prefetched;            // (n_slots) gathered ahead of its acquire: may be taken back
+    uint16_t **send16, **recv16; // (n_slots) bf16 gather buffers (async: each slot its own)
+    int n_own16;                 // slots [0, n_own16) own their bf16 buffers
+    float **full;                // (n_full) whole-gradient buffers; full[0] == full_grad
+    int n_full;
+    float *grad_cur;             // the buffer the acquired group's gradient goes to
+    ct_fsdp_rs *lanes;           // (n_lanes) reduce-scatters: a FIFO from rs_first, rs_count long
+    int n_lanes, rs_first, rs_count;
 } ct_fsdp;
 
 // Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point
@@ -96,6 +132,8 @@ void ct_fsdp_free(ct_fsdp *f);
 // dtype weights are gathered and computed in, reduce (CT_F32 | CT_BF16) that of gradient
 // reductions.
 void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce);
+// Asynchronous communication (see above), once after init and before the first use.
+void ct_fsdp_set_async(ct_fsdp *f, bool on);
 
 // Initialises this rank's shards from (seed, name, global index): the same numbers as one process.
 void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed);

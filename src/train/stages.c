@@ -141,6 +141,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     ct_fsdp_init_placed(&t->fsdp, t->k, &t->table, &t->mesh.fsdp, &t->mesh.dim[CT_MESH_DP_REPLICATE],
                         reshard_policy(cfg), &t->weights, &t->grad_views, owned, group_stage);
     ct_fsdp_set_precision(&t->fsdp, t->prec.compute, !strcmp(cfg->mixed_precision_reduce, "bf16") ? CT_BF16 : CT_F32);
+    ct_fsdp_set_async(&t->fsdp, cfg->enable_async_comm);
 
     // The operations every stage of this rank shares, filled in TorchTitan's order: tp, cp,
     // then data sharding.

@@ -79,6 +79,19 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
     ct_trainer_free(&t);
 }
 
+// Trains c on this process alone (a one-process group; c's micro-batch set to the global batch):
+// for references other than parity_ref, e.g. the same model in another precision.
+static void parity_train_alone(ct_config c, parity_result *out) {
+    ct_group world, self;
+    ct_comm_group_world(&world, 120);
+    ct_comm_group_split(&world, world.rank, 0, "self", &self);
+    parity_set_int(&c, "parallelism.data_shard_degree", 1);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
+    parity_train(&c, &self, out);
+    ct_comm_group_free(&self);
+    ct_comm_group_free(&world);
+}
+
 // The single-process run, on every rank (one-process group each).
 static void parity_reference(ct_group *world) {
     ct_group self;

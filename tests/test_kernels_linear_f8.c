@@ -23,32 +23,11 @@
 #include "kernels/cpu/gemm_f8.h"
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
+#include "f8_spec.h"
 #include "test.h"
 
 #define U 0x1p-24
 
-static uint64_t rng = 0x853c49e6748fea9bull;
-static uint32_t rnd32(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(rng >> 32);
-}
-static double urand(void) { return (rnd32() + 0.5) / 4294967296.0; }  // (0, 1)
-static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
-
-// OFP8 rev 1.0 value tables, from the formulas.
-static double spec_e4m3(uint8_t b) {
-    int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-    if (e == 15 && m == 7) return NAN;
-    double v = e == 0 ? ldexp(m, -9) : ldexp(1.0 + m / 8.0, e - 7);
-    return s ? -v : v;
-}
-static double spec_e5m2(uint8_t b) {
-    int s = b >> 7, e = (b >> 2) & 31, m = b & 3;
-    if (e == 31) return m ? NAN : (s ? -INFINITY : INFINITY);
-    double v = e == 0 ? ldexp(m, -16) : ldexp(1.0 + m / 4.0, e - 15);
-    return s ? -v : v;
-}
-static double spec(uint8_t b, ct_dtype f) { return f == CT_F8_E4M3 ? spec_e4m3(b) : spec_e5m2(b); }
 
 static const char *names[] = {"tensorwise", "rowwise", "mxfp8"};
 
@@ -319,6 +298,7 @@ static void test_against_fp32(void) {
 }
 
 int main(void) {
+    rng = 0x853c49e6748fea9bull;
     CT_RUN(test_table);
     CT_RUN(test_against_float64);
     CT_RUN(test_null_and_degenerate);

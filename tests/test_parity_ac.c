@@ -32,21 +32,14 @@ static void run_mode(int m, parity_layout l, const char *layout) {
 }
 
 static void one_process(void) {
-    ct_group world, self;
-    ct_comm_group_world(&world, 120);
-    ct_comm_group_split(&world, world.rank, 0, "self", &self);
     for (int m = 0; m < NMODES; m++) {
-        ct_config c = with_mode(parity_base, m);
-        parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
         parity_result r;
-        parity_train(&c, &self, &r);
+        parity_train_alone(with_mode(parity_base, m), &r);
         char what[64];
         snprintf(what, sizeof what, "ac %s, one process", modes[m][0]);
         parity_compare(&r, what);
         free(r.params);
     }
-    ct_comm_group_free(&self);
-    ct_comm_group_free(&world);
 }
 
 static void fsdp2(void) {

@@ -43,15 +43,10 @@ static void pp2_fsdp2(void) {
 
 // The same model in fp32 on one process: bf16 must not be fp32 in disguise, and must be close.
 static void differs_from_fp32_but_close(void) {
-    ct_group world, self;
-    ct_comm_group_world(&world, 120);
-    ct_comm_group_split(&world, world.rank, 0, "self", &self);
     ct_config c = parity_base;
     parity_set(&c, "mixed_precision", "fp32");
-    parity_set_int(&c, "parallelism.data_shard_degree", 1);
-    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
     parity_result r;
-    parity_train(&c, &self, &r);
+    parity_train_alone(c, &r);
     double most = 0;
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs(r.loss[s] - parity_ref.loss[s]) / r.loss[s];
@@ -60,8 +55,6 @@ static void differs_from_fp32_but_close(void) {
     }
     CHECK(most > 1e-6, "bf16 losses within %.3g of fp32's: no narrowing happened", most);
     free(r.params);
-    ct_comm_group_free(&self);
-    ct_comm_group_free(&world);
 }
 
 // One step of FSDP over every rank in `precision` / `reduce`; returns the fsdp group's bytes of

@@ -45,16 +45,11 @@ static void fsdp_close(void) {
 // The same model in bf16 on one process: the 8-bit run must differ from it (the casts happen)
 // and stay within 3% of its losses.
 static void differs_from_bf16_but_close(void) {
-    ct_group world, self;
-    ct_comm_group_world(&world, 120);
-    ct_comm_group_split(&world, world.rank, 0, "self", &self);
     ct_config c = parity_base;
     parity_set(&c, "quantization.float8.enable", "false");
     parity_set(&c, "quantization.mxfp8.enable", "false");
-    parity_set_int(&c, "parallelism.data_shard_degree", 1);
-    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
     parity_result r;
-    train(&c, &self, &r);
+    parity_train_alone(c, &r);
     double most = 0;
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs(r.loss[s] - parity_ref.loss[s]) / r.loss[s];
@@ -63,8 +58,6 @@ static void differs_from_bf16_but_close(void) {
     }
     CHECK(most > 1e-4, "%s: losses within %.3g of bf16's: no quantisation happened", recipe_name, most);
     free(r.params);
-    ct_comm_group_free(&self);
-    ct_comm_group_free(&world);
 }
 
 // A trainer on one process with these extra settings; returns its init status.

@@ -21,22 +21,15 @@ static void name(char *what, size_t n, int a, bool compile, bool async, const ch
 }
 
 static void one_process(void) {
-    ct_group world, self;
-    ct_comm_group_world(&world, 120);
-    ct_comm_group_split(&world, world.rank, 0, "self", &self);
     for (int a = 0; a < 4; a++)
         for (int compile = 0; compile < 2; compile++) {
-            ct_config c = switched(parity_base, a, compile, false);  // async has nothing to overlap alone
-            parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
             parity_result r;
-            parity_train(&c, &self, &r);
+            parity_train_alone(switched(parity_base, a, compile, false), &r);  // async: nothing to overlap alone
             char what[96];
             name(what, sizeof what, a, compile, false, "one process");
             parity_compare(&r, what);
             free(r.params);
         }
-    ct_comm_group_free(&self);
-    ct_comm_group_free(&world);
 }
 
 static void tp2_fsdp2(void) {

@@ -81,7 +81,7 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
 
 // Trains c on this process alone (a one-process group; c's micro-batch set to the global batch):
 // for references other than parity_ref, e.g. the same model in another precision.
-static void parity_train_alone(ct_config c, parity_result *out) {
+static inline void parity_train_alone(ct_config c, parity_result *out) {
     ct_group world, self;
     ct_comm_group_world(&world, 120);
     ct_comm_group_split(&world, world.rank, 0, "self", &self);

@@ -176,6 +176,25 @@ static const float *norm_grad(const ct_block_ctx *c, float **dfull, float *kept)
     return dn;
 }
 
+// A column-parallel matmul's backward followed by the tp reduction of its input gradient
+// (dfull, partial over tp, into dn): with async comm the reduction is started as soon as dfull
+// is computed and finished after the weight gradient's matmul, which needs none of it. The same
+// operations either way, so the same bits.
+static void column_linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dfull, float *dW,
+                              const float *dout, ct_tensor inp, const float *W, long OC, float *dn) {
+    const ct_tp_ops *tp = &c->ops->tp;
+    bool q = f8(c, layer, l);
+    if (!dW || !tp->reduce_rows_start) {
+        ct_linear_bwd(c->lin, q, dfull, dW, dout, inp, W, OC);
+        reduce_rows(c, dfull, dn);
+        return;
+    }
+    ct_linear_bwd(c->lin, q, dfull, NULL, dout, inp, W, OC);
+    tp->reduce_rows_start(tp->ctx, dfull, dn, c->N_local, c->cfg->dim);
+    ct_linear_bwd(c->lin, q, NULL, dW, dout, inp, NULL, OC);
+    tp->reduce_rows_wait(tp->ctx);
+}
+
 void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_weights *w,
                        ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres) {
     const ct_kernels *k = c->k;
@@ -195,8 +214,8 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
     ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W2), c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
     k->swiglu_backward(dh13, c->dh, ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F), N, F);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W13), dfull, gw->w13, dh13, act(c, s->norm2, C), w->w13, 2 * F);
-    reduce_rows(c, dfull, (float *)dn);  // backward of f: sum the partial input gradients over tp
+    // backward of f: the partial input gradients summed over tp
+    column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->w13, dh13, act(c, s->norm2, C), w->w13, 2 * F, (float *)dn);
     k->rmsnorm_backward(dres, gw->ffn_norm, dn, s->x_mid, w->ffn_norm, s->rstd2, Nl, C);
 
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
@@ -211,8 +230,7 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
     k->rope_backward(dq, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
     dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WQKV), dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV);
-    reduce_rows(c, dfull, (float *)dn);
+    column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV, (float *)dn);
     k->rmsnorm_backward(dres, gw->attn_norm, dn, s->x, w->attn_norm, s->rstd1, Nl, C);
 }
 

@@ -70,6 +70,10 @@ typedef struct {
     int sequence_parallel;       // the residual stream holds N / size rows per rank
     void (*gather_rows)(void *ctx, const float *local, float *full, long local_rows, long C);
     void (*reduce_rows)(void *ctx, float *full, float *local, long local_rows, long C);
+    // Optional (async comm): reduce_rows started and finished apart, so the backward overlaps
+    // an input-gradient reduction with the same layer's weight-gradient matmul. One in flight.
+    void (*reduce_rows_start)(void *ctx, float *full, float *local, long local_rows, long C);
+    void (*reduce_rows_wait)(void *ctx);
 } ct_tp_ops;
 
 // One block's attention call, in the attention kernel's terms (kernels/backend.h): q (B, Tq,

@@ -24,6 +24,19 @@ static void reduce_rows(void *ctx, float *full, float *local, long local_rows, l
         ct_comm_all_reduce(tp->group, full, full, (size_t)(local_rows * C), CT_F32, CT_COMM_SUM);
 }
 
+// The same reduction started, to be finished by reduce_rows_wait: one in flight at a time.
+static void reduce_rows_start(void *ctx, float *full, float *local, long local_rows, long C) {
+    ct_tp *tp = ctx;
+    size_t n = (size_t)(local_rows * C);
+    if (tp->pending.group) ct_fatal("tp", "reduce_rows_start with a reduction already in flight");
+    tp->pending = tp->sequence_parallel ? ct_comm_reduce_scatter_start(tp->group, full, local, n, CT_F32, CT_COMM_SUM)
+                                        : ct_comm_all_reduce_start(tp->group, full, full, n, CT_F32, CT_COMM_SUM);
+}
+static void reduce_rows_wait(void *ctx) {
+    ct_tp *tp = ctx;
+    ct_comm_wait(&tp->pending);
+}
+
 static double output_loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
                           long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows,
                           float *scratch) {
@@ -42,6 +55,10 @@ void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops) {
     ops->tp = (ct_tp_ops){.ctx = tp, .size = tp->group->size, .rank = tp->group->rank,
                           .sequence_parallel = tp->sequence_parallel, .gather_rows = gather_rows,
                           .reduce_rows = reduce_rows};
+    if (tp->async) {
+        ops->tp.reduce_rows_start = reduce_rows_start;
+        ops->tp.reduce_rows_wait = reduce_rows_wait;
+    }
     ops->loss = (ct_loss_ops){.ctx = tp, .fn = output_loss, .scratch_floats = output_loss_scratch};
 }
 

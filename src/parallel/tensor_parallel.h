@@ -31,6 +31,9 @@ typedef struct {
     bool sequence_parallel;
     bool gather_logits;        // parallelism.disable_loss_parallel
     ct_param_store *store;     // this rank's parameters and gradients (built by data sharding)
+    bool async;                // parallelism.enable_async_comm: backward's input-gradient reduction
+                               // overlaps the weight-gradient matmul (reduce_rows_start / _wait)
+    ct_comm_handle pending;    // that reduction while in flight
 } ct_tp;
 
 // Fills the stage's tp edges (f / g) and output loss (vocabulary-parallel) for this group; a

@@ -72,7 +72,8 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (!t->k) return ct_set_error("no cpu kernel backend in this build");
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
-                    .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store};
+                    .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,
+                    .async = cfg->enable_async_comm};
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     // Context parallel: each rank of the cp group holds T / cp tokens of every sequence.
     int cp = t->mesh.dim[CT_MESH_CP].size;

@@ -1,5 +1,9 @@
 // ct_gemm (all four transpose combinations, leading dimensions wider than the matrices, alpha,
-// beta = 0 / 1 / other, K = 0) and the linear layer built on it, against naive float64 loops.
+// beta = 0 / 1 / other, K = 0) and the linear layer built on it, against naive float64 loops;
+// shapes past every cache block of the packed loops (K > 256, N > 2048, M > 120) and the small
+// in-place path, on 1, 2 and 3 threads, with bitwise the same result for every thread count;
+// a short product split along K at multiples of 16 gives the whole product's bits.
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +72,69 @@ static void test_gemm_transposes_and_strides(void) {
                 one_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], ab[a][0], ab[a][1], (s + a) % 3 * 4);
 }
 
+// Past the blocks of the packed loops (KC 256, MC 120 / 40, NC 2048) and their edges.
+static void test_gemm_blocked_shapes(void) {
+    long shapes[][3] = {{130, 2100, 300}, {250, 40, 700}, {7, 3000, 260}, {300, 70, 64}, {2, 16, 513}};
+    int threads[] = {1, 2, 3};
+    int saved = omp_get_max_threads();
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            omp_set_num_threads(threads[(s + t) % 3]);
+            one_gemm(t >> 1, t & 1, shapes[s][0], shapes[s][1], shapes[s][2], t == 2 ? 0.5f : 1.0f,
+                     t == 1 ? 1.0f : t == 3 ? -0.75f : 0.0f, t % 2 * 4);
+        }
+    omp_set_num_threads(saved);
+}
+
+// The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
+// threads, and every element is computed by the same arithmetic wherever its tile falls).
+static void test_gemm_thread_count_invariance(void) {
+    long shapes[][3] = {{2048, 768, 256}, {768, 256, 2048}, {256, 256, 1000}, {130, 2100, 300}, {61, 77, 64}};
+    int saved = omp_get_max_threads();
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t >> 1, tb = t & 1;
+            long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            long ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+            float *A = malloc(sizeof(float) * ar * ac), *B = malloc(sizeof(float) * br * bc);
+            float *C0 = malloc(sizeof(float) * M * N), *C[3];
+            for (long i = 0; i < ar * ac; i++) A[i] = frand();
+            for (long i = 0; i < br * bc; i++) B[i] = frand();
+            for (long i = 0; i < M * N; i++) C0[i] = frand();
+            for (int n = 0; n < 3; n++) {
+                C[n] = malloc(sizeof(float) * M * N);
+                memcpy(C[n], C0, sizeof(float) * M * N);
+                omp_set_num_threads(n + 1);
+                ct_gemm(ta, tb, M, N, K, 0.5f, A, ac, B, bc, 0.25f, C[n], N);
+            }
+            CHECK(memcmp(C[0], C[1], sizeof(float) * M * N) == 0 && memcmp(C[0], C[2], sizeof(float) * M * N) == 0,
+                  "ta=%d tb=%d M=%ld N=%ld K=%ld: results differ between 1, 2 and 3 threads", ta, tb, M, N, K);
+            free(A), free(B), free(C0), free(C[0]), free(C[1]), free(C[2]);
+        }
+    omp_set_num_threads(saved);
+}
+
+// A short product (K <= 128) sums K in steps of 16 into C: split along K at a multiple of 16
+// and accumulated in order (beta 1), it gives the whole product's bits -- micro-batches of
+// 16-token sequences, tensor-parallel shards of a tiny model agree with one process.
+static void test_gemm_short_k_split(void) {
+    long M = 37, N = 45, K = 96;
+    for (int t = 0; t < 4; t++) {
+        int ta = t >> 1, tb = t & 1;
+        long ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+        float *A = malloc(sizeof(float) * ar * ac), *B = malloc(sizeof(float) * br * bc);
+        float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+        for (long i = 0; i < ar * ac; i++) A[i] = frand();
+        for (long i = 0; i < br * bc; i++) B[i] = frand();
+        for (long i = 0; i < M * N; i++) C1[i] = C2[i] = frand();
+        ct_gemm(ta, tb, M, N, K, 1.0f, A, ac, B, bc, 1.0f, C1, N);
+        for (long k0 = 0; k0 < K; k0 += 32)  // three pieces of 32
+            ct_gemm(ta, tb, M, N, 32, 1.0f, ta ? A + k0 * ac : A + k0, ac, tb ? B + k0 : B + k0 * bc, bc, 1.0f, C2, N);
+        CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0, "ta=%d tb=%d: K split at 32, 64 changes the bits", ta, tb);
+        free(A), free(B), free(C1), free(C2);
+    }
+}
+
 static void test_gemm_k_zero(void) {
     one_gemm(0, 0, 4, 5, 0, 1.0f, 0.5f, 2);  // C = beta C
     one_gemm(1, 1, 4, 5, 0, 1.0f, 0.0f, 0);  // C = 0
@@ -120,6 +187,9 @@ static void test_matmul_peak_positive(void) {
 
 int main(void) {
     CT_RUN(test_gemm_transposes_and_strides);
+    CT_RUN(test_gemm_blocked_shapes);
+    CT_RUN(test_gemm_thread_count_invariance);
+    CT_RUN(test_gemm_short_k_split);
     CT_RUN(test_gemm_k_zero);
     CT_RUN(test_linear_forward_backward);
     CT_RUN(test_matmul_peak_positive);

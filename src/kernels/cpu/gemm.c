@@ -1,25 +1,520 @@
-// Matrix multiply through oneDNN's sgemm (row-major, like the rest of ctitan). oneDNN was chosen
-// over the system OpenBLAS by measurement (bench/bench_matmul and the report of milestone 1).
-// Inside an OpenMP parallel region oneDNN runs the gemm on the calling thread only, which is
-// what the attention kernel relies on (each thread multiplies its own tiles).
-#include <dnnl.h>
+// Matrix multiply (row-major, like the rest of ctitan): ctitan's own packed sgemm, the loops of
+// BLIS (Van Zee & van de Geijn 2015) around an FMA register-tile micro-kernel (6 x 16 on AVX2,
+// 12 x 32 on AVX-512, 4 x 8 portable C elsewhere).
+//
+// Why not oneDNN any more: Debian's oneDNN 2.6 allocates inside every sgemm call (its gemm
+// driver mallocs packing buffers and per-thread state). A matmul primitive with a user
+// scratchpad does not help where there is no AVX-512: it is then "gemm:jit", the same driver,
+// measured at 7-8 allocations per execute and a scratchpad of 0 bytes. Here every buffer is
+// allocated once per thread, on its first call, with a fixed size, so a steady training step
+// makes no allocation.
+//
+//   for jc in N step NC:                   B panel (K block, NC) packed into NR-wide slivers
+//     for pc in K step KC:                   (all of K at once when it fits the buffer; then
+//       for ic in M step MC:                  ic runs outside pc, keeping C's rows in cache)
+//         A block (MC, KC) packed into MR-high slivers
+//         for each NR sliver, each MR sliver: C[MR, NR] (+)= alpha A_sliver B_sliver
+//
+// Small products (K <= KC, B small) skip the packing of A and read it in place: the attention's
+// (64, 64, 64) tiles.
+//
+// Threads: outside an OpenMP parallel region a large enough product is cut into one block of C
+// per thread (on the MR x NR tile grid), each thread running the loops above on its block with
+// its own buffers: no barrier inside. Called inside a parallel region (attention, the fused
+// kernels) it runs on the calling thread alone.
+//
+// Reproducibility: every element of C is summed over K in the same steps, in the same order,
+// by the same operations, whatever the thread count, the block or tile it falls in or the path
+// (K is never split between threads): results are bitwise the same for any number of threads,
+// and a product over a block of rows or columns gives that part of the whole product bit for bit.
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+static inline long min_l(long a, long b) { return a < b ? a : b; }
+
+// (GCC would turn the short copy loops of packing and of partial tiles into calls to memcpy /
+// memmove, each a call for a few floats: NO_LIBCALLS keeps them as moves.)
+#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
+// ---------------------------------------------------------------- micro-kernel per ISA
+// MR x NR register tile: MR rows of C, NR = 2 vectors wide; every k: 2 vector loads of B, MR
+// broadcasts of A, 2 MR FMAs into 2 MR accumulators.
+#if defined(__AVX512F__)
+#define CT_VL 16
+#define CT_MR 12
+typedef __m512 vf;
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VZERO() _mm512_setzero_ps()
+#elif defined(__AVX2__) && defined(__FMA__)
+#define CT_VL 8
+#define CT_MR 6
+typedef __m256 vf;
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VZERO() _mm256_setzero_ps()
+#else  // portable: GCC vector extension, plain multiply-add
+#define CT_VL 4
+#define CT_MR 4
+typedef float vf __attribute__((vector_size(16)));
+static inline vf vload_(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vstore_(float *p, vf v) { memcpy(p, &v, sizeof v); }
+#define VLOAD(p) vload_(p)
+#define VSTORE(p, v) vstore_(p, v)
+#define VSET1(x) ((vf){0} + (x))
+#define VFMA(a, b, c) ((a) * (b) + (c))
+#define VMUL(a, b) ((a) * (b))
+#define VADD(a, b) ((a) + (b))
+#define VZERO() ((vf){0})
+#endif
+#define CT_NR (2 * CT_VL)
+
+// Cache blocking: a B sliver (KC x NR) stays in L1 during a micro-kernel, the A block (MC x KC)
+// in L2, the B panel (KC x NC) in L3.
+#define CT_KC 256
+#define CT_MC (CT_MR * (CT_MR == 6 ? 20 : 10))  // 120 (AVX2), 120 (AVX-512), 40 (portable)
+#define CT_NC 2048
+
+// C[0:mr, 0:NR] = alpha * sum_k A(r, k) B(k, 0:NR) + beta * C (beta 0: C not read), with
+// A(r, k) = a[r rs_a + k cs_a] and B(k, :) = b[k ldb + 0:NR]: packed slivers (rs_a 1, cs_a MR,
+// ldb NR) or, for small products, the caller's matrices read in place. Inlined with constant mr
+// (and strides, when packed), so that the accumulators stay in registers.
+//
+// The sum runs in steps of ks products: the registers sum one step, then go into C (the first
+// step as C = beta C + alpha s, the others as C += alpha s), so C = ((beta C + s_0) + s_1) + ...
+// Products with a long K take one step per K block (ks >= kc: the C tile is read once, at the
+// end). Products with a short K (<= CT_SHORT_K: tiny models, the parity tests' layouts) take
+// steps of CT_SHORT_KS = 16: then a product split along K at multiples of 16 (sequences of 16
+// tokens, micro-batches, tensor-parallel shards) and accumulated into C in order gives the
+// whole product's bits, and the others agree with it far more closely than one long chain
+// would. (Steps of 16 on every product would cost ~8% of the speed: the C tile is read and
+// written after every 16 products.)
+//
+#define CT_SHORT_K 128
+#define CT_SHORT_KS 16
+static inline __attribute__((always_inline)) void kern(const int mr, long kc, const float *restrict a, long rs_a,
+                                                       long cs_a, const float *restrict b, long ldb,
+                                                       float *restrict c, long ldc, float alpha, float beta,
+                                                       long ks) {
+    vf acc[CT_MR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++) {
+        __builtin_prefetch(c + r * ldc, 1, 3);  // the tile of C is read at the end: fetch it now
+        __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);
+    }
+    for (long k0 = 0; k0 < kc; k0 += ks) {
+        long ke = k0 + ks < kc ? k0 + ks : kc;
+#pragma GCC unroll 16
+        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = VZERO();
+#pragma GCC unroll 4
+        for (long k = k0; k < ke; k++) {
+            vf b0 = VLOAD(b), b1 = VLOAD(b + CT_VL);
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++) {
+                vf ar = VSET1(a[r * rs_a]);
+                acc[r][0] = VFMA(ar, b0, acc[r][0]);
+                acc[r][1] = VFMA(ar, b1, acc[r][1]);
+            }
+            a += cs_a;
+            b += ldb;
+        }
+        if (alpha != 1.0f) {
+            vf va = VSET1(alpha);
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++) acc[r][0] = VMUL(acc[r][0], va), acc[r][1] = VMUL(acc[r][1], va);
+        }
+        if (beta == 0.0f) {
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++) VSTORE(c + r * ldc, acc[r][0]), VSTORE(c + r * ldc + CT_VL, acc[r][1]);
+        } else if (beta == 1.0f) {
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++) {
+                vf c0 = VADD(VLOAD(c + r * ldc), acc[r][0]), c1 = VADD(VLOAD(c + r * ldc + CT_VL), acc[r][1]);
+                VSTORE(c + r * ldc, c0), VSTORE(c + r * ldc + CT_VL, c1);
+            }
+        } else {
+            vf vb = VSET1(beta);
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++) {
+                vf c0 = VFMA(vb, VLOAD(c + r * ldc), acc[r][0]), c1 = VFMA(vb, VLOAD(c + r * ldc + CT_VL), acc[r][1]);
+                VSTORE(c + r * ldc, c0), VSTORE(c + r * ldc + CT_VL, c1);
+            }
+        }
+        beta = 1.0f;  // the later steps add to C
+    }
+}
+
+// Packed slivers, the whole MR x NR tile.
+static void ukernel(long kc, const float *a, const float *b, float *c, long ldc, float alpha, float beta, long ks) {
+    kern(CT_MR, kc, a, 1, CT_MR, b, CT_NR, c, ldc, alpha, beta, ks);
+}
+
+// mr (1..MR) rows read in place; B in place or packed (ldb).
+static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb, float *c,
+                         long ldc, float alpha, float beta, long ks) {
+    switch (mr) {
+#define CT_ROWS_CASE(n) \
+    case n: kern(n, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks); break;
+        CT_ROWS_CASE(1)
+        CT_ROWS_CASE(2)
+        CT_ROWS_CASE(3)
+        CT_ROWS_CASE(4)
+#if CT_MR > 4
+        CT_ROWS_CASE(5)
+        CT_ROWS_CASE(6)
+#endif
+#if CT_MR > 6
+        CT_ROWS_CASE(7)
+        CT_ROWS_CASE(8)
+        CT_ROWS_CASE(9)
+        CT_ROWS_CASE(10)
+        CT_ROWS_CASE(11)
+        CT_ROWS_CASE(12)
+#endif
+#undef CT_ROWS_CASE
+    }
+}
+
+// A partial tile (fewer than NR columns): C's part copied into a whole-width local tile, the
+// kernel run on that with the same beta, the part copied back -- the same operations on every
+// element as a whole tile (so where a tile boundary falls never changes a result).
+NO_LIBCALLS static void ukernel_cols(long mr, long nr, long kc, const float *a, long rs_a, long cs_a, const float *b,
+                                     long ldb, float *c, long ldc, float alpha, float beta, long ks) {
+    float t[CT_MR * CT_NR] __attribute__((aligned(64)));
+    for (long r = 0; r < mr; r++)
+        for (long j = 0; j < CT_NR; j++) t[r * CT_NR + j] = beta != 0.0f && j < nr ? c[r * ldc + j] : 0.0f;
+    ukernel_rows(mr, kc, a, rs_a, cs_a, b, ldb, t, CT_NR, alpha, beta, ks);
+    for (long r = 0; r < mr; r++)
+        for (long j = 0; j < nr; j++) c[r * ldc + j] = t[r * CT_NR + j];
+}
+
+// ---------------------------------------------------------------- packing
+typedef struct {
+    int ta, tb;
+    long M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    long lda, ldb, ldc;
+    float *C;
+} gemm_args;
+
+#if defined(__AVX2__)
+// dst[i][j] = src[j][i] for an 8 x 8 block (row strides ldd, lds).
+static inline void transpose8(float *dst, long ldd, const float *src, long lds) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
+           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds),
+           r5 = _mm256_loadu_ps(src + 5 * lds), r6 = _mm256_loadu_ps(src + 6 * lds),
+           r7 = _mm256_loadu_ps(src + 7 * lds);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+// Rows this far ahead are prefetched while a block is packed: its rows are a leading dimension
+// apart, usually each in its own page, where the hardware prefetchers do not follow.
+#define CT_PREFETCH_ROWS 8
+
+// op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kc NR laid out
+// [k][NR], columns past nc zero.
+NO_LIBCALLS static void pack_b(float *restrict dst, const gemm_args *g, long k0, long kc, long n0, long nc) {
+    const long ldb = g->ldb, full = nc / CT_NR * CT_NR;
+    if (!g->tb) {  // op(B)[k][n] = B[k ldb + n]: row k of the panel is contiguous in B, read once
+        for (long k = 0; k < kc; k++) {
+            const float *s = g->B + (k0 + k) * ldb + n0;
+            if (k + CT_PREFETCH_ROWS < kc)
+                for (long j = 0; j < nc; j += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * ldb + j);
+            float *d = dst + k * CT_NR;
+            for (long j = 0; j < full; j += CT_NR, d += kc * CT_NR) {
+                VSTORE(d, VLOAD(s + j));
+                VSTORE(d + CT_VL, VLOAD(s + j + CT_VL));
+            }
+            if (full < nc) {
+                long j = 0;
+                for (; full + j < nc; j++) d[j] = s[full + j];
+                for (; j < CT_NR; j++) d[j] = 0.0f;
+            }
+        }
+        return;
+    }
+    // op(B)[k][n] = B[n ldb + k]: each column of a sliver is a contiguous row of B
+    for (long n = 0; n < nc; n += CT_NR) {
+        const float *src = g->B + (n0 + n) * ldb + k0;
+        float *d = dst + n * kc;
+        long nr = min_l(CT_NR, nc - n);
+#if defined(__AVX2__)
+        if (nr == CT_NR) {  // 8 x 8 blocks transposed in registers
+            long k = 0;
+            for (; k + 8 <= kc; k += 8)
+                for (long j = 0; j < CT_NR; j += 8) transpose8(d + k * CT_NR + j, CT_NR, src + j * ldb + k, ldb);
+            for (; k < kc; k++)
+                for (long j = 0; j < CT_NR; j++) d[k * CT_NR + j] = src[j * ldb + k];
+            continue;
+        }
+#endif
+        long j = 0;
+        for (; j < nr; j++) {
+            const float *s = src + j * ldb;
+            for (long k = 0; k < kc; k++) d[k * CT_NR + j] = s[k];
+        }
+        for (; j < CT_NR; j++)
+            for (long k = 0; k < kc; k++) d[k * CT_NR + j] = 0.0f;
+    }
+}
+
+// op(A)[m0 : m0+mc, k0 : k0+kc] into MR-high slivers, sliver i at dst + i kc MR laid out
+// [k][MR], rows past mc zero.
+NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0, long mc, long k0, long kc) {
+    if (g->ta) {  // op(A)[m][k] = A[k lda + m]: row k of the block is contiguous in A, read once
+        long full = mc / CT_MR * CT_MR;
+        for (long k = 0; k < kc; k++) {
+            const float *s = g->A + (k0 + k) * g->lda + m0;
+            if (k + CT_PREFETCH_ROWS < kc)
+                for (long i = 0; i < mc; i += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * g->lda + i);
+            float *d = dst + k * CT_MR;
+            for (long i = 0; i < full; i += CT_MR, d += kc * CT_MR)
+#pragma GCC unroll 16
+                for (int r = 0; r < CT_MR; r++) d[r] = s[i + r];
+            if (full < mc) {
+                long r = 0;
+                for (; full + r < mc; r++) d[r] = s[full + r];
+                for (; r < CT_MR; r++) d[r] = 0.0f;
+            }
+        }
+    } else {  // op(A)[m][k] = A[m lda + k]: MR row streams per sliver
+        for (long i = 0; i < mc; i += CT_MR) {
+            const float *src = g->A + (m0 + i) * g->lda + k0;
+            float *d = dst + i * kc;
+            long mr = min_l(CT_MR, mc - i);
+            if (mr == CT_MR) {
+                const float *s[CT_MR];
+                for (int r = 0; r < CT_MR; r++) s[r] = src + r * g->lda;
+                for (long k = 0; k < kc; k++)
+#pragma GCC unroll 16
+                    for (int r = 0; r < CT_MR; r++) d[k * CT_MR + r] = s[r][k];
+            } else {
+                for (long k = 0; k < kc; k++) {
+                    long r = 0;
+                    for (; r < mr; r++) d[k * CT_MR + r] = src[r * g->lda + k];
+                    for (; r < CT_MR; r++) d[k * CT_MR + r] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- per-thread buffers
+typedef struct {
+    float *apack;  // (MC, KC)
+    float *bpack;  // (KC, NC)
+} gemm_buffers;
+
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local gemm_buffers *tl_buf;
+
+static void free_buffers(void *p) {
+    gemm_buffers *b = p;
+    free(b->apack);
+    free(b->bpack);
+    free(b);
+}
+static void make_key(void) {
+    if (pthread_key_create(&g_key, free_buffers)) ct_fatal("ct_gemm", "pthread_key_create failed");
+}
+
+static void *alloc64(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes)) ct_fatal("ct_gemm", "out of memory (%zu bytes of packing buffers)", bytes);
+    return p;
+}
+
+// This thread's buffers, allocated on its first call (fixed sizes: never grown, so a steady
+// state makes no allocation), freed when the thread ends.
+static gemm_buffers *thread_buffers(void) {
+    if (tl_buf) return tl_buf;
+    pthread_once(&g_key_once, make_key);
+    gemm_buffers *b = alloc64(sizeof *b);
+    b->apack = alloc64(sizeof(float) * CT_MC * CT_KC);
+    b->bpack = alloc64(sizeof(float) * CT_KC * CT_NC);
+    pthread_setspecific(g_key, b);
+    tl_buf = b;
+    return b;
+}
+
+// ---------------------------------------------------------------- one thread
+// The blocked loops on the calling thread. When the whole height of a B panel fits the buffer
+// (K x NC floats), all of it is packed first and each A block then runs through every K block
+// (ic outside pc), so that block's rows of C stay in cache between the K blocks instead of being
+// streamed from memory once per K block. Either order sums each element over the same K blocks
+// in the same order: the same bits.
+static void gemm_packed(const gemm_args *g, gemm_buffers *buf) {
+    const long M = g->M, N = g->N, K = g->K, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
+    for (long jc = 0; jc < N; jc += CT_NC) {
+        long nc = min_l(CT_NC, N - jc), nsl = (nc + CT_NR - 1) / CT_NR;
+        int whole = K * nsl * CT_NR <= (long)CT_KC * CT_NC;  // every K block of the panel at once
+        for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC) {
+            long pc1 = whole ? K : min_l(pc0 + CT_KC, K);
+            for (long pc = pc0; pc < pc1; pc += CT_KC) {  // B[pc block] at bpack + (pc - pc0) nsl NR
+                long kc = min_l(CT_KC, K - pc);
+                float *bp = buf->bpack + (pc - pc0) * nsl * CT_NR;
+                pack_b(bp, g, pc, kc, jc, nc);
+            }
+            for (long ic = 0; ic < M; ic += CT_MC) {
+                long mc = min_l(CT_MC, M - ic);
+                for (long pc = pc0; pc < pc1; pc += CT_KC) {
+                    long kc = min_l(CT_KC, K - pc);
+                    float beta = pc == 0 ? g->beta : 1.0f;
+                    const float *bp = buf->bpack + (pc - pc0) * nsl * CT_NR;
+                    pack_a(buf->apack, g, ic, mc, pc, kc);
+                    for (long s = 0; s < nsl; s++) {
+                        long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
+                        const float *bs = bp + s * kc * CT_NR;
+                        for (long ir = 0; ir < mc; ir += CT_MR) {
+                            long mr = min_l(CT_MR, mc - ir);
+                            const float *as = buf->apack + ir * kc;
+                            float *c = g->C + (ic + ir) * g->ldc + j;
+                            if (mr == CT_MR && nr == CT_NR)
+                                ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks);
+                            else if (nr == CT_NR)
+                                ukernel_rows(mr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
+                            else
+                                ukernel_cols(mr, nr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// A product with K <= KC and a B small enough to stay in L2: B packed once, A not packed at all
+// (each MR-row sliver is read in place, from L1, for every NR sliver of B). The attention's
+// (64, 64, 64) tiles take this path. (B is packed even when not transposed: read in place, the
+// rows of a sliver sit a leading dimension apart, often a multiple of 1 KiB, which maps them
+// onto a few L1 sets that cannot hold them.) Same arithmetic per element as gemm_packed.
+#define CT_SMALL_B_FLOATS (64L * 1024)
+#define CT_SMALL_AT_FLOATS (16L * 1024)
+
+static void gemm_small(const gemm_args *g, float *bpack) {
+    const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
+    const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
+    const long nsl = (N + CT_NR - 1) / CT_NR;
+    pack_b(bpack, g, 0, K, 0, N);
+    for (long i = 0; i < M; i += CT_MR) {
+        long mr = min_l(CT_MR, M - i);
+        const float *a = g->A + i * rs_a;
+        for (long s = 0; s < nsl; s++) {
+            long j = s * CT_NR, nr = min_l(CT_NR, N - j);
+            float *c = g->C + i * ldc + j;
+            if (nr < CT_NR)
+                ukernel_cols(mr, nr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+            else
+                ukernel_rows(mr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+        }
+    }
+}
+
+static void gemm_serial(const gemm_args *g) {
+    gemm_buffers *buf = thread_buffers();
+    // (A^T in place is read a row of A per k: only when it is small enough to stay in L1)
+    if (g->K <= CT_KC && g->K * g->N <= CT_SMALL_B_FLOATS && (!g->ta || g->M * g->K <= CT_SMALL_AT_FLOATS))
+        gemm_small(g, buf->bpack);
+    else
+        gemm_packed(g, buf);
+}
+
+// ---------------------------------------------------------------- threads
+// Each thread of the team takes one block of a tm x tn grid over C, cut on the MR / NR tile
+// grid, and runs the serial loops on it with its own buffers: no barrier inside, and each
+// element of C is computed by the same arithmetic whatever the grid (K is never split), so
+// the result does not depend on the thread count.
+static void gemm_part(const gemm_args *g, int ithr, int tm, int tn) {
+    long mu = (g->M + CT_MR - 1) / CT_MR, nu = (g->N + CT_NR - 1) / CT_NR;  // tiles
+    int im = ithr / tn, in = ithr % tn;
+    long m0 = im * mu / tm * CT_MR, m1 = min_l((im + 1) * mu / tm * CT_MR, g->M);
+    long n0 = in * nu / tn * CT_NR, n1 = min_l((in + 1) * nu / tn * CT_NR, g->N);
+    if (m0 >= m1 || n0 >= n1) return;
+    gemm_args s = *g;
+    s.M = m1 - m0;
+    s.N = n1 - n0;
+    s.A = g->ta ? g->A + m0 : g->A + m0 * g->lda;
+    s.B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
+    s.C = g->C + m0 * g->ldc + n0;
+    gemm_serial(&s);
+}
+
+// Products below this many multiply-adds run on the calling thread (a parallel region costs
+// microseconds; this is ~30 of them).
+#define CT_GEMM_PARALLEL_MIN (1L << 21)
+
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc) {
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) {  // nothing to multiply: C = beta * C (beta == 0 clears, even NaN garbage)
+    if (K <= 0 || alpha == 0.0f) {  // nothing to multiply: C = beta * C (beta == 0 clears, even NaN garbage)
         for (long i = 0; i < M; i++)
             for (long j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
-                                  C, ldc);
-    if (st != dnnl_success)
-        ct_fatal("ct_gemm", "dnnl_sgemm failed (status %d) for M=%ld N=%ld K=%ld lda=%ld ldb=%ld ldc=%ld", (int)st, M,
+    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N)
+        ct_fatal("ct_gemm", "leading dimension below the row length: M=%ld N=%ld K=%ld lda=%ld ldb=%ld ldc=%ld", M,
                  N, K, lda, ldb, ldc);
+    gemm_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                   .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nthr <= 1 || (double)M * N * K < (double)CT_GEMM_PARALLEL_MIN) {
+        gemm_serial(&g);
+        return;
+    }
+    // the grid: tm x tn = nthr with the least packing (A is packed per block row, B per block
+    // column: minimise M/tm + N/tn), every block at least one tile
+    long mu = (M + CT_MR - 1) / CT_MR, nu = (N + CT_NR - 1) / CT_NR;
+    int tm = 1, tn = nthr;
+    double best = -1;
+    for (int a = 1; a <= nthr; a++) {
+        if (nthr % a || a > mu || nthr / a > nu) continue;
+        double cost = (double)M / a + (double)N / (nthr / a);
+        if (best < 0 || cost < best) best = cost, tm = a, tn = nthr / a;
+    }
+    if (best < 0) {  // too few tiles for every thread: as many as there are
+        tm = (int)min_l(mu, nthr), tn = 1;
+    }
+#pragma omp parallel num_threads(tm * tn)
+    gemm_part(&g, omp_get_thread_num(), tm, tn);
 }
 
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC) {

@@ -17,7 +17,7 @@ double ct_cpu_matmul_peak_gflops(long n, int reps) {
         A[i] = (float)((i * 7) % 13) * 0.01f;
         B[i] = (float)((i * 5) % 11) * 0.01f;
     }
-    ct_gemm(0, 0, n, n, n, 1.0f, A, ld, B, ld, 0.0f, C, ld);  // warm-up (oneDNN JIT, page faults)
+    ct_gemm(0, 0, n, n, n, 1.0f, A, ld, B, ld, 0.0f, C, ld);  // warm-up (packing buffers, page faults)
     double best = 0.0;
     for (int r = 0; r < (reps < 1 ? 1 : reps); r++) {
         double t0 = omp_get_wtime();

@@ -35,4 +35,55 @@ static inline float ct_fast_expf(float x) {
 
 // 1 / (1 + exp(-x))
 static inline float ct_fast_sigmoidf(float x) { return 1.0f / (1.0f + ct_fast_expf(-x)); }
+
+// ---- 8 lanes at once. GCC vectorises the selects above only where the ISA has masked moves
+// (AVX-512); on AVX2 it keeps them as branches and the loops that call ct_fast_expf run scalar.
+// These are the same operations in the same order on GCC vectors (one AVX register with
+// -march=native, two SSE halves elsewhere), so every lane has the scalar function's bits and a
+// loop may mix them (vector body, scalar tail).
+// (-Wpsabi, off for the rest of every file that includes this: without AVX, GCC notes that
+// 32-byte vectors are passed differently; these functions are static inline and never cross an
+// ABI boundary.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float ct_v8f __attribute__((vector_size(32)));
+typedef int32_t ct_v8i __attribute__((vector_size(32)));
+
+static inline ct_v8f ct_v8f_load(const float *p) {  // any alignment
+    ct_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void ct_v8f_store(float *p, ct_v8f v) { memcpy(p, &v, sizeof v); }
+static inline ct_v8f ct_v8f_splat(float x) { return (ct_v8f){x, x, x, x, x, x, x, x}; }
+// m ? a : b, lane by lane (m from a vector comparison: all ones or all zeros)
+static inline ct_v8f ct_v8f_select(ct_v8i m, ct_v8f a, ct_v8f b) {
+    return (ct_v8f)(((ct_v8i)a & m) | ((ct_v8i)b & ~m));
+}
+// Lanes added in a fixed order: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)).
+static inline float ct_v8f_sum(ct_v8f v) {
+    return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+static inline ct_v8f ct_fast_expf_v8(ct_v8f x) {
+    const ct_v8f lo = ct_v8f_splat(-87.3f), hi = ct_v8f_splat(88.3f);
+    ct_v8f xc = ct_v8f_select(x < lo, lo, x);
+    xc = ct_v8f_select(xc > hi, hi, xc);
+    ct_v8f n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    ct_v8f r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    ct_v8f p = ct_v8f_splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    ct_v8i bits = (__builtin_convertvector(n, ct_v8i) + 127) << 23;
+    ct_v8f y = p * (ct_v8f)bits;
+    y = ct_v8f_select(x < lo, ct_v8f_splat(0.0f), y);
+    y = ct_v8f_select(x > hi, ct_v8f_splat(INFINITY), y);
+    return ct_v8f_select(x != x, x, y);
+}
+
+static inline ct_v8f ct_fast_sigmoidf_v8(ct_v8f x) { return 1.0f / (1.0f + ct_fast_expf_v8(-x)); }
 #endif

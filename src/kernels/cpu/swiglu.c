@@ -8,7 +8,12 @@ void ct_swiglu_forward(float *out, const float *inp, long N, long F) {
     for (long n = 0; n < N; n++) {
         const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
         float *o = out + n * F;                        // (F)
-        for (long f = 0; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
+        long f = 0;
+        for (; f + 8 <= F; f += 8) {  // 8 lanes, each the scalar tail's bits
+            ct_v8f gv = ct_v8f_load(g + f);
+            ct_v8f_store(o + f, gv * ct_fast_sigmoidf_v8(gv) * ct_v8f_load(u + f));
+        }
+        for (; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
     }
 }
 
@@ -19,7 +24,13 @@ void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N
         const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
         const float *d = dout + n * F;                 // (F)
         float *dg = dinp + n * 2 * F, *du = dg + F;    // (F), (F)
-        for (long f = 0; f < F; f++) {
+        long f = 0;
+        for (; f + 8 <= F; f += 8) {
+            ct_v8f gv = ct_v8f_load(g + f), dv = ct_v8f_load(d + f), s = ct_fast_sigmoidf_v8(gv);
+            ct_v8f_store(du + f, dv * gv * s);
+            ct_v8f_store(dg + f, dv * ct_v8f_load(u + f) * s * (1.0f + gv * (1.0f - s)));
+        }
+        for (; f < F; f++) {
             float s = ct_fast_sigmoidf(g[f]);
             du[f] = d[f] * g[f] * s;
             dg[f] = d[f] * u[f] * s * (1.0f + g[f] * (1.0f - s));

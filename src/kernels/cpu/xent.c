@@ -34,13 +34,15 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
             if (t < 0) {  // ignored row: no loss, zero gradient
                 if (dx) memset(z, 0, (size_t)V * sizeof(float));
             } else {
-                float mx = ct_xent_row_max(z, V);
-                float sum = ct_xent_row_sum_exp(z, V, mx);
+                float mx = ct_xent_row_max(z, V), zt = z[t];
+                float sum = ct_xent_row_exp_sum(z, V, mx);  // z = exp(z - mx): one exp per logit
                 double lse = (double)mx + log((double)sum);
-                loss = lse - (double)z[t];
+                loss = lse - (double)zt;
                 if (dx) {
-                    float inv = 1.0f / sum;
-                    for (long j = 0; j < V; j++) z[j] = ct_fast_expf(z[j] - mx) * inv * grad_scale;
+                    ct_v8f s = ct_v8f_splat(1.0f / sum), gs = ct_v8f_splat(grad_scale);
+                    long j = 0;
+                    for (; j + 8 <= V; j += 8) ct_v8f_store(z + j, ct_v8f_load(z + j) * s * gs);
+                    for (; j < V; j++) z[j] = z[j] * s[0] * grad_scale;
                     z[t] -= grad_scale;
                 }
             }

@@ -14,34 +14,56 @@ static inline float ct_xent_row_max(const float *z, long n) {
     return mx;
 }
 
-// Σ_j exp(z[j] - mx), z left as it is
-static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (long j = 0; j < n; j++) sum += ct_fast_expf(z[j] - mx);
-    return sum;
+// The sums of exp below accumulate in double, 8 lanes (lane k: the j = k mod 8 of each whole
+// group of 8), then the tail, then the lanes in a fixed order: an order fixed by j alone, and an
+// error far below float's, so that a row summed whole (xent.c) and the same row summed in
+// vocabulary slices (xent_rows.c, then a reduction) agree to the last float bits or nearly.
+typedef double ct_v4d __attribute__((vector_size(32)));
+typedef float ct_v4f __attribute__((vector_size(16)));
+static inline void ct_xent_acc8(ct_v4d *lo, ct_v4d *hi, ct_v8f e) {
+    *lo += __builtin_convertvector(__builtin_shufflevector(e, e, 0, 1, 2, 3), ct_v4d);
+    *hi += __builtin_convertvector(__builtin_shufflevector(e, e, 4, 5, 6, 7), ct_v4d);
+}
+static inline double ct_xent_sum8(ct_v4d lo, ct_v4d hi) {
+    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
 }
 
-// z[j] = exp(z[j] - mx) in place; returns their sum
+// Σ_j exp(z[j] - mx), z left as it is
+static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
+    ct_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+    long j = 0;
+    for (; j + 8 <= n; j += 8) ct_xent_acc8(&lo, &hi, ct_fast_expf_v8(ct_v8f_load(z + j) - mx));
+    double s = ct_xent_sum8(lo, hi);
+    for (; j < n; j++) s += ct_fast_expf(z[j] - mx);
+    return (float)s;
+}
+
+// z[j] = exp(z[j] - mx) in place; returns their sum (summed as ct_xent_row_sum_exp)
 static inline float ct_xent_row_exp_sum(float *z, long n, float mx) {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (long j = 0; j < n; j++) {
-        float e = ct_fast_expf(z[j] - mx);
-        z[j] = e;
-        s += e;
+    ct_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
+    long j = 0;
+    for (; j + 8 <= n; j += 8) {
+        ct_v8f e = ct_fast_expf_v8(ct_v8f_load(z + j) - mx);
+        ct_v8f_store(z + j, e);
+        ct_xent_acc8(&lo, &hi, e);
     }
-    return s;
+    double s = ct_xent_sum8(lo, hi);
+    for (; j < n; j++) {
+        z[j] = ct_fast_expf(z[j] - mx);
+        s += z[j];
+    }
+    return (float)s;
 }
 
 // Σ_j exp(z[j] - mx) in an order fixed by j alone (8 interleaved partial sums), not by the
 // address of z: ranks that sum the same numbers from differently aligned buffers (gather mode)
 // must get the same bits, and a vectoriser's alignment peel would otherwise change the order.
 static inline float ct_xent_row_sum_exp_fixed_order(const float *z, long n, float mx) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    ct_v8f a = ct_v8f_splat(0.0f);
     long j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += ct_fast_expf(z[j + k] - mx);
+    for (; j + 8 <= n; j += 8) a += ct_fast_expf_v8(ct_v8f_load(z + j) - mx);
+    float acc[8];
+    ct_v8f_store(acc, a);
     for (int k = 0; j < n; j++, k++) acc[k] += ct_fast_expf(z[j] - mx);
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }

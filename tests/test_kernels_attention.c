@@ -2,8 +2,10 @@
 // analytic gradients), itself checked against finite differences on a tiny case. Shapes cover
 // T = 1, 7, 65, 130 (not multiples of the 64-row tiles), HS = 16/24/64 and odd-sized random ones,
 // GQA ratios 4/4, 4/2, 8/1, token strides wider than the heads (fused qkv), and chunked
-// queries/keys with positions (context parallel) including rows and whole chunks that see no key.
+// queries/keys with positions (context parallel) including rows and whole chunks that see no key;
+// bitwise the same results on 1, 2 and 3 threads.
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +265,52 @@ static void test_attention_positions(void) {
     free(z.qp), free(z.kp);
 }
 
+// Forward and backward on 1, 2 and 3 threads (omp_set_num_threads inside the test; scratch sized
+// for the most): bitwise the same out, lse, dq, dk and dv. The backward hands out (batch, head,
+// query tile) items and adds their dK / dV shares in a fixed order, whatever thread runs them.
+static void thread_count_case(const att_case *c, const char *name) {
+    long B = c->B, Tq = c->Tq, Tk = c->Tk, NH = c->NH, NKV = c->NKV, HS = c->HS;
+    long ldq = NH * HS, ldk = NKV * HS, ldv = NKV * HS + 1;
+    long nq = B * Tq * ldq, nk = B * Tk * ldk, nv = B * Tk * ldv, no = B * Tq * NH * HS, nl = B * NH * Tq;
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nv);
+    float *dout = malloc(sizeof(float) * no), *g0 = malloc(sizeof(float) * (nq + nk + nv));
+    for (long i = 0; i < nq; i++) q[i] = frand(2.0f);
+    for (long i = 0; i < nk; i++) k[i] = frand(2.0f);
+    for (long i = 0; i < nv; i++) v[i] = frand(1.0f);
+    for (long i = 0; i < no; i++) dout[i] = frand(1.0f);
+    for (long i = 0; i < nq + nk + nv; i++) g0[i] = frand(0.1f);  // the kernel adds to the gradients
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(3);
+    float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(Tq, Tk, HS));
+    float *res[3];
+    size_t bytes = sizeof(float) * (no + nl + nq + nk + nv);
+    for (int t = 0; t < 3; t++) {
+        omp_set_num_threads(t + 1);
+        float *r = res[t] = malloc(bytes);
+        float *out = r, *lse = out + no, *g = lse + nl;
+        memcpy(g, g0, sizeof(float) * (nq + nk + nv));
+        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
+        ct_attention_backward(g, g + nq, g + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, B, Tq,
+                              Tk, NH, NKV, HS, scratch);
+    }
+    omp_set_num_threads(saved);
+    CHECK(memcmp(res[0], res[1], bytes) == 0, "%s: 1 and 2 threads differ", name);
+    CHECK(memcmp(res[0], res[2], bytes) == 0, "%s: 1 and 3 threads differ", name);
+    free(q), free(k), free(v), free(dout), free(g0), free(scratch), free(res[0]), free(res[1]), free(res[2]);
+}
+
+static void test_attention_thread_count_invariance(void) {
+    att_case a = {3, 200, 200, 4, 2, 32, 0, NULL, NULL};
+    thread_count_case(&a, "B=3 T=200 NH=4 NKV=2 HS=32");
+    att_case b = {2, 256, 256, 8, 1, 64, 0, NULL, NULL};
+    thread_count_case(&b, "B=2 T=256 NH=8 NKV=1 HS=64");
+    att_case z = {2, 128, 192, 4, 4, 16, 0, NULL, NULL};  // zig-zag query positions over all keys
+    z.qp = malloc(sizeof(int32_t) * 128), z.kp = range_pos(192, 0);
+    for (int i = 0; i < 64; i++) z.qp[i] = i, z.qp[64 + i] = 128 + i;
+    thread_count_case(&z, "zig-zag queries 0..63 + 128..191 over keys 0..191");
+    free(z.qp), free(z.kp);
+}
+
 // The analytic reference gradients agree with float64 central differences of sum(out * dout).
 static void test_attention_reference_vs_finite_differences(void) {
     att_case c = {1, 5, 5, 2, 1, 4, 0, NULL, NULL};
@@ -298,5 +346,6 @@ int main(void) {
     CT_RUN(test_attention_causal_shapes);
     CT_RUN(test_attention_random_shapes);
     CT_RUN(test_attention_positions);
+    CT_RUN(test_attention_thread_count_invariance);
     CT_TEST_EXIT();
 }

@@ -7,31 +7,56 @@
 //
 // Backward: D = rowsum(dO * O), then per tile pair P = exp(S - lse) is recomputed and
 //   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q.
-// Work items are (batch, kv head): an item owns dK and dV of its kv head and dQ of the query
-// heads that share it, so nothing races and each item's sums run in a fixed order (results are
-// reproducible for any thread count).
+// Work items are (batch, query head, query tile), as in the forward, so there are many more of
+// them than threads (B x NKV alone, the items before, left threads idle when B x NKV was small).
+// An item owns dQ of its tile. Its shares of a key tile's dK and dV are multiplied into
+// per-thread partial tiles, then added to dK and dV in a fixed order -- kv head by kv head; in
+// each, query head by query head, the last query tile first: a turn counter per key tile (a ring
+// of them per (batch, kv head), in the scratch) says whose add is next. Items are handed out in
+// that same order, so a wait is only ever for an item already running, and the adds are cheap
+// beside the five products of a tile pair. The sums are the same for any thread count and any
+// schedule: bitwise reproducible. (Chosen over the two-pass FA2 scheme -- dK, dV over key tiles,
+// then dQ over query tiles -- which recomputes QK^T and dO V^T: 7 products per tile pair, not 5.)
 //
 // Every product goes through ct_gemm straight on the strided q/k/v buffers (leading dimension =
-// token stride), so no tile is ever copied or transposed. oneDNN runs a gemm called inside an
-// OpenMP parallel region on the calling thread alone (measured: a 1024^3 sgemm from one thread
-// of a 2-thread region runs at the single-thread rate), so each thread multiplies its own tiles.
+// token stride); called inside the parallel region, ct_gemm runs on the calling thread alone
+// (its small-product path: B packed once, A read in place), so each thread multiplies its own
+// tiles. The exps run 8 lanes at a time (fastmath.h's ct_fast_expf_v8).
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "kernels/cpu/fastmath.h"
 #include "kernels/kernels.h"
 
-#define CT_ATT_BQ 64  // query rows per tile
-#define CT_ATT_BK 64  // key rows per tile
+#define CT_ATT_BQ 64    // query rows per tile
+#define CT_ATT_BK 64    // key rows per tile
+#define CT_ATT_RING 16  // (batch, kv head) slots of backward turn counters, reused in a ring
 
-// Per-thread scratch: two (BQ, BK) tiles, the running m and l (BQ each), D for one head (Tq);
-// rounded to 16 floats so that threads never share a cache line.
-static long att_thread_floats(long Tq) {
-    long f = 2 * CT_ATT_BQ * CT_ATT_BK + 2 * CT_ATT_BQ + Tq;
+// Per-thread scratch: forward S (BQ, BK), the running m and l (BQ each); backward P and dP
+// (BQ, BK), D (BQ) and the partial dK, dV tiles (BK, HS); rounded to 16 floats so that threads
+// never share a cache line.
+static long att_thread_floats(long HS) {
+    long fwd = CT_ATT_BQ * CT_ATT_BK + 2 * CT_ATT_BQ;
+    long bwd = 2 * CT_ATT_BQ * CT_ATT_BK + CT_ATT_BQ + 2 * CT_ATT_BK * HS;
+    long f = fwd > bwd ? fwd : bwd;
     return (f + 15) & ~15L;
 }
 
-long ct_attention_scratch_floats(long Tq, long Tk, long HS) { return (long)omp_get_max_threads() * att_thread_floats(Tq); }
+// Shared header of the backward, int64 words: position ranges of every query tile (lo, hi) and
+// key tile (lo, hi), the number of query tiles that see each key tile, and the turn counters
+// (RING, ntk).
+static long att_header_floats(long Tq, long Tk) {
+    long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
+    long words = 2 * ntq + 3 * ntk + CT_ATT_RING * ntk;
+    return (2 * words + 15) & ~15L;
+}
+
+long ct_attention_scratch_floats(long Tq, long Tk, long HS) {
+    return att_header_floats(Tq, Tk) + (long)omp_get_max_threads() * att_thread_floats(HS);
+}
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 
@@ -62,16 +87,34 @@ static inline void mask_row(float *s, long nk, const int32_t *k_pos, long j0, lo
     }
 }
 
+// s[c] = exp(s[c] - mx) for c < n; returns their sum (8 lanes, then the tail, in a fixed order).
+static inline float exp_row(float *s, long n, float mx) {
+    ct_v8f acc = ct_v8f_splat(0.0f);
+    long c = 0;
+    for (; c + 8 <= n; c += 8) {
+        ct_v8f e = ct_fast_expf_v8(ct_v8f_load(s + c) - mx);
+        ct_v8f_store(s + c, e);
+        acc += e;
+    }
+    float tail = 0.0f;
+    for (; c < n; c++) {
+        s[c] = ct_fast_expf(s[c] - mx);
+        tail += s[c];
+    }
+    return ct_v8f_sum(acc) + tail;
+}
+
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                           long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
                           long NKV, long HS, float *scratch) {
     const long group = NH / NKV, ldo = NH * HS;
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
-    const long nitems = B * NH * ntq, per_thread = att_thread_floats(Tq);
+    const long nitems = B * NH * ntq, per_thread = att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
+    float *base = scratch + att_header_floats(Tq, Tk);
 #pragma omp parallel
     {
-        float *S = scratch + omp_get_thread_num() * per_thread;  // (BQ, BK) scores, then probabilities
+        float *S = base + omp_get_thread_num() * per_thread;  // (BQ, BK) scores, then probabilities
         float *m = S + CT_ATT_BQ * CT_ATT_BK;                     // (BQ) running max
         float *l = m + CT_ATT_BQ;                                 // (BQ) running sum
 #pragma omp for schedule(dynamic, 1)
@@ -107,13 +150,7 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
                         for (long c = 0; c < nk; c++) s[c] = 0.0f;
                         continue;
                     }
-                    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                    for (long c = 0; c < nk; c++) {
-                        float p = ct_fast_expf(s[c] - mx);
-                        s[c] = p;
-                        sum += p;
-                    }
+                    float sum = exp_row(s, nk, mx);
                     float alpha = ct_fast_expf(m[r] - mx);  // 0 when m was -inf
                     l[r] = l[r] * alpha + sum;
                     m[r] = mx;
@@ -136,73 +173,112 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
     }
 }
 
+// Waits until *turn == seq (another thread's item is adding its tile).
+static void wait_turn(const int64_t *turn, int64_t seq) {
+    for (int spins = 0; __atomic_load_n(turn, __ATOMIC_ACQUIRE) != seq; spins++) {
+        if (spins < 1000) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();  // the item we wait for may be on a thread that lost its core
+        }
+    }
+}
+
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
                            const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
                            long HS, float *scratch) {
     const long group = NH / NKV, ldo = NH * HS;
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
-    const long nitems = B * NKV, per_thread = att_thread_floats(Tq);
+    const long per_kv = group * ntq, nitems = B * NKV * per_kv, per_thread = att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
+    int64_t *qlo = (int64_t *)scratch, *qhi = qlo + ntq, *klo = qhi + ntq, *khi = klo + ntk;
+    int64_t *kcnt = khi + ntk, *turns = kcnt + ntk;  // turns (RING, ntk)
+    float *base = scratch + att_header_floats(Tq, Tk);
+    for (long qt = 0; qt < ntq; qt++) {
+        long lo, hi;
+        pos_range(q_pos, qt * CT_ATT_BQ, min_l(CT_ATT_BQ, Tq - qt * CT_ATT_BQ), &lo, &hi);
+        qlo[qt] = lo, qhi[qt] = hi;
+    }
+    for (long kt = 0; kt < ntk; kt++) {
+        long lo, hi;
+        pos_range(k_pos, kt * CT_ATT_BK, min_l(CT_ATT_BK, Tk - kt * CT_ATT_BK), &lo, &hi);
+        klo[kt] = lo, khi[kt] = hi;
+        kcnt[kt] = 0;
+        for (long qt = 0; qt < ntq; qt++) kcnt[kt] += lo <= qhi[qt];
+    }
+    memset(turns, 0, sizeof(int64_t) * CT_ATT_RING * ntk);
+    long next = 0;  // items are handed out in order (the turns rely on it)
 #pragma omp parallel
     {
-        float *P = scratch + omp_get_thread_num() * per_thread;  // (BQ, BK) probabilities
-        float *dP = P + CT_ATT_BQ * CT_ATT_BK;                    // (BQ, BK) dP, then dS
-        float *D = dP + CT_ATT_BQ * CT_ATT_BK;                    // (Tq) rowsum(dO * O) of one head
-#pragma omp for schedule(dynamic, 1)
-        for (long it = 0; it < nitems; it++) {
-            long b = it / NKV, g = it % NKV;
-            for (long h = g * group; h < (g + 1) * group; h++) {
-                const float *Qh = q + b * Tq * ldq + h * HS;      // (Tq, HS), row stride ldq
-                float *dQh = dq + b * Tq * ldq + h * HS;          // (Tq, HS), row stride ldq
-                const float *Oh = out + b * Tq * ldo + h * HS;    // (Tq, HS), row stride ldo
-                const float *dOh = dout + b * Tq * ldo + h * HS;  // (Tq, HS), row stride ldo
-                const float *Lh = lse + (b * NH + h) * Tq;        // (Tq)
-                for (long i = 0; i < Tq; i++) {
-                    float s = 0.0f;
+        float *P = base + omp_get_thread_num() * per_thread;  // (BQ, BK) probabilities
+        float *dP = P + CT_ATT_BQ * CT_ATT_BK;                 // (BQ, BK) dP, then dS
+        float *D = dP + CT_ATT_BQ * CT_ATT_BK;                 // (BQ) rowsum(dO * O)
+        float *dKp = D + CT_ATT_BQ, *dVp = dKp + CT_ATT_BK * HS;  // (BK, HS) this item's share
+        for (;;) {
+            long it = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            if (it >= nitems) break;
+            // kv head by kv head; in each, query head by query head, the last query tile first
+            long bg = it / per_kv, hl = it % per_kv / ntq, qt = ntq - 1 - it % ntq;
+            long b = bg / NKV, g = bg % NKV, h = g * group + hl;
+            int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
+            long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
+            const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
+            float *dQ = dq + (b * Tq + i0) * ldq + h * HS;          // (nq, HS), row stride ldq
+            const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
+            const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
+            const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
+            for (long r = 0; r < nq; r++) {
+                float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-                    for (long d = 0; d < HS; d++) s += dOh[i * ldo + d] * Oh[i * ldo + d];
-                    D[i] = s;
-                }
-                for (long kt = 0; kt < ntk; kt++) {
-                    long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
-                    long klo, khi;
-                    pos_range(k_pos, j0, nk, &klo, &khi);
-                    const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
-                    const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                    float *dK = dk + (b * Tk + j0) * ldk + g * HS;      // (nk, HS)
-                    float *dV = dv + (b * Tk + j0) * ldv + g * HS;      // (nk, HS)
-                    for (long qt = 0; qt < ntq; qt++) {
-                        long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
-                        long qlo, qhi;
-                        pos_range(q_pos, i0, nq, &qlo, &qhi);
-                        if (klo > qhi) continue;
-                        int full = khi <= qlo;
-                        const float *Q = Qh + i0 * ldq, *dO = dOh + i0 * ldo;
-                        float *dQ = dQh + i0 * ldq;
-                        // P = exp(scale Q K^T - lse), 0 where masked or where the row saw no key
-                        ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, P, CT_ATT_BK);
-                        for (long r = 0; r < nq; r++) {
-                            float *p = P + r * CT_ATT_BK;
-                            float L = Lh[i0 + r];
-                            if (L == -INFINITY) {
-                                for (long c = 0; c < nk; c++) p[c] = 0.0f;
-                                continue;
-                            }
-                            if (!full) mask_row(p, nk, k_pos, j0, q_pos ? (long)q_pos[i0 + r] : i0 + r);
-                            for (long c = 0; c < nk; c++) p[c] = ct_fast_expf(p[c] - L);
-                        }
-                        ct_gemm(1, 0, nk, HS, nq, 1.0f, P, CT_ATT_BK, dO, ldo, 1.0f, dV, ldv);  // dV += P^T dO
-                        ct_gemm(0, 1, nq, nk, HS, 1.0f, dO, ldo, V, ldv, 0.0f, dP, CT_ATT_BK);  // dP = dO V^T
-                        for (long r = 0; r < nq; r++) {                                         // dS = P (dP - D)
-                            float *p = P + r * CT_ATT_BK, *ds = dP + r * CT_ATT_BK;
-                            float Dr = D[i0 + r];
-                            for (long c = 0; c < nk; c++) ds[c] = p[c] * (ds[c] - Dr);
-                        }
-                        ct_gemm(0, 0, nq, HS, nk, scale, dP, CT_ATT_BK, K, ldk, 1.0f, dQ, ldq);  // dQ += s dS K
-                        ct_gemm(1, 0, nk, HS, nq, scale, dP, CT_ATT_BK, Q, ldq, 1.0f, dK, ldk);  // dK += s dS^T Q
+                for (long d = 0; d < HS; d++) s += dO[r * ldo + d] * O[r * ldo + d];
+                D[r] = s;
+            }
+            for (long kt = 0; kt < ntk; kt++) {
+                if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
+                int full = khi[kt] <= qlo[qt];    // every query sees every key: no mask needed
+                long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+                const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
+                const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
+                // P = exp(scale Q K^T - lse), 0 where masked or where the row saw no key
+                ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, P, CT_ATT_BK);
+                for (long r = 0; r < nq; r++) {
+                    float *p = P + r * CT_ATT_BK;
+                    float Lr = L[r];
+                    if (Lr == -INFINITY) {
+                        for (long c = 0; c < nk; c++) p[c] = 0.0f;
+                        continue;
                     }
+                    if (!full) mask_row(p, nk, k_pos, j0, q_pos ? (long)q_pos[i0 + r] : i0 + r);
+                    long c = 0;
+                    for (; c + 8 <= nk; c += 8) ct_v8f_store(p + c, ct_fast_expf_v8(ct_v8f_load(p + c) - Lr));
+                    for (; c < nk; c++) p[c] = ct_fast_expf(p[c] - Lr);
                 }
+                ct_gemm(1, 0, nk, HS, nq, 1.0f, P, CT_ATT_BK, dO, ldo, 0.0f, dVp, HS);  // dV share = P^T dO
+                ct_gemm(0, 1, nq, nk, HS, 1.0f, dO, ldo, V, ldv, 0.0f, dP, CT_ATT_BK);  // dP = dO V^T
+                for (long r = 0; r < nq; r++) {                                         // dS = P (dP - D)
+                    float *p = P + r * CT_ATT_BK, *ds = dP + r * CT_ATT_BK;
+                    float Dr = D[r];
+                    for (long c = 0; c < nk; c++) ds[c] = p[c] * (ds[c] - Dr);
+                }
+                ct_gemm(0, 0, nq, HS, nk, scale, dP, CT_ATT_BK, K, ldk, 1.0f, dQ, ldq);  // dQ += s dS K
+                ct_gemm(1, 0, nk, HS, nq, scale, dP, CT_ATT_BK, Q, ldq, 0.0f, dKp, HS);  // dK share = s dS^T Q
+                // add the shares in the fixed order: this item's rank among the items of this kv
+                // head that see key tile kt
+                int64_t rank = hl * kcnt[kt];
+                for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
+                int64_t seq = epoch * group * kcnt[kt] + rank;
+                wait_turn(turn + kt, seq);
+                float *dK = dk + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
+                float *dV = dv + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
+                for (long r = 0; r < nk; r++) {
+                    float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
+                    const float *kp = dKp + r * HS, *vp = dVp + r * HS;
+                    for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
+                }
+                __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
             }
         }
     }

@@ -29,14 +29,26 @@
 static inline uint16_t f32_to_bf16(float f) { return ct_f32_to_bf16(f); }
 static inline float bf16_to_f32(uint16_t h) { return ct_bf16_to_f32(h); }
 
+// (Small arrays take a plain loop rather than `parallel for if (...)`: a region that the clause
+// makes serial still has a team of one, which libgomp allocates and frees on every call.)
+#define CT_BF16_PARALLEL_MIN 65536
+
 void ct_f32_to_bf16_array(uint16_t *dst, const float *src, long n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+    if (n > CT_BF16_PARALLEL_MIN) {
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+    } else {
+        for (long i = 0; i < n; i++) dst[i] = f32_to_bf16(src[i]);
+    }
 }
 
 void ct_bf16_to_f32_array(float *dst, const uint16_t *src, long n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (long i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    if (n > CT_BF16_PARALLEL_MIN) {
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    } else {
+        for (long i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    }
 }
 
 // ---------------------------------------------------------------- state (under g_mu)
@@ -193,9 +205,14 @@ const char *ct_bf16_gemm_path(void) {
 // Widens the rows x cols region of a bf16 matrix with leading dimension ld into dst, keeping ld
 // (the test mode hands the same strides to oneDNN) or packing it (ld_out = cols).
 static void widen(float *dst, long ld_out, const uint16_t *src, long rows, long cols, long ld) {
-#pragma omp parallel for schedule(static) if (rows * cols > 65536)
-    for (long r = 0; r < rows; r++)
-        for (long c = 0; c < cols; c++) dst[r * ld_out + c] = bf16_to_f32(src[r * ld + c]);
+    if (rows * cols > CT_BF16_PARALLEL_MIN && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < cols; c++) dst[r * ld_out + c] = bf16_to_f32(src[r * ld + c]);
+    } else {
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < cols; c++) dst[r * ld_out + c] = bf16_to_f32(src[r * ld + c]);
+    }
 }
 
 static float *wide_buffer(size_t floats) {  // under g_mu
@@ -241,9 +258,14 @@ void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha,
         return;
     }
     if (beta != 0.0f && beta != 1.0f) {  // the sum post-op adds C with scale 1: pre-scale it
-#pragma omp parallel for schedule(static) if (M * N > 65536)
-        for (long i = 0; i < M; i++)
-            for (long j = 0; j < N; j++) C[i * ldc + j] *= beta;
+        if (M * N > CT_BF16_PARALLEL_MIN) {
+#pragma omp parallel for schedule(static)
+            for (long i = 0; i < M; i++)
+                for (long j = 0; j < N; j++) C[i * ldc + j] *= beta;
+        } else {
+            for (long i = 0; i < M; i++)
+                for (long j = 0; j < N; j++) C[i * ldc + j] *= beta;
+        }
     }
     const void *a = A, *b = B;
     if (e->f32) {  // test mode: same strides, fp32 values

@@ -41,8 +41,8 @@ int main(void) {
     long sq[] = {1024, 2048, 4096};
     for (int i = 0; i < 3; i++) {
         double g = time_gemm(0, 0, sq[i], sq[i], sq[i], 0.0f, 0), d = time_gemm(0, 0, sq[i], sq[i], sq[i], 0.0f, 1);
-        printf("sgemm square %5ld^3            %7.1f GFLOP/s  %.2f x peak; oneDNN %7.1f (%.2f)\n", sq[i], g, g / peak, d,
-               g / d);
+        printf("sgemm square %5ld^3            %7.1f GFLOP/s  %.2f x peak; oneDNN %7.1f (%.2f)\n", sq[i], g,
+               g / peak, d, g / d);
     }
     long N = 2048, layers[][2] = {{768, 2048}, {2048, 768}, {768, 32768}};  // (IC, OC)
     for (int l = 0; l < 3; l++) {

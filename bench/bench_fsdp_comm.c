@@ -23,9 +23,8 @@ static double fsdp_elements(const ct_group *g) {
     return (g->stats[CT_COMM_ALL_GATHER].bytes + g->stats[CT_COMM_REDUCE_SCATTER].bytes) / sizeof(float);
 }
 
-// Bytes of all-gathers and reduce-scatters in one step (after a warm-up) of the debug model with
-// 4 layers over every rank, with these precision settings.
-static void step_bytes(const char *precision, const char *reduce, double *gather, double *scatter) {
+// The benched model: the debug model with 4 layers, one 64-token sequence per micro-batch.
+static ct_config bench_config(void) {
     ct_config c;
     ct_config_defaults(&c);
     set(&c, "model.n_layers", "4");
@@ -33,6 +32,13 @@ static void step_bytes(const char *precision, const char *reduce, double *gather
     set(&c, "micro_batch_size", "1");
     set(&c, "training.dataset", "synthetic");
     set(&c, "metrics.peak_tflops", "1");
+    return c;
+}
+
+// Bytes of all-gathers and reduce-scatters in one step (after a warm-up) over every rank, with
+// these precision settings.
+static void step_bytes(const char *precision, const char *reduce, double *gather, double *scatter) {
+    ct_config c = bench_config();
     set(&c, "mixed_precision", precision);
     set(&c, "mixed_precision_reduce", reduce);
     static ct_trainer t;
@@ -62,14 +68,8 @@ int main(int argc, char **argv) {
     if (ct_comm_init(&argc, &argv)) return 1;
     const char *policies[] = {"always", "default", "never"};
     for (int p = 0; p < 3; p++) {
-        ct_config c;
-        ct_config_defaults(&c);
-        set(&c, "model.n_layers", "4");
-        set(&c, "training.seq_len", "64");
-        set(&c, "micro_batch_size", "1");
+        ct_config c = bench_config();
         set(&c, "gradient_accumulation_steps", "2");
-        set(&c, "training.dataset", "synthetic");
-        set(&c, "metrics.peak_tflops", "1");
         set(&c, "parallelism.fsdp_reshard_after_forward", policies[p]);
         static ct_trainer t;
         if (ct_trainer_init(&t, &c, NULL)) ct_fatal("bench_fsdp_comm", "%s", ct_last_error());

@@ -57,6 +57,23 @@ static void differs_from_fp32_but_close(void) {
     free(r.params);
 }
 
+// Activation checkpointing recomputes the bf16 activations exactly (the same narrowing of the
+// same fp32 values): full and per-op checkpointing follow the bf16 reference.
+static void checkpointing(void) {
+    const char *modes[][2] = {{"full", "op"}, {"selective", "op"}, {"selective", "2"}};
+    for (int m = 0; m < 3; m++) {
+        ct_config c = parity_base;
+        parity_set(&c, "activation_checkpoint.mode", modes[m][0]);
+        parity_set(&c, "activation_checkpoint.selective_ac_option", modes[m][1]);
+        parity_result r;
+        parity_train_alone(c, &r);
+        char what[64];
+        snprintf(what, sizeof what, "bf16 + checkpointing %s/%s", modes[m][0], modes[m][1]);
+        parity_compare(&r, what);
+        free(r.params);
+    }
+}
+
 // One step of FSDP over every rank in `precision` / `reduce`; returns the fsdp group's bytes of
 // all-gathers and reduce-scatters in that step and its loss.
 static void fsdp_step_bytes(const char *precision, const char *reduce, double *gather, double *scatter,
@@ -102,6 +119,7 @@ static void cases(int n) {
     CT_MPI_RUN(gather_bytes_halve);
     if (n == 2) {
         CT_MPI_RUN(differs_from_fp32_but_close);
+        CT_MPI_RUN(checkpointing);
         CT_MPI_RUN(fsdp2_accumulation);
         CT_MPI_RUN(tp2);
         CT_MPI_RUN(tp2_sequence_parallel);

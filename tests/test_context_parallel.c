@@ -18,20 +18,13 @@
 
 #include "comm/comm.h"
 #include "mpi_test.h"
+#include "test_rand.h"
 #include "parallel/context_parallel.h"
 #include "parallel/cp_internal.h"
 
 static ct_group world;
 static const ct_kernels *kern;
 
-static uint64_t rng_state;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 
 // ---- float64 reference: causal attention over the whole sequence -----------------------------
 

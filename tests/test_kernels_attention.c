@@ -12,15 +12,8 @@
 
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_rand.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(void) {  // uniform [0, 1)
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 
 typedef struct {
     long B, Tq, Tk, NH, NKV, HS;
@@ -342,6 +335,7 @@ static void test_attention_reference_vs_finite_differences(void) {
 }
 
 int main(void) {
+    rng_state = 0x9E3779B97F4A7C15ull;
     CT_RUN(test_attention_reference_vs_finite_differences);
     CT_RUN(test_attention_causal_shapes);
     CT_RUN(test_attention_random_shapes);

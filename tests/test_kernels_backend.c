@@ -9,15 +9,8 @@
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_rand.h"
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 static float *frandn(long n, float a) {
     float *p = malloc(sizeof(float) * (n > 0 ? n : 1));
     for (long i = 0; i < n; i++) p[i] = frand(a);
@@ -144,6 +137,7 @@ static void test_matmul_peak(void) {
 }
 
 int main(void) {
+    rng_state = 0x243F6A8885A308D3ull;
     CT_RUN(test_lookup);
     CT_RUN(test_every_member_set);
     CT_RUN(test_memory);

@@ -30,17 +30,10 @@
 #include "kernels/backend.h"
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_rand.h"
 
 #define U 0x1p-24
 
-static uint64_t rng_state = 0x452821E638D01377ull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 // k/8 for k in [-8, 8]: products are multiples of 2^-6 below 1 in size, so sums of up to 2^17 of
 // them are exact in fp32 whatever the order.
 static float dyadic(void) { return (float)((long)(urand() * 17) - 8) / 8.0f; }
@@ -371,6 +364,7 @@ static void test_table(void) {
 }
 
 int main(void) {
+    rng_state = 0x452821E638D01377ull;
     CT_RUN(test_table);
     CT_RUN(test_residual_rmsnorm_bits);
     CT_RUN(test_rmsnorm_linear_random);

@@ -8,15 +8,8 @@
 
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_rand.h"
 
-static uint64_t rng_state = 0x13198A2E03707344ull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 static float *falloc(long n) { return malloc(sizeof(float) * (n > 0 ? n : 1)); }
 
 // ---------------------------------------------------------------- embedding
@@ -218,6 +211,7 @@ static void test_swiglu_forward_backward(void) {
 }
 
 int main(void) {
+    rng_state = 0x13198A2E03707344ull;
     CT_RUN(test_embedding_window_and_scatter);
     CT_RUN(test_rmsnorm_forward_backward);
     CT_RUN(test_rope_tables_llama31);

@@ -8,14 +8,8 @@
 
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_rand.h"
 
-static uint64_t rng_state = 0x082EFA98EC4E6C89ull;
-static float frand(float a) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)(((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0) * a);
-}
 
 static void test_adamw_steps(void) {
     long n = 1000;
@@ -75,6 +69,7 @@ static void test_add_scale(void) {
 }
 
 int main(void) {
+    rng_state = 0x082EFA98EC4E6C89ull;
     CT_RUN(test_adamw_steps);
     CT_RUN(test_adamw_first_step_hand);
     CT_RUN(test_sum_squares);

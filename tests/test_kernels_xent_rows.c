@@ -13,14 +13,8 @@
 
 #include "kernels/backend.h"
 #include "test.h"
+#include "test_rand.h"
 
-static uint64_t rng_state = 0xB7E151628AED2A6Aull;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
 static float *falloc(long n) { return malloc(sizeof(float) * (n > 0 ? n : 1)); }
 static int same_row(const float *a, const float *b, long n) { return memcmp(a, b, sizeof(float) * n) == 0; }
 
@@ -202,6 +196,7 @@ static void test_bad_target(void) {
 }
 
 int main(void) {
+    rng_state = 0xB7E151628AED2A6Aull;
     CT_RUN(test_split_rows);
     CT_RUN(test_gathered_rows);
     CT_RUN(test_bad_target);

@@ -18,19 +18,12 @@
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "mpi_test.h"
+#include "test_rand.h"
 #include "parallel/loss_parallel.h"
 
 static ct_group world;
 static const ct_kernels *kern;  // the cpu backend, the math under test
 
-static uint64_t rng_state;
-static double urand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-static float frand(float a) { return (float)((2.0 * urand() - 1.0) * a); }
 
 // One problem, identical on every rank (same seed).
 typedef struct {

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test program (build/tests/test_*) and every shell test (tests/test_*.sh).
+# Runs every test program ($BUILD/tests/test_*, BUILD defaulting to build) and every shell test
+# (tests/test_*.sh, which see BUILD too).
 # Each prints PASS/FAIL lines per case; a program that dies without a FAIL line counts as one
 # failure. The last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export BUILD=${BUILD:-build}  # `make BUILD=dir test` puts BUILD in the environment
 passed=0; failed=0; failed_names=()
-log_dir=build/test-logs; mkdir -p "$log_dir"
+log_dir=$BUILD/test-logs; mkdir -p "$log_dir"
 run_one() {
   local name=$1; shift
   local log="$log_dir/$name.log"
@@ -19,7 +21,7 @@ run_one() {
   printf '%-40s %3d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - t0))
   if [ "$f" -ne 0 ]; then failed_names+=("$name"); grep -E '^FAIL |check failed|error' "$log" | head -20 | sed 's/^/    /'; fi
 }
-for t in build/tests/test_*; do
+for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   run_one "$(basename "$t")" "$t"
 done

@@ -11,7 +11,10 @@
 // +inf above, NaN stays NaN. Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a
 // degree-6 polynomial for exp(r) (the Cephes coefficients), scaled by 2^n built in the exponent.
 static inline float ct_fast_expf(float x) {
-    float xc = x < -87.3f ? -87.3f : x;  // (ternaries, not fminf: they vectorise)
+    // (ternaries, not fminf: they vectorise.) Written so that NaN fails the test and is clamped
+    // too: a NaN reaching (int32_t)n below would be undefined behaviour (and so would shifting
+    // the negative result left); the last line puts the NaN back.
+    float xc = x >= -87.3f ? x : -87.3f;
     xc = xc > 88.3f ? 88.3f : xc;
     // round to nearest by adding 1.5 * 2^23 (floorf would block vectorisation in GCC 12)
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -66,7 +69,7 @@ static inline float ct_v8f_sum(ct_v8f v) {
 
 static inline ct_v8f ct_fast_expf_v8(ct_v8f x) {
     const ct_v8f lo = ct_v8f_splat(-87.3f), hi = ct_v8f_splat(88.3f);
-    ct_v8f xc = ct_v8f_select(x < lo, lo, x);
+    ct_v8f xc = ct_v8f_select(x >= lo, x, lo);  // NaN lanes clamped too (see ct_fast_expf)
     xc = ct_v8f_select(xc > hi, hi, xc);
     ct_v8f n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     ct_v8f r = xc - n * 0.693359375f;

@@ -5,6 +5,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "core/float_formats.h"
@@ -12,6 +13,12 @@
 #include "kernels/kernels.h"
 
 #define PAR_MIN 65536  // elements below which a loop stays serial (thread start-up dominates)
+
+// Whether a loop over n elements runs on the team. Serial loops are plain loops, not
+// `parallel for if (...)`: libgomp allocates and frees a team for every region that runs on one
+// thread (an `if` clause that is false, one thread, a region nested in another); only a team of
+// several is kept for the next region. Branching here keeps a steady step free of allocations.
+static int par(long n) { return n > PAR_MIN && omp_get_max_threads() > 1 && !omp_in_parallel(); }
 
 static int g_test_path;  // 0 auto, 1 fp32, 2 bf16
 void ct_gemm_f8_test_path(int path) { g_test_path = path; }
@@ -50,17 +57,34 @@ long ct_gemm_f8_scratch_floats(long M, long N, long K, int with_beta) {
 }
 
 // rows x cols codes with leading dimension ld -> packed (ld = cols) values, bf16 bits or fp32.
+static void decode_row(void *dst, int bf, const uint8_t *src, long r, long cols, long ld, const lut *t) {
+    const uint8_t *s = src + r * ld;
+    if (bf) {
+        uint16_t *d = (uint16_t *)dst + r * cols;
+        for (long c = 0; c < cols; c++) d[c] = t->h[s[c]];
+    } else {
+        float *d = (float *)dst + r * cols;
+        for (long c = 0; c < cols; c++) d[c] = t->f[s[c]];
+    }
+}
 static void decode(void *dst, int bf, const uint8_t *src, long rows, long cols, long ld, const lut *t) {
-#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
-    for (long r = 0; r < rows; r++) {
-        const uint8_t *s = src + r * ld;
-        if (bf) {
-            uint16_t *d = (uint16_t *)dst + r * cols;
-            for (long c = 0; c < cols; c++) d[c] = t->h[s[c]];
-        } else {
-            float *d = (float *)dst + r * cols;
-            for (long c = 0; c < cols; c++) d[c] = t->f[s[c]];
-        }
+    if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) decode_row(dst, bf, src, r, cols, ld, t);
+    } else {
+        for (long r = 0; r < rows; r++) decode_row(dst, bf, src, r, cols, ld, t);
+    }
+}
+
+// Row m of the epilogue: C[m, :] = acc[m, :] * ((1/s_a) * (1/s_b)) (+ beta C[m, :]).
+static void scale_row(float *C, long ldc, const float *acc, long ld_acc, long m, long N, const float *scale_a,
+                      const float *scale_b, int rowwise, float beta) {
+    float ia = 1.0f / scale_a[rowwise ? m : 0], inv_b0 = 1.0f / scale_b[0];
+    const float *s = acc + m * ld_acc;
+    float *c = C + m * ldc;
+    for (long n = 0; n < N; n++) {
+        float v = s[n] * (ia * (rowwise ? 1.0f / scale_b[n] : inv_b0));
+        c[n] = beta == 0.0f ? v : v + beta * c[n];
     }
 }
 
@@ -83,37 +107,38 @@ void ct_gemm_f8(int trans_a, int trans_b, long M, long N, long K, const uint8_t 
     mm(bf, trans_a, trans_b, M, N, K, da, ac, db, bc, 0.0f, acc, ld_acc);
     // Scales after the sum, as the GPU's epilogue: acc * ((1/s_a) * (1/s_b)) (torchao passes the
     // reciprocals), then + beta C0. Rowwise scales index the output's row and column.
-    float inv_a0 = 1.0f / scale_a[0], inv_b0 = 1.0f / scale_b[0];
-#pragma omp parallel for schedule(static) if (M * N > PAR_MIN)
-    for (long m = 0; m < M; m++) {
-        float ia = rowwise ? 1.0f / scale_a[m] : inv_a0;
-        const float *s = acc + m * ld_acc;
-        float *c = C + m * ldc;
-        for (long n = 0; n < N; n++) {
-            float v = s[n] * (ia * (rowwise ? 1.0f / scale_b[n] : inv_b0));
-            c[n] = beta == 0.0f ? v : v + beta * c[n];
-        }
+    if (par(M * N)) {
+#pragma omp parallel for schedule(static)
+        for (long m = 0; m < M; m++) scale_row(C, ldc, acc, ld_acc, m, N, scale_a, scale_b, rowwise, beta);
+    } else {
+        for (long m = 0; m < M; m++) scale_row(C, ldc, acc, ld_acc, m, N, scale_a, scale_b, rowwise, beta);
     }
 }
 
 // Dequantised MX rows (rows, K): element * 2^X per block (exact in fp32, see the header); bf16
 // bits are the same value rounded, exact unless it is a bf16 subnormal (mx_needs_fp32 rules
 // that out before the bf16 path is taken).
-static void decode_mx(void *dst, int bf, const uint8_t *q, const uint8_t *scales, long rows, long K, const lut *t) {
+static void decode_mx_row(void *dst, int bf, const uint8_t *q, const uint8_t *scales, long r, long K, const lut *t) {
     long nb = ct_mx_nblocks(K);
-#pragma omp parallel for schedule(static) if (rows * K > PAR_MIN)
-    for (long r = 0; r < rows; r++)
-        for (long b = 0; b < nb; b++) {
-            float x = ct_e8m0_to_f32(scales[r * nb + b]);  // NaN scale: the block decodes to NaN
-            long k0 = b * CT_MX_BLOCK, k1 = k0 + CT_MX_BLOCK < K ? k0 + CT_MX_BLOCK : K;
-            for (long k = k0; k < k1; k++) {
-                float v = t->f[q[r * K + k]] * x;
-                if (bf)
-                    ((uint16_t *)dst)[r * K + k] = ct_f32_to_bf16(v);
-                else
-                    ((float *)dst)[r * K + k] = v;
-            }
+    for (long b = 0; b < nb; b++) {
+        float x = ct_e8m0_to_f32(scales[r * nb + b]);  // NaN scale: the block decodes to NaN
+        long k0 = b * CT_MX_BLOCK, k1 = k0 + CT_MX_BLOCK < K ? k0 + CT_MX_BLOCK : K;
+        for (long k = k0; k < k1; k++) {
+            float v = t->f[q[r * K + k]] * x;
+            if (bf)
+                ((uint16_t *)dst)[r * K + k] = ct_f32_to_bf16(v);
+            else
+                ((float *)dst)[r * K + k] = v;
         }
+    }
+}
+static void decode_mx(void *dst, int bf, const uint8_t *q, const uint8_t *scales, long rows, long K, const lut *t) {
+    if (par(rows * K)) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) decode_mx_row(dst, bf, q, scales, r, K, t);
+    } else {
+        for (long r = 0; r < rows; r++) decode_mx_row(dst, bf, q, scales, r, K, t);
+    }
 }
 
 // Does any dequantised element fall below fp32's (= bf16's) normal range? Only blocks with a

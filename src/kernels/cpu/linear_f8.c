@@ -6,6 +6,7 @@
 #include "kernels/cpu/linear_f8.h"
 
 #include <math.h>
+#include <omp.h>
 
 #include "core/float_formats.h"
 #include "kernels/cpu/gemm_f8.h"
@@ -20,22 +21,35 @@
 
 static long lmax(long a, long b) { return a > b ? a : b; }
 
+// Whether a loop over n elements runs on the team. Serial loops are plain loops, not
+// `parallel for if (...)`: libgomp allocates and frees a team for every region that runs on one
+// thread (an `if` clause that is false, one thread, a region nested in another); only a team of
+// several is kept for the next region. Branching here keeps a steady step free of allocations.
+static int par(long n) { return n > PAR_MIN && omp_get_max_threads() > 1 && !omp_in_parallel(); }
+
+// Chunk c of the n elements into the running max *m (NaN sets *nan).
+static void amax_chunk(const float *x, long n, long c, float *m, int *nan) {
+    long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+    float a = ct_amax_f32(x + c * CHUNK, len);
+    if (isnan(a)) *nan = 1;
+    else if (a > *m) *m = a;
+}
+
 // max |x| over n elements, NaN if any is NaN (ct_amax_f32's contract), in parallel chunks.
 static float amax_par(const float *x, long n) {
     long nc = (n + CHUNK - 1) / CHUNK;
     float m = 0.0f;
     int nan = 0;
-#pragma omp parallel if (n > PAR_MIN)
+    if (!par(n)) {
+        for (long c = 0; c < nc; c++) amax_chunk(x, n, c, &m, &nan);
+        return nan ? NAN : m;
+    }
+#pragma omp parallel
     {
         float lm = 0.0f;
         int lnan = 0;
 #pragma omp for schedule(static) nowait
-        for (long c = 0; c < nc; c++) {
-            long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
-            float a = ct_amax_f32(x + c * CHUNK, len);
-            if (isnan(a)) lnan = 1;
-            else if (a > lm) lm = a;
-        }
+        for (long c = 0; c < nc; c++) amax_chunk(x, n, c, &lm, &lnan);
 #pragma omp critical(ct_linear_f8_amax)
         {
             nan |= lnan;
@@ -45,65 +59,98 @@ static float amax_par(const float *x, long n) {
     return nan ? NAN : m;
 }
 
+// Chunk c of the n elements cast with the scale s.
+static void cast_chunk(const float *x, long n, long c, ct_dtype fmt, float s, uint8_t *q) {
+    long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
+    ct_f8_quantize(x + c * CHUNK, len, fmt, s, q + c * CHUNK);
+}
+
 // Tensorwise: one scale (torchao's tensorwise scales are not rounded to powers of two).
 static void quantize_tensor(const float *x, long n, ct_dtype fmt, float *scale, uint8_t *q) {
     *scale = ct_f8_scale_from_amax(amax_par(x, n), fmt, 0);
     long nc = (n + CHUNK - 1) / CHUNK;
     float s = *scale;
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (long c = 0; c < nc; c++) {
-        long len = n - c * CHUNK < CHUNK ? n - c * CHUNK : CHUNK;
-        ct_f8_quantize(x + c * CHUNK, len, fmt, s, q + c * CHUNK);
+    if (par(n)) {
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < nc; c++) cast_chunk(x, n, c, fmt, s, q);
+    } else {
+        for (long c = 0; c < nc; c++) cast_chunk(x, n, c, fmt, s, q);
     }
 }
 
 // One scale per row, rounded down to a power of two (torchao rowwise): ct_f8_quantize_rows.
 static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
-#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
-    for (long r = 0; r < rows; r++) ct_f8_quantize_rows(x + r * cols, 1, cols, fmt, 1, q + r * cols, scales + r);
+    if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) ct_f8_quantize_rows(x + r * cols, 1, cols, fmt, 1, q + r * cols, scales + r);
+    } else {
+        ct_f8_quantize_rows(x, rows, cols, fmt, 1, q, scales);
+    }
 }
 
 // One scale per column, power of two: ct_f8_quantize_cols, with the amax in column blocks (a
 // task walks every row of its COLS columns) and the cast in row ranges.
+// The scales of column block b (COLS columns from b COLS) of quantize_cols.
+static void col_block_scales(const float *x, long rows, long cols, long b, ct_dtype fmt, float *scales) {
+    long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
+    float m[COLS];
+    for (long c = 0; c < w; c++) m[c] = 0.0f;
+    for (long r = 0; r < rows; r++) {
+        const float *xr = x + r * cols + c0;
+        for (long c = 0; c < w; c++) {
+            float a = fabsf(xr[c]);
+            if (isnan(m[c])) continue;  // NaN sticks (ct_amax_cols, torch.amax)
+            if (isnan(a) || a > m[c]) m[c] = a;
+        }
+    }
+    for (long c = 0; c < w; c++) scales[c0 + c] = ct_f8_scale_from_amax(m[c], fmt, 1);
+}
+static void cast_row_cols(const float *x, long r, long cols, ct_dtype fmt, const float *scales, uint8_t *q) {
+    for (long c = 0; c < cols; c++) q[r * cols + c] = ct_f32_to_f8(x[r * cols + c] * scales[c], fmt, CT_F8_SATURATE);
+}
 static void quantize_cols(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
     long nblk = (cols + COLS - 1) / COLS;
-#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
-    for (long b = 0; b < nblk; b++) {
-        long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
-        float m[COLS];
-        for (long c = 0; c < w; c++) m[c] = 0.0f;
-        for (long r = 0; r < rows; r++) {
-            const float *xr = x + r * cols + c0;
-            for (long c = 0; c < w; c++) {
-                float a = fabsf(xr[c]);
-                if (isnan(m[c])) continue;  // NaN sticks (ct_amax_cols, torch.amax)
-                if (isnan(a) || a > m[c]) m[c] = a;
-            }
+    if (par(rows * cols)) {
+#pragma omp parallel
+        {
+#pragma omp for schedule(static)
+            for (long b = 0; b < nblk; b++) col_block_scales(x, rows, cols, b, fmt, scales);
+            // (the for's barrier: every scale is written before any row is cast)
+#pragma omp for schedule(static)
+            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
         }
-        for (long c = 0; c < w; c++) scales[c0 + c] = ct_f8_scale_from_amax(m[c], fmt, 1);
+    } else {
+        for (long b = 0; b < nblk; b++) col_block_scales(x, rows, cols, b, fmt, scales);
+        for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
     }
-#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
-    for (long r = 0; r < rows; r++)
-        for (long c = 0; c < cols; c++)
-            q[r * cols + c] = ct_f32_to_f8(x[r * cols + c] * scales[c], fmt, CT_F8_SATURATE);
 }
 
 // MX blocks of 32 along each row (ct_mx_quantize_rows), e8m0 scales (rows, nblocks(cols)).
 static void quantize_mx(const float *x, long rows, long cols, ct_dtype fmt, uint8_t *scales, uint8_t *q) {
     long nb = ct_mx_nblocks(cols);
-#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
-    for (long r = 0; r < rows; r++) ct_mx_quantize_rows(x + r * cols, 1, cols, fmt, q + r * cols, scales + r * nb);
+    if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) ct_mx_quantize_rows(x + r * cols, 1, cols, fmt, q + r * cols, scales + r * nb);
+    } else {
+        ct_mx_quantize_rows(x, rows, cols, fmt, q, scales);
+    }
 }
 
 // dst (cols, rows) = src (rows, cols)^T, in tiles.
+static void transpose_tile(float *dst, const float *src, long rows, long cols, long i0, long j0) {
+    long i1 = i0 + TILE < rows ? i0 + TILE : rows, j1 = j0 + TILE < cols ? j0 + TILE : cols;
+    for (long j = j0; j < j1; j++)
+        for (long i = i0; i < i1; i++) dst[j * rows + i] = src[i * cols + j];
+}
 static void transpose(float *dst, const float *src, long rows, long cols) {
-#pragma omp parallel for collapse(2) schedule(static) if (rows * cols > PAR_MIN)
-    for (long i0 = 0; i0 < rows; i0 += TILE)
-        for (long j0 = 0; j0 < cols; j0 += TILE) {
-            long i1 = i0 + TILE < rows ? i0 + TILE : rows, j1 = j0 + TILE < cols ? j0 + TILE : cols;
-            for (long j = j0; j < j1; j++)
-                for (long i = i0; i < i1; i++) dst[j * rows + i] = src[i * cols + j];
-        }
+    if (par(rows * cols)) {
+#pragma omp parallel for collapse(2) schedule(static)
+        for (long i0 = 0; i0 < rows; i0 += TILE)
+            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, rows, cols, i0, j0);
+    } else {
+        for (long i0 = 0; i0 < rows; i0 += TILE)
+            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, rows, cols, i0, j0);
+    }
 }
 
 // ---- forward ---------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 CC      := mpicc
 OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  := -ldnnl -lpcre2-8 -lm
+LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
 BUILD   := build
 
 SETUP_STAMP := $(BUILD)/.setup-done

@@ -4,9 +4,10 @@
 #   libdnnl-dev       oneDNN: sgemm / bf16 gemm (measured faster than Debian's OpenBLAS here)
 #   libopenmpi-dev    MPI (headers, mpicc) ; openmpi-bin: mpirun
 #   libpcre2-dev      PCRE2: Unicode regex for tiktoken pre-tokenisation
+#   zlib1g-dev        zlib: the CRC-32 of every checkpoint file
 #   fortunes          the default English training corpus (/usr/share/games/fortunes)
 set -euo pipefail
-pkgs=(build-essential libdnnl-dev libopenmpi-dev openmpi-bin libpcre2-dev fortunes fortunes-min)
+pkgs=(build-essential libdnnl-dev libopenmpi-dev openmpi-bin libpcre2-dev zlib1g-dev fortunes fortunes-min)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

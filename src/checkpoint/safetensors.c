@@ -483,10 +483,10 @@ static ct_status tensor_from_json(const char *path, const char *name, const jnod
         const jnode *k = &sh->kids[i];
         if (k->type != J_NUM || !k->is_int || k->ival < 0) return ct_set_error("%s: tensor %s: bad dimension in shape", path, name);
         t->shape[i] = k->ival;
-        // Guard the product: any dimension larger than the data section is already wrong.
-        if (k->ival > 0 && t->numel > (int64_t)(data_bytes + 1) / k->ival + 1)
-            return ct_set_error("%s: tensor %s: shape too large for the file", path, name);
-        t->numel *= k->ival;
+        // Checked products: a wrapped count (2^62 F32 elements = 2^64 bytes = 0) would match
+        // empty data offsets.
+        if (__builtin_mul_overflow(t->numel, k->ival, &t->numel))
+            return ct_set_error("%s: tensor %s: shape too large for the file (element count overflows)", path, name);
     }
     if (!of || of->type != J_ARR || of->n != 2 || of->kids[0].type != J_NUM || !of->kids[0].is_int || of->kids[0].ival < 0 ||
         of->kids[1].type != J_NUM || !of->kids[1].is_int || of->kids[1].ival < 0)
@@ -496,7 +496,9 @@ static ct_status tensor_from_json(const char *path, const char *name, const jnod
     if (t->begin > t->end || t->end > data_bytes)
         return ct_set_error("%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path, name,
                             (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
-    uint64_t want = (uint64_t)t->numel * (uint64_t)ct_dtype_size(t->dtype);
+    uint64_t want;
+    if (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)ct_dtype_size(t->dtype), &want))
+        return ct_set_error("%s: tensor %s: shape too large for the file (byte count overflows)", path, name);
     if (t->end - t->begin != want)
         return ct_set_error("%s: tensor %s: %llu bytes in data offsets, but shape x %s needs %llu", path, name,
                             (unsigned long long)(t->end - t->begin), ct_st_dtype_name(t->dtype), (unsigned long long)want);

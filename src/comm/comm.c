@@ -315,6 +315,20 @@ void ct_comm_barrier(ct_group *g) {
     ct_comm_wait(&h);
 }
 
+// Every rank learns the lowest failing rank (a MAX over -rank) and that rank's message.
+ct_status ct_comm_agree(ct_group *g, ct_status local) {
+    int32_t neg_first = local == CT_OK ? -INT32_MAX : -g->rank;
+    ct_comm_all_reduce(g, &neg_first, &neg_first, 1, CT_I32, CT_COMM_MAX);
+    int first = -neg_first;
+    if (first == INT32_MAX) return CT_OK;
+    char msg[1024] = {0};
+    if (g->rank == first) snprintf(msg, sizeof msg, "%s", ct_last_error());
+    ct_comm_broadcast(g, msg, sizeof msg, CT_U8, first);
+    msg[sizeof msg - 1] = 0;
+    if (g->size == 1) return ct_set_error("%s", msg);
+    return ct_set_error("rank %d: %s", first, msg);
+}
+
 // ---- statistics ---------------------------------------------------------------------------
 
 void ct_comm_stats_reset(ct_group *g) { memset(g->stats, 0, sizeof g->stats); }

@@ -100,6 +100,12 @@ typedef struct {
     int ckpt_interval;
     char ckpt_initial_load_path[CT_STR];
     char ckpt_export_dtype[16];       // fp32 | bf16
+    int ckpt_keep_latest_k;           // 0 = keep all
+    char ckpt_async_mode[16];         // disabled | async
+    int ckpt_load_step;               // -1 = the newest complete checkpoint
+    bool ckpt_last_save_model_only;
+    bool ckpt_initial_load_in_hf;
+    bool ckpt_last_save_in_hf;
 } ct_config;
 
 // Fills every field with its declared default.

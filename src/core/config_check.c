@@ -107,6 +107,12 @@ ct_status ct_config_validate(const ct_config *c) {
     REQUIRE(c->val_steps >= 1, "validation.steps: expected >= 1, got %d", c->val_steps);
     REQUIRE(c->ckpt_interval >= 1, "checkpoint.interval: expected >= 1, got %d", c->ckpt_interval);
     REQUIRE(!c->ckpt_enable || c->ckpt_folder[0], "checkpoint.folder: expected a folder name, got \"\"");
+    REQUIRE(c->ckpt_keep_latest_k >= 0, "checkpoint.keep_latest_k: expected >= 0 (0 = keep all), got %d",
+            c->ckpt_keep_latest_k);
+    REQUIRE(c->ckpt_load_step >= -1, "checkpoint.load_step: expected a step >= 0, or -1 for the newest, got %d",
+            c->ckpt_load_step);
+    REQUIRE(!c->ckpt_initial_load_in_hf || c->ckpt_initial_load_path[0],
+            "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path (the Hugging Face folder)");
     return CT_OK;
 }
 
@@ -118,7 +124,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->ckpt_enable, "checkpoint.enable");
     NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence
     // and loss parallel), pipeline execution and context parallel are built.

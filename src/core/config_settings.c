@@ -153,6 +153,18 @@ const ct_setting ct_settings[] = {
     STR("checkpoint.initial_load_path", ckpt_initial_load_path, "", NULL, "checkpoint to start from (\"\" = none)"),
     ENUM("checkpoint.export_dtype", ckpt_export_dtype, "fp32", "fp32|bf16", "float32=fp32|bfloat16=bf16", NULL,
          "dtype of the final exported model weights"),
+    INT("checkpoint.keep_latest_k", ckpt_keep_latest_k, "10", NULL,
+        "keep this many newest checkpoints, removing older ones once a newer is complete (0 = keep all)"),
+    ENUM("checkpoint.async_mode", ckpt_async_mode, "disabled", "disabled|async", "async_with_pinned_mem=async", NULL,
+         "async: copy the state and write it from a background thread while training goes on"),
+    INT("checkpoint.load_step", ckpt_load_step, "-1", NULL,
+        "resume from this step's checkpoint instead of the newest (-1 = the newest)"),
+    BOOL("checkpoint.last_save_model_only", ckpt_last_save_model_only, "true", NULL,
+         "the save at the last step holds the weights only (no optimizer state: cannot be resumed)"),
+    BOOL("checkpoint.initial_load_in_hf", ckpt_initial_load_in_hf, "false", NULL,
+         "checkpoint.initial_load_path is a Hugging Face model folder (config.json + safetensors)"),
+    BOOL("checkpoint.last_save_in_hf", ckpt_last_save_in_hf, "false", NULL,
+         "also write the final model as a Hugging Face folder <job.dump_folder>/hf"),
 };
 
 const int ct_n_settings = (int)(sizeof ct_settings / sizeof ct_settings[0]);

@@ -20,7 +20,31 @@ ct_status ct_make_dirs(const char *path) {
     return CT_OK;
 }
 
-ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet) {
+// A resumed run keeps the lines of steps up to the checkpoint's and drops later ones (written by
+// the run that died after its last save), so each step appears once.
+static ct_status keep_steps_up_to(const char *path, int last_step) {
+    FILE *in = fopen(path, "r");
+    if (!in) return CT_OK;  // nothing logged yet
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ct_set_error("cannot write %s: %s", tmp, strerror(errno));
+    }
+    char line[4096];
+    while (fgets(line, sizeof line, in)) {
+        int step;
+        if (sscanf(line, "{\"step\": %d,", &step) == 1 && step > last_step) continue;
+        fputs(line, out);
+    }
+    fclose(in);
+    bool ok = fflush(out) == 0;
+    if (fclose(out) || !ok || rename(tmp, path)) return ct_set_error("cannot rewrite %s: %s", path, strerror(errno));
+    return CT_OK;
+}
+
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step) {
     memset(lg, 0, sizeof *lg);
     lg->quiet = quiet;
     lg->total_steps = total_steps;
@@ -32,7 +56,8 @@ ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_s
     if (ct_make_dirs(folder)) return CT_ERR;
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", folder);
-    lg->jsonl = fopen(path, "w");
+    if (resume_step > 0 && keep_steps_up_to(path, resume_step)) return CT_ERR;
+    lg->jsonl = fopen(path, resume_step > 0 ? "a" : "w");
     if (!lg->jsonl) return ct_set_error("cannot write %s: %s", path, strerror(errno));
     return CT_OK;
 }

@@ -31,8 +31,9 @@ typedef struct {
     double start;           // when the logger opened, for the ETA
 } ct_metrics_logger;
 
-// Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing.
-ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet);
+// Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing. resume_step > 0
+// (a run resumed from that step's checkpoint): keeps the lines up to that step and appends.
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);
 void ct_metrics_close(ct_metrics_logger *lg);
 

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,7 +108,6 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (ct_trainer_precision(t)) return CT_ERR;
     if (ct_trainer_build_stages(t)) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
-    if (cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
@@ -118,6 +118,11 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
         t->val_data = open_loader(t, cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset, "val", true);
         if (!t->val_data) return CT_ERR;
     }
+    // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
+    ct_checkpoint_init(t);
+    bool resumed;
+    if (ct_checkpoint_resume(t, &resumed)) return CT_ERR;
+    if (!resumed && cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
 
     t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
     t->peak_flops = measure_peak_flops(t->k, cfg, &t->prec);
@@ -125,6 +130,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
 }
 
 void ct_trainer_free(ct_trainer *t) {
+    ct_checkpoint_free(&t->ckpt);
     ct_metrics_close(&t->log);
     if (t->train_data) ct_loader_free(t->train_data);
     if (t->val_data) ct_loader_free(t->val_data);
@@ -264,12 +270,45 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     return t->world.rank == 0 ? CT_ERR : ct_set_error("rank 0 could not write %s", path);
 }
 
+// Whether step t->step ends with a checkpoint: every checkpoint.interval steps and the last.
+static bool save_due(const ct_trainer *t) {
+    return t->ckpt.enabled && (t->step % t->cfg.ckpt_interval == 0 || t->step == t->cfg.steps);
+}
+
+// After a stop signal: the state saved (when checkpointing is on) and one line.
+static int stop_on_signal(ct_trainer *t) {
+    const char *name = ct_checkpoint_signal() == SIGINT ? "SIGINT" : "a stop signal";
+    if (ct_checkpoint_signal() == SIGTERM) name = "SIGTERM";
+    if (!t->ckpt.enabled) {
+        ct_status st = ct_checkpoint_finish(t);
+        if (t->is_logger)
+            printf("train: stopped by %s after step %d (checkpoint.enable is off: nothing saved)\n", name, t->step);
+        return st ? 1 : 0;
+    }
+    // The last interval's save may already be this step's.
+    ct_status st = ct_checkpoint_finish(t);
+    if (st == CT_OK && !save_due(t)) st = ct_checkpoint_save(t, false);
+    if (st == CT_OK) st = ct_checkpoint_finish(t);
+    if (st) {
+        if (t->is_logger) fprintf(stderr, "train: stopped by %s after step %d, but the save failed: %s\n", name, t->step,
+                                  ct_last_error());
+        return 1;
+    }
+    if (t->is_logger)
+        printf("train: stopped by %s after step %d; checkpoint saved in %s (run the same command to resume)\n", name,
+               t->step, t->ckpt.folder);
+    return 0;
+}
+
 int ct_trainer_run(ct_trainer *t) {
     const ct_config *c = &t->cfg;
-    if (ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger)) {
+    // A resumed run continues its metrics: lines of steps after the checkpoint (a run that went on
+    // past its last save before it died) are dropped, then new ones appended.
+    if (ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step)) {
         fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
+    ct_checkpoint_catch_signals();
     if (t->is_logger) {
         char layout[128];
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
@@ -284,7 +323,7 @@ int ct_trainer_run(ct_trainer *t) {
         ct_trainer_describe_precision(t, prec, sizeof prec);
         printf("%s\n", prec);
     }
-    if (t->val_data) {
+    if (t->val_data && t->step == 0) {
         double v = ct_trainer_validate(t);
         if (t->is_logger) printf("validation loss before training: %.4f\n", v);
     }
@@ -295,6 +334,19 @@ int ct_trainer_run(ct_trainer *t) {
         if (val_now) t->last.val_loss = ct_trainer_validate(t);
         if (t->step % c->log_freq == 0 || t->step == c->steps || t->step == 1 || val_now)
             ct_metrics_log(&t->log, &t->last);
+        bool stop;
+        ct_status st = ct_checkpoint_poll(t, &stop);
+        if (st == CT_OK && save_due(t))
+            st = ct_checkpoint_save(t, t->step == c->steps && c->ckpt_last_save_model_only);
+        if (st) {
+            if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
+            return 1;
+        }
+        if (stop) return stop_on_signal(t);
+    }
+    if (ct_checkpoint_finish(t)) {
+        if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
+        return 1;
     }
     char path[CT_STR + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", c->dump_folder);

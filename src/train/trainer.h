@@ -15,9 +15,10 @@
 #include "parallel/fsdp.h"
 #include "parallel/tensor_parallel.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 
-typedef struct {
+typedef struct ct_trainer {
     ct_config cfg;
     ct_llama_config model;        // the whole model's dimensions
     ct_llama_config local_model;  // what this tp rank computes with (= model without tp)
@@ -34,6 +35,7 @@ typedef struct {
     ct_tp tp;
     ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;
+    ct_checkpointer ckpt;        // distributed checkpoints: save, resume (train/checkpoint.h)
     ct_llama_weights weights, grad_views;
     ct_precision prec;           // how the stages compute (train/precision.c)
     uint8_t *f8_layers;          // (n_layers) 8-bit linears per block, or NULL

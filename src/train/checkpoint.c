@@ -1,0 +1,402 @@
+#include "train/checkpoint.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/model_file.h"
+#include "core/clock.h"
+#include "core/failpoint.h"
+#include "core/memory.h"
+#include "train/trainer.h"
+
+// ---- signals: the one piece of process-wide state, as a signal handler can only reach that ----
+
+static volatile sig_atomic_t caught_signal;
+
+static void on_stop_signal(int sig) {
+    if (caught_signal) _exit(128 + sig);  // the second signal: the user means now
+    caught_signal = sig;
+}
+
+void ct_checkpoint_catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int ct_checkpoint_signal(void) { return caught_signal; }
+
+// ---- set-up ------------------------------------------------------------------------------------
+
+void ct_checkpoint_init(ct_trainer *t) {
+    ct_checkpointer *c = &t->ckpt;
+    memset(c, 0, sizeof *c);
+    c->pending_step = -1;
+    c->enabled = t->cfg.ckpt_enable;
+    c->async = !strcmp(t->cfg.ckpt_async_mode, "async");
+    if (t->cfg.ckpt_folder[0] == '/')
+        snprintf(c->folder, sizeof c->folder, "%s", t->cfg.ckpt_folder);
+    else
+        snprintf(c->folder, sizeof c->folder, "%s/%s", t->cfg.dump_folder, t->cfg.ckpt_folder);
+    // The pieces this rank writes: each shard it holds whose copy it owns (coordinate 0 in every
+    // dimension the tensor is replicated over), so every element is written exactly once.
+    const ct_param_store *st = &t->fsdp.store;
+    c->pieces = ct_xcalloc((size_t)(st->count ? st->count : 1), sizeof *c->pieces);
+    for (int i = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        if (sh->desc.flat_count == 0 || !ct_shard_desc_owns_copy(&sh->desc, t->mesh.coord)) continue;
+        ct_dcp_piece *p = &c->pieces[c->n_pieces++];
+        p->name = sh->param->name;
+        p->desc = sh->desc;
+        c->owned_numel += sh->desc.flat_count;
+    }
+    c->have_file = c->n_pieces > 0;
+}
+
+void ct_checkpoint_free(ct_checkpointer *c) {
+    if (c->thread_live) pthread_join(c->thread, NULL);
+    c->thread_live = false;
+    ct_dcp_manifest_free(&c->pending);
+    ct_mem_free(c->staging);
+    free(c->pieces);
+    memset(c, 0, sizeof *c);
+    c->pending_step = -1;
+}
+
+// Points the pieces at the live buffers (sync) or copies them into staging (async).
+static void bind_pieces(ct_trainer *t, bool staged) {
+    ct_checkpointer *c = &t->ckpt;
+    const ct_param_store *st = &t->fsdp.store;
+    const float *src[CT_DCP_NKINDS] = {st->params, t->adam.m, t->adam.v};
+    if (staged && !c->staging) c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)(3 * c->owned_numel + 1) * sizeof(float));
+    long at = 0;
+    for (int i = 0, j = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        if (j == c->n_pieces || strcmp(sh->param->name, c->pieces[j].name) || sh->desc.flat_count == 0 ||
+            !ct_shard_desc_owns_copy(&sh->desc, t->mesh.coord))
+            continue;
+        ct_dcp_piece *p = &c->pieces[j++];
+        for (int k = 0; k < CT_DCP_NKINDS; k++) {
+            const float *live = src[k] + sh->offset;
+            if (!staged) {
+                p->data[k] = live;
+                continue;
+            }
+            float *dst = c->staging + at;  // (flat_count)
+            memcpy(dst, live, (size_t)p->desc.flat_count * sizeof(float));
+            p->data[k] = dst;
+            at += p->desc.flat_count;
+        }
+    }
+}
+
+// ---- saving --------------------------------------------------------------------------------------
+
+// This rank's file of the pending save (main thread for sync saves, the writer thread for async).
+static ct_status write_my_file(ct_trainer *t) {
+    ct_checkpointer *c = &t->ckpt;
+    int rank = t->world.rank;
+    ct_failpoint("ckpt.before_data", rank);
+    snprintf(c->my_file.name, sizeof c->my_file.name, "rank-%05d.safetensors", rank);
+    char path[CT_DCP_PATH + 80];
+    snprintf(path, sizeof path, "%s/%s", c->pending_dir, c->my_file.name);
+    double t0 = ct_now_seconds();
+    ct_status st = ct_dcp_write_pieces(path, c->pieces, c->n_pieces, !c->pending.model_only, &c->my_file);
+    c->write_seconds = ct_now_seconds() - t0;
+    if (st == CT_OK && ct_failpoint_armed("ckpt.mid_file", rank)) {
+        // What a crash half-way through the data leaves: a file cut short, never synced whole.
+        if (truncate(path, (off_t)(c->my_file.bytes / 2))) perror(path);
+        ct_failpoint_die();
+    }
+    return st;
+}
+
+static void *writer_main(void *arg) {
+    ct_trainer *t = arg;
+    ct_checkpointer *c = &t->ckpt;
+    c->thread_status = write_my_file(t);
+    if (c->thread_status) snprintf(c->thread_error, sizeof c->thread_error, "%s", ct_last_error());
+    atomic_store(&c->thread_done, 1);
+    return NULL;
+}
+
+// Rank 0 only: config.toml, then the manifest, then the rename that makes the step visible, then
+// the pruning of old checkpoints. records: (world, 5) {has file, bytes, crc32, write us, pause us}.
+static ct_status publish(ct_trainer *t, const int64_t *records) {
+    ct_checkpointer *c = &t->ckpt;
+    ct_dcp_manifest *m = &c->pending;
+    m->files = ct_xcalloc((size_t)t->world.size + 1, sizeof *m->files);
+    m->n_files = 0;
+    for (int r = 0; r < t->world.size; r++) {
+        const int64_t *rec = records + 5 * r;
+        if (!rec[0]) continue;
+        ct_dcp_file *f = &m->files[m->n_files++];
+        snprintf(f->name, sizeof f->name, "rank-%05d.safetensors", r);
+        f->bytes = (uint64_t)rec[1];
+        f->crc32 = (uint32_t)rec[2];
+    }
+    char path[CT_DCP_PATH + 32];
+    snprintf(path, sizeof path, "%s/config.toml", c->pending_dir);
+    FILE *cf = fopen(path, "w");
+    if (!cf) return ct_set_error("%s: %s", path, strerror(errno));
+    ct_config_write_toml(&t->cfg, cf);
+    bool ok = fflush(cf) == 0;
+    if (fclose(cf) || !ok) return ct_set_error("%s: %s", path, strerror(errno ? errno : EIO));
+    ct_dcp_file *cfg_file = &m->files[m->n_files++];
+    snprintf(cfg_file->name, sizeof cfg_file->name, "config.toml");
+    if (ct_dcp_file_checksum(path, true, cfg_file)) return CT_ERR;
+
+    ct_failpoint("ckpt.before_manifest", 0);
+    if (ct_dcp_write_manifest(c->pending_dir, m)) return CT_ERR;
+    ct_failpoint("ckpt.before_rename", 0);
+    char final[CT_DCP_PATH];
+    ct_dcp_step_dir(c->folder, m->step, final);
+    // Saving a step that already has a checkpoint (a run resumed from an older one): the new
+    // one replaces it.
+    if (ct_dcp_remove_dir(final)) return CT_ERR;
+    if (rename(c->pending_dir, final)) return ct_set_error("rename %s -> %s: %s", c->pending_dir, final, strerror(errno));
+    if (ct_dcp_sync_dir(c->folder)) return CT_ERR;
+    ct_failpoint("ckpt.after_rename", 0);
+
+    // Old checkpoints go only now that a newer one is complete.
+    int k = t->cfg.ckpt_keep_latest_k;
+    if (k > 0) {
+        int steps[4096];
+        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL);
+        for (int i = 0; i + k < n; i++) {
+            char old[CT_DCP_PATH];
+            ct_dcp_step_dir(c->folder, steps[i], old);
+            if (steps[i] != m->step && ct_dcp_remove_dir(old))
+                fprintf(stderr, "checkpoint: could not remove %s: %s\n", old, ct_last_error());
+        }
+    }
+    double bytes = 0, write_s = 0, pause_s = 0;
+    for (int r = 0; r < t->world.size; r++) {
+        bytes += (double)records[5 * r + 1];
+        if (records[5 * r + 3] * 1e-6 > write_s) write_s = (double)records[5 * r + 3] * 1e-6;
+        if (records[5 * r + 4] * 1e-6 > pause_s) pause_s = (double)records[5 * r + 4] * 1e-6;
+    }
+    int writers = m->n_files - 1;
+    printf("checkpoint: step %d saved to %s (%.1f MB in %d files; %.0f MB/s per rank; training paused %.0f ms%s)\n",
+           m->step, final, bytes / 1e6, writers, write_s > 0 ? bytes / 1e6 / (writers ? writers : 1) / write_s : 0.0,
+           pause_s * 1e3, c->async ? ", async" : "");
+    fflush(stdout);
+    return CT_OK;
+}
+
+// Every rank's file is written (or failed): agree, then rank 0 publishes. The .tmp folder of a
+// failed save is removed, the previous checkpoint is not touched.
+static ct_status complete_save(ct_trainer *t) {
+    ct_checkpointer *c = &t->ckpt;
+    double t0 = ct_now_seconds();
+    if (c->thread_live) {
+        pthread_join(c->thread, NULL);
+        c->thread_live = false;
+    }
+    ct_status st = c->thread_status;
+    if (st) ct_set_error("checkpoint step %d: %s", c->pending_step, c->thread_error);
+    st = ct_comm_agree(&t->world, st);
+    if (st == CT_OK) {
+        c->pause_seconds += ct_now_seconds() - t0;
+        int64_t mine[5] = {c->have_file, (int64_t)c->my_file.bytes, c->my_file.crc32, (int64_t)(c->write_seconds * 1e6),
+                           (int64_t)(c->pause_seconds * 1e6)};
+        int64_t *all = ct_xmalloc((size_t)t->world.size * sizeof mine);  // (world, 5)
+        ct_comm_all_gather(&t->world, mine, all, 5, CT_I64);
+        ct_status pub = CT_OK;
+        if (t->world.rank == 0) pub = publish(t, all);
+        free(all);
+        st = ct_comm_agree(&t->world, pub);
+    }
+    if (st && t->world.rank == 0) ct_dcp_remove_dir(c->pending_dir);
+    ct_dcp_manifest_free(&c->pending);
+    c->pending_step = -1;
+    return st;
+}
+
+ct_status ct_checkpoint_save(ct_trainer *t, bool model_only) {
+    ct_checkpointer *c = &t->ckpt;
+    if (c->pending_step >= 0 && ct_checkpoint_finish(t)) return CT_ERR;  // one save at a time
+    double t0 = ct_now_seconds();
+    char final[CT_DCP_PATH];
+    ct_dcp_step_dir(c->folder, t->step, final);
+    snprintf(c->pending_dir, sizeof c->pending_dir, "%s.tmp", final);
+    ct_status st = CT_OK;
+    if (t->world.rank == 0) {
+        st = ct_make_dirs(c->folder);
+        if (st == CT_OK) st = ct_dcp_remove_dir(c->pending_dir);
+        if (st == CT_OK && mkdir(c->pending_dir, 0755))
+            st = ct_set_error("cannot create %s: %s", c->pending_dir, strerror(errno));
+    }
+    if (ct_comm_agree(&t->world, st)) return ct_set_error("checkpoint step %d: %s", t->step, ct_last_error());
+
+    ct_dcp_manifest *m = &c->pending;
+    memset(m, 0, sizeof *m);
+    m->step = t->step;
+    m->optimizer_step = t->adam.step;
+    m->model_only = model_only;
+    m->world_size = t->world.size;
+    ct_mesh_layout_format(&t->mesh.layout, m->layout, sizeof m->layout);
+    m->seed = t->cfg.seed;
+    ct_loader_state ls = ct_loader_get_state(t->train_data);
+    m->data_epoch = ls.epoch;
+    m->data_position = ls.position;
+    m->seq_len = t->cfg.seq_len;
+    m->model = t->model;
+    c->pending_step = t->step;
+    c->thread_status = CT_OK;
+    c->thread_error[0] = 0;
+    c->my_file = (ct_dcp_file){0};
+    c->write_seconds = 0;
+
+    bool staged = c->async;
+    bind_pieces(t, staged);
+    if (!c->have_file) {
+        // A pure replica: its elements are written by the copy at coordinate 0.
+    } else if (staged) {
+        atomic_store(&c->thread_done, 0);
+        if (pthread_create(&c->thread, NULL, writer_main, t)) {
+            c->thread_status = ct_set_error("cannot start the checkpoint writer thread");
+            snprintf(c->thread_error, sizeof c->thread_error, "%s", ct_last_error());
+        } else {
+            c->thread_live = true;
+        }
+    } else {
+        c->thread_status = write_my_file(t);
+        if (c->thread_status) snprintf(c->thread_error, sizeof c->thread_error, "%s", ct_last_error());
+    }
+    c->pause_seconds = ct_now_seconds() - t0;
+    if (staged) return CT_OK;
+    return complete_save(t);
+}
+
+ct_status ct_checkpoint_poll(ct_trainer *t, bool *stop) {
+    ct_checkpointer *c = &t->ckpt;
+    bool busy = c->thread_live && !atomic_load(&c->thread_done);
+    int32_t flags[2] = {ct_checkpoint_signal(), busy};  // {a stop signal, a writer still busy}
+    ct_comm_all_reduce(&t->world, flags, flags, 2, CT_I32, CT_COMM_MAX);
+    *stop = flags[0] != 0;
+    if (c->pending_step >= 0 && !flags[1]) return complete_save(t);
+    return CT_OK;
+}
+
+ct_status ct_checkpoint_finish(ct_trainer *t) {
+    if (t->ckpt.pending_step < 0) return CT_OK;
+    return complete_save(t);
+}
+
+// ---- resuming ------------------------------------------------------------------------------------
+
+// Rank 0 picks the step: checkpoint.load_step, or the newest complete one; -1 for none.
+static ct_status pick_step(ct_trainer *t, int *step, int *removed) {
+    ct_checkpointer *c = &t->ckpt;
+    *removed = ct_dcp_remove_incomplete(c->folder);
+    static int steps[65536];
+    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL);
+    int want = t->cfg.ckpt_load_step;
+    *step = n ? steps[n - 1] : -1;
+    if (want < 0) return CT_OK;
+    for (int i = 0; i < n; i++)
+        if (steps[i] == want) {
+            *step = want;
+            return CT_OK;
+        }
+    char have[256] = "none";
+    for (int i = 0, at = 0; i < n && at < (int)sizeof have - 16; i++)
+        at += snprintf(have + at, sizeof have - (size_t)at, "%s%d", i ? ", " : "", steps[i]);
+    return ct_set_error("checkpoint.load_step %d: no complete checkpoint step-%d in %s (complete: %s)", want, want,
+                        c->folder, have);
+}
+
+// The manifest against the run: same model, a full state, the same window length.
+static ct_status check_fits(const ct_trainer *t, const ct_dcp_manifest *m, const char *dir) {
+    if (ct_model_config_match(&m->model, &t->model))
+        return ct_set_error("%s does not fit this run: %s", dir, ct_last_error());
+    if (m->model_only)
+        return ct_set_error("%s holds the weights only (checkpoint.last_save_model_only): it cannot resume training; "
+                            "pass --checkpoint.load_step with an earlier step, or start from it with "
+                            "--checkpoint.initial_load_path",
+                            dir);
+    if (m->seq_len != t->cfg.seq_len)
+        return ct_set_error("%s counts data in windows of %d tokens, this run's training.seq_len is %d", dir,
+                            m->seq_len, t->cfg.seq_len);
+    return CT_OK;
+}
+
+// Every shard this rank holds (owned or a replica) from the pieces that have its elements.
+static ct_status load_state(ct_trainer *t, const char *dir, const ct_dcp_manifest *m) {
+    ct_dcp_reader *r = ct_dcp_open(dir, m);
+    if (!r) return CT_ERR;
+    const ct_param_store *st = &t->fsdp.store;
+    float *dst[CT_DCP_NKINDS] = {st->params, t->adam.m, t->adam.v};
+    ct_status s = CT_OK;
+    for (int i = 0; i < st->count && s == CT_OK; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        if (sh->desc.flat_count == 0) continue;
+        for (int k = 0; k < CT_DCP_NKINDS && s == CT_OK; k++)
+            s = ct_dcp_read(r, sh->param->name, (ct_dcp_kind)k, &sh->desc, dst[k] + sh->offset);
+    }
+    ct_dcp_close(r);
+    if (s) return ct_set_error("%s: %s", dir, ct_last_error());
+    if (ct_loader_set_state(t->train_data, (ct_loader_state){m->data_epoch, m->data_position}))
+        return ct_set_error("%s: data position: %s", dir, ct_last_error());
+    t->step = m->step;
+    t->adam.step = m->optimizer_step;
+    return CT_OK;
+}
+
+ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
+    ct_checkpointer *c = &t->ckpt;
+    *resumed = false;
+    if (!c->enabled) return CT_OK;
+    int32_t pick[2] = {-1, 0};  // {step, incomplete folders removed}
+    int step = -1, removed = 0;
+    ct_status st = CT_OK;
+    if (t->world.rank == 0) st = pick_step(t, &step, &removed);
+    if (ct_comm_agree(&t->world, st)) return CT_ERR;
+    pick[0] = step;
+    pick[1] = removed;
+    ct_comm_broadcast(&t->world, pick, 2, CT_I32, 0);
+    if (pick[0] < 0) {
+        if (pick[1] && t->is_logger)
+            fprintf(stderr,
+                    "checkpoint: WARNING: %s holds no complete checkpoint (%d incomplete save%s removed): training "
+                    "starts from step 0\n",
+                    c->folder, pick[1], pick[1] == 1 ? "" : "s");
+        return CT_OK;
+    }
+    char dir[CT_DCP_PATH];
+    ct_dcp_step_dir(c->folder, pick[0], dir);
+    ct_dcp_manifest m;
+    st = ct_dcp_read_manifest(dir, &m);
+    if (st == CT_OK) st = check_fits(t, &m, dir);
+    if (ct_comm_agree(&t->world, st)) {
+        ct_dcp_manifest_free(&m);
+        return CT_ERR;
+    }
+    // Verification shared out: rank r checks files r, r + world, ...
+    st = CT_OK;
+    for (int i = t->world.rank; i < m.n_files && st == CT_OK; i += t->world.size) st = ct_dcp_verify_file(dir, &m.files[i]);
+    if (ct_comm_agree(&t->world, st)) {
+        char why[1100];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        ct_dcp_manifest_free(&m);
+        return ct_set_error("checkpoint refused: %s (to resume from an earlier one: --checkpoint.load_step N)", why);
+    }
+    st = ct_comm_agree(&t->world, load_state(t, dir, &m));
+    if (st == CT_OK && t->is_logger)
+        printf("checkpoint: resumed from %s (step %d, saved by %d rank%s as %s)\n", dir, m.step, m.world_size,
+               m.world_size == 1 ? "" : "s", m.layout);
+    ct_dcp_manifest_free(&m);
+    if (st) return CT_ERR;
+    *resumed = true;
+    return CT_OK;
+}

@@ -90,6 +90,50 @@ static ct_status meta_double(const ct_st_file *f, const char *path, const char *
     return CT_OK;
 }
 
+// Hard limits on the metadata, far above any real Llama (405B: dim 16384, 126 layers, FFN
+// 53248, vocabulary 128256; 3.1's context 131072), so that no single count in a file can size
+// an allocation: a 272-byte file once claimed 2 million layers and got a 3.3 GB registry.
+#define CT_MODEL_MAX_DIM (1 << 20)
+#define CT_MODEL_MAX_LAYERS (1 << 14)
+#define CT_MODEL_MAX_FFN (1 << 22)
+#define CT_MODEL_MAX_VOCAB (1 << 24)
+#define CT_MODEL_MAX_SEQ_LEN (1 << 20)
+
+// The counts against the hard limits, then against what the file holds: the registry these
+// dimensions build must have as many tensors as the file and no more elements than the file's
+// tensors hold (each is checked by shape at open; this bounds what is allocated before that).
+static ct_status check_counts(const ct_st_file *f, const char *path, const ct_llama_config *m) {
+#define AT_MOST(field, limit)                                                                          \
+    if (m->field > (limit))                                                                            \
+        return ct_set_error("%s: metadata '" #field "' = %d is above the limit %d", path, m->field, (limit))
+    AT_MOST(dim, CT_MODEL_MAX_DIM);
+    AT_MOST(n_layers, CT_MODEL_MAX_LAYERS);
+    AT_MOST(ffn_hidden, CT_MODEL_MAX_FFN);
+    AT_MOST(vocab_size, CT_MODEL_MAX_VOCAB);
+    AT_MOST(max_seq_len, CT_MODEL_MAX_SEQ_LEN);
+#undef AT_MOST
+    int n_tensors;
+    long need;
+    if (ct_param_count(m, &n_tensors, &need) != CT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        return ct_set_error("%s: metadata %s", path, why);
+    }
+    if (n_tensors != ct_st_num_tensors(f))
+        return ct_set_error("%s: metadata 'n_layers' = %d means %d tensors, but the file holds %d", path, m->n_layers,
+                            n_tensors, ct_st_num_tensors(f));
+    // Tensors do not overlap in the data section (checked at open), so this sum is at most the
+    // file's size.
+    long held = 0;
+    for (int i = 0; i < ct_st_num_tensors(f); i++) held += (long)ct_st_tensor_at(f, i)->numel;
+    if (need > held)
+        return ct_set_error("%s: metadata dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d "
+                            "need %ld parameters, but the file's tensors hold %ld elements",
+                            path, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size, need,
+                            held);
+    return CT_OK;
+}
+
 static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llama_config *m) {
     memset(m, 0, sizeof *m);
     const char *format, *flavor;
@@ -123,7 +167,7 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
     if (m->norm_eps <= 0 || m->rope_theta <= 0)
         return ct_set_error("%s: metadata norm_eps and rope_theta must be positive", path);
     if (m->max_seq_len < 0) m->max_seq_len = 0;
-    return CT_OK;
+    return check_counts(f, path, m);
 }
 
 ct_status ct_model_load_config(const char *path, ct_llama_config *m) {
@@ -253,8 +297,9 @@ ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table
     ct_param_table_build(t, m);
     *full = malloc((size_t)t->total * sizeof(float));
     if (!*full) {
+        long total = t->total;  // (the table is zeroed by the free)
         ct_param_table_free(t);
-        return ct_set_error("%s: out of memory for %ld parameters", path, t->total);
+        return ct_set_error("%s: out of memory for %ld parameters", path, total);
     }
     if (ct_model_load(path, t, *full)) {
         free(*full);

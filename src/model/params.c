@@ -1,5 +1,6 @@
 #include "model/params.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -32,6 +33,38 @@ static void add(ct_param_table *t, int *cap, const char *name, long rows, long c
     t->total += p->numel;
 }
 
+ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements) {
+#define POSITIVE(f) \
+    if (m->f <= 0) return ct_set_error("model: " #f " %d must be positive", m->f)
+    POSITIVE(dim);
+    POSITIVE(n_layers);
+    POSITIVE(n_heads);
+    POSITIVE(n_kv_heads);
+    POSITIVE(head_dim);
+    POSITIVE(ffn_hidden);
+    POSITIVE(vocab_size);
+#undef POSITIVE
+    // t->count is an int: 3 + 9 L must fit (L near INT_MAX once wrapped the multiply).
+    if (m->n_layers > (INT_MAX - 3) / 9)
+        return ct_set_error("model: n_layers %d: the registry holds at most %d layers", m->n_layers, (INT_MAX - 3) / 9);
+    const long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
+    const long NH = m->n_heads, NKV = m->n_kv_heads;
+    // Per layer: two norms (C), wq/wk/wv ((NH + 2 NKV) HS x C), wo (C x NH HS), w1/w3/w2 (3 F C).
+    // Each factor is below 2^31, so pairwise products fit a long; their sums and the layer
+    // multiple are checked.
+    long qkv, wo, ffn, layer, layers, emb, total;
+    if (__builtin_mul_overflow((NH + 2 * NKV) * HS, C, &qkv) || __builtin_mul_overflow(C, NH * HS, &wo) ||
+        __builtin_mul_overflow(3 * F, C, &ffn) || __builtin_add_overflow(qkv, wo, &layer) ||
+        __builtin_add_overflow(layer, ffn + 2 * C, &layer) || __builtin_mul_overflow(layer, (long)m->n_layers, &layers) ||
+        __builtin_mul_overflow(2 * V, C, &emb) || __builtin_add_overflow(layers, emb + C, &total))
+        return ct_set_error("model: dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d: "
+                            "the parameter count overflows",
+                            m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size);
+    *n_tensors = 3 + 9 * m->n_layers;
+    *n_elements = total;
+    return CT_OK;
+}
+
 void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
 
 void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size) {
@@ -40,7 +73,11 @@ void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp
     long NH = m->n_heads, NKV = m->n_kv_heads;
     t->tp_rank = tp_rank;
     t->tp_size = tp_size;
-    int cap = 3 + 9 * m->n_layers;
+    int cap;
+    long n_elements;
+    // Callers validate dimensions first; this catches the one that did not, before the
+    // registry's int and long arithmetic can overflow or a wrapped count reaches calloc.
+    if (ct_param_count(m, &cap, &n_elements) != CT_OK) ct_fatal("params", "%s", ct_last_error());
     t->params = ct_xcalloc((size_t)cap, sizeof(ct_param));
     t->n_groups = m->n_layers + 2;
     t->group_offset = ct_xcalloc((size_t)t->n_groups + 1, sizeof(long));

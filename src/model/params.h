@@ -9,6 +9,7 @@
 #define CT_PARAMS_H
 #include <stdint.h>
 
+#include "core/error.h"
 #include "model/llama_config.h"
 
 enum { CT_PARAM_NAME = 96 };
@@ -38,6 +39,12 @@ typedef struct {
     long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
 } ct_param_table;
 
+// Tensors and elements of the whole model's registry (3 + 9 L tensors), computed without
+// overflow: CT_ERR naming the setting when a dimension is not positive or the registry could
+// not be indexed (more tensors than an int holds, more elements than a long). The builders
+// below end the job (ct_fatal) on such a config; a reader of untrusted dimensions (a model
+// file) calls this first, and compares the counts with what the file holds.
+ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements);
 // The whole model (no tensor parallelism).
 void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
 // This tp rank's part under Megatron's split (m: the global config; tp_size must divide heads,

@@ -311,12 +311,22 @@ struct ct_st_writer {
     int n, cap;
     char **meta;  // (2 * n_meta,) key, value, key, value...
     int n_meta;
+    // Streaming (ct_st_writer_begin .. finish): the open path.tmp, the tensor being appended and
+    // how many of its elements have come.
+    FILE *out;
+    char path[1024], tmp[1100];
+    int cur;
+    int64_t cur_done;
 };
 
 ct_st_writer *ct_st_writer_new(void) { return ct_xcalloc(1, sizeof(ct_st_writer)); }
 
 void ct_st_writer_free(ct_st_writer *w) {
     if (!w) return;
+    if (w->out) {  // a stream never finished: leave no half-written file behind
+        fclose(w->out);
+        unlink(w->tmp);
+    }
     for (int i = 0; i < w->n; i++) free(w->e[i].name);
     for (int i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
     free(w->e);
@@ -334,6 +344,7 @@ void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value) 
 
 ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtype, int ndim, const int64_t *shape,
                            ct_dtype data_dtype, const void *data) {
+    if (w->out) return ct_set_error("safetensors: %s: added after the header was written", name);
     if ((unsigned)file_dtype >= CT_NDTYPES || (unsigned)data_dtype >= CT_NDTYPES)
         return ct_set_error("safetensors: %s: bad dtype", name);
     if (file_dtype != data_dtype && !(file_dtype == CT_BF16 && data_dtype == CT_F32))
@@ -365,20 +376,25 @@ ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtyp
     return CT_OK;
 }
 
-static int write_entry(FILE *f, const st_entry *e) {
-    const size_t bytes = (size_t)e->numel * (size_t)ct_dtype_size(e->file_dtype);
-    if (e->file_dtype == e->data_dtype) return fwrite(e->data, 1, bytes, f) == bytes;
+// Writes n elements of e's data dtype as its file dtype (the pair was checked by ct_st_writer_add).
+static int write_elems(FILE *f, const st_entry *e, const void *data, int64_t n) {
+    const size_t bytes = (size_t)n * (size_t)ct_dtype_size(e->file_dtype);
+    if (e->file_dtype == e->data_dtype) return fwrite(data, 1, bytes, f) == bytes;
     uint16_t buf[8192];  // F32 -> BF16 in pieces
-    const float *x = e->data;
-    for (int64_t i = 0; i < e->numel; i += 8192) {
-        int64_t k = e->numel - i < 8192 ? e->numel - i : 8192;
+    const float *x = data;
+    for (int64_t i = 0; i < n; i += 8192) {
+        int64_t k = n - i < 8192 ? n - i : 8192;
         for (int64_t j = 0; j < k; j++) buf[j] = ct_f32_to_bf16(x[i + j]);
         if (fwrite(buf, 2, (size_t)k, f) != (size_t)k) return 0;
     }
     return 1;
 }
 
-ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
+static int write_entry(FILE *f, const st_entry *e) { return write_elems(f, e, e->data, e->numel); }
+
+// The header of the declared entries, offsets in declaration order, padded so the data section
+// starts 8-byte aligned. The caller frees h->s.
+static void build_header(const ct_st_writer *w, strbuf *h_out) {
     strbuf h = {0};
     sb_puts(&h, "{");
     if (w->n_meta > 0) {
@@ -407,9 +423,14 @@ ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
     }
     sb_puts(&h, "}");
     while ((8 + h.n) % 8) sb_puts(&h, " ");  // data section 8-byte aligned
+    *h_out = h;
+}
 
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+// Creates path.tmp (its name into tmp) and writes the length and the header.
+static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, size_t tmp_size, FILE **out) {
+    strbuf h;
+    build_header(w, &h);
+    snprintf(tmp, tmp_size, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(h.s);
@@ -419,7 +440,17 @@ ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
     int ok = fwrite(len, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
     free(h.s);
-    for (int i = 0; ok && i < w->n; i++) ok = write_entry(f, &w->e[i]);
+    if (!ok) {
+        fclose(f);
+        unlink(tmp);
+        return ct_set_error("%s: write failed: %s", path, strerror(errno));
+    }
+    *out = f;
+    return CT_OK;
+}
+
+// Flushes, fsyncs and closes f, then renames tmp to path; on a failure tmp is removed.
+static ct_status end_file(FILE *f, int ok, const char *tmp, const char *path) {
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
@@ -428,6 +459,68 @@ ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
     }
     if (rename(tmp, path) != 0) return ct_set_error("%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     return CT_OK;
+}
+
+ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
+    if (w->out) return ct_set_error("%s: this writer is streaming to %s", path, w->path);
+    for (int i = 0; i < w->n; i++)
+        if (!w->e[i].data && w->e[i].numel > 0)
+            return ct_set_error("%s: tensor %s was declared without data (a streaming entry)", path, w->e[i].name);
+    char tmp[1100];
+    FILE *f;
+    if (begin_file(w, path, tmp, sizeof tmp, &f)) return CT_ERR;
+    int ok = 1;
+    for (int i = 0; ok && i < w->n; i++) ok = write_entry(f, &w->e[i]);
+    return end_file(f, ok, tmp, path);
+}
+
+// ---- streaming writer -------------------------------------------------------------------------
+
+// Moves past tensors that are complete (including empty ones) to the next that needs data.
+static void stream_skip_full(ct_st_writer *w) {
+    while (w->cur < w->n && w->cur_done == w->e[w->cur].numel) {
+        w->cur++;
+        w->cur_done = 0;
+    }
+}
+
+ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
+    if (w->out) return ct_set_error("%s: this writer is already streaming to %s", path, w->path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    if (begin_file(w, path, w->tmp, sizeof w->tmp, &w->out)) return CT_ERR;
+    w->cur = 0;
+    w->cur_done = 0;
+    stream_skip_full(w);
+    return CT_OK;
+}
+
+ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
+    if (!w->out) return ct_set_error("safetensors: append without ct_st_writer_begin");
+    while (n > 0) {
+        if (w->cur >= w->n)
+            return ct_set_error("%s: %lld elements appended past the last declared tensor", w->path, (long long)n);
+        const st_entry *e = &w->e[w->cur];
+        int64_t k = e->numel - w->cur_done < n ? e->numel - w->cur_done : n;
+        if (!write_elems(w->out, e, data, k)) return ct_set_error("%s: write failed: %s", w->path, strerror(errno));
+        data = (const char *)data + (size_t)k * ct_dtype_size(e->data_dtype);
+        n -= k;
+        w->cur_done += k;
+        stream_skip_full(w);
+    }
+    return CT_OK;
+}
+
+ct_status ct_st_writer_finish(ct_st_writer *w) {
+    if (!w->out) return ct_set_error("safetensors: finish without ct_st_writer_begin");
+    FILE *f = w->out;
+    w->out = NULL;
+    if (w->cur < w->n) {
+        fclose(f);
+        unlink(w->tmp);
+        return ct_set_error("%s: stream ended with tensor %s at %lld of %lld elements", w->path,
+                            w->e[w->cur].name, (long long)w->cur_done, (long long)w->e[w->cur].numel);
+    }
+    return end_file(f, 1, w->tmp, w->path);
 }
 
 // ---- reader ---------------------------------------------------------------------------------
@@ -632,24 +725,33 @@ ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int6
     if (!t) return ct_set_error("%s: no tensor %s", f->path, name);
     if (t->numel != numel)
         return ct_set_error("%s: tensor %s has %lld elements, expected %lld", f->path, name, (long long)t->numel, (long long)numel);
+    if (t->dtype != CT_F32 && t->dtype != CT_BF16 && t->dtype != CT_F16)
+        return ct_set_error("%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32", f->path, name, ct_st_dtype_name(t->dtype));
+    return ct_st_read_f32_range(t, 0, numel, out);
+}
+
+ct_status ct_st_read_f32_range(const ct_st_tensor *t, int64_t begin, int64_t n, float *out) {
+    if (begin < 0 || n < 0 || begin > t->numel - n)
+        return ct_set_error("tensor %s: elements [%lld, %lld) outside its %lld", t->name, (long long)begin,
+                            (long long)(begin + n), (long long)t->numel);
     const unsigned char *src = t->data;  // may be unaligned (offsets are only byte offsets)
     switch (t->dtype) {
-        case CT_F32: memcpy(out, src, sizeof(float) * (size_t)numel); break;
+        case CT_F32: memcpy(out, src + 4 * begin, sizeof(float) * (size_t)n); break;
         case CT_BF16:
-            for (int64_t i = 0; i < numel; i++) {
+            for (int64_t i = 0; i < n; i++) {
                 uint16_t b;
-                memcpy(&b, src + 2 * i, 2);
+                memcpy(&b, src + 2 * (begin + i), 2);
                 out[i] = ct_bf16_to_f32(b);
             }
             break;
         case CT_F16:
-            for (int64_t i = 0; i < numel; i++) {
+            for (int64_t i = 0; i < n; i++) {
                 uint16_t h;
-                memcpy(&h, src + 2 * i, 2);
+                memcpy(&h, src + 2 * (begin + i), 2);
                 out[i] = ct_f16_to_f32(h);
             }
             break;
-        default: return ct_set_error("%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32", f->path, name, ct_st_dtype_name(t->dtype));
+        default: return ct_set_error("tensor %s is %s; only F32, BF16 and F16 convert to fp32", t->name, ct_st_dtype_name(t->dtype));
     }
     return CT_OK;
 }

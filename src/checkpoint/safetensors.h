@@ -31,6 +31,18 @@ ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtyp
                            ct_dtype data_dtype, const void *data);
 ct_status ct_st_writer_write(ct_st_writer *w, const char *path);
 
+// Streaming, for files larger than memory: declare every tensor first with ct_st_writer_add
+// and data NULL (its data_dtype says what append will be given), then
+//   ct_st_writer_begin(w, path)    writes the header to path.tmp,
+//   ct_st_writer_append(w, x, n)   n more elements, in declaration order, in pieces of any size
+//                                  (a piece may run over into the next tensors),
+//   ct_st_writer_finish(w)         refuses a stream with elements missing; fsync, rename to path.
+// Memory is the header and one 16 KiB conversion buffer. ct_st_writer_free on a stream that
+// was not finished removes path.tmp.
+ct_status ct_st_writer_begin(ct_st_writer *w, const char *path);
+ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n);
+ct_status ct_st_writer_finish(ct_st_writer *w);
+
 // ---- reading --------------------------------------------------------------------------------
 typedef struct {
     char *name;
@@ -57,4 +69,7 @@ const char *ct_st_metadata(const ct_st_file *f, const char *key);  // NULL if ab
 // Copies tensor `name` into out (numel floats), converting from F32/BF16/F16. CT_ERR if the
 // tensor is absent, has another element count than `numel`, or another dtype.
 ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int64_t numel);
+// Elements [begin, begin + n) of t's flattened data into out, widened to fp32 (F32/BF16/F16).
+// CT_ERR for a range outside the tensor or another dtype.
+ct_status ct_st_read_f32_range(const ct_st_tensor *t, int64_t begin, int64_t n, float *out);
 #endif

@@ -13,7 +13,8 @@ static void usage(FILE *f) {
             "  data       prepare: tokenise text into training shards\n"
             "  generate   sample text from a saved model\n"
             "  eval       mean loss of a saved model on a token set\n"
-            "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n");
+            "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n"
+            "  convert    --to hf | --from hf: a model to and from a Hugging Face directory\n");
 }
 
 int main(int argc, char **argv) {
@@ -28,6 +29,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return ct_cmd_generate(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return ct_cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "pipeline")) return ct_cmd_pipeline(argc - 2, argv + 2);
+    if (!strcmp(cmd, "convert")) return ct_cmd_convert(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,225 @@
+// config.json <-> ct_llama_config (format in hf.h).
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/hf_internal.h"
+#include "checkpoint/hf_json.h"
+
+// Llama 3.1's frequency scaling as ctitan computes it (ct_llama_rope_tables, model/llama.c):
+// the only rope_scaling ctitan can run, so the only one written or accepted.
+static const double rope_factor = 8.0, rope_low_freq = 1.0, rope_high_freq = 4.0;
+static const int rope_original_max = 8192;
+
+// ---- reading --------------------------------------------------------------------------------
+
+// A positive integer under `key`; `dflt` when absent (or null), an error when dflt < 0.
+static ct_status get_int(const ct_json *c, const char *path, const char *key, int dflt, int *out) {
+    const ct_json *v = ct_json_get(c, key);
+    if (!v || v->type == CT_JSON_NULL) {
+        if (dflt < 0) return ct_set_error("%s: no \"%s\"", path, key);
+        *out = dflt;
+        return CT_OK;
+    }
+    if (v->type != CT_JSON_NUMBER || v->number != floor(v->number) || v->number < 1 || v->number > INT_MAX)
+        return ct_set_error("%s: \"%s\" must be a positive integer", path, key);
+    *out = (int)v->number;
+    return CT_OK;
+}
+
+// A positive number under `key`, dflt when absent.
+static ct_status get_pos(const ct_json *c, const char *path, const char *key, double dflt, double *out) {
+    const ct_json *v = ct_json_get(c, key);
+    if (!v || v->type == CT_JSON_NULL) {
+        *out = dflt;
+        return CT_OK;
+    }
+    if (v->type != CT_JSON_NUMBER || !isfinite(v->number) || v->number <= 0)
+        return ct_set_error("%s: \"%s\" must be a positive number", path, key);
+    *out = v->number;
+    return CT_OK;
+}
+
+// A boolean under `key`, 0 when absent.
+static ct_status get_bool(const ct_json *c, const char *path, const char *key, int *out) {
+    const ct_json *v = ct_json_get(c, key);
+    *out = 0;
+    if (!v || v->type == CT_JSON_NULL) return CT_OK;
+    if (v->type != CT_JSON_BOOL) return ct_set_error("%s: \"%s\" must be true or false", path, key);
+    *out = v->boolean;
+    return CT_OK;
+}
+
+// A string under `key` that must equal `want` when present (required: also present).
+static ct_status expect_string(const ct_json *c, const char *path, const char *key, const char *want, int required,
+                               const char *why) {
+    const ct_json *v = ct_json_get(c, key);
+    if (!v || v->type == CT_JSON_NULL) {
+        if (required) return ct_set_error("%s: no \"%s\" (expected \"%s\")", path, key, want);
+        return CT_OK;
+    }
+    if (v->type != CT_JSON_STRING) return ct_set_error("%s: \"%s\" must be a string", path, key);
+    if (strcmp(v->string, want)) return ct_set_error("%s: %s \"%s\" is not supported (%s)", path, key, v->string, why);
+    return CT_OK;
+}
+
+// rope_theta and rope_scaling, in transformers 4's form (top-level rope_theta, rope_scaling
+// null or {"rope_type" | "type", factor, ...}) or transformers 5's (rope_parameters holding
+// both).
+static ct_status read_rope(const ct_json *c, const char *path, ct_llama_config *m) {
+    const ct_json *params = ct_json_get(c, "rope_parameters");
+    if (params && params->type != CT_JSON_OBJECT) params = NULL;
+    const ct_json *theta_at = ct_json_get(c, "rope_theta") ? c : params ? params : c;
+    if (get_pos(theta_at, path, "rope_theta", 10000.0, &m->rope_theta)) return CT_ERR;  // HF's default base
+    const ct_json *rs = ct_json_get(c, "rope_scaling");
+    if (!rs || rs->type == CT_JSON_NULL) rs = params;
+    m->rope_scaling = 0;
+    if (!rs || rs->type == CT_JSON_NULL) return CT_OK;
+    if (rs->type != CT_JSON_OBJECT) return ct_set_error("%s: \"rope_scaling\" must be an object or null", path);
+    const ct_json *type = ct_json_get(rs, "rope_type");
+    if (!type) type = ct_json_get(rs, "type");
+    if (!type || (type->type == CT_JSON_STRING && !strcmp(type->string, "default"))) return CT_OK;
+    if (type->type != CT_JSON_STRING || strcmp(type->string, "llama3"))
+        return ct_set_error("%s: rope_scaling type %s is not supported (ctitan computes none or Llama 3.1's \"llama3\")",
+                            path, type->type == CT_JSON_STRING ? type->string : "(not a string)");
+    double factor = 0, low = 0, high = 0, orig = 0;
+    if (get_pos(rs, path, "factor", 0, &factor) || get_pos(rs, path, "low_freq_factor", 0, &low) ||
+        get_pos(rs, path, "high_freq_factor", 0, &high) ||
+        get_pos(rs, path, "original_max_position_embeddings", 0, &orig))
+        return CT_ERR;
+    if (factor != rope_factor || low != rope_low_freq || high != rope_high_freq || orig != rope_original_max)
+        return ct_set_error("%s: llama3 rope_scaling factor %g, low_freq_factor %g, high_freq_factor %g, "
+                            "original_max_position_embeddings %g is not supported (ctitan computes 8, 1, 4, 8192)",
+                            path, factor, low, high, orig);
+    m->rope_scaling = 1;
+    return CT_OK;
+}
+
+static ct_status config_from_json(const ct_json *c, const char *path, ct_llama_config *m, int *tied) {
+    memset(m, 0, sizeof *m);
+    if (c->type != CT_JSON_OBJECT) return ct_set_error("%s: not a JSON object", path);
+    if (expect_string(c, path, "model_type", "llama", 1, "ctitan reads Llama models: \"llama\"")) return CT_ERR;
+    if (expect_string(c, path, "hidden_act", "silu", 0, "ctitan's FFN is SwiGLU: \"silu\"")) return CT_ERR;
+    if (get_int(c, path, "hidden_size", -1, &m->dim) || get_int(c, path, "intermediate_size", -1, &m->ffn_hidden) ||
+        get_int(c, path, "num_hidden_layers", -1, &m->n_layers) ||
+        get_int(c, path, "num_attention_heads", -1, &m->n_heads) ||
+        get_int(c, path, "num_key_value_heads", m->n_heads, &m->n_kv_heads) ||
+        get_int(c, path, "vocab_size", -1, &m->vocab_size) ||
+        get_int(c, path, "max_position_embeddings", 0, &m->max_seq_len) ||
+        get_pos(c, path, "rms_norm_eps", 1e-6, &m->norm_eps) || get_bool(c, path, "tie_word_embeddings", tied))
+        return CT_ERR;
+    int bias;
+    if (get_bool(c, path, "attention_bias", &bias)) return CT_ERR;
+    if (bias) return ct_set_error("%s: attention_bias true is not supported (ctitan's Llama has no biases)", path);
+    if (get_bool(c, path, "mlp_bias", &bias)) return CT_ERR;
+    if (bias) return ct_set_error("%s: mlp_bias true is not supported (ctitan's Llama has no biases)", path);
+    if (m->dim % m->n_heads)
+        return ct_set_error("%s: num_attention_heads %d does not divide hidden_size %d", path, m->n_heads, m->dim);
+    if (m->n_heads % m->n_kv_heads)
+        return ct_set_error("%s: num_key_value_heads %d does not divide num_attention_heads %d", path, m->n_kv_heads,
+                            m->n_heads);
+    m->head_dim = m->dim / m->n_heads;
+    int hd = 0;
+    if (get_int(c, path, "head_dim", m->head_dim, &hd)) return CT_ERR;
+    if (hd != m->head_dim)
+        return ct_set_error("%s: head_dim %d is not hidden_size / num_attention_heads = %d (ctitan derives it)", path, hd,
+                            m->head_dim);
+    if (m->head_dim % 2) return ct_set_error("%s: head dim %d must be even for RoPE", path, m->head_dim);
+    if (read_rope(c, path, m)) return CT_ERR;
+    // What ctitan wrote (transformers ignores both): the training length, which may be 0 or
+    // below max_position_embeddings, and the flavor.
+    const ct_json *len = ct_json_get(c, "ctitan_max_seq_len");
+    if (len && len->type == CT_JSON_NUMBER && len->number >= 0 && len->number <= INT_MAX && len->number == floor(len->number))
+        m->max_seq_len = (int)len->number;
+    const ct_json *flavor = ct_json_get(c, "ctitan_flavor");
+    snprintf(m->flavor, sizeof m->flavor, "%s", flavor && flavor->type == CT_JSON_STRING ? flavor->string : "hf");
+    return CT_OK;
+}
+
+ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ct_json *c = ct_json_read_file(path);
+    if (!c) return CT_ERR;
+    ct_status st = config_from_json(c, path, m, tied);
+    ct_json_free(c);
+    return st;
+}
+
+ct_status ct_hf_load_config(const char *dir, ct_llama_config *m) {
+    int tied;
+    return ct_hf_config_read(dir, m, &tied);
+}
+
+// ---- writing --------------------------------------------------------------------------------
+
+// The shortest %g that reads back as the same double (1e-05, not 1.0000000000000001e-05); a
+// number without '.' or 'e' gets ".0" so that Python reads a float where HF's configs have one.
+static void put_double(FILE *f, double v) {
+    char s[40];
+    if (v == floor(v) && fabs(v) < 1e15) {  // 500000.0, not 5e+05
+        fprintf(f, "%.1f", v);
+        return;
+    }
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, v);
+        if (strtod(s, NULL) == v) break;
+    }
+    fprintf(f, "%s%s", s, strpbrk(s, ".eEn") ? "" : ".0");
+}
+
+static ct_status write_generation_config(const char *dir, const ct_hf_vocab *vocab) {
+    char path[1024], tmp[1100];
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    if (!f) return CT_ERR;
+    fputs("{\n  \"_from_model_config\": true", f);
+    if (vocab->bos >= 0) fprintf(f, ",\n  \"bos_token_id\": %d", (int)vocab->bos);
+    if (vocab->eos >= 0) fprintf(f, ",\n  \"eos_token_id\": %d", (int)vocab->eos);
+    fputs("\n}\n", f);
+    return ct_json_file_close(f, tmp, path);
+}
+
+ct_status ct_hf_config_write(const char *dir, const ct_llama_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
+    char path[1024], tmp[1100];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    if (!f) return CT_ERR;
+    fprintf(f,
+            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+            "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+            "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+            "  \"vocab_size\": %d,\n  \"rms_norm_eps\": ",
+            m->dim, m->ffn_hidden, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size);
+    put_double(f, m->norm_eps);
+    fputs(",\n  \"rope_theta\": ", f);
+    put_double(f, m->rope_theta);
+    // The context: the training length, but at least Llama 3's 8192 (transformers expects a
+    // llama3 rope_scaling's original context to fit); ctitan_max_seq_len keeps the exact one.
+    fprintf(f, ",\n  \"max_position_embeddings\": %d,\n", m->max_seq_len > rope_original_max ? m->max_seq_len : rope_original_max);
+    if (m->rope_scaling) {
+        fputs("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": ", f);
+        put_double(f, rope_factor);
+        fputs(", \"low_freq_factor\": ", f);
+        put_double(f, rope_low_freq);
+        fputs(", \"high_freq_factor\": ", f);
+        put_double(f, rope_high_freq);
+        fprintf(f, ", \"original_max_position_embeddings\": %d},\n", rope_original_max);
+    } else {
+        fputs("  \"rope_scaling\": null,\n", f);
+    }
+    fprintf(f,
+            "  \"hidden_act\": \"silu\",\n  \"tie_word_embeddings\": false,\n  \"attention_bias\": false,\n"
+            "  \"attention_dropout\": 0.0,\n  \"mlp_bias\": false,\n  \"initializer_range\": 0.02,\n"
+            "  \"pretraining_tp\": 1,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
+            dtype == CT_BF16 ? "bfloat16" : "float32");
+    if (vocab && vocab->bos >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", (int)vocab->bos);
+    if (vocab && vocab->eos >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", (int)vocab->eos);
+    fprintf(f, "  \"ctitan_max_seq_len\": %d,\n  \"ctitan_flavor\": ", m->max_seq_len);
+    ct_json_write_string(f, m->flavor, strlen(m->flavor));
+    fputs("\n}\n", f);
+    if (ct_json_file_close(f, tmp, path)) return CT_ERR;
+    return vocab ? write_generation_config(dir, vocab) : CT_OK;
+}

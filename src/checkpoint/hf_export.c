@@ -1,0 +1,122 @@
+// ctitan model -> HF directory, streamed (hf.h): the tensors go out in registry order, each in
+// pieces of at most CT_HF_PIECE elements, q/k rows permuted to HF's half-split layout on the way.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/hf_internal.h"
+
+// Where the tensors come from: elements [begin, begin + n) of p in ctitan's layout, as fp32.
+typedef void (*read_fn)(const void *ctx, const ct_param *p, long begin, long n, float *dst);
+
+static void read_model_file(const void *ctx, const ct_param *p, long begin, long n, float *dst) {
+    ct_model_read_range(ctx, p, begin, n, dst);
+}
+
+static void read_block(const void *ctx, const ct_param *p, long begin, long n, float *dst) {
+    memcpy(dst, (const float *)ctx + p->offset + begin, (size_t)n * sizeof(float));
+}
+
+// mkdir -p: each missing level of dir is created.
+static ct_status make_dirs(const char *dir) {
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return ct_set_error("%s: path too long", dir);
+    for (char *s = path + 1;; s++) {
+        char c = *s;
+        if (c != '/' && c != 0) continue;
+        *s = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", path, strerror(errno));
+        *s = c;
+        if (!c) break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return ct_set_error("%s: not a directory", dir);
+    return CT_OK;
+}
+
+// Appends parameter p in HF's layout. buf holds at least max(CT_HF_PIECE, one row) floats.
+static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, read_fn read, const void *ctx, float *buf) {
+    if (!ct_hf_rope_permuted(p->name)) {
+        for (long e = 0; e < p->numel; e += CT_HF_PIECE) {
+            long k = p->numel - e < CT_HF_PIECE ? p->numel - e : CT_HF_PIECE;
+            read(ctx, p, e, k, buf);
+            if (ct_st_writer_append(w, buf, k)) return CT_ERR;
+        }
+        return CT_OK;
+    }
+    // HF row r holds ctitan row ct_hf_row_to_ct(r): gather whole rows, as many as a piece holds.
+    const long rows = p->shape[0], C = p->shape[1];
+    const long per_piece = CT_HF_PIECE / C > 0 ? CT_HF_PIECE / C : 1;
+    for (long r0 = 0; r0 < rows; r0 += per_piece) {
+        long nr = rows - r0 < per_piece ? rows - r0 : per_piece;
+        for (long r = 0; r < nr; r++) read(ctx, p, ct_hf_row_to_ct(r0 + r, head_dim) * C, C, buf + r * C);
+        if (ct_st_writer_append(w, buf, nr * C)) return CT_ERR;
+    }
+    return CT_OK;
+}
+
+static ct_status export_from(const char *dir, const ct_param_table *t, const ct_llama_config *m, read_fn read,
+                             const void *ctx, ct_dtype dtype, const ct_hf_vocab *vocab) {
+    if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
+    if (make_dirs(dir)) return CT_ERR;
+    ct_st_writer *w = ct_st_writer_new();
+    ct_st_writer_metadata(w, "format", "pt");  // transformers refuses safetensors files without it
+    char name[CT_PARAM_NAME + 32], path[1100];
+    ct_status st = CT_OK;
+    long widest = CT_HF_PIECE;
+    for (int i = 0; i < t->count && st == CT_OK; i++) {
+        const ct_param *p = &t->params[i];
+        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        widest = p->shape[1] > widest ? p->shape[1] : widest;
+        st = ct_hf_name(p->name, name, sizeof name);
+        if (st == CT_OK) st = ct_st_writer_add(w, name, dtype, p->ndim, shape, CT_F32, NULL);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (st == CT_OK) st = ct_st_writer_begin(w, path);
+    float *buf = ct_xmalloc((size_t)widest * sizeof(float));  // one piece: the conversion's memory
+    for (int i = 0; i < t->count && st == CT_OK; i++) st = put_tensor(w, &t->params[i], m->head_dim, read, ctx, buf);
+    free(buf);
+    if (st == CT_OK) st = ct_st_writer_finish(w);
+    ct_st_writer_free(w);  // removes model.safetensors.tmp after a failure
+    if (st == CT_OK) st = ct_hf_config_write(dir, m, dtype, vocab);
+    if (st == CT_OK && vocab) st = ct_hf_write_tokenizer(dir, vocab);
+    return st;
+}
+
+static ct_status check_dtype(ct_dtype dtype, const char *what) {
+    if (dtype == CT_F32 || dtype == CT_BF16 || dtype == CT_HF_DTYPE_SOURCE) return CT_OK;
+    return ct_set_error("%s: conversions write F32 or BF16, not %s", what, ct_st_dtype_name(dtype));
+}
+
+// CT_BF16 when every tensor of the file is BF16, else CT_F32.
+static ct_status file_dtype(const char *path, ct_dtype *out) {
+    ct_st_file *f = ct_st_open(path);
+    if (!f) return CT_ERR;
+    *out = ct_st_num_tensors(f) > 0 ? CT_BF16 : CT_F32;
+    for (int i = 0; i < ct_st_num_tensors(f); i++)
+        if (ct_st_tensor_at(f, i)->dtype != CT_BF16) *out = CT_F32;
+    ct_st_close(f);
+    return CT_OK;
+}
+
+ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_vocab *vocab, ct_dtype dtype) {
+    if (check_dtype(dtype, dir)) return CT_ERR;
+    ct_llama_config m;
+    if (ct_model_load_config(model_file, &m)) return CT_ERR;
+    if (dtype == CT_HF_DTYPE_SOURCE && file_dtype(model_file, &dtype)) return CT_ERR;
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    ct_model_file *f = ct_model_open(model_file, &t);
+    ct_status st = f ? export_from(dir, &t, &m, read_model_file, f, dtype, vocab) : CT_ERR;
+    ct_model_close(f);
+    ct_param_table_free(&t);
+    return st;
+}
+
+ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                     ct_dtype dtype, const ct_hf_vocab *vocab) {
+    if (check_dtype(dtype, dir)) return CT_ERR;
+    return export_from(dir, t, m, read_block, full, dtype == CT_HF_DTYPE_SOURCE ? CT_F32 : dtype, vocab);
+}

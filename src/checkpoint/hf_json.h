@@ -1,0 +1,48 @@
+// A small JSON reader and string writer for the files of a Hugging Face model directory:
+// config.json, model.safetensors.index.json, and the tokenizer files written on export.
+// safetensors.c keeps its own parser, which knows a safetensors header (integers only) and
+// stays independent of this one; these files need fractions (rms_norm_eps 1e-05, rope_theta
+// 500000.0) and lookups by key.
+//
+// The whole document becomes a tree of ct_json nodes. Numbers are doubles (every integer a
+// config holds is exact in a double); strings are UTF-8 with escapes resolved (\u0000 is
+// refused, so a string is NUL-terminated text).
+#ifndef CT_HF_JSON_H
+#define CT_HF_JSON_H
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+typedef enum { CT_JSON_NULL, CT_JSON_BOOL, CT_JSON_NUMBER, CT_JSON_STRING, CT_JSON_ARRAY, CT_JSON_OBJECT } ct_json_type;
+
+typedef struct ct_json {
+    ct_json_type type;
+    int boolean;            // CT_JSON_BOOL
+    double number;          // CT_JSON_NUMBER
+    char *string;           // CT_JSON_STRING
+    int n;                  // CT_JSON_ARRAY / CT_JSON_OBJECT: children
+    struct ct_json *items;  // (n)
+    char **keys;            // (n) CT_JSON_OBJECT only
+} ct_json;
+
+// Parses len bytes of text. NULL + ct_last_error "what: bad JSON at byte N: reason".
+ct_json *ct_json_parse(const char *text, size_t len, const char *what);
+// Reads and parses a file. NULL + error naming the file ("cannot open", or the parse error).
+ct_json *ct_json_read_file(const char *path);
+void ct_json_free(ct_json *j);
+
+// The value of `key` in an object (the last one when a key repeats); NULL if absent or j is
+// not an object.
+const ct_json *ct_json_get(const ct_json *j, const char *key);
+
+// Writes s (len bytes of UTF-8) as a JSON string literal with quotes, escaping '"', '\' and
+// control characters.
+void ct_json_write_string(FILE *f, const char *s, size_t len);
+
+// A text file written whole or not at all: ct_json_file_open creates path.tmp (its name into
+// tmp), ct_json_file_close checks every write, closes and renames it to path (removing it on a
+// failure). NULL / CT_ERR + error naming the file.
+FILE *ct_json_file_open(const char *path, char *tmp, size_t tmp_size);
+ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path);
+#endif

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
+
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
 
 // The reference implementation refuses headers over 100 MB; so do we (a bigger "length" is
@@ -601,18 +603,11 @@ static ct_status tensor_from_json(const char *path, const char *name, const jnod
 ct_st_file *ct_st_open(const char *path) {
     ct_st_file *f = ct_xcalloc(1, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        ct_set_error("%s: cannot open: %s", path, strerror(errno));
-        return open_fail(f, NULL);
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        ct_set_error("%s: not a regular file", path);
-        return open_fail(f, NULL);
-    }
-    f->size = (size_t)st.st_size;
+    int fd;
+    uint64_t size;
+    // (a FIFO is refused without blocking; core/file_check.h)
+    if (ct_file_open_regular(path, "model file", 0, &fd, &size) != CT_OK) return open_fail(f, NULL);
+    f->size = (size_t)size;
     if (f->size < 8) {
         close(fd);
         ct_set_error("%s: truncated file: %zu bytes, less than the 8-byte header length", path, f->size);

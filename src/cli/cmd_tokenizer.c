@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "core/file_check.h"
 #include "data/tokenizer.h"
 
 static void usage(FILE *f) {
@@ -80,27 +81,13 @@ done:
     return rc;
 }
 
+// encode --input: a text held in memory whole, so a regular file of at most 1 GiB (a FIFO or
+// /dev/zero is refused before reading; core/file_check.h).
 static char *read_all(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    long cap = 1 << 16, n = 0;
-    char *buf = malloc((size_t)cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, (size_t)(cap - n), f)) > 0) {
-        n += (long)got;
-        if (n == cap) {
-            char *b = realloc(buf, (size_t)(cap *= 2));
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
+    char *buf;
+    size_t n;
+    if (ct_file_read_all(path, "text to encode", 1ull << 30, &buf, &n) != CT_OK) return NULL;
+    *len = (long)n;
     return buf;
 }
 
@@ -124,7 +111,7 @@ static int cmd_encode(int argc, char **argv) {
     }
     long len = text ? (long)strlen(text) : 0;
     char *buf = NULL;
-    if (input && !(buf = read_all(input, &len))) return fail("%s: cannot read", input);
+    if (input && !(buf = read_all(input, &len))) return fail("%s", ct_last_error());
     ct_tokenizer *tok = ct_tokenizer_load(tok_path);
     if (!tok) {
         free(buf);

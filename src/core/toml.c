@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file_check.h"
+
 enum { MAX_KEY_PARTS = 32, MAX_DEPTH = 64 };
 
 typedef struct {
@@ -790,27 +792,14 @@ ct_toml_value *ct_toml_parse(const char *text, const char *name) {
     return root;
 }
 
+// A config file is a few kilobytes; the limit keeps a wrong path (a disk image, a dataset) from
+// being read into memory before the first parse error.
+#define CT_TOML_MAX_BYTES (16u << 20)
+
 ct_toml_value *ct_toml_parse_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ct_set_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    strbuf b = {0};
-    char chunk[4096];
-    size_t n, total = 0;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        for (size_t i = 0; i < n; i++) sb_putc(&b, chunk[i]);
-        total += n;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b.buf);
-        ct_set_error("%s: read error", path);
-        return NULL;
-    }
-    char *text = sb_take(&b);
+    char *text;
+    size_t total;
+    if (ct_file_read_all(path, "config file", CT_TOML_MAX_BYTES, &text, &total) != CT_OK) return NULL;
     if (strlen(text) != total) {
         free(text);
         ct_set_error("%s: expected a text file, found a NUL byte", path);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -41,13 +42,15 @@ static bool ends_with(const char *s, const char *suffix) {
 
 // True when the first 64 KiB of the file hold a NUL byte: text corpora never do, binaries
 // (fortune's .dat index files, images, archives) almost always do early on.
+// (Opened through ct_file_open_regular: the entry may have become a FIFO since it was listed.)
 static bool looks_binary(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
+    int fd;
+    uint64_t size;
+    if (ct_file_open_regular(path, "corpus file", 0, &fd, &size) != CT_OK) return false;
     char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    return memchr(buf, 0, n) != NULL;
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    return n > 0 && memchr(buf, 0, (size_t)n) != NULL;
 }
 
 void ct_data_free_list(char **list, int n) {
@@ -65,6 +68,15 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             return -1;
         }
         if (!S_ISDIR(st.st_mode)) {
+            // A file given by name must be a regular one (a FIFO would block the read later);
+            // the check, and its message, are ct_file_open_regular's.
+            int fd;
+            uint64_t size;
+            if (ct_file_open_regular(inputs[i], "corpus file", 0, &fd, &size) != CT_OK) {
+                ct_data_free_list(all.v, all.n);
+                return -1;
+            }
+            close(fd);
             list_push(&all, inputs[i]);
             continue;
         }
@@ -314,14 +326,13 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         if (stat(files[i], &sb) == 0) pr.total += (uint64_t)sb.st_size;
     }
     for (int i = 0; i < n_files && st == CT_OK; i++) {
-        int fd = open(files[i], O_RDONLY);
-        struct stat sb;
-        if (fd < 0 || fstat(fd, &sb) != 0) {
-            st = ct_set_error("%s: cannot read: %s", files[i], strerror(errno));
-            if (fd >= 0) close(fd);
+        int fd;
+        uint64_t file_bytes;
+        if (ct_file_open_regular(files[i], "corpus file", 0, &fd, &file_bytes) != CT_OK) {
+            st = CT_ERR;
             break;
         }
-        size_t size = (size_t)sb.st_size;
+        size_t size = (size_t)file_bytes;
         res->files++;
         res->bytes += size;
         if (size > 0) {

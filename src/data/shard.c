@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
+
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards assume a little-endian host");
 
 int ct_shard_token_width(uint32_t vocab_size) { return vocab_size <= 65536u ? 2 : 4; }
@@ -177,14 +179,11 @@ static ct_status fail(ct_shard *s, ct_status st) {
 ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
     memset(s, 0, sizeof *s);
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return ct_set_error("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return ct_set_error("%s: not a regular file", path);
-    }
-    const size_t size = (size_t)st.st_size;
+    int fd;
+    uint64_t file_bytes;
+    // (a FIFO is refused without blocking; core/file_check.h)
+    if (ct_file_open_regular(path, "token shard", 0, &fd, &file_bytes) != CT_OK) return CT_ERR;
+    const size_t size = (size_t)file_bytes;
     if (size < 8) {
         close(fd);
         return ct_set_error("%s: truncated file: %zu bytes, smaller than any shard header", path, size);

@@ -6,34 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file_check.h"
 #include "data/tokenizer_internal.h"
 
+// A rank file holds one short line per token: Llama 3's 128k ranks are 2.2 MB, so 256 MiB is
+// room for vocabularies far beyond any in use, and keeps a wrong path from being read whole.
+#define CT_TOKENIZER_MAX_BYTES (256u << 20)
+
 static char *read_file(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ct_set_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    long cap = 1 << 16, n = 0;
-    char *buf = malloc((size_t)cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, (size_t)(cap - n), f)) > 0) {
-        n += (long)got;
-        if (n == cap) {
-            char *b = realloc(buf, (size_t)(cap *= 2) + 1);
-            if (!b) free(buf);
-            buf = b;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        ct_set_error("%s: %s", path, bad ? "read error" : "out of memory");
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
+    char *buf;
+    size_t n;
+    if (ct_file_read_all(path, "tokenizer file", CT_TOKENIZER_MAX_BYTES, &buf, &n) != CT_OK) return NULL;
+    *len = (long)n;
     return buf;
 }
 

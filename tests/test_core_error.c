@@ -45,6 +45,15 @@ static void test_set_error(void) {
     CHECK(strcmp(ct_last_error(), "file a.toml: line 3") == 0, "%s", ct_last_error());
 }
 
+// Wrapping the previous message with context reads the buffer the call replaces.
+static void test_set_error_wraps_the_last_one(void) {
+    ct_set_error("disk full");
+    ct_set_error("%s does not fit: %s", "step-20", ct_last_error());
+    CHECK(strcmp(ct_last_error(), "step-20 does not fit: disk full") == 0, "%s", ct_last_error());
+    ct_set_error("%s (%s)", ct_last_error(), "again");
+    CHECK(strcmp(ct_last_error(), "step-20 does not fit: disk full (again)") == 0, "%s", ct_last_error());
+}
+
 static void test_fatal_lines_and_endings(void) {
     char err[512];
     int rc = ct_test_run_fatal_void(fatal_without_hook, err, sizeof err);
@@ -63,6 +72,7 @@ static void test_fatal_lines_and_endings(void) {
 
 int main(void) {
     CT_RUN(test_set_error);
+    CT_RUN(test_set_error_wraps_the_last_one);
     CT_RUN(test_fatal_lines_and_endings);
     CT_TEST_EXIT();
 }

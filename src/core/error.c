@@ -8,11 +8,15 @@
 
 static _Thread_local char last_error[1024];
 
+// Formats into a scratch buffer first: wrapping the previous message, as in
+// ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces.
 ct_status ct_set_error(const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return CT_ERR;
 }
 

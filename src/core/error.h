@@ -11,7 +11,8 @@
 
 typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
 
-// Formats a message into the thread's last-error buffer and returns CT_ERR.
+// Formats a message into the thread's last-error buffer and returns CT_ERR. The arguments may
+// include ct_last_error() itself (wrapping a message with more context).
 ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ct_last_error(void);
 

@@ -284,6 +284,7 @@ ct_status ct_checkpoint_poll(ct_trainer *t, bool *stop) {
     int32_t flags[2] = {ct_checkpoint_signal(), busy};  // {a stop signal, a writer still busy}
     ct_comm_all_reduce(&t->world, flags, flags, 2, CT_I32, CT_COMM_MAX);
     *stop = flags[0] != 0;
+    c->stop_signal = flags[0];  // the largest signal number caught: SIGTERM (15) over SIGINT (2)
     if (c->pending_step >= 0 && !flags[1]) return complete_save(t);
     return CT_OK;
 }
@@ -331,8 +332,9 @@ static ct_status check_fits(const ct_trainer *t, const ct_dcp_manifest *m, const
     return CT_OK;
 }
 
-// Every shard this rank holds (owned or a replica) from the pieces that have its elements.
-static ct_status load_state(ct_trainer *t, const char *dir, const ct_dcp_manifest *m) {
+// Every shard this rank holds (owned or a replica) from the pieces that have its elements: the
+// parameters, and the moments unless weights_only.
+static ct_status read_shards(ct_trainer *t, const char *dir, const ct_dcp_manifest *m, bool weights_only) {
     ct_dcp_reader *r = ct_dcp_open(dir, m);
     if (!r) return CT_ERR;
     const ct_param_store *st = &t->fsdp.store;
@@ -341,11 +343,37 @@ static ct_status load_state(ct_trainer *t, const char *dir, const ct_dcp_manifes
     for (int i = 0; i < st->count && s == CT_OK; i++) {
         const ct_param_shard *sh = &st->shards[i];
         if (sh->desc.flat_count == 0) continue;
-        for (int k = 0; k < CT_DCP_NKINDS && s == CT_OK; k++)
+        for (int k = 0; k < (weights_only ? 1 : CT_DCP_NKINDS) && s == CT_OK; k++)
             s = ct_dcp_read(r, sh->param->name, (ct_dcp_kind)k, &sh->desc, dst[k] + sh->offset);
     }
     ct_dcp_close(r);
-    if (s) return ct_set_error("%s: %s", dir, ct_last_error());
+    return s ? ct_set_error("%s: %s", dir, ct_last_error()) : CT_OK;
+}
+
+// Verification shared out: rank r checks files r, r + world, ... (collective).
+static ct_status verify_files(ct_trainer *t, const char *dir, const ct_dcp_manifest *m) {
+    ct_status st = CT_OK;
+    for (int i = t->world.rank; i < m->n_files && st == CT_OK; i += t->world.size) st = ct_dcp_verify_file(dir, &m->files[i]);
+    return ct_comm_agree(&t->world, st);
+}
+
+ct_status ct_checkpoint_load_weights(ct_trainer *t, const char *dir) {
+    ct_dcp_manifest m;
+    ct_status st = ct_dcp_read_manifest(dir, &m);
+    if (st == CT_OK && ct_model_config_match(&m.model, &t->model))
+        st = ct_set_error("%s does not fit this run: %s", dir, ct_last_error());
+    if (ct_comm_agree(&t->world, st) || verify_files(t, dir, &m) ||
+        ct_comm_agree(&t->world, read_shards(t, dir, &m, true))) {
+        ct_dcp_manifest_free(&m);
+        return ct_set_error("checkpoint.initial_load_path: %s", ct_last_error());
+    }
+    if (t->is_logger) printf("checkpoint: weights loaded from %s (step %d of the run that saved them)\n", dir, m.step);
+    ct_dcp_manifest_free(&m);
+    return CT_OK;
+}
+
+static ct_status load_state(ct_trainer *t, const char *dir, const ct_dcp_manifest *m) {
+    if (read_shards(t, dir, m, false)) return CT_ERR;
     if (ct_loader_set_state(t->train_data, (ct_loader_state){m->data_epoch, m->data_position}))
         return ct_set_error("%s: data position: %s", dir, ct_last_error());
     t->step = m->step;
@@ -382,10 +410,7 @@ ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
         ct_dcp_manifest_free(&m);
         return CT_ERR;
     }
-    // Verification shared out: rank r checks files r, r + world, ...
-    st = CT_OK;
-    for (int i = t->world.rank; i < m.n_files && st == CT_OK; i += t->world.size) st = ct_dcp_verify_file(dir, &m.files[i]);
-    if (ct_comm_agree(&t->world, st)) {
+    if (verify_files(t, dir, &m)) {
         char why[1100];
         snprintf(why, sizeof why, "%s", ct_last_error());
         ct_dcp_manifest_free(&m);

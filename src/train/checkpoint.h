@@ -56,6 +56,7 @@ typedef struct {
     double save_start;           // when the save began (throughput: bytes over write time)
     double write_seconds;        // this rank's file write + sync
     double pause_seconds;        // what the save took from training on this rank
+    int stop_signal;             // the signal that stopped the job (on any rank), once polled
 } ct_checkpointer;
 
 // Sets up from the trainer's config and param store; nothing is written yet.
@@ -69,13 +70,17 @@ void ct_checkpoint_free(ct_checkpointer *c);
 // not fit the run.
 ct_status ct_checkpoint_resume(struct ct_trainer *t, bool *resumed);
 
+// checkpoint.initial_load_path naming a checkpoint's step folder: its parameters, under this
+// run's layout, to start a new run from (step 0, fresh optimizer). Collective.
+ct_status ct_checkpoint_load_weights(struct ct_trainer *t, const char *dir);
+
 // Saves the state after t->step (collective). Sync: written and committed on return. Async:
 // staged and handed to the writer thread (after waiting for and committing the previous save).
 // model_only: the parameters alone (the last save, checkpoint.last_save_model_only).
 ct_status ct_checkpoint_save(struct ct_trainer *t, bool model_only);
 
 // Once per step end (collective, cheap): commits an async save every rank has finished, and
-// returns in *stop whether a stop signal reached any rank.
+// returns in *stop whether a stop signal reached any rank (which one: c->stop_signal).
 ct_status ct_checkpoint_poll(struct ct_trainer *t, bool *stop);
 
 // Waits for an async save in flight and commits it (collective). A no-op when none.

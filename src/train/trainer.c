@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint/model_file.h"
 #include "train/pipeline_trace.h"
@@ -24,9 +25,9 @@ static ct_loader *open_loader(const ct_trainer *t, const char *source, const cha
     return ct_loader_open(&lc);
 }
 
-// checkpoint.initial_load_path: every rank reads the elements its shard descriptors name (the
-// same ones ct_fsdp_init_params fills; padding stays zero).
-static ct_status load_initial(ct_trainer *t, const char *path) {
+// checkpoint.initial_load_path as a model file: every rank reads the elements its shard
+// descriptors name (the same ones ct_fsdp_init_params fills; padding stays zero).
+static ct_status load_model_file(ct_trainer *t, const char *path) {
     ct_llama_config file_cfg;
     if (ct_model_load_config(path, &file_cfg) || ct_model_config_match(&file_cfg, &t->model)) {
         char why[512];
@@ -46,6 +47,15 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     }
     ct_model_close(f);
     return CT_OK;
+}
+
+// checkpoint.initial_load_path: a checkpoint's step folder (its manifest says so) or a model file.
+static ct_status load_initial(ct_trainer *t, const char *path) {
+    char manifest[CT_STR + 32];
+    snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
+    struct stat sb;
+    if (stat(manifest, &sb) == 0) return ct_checkpoint_load_weights(t, path);
+    return load_model_file(t, path);
 }
 
 // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
@@ -277,8 +287,8 @@ static bool save_due(const ct_trainer *t) {
 
 // After a stop signal: the state saved (when checkpointing is on) and one line.
 static int stop_on_signal(ct_trainer *t) {
-    const char *name = ct_checkpoint_signal() == SIGINT ? "SIGINT" : "a stop signal";
-    if (ct_checkpoint_signal() == SIGTERM) name = "SIGTERM";
+    int sig = t->ckpt.stop_signal;
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a stop signal";
     if (!t->ckpt.enabled) {
         ct_status st = ct_checkpoint_finish(t);
         if (t->is_logger)

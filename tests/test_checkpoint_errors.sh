@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Checkpoints that cannot be used are refused with one line that names the file or the setting,
+# and a non-zero exit -- never a silent fresh start. Falling back to an older checkpoint happens
+# only when asked (--checkpoint.load_step). One process, a tiny model.
+# Needs $BUILD/ctitan (make).
+set -u
+cd "$(dirname "$0")/.."
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
+[ -x "$bin" ] || { echo "FAIL checkpoint_errors: $bin not built"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+job=(--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128
+     --model.ffn_hidden_dim 96 --training.seq_len 32 --training.dataset synthetic --metrics.peak_tflops 1
+     --training.local_batch_size 2 --checkpoint.enable true --checkpoint.keep_latest_k 0
+     --checkpoint.interval 10 --training.steps 20)
+train() {  # train DUMP ARGS... -> stdout+stderr in DUMP.out, status returned
+  local d=$1; shift
+  OMP_NUM_THREADS=1 timeout 60 "$bin" train "${job[@]}" --job.dump_folder "$d" "$@" >"$d.out" 2>&1
+}
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+errors() { grep -v '^step\|^ranks\|^model\|^precision\|^checkpoint: step' "$1.out"; }
+
+# A fresh copy of a finished run whose newest checkpoint is step 20 (full state, not model-only).
+base=$tmp/base
+train "$base" --checkpoint.last_save_model_only false || { fail checkpoint_errors_base "$(tail -2 "$base.out")"; exit 0; }
+fresh() { rm -rf "$tmp/$1"; mkdir -p "$tmp/$1"; cp -r "$base/checkpoint" "$tmp/$1/"; echo "$tmp/$1"; }
+
+# refused NAME WANT DUMP ARGS...: the run exits non-zero with exactly one error line containing WANT.
+refused() {
+  local name=$1 want=$2 d=$3; shift 3
+  if train "$d" "$@"; then fail "$name" "exit status 0"; return; fi
+  local lines; lines=$(errors "$d" | grep -c .)
+  if ! errors "$d" | grep -qF -- "$want"; then fail "$name" "no line with [$want]: $(errors "$d" | head -2)"; return; fi
+  [ "$lines" -eq 1 ] && pass "$name" || fail "$name" "$lines lines: $(errors "$d" | head -3)"
+}
+
+# A flipped byte in a rank file: the checksum names it.
+d=$(fresh corrupt)
+f=$d/checkpoint/step-20/rank-00000.safetensors
+printf 'X' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none
+refused corrupt_file_refused "step-20/rank-00000.safetensors: CRC-32" "$d"
+# ... and resuming from the one before it works when the user asks for it.
+if train "$d" --checkpoint.load_step 10 && grep -q "resumed from .*step-10 (step 10" "$d.out"; then
+  pass corrupt_file_load_step_falls_back
+else
+  fail corrupt_file_load_step_falls_back "$(errors "$d" | head -2)"
+fi
+
+d=$(fresh missing)
+rm "$d/checkpoint/step-20/rank-00000.safetensors"
+refused missing_file_refused "step-20/rank-00000.safetensors: No such file" "$d"
+
+d=$(fresh truncated)
+f=$d/checkpoint/step-20/rank-00000.safetensors
+truncate -s 1000 "$f"
+refused truncated_file_refused "rank-00000.safetensors: 1000 bytes, the manifest says" "$d"
+
+d=$(fresh bad_manifest)
+echo 'format = "ctitan-checkpoint"' >"$d/checkpoint/step-20/manifest.toml"
+refused bad_manifest_refused "step-20/manifest.toml: 'version' missing" "$d"
+
+d=$(fresh other_model)
+refused other_model_refused "does not fit this run" "$d" --model.dim 128
+
+d=$(fresh other_seq_len)
+refused other_seq_len_refused "this run's training.seq_len is 16" "$d" --training.seq_len 16
+
+d=$(fresh no_such_step)
+refused load_step_missing_refused "checkpoint.load_step 15: no complete checkpoint step-15" "$d" --checkpoint.load_step 15
+
+# The default last save is model-only: it cannot resume, and says what can.
+m=$tmp/model_only
+train "$m" >/dev/null
+refused model_only_refused "holds the weights only" "$m"
+
+# A folder holding only an interrupted save: removed, and a loud warning that training starts over.
+d=$tmp/only_tmp
+mkdir -p "$d/checkpoint/step-10.tmp" "$d/checkpoint/step-20"
+echo partial >"$d/checkpoint/step-10.tmp/rank-00000.safetensors"
+if train "$d" --training.steps 2 && grep -q "WARNING: .*holds no complete checkpoint (2 incomplete saves removed): training starts from step 0" "$d.out" &&
+   [ ! -e "$d/checkpoint/step-10.tmp" ] && [ ! -e "$d/checkpoint/step-20" ]; then
+  pass incomplete_only_warns_and_starts_over
+else
+  fail incomplete_only_warns_and_starts_over "$(errors "$d" | head -2)"
+fi
+
+# keep_latest_k removes older checkpoints once a newer one is complete.
+d=$tmp/keep
+if train "$d" --checkpoint.interval 2 --checkpoint.keep_latest_k 2 --training.steps 10 &&
+   [ "$(ls "$d/checkpoint" | tr '\n' ' ')" = "step-10 step-8 " ]; then
+  pass keep_latest_k_keeps_the_newest
+else
+  fail keep_latest_k_keeps_the_newest "left: $(ls "$d/checkpoint" 2>&1 | tr '\n' ' ')"
+fi
+
+# checkpoint.initial_load_path naming a checkpoint's step folder starts a new run from its weights:
+# the same losses as starting from the model file exported at that step.
+m=$tmp/model_only
+a=$tmp/from_ckpt b=$tmp/from_file
+if train "$a" --checkpoint.enable false --training.steps 3 --metrics.log_freq 1 \
+     --checkpoint.initial_load_path "$m/checkpoint/step-20" &&
+   train "$b" --checkpoint.enable false --training.steps 3 --metrics.log_freq 1 \
+     --checkpoint.initial_load_path "$m/model.safetensors" &&
+   grep -q "weights loaded from .*step-20" "$a.out" &&
+   [ "$(grep -o '"loss": [^,]*' "$a/metrics.jsonl")" = "$(grep -o '"loss": [^,]*' "$b/metrics.jsonl")" ]; then
+  pass initial_load_path_from_a_checkpoint
+else
+  fail initial_load_path_from_a_checkpoint "$(errors "$a" | head -2) $(errors "$b" | head -2)"
+fi

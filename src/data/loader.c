@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/memory.h"
@@ -66,6 +67,19 @@ static int list_shards(const char *dir, const char *split, char ***out) {
     return n;
 }
 
+// Each open shard holds a file descriptor (shards are read, not mapped: data/shard.h), so a
+// split of more shards than the soft limit on open files (often 1024) raises that limit
+// towards the hard one; beyond it, the open that fails names its file.
+static void ensure_fds(int n_shards) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = (rlim_t)n_shards + 256;  // room for everything else the process opens
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || want < rl.rlim_max ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static ct_status open_shards(ct_loader *l) {
     struct stat st;
     if (stat(l->source, &st) != 0) return ct_set_error("%s: dataset not found", l->source);
@@ -83,6 +97,7 @@ static ct_status open_shards(ct_loader *l) {
         names = ct_xmalloc(sizeof(char *));
         names[0] = ct_xstrdup(l->source);
     }
+    ensure_fds(n);
     l->shards = ct_xcalloc((size_t)n, sizeof(ct_shard));
     l->starts = ct_xcalloc((size_t)n + 1, sizeof(uint64_t));
     ct_status rc = CT_OK;

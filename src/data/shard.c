@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,23 +151,57 @@ ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t 
 }
 
 // ---- reading --------------------------------------------------------------------------------
+// Shards are read with pread into the caller's buffers, not memory-mapped: a mapped file that is
+// truncated while in use (a dataset rewritten under a running job, a full disk) raises SIGBUS on
+// the next access and kills the process without naming anything; a short pread is an error
+// that names the file. The fd stays open, so a shard replaced by rename keeps being read whole.
 
-// Largest token id. A plain max-reduction the compiler vectorises, split over threads when the
-// shard is big (the check reads every token once at open, so it runs at memory bandwidth).
-static uint32_t max_token(const ct_shard *s) {
-    const uint64_t n = s->n_tokens;
-    if (s->token_width == 2) {
-        const uint16_t *t = s->tokens;
+// Token ids are handed out as int32: an id at or above 2^31 would come back negative.
+#define CT_SHARD_MAX_ID_LIMIT (1ull << 31)
+
+// Tokens per read of the validation scan (16 MiB of u32).
+#define CT_SHARD_SCAN_TOKENS (1u << 22)
+
+// Largest of n tokens. A plain max-reduction the compiler vectorises, split over threads for a
+// big piece (the scan reads every token once at open, so it runs at disk or memory bandwidth).
+static uint32_t max_of(const void *buf, int width, uint64_t n) {
+    if (width == 2) {
+        const uint16_t *t = buf;
         uint16_t m = 0;
-#pragma omp parallel for simd reduction(max : m) if (n > (1u << 22))
+#pragma omp parallel for simd reduction(max : m) if (n >= (1u << 20))
         for (uint64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
         return m;
     }
-    const uint32_t *t = s->tokens;
+    const uint32_t *t = buf;
     uint32_t m = 0;
-#pragma omp parallel for simd reduction(max : m) if (n > (1u << 22))
+#pragma omp parallel for simd reduction(max : m) if (n >= (1u << 20))
     for (uint64_t i = 0; i < n; i++) m = t[i] > m ? t[i] : m;
     return m;
+}
+
+// Every token below `limit`, or CT_ERR naming the first that is not.
+static ct_status scan_tokens(const ct_shard *s, uint64_t limit) {
+    const uint64_t chunk = s->n_tokens < CT_SHARD_SCAN_TOKENS ? s->n_tokens : CT_SHARD_SCAN_TOKENS;
+    void *buf = malloc((size_t)(chunk ? chunk : 1) * (size_t)s->token_width);
+    if (!buf) return ct_set_error("%s: out of memory for the token scan", s->path);
+    ct_status st = CT_OK;
+    for (uint64_t at = 0; at < s->n_tokens && st == CT_OK; at += chunk) {
+        uint64_t n = s->n_tokens - at < chunk ? s->n_tokens - at : chunk;
+        st = ct_file_pread(s->fd, s->path, buf, (size_t)(n * (uint64_t)s->token_width),
+                           s->data_offset + at * (uint64_t)s->token_width);
+        if (st == CT_OK && max_of(buf, s->token_width, n) >= limit) {
+            uint64_t i = 0;
+            uint32_t id;
+            for (;; i++) {
+                id = s->token_width == 2 ? ((const uint16_t *)buf)[i] : ((const uint32_t *)buf)[i];
+                if (id >= limit) break;
+            }
+            st = ct_set_error("%s: token id %u at index %llu is >= vocab size %llu", s->path, id,
+                              (unsigned long long)(at + i), (unsigned long long)limit);
+        }
+    }
+    free(buf);
+    return st;
 }
 
 static ct_status fail(ct_shard *s, ct_status st) {
@@ -178,28 +211,21 @@ static ct_status fail(ct_shard *s, ct_status st) {
 
 ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
     memset(s, 0, sizeof *s);
+    s->fd = -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    int fd;
-    uint64_t file_bytes;
+    uint64_t size;
     // (a FIFO is refused without blocking; core/file_check.h)
-    if (ct_file_open_regular(path, "token shard", 0, &fd, &file_bytes) != CT_OK) return CT_ERR;
-    const size_t size = (size_t)file_bytes;
-    if (size < 8) {
-        close(fd);
-        return ct_set_error("%s: truncated file: %zu bytes, smaller than any shard header", path, size);
-    }
-    s->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (s->map == MAP_FAILED) {
-        s->map = NULL;
-        return ct_set_error("%s: mmap failed: %s", path, strerror(errno));
-    }
-    s->map_bytes = size;
-    const unsigned char *p = s->map;
-    size_t header;
+    if (ct_file_open_regular(path, "token shard", 0, &s->fd, &size) != CT_OK) return CT_ERR;
+    if (size < 8) return fail(s, ct_set_error("%s: truncated file: %llu bytes, smaller than any shard header", path,
+                                              (unsigned long long)size));
+    unsigned char p[CT_SHARD_LLMC_HEADER_BYTES];  // the larger of the two headers
+    const size_t got = size < sizeof p ? (size_t)size : sizeof p;
+    if (ct_file_pread(s->fd, path, p, got, 0) != CT_OK) return fail(s, CT_ERR);
+    uint64_t header;
     if (!memcmp(p, CT_SHARD_MAGIC, 8)) {
         if (size < CT_SHARD_HEADER_BYTES)
-            return fail(s, ct_set_error("%s: truncated file: %zu bytes, header needs %d", path, size, CT_SHARD_HEADER_BYTES));
+            return fail(s, ct_set_error("%s: truncated file: %llu bytes, header needs %d", path, (unsigned long long)size,
+                                        CT_SHARD_HEADER_BYTES));
         uint32_t version = get_u32(p + 8), width = get_u32(p + 12);
         if (version != CT_SHARD_VERSION)
             return fail(s, ct_set_error("%s: unsupported shard version %u (expected %d)", path, version, CT_SHARD_VERSION));
@@ -214,7 +240,8 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
         header = CT_SHARD_HEADER_BYTES;
     } else if ((int32_t)get_u32(p) == CT_SHARD_LLMC_MAGIC) {
         if (size < CT_SHARD_LLMC_HEADER_BYTES)
-            return fail(s, ct_set_error("%s: truncated file: %zu bytes, llm.c header needs %d", path, size, CT_SHARD_LLMC_HEADER_BYTES));
+            return fail(s, ct_set_error("%s: truncated file: %llu bytes, llm.c header needs %d", path,
+                                        (unsigned long long)size, CT_SHARD_LLMC_HEADER_BYTES));
         uint32_t version = get_u32(p + 4);
         if (version != 1) return fail(s, ct_set_error("%s: unsupported llm.c shard version %u (expected 1)", path, version));
         int32_t count = (int32_t)get_u32(p + 8);
@@ -235,31 +262,45 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
                                     path, (unsigned long long)s->n_tokens,
                                     (unsigned long long)s->n_tokens * (unsigned long long)s->token_width,
                                     (unsigned long long)data));
-    s->tokens = p + header;
+    s->data_offset = header;
     uint64_t limit = s->vocab_size;
     if (vocab_limit > 0 && vocab_limit < limit) limit = vocab_limit;
-    if (s->n_tokens > 0 && max_token(s) >= limit) {
-        uint64_t i = 0;
-        while (ct_shard_token(s, i) < limit) i++;
-        return fail(s, ct_set_error("%s: token id %u at index %llu is >= vocab size %llu", path, ct_shard_token(s, i),
-                                    (unsigned long long)i, (unsigned long long)limit));
-    }
+    if (limit > CT_SHARD_MAX_ID_LIMIT) limit = CT_SHARD_MAX_ID_LIMIT;
+    if (s->n_tokens > 0 && scan_tokens(s, limit) != CT_OK) return fail(s, CT_ERR);
     return CT_OK;
 }
 
 void ct_shard_close(ct_shard *s) {
-    if (s->map) munmap(s->map, s->map_bytes);
-    s->map = NULL;
-    s->tokens = NULL;
-    s->map_bytes = 0;
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+}
+
+// A read that fails after the shard was validated at open: the file changed under the job. The
+// readers have no error path (the training step does not allocate or fail), so this ends the
+// job -- with the file named, where a mapping would have died of SIGBUS.
+static void read_or_die(const ct_shard *s, void *buf, uint64_t n, uint64_t first) {
+    if (ct_file_pread(s->fd, s->path, buf, (size_t)(n * (uint64_t)s->token_width),
+                      s->data_offset + first * (uint64_t)s->token_width) != CT_OK)
+        ct_fatal("data", "%s", ct_last_error());
+}
+
+uint32_t ct_shard_token(const ct_shard *s, uint64_t i) {
+    uint32_t v = 0;  // little-endian host: a u16 lands in the low half
+    read_or_die(s, &v, 1, i);
+    return v;
 }
 
 void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out) {
-    if (s->token_width == 2) {
-        const uint16_t *t = (const uint16_t *)s->tokens + start;
-        for (uint64_t k = 0; k < n; k++) out[k] = t[k];
-    } else {
-        const uint32_t *t = (const uint32_t *)s->tokens + start;
-        for (uint64_t k = 0; k < n; k++) out[k] = (int32_t)t[k];
+    if (n == 0) return;
+    if (s->token_width == 4) {  // ids < 2^31 (checked at open): the u32 bits are the int32
+        read_or_die(s, out, n, start);
+        return;
+    }
+    uint16_t buf[4096];  // 2-byte tokens, widened a piece at a time
+    for (uint64_t done = 0; done < n;) {
+        uint64_t k = n - done < 4096 ? n - done : 4096;
+        read_or_die(s, buf, k, start + done);
+        for (uint64_t j = 0; j < k; j++) out[done + j] = buf[j];
+        done += k;
     }
 }

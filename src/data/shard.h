@@ -1,4 +1,4 @@
-// Token shards: the files `ctitan data prepare` writes and the data loader memory-maps.
+// Token shards: the files `ctitan data prepare` writes and the data loader reads.
 //
 // ctitan format (docs/data_format.md), all little-endian:
 //   offset  0  char[8]  magic "CTTOKENS"
@@ -48,20 +48,20 @@ typedef struct {
     int token_width;        // 2 or 4
     uint64_t n_tokens;
     uint32_t vocab_size;    // from the header; llm.c files have none (65536 is used)
-    const void *tokens;     // (n_tokens,) u16 or u32, inside the mapping
-    void *map;              // the whole file, mmap'd read-only
-    size_t map_bytes;
+    int fd;                 // open for the shard's lifetime (-1: closed); tokens are pread, not mapped
+    uint64_t data_offset;   // bytes before the first token (the header)
 } ct_shard;
 
-// Maps a shard and validates it: magic, version, width, file size == header + count x width,
-// and (scanning every token) no id >= the header's vocab or >= vocab_limit when vocab_limit > 0.
-// On failure returns CT_ERR with a message naming the file and the problem, s is left closed.
+// Opens a shard and validates it once: regular file, magic, version, width, file size ==
+// header + count x width, and (scanning every token) no id >= the header's vocab, >= vocab_limit
+// when vocab_limit > 0, or >= 2^31 (ids are handed out as int32). On failure returns CT_ERR with
+// a message naming the file and the problem, s is left closed.
 ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit);
 void ct_shard_close(ct_shard *s);
 
-static inline uint32_t ct_shard_token(const ct_shard *s, uint64_t i) {
-    return s->token_width == 2 ? ((const uint16_t *)s->tokens)[i] : ((const uint32_t *)s->tokens)[i];
-}
-// out[k] = token[start + k] for k < n (caller keeps start + n <= n_tokens).
+// The readers below read the file (pread): if it was truncated since it was opened they end
+// the job with one line naming the file (ct_fatal), never a SIGBUS as a mapping would.
+uint32_t ct_shard_token(const ct_shard *s, uint64_t i);
+// out[k] = token[start + k] for k < n (caller keeps start + n <= n_tokens). No allocation.
 void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out);
 #endif

@@ -60,6 +60,14 @@ precision-compare: $(BUILD)/ctitan
 run: $(BUILD)/ctitan
 	bash scripts/main_job.sh
 
+# Optional, not part of `make test`: transformers loads what `ctitan convert --to hf` writes and
+# computes ctitan's loss, and ctitan reads what save_pretrained writes (tests/interop/). Skips with
+# one line where python3, torch or transformers is missing; PYTHON=... picks the interpreter.
+.PHONY: test-interop
+test-interop: $(BUILD)/ctitan
+	@py=$${PYTHON:-python3}; if command -v $$py >/dev/null; then BUILD=$(BUILD) $$py tests/interop/hf_transformers.py --bin $(BUILD)/ctitan; \
+	else echo "SKIP test-interop: no $$py"; fi
+
 # The include graph points one way (core <- kernels|comm <- model <- parallel <- train <- cli).
 lint:
 	bash scripts/check_includes.sh

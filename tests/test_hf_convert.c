@@ -2,12 +2,15 @@
 // permutation against HF's own formula; the streaming safetensors writer against the one-pass
 // writer, byte for byte; ctitan -> HF -> ctitan round trips (fp32 and bf16) that give the same
 // file byte for byte (so identical tensors and metadata), with the HF file checked tensor by
-// tensor through the raw reader; and an export from a block in memory equal to one from a file.
+// tensor through the raw reader; an export from a block in memory equal to one from a file; and
+// the conversions' peak memory a few MiB, not the model.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "checkpoint/hf.h"
@@ -346,6 +349,44 @@ static void test_save_from_block(void) {
     free(block);
 }
 
+// Peak resident memory (KiB) of a child that runs fn(arg) and exits: the conversion's own, not
+// this test's.
+static long child_peak_kib(ct_status (*fn)(const char *, const char *), const char *a, const char *b) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(fn && fn(a, b) != CT_OK ? 1 : 0);
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+    return ru.ru_maxrss;
+}
+static ct_status do_export(const char *model, const char *dir) { return ct_hf_export(model, dir, NULL, CT_HF_DTYPE_SOURCE); }
+static ct_status do_import(const char *dir, const char *model) { return ct_hf_import(dir, model, CT_HF_DTYPE_SOURCE); }
+
+// The conversions stream: a 112 MB model (a 32 MB embedding and output among 60 tensors) goes
+// out and back in a few MiB more than a process that does nothing (4 MiB piece buffer, pages
+// let go as they are read), well under one large tensor.
+static void test_streaming_memory(void) {
+    ct_llama_config m = tiny();
+    m.dim = 512, m.n_heads = 8, m.n_kv_heads = 2, m.head_dim = 64, m.ffn_hidden = 1024, m.vocab_size = 16384;
+    m.n_layers = 6;
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    float *block = random_block(&t, 14);
+    const char *model = tmp_path("big.safetensors"), *dir = tmp_path("hf_big"), *back = tmp_path("big_back.safetensors");
+    CHECK(ct_model_save(model, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+    free(block);  // the parent stays small, so its children start small
+    const long model_kib = t.total * 4 / 1024;
+    long idle = child_peak_kib(NULL, NULL, NULL), out = child_peak_kib(do_export, model, dir),
+         in = child_peak_kib(do_import, dir, back);
+    printf("  model %ld KiB; peak RSS of a child: idle %ld KiB, export %ld KiB, import %ld KiB\n", model_kib, idle, out,
+           in);
+    CHECK(idle > 0 && out > 0 && in > 0, "a child failed");
+    CHECK(out - idle < 16 * 1024 && in - idle < 16 * 1024, "a conversion held more than 16 MiB: %ld, %ld KiB", out - idle,
+          in - idle);
+    CHECK(same_files(model, back), "the big model did not come back the same");
+    ct_param_table_free(&t);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ct_hf_convert_XXXXXX");
     if (!mkdtemp(tmpdir)) ct_fatal("test", "mkdtemp failed");
@@ -355,6 +396,7 @@ int main(void) {
     CT_RUN(test_round_trip_fp32);
     CT_RUN(test_round_trip_bf16);
     CT_RUN(test_save_from_block);
+    CT_RUN(test_streaming_memory);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -6,7 +6,7 @@
 // RMSNorm as x * rsqrt(mean(x²) + eps) * w. The same forward in Meta's interleaved convention
 // gives another loss, so a missing or wrong q/k permutation cannot pass. Variants: one file,
 // fp32, untied, plain RoPE; and shards with an index, bf16, tied embeddings (no lm_head), Llama
-// 3.1 RoPE. Then every refusal: missing config.json, missing tensor, wrong shape, unsupported
+// 3.1 RoPE. The config forms of transformers 4 and 5. Then every refusal: missing config.json, missing tensor, wrong shape, unsupported
 // model_type / rope_scaling / biases / head_dim, unexpected tensor, bad JSON, missing shard --
 // each one line naming what is wrong, and no output file left behind.
 #include <math.h>
@@ -478,12 +478,47 @@ static void test_refusals(void) {
     CHECK(ct_hf_import(d, path, CT_F32) == CT_OK, "%s", ct_last_error());
 }
 
+// The forms config.json takes in the wild: transformers 5 keeps rope_theta and the scaling in
+// rope_parameters; older files say "type" for "rope_type"; absent keys take LlamaConfig's defaults.
+static void test_config_forms(void) {
+    const char *dir = make_dir("forms"), *path = tmp_path("forms/config.json");
+    const char *base = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 112, "
+                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"vocab_size\": 96";
+    const struct {
+        const char *rest;
+        double theta;
+        int scaling, kv, max_len;
+    } cases[] = {
+        {", \"num_key_value_heads\": 2, \"max_position_embeddings\": 8192, \"rope_parameters\": {\"factor\": 8.0, "
+         "\"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192, "
+         "\"rope_theta\": 500000.0, \"rope_type\": \"llama3\"}}",
+         500000, 1, 2, 8192},
+        {", \"rope_parameters\": {\"rope_theta\": 250000.0, \"rope_type\": \"default\"}}", 250000, 0, 8, 0},
+        {", \"rope_theta\": 5e5, \"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+         "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}}",
+         500000, 1, 8, 0},
+        {"}", 10000, 0, 8, 0},  // HF's defaults: rope_theta 10000, kv heads = heads
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", base, cases[i].rest);
+        write_text(path, text);
+        ct_llama_config m;
+        ct_status st = ct_hf_load_config(dir, &m);
+        CHECK(st == CT_OK && m.rope_theta == cases[i].theta && m.rope_scaling == cases[i].scaling &&
+                  m.n_kv_heads == cases[i].kv && m.max_seq_len == cases[i].max_len && m.head_dim == 8 &&
+                  m.norm_eps == 1e-6 && !strcmp(m.flavor, "hf"),
+              "case %zu: %s", i, st ? ct_last_error() : "wrong values");
+    }
+}
+
 int main(void) {
     rng_state = 0x5eed1234abcdULL;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ct_hf_load_XXXXXX");
     if (!mkdtemp(tmpdir)) ct_fatal("test", "mkdtemp failed");
     CT_RUN(test_one_file_fp32_untied);
     CT_RUN(test_shards_bf16_tied_llama3);
+    CT_RUN(test_config_forms);
     CT_RUN(test_refusals);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -30,7 +30,9 @@
 // rest need nothing.
 //
 // Everything streams: tensors are read from a memory-mapped file and written a piece at a
-// time, so memory is a fixed 4 MiB buffer (plus the headers), not a tensor and not the model.
+// time, and the mapped pages of each piece are let go once it is written, so memory is a fixed
+// 4 MiB buffer and a few pages (plus the headers), not a tensor and not the model
+// (tests/test_hf_convert.c measures it: a 115 MB model converts in about 11 MB of peak RSS).
 #ifndef CT_HF_H
 #define CT_HF_H
 #include <stddef.h>

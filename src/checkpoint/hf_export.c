@@ -8,15 +8,34 @@
 
 #include "checkpoint/hf_internal.h"
 
-// Where the tensors come from: elements [begin, begin + n) of p in ctitan's layout, as fp32.
-typedef void (*read_fn)(const void *ctx, const ct_param *p, long begin, long n, float *dst);
+// Where the tensors come from: a model file's mapping, or a flat block in memory.
+typedef struct {
+    const ct_st_file *file;   // NULL: read from block
+    const float *block;
+    const ct_param *cur;      // the parameter cur_t belongs to (one lookup per tensor, not per piece)
+    const ct_st_tensor *cur_t;
+} source;
 
-static void read_model_file(const void *ctx, const ct_param *p, long begin, long n, float *dst) {
-    ct_model_read_range(ctx, p, begin, n, dst);
+// Elements [begin, begin + n) of p in ctitan's layout, as fp32.
+static void source_read(source *s, const ct_param *p, long begin, long n, float *dst) {
+    if (!s->file) {
+        memcpy(dst, s->block + p->offset + begin, (size_t)n * sizeof(float));
+        return;
+    }
+    if (s->cur != p) {
+        s->cur = p;
+        s->cur_t = ct_st_find(s->file, p->name);
+    }
+    // ct_model_open checked every tensor's presence, shape and dtype.
+    if (!s->cur_t || ct_st_read_f32_range(s->cur_t, begin, n, dst)) ct_fatal("hf", "%s: %s", p->name, ct_last_error());
 }
 
-static void read_block(const void *ctx, const ct_param *p, long begin, long n, float *dst) {
-    memcpy(dst, (const float *)ctx + p->offset + begin, (size_t)n * sizeof(float));
+// Elements [begin, begin + n) of p are written: their mapped pages can go, so that memory stays
+// a piece, not the model.
+static void source_done(source *s, const ct_param *p, long head_dim, long begin, long n) {
+    if (!s->file || s->cur != p || !s->cur_t) return;
+    ct_hf_widen_to_heads(p, head_dim, &begin, &n);
+    ct_st_release(s->file, s->cur_t, begin, n);
 }
 
 // mkdir -p: each missing level of dir is created.
@@ -37,12 +56,13 @@ static ct_status make_dirs(const char *dir) {
 }
 
 // Appends parameter p in HF's layout. buf holds at least max(CT_HF_PIECE, one row) floats.
-static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, read_fn read, const void *ctx, float *buf) {
+static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, source *src, float *buf) {
     if (!ct_hf_rope_permuted(p->name)) {
         for (long e = 0; e < p->numel; e += CT_HF_PIECE) {
             long k = p->numel - e < CT_HF_PIECE ? p->numel - e : CT_HF_PIECE;
-            read(ctx, p, e, k, buf);
+            source_read(src, p, e, k, buf);
             if (ct_st_writer_append(w, buf, k)) return CT_ERR;
+            source_done(src, p, head_dim, e, k);
         }
         return CT_OK;
     }
@@ -51,14 +71,15 @@ static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, r
     const long per_piece = CT_HF_PIECE / C > 0 ? CT_HF_PIECE / C : 1;
     for (long r0 = 0; r0 < rows; r0 += per_piece) {
         long nr = rows - r0 < per_piece ? rows - r0 : per_piece;
-        for (long r = 0; r < nr; r++) read(ctx, p, ct_hf_row_to_ct(r0 + r, head_dim) * C, C, buf + r * C);
+        for (long r = 0; r < nr; r++) source_read(src, p, ct_hf_row_to_ct(r0 + r, head_dim) * C, C, buf + r * C);
         if (ct_st_writer_append(w, buf, nr * C)) return CT_ERR;
+        source_done(src, p, head_dim, r0 * C, nr * C);
     }
     return CT_OK;
 }
 
-static ct_status export_from(const char *dir, const ct_param_table *t, const ct_llama_config *m, read_fn read,
-                             const void *ctx, ct_dtype dtype, const ct_hf_vocab *vocab) {
+static ct_status export_from(const char *dir, const ct_param_table *t, const ct_llama_config *m, source *src,
+                             ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
     if (make_dirs(dir)) return CT_ERR;
     ct_st_writer *w = ct_st_writer_new();
@@ -76,7 +97,7 @@ static ct_status export_from(const char *dir, const ct_param_table *t, const ct_
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (st == CT_OK) st = ct_st_writer_begin(w, path);
     float *buf = ct_xmalloc((size_t)widest * sizeof(float));  // one piece: the conversion's memory
-    for (int i = 0; i < t->count && st == CT_OK; i++) st = put_tensor(w, &t->params[i], m->head_dim, read, ctx, buf);
+    for (int i = 0; i < t->count && st == CT_OK; i++) st = put_tensor(w, &t->params[i], m->head_dim, src, buf);
     free(buf);
     if (st == CT_OK) st = ct_st_writer_finish(w);
     ct_st_writer_free(w);  // removes model.safetensors.tmp after a failure
@@ -108,9 +129,14 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
     if (dtype == CT_HF_DTYPE_SOURCE && file_dtype(model_file, &dtype)) return CT_ERR;
     ct_param_table t;
     ct_param_table_build(&t, &m);
-    ct_model_file *f = ct_model_open(model_file, &t);
-    ct_status st = f ? export_from(dir, &t, &m, read_model_file, f, dtype, vocab) : CT_ERR;
-    ct_model_close(f);
+    // ct_model_open validates the file against the registry (every tensor, its shape and dtype);
+    // the tensors are then read from a mapping of our own, whose pages can be let go.
+    ct_model_file *mf = ct_model_open(model_file, &t);
+    ct_model_close(mf);
+    ct_st_file *f = mf ? ct_st_open(model_file) : NULL;
+    source src = {.file = f};
+    ct_status st = f ? export_from(dir, &t, &m, &src, dtype, vocab) : CT_ERR;
+    ct_st_close(f);
     ct_param_table_free(&t);
     return st;
 }
@@ -118,5 +144,6 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
 ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_llama_config *m, const float *full,
                      ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (check_dtype(dtype, dir)) return CT_ERR;
-    return export_from(dir, t, m, read_block, full, dtype == CT_HF_DTYPE_SOURCE ? CT_F32 : dtype, vocab);
+    source src = {.block = full};
+    return export_from(dir, t, m, &src, dtype == CT_HF_DTYPE_SOURCE ? CT_F32 : dtype, vocab);
 }

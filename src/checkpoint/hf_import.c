@@ -44,6 +44,7 @@ static ct_status write_model(const char *model_file, const ct_hf_dir *f, const c
             long k = p->numel - e < CT_HF_PIECE ? p->numel - e : CT_HF_PIECE;
             ct_hf_read_range(f, p, e, k, buf);
             st = ct_st_writer_append(w, buf, k);
+            ct_hf_release(f, p, e, k);  // read: memory stays a piece, not the model
         }
     }
     free(buf);

@@ -10,6 +10,20 @@ ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied);
 // (and DIR/generation_config.json) when vocab is given.
 ct_status ct_hf_config_write(const char *dir, const ct_llama_config *m, ct_dtype dtype, const ct_hf_vocab *vocab);
 
+// hf_read.c: lets go of the mapped pages (ct_st_release) under elements [begin, begin + n) of
+// p's tensor once they are read (for q/k: under the whole heads those elements lie in).
+void ct_hf_release(const ct_hf_dir *f, const ct_param *p, long begin, long n);
+
+// [*begin, *begin + *n) of wq / wk widened to whole heads: the rows of the other layout that
+// hold these elements lie within the same heads. Other tensors are left as they are.
+static inline void ct_hf_widen_to_heads(const ct_param *p, long head_dim, long *begin, long *n) {
+    if (!ct_hf_rope_permuted(p->name)) return;
+    const long head = head_dim * p->global_shape[1], lo = *begin / head * head;
+    const long hi = (*begin + *n + head - 1) / head * head;
+    *begin = lo;
+    *n = (hi < p->numel ? hi : p->numel) - lo;
+}
+
 // Elements converted per piece while streaming: 1 Mi floats (4 MiB) bounds a conversion's memory.
 enum { CT_HF_PIECE = 1 << 20 };
 #endif

@@ -225,3 +225,10 @@ void ct_hf_read_range(const ct_hf_dir *f, const ct_param *p, long begin, long n,
     }
     if (st != CT_OK) ct_fatal("hf", "%s", ct_last_error());  // dtype and range were checked at open
 }
+
+void ct_hf_release(const ct_hf_dir *f, const ct_param *p, long begin, long n) {
+    long i = p - f->table->params;
+    if (i < 0 || i >= f->table->count) return;
+    ct_hf_widen_to_heads(p, f->head_dim, &begin, &n);
+    ct_st_release(f->files[f->src_file[i]], f->src[i], begin, n);
+}

@@ -750,3 +750,14 @@ ct_status ct_st_read_f32_range(const ct_st_tensor *t, int64_t begin, int64_t n, 
     }
     return CT_OK;
 }
+
+void ct_st_release(const ct_st_file *f, const ct_st_tensor *t, int64_t begin, int64_t n) {
+    if (begin < 0 || n <= 0 || begin > t->numel - n) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), base = (uintptr_t)f->map;
+    const size_t es = ct_dtype_size(t->dtype);
+    uintptr_t lo = ((uintptr_t)t->data + (uintptr_t)begin * es) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t->data + (uintptr_t)(begin + n) * es + page - 1) & ~(page - 1);
+    if (hi > base + f->size) hi = (base + f->size + page - 1) & ~(page - 1);
+    // The pages are clean (a read-only mapping): dropping one a neighbour still needs costs a refault.
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}

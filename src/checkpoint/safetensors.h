@@ -72,4 +72,9 @@ ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int6
 // Elements [begin, begin + n) of t's flattened data into out, widened to fp32 (F32/BF16/F16).
 // CT_ERR for a range outside the tensor or another dtype.
 ct_status ct_st_read_f32_range(const ct_st_tensor *t, int64_t begin, int64_t n, float *out);
+// Lets go of the mapped pages under elements [begin, begin + n) of t (madvise DONTNEED, whole
+// pages, so a neighbour's edge may go too): they leave this process's resident memory, stay in
+// the page cache, and a later read faults them back in. A reader that streams through a file
+// larger than memory calls it after each piece.
+void ct_st_release(const ct_st_file *f, const ct_st_tensor *t, int64_t begin, int64_t n);
 #endif

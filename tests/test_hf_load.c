@@ -454,6 +454,10 @@ static void test_refusals(void) {
     expect_refusal(bad_dir("gelu", ",\n  \"hidden_act\": \"gelu\"", NULL, NULL, NULL, 0), "hidden_act \"gelu\"");
     expect_refusal(bad_dir("layers", ",\n  \"num_hidden_layers\": 2.5", NULL, NULL, NULL, 0),
                    "\"num_hidden_layers\" must be a positive integer");
+    expect_refusal(bad_dir("huge", ",\n  \"num_hidden_layers\": 2000000000", NULL, NULL, NULL, 0),
+                   "\"num_hidden_layers\" = 2000000000 is above ctitan's limit 16384");
+    expect_refusal(bad_dir("huge_vocab", ",\n  \"vocab_size\": 2000000000", NULL, NULL, NULL, 0),
+                   "\"vocab_size\" = 2000000000 is above ctitan's limit");
 
     d = bad_dir("no_type", NULL, NULL, NULL, NULL, 0);
     snprintf(path, sizeof path, "%s/config.json", d);

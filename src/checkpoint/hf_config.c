@@ -97,6 +97,29 @@ static ct_status read_rope(const ct_json *c, const char *path, ct_llama_config *
     return CT_OK;
 }
 
+// The limits a ctitan model file's metadata is held to (model_file.c), far above any real
+// Llama: a config.json cannot size a registry that ctitan would refuse to load, nor one whose
+// counts overflow (ct_param_count).
+static ct_status check_limits(const char *path, const ct_llama_config *m) {
+    const struct {
+        const char *key;
+        int value, limit;
+    } lim[] = {{"hidden_size", m->dim, 1 << 20},        {"num_hidden_layers", m->n_layers, 1 << 14},
+               {"intermediate_size", m->ffn_hidden, 1 << 22}, {"vocab_size", m->vocab_size, 1 << 24},
+               {"max_position_embeddings", m->max_seq_len, 1 << 20}};
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].value > lim[i].limit)
+            return ct_set_error("%s: \"%s\" = %d is above ctitan's limit %d", path, lim[i].key, lim[i].value, lim[i].limit);
+    int n_tensors;
+    long n_elements;
+    if (ct_param_count(m, &n_tensors, &n_elements)) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        return ct_set_error("%s: %s", path, why);
+    }
+    return CT_OK;
+}
+
 static ct_status config_from_json(const ct_json *c, const char *path, ct_llama_config *m, int *tied) {
     memset(m, 0, sizeof *m);
     if (c->type != CT_JSON_OBJECT) return ct_set_error("%s: not a JSON object", path);
@@ -135,10 +158,11 @@ static ct_status config_from_json(const ct_json *c, const char *path, ct_llama_c
         m->max_seq_len = (int)len->number;
     const ct_json *flavor = ct_json_get(c, "ctitan_flavor");
     snprintf(m->flavor, sizeof m->flavor, "%s", flavor && flavor->type == CT_JSON_STRING ? flavor->string : "hf");
-    return CT_OK;
+    return check_limits(path, m);
 }
 
 ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied) {
+    if (ct_hf_check_dir(dir)) return CT_ERR;
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_json *c = ct_json_read_file(path);

@@ -80,11 +80,12 @@ static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, s
 
 static ct_status export_from(const char *dir, const ct_param_table *t, const ct_llama_config *m, source *src,
                              ct_dtype dtype, const ct_hf_vocab *vocab) {
+    if (ct_hf_check_dir(dir)) return CT_ERR;
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
     if (make_dirs(dir)) return CT_ERR;
     ct_st_writer *w = ct_st_writer_new();
     ct_st_writer_metadata(w, "format", "pt");  // transformers refuses safetensors files without it
-    char name[CT_PARAM_NAME + 32], path[1100];
+    char name[CT_PARAM_NAME + 32], path[1024];
     ct_status st = CT_OK;
     long widest = CT_HF_PIECE;
     for (int i = 0; i < t->count && st == CT_OK; i++) {

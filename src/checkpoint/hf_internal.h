@@ -1,6 +1,8 @@
 // Pieces shared by the Hugging Face interchange's files (not part of the public API, hf.h).
 #ifndef CT_HF_INTERNAL_H
 #define CT_HF_INTERNAL_H
+#include <string.h>
+
 #include "checkpoint/hf.h"
 
 // hf_config.c: DIR/config.json -> dims (as ct_hf_load_config) and whether the output
@@ -22,6 +24,15 @@ static inline void ct_hf_widen_to_heads(const ct_param *p, long head_dim, long *
     const long hi = (*begin + *n + head - 1) / head * head;
     *begin = lo;
     *n = (hi < p->numel ? hi : p->numel) - lo;
+}
+
+// Paths are built in fixed buffers of 1024 bytes: a directory name may take 900 of them, which
+// leaves room for the longest file name inside it (original/tokenizer.model.tmp).
+enum { CT_HF_MAX_DIR = 900 };
+static inline ct_status ct_hf_check_dir(const char *dir) {
+    size_t n = strlen(dir);
+    if (n == 0 || n > CT_HF_MAX_DIR) return ct_set_error("%.60s...: a directory name of %zu characters (1 to %d)", dir, n, CT_HF_MAX_DIR);
+    return CT_OK;
 }
 
 // Elements converted per piece while streaming: 1 Mi floats (4 MiB) bounds a conversion's memory.

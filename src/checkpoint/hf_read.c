@@ -48,7 +48,10 @@ static int use_file(ct_hf_dir *f, const char *dir, const char *name) {
         return -1;
     }
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        ct_set_error("%s: shard name '%.60s...' too long", dir, name);
+        return -1;
+    }
     ct_st_file *st = ct_st_open(path);
     if (!st) return -1;
     f->files = realloc(f->files, sizeof *f->files * (size_t)(f->n_files + 1));

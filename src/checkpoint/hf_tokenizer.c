@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint/hf_internal.h"
 #include "checkpoint/hf_json.h"
 
 // ---- GPT-2's byte-to-unicode map ------------------------------------------------------------
@@ -217,6 +218,7 @@ static ct_status copy_rank_file(const char *dir, const char *src) {
 }
 
 ct_status ct_hf_write_tokenizer(const char *dir, const ct_hf_vocab *v) {
+    if (ct_hf_check_dir(dir)) return CT_ERR;
     if (v->n_tokens < 256 || !v->pattern) return ct_set_error("%s: tokenizer: fewer than 256 tokens or no pattern", dir);
     lookup L;
     lookup_build(&L, v);

@@ -430,9 +430,10 @@ static void build_header(const ct_st_writer *w, strbuf *h_out) {
 
 // Creates path.tmp (its name into tmp) and writes the length and the header.
 static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, size_t tmp_size, FILE **out) {
+    if (snprintf(tmp, tmp_size, "%s.tmp", path) >= (int)tmp_size || strlen(path) >= sizeof w->path)
+        return ct_set_error("%.60s...: path too long (%zu characters)", path, strlen(path));
     strbuf h;
     build_header(w, &h);
-    snprintf(tmp, tmp_size, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(h.s);
@@ -488,8 +489,8 @@ static void stream_skip_full(ct_st_writer *w) {
 
 ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
     if (w->out) return ct_set_error("%s: this writer is already streaming to %s", path, w->path);
-    snprintf(w->path, sizeof w->path, "%s", path);
     if (begin_file(w, path, w->tmp, sizeof w->tmp, &w->out)) return CT_ERR;
+    snprintf(w->path, sizeof w->path, "%s", path);  // fits: begin_file checked
     w->cur = 0;
     w->cur_done = 0;
     stream_skip_full(w);

@@ -18,7 +18,12 @@
 # mpirun runs with --bind-to none (OpenMP threads of one rank spread over its cores), with
 # --oversubscribe when NRANKS exceeds the cores, and with --allow-run-as-root when root.
 # OpenMPI ends the whole job when any rank exits abnormally, so a dead rank never leaves the
-# others waiting (and comm/ gives every collective a timeout besides).
+# others waiting (and comm/ gives every collective a timeout besides). Ctrl-C or SIGTERM to
+# mpirun reaches every rank as SIGTERM: they finish the step, save a checkpoint (when
+# checkpoint.enable) and exit 0 -- within odls_base_sigkill_timeout (1 s), after which mpirun
+# kills them. Longer saves: MPIRUN_ARGS="--mca odls_base_sigkill_timeout 120", or signal the
+# ranks themselves (a scheduler's srun --signal). Not the default: the same timeout also delays
+# killing the survivors when a rank dies.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -3,7 +3,8 @@
 // Samples a continuation from a saved model with the KV-cache generator. The prompt is
 // preceded by <|end_of_text|>, the separator every training document follows, so the model
 // reads it as the start of a document. Prints the prompt, then each new token as it comes;
-// stops at <|end_of_text|> (not printed) or after N tokens. Timing goes to stderr.
+// stops at <|end_of_text|> (not printed), after N tokens, or at the model's max sequence length
+// (N is capped there, with a note). Timing goes to stderr.
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +16,9 @@
 #include "cli/commands.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
+
+// The sequence length a model file without max_seq_len is taken to have (Llama 3's 8192).
+#define CT_GENERATE_DEFAULT_LEN 8192
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -125,6 +129,23 @@ int ct_cmd_generate(int argc, char **argv) {
                     m.vocab_size);
             goto done;
         }
+
+    // The KV cache is planned up front for prompt + continuation, so --max_new_tokens sizes an
+    // allocation (10 million once asked for 2.8 GB): it is capped at the length the model was
+    // trained for (max_seq_len; CT_GENERATE_DEFAULT_LEN when the file does not say), where
+    // generation stops.
+    const long limit = m.max_seq_len > 0 ? m.max_seq_len : CT_GENERATE_DEFAULT_LEN;
+    if (n > limit) {
+        fprintf(stderr, "ctitan generate: the prompt is %ld tokens (with <|end_of_text|> before it), more than the "
+                        "model's max sequence length %ld\n", n, limit);
+        goto done;
+    }
+    if (max_new > limit - n) {
+        fprintf(stderr, "ctitan generate: --max_new_tokens %ld capped at %ld: the model's max sequence length is %ld%s "
+                        "and the prompt takes %ld\n", max_new, limit - n, limit,
+                m.max_seq_len > 0 ? "" : " (the file does not say; the default)", n);
+        max_new = limit - n;
+    }
 
     // Sample only ids both the model and the tokenizer know.
     long V = ct_tokenizer_vocab_size(tok) < m.vocab_size ? ct_tokenizer_vocab_size(tok) : m.vocab_size;

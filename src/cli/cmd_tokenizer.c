@@ -4,6 +4,7 @@
 //   decode --tokenizer FILE --ids "1 2 3"                                 -> the bytes, as is
 // Errors are one line on stderr and a non-zero exit.
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static int parse_long(const char *s, long *out) {
 static int cmd_train(int argc, char **argv) {
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int n_inputs = 0;
-    long vocab = -1;
+    long vocab = 0;
+    int vocab_given = 0;  // (a value of its own: -5 once read as "no --vocab-size")
     const char *out = NULL;
     int rc = 2;
     for (int i = 0; i < argc; i++) {
@@ -55,6 +57,15 @@ static int cmd_train(int argc, char **argv) {
                 rc = fail("--vocab-size: '%s' is not an integer", argv[i]);
                 goto done;
             }
+            // The range here, so the message names this value (99999999999 once got "must be
+            // at least 258"): 256 byte ranks + 2 specials at least, ids that fit an int32.
+            if (vocab < 258 || vocab > INT32_MAX) {
+                fprintf(stderr, "ctitan tokenizer train: --vocab-size %s is outside [258, %d] (256 bytes + 2 special "
+                                "tokens at least, ids that fit int32)\n", argv[i], INT32_MAX);
+                rc = 2;
+                goto done;
+            }
+            vocab_given = 1;
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             out = argv[++i];
         } else {
@@ -62,7 +73,7 @@ static int cmd_train(int argc, char **argv) {
             goto done;
         }
     }
-    if (!n_inputs || vocab < 0 || !out) {
+    if (!n_inputs || !vocab_given || !out) {
         fprintf(stderr, "ctitan tokenizer train: needs --input, --vocab-size and --out\n");
         goto done;
     }

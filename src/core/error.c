@@ -8,6 +8,53 @@
 
 static _Thread_local char last_error[1024];
 
+// Length of the UTF-8 sequence at p (1..4), or 0 when p does not start a well-formed one
+// (a stray continuation byte, an overlong form, a surrogate, a value past U+10FFFF).
+static int utf8_len(const unsigned char *p) {
+    unsigned c = p[0];
+    int n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (c < 0xc2 || c > 0xf4) return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+// Copies src into dst (cap bytes, always NUL-terminated) as one line of printable text.
+// Messages quote input -- keys, values, paths, file contents -- and a newline in a TOML key
+// once split an error in two, an escape sequence went to the terminal. Control characters
+// become \n \r \t \xNN (C0, DEL) or \u00NN (C1, U+0080..U+009F, which terminals also obey);
+// bytes that are not UTF-8 become \xNN. UTF-8 text and backslashes are kept, so escaping an
+// already escaped message (a message wrapped in another) changes nothing.
+static void escape_line(char *dst, size_t cap, const char *src) {
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p;) {
+        char esc[8];
+        const char *out = esc;
+        size_t n;
+        int u = *p < 0x80 ? 1 : utf8_len(p);
+        if (*p >= 0x20 && *p != 0x7f && u >= 1 && !(u == 2 && p[0] == 0xc2 && p[1] < 0xa0)) {
+            out = (const char *)p;  // printable ASCII or a well-formed UTF-8 character
+            n = (size_t)u;
+        } else if (u == 2) {  // C1 control
+            n = (size_t)snprintf(esc, sizeof esc, "\\u%04x", p[1]);
+        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+            n = (size_t)snprintf(esc, sizeof esc, "\\%c", *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+            u = 1;
+        } else {
+            n = (size_t)snprintf(esc, sizeof esc, "\\x%02x", *p);
+            u = 1;
+        }
+        if (k + n >= cap) break;  // no room for the whole piece: stop at a clean boundary
+        memcpy(dst + k, out, n);
+        k += n;
+        p += u;
+    }
+    dst[k] = 0;
+}
+
 // Formats into a scratch buffer first: wrapping the previous message, as in
 // ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces.
 ct_status ct_set_error(const char *fmt, ...) {
@@ -16,7 +63,7 @@ ct_status ct_set_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
+    escape_line(last_error, sizeof last_error, msg);
     return CT_ERR;
 }
 
@@ -34,15 +81,17 @@ void ct_fatal(const char *where, const char *fmt, ...) {
         rank = h->rank(h->ctx);
         size = h->size(h->ctx);
     }
-    char msg[1024];
+    char raw[1024], msg[1024], at[128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape_line(msg, sizeof msg, raw);  // one line, whatever the input it quotes
+    escape_line(at, sizeof at, where);
     if (size > 1)
-        fprintf(stderr, "[rank %d] %s: %s\n", rank, where, msg);
+        fprintf(stderr, "[rank %d] %s: %s\n", rank, at, msg);
     else
-        fprintf(stderr, "%s: %s\n", where, msg);
+        fprintf(stderr, "%s: %s\n", at, msg);
     fflush(stderr);
     fflush(stdout);
     // A job of one ends by exit, so its status and atexit handlers are the ordinary ones.

@@ -190,23 +190,76 @@ static ct_status split_close(split_out *s) {
     return ct_shard_writer_close(w);
 }
 
-// Removes shards of an earlier run (exactly our names) so the loader never mixes two runs.
-static int remove_old_shards(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int removed = 0;
+// ---- replacing a dataset -------------------------------------------------------------------
+// New shards are written into a staging folder inside out_dir (hidden, so the loader never sees
+// it) and moved into place only when every one is complete; the old shards are moved aside
+// first and deleted last. A prepare that fails on the way -- a bad input, a full disk, an empty
+// corpus -- leaves the previous dataset exactly as it was (it used to be deleted first).
+
+// train_NNN.bin / val_NNN.bin: exactly the names prepare writes (and so may replace).
+static bool is_shard_name(const char *name) {
+    int num, len = 0;
+    char split[8];
+    return sscanf(name, "%5[a-z]_%d.bin%n", split, &num, &len) == 2 && len == (int)strlen(name) &&
+           (!strcmp(split, "train") || !strcmp(split, "val"));
+}
+
+// Moves every shard-named file from `from` to `to` (same filesystem: renames). Returns the count
+// moved, or -1 with the error set (the files already moved stay moved).
+static int move_shards(const char *from, const char *to) {
+    DIR *d = opendir(from);
+    if (!d) return ct_set_error("%s: cannot read folder: %s", from, strerror(errno)), -1;
+    int moved = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        int num, len = 0;
-        char split[8];
-        if (sscanf(e->d_name, "%5[a-z]_%d.bin%n", split, &num, &len) == 2 && len == (int)strlen(e->d_name) &&
-            (!strcmp(split, "train") || !strcmp(split, "val"))) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            removed += unlink(path) == 0;
+        if (!is_shard_name(e->d_name)) continue;
+        char a[4096], b[4096];
+        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+        if (rename(a, b) != 0) {
+            ct_set_error("%s: cannot move to %s: %s", a, to, strerror(errno));
+            closedir(d);
+            return -1;
         }
+        moved++;
     }
     closedir(d);
-    return removed;
+    return moved;
+}
+
+// Deletes a folder that holds only shard-named files (a staging or set-aside folder).
+static void remove_shard_folder(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_shard_name(e->d_name)) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+// The swap, once the staging folder holds the complete new dataset: old shards aside, new ones
+// in, old ones deleted. Only renames within out_dir, so it cannot run out of space; if a rename
+// fails anyway, what moved is moved back and the error names the folders.
+static ct_status swap_in(const char *out_dir, const char *staging, int *replaced) {
+    char old[4096];
+    snprintf(old, sizeof old, "%s/.prepare-old-XXXXXX", out_dir);
+    if (!mkdtemp(old)) return ct_set_error("%s: cannot create a folder: %s", out_dir, strerror(errno));
+    int n_old = move_shards(out_dir, old);
+    if (n_old < 0 || move_shards(staging, out_dir) < 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", ct_last_error());
+        move_shards(out_dir, staging);  // new ones back (none when the first move failed)
+        int back = move_shards(old, out_dir);
+        if (back >= 0) rmdir(old);
+        return ct_set_error("%s (the new shards are left in %s%s%s)", why, staging, back < 0 ? ", the old ones in " : "",
+                            back < 0 ? old : "");
+    }
+    remove_shard_folder(old);
+    *replaced = n_old;
+    return CT_OK;
 }
 
 static ct_status make_dirs(const char *path) {
@@ -310,15 +363,22 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         return CT_ERR;
     }
     long vocab = ct_tokenizer_vocab_size(tok);
+    // The first folder of out_dir's path that does not exist yet: a failed prepare removes what
+    // it created, from out_dir up to that one (only folders left empty).
+    char created[4096] = "";
+    for (size_t i = 1, n = strlen(o->out_dir); i <= n && !created[0]; i++)
+        if (o->out_dir[i] == '/' || o->out_dir[i] == 0) {
+            snprintf(created, sizeof created, "%.*s", (int)i, o->out_dir);
+            if (access(created, F_OK) == 0) created[0] = 0;
+        }
+    char staging[4096];
+    snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
     ct_status st = make_dirs(o->out_dir);
-    if (st == CT_OK) {
-        int removed = remove_old_shards(o->out_dir);
-        if (removed && o->progress) fprintf(stderr, "prepare: removed %d shards of an earlier run in %s\n", removed, o->out_dir);
-    }
+    if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
     prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .res = res};
     c.val_every = o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
     for (int k = 0; k < 2; k++)
-        c.out[k] = (split_out){.out_dir = o->out_dir, .name = k ? "val" : "train", .vocab = (uint32_t)vocab,
+        c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab,
                                .shard_tokens = o->shard_tokens ? o->shard_tokens : CT_DEFAULT_SHARD_TOKENS};
     progress pr = {.mode = o->progress == 0 ? 0 : o->progress > 0 ? o->progress : (isatty(2) ? 2 : 1), .last = -1};
     for (int i = 0; i < n_files; i++) {
@@ -355,6 +415,23 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         if (st == CT_OK) st = cs;
         res->tokens[k] = c.out[k].tokens;
         res->shards[k] = c.out[k].shards;
+    }
+    // A corpus of empty or blank files gives no shards: a dataset the loader would refuse, so
+    // refuse it here rather than replace a good one with it.
+    if (st == CT_OK && res->docs[0] + res->docs[1] == 0)
+        st = ct_set_error("no documents in the inputs (%s%s: %llu file%s, every one empty or blank); nothing written",
+                          o->inputs[0], o->n_inputs > 1 ? ", ..." : "", (unsigned long long)res->files,
+                          res->files == 1 ? "" : "s");
+    int replaced = 0;
+    bool swap_failed = false;
+    if (st == CT_OK) swap_failed = (st = swap_in(o->out_dir, staging, &replaced)) != CT_OK;
+    if (st == CT_OK && replaced && o->progress)
+        fprintf(stderr, "prepare: replaced %d shards of an earlier run in %s\n", replaced, o->out_dir);
+    if (!swap_failed) remove_shard_folder(staging);  // half a dataset, or emptied by the swap
+    if (st != CT_OK && created[0]) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", o->out_dir);
+        for (char *slash; strlen(dir) >= strlen(created) && rmdir(dir) == 0 && (slash = strrchr(dir, '/'));) *slash = 0;
     }
     free(c.ids);
     ct_tokenizer_free(tok);

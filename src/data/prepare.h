@@ -19,6 +19,8 @@ typedef struct {
     int n_inputs;
     const char *tokenizer_path;
     const char *out_dir;        // created if absent; old train_NNN.bin / val_NNN.bin are replaced
+                                // only once every new shard is complete (staged in a hidden
+                                // folder of out_dir, then swapped in): a failure leaves them be
     double val_fraction;        // in [0, 0.5]; 0.05 is the usual choice
     uint64_t shard_tokens;      // tokens per shard before starting the next (0 = 100M)
     int progress;               // -1: a bar when stderr is a terminal, else plain lines; 0: none
@@ -30,6 +32,7 @@ typedef struct {
     int shards[2];
 } ct_data_prepare_result;
 
+// CT_ERR (one line) also for a corpus with no non-blank document: nothing is written then.
 ct_status ct_data_prepare(const ct_data_prepare_opts *opts, ct_data_prepare_result *res);
 
 // ---- corpus pieces (no tokenizer needed; used by ct_data_prepare and the tests) -------------

@@ -39,3 +39,5 @@ OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/
 bench/cp_memory.sh 4096 ring
 # Activation checkpointing: memory and step time per policy, as ratios to none.
 bench/ac_memory.sh 3
+# Checkpoints: save / load MB/s per rank and the training pause, synchronous against async.
+BUILD=build bash bench/checkpoint_speed.sh

@@ -60,6 +60,9 @@ void ct_checkpoint_init(ct_trainer *t) {
         c->owned_numel += sh->desc.flat_count;
     }
     c->have_file = c->n_pieces > 0;
+    // Async saves copy into staging: planned now, with the other buffers, not at the first save.
+    if (c->enabled && c->async)
+        c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)(3 * c->owned_numel + 1) * sizeof(float));
 }
 
 void ct_checkpoint_free(ct_checkpointer *c) {
@@ -77,7 +80,6 @@ static void bind_pieces(ct_trainer *t, bool staged) {
     ct_checkpointer *c = &t->ckpt;
     const ct_param_store *st = &t->fsdp.store;
     const float *src[CT_DCP_NKINDS] = {st->params, t->adam.m, t->adam.v};
-    if (staged && !c->staging) c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)(3 * c->owned_numel + 1) * sizeof(float));
     long at = 0;
     for (int i = 0, j = 0; i < st->count; i++) {
         const ct_param_shard *sh = &st->shards[i];
@@ -416,10 +418,17 @@ ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
         ct_dcp_manifest_free(&m);
         return ct_set_error("checkpoint refused: %s (to resume from an earlier one: --checkpoint.load_step N)", why);
     }
+    double t0 = ct_now_seconds();
     st = ct_comm_agree(&t->world, load_state(t, dir, &m));
+    // Load throughput: the bytes this rank read (its shards' parameters and moments) over the
+    // slowest rank's time.
+    double secs = ct_now_seconds() - t0, mb = 3.0 * 4.0 * (double)t->fsdp.local_numel / 1e6;
+    ct_comm_all_reduce(&t->world, &secs, &secs, 1, CT_F64, CT_COMM_MAX);
     if (st == CT_OK && t->is_logger)
-        printf("checkpoint: resumed from %s (step %d, saved by %d rank%s as %s)\n", dir, m.step, m.world_size,
-               m.world_size == 1 ? "" : "s", m.layout);
+        printf("checkpoint: resumed from %s (step %d, saved by %d rank%s as %s; read %.1f MB per rank in %.0f ms, "
+               "%.0f MB/s per rank)\n",
+               dir, m.step, m.world_size, m.world_size == 1 ? "" : "s", m.layout, mb, secs * 1e3,
+               secs > 0 ? mb / secs : 0.0);
     ct_dcp_manifest_free(&m);
     if (st) return CT_ERR;
     *resumed = true;

@@ -11,7 +11,7 @@
 // resumed run continues bit for bit as the uninterrupted one.
 //
 // Async (checkpoint.async_mode async): the pieces are copied into a staging buffer (allocated
-// at the first save, CT_MEM_OTHER) and a background thread writes and syncs the file while
+// at start-up, CT_MEM_OTHER: one more copy of this rank's owned state) and a background thread writes and syncs the file while
 // training goes on; the commit (manifest, rename) follows at the first step end where every
 // rank's thread is done, or at the next save, which waits for the previous one.
 //
@@ -40,7 +40,7 @@ typedef struct {
     ct_dcp_piece *pieces;        // (n_pieces)
     int n_pieces;
     long owned_numel;            // Σ flat_count of the pieces
-    float *staging;              // (3 · owned_numel) async copies; NULL until the first async save
+    float *staging;              // (3 · owned_numel) async copies; NULL unless async
 
     // A save written (or being written) but not committed yet.
     int pending_step;            // -1: none

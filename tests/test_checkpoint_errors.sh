@@ -109,3 +109,31 @@ if train "$a" --checkpoint.enable false --training.steps 3 --metrics.log_freq 1 
 else
   fail initial_load_path_from_a_checkpoint "$(errors "$a" | head -2) $(errors "$b" | head -2)"
 fi
+
+# checkpoint.initial_load_in_hf: the same model as a Hugging Face folder (ctitan convert --to hf,
+# q/k rows in HF's RoPE layout) starts a run with the same losses as the model file -- in one
+# process and with tp 2, where each rank reads its own rows and columns of the permuted tensors.
+hf=$tmp/hf
+asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
+if "$bin" convert --to hf --model "$m/model.safetensors" --out "$hf" >/dev/null 2>&1; then
+  for np in 1 2; do
+    a=$tmp/from_hf$np b=$tmp/from_file$np
+    extra=(--checkpoint.enable false --training.steps 3 --metrics.log_freq 1 --parallelism.compute_parallel_degree $np)
+    launch=(); [ $np -gt 1 ] && launch=(mpirun $asroot --oversubscribe --bind-to none -np $np)
+    OMP_NUM_THREADS=1 timeout 60 "${launch[@]}" "$bin" train "${job[@]}" "${extra[@]}" --job.dump_folder "$a" \
+      --checkpoint.initial_load_path "$hf" --checkpoint.initial_load_in_hf true >"$a.out" 2>&1
+    OMP_NUM_THREADS=1 timeout 60 "${launch[@]}" "$bin" train "${job[@]}" "${extra[@]}" --job.dump_folder "$b" \
+      --checkpoint.initial_load_path "$m/model.safetensors" >"$b.out" 2>&1
+    if grep -q "weights loaded from the Hugging Face folder" "$a.out" && [ -s "$a/metrics.jsonl" ] &&
+       [ "$(grep -o '"loss": [^,]*' "$a/metrics.jsonl")" = "$(grep -o '"loss": [^,]*' "$b/metrics.jsonl")" ]; then
+      pass "initial_load_in_hf_tp$np"
+    else
+      fail "initial_load_in_hf_tp$np" "$(errors "$a" | head -2)"
+    fi
+  done
+  # A folder whose config does not fit the run is refused with one line.
+  refused initial_load_in_hf_other_model "(Hugging Face): model file n_layers 2 does not match this run's 3" "$tmp/hf_other" --checkpoint.enable false \
+    --model.n_layers 3 --checkpoint.initial_load_path "$hf" --checkpoint.initial_load_in_hf true
+else
+  fail initial_load_in_hf "ctitan convert --to hf failed"
+fi

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "checkpoint/hf.h"
 #include "checkpoint/model_file.h"
 #include "train/pipeline_trace.h"
 
@@ -49,13 +50,37 @@ static ct_status load_model_file(ct_trainer *t, const char *path) {
     return CT_OK;
 }
 
-// checkpoint.initial_load_path: a checkpoint's step folder (its manifest says so) or a model file.
+// checkpoint.initial_load_in_hf: a Hugging Face folder, each rank reading its own ranges (q/k
+// rows back in ctitan's RoPE layout, checkpoint/hf.h).
+static ct_status load_hf(ct_trainer *t, const char *dir) {
+    ct_llama_config hf_cfg;
+    if (ct_hf_load_config(dir, &hf_cfg) || ct_model_config_match(&hf_cfg, &t->model))
+        return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
+    ct_hf_dir *f = ct_hf_open(dir, &t->global_table);
+    if (!f) return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
+    const ct_param_store *st = &t->fsdp.store;
+    for (int i = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        const ct_param *gp = ct_param_find(&t->global_table, sh->param->name);
+        ct_shard_iter it = CT_SHARD_ITER_INIT;
+        ct_shard_run run;
+        while (ct_shard_next_run(&sh->desc, &it, &run))
+            ct_hf_read_range(f, gp, run.global, run.len, st->params + sh->offset + run.local);
+    }
+    ct_hf_close(f);
+    if (t->is_logger) printf("checkpoint: weights loaded from the Hugging Face folder %s\n", dir);
+    return CT_OK;
+}
+
+// checkpoint.initial_load_path: a Hugging Face folder (initial_load_in_hf), a checkpoint's step
+// folder (its manifest says so) or a model file. Every rank agrees on the outcome.
 static ct_status load_initial(ct_trainer *t, const char *path) {
+    if (t->cfg.ckpt_initial_load_in_hf) return ct_comm_agree(&t->world, load_hf(t, path));
     char manifest[CT_STR + 32];
     snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
     struct stat sb;
     if (stat(manifest, &sb) == 0) return ct_checkpoint_load_weights(t, path);
-    return load_model_file(t, path);
+    return ct_comm_agree(&t->world, load_model_file(t, path));
 }
 
 // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for

@@ -305,6 +305,21 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     return t->world.rank == 0 ? CT_ERR : ct_set_error("rank 0 could not write %s", path);
 }
 
+// checkpoint.last_save_in_hf: the exported model file, streamed by rank 0 into a Hugging Face
+// folder beside it (checkpoint/hf.h), in the export dtype.
+static ct_status export_hf(ct_trainer *t, const char *model_path) {
+    char dir[CT_STR + 8];
+    snprintf(dir, sizeof dir, "%s/hf", t->cfg.dump_folder);
+    ct_status st = CT_OK;
+    if (t->is_logger) {
+        ct_dtype dtype;
+        st = ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype);
+        if (st == CT_OK) st = ct_hf_export(model_path, dir, NULL, dtype);
+        if (st == CT_OK) printf("model saved as a Hugging Face folder %s\n", dir);
+    }
+    return ct_comm_agree(&t->world, st);
+}
+
 // Whether step t->step ends with a checkpoint: every checkpoint.interval steps and the last.
 static bool save_due(const ct_trainer *t) {
     return t->ckpt.enabled && (t->step % t->cfg.ckpt_interval == 0 || t->step == t->cfg.steps);
@@ -390,5 +405,9 @@ int ct_trainer_run(ct_trainer *t) {
         return 1;
     }
     if (t->is_logger) printf("model saved to %s (%s)\n", path, c->ckpt_export_dtype);
+    if (c->ckpt_last_save_in_hf && export_hf(t, path)) {
+        if (t->is_logger) fprintf(stderr, "train: checkpoint.last_save_in_hf: %s\n", ct_last_error());
+        return 1;
+    }
     return 0;
 }

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Checkpoints that cannot be used are refused with one line that names the file or the setting,
-# and a non-zero exit -- never a silent fresh start. Falling back to an older checkpoint happens
-# only when asked (--checkpoint.load_step). One process, a tiny model.
+# Loading: checkpoints that cannot be used are refused with one line that names the file or the
+# setting, and a non-zero exit -- never a silent fresh start; falling back to an older checkpoint
+# happens only when asked (--checkpoint.load_step). Then the other ways in and out: a checkpoint's
+# step folder or a Hugging Face folder as checkpoint.initial_load_path, keep_latest_k, and the
+# final model as a Hugging Face folder. One process (tp 2 where said), a tiny model.
 # Needs $BUILD/ctitan (make).
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_BIN:-${BUILD:-build}/ctitan}
-[ -x "$bin" ] || { echo "FAIL checkpoint_errors: $bin not built"; exit 1; }
+[ -x "$bin" ] || { echo "FAIL checkpoint_load: $bin not built"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -24,7 +26,7 @@ errors() { grep -v '^step\|^ranks\|^model\|^precision\|^checkpoint: step' "$1.ou
 
 # A fresh copy of a finished run whose newest checkpoint is step 20 (full state, not model-only).
 base=$tmp/base
-train "$base" --checkpoint.last_save_model_only false || { fail checkpoint_errors_base "$(tail -2 "$base.out")"; exit 0; }
+train "$base" --checkpoint.last_save_model_only false || { fail checkpoint_load_base "$(tail -2 "$base.out")"; exit 0; }
 fresh() { rm -rf "$tmp/$1"; mkdir -p "$tmp/$1"; cp -r "$base/checkpoint" "$tmp/$1/"; echo "$tmp/$1"; }
 
 # refused NAME WANT DUMP ARGS...: the run exits non-zero with exactly one error line containing WANT.
@@ -136,4 +138,15 @@ if "$bin" convert --to hf --model "$m/model.safetensors" --out "$hf" >/dev/null 
     --model.n_layers 3 --checkpoint.initial_load_path "$hf" --checkpoint.initial_load_in_hf true
 else
   fail initial_load_in_hf "ctitan convert --to hf failed"
+fi
+
+# checkpoint.last_save_in_hf: the final model also as a Hugging Face folder, which converts back
+# to the exported model file byte for byte.
+d=$tmp/last_hf
+if train "$d" --checkpoint.enable false --training.steps 2 --checkpoint.last_save_in_hf true &&
+   "$bin" convert --from hf --model "$d/hf" --out "$d/back.safetensors" >/dev/null 2>&1 &&
+   cmp -s "$d/model.safetensors" "$d/back.safetensors"; then
+  pass last_save_in_hf_round_trips
+else
+  fail last_save_in_hf_round_trips "$(errors "$d" | head -2)"
 fi

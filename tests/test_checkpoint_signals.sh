@@ -29,7 +29,8 @@ fail() { echo "FAIL $1: $2"; }
 # The pid of rank R's process of the job writing to DUMP, once it has logged step 20.
 rank_pid() {
   local dump=$1 r=$2 n=0
-  until [ "$(grep -c '"step"' "$dump/metrics.jsonl" 2>/dev/null || echo 0)" -ge 20 ] || [ $n -ge 600 ]; do
+  local c
+  until c=$(grep -c '"step"' "$dump/metrics.jsonl" 2>/dev/null); [ "${c:-0}" -ge 20 ] || [ $n -ge 600 ]; do
     sleep 0.05; n=$((n + 1))
   done
   pgrep -f -- "^$bin train .*--job.dump_folder $dump( |\$)" | sort -n | sed -n "$((r + 1))p"

@@ -213,6 +213,9 @@ static const flag_case product_flags[] = {
     {"checkpoint.last_save_model_only", "false", "false"},
     {"checkpoint.initial_load_in_hf", "true", "true"},
     {"checkpoint.last_save_in_hf", "true", "true"},
+    {"training.skip_nonfinite_steps", "true", "true"},
+    {"comm.init_timeout_seconds", "30", "30"},
+    {"comm.train_timeout_seconds", "7.5", "7.5"},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -299,6 +302,9 @@ static int flag_landed(const ct_config *c, int k) {
     case 77: return !c->ckpt_last_save_model_only;
     case 78: return c->ckpt_initial_load_in_hf;
     case 79: return c->ckpt_last_save_in_hf;
+    case 80: return c->skip_nonfinite;
+    case 81: return c->comm_init_timeout == 30;
+    case 82: return c->comm_train_timeout == 7.5;
     }
     return 0;
 }
@@ -310,7 +316,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 80, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 83, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -526,6 +532,8 @@ static void test_validate_ranges(void) {
         {"validation.steps", "0", "validation.steps: expected >= 1"},
         {"checkpoint.interval", "0", "checkpoint.interval: expected >= 1"},
         {"checkpoint.keep_latest_k", "-1", "checkpoint.keep_latest_k: expected >= 0"},
+        {"comm.init_timeout_seconds", "0", "comm.init_timeout_seconds: expected > 0"},
+        {"comm.train_timeout_seconds", "-1", "comm.train_timeout_seconds: expected > 0"},
         {"checkpoint.load_step", "-2", "checkpoint.load_step: expected a step >= 0"},
         {"checkpoint.initial_load_in_hf", "true", "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path"},
         {"job.dump_folder", "", "job.dump_folder: expected a folder name"},

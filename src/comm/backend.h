@@ -56,6 +56,15 @@ typedef struct ct_comm_backend {
     // Makes progress on h without blocking; true once the operation is complete. Called
     // repeatedly by ct_comm_wait's polling loop (which owns the timeout) and by ct_comm_test.
     bool (*test)(ct_comm_handle *h);
+
+    // ---- the timeout's diagnosis: which process of the job is not waiting with the others
+    // Answers the questions other processes asked (watch_ask) with what this one waits on; the
+    // wait loop calls it while a wait lasts. Cheap when there is no question.
+    void (*watch_answer)(const char *waiting_on);
+    // Asks every other process of the job what it waits on and collects answers for `seconds`
+    // (answering questions meanwhile with waiting_on): what[r] is rank r's answer, "" when it did not answer.
+    // Returns the job's size (at most cap entries filled). NULL in a backend that cannot.
+    int (*watch_ask)(double seconds, const char *waiting_on, char (*what)[64], int cap);
 } ct_comm_backend;
 
 // Each backend's table, defined in its own file (comm_mpi.c).

@@ -249,17 +249,50 @@ bool ct_comm_test(ct_comm_handle *h) {
 // collectives progress only inside MPI calls, so the loop keeps testing; after a short spin it
 // yields, then sleeps briefly, so that oversubscribed ranks (more ranks than cores) let the
 // rank they wait for run.
+// The timeout's message: which ranks of the job did not answer the watchdog (not waiting in any
+// collective: stopped, stuck in computation, dead), and what the others wait on.
+static _Noreturn void timed_out(const ct_comm_handle *h) {
+    const ct_group *g = h->group;
+    enum { CAP = 4096 };
+    static char what[CAP][64];
+    char mine[64];
+    snprintf(mine, sizeof mine, "%s on %s, timed out", kind_names[h->kind], g->name);
+    int n = g->ops->watch_ask ? g->ops->watch_ask(3.0, mine, what, CAP) : 0;
+    const ct_abort_hook *hook = g->ops->abort_hook;
+    int me = hook ? hook->rank(hook->ctx) : -1;  // the job rank the watchdog numbers by
+    char silent[512] = "", waiting[512] = "";
+    size_t ls = 0, lw = 0;
+    for (int r = 0; r < n && r < CAP; r++) {
+        if (r == me) continue;
+        if (!what[r][0] && ls < sizeof silent - 16)
+            ls += (size_t)snprintf(silent + ls, sizeof silent - ls, "%s%d", ls ? ", " : "", r);
+        else if (what[r][0] && lw < sizeof waiting - 96)
+            lw += (size_t)snprintf(waiting + lw, sizeof waiting - lw, "%s%d (%s)", lw ? "; " : "", r, what[r]);
+    }
+    if (n > 1 && ls)
+        ct_fatal("comm", "%s on group %s timed out after %g s: rank%s %s did not answer (stopped, stuck outside "
+                 "communication, or dead)%s%s",
+                 kind_names[h->kind], g->name, g->timeout_s, strchr(silent, ',') ? "s" : "", silent,
+                 lw ? "; waiting: " : "", waiting);
+    ct_fatal("comm", "%s on group %s timed out after %g s%s%s", kind_names[h->kind], g->name, g->timeout_s,
+             lw ? "; every rank is waiting: " : "", waiting);
+}
+
 void ct_comm_wait(ct_comm_handle *h) {
     if (!h->group) return;
     ct_group *g = h->group;
     const double t0 = ct_now_seconds();
     const double deadline = t0 + g->timeout_s;
+    char waiting_on[64] = "";
     for (long spins = 0;; spins++) {
         if (g->ops->test(h)) break;
         double now = ct_now_seconds();
-        if (g->timeout_s > 0 && now > deadline)
-            ct_fatal("comm", "%s on group %s timed out after %g s", kind_names[h->kind], g->name,
-                     g->timeout_s);
+        if (g->timeout_s > 0 && now > deadline) timed_out(h);
+        // A wait longer than a moment may be one a timed-out rank asks about.
+        if (g->ops->watch_answer && now - t0 > 0.05 && (spins & 63) == 0) {
+            if (!waiting_on[0]) snprintf(waiting_on, sizeof waiting_on, "%s on %s", kind_names[h->kind], g->name);
+            g->ops->watch_answer(waiting_on);
+        }
         if (spins < 200) continue;
         if (now - t0 < 0.005) {
             sched_yield();

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/float_formats.h"
 
@@ -128,6 +129,10 @@ static int mpi_count(const ct_group *g, ct_comm_kind k, size_t count) {
 
 // ---- process ------------------------------------------------------------------------------
 
+// The watchdog's own copy of the world (made by mpi_init), so its messages never match ctitan's.
+static MPI_Comm watch_comm = MPI_COMM_NULL;
+enum { WATCH_PING = 1, WATCH_PONG = 2, WATCH_TEXT = 64 };
+
 static bool mpi_running(void) {
     int up = 0, down = 0;
     MPI_Initialized(&up);
@@ -149,15 +154,19 @@ static ct_status mpi_init(int *argc, char ***argv) {
             return ct_set_error("comm: MPI provides thread level %d, ctitan needs FUNNELED", provided);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (watch_comm == MPI_COMM_NULL && MPI_Comm_dup(MPI_COMM_WORLD, &watch_comm) != MPI_SUCCESS)
+        return ct_set_error("comm: MPI_Comm_dup for the watchdog failed");
     return bf16_ops_create();
 }
 
 static void mpi_finalize(void) {
     if (mpi_running()) {
+        if (watch_comm != MPI_COMM_NULL) MPI_Comm_free(&watch_comm);
         bf16_ops_free();
         MPI_Finalize();
     } else {
         bf16_ops[0] = bf16_ops[1] = MPI_OP_NULL;  // gone with the MPI that made them
+        watch_comm = MPI_COMM_NULL;
     }
 }
 
@@ -287,6 +296,56 @@ static bool mpi_test(ct_comm_handle *h) {
     return done != 0;
 }
 
+// ---- the watchdog ----------------------------------------------------------------------------
+// A rank whose collective timed out asks every process, over watch_comm, what it waits on; a
+// process answers from inside its own wait loop. One that does not answer is not waiting in
+// ctitan's communication at all: stopped, stuck in computation, or gone. The messages are a few
+// bytes, below every MPI eager limit, so the sends complete without the receiver's help.
+
+static void mpi_watch_answer(const char *waiting_on) {
+    if (watch_comm == MPI_COMM_NULL) return;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, WATCH_PING, watch_comm, &flag, &st) != MPI_SUCCESS || !flag) return;
+        int ping;
+        MPI_Recv(&ping, 1, MPI_INT, st.MPI_SOURCE, WATCH_PING, watch_comm, MPI_STATUS_IGNORE);
+        char text[WATCH_TEXT] = {0};
+        snprintf(text, sizeof text, "%s", waiting_on);
+        MPI_Send(text, WATCH_TEXT, MPI_CHAR, st.MPI_SOURCE, WATCH_PONG, watch_comm);
+    }
+}
+
+static int mpi_watch_ask(double seconds, const char *waiting_on, char (*what)[64], int cap) {
+    if (watch_comm == MPI_COMM_NULL) return 0;
+    int me = 0, n = 0;
+    MPI_Comm_rank(watch_comm, &me);
+    MPI_Comm_size(watch_comm, &n);
+    for (int r = 0; r < n && r < cap; r++) what[r][0] = 0;
+    int ping = me;
+    for (int r = 0; r < n; r++)
+        if (r != me) MPI_Send(&ping, 1, MPI_INT, r, WATCH_PING, watch_comm);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        mpi_watch_answer(waiting_on);
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, WATCH_PONG, watch_comm, &flag, &st) == MPI_SUCCESS && flag) {
+            char text[WATCH_TEXT];
+            MPI_Recv(text, WATCH_TEXT, MPI_CHAR, st.MPI_SOURCE, WATCH_PONG, watch_comm, MPI_STATUS_IGNORE);
+            text[WATCH_TEXT - 1] = 0;
+            if (st.MPI_SOURCE < cap) snprintf(what[st.MPI_SOURCE], 64, "%s", text[0] ? text : "?");
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > seconds) break;
+        struct timespec nap = {0, 1000 * 1000};  // 1 ms
+        nanosleep(&nap, NULL);
+    }
+    return n;
+}
+
 const ct_comm_backend ct_comm_backend_mpi = {
     .name = "mpi",
     .init = mpi_init,
@@ -303,4 +362,6 @@ const ct_comm_backend ct_comm_backend_mpi = {
     .recv = mpi_recv,
     .barrier = mpi_barrier,
     .test = mpi_test,
+    .watch_answer = mpi_watch_answer,
+    .watch_ask = mpi_watch_ask,
 };

@@ -141,6 +141,11 @@ fail:;
     return ct_set_error("%s", keep);
 }
 
+void ct_mesh_set_timeout(ct_mesh *m, double timeout_s) {
+    for (int d = 0; d < CT_MESH_NDIMS; d++) m->dim[d].timeout_s = timeout_s;
+    m->fsdp.timeout_s = m->dp.timeout_s = m->dp_cp.timeout_s = timeout_s;
+}
+
 void ct_mesh_free(ct_mesh *m) {
     for (int d = 0; d < CT_MESH_NDIMS; d++) ct_comm_group_free(&m->dim[d]);
     ct_comm_group_free(&m->fsdp);

@@ -78,5 +78,7 @@ typedef struct {
 // of ct_mesh_resolve in ct_last_error), then splits world into every group (collective over
 // world). Groups inherit world's timeout.
 ct_status ct_mesh_create(ct_group *world, const ct_mesh_layout *want, ct_mesh *out);
+// Every group of the mesh gets this collective timeout (they start with the world's).
+void ct_mesh_set_timeout(ct_mesh *m, double timeout_s);
 void ct_mesh_free(ct_mesh *m);
 #endif

@@ -34,6 +34,9 @@ typedef struct {
     int steps;                        // training.steps
     int seed;                         // training.seed
     double max_norm;                  // training.max_norm (gradient clipping; <= 0 disables)
+    bool skip_nonfinite;              // training.skip_nonfinite_steps
+    double comm_init_timeout;         // comm.init_timeout_seconds
+    double comm_train_timeout;        // comm.train_timeout_seconds
     int micro_batch_size;             // micro_batch_size (alias training.local_batch_size)
     int gradient_accumulation_steps;  // gradient_accumulation_steps
     char mixed_precision[16];         // mixed_precision: fp32 | bf16

@@ -105,6 +105,10 @@ ct_status ct_config_validate(const ct_config *c) {
     REQUIRE(c->peak_tflops >= 0 && isfinite(c->peak_tflops), "metrics.peak_tflops: expected >= 0, got %g", c->peak_tflops);
     REQUIRE(c->val_freq >= 1, "validation.freq: expected >= 1, got %d", c->val_freq);
     REQUIRE(c->val_steps >= 1, "validation.steps: expected >= 1, got %d", c->val_steps);
+    REQUIRE(c->comm_init_timeout > 0 && isfinite(c->comm_init_timeout),
+            "comm.init_timeout_seconds: expected > 0, got %g", c->comm_init_timeout);
+    REQUIRE(c->comm_train_timeout > 0 && isfinite(c->comm_train_timeout),
+            "comm.train_timeout_seconds: expected > 0, got %g", c->comm_train_timeout);
     REQUIRE(c->ckpt_interval >= 1, "checkpoint.interval: expected >= 1, got %d", c->ckpt_interval);
     REQUIRE(!c->ckpt_enable || c->ckpt_folder[0], "checkpoint.folder: expected a folder name, got \"\"");
     REQUIRE(c->ckpt_keep_latest_k >= 0, "checkpoint.keep_latest_k: expected >= 0 (0 = keep all), got %d",

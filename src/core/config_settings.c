@@ -63,6 +63,8 @@ const ct_setting ct_settings[] = {
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
     INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),
     FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
+    BOOL("training.skip_nonfinite_steps", skip_nonfinite, "false", NULL,
+         "a step whose loss or gradient norm is NaN / Inf is skipped (no update) instead of stopping the run"),
     STR("training.dataset", dataset, "synthetic", NULL, "\"synthetic\" or a folder of token shards"),
 
     // [optimizer]
@@ -145,6 +147,12 @@ const ct_setting ct_settings[] = {
     INT("validation.freq", val_freq, "50", NULL, "validate every this many steps"),
     INT("validation.steps", val_steps, "10", NULL, "batches per validation"),
     STR("validation.dataset", val_dataset, "", NULL, "held-out token shards (\"\" = the held-out part of training.dataset)"),
+
+    // [comm]
+    FLT("comm.init_timeout_seconds", comm_init_timeout, "300", NULL,
+        "a collective during start-up that does not complete in this many seconds ends the job"),
+    FLT("comm.train_timeout_seconds", comm_train_timeout, "100", NULL,
+        "the same from the first training step on"),
 
     // [checkpoint]
     BOOL("checkpoint.enable", ckpt_enable, "false", "checkpoint.enable_checkpoint", "save distributed checkpoints"),

@@ -1,6 +1,7 @@
 #include "metrics/metrics.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,6 +45,19 @@ static ct_status keep_steps_up_to(const char *path, int last_step) {
     return CT_OK;
 }
 
+// A previous run's metrics in the same folder are kept under the time they were last written.
+static ct_status set_aside(const char *folder, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) || sb.st_size == 0) return CT_OK;
+    struct tm tm;
+    localtime_r(&sb.st_mtime, &tm);
+    char stamp[32], old[1200];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(old, sizeof old, "%s/metrics-%s.jsonl", folder, stamp);
+    if (rename(path, old)) return ct_set_error("cannot keep the previous %s as %s: %s", path, old, strerror(errno));
+    return CT_OK;
+}
+
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step) {
     memset(lg, 0, sizeof *lg);
     lg->quiet = quiet;
@@ -57,23 +71,42 @@ ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_s
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", folder);
     if (resume_step > 0 && keep_steps_up_to(path, resume_step)) return CT_ERR;
+    if (resume_step == 0 && set_aside(folder, path)) return CT_ERR;
+    snprintf(lg->path, sizeof lg->path, "%s", path);
     lg->jsonl = fopen(path, resume_step > 0 ? "a" : "w");
     if (!lg->jsonl) return ct_set_error("cannot write %s: %s", path, strerror(errno));
     return CT_OK;
 }
 
-static void write_jsonl(FILE *f, const ct_step_metrics *m) {
-    fprintf(f,
-            "{\"step\": %d, \"loss\": %.6f, \"grad_norm\": %.6f, \"lr\": %.6e, \"step_seconds\": %.4f, "
-            "\"tokens_per_s\": %.1f, \"tokens_per_s_rank\": %.1f, \"tflops\": %.4f, \"mfu\": %.4f",
-            m->step, m->loss, m->grad_norm, m->lr, m->step_seconds, m->tokens_per_s, m->tokens_per_s_rank, m->tflops,
-            m->mfu);
-    if (m->val_loss >= 0) fprintf(f, ", \"val_loss\": %.6f", m->val_loss);
+// A JSON number, or null for NaN / Inf (which JSON has no spelling for).
+static void put_number(FILE *f, const char *key, const char *fmt, double v) {
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
+static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
+    fprintf(f, "{\"step\": %d", m->step);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fprintf(f, ", \"time\": %.3f", (double)now.tv_sec + now.tv_nsec * 1e-9);
+    put_number(f, "loss", "%.6f", m->loss);
+    put_number(f, "grad_norm", "%.6f", m->grad_norm);
+    put_number(f, "lr", "%.6e", m->lr);
+    put_number(f, "step_seconds", "%.4f", m->step_seconds);
+    put_number(f, "tokens_per_s", "%.1f", m->tokens_per_s);
+    put_number(f, "tokens_per_s_rank", "%.1f", m->tokens_per_s_rank);
+    put_number(f, "tflops", "%.4f", m->tflops);
+    put_number(f, "mfu", "%.4f", m->mfu);
+    if (m->val_loss >= 0 || isnan(m->val_loss)) put_number(f, "val_loss", "%.6f", m->val_loss);
+    if (m->skipped_steps) fprintf(f, ", \"skipped_steps\": %d", m->skipped_steps);
     fprintf(f, ", \"memory_peak_mib\": {");
     for (int c = 0; c < CT_MEM_NCATEGORIES; c++)
         fprintf(f, "%s\"%s\": %.2f", c ? ", " : "", ct_mem_category_name((ct_mem_category)c), m->mem_peak_mib[c]);
     fprintf(f, "}}\n");
-    fflush(f);
+    return fflush(f) == 0 && !ferror(f);
 }
 
 static void format_eta(char *buf, size_t n, double seconds) {
@@ -86,7 +119,11 @@ static void format_eta(char *buf, size_t n, double seconds) {
 
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
     if (lg->quiet) return;
-    if (lg->jsonl) write_jsonl(lg->jsonl, m);
+    if (lg->jsonl && !lg->write_failed && !write_jsonl(lg->jsonl, m)) {
+        lg->write_failed = true;
+        fprintf(stderr, "metrics: WARNING: cannot write %s (%s): it ends before step %d\n", lg->path, strerror(errno),
+                m->step);
+    }
     char val[48] = "";
     if (m->val_loss >= 0) snprintf(val, sizeof val, "  val %.4f", m->val_loss);
     char mem[160];

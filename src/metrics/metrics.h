@@ -21,10 +21,13 @@ typedef struct {
     double mfu;             // tflops / peak (0 when no peak is known)
     double val_loss;        // < 0: not measured this step
     double mem_peak_mib[CT_MEM_NCATEGORIES];
+    int skipped_steps;      // steps skipped so far for a non-finite loss or norm (skip_nonfinite_steps)
 } ct_step_metrics;
 
 typedef struct {
     FILE *jsonl;
+    char path[1100];        // of jsonl
+    bool write_failed;      // said once; later lines are not attempted
     bool tty;
     bool quiet;             // ranks other than 0 log nothing
     int total_steps;
@@ -33,6 +36,9 @@ typedef struct {
 
 // Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing. resume_step > 0
 // (a run resumed from that step's checkpoint): keeps the lines up to that step and appends.
+// A fresh run (resume_step 0) keeps a previous run's file as metrics-<its mtime>.jsonl.
+// Each line: {"step", "time" (Unix seconds), "loss", ...}; a non-finite number is written as
+// null, so every line is JSON. A failed write is said once on stderr, and the run goes on.
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);
 void ct_metrics_close(ct_metrics_logger *lg);

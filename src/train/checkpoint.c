@@ -41,6 +41,7 @@ void ct_checkpoint_init(ct_trainer *t) {
     ct_checkpointer *c = &t->ckpt;
     memset(c, 0, sizeof *c);
     c->pending_step = -1;
+    c->last_saved_step = -1;
     c->enabled = t->cfg.ckpt_enable;
     c->async = !strcmp(t->cfg.ckpt_async_mode, "async");
     if (t->cfg.ckpt_folder[0] == '/')
@@ -219,6 +220,7 @@ static ct_status complete_save(ct_trainer *t) {
         st = ct_comm_agree(&t->world, pub);
     }
     if (st && t->world.rank == 0) ct_dcp_remove_dir(c->pending_dir);
+    if (st == CT_OK) c->last_saved_step = c->pending_step;
     ct_dcp_manifest_free(&c->pending);
     c->pending_step = -1;
     return st;
@@ -431,6 +433,7 @@ ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
                secs > 0 ? mb / secs : 0.0);
     ct_dcp_manifest_free(&m);
     if (st) return CT_ERR;
+    c->last_saved_step = pick[0];
     *resumed = true;
     return CT_OK;
 }

@@ -57,6 +57,7 @@ typedef struct {
     double write_seconds;        // this rank's file write + sync
     double pause_seconds;        // what the save took from training on this rank
     int stop_signal;             // the signal that stopped the job (on any rank), once polled
+    int last_saved_step;         // the newest complete checkpoint this run saved or resumed from; -1
 } ct_checkpointer;
 
 // Sets up from the trainer's config and param store; nothing is written yet.

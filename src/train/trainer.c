@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -98,8 +99,10 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     t->cfg = *cfg;
     if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
     if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
-               : ct_comm_group_world(&t->world, CT_COMM_DEFAULT_TIMEOUT_S))
+               : ct_comm_group_world(&t->world, cfg->comm_init_timeout))
         return CT_ERR;
+    t->world.timeout_s = cfg->comm_init_timeout;  // start-up: loading, first gathers (the mesh inherits it)
+    if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
@@ -237,6 +240,10 @@ double ct_trainer_step(ct_trainer *t) {
     long valid = read_step(t, t->train_data);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
+    if (t->step == 1) {  // start-up is over: from now on a collective waits comm.train_timeout_seconds
+        t->world.timeout_s = c->comm_train_timeout;
+        ct_mesh_set_timeout(&t->mesh, c->comm_train_timeout);
+    }
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
     // The schedule runs every micro-batch and ends with the step's gradient reduction.
     double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale);
@@ -246,17 +253,27 @@ double ct_trainer_step(ct_trainer *t) {
     double sum_sq = ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord);
     ct_comm_all_reduce(&t->world, &sum_sq, &sum_sq, 1, CT_F64, CT_COMM_SUM);
     double norm = sqrt(sum_sq);
-    double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
+    double loss = valid ? loss_sum / (double)valid : 0.0;
+    // Every rank holds the same loss and norm (both reduced over the world), so all decide alike.
+    // A non-finite step never updates the parameters: clipping cannot catch a NaN norm
+    // (norm > max_norm is false), and one NaN update spreads to every weight.
+    t->nonfinite = !isfinite(loss) || !isfinite(norm);
     double lr = ct_lr_at(&t->schedule, t->step + 1);
-    ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
+    if (!t->nonfinite) {
+        double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
+        ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
+    } else {
+        t->skipped_steps++;
+    }
     t->step++;
 
     double dt = ct_now_seconds() - t0;
     ct_step_metrics *m = &t->last;
     memset(m, 0, sizeof *m);
     m->step = t->step;
-    m->loss = valid ? loss_sum / (double)valid : 0.0;
+    m->loss = loss;
     m->grad_norm = norm;
+    m->skipped_steps = t->skipped_steps;
     m->lr = lr;
     // Step time is the slowest rank's: the job moves at that pace.
     ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_F64, CT_COMM_MAX);
@@ -320,6 +337,35 @@ static ct_status export_hf(ct_trainer *t, const char *model_path) {
     return ct_comm_agree(&t->world, st);
 }
 
+// <job.dump_folder>/config.toml: the configuration this run trains with, after every override.
+static ct_status write_effective_config(const ct_trainer *t) {
+    char path[CT_STR + 16];
+    snprintf(path, sizeof path, "%s/config.toml", t->cfg.dump_folder);
+    FILE *f = fopen(path, "w");
+    if (!f) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    ct_config_write_toml(&t->cfg, f);
+    bool ok = fflush(f) == 0 && !ferror(f);
+    if (fclose(f) || !ok) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    return CT_OK;
+}
+
+// A NaN / Inf loss or gradient norm, and skipping was not asked for: stop with one line, saving
+// nothing (the parameters are those of the last good step, but the run has diverged).
+static int stop_nonfinite(ct_trainer *t) {
+    ct_checkpoint_finish(t);  // a save already in flight holds good state: let it complete
+    if (t->is_logger) {
+        const char *what = isfinite(t->last.loss) ? "the gradient norm" : "the loss";
+        double v = isfinite(t->last.loss) ? t->last.grad_norm : t->last.loss;
+        char last[CT_DCP_PATH + 64] = "none";
+        if (t->ckpt.last_saved_step >= 0) ct_dcp_step_dir(t->ckpt.folder, t->ckpt.last_saved_step, last);
+        fprintf(stderr,
+                "train: step %d: %s is %s: training stopped, nothing saved (last complete checkpoint: %s); "
+                "--training.skip_nonfinite_steps true skips such steps instead\n",
+                t->step, what, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", last);
+    }
+    return 1;
+}
+
 // Whether step t->step ends with a checkpoint: every checkpoint.interval steps and the last.
 static bool save_due(const ct_trainer *t) {
     return t->ckpt.enabled && (t->step % t->cfg.ckpt_interval == 0 || t->step == t->cfg.steps);
@@ -354,8 +400,12 @@ int ct_trainer_run(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     // A resumed run continues its metrics: lines of steps after the checkpoint (a run that went on
     // past its last save before it died) are dropped, then new ones appended.
-    if (ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step)) {
-        fprintf(stderr, "train: %s\n", ct_last_error());
+    // Rank 0 alone writes metrics and the effective configuration; every rank learns whether it
+    // could (a read-only dump folder must stop the job, not leave the others in a collective).
+    ct_status opened = ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step);
+    if (opened == CT_OK && t->is_logger) opened = write_effective_config(t);
+    if (ct_comm_agree(&t->world, opened)) {
+        if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
     ct_checkpoint_catch_signals();
@@ -384,6 +434,7 @@ int ct_trainer_run(ct_trainer *t) {
         if (val_now) t->last.val_loss = ct_trainer_validate(t);
         if (t->step % c->log_freq == 0 || t->step == c->steps || t->step == 1 || val_now)
             ct_metrics_log(&t->log, &t->last);
+        if (t->nonfinite && !c->skip_nonfinite) return stop_nonfinite(t);
         bool stop;
         ct_status st = ct_checkpoint_poll(t, &stop);
         if (st == CT_OK && save_due(t))

@@ -64,11 +64,18 @@ typedef struct ct_trainer {
     ct_cp cp;                // context-parallel attention (inactive without cp)
 
     int step;                // optimizer steps done
+    bool nonfinite;          // the last step's loss or gradient norm was NaN / Inf (no update made)
+    int skipped_steps;       // such steps so far
     double flops_per_token;
     double peak_flops;       // FLOP/s per rank for MFU; 0 = unknown
     ct_metrics_logger log;
     ct_step_metrics last;    // the last step's figures
 } ct_trainer;
+
+// Start-up check that every rank of `world` runs rank 0's effective configuration (collective).
+// CT_ERR on every rank naming the first differing setting: "rank R: the configuration differs
+// from rank 0's: training.steps = 20 here, 10 on rank 0".
+ct_status ct_trainer_check_same_config(ct_group *world, const ct_config *cfg);
 
 // Stage placement, the param store, stages, executor and schedules (train/stages.c); called by
 // ct_trainer_init once the mesh, tables and buffers exist.

@@ -17,7 +17,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all test bench run clean setup lint precision-compare
+.PHONY: all test bench run clean setup lint precision-compare fault-drill
 all: $(BUILD)/ctitan
 
 # scripts/setup.sh installs the Debian packages (idempotent); the stamp makes it run once per tree.
@@ -56,6 +56,11 @@ bench: $(BUILD)/ctitan $(BENCH_BINS)
 # fp32 (STEPS=300, OUT=outputs/precision): about half an hour on 2 cores, so not in `make bench`.
 precision-compare: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash bench/precision_compare.sh
+
+# Fault drill (issue 14): 20 runs of a 4-rank job hit by kill -9, SIGSTOP, a read-only or a full
+# disk at random moments; each must end in seconds naming the rank and cause, checkpoints intact.
+fault-drill: $(BUILD)/ctitan
+	BUILD=$(BUILD) bash tests/fault_drill.sh 20
 
 run: $(BUILD)/ctitan
 	bash scripts/main_job.sh

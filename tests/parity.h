@@ -83,7 +83,7 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
 // for references other than parity_ref, e.g. the same model in another precision.
 static inline void parity_train_alone(ct_config c, parity_result *out) {
     ct_group world, self;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);  // a failure ends the test in seconds, not minutes
     ct_comm_group_split(&world, world.rank, 0, "self", &self);
     parity_set_int(&c, "parallelism.data_shard_degree", 1);
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
@@ -193,7 +193,7 @@ static int parity_main(int argc, char **argv, const char *dims[][2], size_t ndim
     }
     if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
     ct_group world;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);  // a failure ends the test in seconds, not minutes
     ct_config_defaults(&parity_base);
     for (size_t i = 0; i < ndims; i++) parity_set(&parity_base, dims[i][0], dims[i][1]);
     parity_common(&parity_base);

@@ -13,7 +13,7 @@ run_one() {
   local name=$1; shift
   local log="$log_dir/$name.log"
   local t0=$SECONDS
-  timeout 900 "$@" >"$log" 2>&1; local rc=$?
+  timeout 300 "$@" >"$log" 2>&1; local rc=$?
   local p f
   p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "FAIL $name (exit $rc, no FAIL line)" >>"$log"; fi

@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
     }
     if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
     ct_group world;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);
     static const char *dims[][2] = {{"model.dim", "32"},       {"model.n_layers", "4"},     {"model.n_heads", "4"},
                                     {"model.n_kv_heads", "2"}, {"model.vocab_size", "128"}, {"model.ffn_hidden_dim", "64"}};
     ct_config_defaults(&parity_base);

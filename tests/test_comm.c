@@ -641,7 +641,7 @@ int main(int argc, char **argv) {
         printf("FAIL init: %s\n", ct_last_error());
         return 1;
     }
-    if (ct_comm_group_world(&world, scen ? arg_timeout : 60) != CT_OK) {
+    if (ct_comm_group_world(&world, scen ? arg_timeout : 30) != CT_OK) {
         printf("FAIL world: %s\n", ct_last_error());
         return 1;
     }

@@ -277,7 +277,7 @@ int main(int argc, char **argv) {
         }
         CT_TEST_EXIT();
     }
-    if (ct_comm_init(&argc, &argv) != CT_OK || ct_comm_group_world(&world, 60) != CT_OK) {
+    if (ct_comm_init(&argc, &argv) != CT_OK || ct_comm_group_world(&world, 30) != CT_OK) {
         printf("FAIL mesh_init: %s\n", ct_last_error());
         return 1;
     }

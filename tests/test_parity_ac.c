@@ -70,7 +70,7 @@ static void tp2_fsdp2(void) {
 
 static size_t activation_bytes(int m) {
     ct_group world, self;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);
     ct_comm_group_split(&world, world.rank, 0, "self", &self);
     ct_config c = m < 0 ? parity_base : with_mode(parity_base, m);
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);

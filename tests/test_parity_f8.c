@@ -63,7 +63,7 @@ static void differs_from_bf16_but_close(void) {
 // A trainer on one process with these extra settings; returns its init status.
 static ct_status init_alone(ct_trainer *t, const char *kv[][2], int n) {
     ct_group world, self;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);
     ct_comm_group_split(&world, world.rank, 0, "self", &self);
     ct_config c = parity_base;
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
@@ -114,7 +114,7 @@ static void tensor_parallel_refused(void) {
 // The recipes after the first: a new base and a new one-process reference.
 static void switch_recipe(const char *name, const char *key, const char *value) {
     ct_group world;
-    ct_comm_group_world(&world, 120);
+    ct_comm_group_world(&world, 30);
     parity_set(&parity_base, "quantization.float8.enable", "false");
     parity_set(&parity_base, key, value);
     if (!strcmp(name, "float8 rowwise")) {

@@ -51,20 +51,25 @@ static void pipeline_microbatches(void) {
 
 // A schedule written by hand (GPipe-like forwards, then backwards in order), run from a file.
 static void hand_written_csv(void) {
+    // One file, made by rank 0 and named to all: every rank must run the same configuration.
     char path[] = "/tmp/ct_pp_schedule_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0, "mkstemp");
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int fd = rank == 0 ? mkstemp(path) : -1;
+    MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(rank != 0 || fd >= 0, "mkstemp");
     const char *csv = "# stage 0 on rank 0, stage 1 on rank 1; 4 micro-batches\n"
                       "0F0,0SEND_F0,0F1,0SEND_F1,0F2,0SEND_F2,0F3,0SEND_F3,"
                       "0RECV_B0,0B0,0RECV_B1,0B1,0RECV_B2,0B2,0RECV_B3,0B3,REDUCE_GRADS,RESHARD\n"
                       "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,"
                       "1RECV_F2,1F2,1B2,1SEND_B2,1RECV_F3,1F3,1B3,1SEND_B3,REDUCE_GRADS,RESHARD\n";
-    if (world_size() > 0 && (long)write(fd, csv, strlen(csv)) != (long)strlen(csv)) CHECK(0, "write %s", path);
-    close(fd);
+    if (rank == 0 && (long)write(fd, csv, strlen(csv)) != (long)strlen(csv)) CHECK(0, "write %s", path);
+    if (rank == 0) close(fd);
+    MPI_Barrier(MPI_COMM_WORLD);  // written before anyone reads it
     parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule_file = path},
                "pp2 hand-written CSV");
     MPI_Barrier(MPI_COMM_WORLD);
-    unlink(path);
+    if (rank == 0) unlink(path);
 }
 
 static void pp2_fsdp2(void) {

@@ -14,7 +14,8 @@ static void usage(FILE *f) {
             "  generate   sample text from a saved model\n"
             "  eval       mean loss of a saved model on a token set\n"
             "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n"
-            "  convert    --to hf | --from hf: a model to and from a Hugging Face directory\n");
+            "  convert    --to hf | --from hf: a model to and from a Hugging Face directory\n"
+            "  checkpoint list | verify: distributed checkpoints and their files\n");
 }
 
 int main(int argc, char **argv) {
@@ -30,6 +31,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return ct_cmd_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "pipeline")) return ct_cmd_pipeline(argc - 2, argv + 2);
     if (!strcmp(cmd, "convert")) return ct_cmd_convert(argc - 2, argv + 2);
+    if (!strcmp(cmd, "checkpoint")) return ct_cmd_checkpoint(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -89,9 +89,6 @@ static void put_number(FILE *f, const char *key, const char *fmt, double v) {
 
 static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     fprintf(f, "{\"step\": %d", m->step);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    fprintf(f, ", \"time\": %.3f", (double)now.tv_sec + now.tv_nsec * 1e-9);
     put_number(f, "loss", "%.6f", m->loss);
     put_number(f, "grad_norm", "%.6f", m->grad_norm);
     put_number(f, "lr", "%.6e", m->lr);
@@ -105,7 +102,9 @@ static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     fprintf(f, ", \"memory_peak_mib\": {");
     for (int c = 0; c < CT_MEM_NCATEGORIES; c++)
         fprintf(f, "%s\"%s\": %.2f", c ? ", " : "", ct_mem_category_name((ct_mem_category)c), m->mem_peak_mib[c]);
-    fprintf(f, "}}\n");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    fprintf(f, "}, \"time\": %.3f}\n", (double)now.tv_sec + now.tv_nsec * 1e-9);
     return fflush(f) == 0 && !ferror(f);
 }
 

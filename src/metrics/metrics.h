@@ -37,7 +37,7 @@ typedef struct {
 // Opens <folder>/metrics.jsonl (creating the folder). quiet = true writes nothing. resume_step > 0
 // (a run resumed from that step's checkpoint): keeps the lines up to that step and appends.
 // A fresh run (resume_step 0) keeps a previous run's file as metrics-<its mtime>.jsonl.
-// Each line: {"step", "time" (Unix seconds), "loss", ...}; a non-finite number is written as
+// Each line: {"step", "loss", "grad_norm", ..., "time" (Unix seconds, last)}; a non-finite number is written as
 // null, so every line is JSON. A failed write is said once on stderr, and the run goes on.
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);

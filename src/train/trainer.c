@@ -101,7 +101,10 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
                : ct_comm_group_world(&t->world, cfg->comm_init_timeout))
         return CT_ERR;
-    t->world.timeout_s = cfg->comm_init_timeout;  // start-up: loading, first gathers (the mesh inherits it)
+    // Start-up (loading, first gathers) waits comm.init_timeout_seconds, the mesh inheriting it;
+    // a parent group's shorter timeout (a test's) stays.
+    if (!parent || parent->timeout_s <= 0 || cfg->comm_init_timeout < parent->timeout_s)
+        t->world.timeout_s = cfg->comm_init_timeout;
     if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
@@ -240,7 +243,8 @@ double ct_trainer_step(ct_trainer *t) {
     long valid = read_step(t, t->train_data);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
-    if (t->step == 1) {  // start-up is over: from now on a collective waits comm.train_timeout_seconds
+    if (t->step == 1 && c->comm_train_timeout < t->world.timeout_s) {
+        // Start-up is over: from now on a collective waits comm.train_timeout_seconds.
         t->world.timeout_s = c->comm_train_timeout;
         ct_mesh_set_timeout(&t->mesh, c->comm_train_timeout);
     }

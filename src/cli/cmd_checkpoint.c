@@ -1,0 +1,79 @@
+// `ctitan checkpoint`: look at distributed checkpoints without training.
+//   ctitan checkpoint list FOLDER     every complete checkpoint: step, writers, layout, size
+//   ctitan checkpoint verify PATH     every file of every complete checkpoint in a checkpoint
+//                                     folder (or of one step folder) against its manifest
+// verify exits 0 only when everything verifies; one line per checkpoint, naming a bad file.
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/dcp.h"
+#include "cli/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ctitan checkpoint list FOLDER\n"
+            "       ctitan checkpoint verify FOLDER|FOLDER/step-N\n"
+            "  list    the complete checkpoints in FOLDER (a run's <job.dump_folder>/<checkpoint.folder>)\n"
+            "  verify  size and CRC-32 of every file of every complete checkpoint against its manifest;\n"
+            "          exit status 0 only when all verify\n");
+}
+
+// One step folder: "step-N: ok (W files, X MB)" or the first problem. Returns 1 when bad.
+static int check_one(const char *dir, bool verify) {
+    ct_dcp_manifest m;
+    if (ct_dcp_read_manifest(dir, &m)) {
+        printf("%s: BAD: %s\n", dir, ct_last_error());
+        return 1;
+    }
+    double bytes = 0;
+    int bad = 0;
+    for (int i = 0; i < m.n_files; i++) {
+        bytes += (double)m.files[i].bytes;
+        if (verify && !bad && ct_dcp_verify_file(dir, &m.files[i])) {
+            printf("%s: BAD: %s\n", dir, ct_last_error());
+            bad = 1;
+        }
+    }
+    if (!bad)
+        printf("%s: %sstep %d, %d files, %.1f MB, saved by %d rank%s as %s%s\n", dir, verify ? "ok, " : "", m.step,
+               m.n_files, bytes / 1e6, m.world_size, m.world_size == 1 ? "" : "s", m.layout,
+               m.model_only ? " (weights only)" : "");
+    ct_dcp_manifest_free(&m);
+    return bad;
+}
+
+int ct_cmd_checkpoint(int argc, char **argv) {
+    if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc != 2 || (strcmp(argv[0], "list") && strcmp(argv[0], "verify"))) {
+        usage(stderr);
+        return 2;
+    }
+    bool verify = !strcmp(argv[0], "verify");
+    const char *path = argv[1];
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "ctitan checkpoint: %s is not a folder\n", path);
+        return 1;
+    }
+    char manifest[CT_DCP_PATH + 32];
+    snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
+    if (stat(manifest, &sb) == 0) return check_one(path, verify);
+    static int steps[65536];
+    int incomplete = 0, n = ct_dcp_list_steps(path, steps, 65536, &incomplete);
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        char dir[CT_DCP_PATH];
+        ct_dcp_step_dir(path, steps[i], dir);
+        bad += check_one(dir, verify);
+    }
+    if (incomplete) printf("%s: %d incomplete save%s (no manifest; never loaded)\n", path, incomplete, incomplete == 1 ? "" : "s");
+    if (!n) {
+        fprintf(stderr, "ctitan checkpoint: %s holds no complete checkpoint\n", path);
+        return 1;
+    }
+    return bad ? 1 : 0;
+}

@@ -211,16 +211,13 @@ static void share_loss(ct_trainer *t, double *loss_sum) {
     ct_comm_all_reduce(&t->mesh.dp_cp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
 }
 
-// Reads a step's micro-batches (accumulation x micro_batch_size sequences), keeps this rank's
-// tokens of each sequence under context parallel, and returns the valid targets of the whole
-// step over every rank that holds different tokens (data parallel x cp).
-static long read_step(ct_trainer *t, ct_loader *data) {
+// Keeps this rank's tokens of each sequence read into seq_inputs / seq_targets (all of them
+// without context parallel) and returns the valid targets of the whole step over every rank
+// that holds different tokens (data parallel x cp). A target is valid unless negative: token
+// id 0 is a token like any other.
+static long select_and_count(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     long T = c->seq_len, Tl = t->seq_local, seqs = (long)c->gradient_accumulation_steps * c->micro_batch_size;
-    for (int i = 0; i < c->gradient_accumulation_steps; i++) {
-        long at = (long)i * c->micro_batch_size * T;
-        ct_loader_next_batch(data, t->seq_inputs + at, t->seq_targets + at);
-    }
     if (t->inputs != t->seq_inputs)
         for (long b = 0; b < seqs; b++)  // (seqs, T) -> (seqs, T / cp) by this rank's positions
             for (long j = 0; j < Tl; j++) {
@@ -233,14 +230,40 @@ static long read_step(ct_trainer *t, ct_loader *data) {
     return valid;
 }
 
-double ct_trainer_step(ct_trainer *t) {
+// Reads a step's micro-batches (accumulation x micro_batch_size sequences) and returns the
+// step's valid targets (select_and_count).
+static long read_step(ct_trainer *t, ct_loader *data) {
     const ct_config *c = &t->cfg;
-    double t0 = ct_now_seconds();
+    long T = c->seq_len;
+    for (int i = 0; i < c->gradient_accumulation_steps; i++) {
+        long at = (long)i * c->micro_batch_size * T;
+        ct_loader_next_batch(data, t->seq_inputs + at, t->seq_targets + at);
+    }
+    return select_and_count(t);
+}
+
+static double step_on_tokens(ct_trainer *t, long valid, double t0);
+
+double ct_trainer_step(ct_trainer *t) {
+    double t0 = ct_now_seconds();  // the step's time includes reading its data
+    // Read every micro-batch first: the loss is normalised by the valid tokens of the whole step.
+    return step_on_tokens(t, read_step(t, t->train_data), t0);
+}
+
+double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *targets) {
+    const ct_config *c = &t->cfg;
+    size_t n = (size_t)c->gradient_accumulation_steps * c->micro_batch_size * c->seq_len;
+    memcpy(t->seq_inputs, inputs, n * sizeof *inputs);
+    memcpy(t->seq_targets, targets, n * sizeof *targets);
+    return step_on_tokens(t, select_and_count(t), ct_now_seconds());
+}
+
+// One optimizer step on the tokens in seq_inputs / seq_targets (valid: the step's valid targets;
+// t0: when the step began).
+static double step_on_tokens(ct_trainer *t, long valid, double t0) {
+    const ct_config *c = &t->cfg;
     long mb_tokens = (long)c->micro_batch_size * c->seq_len;
     int accum = c->gradient_accumulation_steps;
-
-    // Read every micro-batch first: the loss is normalised by the valid tokens of the whole step.
-    long valid = read_step(t, t->train_data);
     float grad_scale = valid ? 1.0f / (float)valid : 0.0f;
 
     if (t->step == 1 && c->comm_train_timeout < t->world.timeout_s) {

@@ -93,6 +93,9 @@ void ct_trainer_free(ct_trainer *t);
 
 // One optimizer step (all micro-batches); fills t->last and returns the step's mean loss.
 double ct_trainer_step(ct_trainer *t);
+// The same on given tokens instead of the loader's: this rank's (accum x micro_batch_size,
+// seq_len) inputs and targets (target -1 = ignored). For tests and tools.
+double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *targets);
 // Mean loss over validation.steps batches of the validation split, from its start.
 double ct_trainer_validate(ct_trainer *t);
 // The whole model in the global registry's layout (global_table.total floats) on every rank;

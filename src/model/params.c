@@ -50,13 +50,16 @@ ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_eleme
     const long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
     const long NH = m->n_heads, NKV = m->n_kv_heads;
     // Per layer: two norms (C), wq/wk/wv ((NH + 2 NKV) HS x C), wo (C x NH HS), w1/w3/w2 (3 F C).
-    // Each factor is below 2^31, so pairwise products fit a long; their sums and the layer
-    // multiple are checked.
-    long qkv, wo, ffn, layer, layers, emb, total;
-    if (__builtin_mul_overflow((NH + 2 * NKV) * HS, C, &qkv) || __builtin_mul_overflow(C, NH * HS, &wo) ||
-        __builtin_mul_overflow(3 * F, C, &ffn) || __builtin_add_overflow(qkv, wo, &layer) ||
-        __builtin_add_overflow(layer, ffn + 2 * C, &layer) || __builtin_mul_overflow(layer, (long)m->n_layers, &layers) ||
-        __builtin_mul_overflow(2 * V, C, &emb) || __builtin_add_overflow(layers, emb + C, &total))
+    // Every factor is below 2^31 (so 3 F, 2 V, NH + 2 NKV fit a long); every product and sum
+    // after that is checked, whatever the config (the caller may not have validated it).
+    long heads, qkv_rows, wo_cols, qkv, wo, ffn, layer, layers, emb, total;
+    if (__builtin_add_overflow(NH, 2 * NKV, &heads) || __builtin_mul_overflow(heads, HS, &qkv_rows) ||
+        __builtin_mul_overflow(NH, HS, &wo_cols) || __builtin_mul_overflow(qkv_rows, C, &qkv) ||
+        __builtin_mul_overflow(C, wo_cols, &wo) || __builtin_mul_overflow(3 * F, C, &ffn) ||
+        __builtin_add_overflow(qkv, wo, &layer) || __builtin_add_overflow(layer, ffn, &layer) ||
+        __builtin_add_overflow(layer, 2 * C, &layer) || __builtin_mul_overflow(layer, (long)m->n_layers, &layers) ||
+        __builtin_mul_overflow(2 * V, C, &emb) || __builtin_add_overflow(emb, C, &emb) ||
+        __builtin_add_overflow(layers, emb, &total))
         return ct_set_error("model: dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d: "
                             "the parameter count overflows",
                             m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size);

@@ -6,8 +6,8 @@
 # bf16 export that evaluates within bf16 rounding of the fp32 one.
 set -u
 cd "$(dirname "$0")/.."
-bin=build/ctitan
-if [ ! -x "$bin" ]; then echo "PASS eval_cli_skipped_no_binary"; exit 0; fi
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
+[ -x "$bin" ] || { echo "FAIL eval_cli: $bin not built (make)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
@@ -106,3 +106,19 @@ if [ $rc -ne 0 ] && [ "$lines" -eq 1 ]; then pass eval_missing_model_one_line; e
 out=$($bin generate --model "$E" --tokenizer "$tmp/nope" --prompt x 2>&1); rc=$?
 lines=$(printf '%s\n' "$out" | wc -l)
 if [ $rc -ne 0 ] && [ "$lines" -eq 1 ]; then pass generate_missing_tokenizer_one_line; else fail generate_missing_tokenizer_one_line "rc $rc: $out"; fi
+
+# A model whose weights hold a NaN (a diverged run's): eval and generate refuse it with one line
+# naming the tensor, instead of printing "loss nan" and exiting 0. One element of the first
+# tensor's data (8-byte length + JSON header, then the data section) set to a quiet NaN.
+N=$tmp/nan.safetensors
+cp "$E" "$N"
+hdr=$(od -An -t u8 -N8 "$N" | tr -d ' ')
+printf '\x00\x00\xc0\x7f' | dd of="$N" bs=1 seek=$((8 + hdr + 4)) conv=notrunc status=none
+out=$($bin eval --model "$N" --data "$tmp/shards" --split train --seq_len 16 --batch 2 2>&1); rc=$?
+if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "holds 1 non-finite value"; then
+  pass eval_nan_model_refused
+else
+  fail eval_nan_model_refused "rc $rc: $out"
+fi
+out=$($bin generate --model "$N" --tokenizer $tok --prompt x 2>&1); rc=$?
+if [ $rc -ne 0 ] && echo "$out" | grep -q "holds 1 non-finite value"; then pass generate_nan_model_refused; else fail generate_nan_model_refused "rc $rc: $out"; fi

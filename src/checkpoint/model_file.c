@@ -309,3 +309,15 @@ ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table
     }
     return CT_OK;
 }
+
+ct_status ct_model_check_finite(const ct_param_table *t, const float *full) {
+    for (int i = 0; i < t->count; i++) {
+        const ct_param *p = &t->params[i];
+        long bad = 0;
+        for (long j = 0; j < p->numel; j++) bad += !isfinite(full[p->offset + j]);
+        if (bad)
+            return ct_set_error("tensor %s holds %ld non-finite value%s (NaN / Inf) of %ld: the weights of a diverged run",
+                                p->name, bad, bad == 1 ? "" : "s", p->numel);
+    }
+    return CT_OK;
+}

@@ -42,6 +42,10 @@ void ct_model_close(ct_model_file *f);
 // Elements [begin, begin + n) of parameter p's flattened tensor, converted to fp32.
 void ct_model_read_range(const ct_model_file *f, const ct_param *p, long begin, long n, float *dst);
 
+// CT_ERR naming the first tensor of the flat block `full` (t->total floats, registry layout) that
+// holds a NaN or an infinity, with how many of its elements do: a diverged run's weights.
+ct_status ct_model_check_finite(const ct_param_table *t, const float *full);
+
 // CT_ERR naming the first setting where the two configs differ in a way that changes the
 // function the weights compute (dims, heads, vocab, FFN, norm eps, RoPE): "what: file X, run Y".
 ct_status ct_model_config_match(const ct_llama_config *file, const ct_llama_config *run);

@@ -75,6 +75,12 @@ int ct_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "ctitan eval: %s\n", ct_last_error());
         return 1;
     }
+    if (ct_model_check_finite(&table, block)) {  // its loss would be NaN: say why instead
+        fprintf(stderr, "ctitan eval: %s: %s\n", model_path, ct_last_error());
+        free(block);
+        ct_param_table_free(&table);
+        return 1;
+    }
     if (!T) T = m.max_seq_len > 0 ? m.max_seq_len : 256;
     m.max_seq_len = (int)T;
     ct_loader_config lc = {
@@ -126,10 +132,15 @@ int ct_cmd_eval(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     double loss = valid ? loss_sum / (double)valid : 0.0;
+    if (!isfinite(loss)) {  // finite weights can still overflow (huge activations)
+        fprintf(stderr, "ctitan eval: the loss is %s: the model's activations overflow\n", isnan(loss) ? "NaN" : "infinite");
+        goto done_eval;
+    }
     printf("eval: %s split of %s: %ld batches x %ld x %ld = %ld tokens (%ld windows in the split)\n", split, data,
            steps, B, T, valid, windows);
     printf("loss %.6f perplexity %.3f (%.0f tokens/s)\n", loss, exp(loss), dt > 0 ? (double)valid / dt : 0.0);
     rc = 0;
+done_eval:
     free(inputs);
     free(targets);
     ct_llama_acts_free(&acts);

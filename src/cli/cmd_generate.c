@@ -105,6 +105,13 @@ int ct_cmd_generate(int argc, char **argv) {
         ct_tokenizer_free(tok);
         return 1;
     }
+    if (ct_model_check_finite(&table, block)) {  // sampling from NaN logits means nothing
+        fprintf(stderr, "ctitan generate: %s: %s\n", model_path, ct_last_error());
+        free(block);
+        ct_param_table_free(&table);
+        ct_tokenizer_free(tok);
+        return 1;
+    }
     int rc = 1;
     int32_t eos = ct_tokenizer_eos(tok);
     int32_t *ids = NULL, *out = NULL;

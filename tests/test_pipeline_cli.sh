@@ -2,11 +2,11 @@
 # `ctitan pipeline show` end to end (the grid, the bubble line, SVG / Chrome trace / CSV files, a
 # hand-written CSV read back, one-line refusals), and metrics.pipeline_trace: a 2-rank pipeline
 # training run writes the measured timeline of its last step, one event per action per rank.
-# Needs build/ctitan (make); says SKIP when it is not built.
+# Needs $BUILD/ctitan (make); fails when it is not built.
 set -u
 cd "$(dirname "$0")/.."
-bin=${CT_BIN:-build/ctitan}
-if [ ! -x "$bin" ]; then echo "SKIP pipeline_cli: $bin not built"; exit 0; fi
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
+[ -x "$bin" ] || { echo "FAIL pipeline_cli: $bin not built (make)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
 

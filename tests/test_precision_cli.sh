@@ -5,7 +5,7 @@
 # whatever the compute precision); bad precision settings end with one line and a non-zero exit.
 set -u
 cd "$(dirname "$0")/.."
-bin=build/ctitan
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
 if [ ! -x "$bin" ]; then echo "FAIL precision_cli: no $bin (make first)"; exit 1; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `ctitan tokenizer` end to end: train on a directory, encode, decode back, and the one-line
-# errors. Needs build/ctitan (make); says SKIP when it is not built.
+# errors. Needs $BUILD/ctitan (make); fails when it is not built.
 set -u
 cd "$(dirname "$0")/.."
-bin=${CT_BIN:-build/ctitan}  # CT_BIN: another binary (a test driver)
-if [ ! -x "$bin" ]; then echo "SKIP tokenizer_cli: $bin not built"; exit 0; fi
+bin=${CT_BIN:-${BUILD:-build}/ctitan}  # CT_BIN: another binary (a test driver)
+[ -x "$bin" ] || { echo "FAIL tokenizer_cli: $bin not built (make)"; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/corpus"
 for i in $(seq 1 200); do echo "the other thing is there, then $i things think in héllo wörld's"; done >"$tmp/corpus/a.txt"

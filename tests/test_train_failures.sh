@@ -7,7 +7,7 @@
 #   - a corrupt shard: every rank stops, the message names the file
 set -u
 cd "$(dirname "$0")/.."
-bin=build/ctitan
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
 asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export OMP_NUM_THREADS=1

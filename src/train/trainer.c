@@ -84,14 +84,15 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     return ct_comm_agree(&t->world, load_model_file(t, path));
 }
 
-// MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
-// the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
-static double measure_peak_flops(const ct_kernels *k, const ct_config *cfg, const ct_precision *p) {
-    if (cfg->peak_tflops > 0) return cfg->peak_tflops * 1e12;
-    double table = ct_config_peak_flops(cfg);
-    if (table > 0) return table;
-    if (p->compute == CT_BF16) return k->matmul_peak_gflops_bf16(2048, 3) * 1e9;
-    return k->matmul_peak_gflops(2048, 3) * 1e9;  // the device's measured fp32 matmul peak
+// Processes of this job on this node (the launcher's word; 1 without one): ranks that share
+// the node's cores, part of the calibration key.
+static int ranks_on_node(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return 1;
 }
 
 ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
@@ -166,7 +167,9 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     if (!resumed && cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
 
     t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
-    t->peak_flops = measure_peak_flops(t->k, cfg, &t->prec);
+    // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
+    // the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
+    ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ranks_on_node());
     return CT_OK;
 }
 
@@ -309,7 +312,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     m->tokens_per_s = (double)accum * mb_tokens * t->mesh.dp.size / dt;
     m->tokens_per_s_rank = m->tokens_per_s / t->world.size;
     m->tflops = m->tokens_per_s_rank * t->flops_per_token * 1e-12;
-    m->mfu = t->peak_flops > 0 ? m->tflops * 1e12 / t->peak_flops : 0.0;
+    m->mfu = ct_peak_mfu(&t->peak, m->tflops * 1e12);
     m->val_loss = -1;
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak((ct_mem_category)k) / 1048576.0;
     return m->loss;
@@ -441,11 +444,11 @@ int ct_trainer_run(ct_trainer *t) {
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
         printf("ranks %d: %s\n", t->world.size, layout);
         printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
-               "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank\n",
+               "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank (%s)\n",
                t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
                t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size,
                c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
-               t->peak_flops / 1e9);
+               t->peak.flops / 1e9, t->peak.how);
         char prec[512];
         ct_trainer_describe_precision(t, prec, sizeof prec);
         printf("%s\n", prec);
@@ -475,6 +478,13 @@ int ct_trainer_run(ct_trainer *t) {
     if (ct_checkpoint_finish(t)) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
+    }
+    if (t->peak.raised) {
+        if (t->is_logger)
+            printf("metrics: a step ran at %.1f GFLOP/s per rank, above the peak measured at start-up: the peak is now "
+                   "that (MFU at most 100%%)\n",
+                   t->peak.flops / 1e9);
+        ct_peak_save(&t->peak, t->world.rank);
     }
     char path[CT_STR + 32];
     snprintf(path, sizeof path, "%s/model.safetensors", c->dump_folder);

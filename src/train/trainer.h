@@ -17,6 +17,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
+#include "train/peak.h"
 
 typedef struct ct_trainer {
     ct_config cfg;
@@ -67,7 +68,7 @@ typedef struct ct_trainer {
     bool nonfinite;          // the last step's loss or gradient norm was NaN / Inf (no update made)
     int skipped_steps;       // such steps so far
     double flops_per_token;
-    double peak_flops;       // FLOP/s per rank for MFU; 0 = unknown
+    ct_peak peak;            // FLOP/s per rank for MFU and where it comes from (train/peak.h)
     ct_metrics_logger log;
     ct_step_metrics last;    // the last step's figures
 } ct_trainer;

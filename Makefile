@@ -31,6 +31,11 @@ $(BUILD)/%.o: %.c | $(SETUP_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The commit goes into one object only (core/version.c), rebuilt when HEAD moves.
+GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/src/core/version.o: CFLAGS += -DCT_GIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/src/core/version.o: $(wildcard .git/HEAD .git/index)
+
 $(BUILD)/libctitan.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^

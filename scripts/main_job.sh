@@ -25,8 +25,9 @@ if [ ! -f "$DATA/shards/train_000.bin" ]; then
 fi
 
 echo "== training the debug model: $NRANKS rank(s) of data sharding, $STEPS steps"
+# --job.overwrite: `make run` again replaces the previous main job's outputs (its metrics kept aside).
 NRANKS=$NRANKS CONFIG=configs/llama3_debug.toml scripts/run_train.sh \
-  --parallelism.data_shard_degree "$NRANKS" --training.steps "$STEPS" "$@"
+  --parallelism.data_shard_degree "$NRANKS" --training.steps "$STEPS" --job.overwrite true "$@"
 
 MODEL=outputs/llama3_debug/model.safetensors
 echo "== validation loss of the saved model"

@@ -150,3 +150,14 @@ if train "$d" --checkpoint.enable false --training.steps 2 --checkpoint.last_sav
 else
   fail last_save_in_hf_round_trips "$(errors "$d" | head -2)"
 fi
+
+# ... and with the run's tokenizer (model.tokenizer_path) beside it.
+d=$tmp/last_hf_tok
+if train "$d" --checkpoint.enable false --training.steps 1 --checkpoint.last_save_in_hf true --model.vocab_size 258 \
+     --model.tokenizer_path tests/fixtures/data/bytes.tiktoken &&
+   grep -q "Hugging Face folder .* (with its tokenizer)" "$d.out" && [ -s "$d/hf/tokenizer.json" ] &&
+   [ -s "$d/hf/config.json" ]; then
+  pass last_save_in_hf_writes_the_tokenizer
+else
+  fail last_save_in_hf_writes_the_tokenizer "$(errors "$d" | head -2) $(ls "$d/hf" 2>&1 | tr '\n' ' ')"
+fi

@@ -216,6 +216,8 @@ static const flag_case product_flags[] = {
     {"training.skip_nonfinite_steps", "true", "true"},
     {"comm.init_timeout_seconds", "30", "30"},
     {"comm.train_timeout_seconds", "7.5", "7.5"},
+    {"metrics.progress", "lines", "\"lines\""},
+    {"job.overwrite", "true", "true"},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -305,6 +307,8 @@ static int flag_landed(const ct_config *c, int k) {
     case 80: return c->skip_nonfinite;
     case 81: return c->comm_init_timeout == 30;
     case 82: return c->comm_train_timeout == 7.5;
+    case 83: return !strcmp(c->progress, "lines");
+    case 84: return c->overwrite;
     }
     return 0;
 }
@@ -316,7 +320,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 83, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 85, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");

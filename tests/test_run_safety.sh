@@ -111,12 +111,33 @@ else
 fi
 
 # ---- runs in the same folder ---------------------------------------------------------------------
+# A second run refuses a folder another run wrote (run.toml) unless --job.overwrite, which keeps the
+# first run's metrics aside; each run records its id, start, version and effective config.
 d=$tmp/again
-one "$d" --training.steps 2 && sleep 1.1 && one "$d" --training.steps 3
+one "$d" --training.steps 2
+id1=$(sed -n 's/^run_id = "\(.*\)"/\1/p' "$d/run.toml")
+if one "$d" --training.steps 3; then
+  fail second_run_refuses_another_runs_folder "exit status 0"
+elif said "$d.out" | grep -q "job.dump_folder $d holds the outputs of run $id1 (started .*): choose another folder, or pass --job.overwrite true"; then
+  pass second_run_refuses_another_runs_folder
+else
+  fail second_run_refuses_another_runs_folder "$(said "$d.out" | head -2)"
+fi
+sleep 1.1
+one "$d" --training.steps 3 --job.overwrite true
 kept=$(ls "$d"/metrics-*.jsonl 2>/dev/null | head -1)
 if [ -n "$kept" ] && [ "$(grep -c '"step"' "$kept")" = 2 ] && [ "$(grep -c '"step"' "$d/metrics.jsonl")" = 3 ] &&
-   grep -q '"time": [0-9]' "$d/metrics.jsonl" && grep -q '^steps = 3' "$d/config.toml"; then
-  pass second_run_keeps_the_first_runs_metrics_and_writes_its_config
+   grep -q '"time": [0-9]' "$d/metrics.jsonl" && grep -q '^steps = 3' "$d/config.toml" &&
+   grep -q '^ctitan_version = "0\.' "$d/run.toml" && ! grep -q "run_id = \"$id1\"" "$d/run.toml"; then
+  pass overwrite_keeps_the_first_runs_metrics_and_records_the_run
 else
-  fail second_run_keeps_the_first_runs_metrics_and_writes_its_config "$(ls "$d")"
+  fail overwrite_keeps_the_first_runs_metrics_and_records_the_run "$(ls "$d") $(cat "$d/run.toml" 2>&1 | head -3)"
+fi
+# The recorded config.toml starts the same run again (loadable with --config).
+d2=$tmp/from_config
+if OMP_NUM_THREADS=1 timeout 60 "$bin" train --config "$d/config.toml" --job.dump_folder "$d2" >"$d2.out" 2>&1 &&
+   [ "$(grep -o '"loss": [^,]*' "$d/metrics.jsonl")" = "$(grep -o '"loss": [^,]*' "$d2/metrics.jsonl")" ]; then
+  pass recorded_config_reruns_the_run
+else
+  fail recorded_config_reruns_the_run "$(said "$d2.out" | head -2)"
 fi

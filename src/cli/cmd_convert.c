@@ -9,6 +9,7 @@
 
 #include "checkpoint/hf.h"
 #include "cli/commands.h"
+#include "train/hf_vocab.h"
 #include "data/tokenizer.h"
 
 static void usage(FILE *f) {
@@ -27,69 +28,17 @@ static int fail(const char *msg) {
     return 1;
 }
 
-// The tokenizer as the plain description checkpoint/ takes (it may not include data/).
-typedef struct {
-    ct_tokenizer *tok;
-    const char **token, **special;
-    long *len;
-    int32_t *special_id;
-    ct_hf_vocab v;
-} vocab_view;
-
-static void vocab_free(vocab_view *vv) {
-    free(vv->token);
-    free(vv->len);
-    free(vv->special);
-    free(vv->special_id);
-    ct_tokenizer_free(vv->tok);
-}
-
-static ct_status vocab_load(vocab_view *vv, const char *path, int model_vocab) {
-    memset(vv, 0, sizeof *vv);
-    if (!(vv->tok = ct_tokenizer_load(path))) return CT_ERR;
-    const long n = ct_tokenizer_n_ranks(vv->tok), total = ct_tokenizer_vocab_size(vv->tok);
-    if (total > model_vocab)
-        return ct_set_error("%s: the tokenizer has %ld ids, more than the model's vocabulary of %d", path, total,
-                            model_vocab);
-    vv->token = ct_xcalloc((size_t)n, sizeof *vv->token);
-    vv->len = ct_xcalloc((size_t)n, sizeof *vv->len);
-    vv->special = ct_xcalloc((size_t)(total - n) + 1, sizeof *vv->special);
-    vv->special_id = ct_xcalloc((size_t)(total - n) + 1, sizeof *vv->special_id);
-    for (int32_t id = 0; id < n; id++) vv->token[id] = ct_tokenizer_token(vv->tok, id, &vv->len[id]);
-    int ns = 0;
-    for (int32_t id = (int32_t)n; id < total; id++) {
-        long len;
-        const char *s = ct_tokenizer_token(vv->tok, id, &len);
-        if (!s) continue;  // a gap between special ids
-        vv->special[ns] = s;  // special texts are NUL-terminated (tokenizer_load keeps them as strings)
-        vv->special_id[ns++] = id;
-    }
-    vv->v = (ct_hf_vocab){
-        .n_tokens = n,
-        .token = vv->token,
-        .token_len = vv->len,
-        .n_special = ns,
-        .special = vv->special,
-        .special_id = vv->special_id,
-        .bos = ct_tokenizer_bos(vv->tok),
-        .eos = ct_tokenizer_eos(vv->tok),
-        .pattern = CT_TOKENIZER_PATTERN,
-        .rank_file = path,
-    };
-    return CT_OK;
-}
-
 static int to_hf(const char *model, const char *out, const char *tok_path, ct_dtype dtype) {
-    vocab_view vv = {0};
+    ct_hf_vocab_view vv = {0};
     if (tok_path) {
         ct_llama_config m;
-        if (ct_model_load_config(model, &m) || vocab_load(&vv, tok_path, m.vocab_size)) {
-            vocab_free(&vv);
+        if (ct_model_load_config(model, &m) || ct_hf_vocab_load(&vv, tok_path, m.vocab_size)) {
+            ct_hf_vocab_free(&vv);
             return fail(ct_last_error());
         }
     }
     ct_status st = ct_hf_export(model, out, tok_path ? &vv.v : NULL, dtype);
-    vocab_free(&vv);
+    ct_hf_vocab_free(&vv);
     if (st) return fail(ct_last_error());
     printf("convert: %s -> %s (Hugging Face LlamaForCausalLM%s)\n", model, out, tok_path ? ", with tokenizer" : "");
     return 0;

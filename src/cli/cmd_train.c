@@ -3,12 +3,24 @@
 // a failure during set-up that may hit only some ranks (a bad shard, say) ends the whole job
 // through ct_fatal, so no rank is left waiting in a collective.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#include "metrics/metrics.h"
 #include "train/trainer.h"
+
+// This process's rank as the launcher numbers it, before MPI starts (0 without a launcher).
+static int launcher_rank(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
 
 int ct_cmd_train(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
@@ -19,15 +31,26 @@ int ct_cmd_train(int argc, char **argv) {
         }
     static ct_config cfg;
     if (ct_config_parse(&cfg, argc, argv) || ct_config_validate(&cfg) || ct_config_check_implemented(&cfg)) {
-        fprintf(stderr, "ctitan train: %s\n", ct_last_error());
+        // Every rank parsed the same arguments and found the same error: the first one says it.
+        if (launcher_rank() == 0) fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 2;
     }
+    // Whether stdout is the user's terminal must be known before MPI starts: a singleton MPI
+    // start sets the launcher's variables (OMPI_COMM_WORLD_SIZE ...) in this very process.
+    setenv("CTITAN_TTY", ct_metrics_user_terminal() ? "1" : "0", 0);
     if (ct_comm_init(NULL, NULL)) {
         fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 1;
     }
     static ct_trainer t;
-    if (ct_trainer_init(&t, &cfg, NULL)) ct_fatal("ctitan train", "%s", ct_last_error());
+    if (ct_trainer_init(&t, &cfg, NULL)) {
+        // Some ranks only know of it: end the whole job from here, or they wait in a collective.
+        if (!ct_comm_error_is_agreed()) ct_fatal("ctitan train", "%s", ct_last_error());
+        // Every rank knows (a check agreed over the world): rank 0 says it, all end normally.
+        if (t.world.rank == 0) fprintf(stderr, "ctitan train: %s\n", ct_last_error());
+        ct_comm_finalize();
+        return 1;
+    }
     int rc = ct_trainer_run(&t);
     ct_trainer_free(&t);
     ct_comm_finalize();

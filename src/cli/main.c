@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/version.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -24,6 +25,10 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version")) {
+        printf("ctitan %s\n", ct_version());
+        return 0;
+    }
     if (!strcmp(cmd, "train")) return ct_cmd_train(argc - 2, argv + 2);
     if (!strcmp(cmd, "tokenizer")) return ct_cmd_tokenizer(argc - 2, argv + 2);
     if (!strcmp(cmd, "data")) return ct_cmd_data(argc - 2, argv + 2);

@@ -348,18 +348,29 @@ void ct_comm_barrier(ct_group *g) {
     ct_comm_wait(&h);
 }
 
+// The last message ct_comm_agree handed every rank (this thread's).
+static _Thread_local char agreed_message[1024];
+
+bool ct_comm_error_is_agreed(void) { return agreed_message[0] && !strcmp(agreed_message, ct_last_error()); }
+
 // Every rank learns the lowest failing rank (a MAX over -rank) and that rank's message.
 ct_status ct_comm_agree(ct_group *g, ct_status local) {
-    int32_t neg_first = local == CT_OK ? -INT32_MAX : -g->rank;
+    // {-(lowest failing rank), failing ranks}: a MAX of the first, a SUM of the second.
+    int32_t neg_first = local == CT_OK ? -INT32_MAX : -g->rank, failed = local != CT_OK;
     ct_comm_all_reduce(g, &neg_first, &neg_first, 1, CT_I32, CT_COMM_MAX);
+    ct_comm_all_reduce(g, &failed, &failed, 1, CT_I32, CT_COMM_SUM);
     int first = -neg_first;
     if (first == INT32_MAX) return CT_OK;
     char msg[1024] = {0};
     if (g->rank == first) snprintf(msg, sizeof msg, "%s", ct_last_error());
     ct_comm_broadcast(g, msg, sizeof msg, CT_U8, first);
     msg[sizeof msg - 1] = 0;
-    if (g->size == 1) return ct_set_error("%s", msg);
-    return ct_set_error("rank %d: %s", first, msg);
+    if (g->size == 1 || failed == g->size)  // every rank met it: no rank to name
+        ct_set_error("%s", msg);
+    else
+        ct_set_error("rank %d: %s", first, msg);
+    snprintf(agreed_message, sizeof agreed_message, "%s", ct_last_error());
+    return CT_ERR;
 }
 
 // ---- statistics ---------------------------------------------------------------------------

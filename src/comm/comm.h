@@ -143,9 +143,12 @@ void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, i
 void ct_comm_barrier(ct_group *g);
 // For a step that may fail on some ranks only (a file write, a check): every rank passes its own
 // outcome and all return the same one. CT_OK when every rank succeeded; else CT_ERR on every
-// rank with the lowest failing rank's message, "rank R: <its message>" (just the message in a
-// group of one). Collective over g.
+// rank with the lowest failing rank's message, "rank R: <its message>" (just the message when
+// every rank failed, or in a group of one). Collective over g.
 ct_status ct_comm_agree(ct_group *g, ct_status local);
+// Whether ct_last_error() is a message ct_comm_agree gave every rank of its group (so each rank
+// may end on its own, without aborting the others, and one of them print it).
+bool ct_comm_error_is_agreed(void);
 
 // ---- non-blocking: same semantics; buffers must stay untouched until ct_comm_wait -------
 ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *recv, size_t count,

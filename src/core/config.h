@@ -16,6 +16,7 @@ enum { CT_STR = 256 };
 typedef struct {
     // [job]
     char dump_folder[CT_STR];         // job.dump_folder: where metrics, model files, checkpoints go
+    bool overwrite;                   // job.overwrite: replace another run's outputs in dump_folder
     char description[CT_STR];         // job.description
 
     // [model]
@@ -90,6 +91,7 @@ typedef struct {
     double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
     char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
     bool enable_tensorboard;          // metrics.enable_tensorboard
+    char progress[8];                 // metrics.progress: auto | bar | lines
     char pipeline_trace[CT_STR];      // metrics.pipeline_trace: the last step's timeline ("" = off)
 
     // [validation]

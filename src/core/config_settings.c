@@ -41,6 +41,8 @@ const ct_setting ct_settings[] = {
     // [job]
     STR("job.dump_folder", dump_folder, "outputs/run", NULL, "folder for metrics, the effective config and checkpoints"),
     STR("job.description", description, "", NULL, "free text describing the run"),
+    BOOL("job.overwrite", overwrite, "false", NULL,
+         "start a new run in a job.dump_folder that holds another run's outputs (its metrics are kept aside)"),
 
     // [model]
     ENUM("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
@@ -139,6 +141,8 @@ const ct_setting ct_settings[] = {
     ENUM("metrics.device", device, "cpu", "cpu|h100|h200|a100", NULL, NULL,
          "peak table for MFU: cpu measures a matmul at start-up"),
     BOOL("metrics.enable_tensorboard", enable_tensorboard, "false", NULL, "write TensorBoard event files"),
+    ENUM("metrics.progress", progress, "auto", "auto|bar|lines", NULL, NULL,
+         "a progress bar redrawn in place, or one line per log step; auto: the bar only on the user's terminal"),
     STR("metrics.pipeline_trace", pipeline_trace, "", NULL,
         "write the last step's per-rank action timeline: Chrome trace JSON (Perfetto), or SVG if it ends in .svg"),
 

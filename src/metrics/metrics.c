@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,13 +59,35 @@ static ct_status set_aside(const char *folder, const char *path) {
     return CT_OK;
 }
 
-ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step) {
+bool ct_metrics_user_terminal(void) {
+    const char *tty = getenv("CTITAN_TTY");
+    if (tty && *tty) return atoi(tty) != 0;
+    // Under a launcher, standard output is the launcher's pseudo-terminal or pipe, forwarded to
+    // wherever the user sent mpirun's output: a file often.
+    const char *launchers[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+        if (getenv(launchers[i])) return false;
+    return isatty(STDOUT_FILENO);
+}
+
+// The terminal's width: the window size, else $COLUMNS, else 100.
+static int terminal_columns(void) {
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    if (c && atoi(c) >= 20) return atoi(c);
+    return 100;
+}
+
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step,
+                          const char *progress) {
     memset(lg, 0, sizeof *lg);
     lg->quiet = quiet;
     lg->total_steps = total_steps;
     // CTITAN_TTY (set by scripts/run_train.sh) wins: under mpirun stdout is never the terminal.
-    const char *tty = getenv("CTITAN_TTY");
-    lg->tty = tty && *tty ? atoi(tty) != 0 : isatty(STDOUT_FILENO);
+    lg->tty = !strcmp(progress, "bar") || (!strcmp(progress, "auto") && ct_metrics_user_terminal());
+    lg->first_step = resume_step;
+    lg->columns = terminal_columns();
     lg->start = ct_now_seconds();
     if (quiet) return CT_OK;
     if (ct_make_dirs(folder)) return CT_ERR;
@@ -124,27 +147,34 @@ void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
                 m->step);
     }
     char val[48] = "";
-    if (m->val_loss >= 0) snprintf(val, sizeof val, "  val %.4f", m->val_loss);
+    if (m->val_loss >= 0 || isnan(m->val_loss)) snprintf(val, sizeof val, "  val %.4f", m->val_loss);
     char mem[160];
     snprintf(mem, sizeof mem, "mem MiB p %.1f g %.1f o %.1f a %.1f", m->mem_peak_mib[CT_MEM_PARAMS],
              m->mem_peak_mib[CT_MEM_GRADS], m->mem_peak_mib[CT_MEM_OPTIM], m->mem_peak_mib[CT_MEM_ACTIVATIONS]);
+    char eta[32];
+    double elapsed = ct_now_seconds() - lg->start;  // steps, validation and logging alike
+    int done = m->step - lg->first_step;
+    format_eta(eta, sizeof eta, done > 0 ? elapsed / done * (lg->total_steps - m->step) : 0.0);
+    char skipped[32] = "";
+    if (m->skipped_steps) snprintf(skipped, sizeof skipped, "  skipped %d", m->skipped_steps);
+    char numbers[512];
+    snprintf(numbers, sizeof numbers,
+             "step %d/%d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.1f ms/step  MFU %.1f%%  %s%s  ETA %s", m->step,
+             lg->total_steps, m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, 1e3 * m->step_seconds, 100 * m->mfu,
+             mem, skipped, eta);
     if (lg->tty) {
-        // One line redrawn in place: a bar, the numbers and the time left.
-        int width = 20, done = lg->total_steps ? (int)((long)width * m->step / lg->total_steps) : width;
+        // One line redrawn in place, cut to the terminal's width: a bar, then the numbers.
+        int width = 20, filled = lg->total_steps ? (int)((long)width * m->step / lg->total_steps) : width;
         char bar[32];
-        for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
         bar[width] = 0;
-        char eta[32];
-        double elapsed = ct_now_seconds() - lg->start;  // steps, validation and logging alike
-        format_eta(eta, sizeof eta, elapsed / m->step * (lg->total_steps - m->step));
-        printf("\r\033[K[%s] step %d/%d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.2f TFLOP/s  MFU %.1f%%  %s  "
-               "ETA %s",
-               bar, m->step, lg->total_steps, m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, m->tflops,
-               100 * m->mfu, mem, eta);
+        char line[600];
+        snprintf(line, sizeof line, "[%s] %s", bar, numbers);
+        int cols = lg->columns - 1;
+        printf("\r\033[K%.*s", cols > 0 ? cols : 1, line);
         if (m->step == lg->total_steps || m->val_loss >= 0) printf("\n");
     } else {
-        printf("step %5d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.3f TFLOP/s  MFU %.1f%%  %s\n", m->step,
-               m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, m->tflops, 100 * m->mfu, mem);
+        printf("%s\n", numbers);
     }
     fflush(stdout);
 }

@@ -31,6 +31,8 @@ typedef struct {
     bool tty;
     bool quiet;             // ranks other than 0 log nothing
     int total_steps;
+    int first_step;         // the step the run (re)started from, for the ETA
+    int columns;            // the terminal's width (bar mode)
     double start;           // when the logger opened, for the ETA
 } ct_metrics_logger;
 
@@ -39,7 +41,14 @@ typedef struct {
 // A fresh run (resume_step 0) keeps a previous run's file as metrics-<its mtime>.jsonl.
 // Each line: {"step", "loss", "grad_norm", ..., "time" (Unix seconds, last)}; a non-finite number is written as
 // null, so every line is JSON. A failed write is said once on stderr, and the run goes on.
-ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step);
+// progress: "bar" (redrawn in place, sized to the terminal), "lines" (one per log step: step/total,
+// loss, tokens/s, ms/step, MFU, memory, ETA) or "auto": the bar only when standard output is the
+// user's terminal -- CTITAN_TTY when a launcher script says so, else a terminal not handed over
+// by an MPI or Slurm launcher (mpirun gives every rank a pseudo-terminal of its own).
+ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step,
+                          const char *progress);
+// Whether "auto" would draw a bar here (see above).
+bool ct_metrics_user_terminal(void);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);
 void ct_metrics_close(ct_metrics_logger *lg);
 

@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "checkpoint/hf.h"
+#include "train/hf_vocab.h"
+#include "core/toml.h"
+#include "core/version.h"
 #include "checkpoint/model_file.h"
 #include "train/pipeline_trace.h"
 
@@ -95,18 +100,11 @@ static int ranks_on_node(void) {
     return 1;
 }
 
-ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
-    memset(t, 0, sizeof *t);
-    t->cfg = *cfg;
+// The layout: model dimensions, the mesh, and the checks that the degrees divide what they
+// split. Every rank runs the same configuration (checked first), so every rank meets the same
+// error at the same point, before any collective that could leave another waiting.
+static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
-    if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
-               : ct_comm_group_world(&t->world, cfg->comm_init_timeout))
-        return CT_ERR;
-    // Start-up (loading, first gathers) waits comm.init_timeout_seconds, the mesh inheriting it;
-    // a parent group's shorter timeout (a test's) stays.
-    if (!parent || parent->timeout_s <= 0 || cfg->comm_init_timeout < parent->timeout_s)
-        t->world.timeout_s = cfg->comm_init_timeout;
-    if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
@@ -131,6 +129,12 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
                             seqs, t->seq_local, tokens_per_micro_batch, tp->size);
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
+    return CT_OK;
+}
+
+// Buffers, precision, stages and the executor: deterministic too (the same on every rank).
+static ct_status build(ct_trainer *t, const ct_config *cfg) {
+    int cp = t->mesh.dim[CT_MESH_CP].size;
 
     long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
     t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
@@ -148,18 +152,36 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
     ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
     if (ct_trainer_precision(t)) return CT_ERR;
-    if (ct_trainer_build_stages(t)) return CT_ERR;
+    return ct_trainer_build_stages(t);
+}
+
+ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
+               : ct_comm_group_world(&t->world, cfg->comm_init_timeout))
+        return CT_ERR;
+    // Start-up (loading, first gathers) waits comm.init_timeout_seconds, the mesh inheriting it;
+    // a parent group's shorter timeout (a test's) stays.
+    if (!parent || parent->timeout_s <= 0 || cfg->comm_init_timeout < parent->timeout_s)
+        t->world.timeout_s = cfg->comm_init_timeout;
+    // Each phase's outcome is agreed over the world: a failure ends every rank with one message.
+    if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
+    if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;
+    if (ct_comm_agree(&t->world, build(t, cfg))) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
     ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
 
+    ct_status st = CT_OK;
     t->train_data = open_loader(t, cfg->dataset, "train", false);
-    if (!t->train_data) return CT_ERR;
-    if (cfg->val_enable) {
+    if (!t->train_data) st = CT_ERR;
+    if (st == CT_OK && cfg->val_enable) {
         t->val_data = open_loader(t, cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset, "val", true);
-        if (!t->val_data) return CT_ERR;
+        if (!t->val_data) st = CT_ERR;
     }
+    if (ct_comm_agree(&t->world, st)) return CT_ERR;  // each rank opens its own files
     // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
     ct_checkpoint_init(t);
     bool resumed;
@@ -361,10 +383,49 @@ static ct_status export_hf(ct_trainer *t, const char *model_path) {
     if (t->is_logger) {
         ct_dtype dtype;
         st = ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype);
-        if (st == CT_OK) st = ct_hf_export(model_path, dir, NULL, dtype);
-        if (st == CT_OK) printf("model saved as a Hugging Face folder %s\n", dir);
+        // With the run's tokenizer when it has one, so AutoTokenizer loads beside the model.
+        ct_hf_vocab_view vv = {0};
+        bool with_tok = t->cfg.tokenizer_path[0] && access(t->cfg.tokenizer_path, R_OK) == 0;
+        if (st == CT_OK && with_tok) st = ct_hf_vocab_load(&vv, t->cfg.tokenizer_path, t->model.vocab_size);
+        if (st == CT_OK) st = ct_hf_export(model_path, dir, with_tok ? &vv.v : NULL, dtype);
+        ct_hf_vocab_free(&vv);
+        if (st == CT_OK) printf("model saved as a Hugging Face folder %s%s\n", dir, with_tok ? " (with its tokenizer)" : "");
     }
     return ct_comm_agree(&t->world, st);
+}
+
+// <job.dump_folder>/run.toml: which run wrote the folder. A new run (not one resumed from its
+// checkpoint) refuses a folder another run wrote, unless job.overwrite.
+static ct_status claim_dump_folder(const ct_trainer *t) {
+    char path[CT_STR + 16];
+    snprintf(path, sizeof path, "%s/run.toml", t->cfg.dump_folder);
+    ct_toml_value *prev = ct_toml_parse_file(path);
+    if (prev && t->step == 0 && !t->cfg.overwrite) {
+        const ct_toml_value *id = ct_toml_get(prev, "run_id"), *at = ct_toml_get(prev, "started");
+        ct_status st = ct_set_error("job.dump_folder %s holds the outputs of run %s (started %s): choose another folder, "
+                                    "or pass --job.overwrite true to replace them (its metrics are kept aside)",
+                                    t->cfg.dump_folder, id && id->type == CT_TOML_STRING ? id->s : "?",
+                                    at && at->type == CT_TOML_STRING ? at->s : "?");
+        ct_toml_free(prev);
+        return st;
+    }
+    ct_toml_free(prev);
+    if (ct_make_dirs(t->cfg.dump_folder)) return CT_ERR;
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char started[64], id[96];
+    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%S%z", &tm);
+    snprintf(id, sizeof id, "%04d%02d%02d-%02d%02d%02d-%05d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, (int)getpid() % 100000);
+    FILE *f = fopen(path, "w");
+    if (!f) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "# written by ctitan train: which run these outputs belong to\n");
+    fprintf(f, "run_id = \"%s\"\nstarted = \"%s\"\nctitan_version = \"%s\"\nranks = %d\nresumed_from_step = %d\n", id,
+            started, ct_version(), t->world.size, t->step);
+    bool ok = fflush(f) == 0 && !ferror(f);
+    if (fclose(f) || !ok) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    return CT_OK;
 }
 
 // <job.dump_folder>/config.toml: the configuration this run trains with, after every override.
@@ -432,7 +493,8 @@ int ct_trainer_run(ct_trainer *t) {
     // past its last save before it died) are dropped, then new ones appended.
     // Rank 0 alone writes metrics and the effective configuration; every rank learns whether it
     // could (a read-only dump folder must stop the job, not leave the others in a collective).
-    ct_status opened = ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step);
+    ct_status opened = t->is_logger ? claim_dump_folder(t) : CT_OK;
+    if (opened == CT_OK) opened = ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step, c->progress);
     if (opened == CT_OK && t->is_logger) opened = write_effective_config(t);
     if (ct_comm_agree(&t->world, opened)) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());

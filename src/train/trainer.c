@@ -11,6 +11,7 @@
 
 #include "checkpoint/hf.h"
 #include "train/hf_vocab.h"
+#include "train/memory_estimate.h"
 #include "core/toml.h"
 #include "core/version.h"
 #include "checkpoint/model_file.h"
@@ -89,6 +90,7 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     return ct_comm_agree(&t->world, load_model_file(t, path));
 }
 
+
 // Processes of this job on this node (the launcher's word; 1 without one): ranks that share
 // the node's cores, part of the calibration key.
 static int ranks_on_node(void) {
@@ -127,6 +129,16 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
         return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
                             "rank do not split over compute_parallel_degree %d",
                             seqs, t->seq_local, tokens_per_micro_batch, tp->size);
+    // Before the first big allocation: a run that cannot fit says so, with the numbers.
+    int shard = t->mesh.fsdp.size, pp = t->mesh.dim[CT_MESH_PP].size;
+    ct_memory_estimate need = ct_memory_estimate_rank(&t->model, cfg, pp, tp->size, shard, cp);
+    double have = ct_memory_available() / ranks_on_node(), gib = 1024.0 * 1024.0 * 1024.0;
+    if (have > 0 && need.total > have)
+        return ct_set_error("the model needs about %.1f GiB per rank (parameters %.1f, gradients %.1f, optimizer %.1f, "
+                            "gathered layers %.1f, activations %.1f), this machine has %.1f GiB available per rank: "
+                            "shard it over more ranks (parallelism.*) or train a smaller model",
+                            need.total / gib, need.params / gib, need.grads / gib, need.optimizer / gib,
+                            need.gathered / gib, need.activations / gib, have / gib);
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
     return CT_OK;

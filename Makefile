@@ -9,6 +9,15 @@ CFLAGS  ?= $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-pa
 LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
 BUILD   := build
 
+# Sanitizer build (issue 14): `make test SANITIZE=1` builds everything with AddressSanitizer and
+# UndefinedBehaviorSanitizer into build-san/ (never mixed with build/'s objects) and runs the suite
+# there; tests/run_tests.sh sets the sanitizer options (OpenMPI's leaks are suppressed there).
+# -fno-sanitize-recover: a UB report ends the program, so a test cannot pass over one.
+ifeq ($(SANITIZE),1)
+BUILD   := build-san
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+endif
+
 SETUP_STAMP := $(BUILD)/.setup-done
 LIB_SRCS  := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
@@ -52,7 +61,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libctitan.a
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
 
 test: $(BUILD)/ctitan $(TEST_BINS)
-	bash tests/run_tests.sh
+	BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_tests.sh
 
 bench: $(BUILD)/ctitan $(BENCH_BINS)
 	bash bench/run_bench.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Failure drills for comm/: each runs build/tests/test_comm --scenario NAME under mpirun
+# Failure drills for comm/: each runs $BUILD/tests/test_comm --scenario NAME under mpirun
 # (3 ranks) and checks that the whole job ends quickly, with a non-zero status and one line
 # naming the rank and the cause. The collective cases themselves are in tests/test_comm.c.
 #   timeout    rank 1 never joins an all-reduce; the others time out (2 s) and end the job
@@ -11,7 +11,7 @@
 #   u8reduce   a reduction of raw bytes (u8), which the MPI backend refuses (bf16 it reduces)
 set -u
 cd "$(dirname "$0")/.."
-bin=${CT_TEST_COMM_BIN:-build/tests/test_comm}
+bin=${CT_TEST_COMM_BIN:-${BUILD:-build}/tests/test_comm}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpirun_flags=(--oversubscribe --bind-to none)

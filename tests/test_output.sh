@@ -74,3 +74,14 @@ if [ $rc -ne 0 ] && [ "$n" = 1 ] && ! grep -q MPI_ABORT "$tmp/e2.out"; then
 else
   fail config_error_printed_once "rc $rc, $n lines"
 fi
+
+# Plain mpirun, no OMP_NUM_THREADS: each rank takes its share of the node's cores, not all of them.
+cores=$(nproc)
+want=$(( cores / 2 )); [ "$want" -ge 1 ] || want=1
+env -u OMP_NUM_THREADS mpirun $asroot --oversubscribe --bind-to none -np 2 "$bin" train $tiny \
+  --parallelism.data_shard_degree 2 --job.dump_folder "$tmp/threads" >"$tmp/threads.out" 2>&1
+if grep -qE "^ranks 2: .*; $want OpenMP threads? per rank" "$tmp/threads.out"; then
+  pass plain_mpirun_shares_the_cores
+else
+  fail plain_mpirun_shares_the_cores "want $want: $(grep '^ranks' "$tmp/threads.out")"
+fi

@@ -2,9 +2,12 @@
 // Every rank parses the same arguments, so a bad setting stops every rank with the same line;
 // a failure during set-up that may hit only some ranks (a bad shard, say) ends the whole job
 // through ct_fatal, so no rank is left waiting in a collective.
+#include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "comm/comm.h"
@@ -20,6 +23,33 @@ static int launcher_rank(void) {
         if (v && *v) return atoi(v);
     }
     return 0;
+}
+
+// OpenMP threads per rank when the user set none: the cores this process may run on, shared
+// with the other ranks on the node (a plain `mpirun -np N` otherwise starts one thread per core
+// in every rank, and N ranks fight over each core).
+static void choose_threads(void) {
+    const char *set = getenv("OMP_NUM_THREADS");
+    if (set && *set) return;
+    int local = 1;
+    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) {
+            local = atoi(v);
+            break;
+        }
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t mask;
+    int allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : (int)cores;
+    int threads = (int)(cores / local);
+    if (threads > allowed) threads = allowed;  // bound to fewer cores by the launcher
+    if (threads < 1) threads = 1;
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", threads);
+    setenv("OMP_NUM_THREADS", buf, 1);  // before the OpenMP runtime starts its threads
+    omp_set_num_threads(threads);
 }
 
 int ct_cmd_train(int argc, char **argv) {
@@ -38,6 +68,7 @@ int ct_cmd_train(int argc, char **argv) {
     // Whether stdout is the user's terminal must be known before MPI starts: a singleton MPI
     // start sets the launcher's variables (OMPI_COMM_WORLD_SIZE ...) in this very process.
     setenv("CTITAN_TTY", ct_metrics_user_terminal() ? "1" : "0", 0);
+    choose_threads();
     if (ct_comm_init(NULL, NULL)) {
         fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 1;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -516,7 +517,8 @@ int ct_trainer_run(ct_trainer *t) {
     if (t->is_logger) {
         char layout[128];
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
-        printf("ranks %d: %s\n", t->world.size, layout);
+        printf("ranks %d: %s; %d OpenMP thread%s per rank\n", t->world.size, layout, omp_get_max_threads(),
+               omp_get_max_threads() == 1 ? "" : "s");
         printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
                "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank (%s)\n",
                t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,

@@ -47,3 +47,15 @@ check_err cli_bad_rank_file "bad base64" "$bin" tokenizer encode --tokenizer tes
 check_err cli_vocab_too_big "runs out of pairs" "$bin" tokenizer train --input "$tmp/corpus" --vocab-size 100000 --out "$tmp/x.tok"
 check_err cli_missing_args "needs" "$bin" tokenizer train --input "$tmp/corpus"
 check_err cli_unknown_sub "unknown subcommand" "$bin" tokenizer frobnicate
+
+# `tokenizer train --input DIR` reads the files `data prepare --input DIR` reads: a binary index
+# (fortune's *.dat) and a *.u8 duplicate change nothing, so the tokenizer equals the one trained
+# on the text file alone.
+mkdir -p "$tmp/mixed"
+cp "$tmp/corpus"/* "$tmp/mixed/" 2>/dev/null || cp "$tmp/corpus" "$tmp/mixed/text"
+printf 'binary\0index\001\002' >"$tmp/mixed/zz.dat"
+printf 'a duplicate in another encoding zzzz qqqq zzzz qqqq\n' >"$tmp/mixed/text.u8"
+"$bin" tokenizer train --input "$tmp/mixed" --vocab-size 300 --out "$tmp/mixed.tok" >/dev/null 2>&1
+"$bin" tokenizer train --input "$tmp/corpus" --vocab-size 300 --out "$tmp/plain.tok" >/dev/null 2>&1
+if [ -s "$tmp/mixed.tok" ] && cmp -s "$tmp/mixed.tok" "$tmp/plain.tok"; then pass cli_train_reads_what_prepare_reads
+else failc cli_train_reads_what_prepare_reads "the tokenizers differ"; fi

@@ -5,6 +5,8 @@
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -130,6 +132,32 @@ static void build_perm(ct_loader *l, uint64_t epoch) {
         l->perm[j] = t;
     }
     l->perm_epoch = epoch;
+}
+
+uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
+    struct stat st;
+    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return 0;
+    char **names = NULL;
+    int n = 0;
+    if (S_ISDIR(st.st_mode)) {
+        n = list_shards(source, split, &names);
+        if (n <= 0) {
+            free(names);
+            return 0;
+        }
+    }
+    const char *first = n > 0 ? names[0] : source;
+    uint32_t vocab = 0;
+    int fd = open(first, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    unsigned char h[28];
+    // Only ctitan's own header names its vocabulary (bytes 24..27, little-endian).
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+        !memcmp(h, CT_SHARD_MAGIC, 8))
+        vocab = (uint32_t)h[24] | (uint32_t)h[25] << 8 | (uint32_t)h[26] << 16 | (uint32_t)h[27] << 24;
+    if (fd >= 0) close(fd);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return vocab;
 }
 
 ct_loader *ct_loader_open(const ct_loader_config *cfg) {

@@ -46,6 +46,10 @@ void ct_loader_free(ct_loader *l);
 // Fills this rank's B/dp sequences of the next global batch. No allocation.
 void ct_loader_next_batch(ct_loader *l, int32_t *inputs /* (B/dp, T) */, int32_t *targets /* (B/dp, T) */);
 
+// The vocabulary the split's shards were made with (the first shard's header), without opening
+// the split: 0 for synthetic data, llm.c shards (no such field) or anything unreadable.
+uint32_t ct_loader_peek_vocab(const char *source, const char *split);
+
 ct_loader_state ct_loader_get_state(const ct_loader *l);
 ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st);  // CT_ERR if position is out of range
 void ct_loader_reset(ct_loader *l);  // back to epoch 0, position 0 (e.g. before each evaluation)

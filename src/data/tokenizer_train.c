@@ -10,13 +10,13 @@
 //    b; a max-heap with lazy deletion), give its concatenation the next rank, and rewrite only
 //    the words on that pair's posting list, updating the counts of the pairs they lose and
 //    gain. Nothing is recounted from scratch, so a merge costs what it touches.
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/prepare.h"
 #include "data/tokenizer_internal.h"
 
 // ---- step 1: unique pieces with counts ---------------------------------------------------
@@ -351,75 +351,23 @@ done:
     return tok;
 }
 
-static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
-
-// Appends path (a file) or the sorted regular files of path (a directory) to *list.
-static ct_status expand_input(const char *path, char ***list, long *n, long *cap) {
-    struct stat st;
-    if (stat(path, &st)) return ct_set_error("%s: cannot open: %s", path, strerror(errno));
-    char **found = NULL;
-    long nf = 0;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (!d) return ct_set_error("%s: cannot open directory: %s", path, strerror(errno));
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            size_t len = strlen(path) + strlen(e->d_name) + 2;
-            char *full = malloc(len);
-            char **f2 = realloc(found, (size_t)(nf + 1) * sizeof *found);
-            if (!full || !f2) {
-                free(full);
-                free(f2 ? f2 : found);
-                closedir(d);
-                return ct_set_error("tokenizer train: out of memory");
-            }
-            found = f2;
-            snprintf(full, len, "%s/%s", path, e->d_name);
-            struct stat fs;
-            if (stat(full, &fs) || !S_ISREG(fs.st_mode)) {
-                free(full);
-                continue;
-            }
-            found[nf++] = full;
-        }
-        closedir(d);
-        if (nf) qsort(found, (size_t)nf, sizeof *found, cmp_str);
-    } else {
-        found = malloc(sizeof *found);
-        if (!found || !(found[0] = strdup(path))) {
-            free(found);
-            return ct_set_error("tokenizer train: out of memory");
-        }
-        nf = 1;
-    }
-    for (long i = 0; i < nf; i++) {
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 64;
-            char **l2 = realloc(*list, (size_t)*cap * sizeof **list);
-            if (!l2) {
-                for (long k = i; k < nf; k++) free(found[k]);
-                free(found);
-                return ct_set_error("tokenizer train: out of memory");
-            }
-            *list = l2;
-        }
-        (*list)[(*n)++] = found[i];
-    }
-    free(found);
-    return CT_OK;
-}
 
 ct_status ct_tokenizer_train(const char *const *inputs, int n_inputs, long vocab_size, const char *out_path) {
     if (check_vocab_size(vocab_size)) return CT_ERR;
+    // The same files `data prepare` reads from the same inputs (data/prepare.h): a folder's text
+    // files, without fortune's *.dat indexes and *.u8 duplicates, so the tokenizer is trained on
+    // the corpus it will encode.
     char **files = NULL;
-    long n_files = 0, cap = 0;
+    long n_files = 0;
     ct_status st = CT_ERR;
     ct_pretok *pt = NULL;
     piece_counter pc = {0};
     ct_vocab_init(&pc.pieces);
-    for (int i = 0; i < n_inputs; i++)
-        if (expand_input(inputs[i], &files, &n_files, &cap) != CT_OK) goto done;
+    n_files = ct_data_list_files(inputs, n_inputs, &files);
+    if (n_files < 0) {
+        n_files = 0;
+        goto done;
+    }
     if (!n_files) {
         ct_set_error("tokenizer train: no input files");
         goto done;
@@ -451,8 +399,7 @@ ct_status ct_tokenizer_train(const char *const *inputs, int n_inputs, long vocab
     st = ct_tokenizer_save(tok, out_path);
     ct_tokenizer_free(tok);
 done:
-    for (long i = 0; i < n_files; i++) free(files[i]);
-    free(files);
+    ct_data_free_list(files, (int)n_files);
     ct_pretok_free(pt);
     counter_free(&pc);
     return st;

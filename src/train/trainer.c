@@ -14,6 +14,7 @@
 #include "train/hf_vocab.h"
 #include "train/memory_estimate.h"
 #include "core/toml.h"
+#include "data/tokenizer.h"
 #include "core/version.h"
 #include "checkpoint/model_file.h"
 #include "train/pipeline_trace.h"
@@ -103,6 +104,47 @@ static int ranks_on_node(void) {
     return 1;
 }
 
+// The vocabulary and the data agree. model.vocab_size 0 takes the tokenizer's id count
+// (model.tokenizer_path), else the vocabulary in the training shards' header, else the
+// flavor's; a tokenizer or shards with more ids than the model are refused with the fix.
+// Runs before the model dimensions are fixed (on t->cfg, which config.toml then records).
+static ct_status resolve_vocab(ct_trainer *t) {
+    ct_config *c = &t->cfg;
+    bool synthetic = !strcmp(c->dataset, "synthetic");
+    long tok_ids = 0;
+    if (c->tokenizer_path[0]) {
+        if (access(c->tokenizer_path, R_OK) == 0) {
+            ct_tokenizer *tok = ct_tokenizer_load(c->tokenizer_path);
+            if (!tok) return ct_set_error("model.tokenizer_path: %s", ct_last_error());
+            tok_ids = ct_tokenizer_vocab_size(tok);
+            ct_tokenizer_free(tok);
+        } else if (!synthetic) {  // synthetic ids need no tokenizer
+            return ct_set_error("model.tokenizer_path %s: %s (the tokenizer training.dataset was made with; \"\" for "
+                                "none)",
+                                c->tokenizer_path, strerror(errno));
+        }
+    }
+    uint32_t shard_vocab = synthetic ? 0 : ct_loader_peek_vocab(c->dataset, "train");
+    if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
+    ct_llama_config m;
+    if (ct_llama_config_from(&m, c)) return CT_ERR;
+    if (tok_ids > m.vocab_size)
+        return ct_set_error("model.tokenizer_path %s has %ld ids, more than the model's vocabulary of %d: set "
+                            "model.vocab_size %ld (or 0 to take the tokenizer's)",
+                            c->tokenizer_path, tok_ids, m.vocab_size, tok_ids);
+    if (shard_vocab > (uint32_t)m.vocab_size)
+        return ct_set_error("training.dataset %s was made with a vocabulary of %u ids, more than the model's %d: set "
+                            "model.vocab_size %u (or 0 to take the shards')",
+                            c->dataset, shard_vocab, m.vocab_size, shard_vocab);
+    // The held-out split of a single shard file is that file: validation would score training data.
+    struct stat sb;
+    if (c->val_enable && !c->val_dataset[0] && !synthetic && stat(c->dataset, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return ct_set_error("validation.enable: training.dataset %s is one shard file, so validation would read the "
+                            "training data; give validation.dataset, or a folder with train_*.bin and val_*.bin",
+                            c->dataset);
+    return CT_OK;
+}
+
 // The layout: model dimensions, the mesh, and the checks that the degrees divide what they
 // split. Every rank runs the same configuration (checked first), so every rank meets the same
 // error at the same point, before any collective that could leave another waiting.
@@ -180,6 +222,8 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
         t->world.timeout_s = cfg->comm_init_timeout;
     // Each phase's outcome is agreed over the world: a failure ends every rank with one message.
     if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
+    if (ct_comm_agree(&t->world, resolve_vocab(t))) return CT_ERR;
+    cfg = &t->cfg;  // from here on, with the vocabulary resolved
     if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;
     if (ct_comm_agree(&t->world, build(t, cfg))) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);

@@ -5,6 +5,9 @@
 //
 // `test_tensorboard --write DIR` only writes the fixture file that tests/interop/tensorboard_read.py
 // reads with the real tensorboard package (make test-interop); the expected values are below.
+// `test_tensorboard --dump FILE` prints an event file through the reader here, for shell tests:
+// "file_version V" for the first event, then one "TAG STEP VALUE WALL_TIME" line per scalar;
+// exit 1 with the reader's error (a CRC, framing or decoding failure) on stderr.
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -39,7 +42,7 @@ static uint64_t le(const unsigned char *p, int bytes) {
     return v;
 }
 
-enum { MAX_EVENTS = 64 };
+enum { MAX_EVENTS = 4096 };  // a short training run's file (about 25 scalars a step)
 typedef struct {
     double wall_time;
     int64_t step;
@@ -476,7 +479,26 @@ static void test_write_failure_reported(void) {
     signal(SIGXFSZ, old_handler);
 }
 
+static int dump(const char *path) {
+    size_t n = 0;
+    unsigned char *b = slurp(path, &n);
+    static rd_file r;
+    if (!b || !rd_parse(b, n, &r)) {
+        fprintf(stderr, "test_tensorboard --dump %s: %s\n", path, b ? r.err : strerror(errno));
+        free(b);
+        return 1;
+    }
+    free(b);
+    for (int i = 0; i < r.n; i++) {
+        const rd_event *e = &r.ev[i];
+        if (e->file_version[0]) printf("file_version %s\n", e->file_version);
+        if (e->has_value) printf("%s %lld %.9g %.6f\n", e->tag, (long long)e->step, e->value, e->wall_time);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--dump")) return dump(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "--write")) {
         ct_tb_writer w;
         if (ct_tb_open(&w, argv[2]) || write_fixture(&w) || ct_tb_close(&w)) {

@@ -23,7 +23,7 @@
 # the bound (bf16 within 1%, 8-bit modes within 3%, either side), the median tokens/s (steps 2..,
 # the first step is warm-up) and the peak activation memory (max of memory_peak_mib.activations),
 # each with its ratio to fp32's, then each run's "precision:" line. $OUT/loss_curves.svg draws the
-# training loss of every mode and, below, its difference to fp32 (scripts/loss_curves_svg.sh).
+# training loss of every mode and, below, its difference to fp32 (`ctitan plot --diff`).
 # Exits 1 if a run fails or leaves no validation loss.
 set -u
 here=$(pwd)
@@ -169,12 +169,14 @@ awk -F'\t' '
   echo "Loss curves: ![loss curves](loss_curves.svg)"
 } > "$OUT/summary.md"
 
-specs=()
+# Each run is named by its folder, the mode; the first one present (fp32 by default) is the
+# reference of the difference panel.
+runs=()
 rm -f "$OUT/loss_curves.svg"
-for m in $MODES; do [ -s "$OUT/$m/metrics.jsonl" ] && grep -q '"loss"' "$OUT/$m/metrics.jsonl" && specs+=("$m=$OUT/$m/metrics.jsonl"); done
-if [ ${#specs[@]} -gt 0 ]; then
-  DIFF=1 TITLE="Training loss by precision: llama3 debugmodel, $STEPS steps" \
-    bash "$root/scripts/loss_curves_svg.sh" "$OUT/loss_curves.svg" "${specs[@]}" || failed=1
+for m in $MODES; do [ -s "$OUT/$m/metrics.jsonl" ] && grep -q '"loss"' "$OUT/$m/metrics.jsonl" && runs+=("$OUT/$m/metrics.jsonl"); done
+if [ ${#runs[@]} -gt 0 ]; then
+  "$OUT/ctitan.bin" plot "${runs[@]}" --out "$OUT/loss_curves.svg" --diff --smooth 10 \
+    --title "Training loss by precision: llama3 debugmodel, $STEPS steps" >/dev/null || failed=1
 fi
 
 echo

@@ -16,7 +16,8 @@ static void usage(FILE *f) {
             "  eval       mean loss of a saved model on a token set\n"
             "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n"
             "  convert    --to hf | --from hf: a model to and from a Hugging Face directory\n"
-            "  checkpoint list | verify: distributed checkpoints and their files\n");
+            "  checkpoint list | verify: distributed checkpoints and their files\n"
+            "  plot       loss curves of runs (metrics.jsonl) as SVG / PNG\n");
 }
 
 int main(int argc, char **argv) {
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "pipeline")) return ct_cmd_pipeline(argc - 2, argv + 2);
     if (!strcmp(cmd, "convert")) return ct_cmd_convert(argc - 2, argv + 2);
     if (!strcmp(cmd, "checkpoint")) return ct_cmd_checkpoint(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plot")) return ct_cmd_plot(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,347 @@
+// `ctitan plot METRICS.jsonl [MORE.jsonl ...] --out FILE.svg [--x step|tokens] [--title T] [--logy]
+//  [--smooth N] [--diff] [--png]`
+// The loss curves of one or several runs from their metrics.jsonl (one JSON object per line, as
+// metrics/metrics.c writes it), drawn by metrics/svg_plot.c. Each line gives a training-loss point
+// (step, loss) and, where present, a validation-loss point (step, val_loss); a null (a non-finite
+// number) is a gap, not an error. Input errors are one line naming the file (and the line), exit 1;
+// usage errors exit 2.
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checkpoint/hf_json.h"
+#include "cli/commands.h"
+#include "core/toml.h"
+#include "metrics/svg_plot.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ctitan plot METRICS.jsonl [MORE.jsonl ...] --out FILE.svg [--x step|tokens] [--title T]\n"
+            "                   [--logy] [--smooth N] [--diff] [--png]\n"
+            "Draws the training loss of each run (solid) and its validation loss (dashed, same colour)\n"
+            "from the metrics.jsonl files that `ctitan train` writes into its job.dump_folder; one colour\n"
+            "per run, named in the legend by the run's folder (or the file's name when it is not\n"
+            "metrics.jsonl). Null values (NaN / Inf losses) are left out.\n"
+            "  --out FILE.svg  the picture (SVG, written whole or not at all)\n"
+            "  --x step        x axis: optimizer step (default)\n"
+            "  --x tokens      x axis: tokens seen = step x tokens per step (tokens_per_s x step_seconds,\n"
+            "                  to a whole number of sequences of the run's config.toml where it has one)\n"
+            "  --title T       the title (default \"Training loss\")\n"
+            "  --logy          log-scale loss axis\n"
+            "  --smooth N      also a centred N-point moving average, bold over faint raw lines\n"
+            "  --diff          a lower panel: each run's loss minus the first run's at the same x\n"
+            "  --png           also FILE.png, converted by rsvg-convert or ImageMagick (magick / convert)\n"
+            "                  found on PATH; without one, an error before anything is written\n");
+}
+
+typedef struct {
+    const char *path;
+    char name[256];           // from the path (run_label)
+    char label[256];          // the legend's: name, numbered when two runs share it
+    int n, vn, cap, vcap;
+    double *x, *y, *vx, *vy;  // x holds the step until --x tokens scales it
+    double tok_sum;           // sum over lines of tokens_per_s * step_seconds (tokens of one step)
+    int tok_lines;
+} run_data;
+
+static void push(double **xs, double **ys, int *n, int *cap, double x, double y) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 256;
+        double *nx = realloc(*xs, (size_t)*cap * sizeof **xs), *ny = nx ? realloc(*ys, (size_t)*cap * sizeof **ys) : NULL;
+        if (!nx || !ny) ct_fatal("ctitan plot", "out of memory");
+        *xs = nx, *ys = ny;
+    }
+    (*xs)[*n] = x, (*ys)[(*n)++] = y;
+}
+
+// A number field: 1 with *v for a finite number, 0 when absent or null (a gap), -1 for anything else.
+static int number(const ct_json *obj, const char *key, double *v) {
+    const ct_json *j = ct_json_get(obj, key);
+    if (!j || j->type == CT_JSON_NULL) return 0;
+    if (j->type != CT_JSON_NUMBER) return -1;
+    *v = j->number;
+    return isfinite(*v) ? 1 : 0;
+}
+
+static int line_error(const char *path, long line, const char *what) {
+    fprintf(stderr, "ctitan plot: %s:%ld: %s\n", path, line, what);
+    return 1;
+}
+
+// Reads one metrics.jsonl into r. Returns 0, or 1 after printing one line naming file and line.
+static int read_run(const char *path, run_data *r) {
+    struct stat st;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ctitan plot: %s: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {  // fopen succeeds on a folder; reading it does not
+        fclose(f);
+        fprintf(stderr, "ctitan plot: %s: is a folder (its metrics.jsonl?)\n", path);
+        return 1;
+    }
+    r->path = path;
+    char *text = NULL;
+    size_t size = 0;
+    ssize_t len;
+    long lineno = 0, lines = 0;
+    double last_step = -1;
+    int rc = 0;
+    char what[PATH_MAX + 32];
+    while (!rc && (len = getline(&text, &size, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
+        if (strspn(text, " \t") == (size_t)len) continue;  // a blank line (a hand-edited file's last)
+        lines++;
+        snprintf(what, sizeof what, "%s:%ld", path, lineno);
+        ct_json *j = ct_json_parse(text, (size_t)len, what);
+        if (!j) {
+            fprintf(stderr, "ctitan plot: %s (not a JSON line)\n", ct_last_error());
+            rc = 1;
+            break;
+        }
+        double step, loss, val, tps, sec;
+        int has_loss, has_val;
+        if (j->type != CT_JSON_OBJECT) rc = line_error(path, lineno, "not a JSON object");
+        else if (number(j, "step", &step) != 1 || step < 0 || step != floor(step))
+            rc = line_error(path, lineno, "no \"step\" (a whole number)");
+        else if (step <= last_step) {
+            // The trainer keeps one run per file (a resumed run continues its own steps), so a
+            // step going back means two files were joined: drawing it would zigzag.
+            snprintf(what, sizeof what, "step %.0f after step %.0f (two runs in one file?)", step, last_step);
+            rc = line_error(path, lineno, what);
+        } else if ((has_loss = number(j, "loss", &loss)) < 0) rc = line_error(path, lineno, "\"loss\" is not a number");
+        else if ((has_val = number(j, "val_loss", &val)) < 0)
+            rc = line_error(path, lineno, "\"val_loss\" is not a number");
+        else {
+            last_step = step;
+            if (has_loss) push(&r->x, &r->y, &r->n, &r->cap, step, loss);
+            if (has_val) push(&r->vx, &r->vy, &r->vn, &r->vcap, step, val);
+            if (number(j, "tokens_per_s", &tps) == 1 && number(j, "step_seconds", &sec) == 1 && tps > 0 && sec > 0) {
+                r->tok_sum += tps * sec;
+                r->tok_lines++;
+            }
+        }
+        ct_json_free(j);
+    }
+    if (!rc && ferror(f)) {
+        fprintf(stderr, "ctitan plot: %s: read failed after line %ld\n", path, lineno);
+        rc = 1;
+    }
+    free(text);
+    fclose(f);
+    if (!rc && r->n == 0) {
+        fprintf(stderr, "ctitan plot: %s: no loss values (%ld lines)\n", path, lines);
+        rc = 1;
+    }
+    return rc;
+}
+
+// The legend's name: the run's folder for a metrics.jsonl (how runs are told apart: by their
+// job.dump_folder), else the file's name without .jsonl.
+static void run_label(const char *path, char *out, size_t size) {
+    char full[PATH_MAX], copy[PATH_MAX];
+    if (!realpath(path, full)) snprintf(full, sizeof full, "%s", path);
+    snprintf(copy, sizeof copy, "%s", full);
+    const char *base = basename(copy);
+    if (!strcmp(base, "metrics.jsonl")) {
+        snprintf(copy, sizeof copy, "%s", full);
+        snprintf(out, size, "%s", basename(dirname(copy)));
+        return;
+    }
+    size_t n = strlen(base);
+    if (n > 6 && !strcmp(base + n - 6, ".jsonl")) n -= 6;
+    snprintf(out, size, "%.*s", (int)n, base);
+}
+
+// --x tokens: every step consumes the same number of tokens (global batch x sequence length), and
+// each line holds it as tokens_per_s x step_seconds, rounded in print to ~1e-4. The mean over lines
+// is snapped to whole sequences when the run's config.toml (beside metrics.jsonl) gives
+// training.seq_len. Summing the lines instead would count only the logged steps (log_freq).
+static int tokens_axis(run_data *r) {
+    if (!r->tok_lines) {
+        fprintf(stderr, "ctitan plot: %s: no tokens_per_s and step_seconds to count tokens with (use --x step)\n",
+                r->path);
+        return 1;
+    }
+    double per_step = r->tok_sum / r->tok_lines;
+    char dir[PATH_MAX], cfg[PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s", r->path);
+    snprintf(cfg, sizeof cfg, "%s/config.toml", dirname(dir));
+    ct_toml_value *root = access(cfg, R_OK) == 0 ? ct_toml_parse_file(cfg) : NULL;
+    const ct_toml_value *seq = root ? ct_toml_get_path(root, "training.seq_len") : NULL;
+    if (seq && seq->type == CT_TOML_INT && seq->i > 0)
+        per_step = fmax(1, round(per_step / (double)seq->i)) * (double)seq->i;
+    else
+        per_step = fmax(1, round(per_step));
+    ct_toml_free(root);
+    for (int i = 0; i < r->n; i++) r->x[i] *= per_step;
+    for (int i = 0; i < r->vn; i++) r->vx[i] *= per_step;
+    return 0;
+}
+
+// An executable named `name` on PATH, into out.
+static int find_on_path(const char *name, char *out, size_t size) {
+    const char *path = getenv("PATH");
+    if (!path) return 0;
+    while (*path) {
+        size_t len = strcspn(path, ":");
+        snprintf(out, size, "%.*s/%s", (int)len, len ? path : ".", name);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) return 1;
+        path += len + (path[len] == ':');
+    }
+    return 0;
+}
+
+// Runs argv (argv[0] a full path) and waits; its exit status, or -1 when it could not run.
+static int run_program(char *const argv[]) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A path a converter cannot take for an option.
+static void as_operand(const char *path, char *out, size_t size) {
+    snprintf(out, size, "%s%s", path[0] == '-' ? "./" : "", path);
+}
+
+static int bad_usage(const char *what, const char *arg) {
+    fprintf(stderr, "ctitan plot: %s%s%s (ctitan plot --help)\n", what, arg ? " " : "", arg ? arg : "");
+    return 2;
+}
+
+int ct_cmd_plot(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},   {"x", required_argument, NULL, 'x'},
+        {"title", required_argument, NULL, 't'}, {"logy", no_argument, NULL, 'l'},
+        {"smooth", required_argument, NULL, 's'}, {"diff", no_argument, NULL, 'd'},
+        {"png", no_argument, NULL, 'p'},         {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    // getopt_long wants the program's name in argv[0]; ours start after the command's name.
+    char **av = ct_xcalloc((size_t)argc + 2, sizeof *av);
+    av[0] = "ctitan plot";
+    memcpy(av + 1, argv, (size_t)argc * sizeof *av);
+    const char *out = NULL;
+    ct_plot_options po = {0};
+    bool png = false, tokens = false;
+    int c, rc = 0;
+    opterr = 0;
+    optind = 0;  // glibc: a full re-initialisation, should anything have used getopt before
+    while (!rc && (c = getopt_long(argc + 1, av, ":ho:", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+            case 'h': usage(stdout); free(av); return 0;
+            case 'o': out = optarg; break;
+            case 't': po.title = optarg; break;
+            case 'l': po.logy = true; break;
+            case 'd': po.diff = true; break;
+            case 'p': png = true; break;
+            case 'x':
+                if (!strcmp(optarg, "tokens")) tokens = true;
+                else if (!strcmp(optarg, "step")) tokens = false;
+                else rc = bad_usage("--x: expected step or tokens, got", optarg);
+                break;
+            case 's': {
+                errno = 0;
+                long v = strtol(optarg, &end, 10);
+                if (errno || end == optarg || *end || v < 0 || v > 100000)
+                    rc = bad_usage("--smooth: expected a number of points (0 = off), got", optarg);
+                po.smooth = (int)v;
+                break;
+            }
+            case ':': rc = bad_usage("expected a value after", av[optind - 1]); break;
+            default: rc = bad_usage("unknown option", av[optind - 1]); break;
+        }
+    }
+    int first = optind, n_runs = argc + 1 - optind;
+    if (!rc && !out) rc = bad_usage("needs --out FILE.svg", NULL);
+    if (!rc && n_runs < 1) rc = bad_usage("needs at least one metrics.jsonl", NULL);
+    char converter[PATH_MAX] = "", png_path[PATH_MAX] = "";
+    const char *conv_name = NULL;
+    if (!rc && png) {
+        // Checked before anything is written, so that --png without a converter leaves nothing behind.
+        static const char *const names[] = {"rsvg-convert", "magick", "convert"};
+        for (int i = 0; i < 3 && !conv_name; i++)
+            if (find_on_path(names[i], converter, sizeof converter)) conv_name = names[i];
+        if (!conv_name) {
+            fprintf(stderr, "ctitan plot: --png needs rsvg-convert or ImageMagick (magick / convert) on PATH, and none "
+                            "is there; nothing written (without --png: the SVG alone)\n");
+            rc = 1;
+        }
+        size_t n = out ? strlen(out) : 0;
+        if (n >= 4 && !strcasecmp(out + n - 4, ".svg")) n -= 4;
+        snprintf(png_path, sizeof png_path, "%.*s.png", (int)n, out ? out : "");
+    }
+    run_data *runs = rc ? NULL : ct_xcalloc((size_t)n_runs, sizeof *runs);
+    ct_plot_run *pr = rc ? NULL : ct_xcalloc((size_t)n_runs, sizeof *pr);
+    for (int i = 0; !rc && i < n_runs; i++) {
+        rc = read_run(av[first + i], &runs[i]);
+        if (!rc && tokens) rc = tokens_axis(&runs[i]);
+        if (rc) break;
+        run_label(av[first + i], runs[i].name, sizeof runs[i].name);
+        int same = 1;  // two runs of one name (folders a/run and b/run) are told apart as "run #2"
+        for (int k = 0; k < i; k++) same += !strcmp(runs[k].name, runs[i].name);
+        if (same > 1) snprintf(runs[i].label, sizeof runs[i].label, "%.200s #%d", runs[i].name, same);
+        else snprintf(runs[i].label, sizeof runs[i].label, "%s", runs[i].name);
+        pr[i] = (ct_plot_run){.label = runs[i].label, .n = runs[i].n, .x = runs[i].x, .y = runs[i].y,
+                              .vn = runs[i].vn, .vx = runs[i].vx, .vy = runs[i].vy};
+    }
+    if (!rc) {
+        po.xlabel = tokens ? "tokens seen" : "step";
+        char tmp[PATH_MAX + 8];
+        FILE *f = ct_json_file_open(out, tmp, sizeof tmp);
+        if (!f) {
+            fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
+            rc = 1;
+        } else if (ct_svg_plot_write(f, pr, n_runs, &po)) {
+            fprintf(stderr, "ctitan plot: %s: %s\n", out, ct_last_error());
+            fclose(f);
+            unlink(tmp);
+            rc = 1;
+        } else if (ct_json_file_close(f, tmp, out)) {
+            fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
+            rc = 1;
+        } else {
+            printf("wrote %s (%d run%s)\n", out, n_runs, n_runs == 1 ? "" : "s");
+        }
+    }
+    if (!rc && png) {
+        char svg_arg[PATH_MAX + 2], png_arg[PATH_MAX + 2];
+        as_operand(out, svg_arg, sizeof svg_arg);
+        as_operand(png_path, png_arg, sizeof png_arg);
+        char *rsvg[] = {converter, "-f", "png", "-o", png_arg, svg_arg, NULL};
+        char *magick[] = {converter, "-background", "white", svg_arg, png_arg, NULL};
+        int st = run_program(!strcmp(conv_name, "rsvg-convert") ? rsvg : magick);
+        if (st != 0) {
+            unlink(png_path);
+            fprintf(stderr, "ctitan plot: %s could not make %s (exit %d); %s is written\n", converter, png_path, st, out);
+            rc = 1;
+        } else {
+            printf("wrote %s (%s)\n", png_path, conv_name);
+        }
+    }
+    for (int i = 0; runs && i < n_runs; i++) free(runs[i].x), free(runs[i].y), free(runs[i].vx), free(runs[i].vy);
+    free(runs);
+    free(pr);
+    free(av);
+    return rc;
+}

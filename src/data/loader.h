@@ -1,5 +1,5 @@
-// Data loader: fixed-size training samples from memory-mapped token shards (or a synthetic
-// stream), in a seeded order, split over data-parallel ranks.
+// Data loader: fixed-size training samples from token shards (read with pread, validated once
+// at open) or a synthetic stream, in a seeded order, split over data-parallel ranks.
 //
 // The token stream is the concatenation of a split's shards in file-name order (documents are
 // already separated by <|end_of_text|>, so samples pack across document boundaries). Window w

@@ -42,6 +42,8 @@ static ct_status load_model_file(ct_trainer *t, const char *path) {
     if (ct_model_load_config(path, &file_cfg) || ct_model_config_match(&file_cfg, &t->model)) {
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
+        // The reasons from the model file name it already; a config mismatch does not.
+        if (strstr(why, path)) return ct_set_error("checkpoint.initial_load_path: %s", why);
         return ct_set_error("checkpoint.initial_load_path: %s (%s)", why, path);
     }
     ct_model_file *f = ct_model_open(path, &t->global_table);

@@ -6,8 +6,9 @@
 #   readonly the dump folder's file system remounted read-only
 #   full     the dump folder's file system filled up
 # Each run must end within the limit (the timeout plus the watchdog's question and start-up)
-# with a message that names the rank and the cause, and every complete checkpoint left on disk
-# must verify (`ctitan checkpoint verify`). The disk faults need a tmpfs mount (root); without
+# with a message that names the rank (kill, stop) or the file (disk faults, which every writing
+# rank meets) and the cause, and every complete checkpoint left on disk must verify
+# (`ctitan checkpoint verify`). The disk faults need a tmpfs mount (root); without
 # one they are replaced by kill / stop, and the drill says so.
 #
 #   bash tests/fault_drill.sh [RUNS] [SEED]          (make fault-drill)
@@ -65,8 +66,10 @@ for i in $(seq 1 "$runs"); do
   case $kind in
     kill) want="rank $victim .*exited on signal 9|process rank $victim .* signal 9" ;;
     stop) want="rank $victim did not answer \\(stopped" ;;
-    readonly) want="rank [0-9]+: .*Read-only file system" ;;
-    full) want="rank [0-9]+: .*No space left on device" ;;
+    # A disk fault hits every rank that writes: the message names the file and the cause (and
+    # "rank R:" when only some ranks met it).
+    readonly) want="train: .*$d/run/[^ ]*: .*Read-only file system" ;;
+    full) want="train: .*$d/run/[^ ]*: .*No space left on device" ;;
   esac
   verdict=ok
   [ "$(cat "$tmp/rc$i")" != 0 ] || verdict="exit status 0"

@@ -6,7 +6,7 @@
 #   libpcre2-dev      PCRE2: Unicode regex for tiktoken pre-tokenisation
 #   zlib1g-dev        zlib: the CRC-32 of every checkpoint file
 #   fortunes          the default English training corpus (/usr/share/games/fortunes)
-#   libxml2-utils     xmllint: tests check that the SVG ctitan writes (plot, pipeline) parses as XML
+#   libxml2-utils     xmllint: tests check that the SVG of `ctitan plot` parses as XML
 set -euo pipefail
 pkgs=(build-essential libdnnl-dev libopenmpi-dev openmpi-bin libpcre2-dev zlib1g-dev fortunes fortunes-min libxml2-utils)
 missing=()

@@ -91,6 +91,7 @@ typedef struct {
     double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
     char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
     bool enable_tensorboard;          // metrics.enable_tensorboard
+    char tb_folder[CT_STR];           // metrics.save_tb_folder, inside dump_folder
     char progress[8];                 // metrics.progress: auto | bar | lines
     char pipeline_trace[CT_STR];      // metrics.pipeline_trace: the last step's timeline ("" = off)
 

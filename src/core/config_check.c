@@ -128,7 +128,6 @@ ct_status ct_config_validate(const ct_config *c) {
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
-    NOT_YET(c->enable_tensorboard, "metrics.enable_tensorboard");
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence
     // and loss parallel), pipeline execution and context parallel are built.
     return CT_OK;

@@ -139,8 +139,43 @@ static void format_eta(char *buf, size_t n, double seconds) {
         snprintf(buf, n, "%dm%02ds", s / 60, s % 60);
 }
 
+ct_status ct_metrics_enable_tensorboard(ct_metrics_logger *lg, const char *folder) {
+    if (lg->quiet) return CT_OK;
+    return ct_tb_open(&lg->tb, folder);
+}
+
+// One step's scalars to TensorBoard. A failed write is said once (the writer stops writing).
+static void log_tensorboard(ct_metrics_logger *lg, const ct_step_metrics *m) {
+    double now = ct_tb_wall_time();
+    ct_tb_writer *w = &lg->tb;
+    ct_status st = ct_tb_add_scalar(w, "loss", m->step, m->loss, now);
+    if (!st) st = ct_tb_add_scalar(w, "grad_norm", m->step, m->grad_norm, now);
+    if (!st) st = ct_tb_add_scalar(w, "lr", m->step, m->lr, now);
+    if (!st) st = ct_tb_add_scalar(w, "tokens_per_s", m->step, m->tokens_per_s, now);
+    if (!st) st = ct_tb_add_scalar(w, "mfu", m->step, m->mfu, now);
+    if (!st && (m->val_loss >= 0 || isnan(m->val_loss))) st = ct_tb_add_scalar(w, "val_loss", m->step, m->val_loss, now);
+    for (int c = 0; c < CT_MEM_NCATEGORIES && !st; c++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "memory/%s_mib", ct_mem_category_name((ct_mem_category)c));
+        st = ct_tb_add_scalar(w, tag, m->step, m->mem_peak_mib[c], now);
+    }
+    for (int g = 0; g < m->n_comm && !st; g++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "comm/%s/bytes", m->comm[g].group);
+        st = ct_tb_add_scalar(w, tag, m->step, m->comm[g].bytes, now);
+        snprintf(tag, sizeof tag, "comm/%s/wait_s", m->comm[g].group);
+        if (!st) st = ct_tb_add_scalar(w, tag, m->step, m->comm[g].wait_s, now);
+    }
+    if (!st) st = ct_tb_flush(w);
+    if (st) {
+        fprintf(stderr, "metrics: WARNING: TensorBoard: %s; no more events are written\n", ct_last_error());
+        ct_tb_close(w);
+    }
+}
+
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
     if (lg->quiet) return;
+    if (lg->tb.f) log_tensorboard(lg, m);
     if (lg->jsonl && !lg->write_failed && !write_jsonl(lg->jsonl, m)) {
         lg->write_failed = true;
         fprintf(stderr, "metrics: WARNING: cannot write %s (%s): it ends before step %d\n", lg->path, strerror(errno),
@@ -180,6 +215,7 @@ void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
 }
 
 void ct_metrics_close(ct_metrics_logger *lg) {
+    ct_tb_close(&lg->tb);
     if (lg->jsonl) fclose(lg->jsonl);
     lg->jsonl = NULL;
 }

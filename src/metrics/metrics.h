@@ -8,6 +8,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/memory.h"
+#include "metrics/tensorboard.h"
 
 typedef struct {
     int step;
@@ -22,9 +23,17 @@ typedef struct {
     double val_loss;        // < 0: not measured this step
     double mem_peak_mib[CT_MEM_NCATEGORIES];
     int skipped_steps;      // steps skipped so far for a non-finite loss or norm (skip_nonfinite_steps)
+    // Communication of this step per mesh group (bytes this rank moved, seconds it waited),
+    // for TensorBoard; the trainer fills it from comm's counters (metrics/ cannot include comm/).
+    int n_comm;
+    struct {
+        char group[16];
+        double bytes, wait_s;
+    } comm[8];
 } ct_step_metrics;
 
 typedef struct {
+    ct_tb_writer tb;        // TensorBoard event file (tb.f NULL: off)
     FILE *jsonl;
     char path[1100];        // of jsonl
     bool write_failed;      // said once; later lines are not attempted
@@ -47,6 +56,12 @@ typedef struct {
 // by an MPI or Slurm launcher (mpirun gives every rank a pseudo-terminal of its own).
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step,
                           const char *progress);
+// metrics.enable_tensorboard: every logged step also goes to an event file in `folder` as
+// scalars loss, grad_norm, lr, tokens_per_s, mfu, val_loss, memory/<category>_mib and
+// comm/<group>/{bytes,wait_s} (metrics/tensorboard.h). Call after ct_metrics_open; nothing on a
+// quiet logger.
+ct_status ct_metrics_enable_tensorboard(ct_metrics_logger *lg, const char *folder);
+
 // Whether "auto" would draw a bar here (see above).
 bool ct_metrics_user_terminal(void);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);

@@ -342,6 +342,26 @@ double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *t
     return step_on_tokens(t, select_and_count(t), ct_now_seconds());
 }
 
+// This step's communication per mesh group that has more than one rank: bytes moved and seconds
+// waited since the last step (comm's counters only grow), for the metrics (TensorBoard).
+static void fill_comm(ct_trainer *t, ct_step_metrics *m) {
+    ct_group *groups[] = {&t->mesh.dim[CT_MESH_PP], &t->mesh.dim[CT_MESH_DP_REPLICATE], &t->mesh.fsdp,
+                          &t->mesh.dim[CT_MESH_CP], &t->mesh.dim[CT_MESH_TP]};
+    m->n_comm = 0;
+    for (int i = 0; i < 5; i++) {
+        ct_group *g = groups[i];
+        if (g->size <= 1) continue;
+        double bytes = ct_comm_stats_total_bytes(g), wait = 0;
+        for (int k = 0; k < CT_COMM_NKINDS; k++) wait += g->stats[k].wait_s;
+        int n = m->n_comm++;
+        snprintf(m->comm[n].group, sizeof m->comm[n].group, "%.15s", g->name);  // names are short: tp, fsdp
+        m->comm[n].bytes = bytes - t->comm_prev[i][0];
+        m->comm[n].wait_s = wait - t->comm_prev[i][1];
+        t->comm_prev[i][0] = bytes;
+        t->comm_prev[i][1] = wait;
+    }
+}
+
 // One optimizer step on the tokens in seq_inputs / seq_targets (valid: the step's valid targets;
 // t0: when the step began).
 static double step_on_tokens(ct_trainer *t, long valid, double t0) {
@@ -385,6 +405,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     m->loss = loss;
     m->grad_norm = norm;
     m->skipped_steps = t->skipped_steps;
+    fill_comm(t, m);
     m->lr = lr;
     // Step time is the slowest rank's: the job moves at that pace.
     ct_comm_all_reduce(&t->world, &dt, &dt, 1, CT_F64, CT_COMM_MAX);
@@ -555,6 +576,12 @@ int ct_trainer_run(ct_trainer *t) {
     ct_status opened = t->is_logger ? claim_dump_folder(t) : CT_OK;
     if (opened == CT_OK) opened = ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step, c->progress);
     if (opened == CT_OK && t->is_logger) opened = write_effective_config(t);
+    if (opened == CT_OK && c->enable_tensorboard) {
+        char tb[2 * CT_STR + 2];
+        snprintf(tb, sizeof tb, "%s/%s", c->dump_folder, c->tb_folder);
+        opened = ct_metrics_enable_tensorboard(&t->log, tb);
+        if (opened == CT_OK && t->is_logger) printf("metrics: TensorBoard events in %s (tensorboard --logdir %s)\n", tb, tb);
+    }
     if (ct_comm_agree(&t->world, opened)) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;

@@ -76,6 +76,42 @@ precision-compare: $(BUILD)/ctitan
 fault-drill: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash tests/fault_drill.sh 20
 
+# ---- Fuzzing (issue 14) -----------------------------------------------------------------------
+# libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
+# built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the layers the parsers live
+# in -- core, data, checkpoint, and the model's dimensions and registry -- none of which includes
+# <mpi.h> (only src/comm does), so no mpicc, MPI stub, OpenMP or oneDNN is needed. Not -Werror:
+# the product build (gcc) is the one held to that; a clang-only warning must not stop fuzzing.
+#   make fuzz          every target for FUZZ_SECONDS (120) each; prints executions per target
+#   make fuzz-smoke    every target for 5 s (tests/test_fuzz_smoke.sh runs 3 s each in `make test`)
+FUZZ_CC       := clang
+FUZZ_CFLAGS   := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Isrc -Itests/fuzz \
+                 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) src/model/params.c src/model/llama_config.c
+FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SECONDS  ?= 120
+.PHONY: fuzz fuzz-smoke fuzz-build
+
+$(BUILD)/fuzz/obj/%.o: %.c | $(SETUP_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+# The prepare target encodes with the fortunes corpus's tokenizer, found by absolute path.
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/data/fortunes/tokenizer.tiktoken"' \
+		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lpthread -lm
+
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	bash tests/fuzz/run_fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
+fuzz-smoke: fuzz-build
+	bash tests/fuzz/run_fuzz.sh $(BUILD)/fuzz 5
+
 run: $(BUILD)/ctitan
 	bash scripts/main_job.sh
 

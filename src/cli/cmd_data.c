@@ -1,9 +1,12 @@
 // `ctitan data prepare | info`: turn text into token shards, or describe shards.
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "data/prepare.h"
 #include "data/shard.h"
 
@@ -20,48 +23,33 @@ static void usage(FILE *f) {
 }
 
 static int cmd_prepare(int argc, char **argv) {
-    const char **inputs = calloc((size_t)argc + 1, sizeof(char *));
-    int n_inputs = 0;
+    ct_opt_list in = {0};
     ct_data_prepare_opts o = {.val_fraction = 0.05, .progress = -1};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(a, "--input")) {
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) inputs[n_inputs++] = argv[++i];
-        } else if (!strcmp(a, "--tokenizer") && has_value) {
-            o.tokenizer_path = argv[++i];
-        } else if (!strcmp(a, "--out") && has_value) {
-            o.out_dir = argv[++i];
-        } else if (!strcmp(a, "--val-fraction") && has_value) {
-            char *end;
-            o.val_fraction = strtod(argv[++i], &end);
-            if (*end) {
-                fprintf(stderr, "ctitan data prepare: --val-fraction expects a number, got '%s'\n", argv[i]);
-                free(inputs);
-                return 2;
-            }
-        } else if (!strcmp(a, "--shard-tokens") && has_value) {
-            char *end;
-            long long v = strtoll(argv[++i], &end, 10);
-            if (*end || v <= 0) {
-                fprintf(stderr, "ctitan data prepare: --shard-tokens expects a positive integer, got '%s'\n", argv[i]);
-                free(inputs);
-                return 2;
-            }
-            o.shard_tokens = (uint64_t)v;
-        } else if (!strcmp(a, "--quiet")) {
-            o.progress = 0;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            free(inputs);
-            return 0;
-        } else {
-            fprintf(stderr, "ctitan data prepare: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            free(inputs);
-            return 2;
-        }
+    long shard_tokens = 0;
+    bool quiet = false;
+    const ct_opt opts[] = {
+        {"input", 0, CT_OPT_LIST, &in, "FILE|DIR", "text files; a DIR means its regular files", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &o.tokenizer_path, "FILE", "the tiktoken rank file", 0, 0},
+        {"out", 0, CT_OPT_STR, &o.out_dir, "DIR", "where the shards go", 0, 0},
+        {"val-fraction", 0, CT_OPT_DOUBLE, &o.val_fraction, "F", "share of documents for validation (0.05)", 0, 1},
+        {"shard-tokens", 0, CT_OPT_LONG, &shard_tokens, "N", "tokens per shard", 1, (double)LONG_MAX},
+        {"quiet", 0, CT_OPT_FLAG, &quiet, NULL, "no progress lines", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan data prepare", "--input FILE|DIR [FILE|DIR ...] --tokenizer FILE --out DIR [options]",
+                              "Splits text into documents (a fortune per document in fortune files, else a file per\n"
+                              "document), encodes them with <|end_of_text|> after each, and writes DIR/train_000.bin ...\n"
+                              "and DIR/val_000.bin ... (every round(1/F)-th document goes to validation).\n"
+                              "Formats: docs/data_format.md.\n",
+                              opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) {
+        free(in.v);
+        return prc == CT_OPT_HELP ? 0 : 2;
     }
+    const char **inputs = in.v;
+    int n_inputs = in.n;
+    if (shard_tokens) o.shard_tokens = (uint64_t)shard_tokens;
+    if (quiet) o.progress = 0;
     if (!n_inputs || !o.tokenizer_path || !o.out_dir) {
         fprintf(stderr, "ctitan data prepare: --input, --tokenizer and --out are required\n");
         usage(stderr);
@@ -90,10 +78,19 @@ static int cmd_prepare(int argc, char **argv) {
 }
 
 static int cmd_info(int argc, char **argv) {
-    if (argc < 1) {
-        usage(stderr);
-        return 2;
+    const char **shards = calloc((size_t)argc + 1, sizeof *shards);
+    int n = 0;
+    const ct_opt_spec spec = {"ctitan data info", "SHARD [SHARD ...]",
+                              "Prints a shard's format, token width, count and vocab size (checks it too).\n", NULL, 0,
+                              shards, &n};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc || !n) {
+        if (!prc) fprintf(stderr, "ctitan data info: needs a SHARD\n");
+        free(shards);
+        return prc == CT_OPT_HELP ? 0 : 2;
     }
+    argc = n;
+    argv = (char **)shards;
     int rc = 0;
     for (int i = 0; i < argc; i++) {
         ct_shard s;
@@ -106,6 +103,7 @@ static int cmd_info(int argc, char **argv) {
                s.token_width, (unsigned long long)s.n_tokens, s.vocab_size);
         ct_shard_close(&s);
     }
+    free(shards);
     return rc;
 }
 

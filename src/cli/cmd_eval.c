@@ -4,7 +4,6 @@
 // the sum over every target divided by their count — the number ct_trainer_validate reports for
 // the same (T, B, steps). Defaults: T = the model's training length (256 when the file has
 // none), B = 1, N = one pass over the split (every whole batch).
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,55 +12,32 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/memory.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "model/runner.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: ctitan eval --model FILE --data DIR|SHARD [--split val|train] [--seq_len T] [--batch B] "
-               "[--steps N]\n");
-}
-
-static int bad(const char *what, const char *arg) {
-    fprintf(stderr, "ctitan eval: %s '%s'\n", what, arg);
-    return 2;
-}
-
-static int parse_pos(const char *v, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end || x < 1 || x > 1L << 30) return -1;
-    *out = x;
-    return 0;
-}
-
 int ct_cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *split = "val";
     long T = 0, B = 1, steps = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return bad("missing value for", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--data")) data = v;
-        else if (!strcmp(a, "--split")) {
-            if (strcmp(v, "val") && strcmp(v, "train")) return bad("--split: expected val or train, got", v);
-            split = v;
-        } else if (!strcmp(a, "--seq_len")) {
-            if (parse_pos(v, &T)) return bad("--seq_len: expected a positive integer, got", v);
-        } else if (!strcmp(a, "--batch")) {
-            if (parse_pos(v, &B)) return bad("--batch: expected a positive integer, got", v);
-        } else if (!strcmp(a, "--steps")) {
-            if (parse_pos(v, &steps)) return bad("--steps: expected a positive integer, got", v);
-        } else {
-            return bad("unknown option", a);
-        }
+    const ct_opt opts[] = {
+        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
+        {"data", 0, CT_OPT_STR, &data, "DIR|SHARD", "token shards (ctitan data prepare)", 0, 0},
+        {"split", 0, CT_OPT_STR, &split, "val|train", "which split of DIR (val)", 0, 0},
+        {"seq_len", 0, CT_OPT_LONG, &T, "T", "window length (the model's training length; 256 if unknown)", 1, 1 << 30},
+        {"batch", 0, CT_OPT_LONG, &B, "B", "windows per forward pass (1)", 1, 1 << 30},
+        {"steps", 0, CT_OPT_LONG, &steps, "N", "batches (one pass over the split)", 1, 1 << 30},
+    };
+    const ct_opt_spec spec = {"ctitan eval", "--model FILE --data DIR|SHARD [options]",
+                              "Prints the mean next-token loss and perplexity. A --seq_len past the length the model\n"
+                              "was trained at is run, with a warning.\n",
+                              opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
+    if (strcmp(split, "val") && strcmp(split, "train")) {
+        fprintf(stderr, "ctitan eval: --split: expected val or train, got '%s'\n", split);
+        return 2;
     }
     if (!model_path || !data) {
         fprintf(stderr, "ctitan eval: needs --model and --data\n");
@@ -81,6 +57,11 @@ int ct_cmd_eval(int argc, char **argv) {
         ct_param_table_free(&table);
         return 1;
     }
+    // Positions past the trained length were never seen (RoPE angles, attention spans): the loss
+    // there says little about the model, so it is computed, but not silently.
+    if (T && m.max_seq_len > 0 && T > m.max_seq_len)
+        fprintf(stderr, "ctitan eval: warning: --seq_len %ld exceeds the sequence length the model was trained at "
+                        "(%d)\n", T, m.max_seq_len);
     if (!T) T = m.max_seq_len > 0 ? m.max_seq_len : 256;
     m.max_seq_len = (int)T;
     ct_loader_config lc = {

@@ -5,7 +5,7 @@
 // reads it as the start of a document. Prints the prompt, then each new token as it comes;
 // stops at <|end_of_text|> (not printed), after N tokens, or at the model's max sequence length
 // (N is capped there, with a note). Timing goes to stderr.
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,27 +14,17 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
 
 // The sequence length a model file without max_seq_len is taken to have (Llama 3's 8192).
 #define CT_GENERATE_DEFAULT_LEN 8192
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ctitan generate --model FILE --tokenizer FILE --prompt TEXT [--max_new_tokens N (64)]\n"
-            "                       [--temperature T (0.8; 0 = greedy)] [--top_k K (0 = all)] [--seed S (1)]\n");
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int bad(const char *what, const char *arg) {
-    fprintf(stderr, "ctitan generate: %s '%s'\n", what, arg);
-    return 2;
 }
 
 typedef struct {
@@ -57,36 +47,21 @@ int ct_cmd_generate(int argc, char **argv) {
     long max_new = 64, top_k = 0;
     double temperature = 0.8;
     unsigned long long seed = 1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return bad("missing value for", a);
-        const char *v = argv[++i];
-        char *end;
-        errno = 0;
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--tokenizer")) tok_path = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--max_new_tokens")) {
-            max_new = strtol(v, &end, 10);
-            if (errno || end == v || *end || max_new < 0) return bad("--max_new_tokens: expected an integer >= 0, got", v);
-        } else if (!strcmp(a, "--top_k")) {
-            top_k = strtol(v, &end, 10);
-            if (errno || end == v || *end || top_k < 0) return bad("--top_k: expected an integer >= 0, got", v);
-        } else if (!strcmp(a, "--temperature")) {
-            temperature = strtod(v, &end);
-            if (errno || end == v || *end || !(temperature >= 0) || !isfinite(temperature))
-                return bad("--temperature: expected a number >= 0, got", v);
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 10);
-            if (errno || end == v || *end || *v == '-') return bad("--seed: expected an integer >= 0, got", v);
-        } else {
-            return bad("unknown option", a);
-        }
-    }
+    const ct_opt opts[] = {
+        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &tok_path, "FILE", "the tokenizer it was trained with", 0, 0},
+        {"prompt", 0, CT_OPT_STR, &prompt, "TEXT", "the text to continue", 0, 0},
+        {"max_new_tokens", 0, CT_OPT_LONG, &max_new, "N", "tokens to add at most (64)", 0, (double)LONG_MAX},
+        {"temperature", 0, CT_OPT_DOUBLE, &temperature, "T", "sampling temperature (0.8; 0 = greedy)", 0, 1e300},
+        {"top_k", 0, CT_OPT_LONG, &top_k, "K", "sample from the K likeliest tokens (0 = all)", 0, (double)LONG_MAX},
+        {"seed", 0, CT_OPT_U64, &seed, "S", "sampling seed (1)", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan generate", "--model FILE --tokenizer FILE --prompt TEXT [options]",
+                              "Stops at <|end_of_text|>, after N tokens, or at the length the model was trained at\n"
+                              "(its max_seq_len; a warning says so when prompt + N would pass it).\n",
+                              opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
     if (!model_path || !tok_path || !prompt) {
         fprintf(stderr, "ctitan generate: needs --model, --tokenizer and --prompt\n");
         return 2;
@@ -147,10 +122,17 @@ int ct_cmd_generate(int argc, char **argv) {
                         "model's max sequence length %ld\n", n, limit);
         goto done;
     }
+    // Past the trained length the model meets positions it never saw (RoPE angles, attention
+    // spans), so the text degrades without any error: say so, and stop there.
     if (max_new > limit - n) {
-        fprintf(stderr, "ctitan generate: --max_new_tokens %ld capped at %ld: the model's max sequence length is %ld%s "
-                        "and the prompt takes %ld\n", max_new, limit - n, limit,
-                m.max_seq_len > 0 ? "" : " (the file does not say; the default)", n);
+        if (m.max_seq_len > 0)
+            fprintf(stderr, "ctitan generate: warning: prompt (%ld tokens) + --max_new_tokens %ld exceed the sequence "
+                            "length the model was trained at (%ld); --max_new_tokens capped at %ld\n", n, max_new,
+                    limit, limit - n);
+        else
+            fprintf(stderr, "ctitan generate: --max_new_tokens %ld capped at %ld: the model's max sequence length is "
+                            "%ld (the file does not say; the default) and the prompt takes %ld\n", max_new, limit - n,
+                    limit, n);
         max_new = limit - n;
     }
 

@@ -1,9 +1,11 @@
 // `ctitan tokenizer train | encode | decode`: the tokenizer library from the command line.
-//   train  --input FILE|DIR... --vocab-size N --out FILE
+//   train  --input FILE|DIR... --vocab-size N --out FILE   (each takes --help; cli/options.h)
 //   encode --tokenizer FILE (--text "..." | --input FILE) [--bos] [--eos]   -> ids on one line
 //   decode --tokenizer FILE --ids "1 2 3"                                 -> the bytes, as is
 // Errors are one line on stderr and a non-zero exit.
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <time.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/file_check.h"
 #include "data/tokenizer.h"
 
@@ -32,48 +35,36 @@ static int fail(const char *fmt, const char *arg) {
     return 1;
 }
 
-static int parse_long(const char *s, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end) return -1;
-    *out = v;
-    return 0;
-}
+#define N_OPTS(t) ((int)(sizeof(t) / sizeof((t)[0])))
 
 static int cmd_train(int argc, char **argv) {
-    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    int n_inputs = 0;
-    long vocab = 0;
-    int vocab_given = 0;  // (a value of its own: -5 once read as "no --vocab-size")
+    ct_opt_list in = {0};
+    long vocab = LONG_MIN;  // not given
     const char *out = NULL;
-    int rc = 2;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--input")) {
-            // Every following argument up to the next option is an input.
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) inputs[n_inputs++] = argv[++i];
-        } else if (!strcmp(argv[i], "--vocab-size") && i + 1 < argc) {
-            if (parse_long(argv[++i], &vocab)) {
-                rc = fail("--vocab-size: '%s' is not an integer", argv[i]);
-                goto done;
-            }
-            // The range here, so the message names this value (99999999999 once got "must be
-            // at least 258"): 256 byte ranks + 2 specials at least, ids that fit an int32.
-            if (vocab < 258 || vocab > INT32_MAX) {
-                fprintf(stderr, "ctitan tokenizer train: --vocab-size %s is outside [258, %d] (256 bytes + 2 special "
-                                "tokens at least, ids that fit int32)\n", argv[i], INT32_MAX);
-                rc = 2;
-                goto done;
-            }
-            vocab_given = 1;
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else {
-            fprintf(stderr, "ctitan tokenizer train: unknown or incomplete option '%s'\n", argv[i]);
-            goto done;
-        }
+    const ct_opt opts[] = {
+        {"input", 0, CT_OPT_LIST, &in, "FILE|DIR", "text files; a DIR means its regular files (sorted, not recursive)", 0, 0},
+        {"vocab-size", 0, CT_OPT_LONG, &vocab, "N", "vocabulary size, counting the 2 special tokens (>= 258)", 0, 0},
+        {"out", 0, CT_OPT_STR, &out, "FILE", "the tiktoken rank file to write", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan tokenizer train", "--input FILE|DIR... --vocab-size N --out FILE",
+                              "Byte-level BPE; the output is a tiktoken rank file (\"base64 rank\" per line).\n",
+                              opts, N_OPTS(opts), NULL, NULL};
+    int rc = ct_opt_parse(&spec, argc, argv);
+    if (rc) {
+        free(in.v);
+        return rc == CT_OPT_HELP ? 0 : 2;
     }
-    if (!n_inputs || !vocab_given || !out) {
+    rc = 2;
+    const char **inputs = in.v;
+    int n_inputs = in.n;
+    // The range here, so the message names this value (99999999999 once got "must be at least
+    // 258"): 256 byte ranks + 2 specials at least, ids that fit an int32.
+    if (vocab != LONG_MIN && (vocab < 258 || vocab > INT32_MAX)) {
+        fprintf(stderr, "ctitan tokenizer train: --vocab-size %ld is outside [258, %d] (256 bytes + 2 special "
+                        "tokens at least, ids that fit int32)\n", vocab, INT32_MAX);
+        goto done;
+    }
+    if (!n_inputs || vocab == LONG_MIN || !out) {
         fprintf(stderr, "ctitan tokenizer train: needs --input, --vocab-size and --out\n");
         goto done;
     }
@@ -88,7 +79,7 @@ static int cmd_train(int argc, char **argv) {
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
     rc = 0;
 done:
-    free(inputs);
+    free(in.v);
     return rc;
 }
 
@@ -104,18 +95,18 @@ static char *read_all(const char *path, long *len) {
 
 static int cmd_encode(int argc, char **argv) {
     const char *tok_path = NULL, *text = NULL, *input = NULL;
-    int bos = 0, eos = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_path = argv[++i];
-        else if (!strcmp(argv[i], "--text") && i + 1 < argc) text = argv[++i];
-        else if (!strcmp(argv[i], "--input") && i + 1 < argc) input = argv[++i];
-        else if (!strcmp(argv[i], "--bos")) bos = 1;
-        else if (!strcmp(argv[i], "--eos")) eos = 1;
-        else {
-            fprintf(stderr, "ctitan tokenizer encode: unknown or incomplete option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    bool bos = false, eos = false;
+    const ct_opt opts[] = {
+        {"tokenizer", 0, CT_OPT_STR, &tok_path, "FILE", "the tiktoken rank file", 0, 0},
+        {"text", 0, CT_OPT_STR, &text, "TEXT", "the text to encode", 0, 0},
+        {"input", 0, CT_OPT_STR, &input, "FILE", "or a file to encode (at most 1 GiB)", 0, 0},
+        {"bos", 0, CT_OPT_FLAG, &bos, NULL, "begin with <|begin_of_text|>", 0, 0},
+        {"eos", 0, CT_OPT_FLAG, &eos, NULL, "end with <|end_of_text|>", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan tokenizer encode", "--tokenizer FILE (--text TEXT | --input FILE) [--bos] [--eos]",
+                              "Prints the ids on one line, separated by spaces.\n", opts, N_OPTS(opts), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
     if (!tok_path || !!text == !!input) {
         fprintf(stderr, "ctitan tokenizer encode: needs --tokenizer and one of --text, --input\n");
         return 2;
@@ -145,14 +136,14 @@ static int cmd_encode(int argc, char **argv) {
 
 static int cmd_decode(int argc, char **argv) {
     const char *tok_path = NULL, *id_text = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tok_path = argv[++i];
-        else if (!strcmp(argv[i], "--ids") && i + 1 < argc) id_text = argv[++i];
-        else {
-            fprintf(stderr, "ctitan tokenizer decode: unknown or incomplete option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    const ct_opt opts[] = {
+        {"tokenizer", 0, CT_OPT_STR, &tok_path, "FILE", "the tiktoken rank file", 0, 0},
+        {"ids", 0, CT_OPT_STR, &id_text, "\"ID ID ...\"", "token ids separated by spaces or commas", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan tokenizer decode", "--tokenizer FILE --ids \"ID ID ...\"",
+                              "Writes the bytes exactly (no newline added).\n", opts, N_OPTS(opts), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
     if (!tok_path || !id_text) {
         fprintf(stderr, "ctitan tokenizer decode: needs --tokenizer and --ids\n");
         return 2;

@@ -156,7 +156,7 @@ refuse plot_refuses_tokens_without_rates "no tokens_per_s" "$tmp/zero.jsonl" --o
 refuse plot_refuses_no_out "needs --out" "$A"
 refuse plot_refuses_no_input "at least one metrics.jsonl" --out "$tmp/bad.svg"
 refuse plot_refuses_bad_x "--x: expected step or tokens" "$A" --out "$tmp/bad.svg" --x time
-refuse plot_refuses_unknown_option "unknown option --colour" "$A" --out "$tmp/bad.svg" --colour red
-refuse plot_refuses_missing_value "expected a value after --title" "$A" --out "$tmp/bad.svg" --title
+refuse plot_refuses_unknown_option "unknown option '--colour'" "$A" --out "$tmp/bad.svg" --colour red
+refuse plot_refuses_missing_value "--title: expected a value" "$A" --out "$tmp/bad.svg" --title
 # An unwritable output: the error names it, and no temporary file is left behind.
 refuse plot_refuses_unwritable_out "$tmp/no/such/dir/x.svg" "$A" --out "$tmp/no/such/dir/x.svg"

@@ -19,28 +19,19 @@
 
 #include "checkpoint/hf_json.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/toml.h"
 #include "metrics/svg_plot.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ctitan plot METRICS.jsonl [MORE.jsonl ...] --out FILE.svg [--x step|tokens] [--title T]\n"
-            "                   [--logy] [--smooth N] [--diff] [--png]\n"
-            "Draws the training loss of each run (solid) and its validation loss (dashed, same colour)\n"
-            "from the metrics.jsonl files that `ctitan train` writes into its job.dump_folder; one colour\n"
-            "per run, named in the legend by the run's folder (or the file's name when it is not\n"
-            "metrics.jsonl). Null values (NaN / Inf losses) are left out.\n"
-            "  --out FILE.svg  the picture (SVG, written whole or not at all)\n"
-            "  --x step        x axis: optimizer step (default)\n"
-            "  --x tokens      x axis: tokens seen = step x tokens per step (tokens_per_s x step_seconds,\n"
-            "                  to a whole number of sequences of the run's config.toml where it has one)\n"
-            "  --title T       the title (default \"Training loss\")\n"
-            "  --logy          log-scale loss axis\n"
-            "  --smooth N      also a centred N-point moving average, bold over faint raw lines\n"
-            "  --diff          a lower panel: each run's loss minus the first run's at the same x\n"
-            "  --png           also FILE.png, converted by rsvg-convert or ImageMagick (magick / convert)\n"
-            "                  found on PATH; without one, an error before anything is written\n");
-}
+static const char plot_about[] =
+    "Draws the training loss of each run (solid) and its validation loss (dashed, same colour)\n"
+    "from the metrics.jsonl files that `ctitan train` writes into its job.dump_folder; one colour\n"
+    "per run, named in the legend by the run's folder (or the file's name when it is not\n"
+    "metrics.jsonl). Null values (NaN / Inf losses) are left out.\n"
+    "--x tokens: tokens seen = step x tokens per step (tokens_per_s x step_seconds, to a whole\n"
+    "number of sequences of the run's config.toml where it has one).\n"
+    "--png: converted by rsvg-convert or ImageMagick (magick / convert) found on PATH; without\n"
+    "one, an error before anything is written.\n";
 
 typedef struct {
     const char *path;
@@ -229,50 +220,32 @@ static int bad_usage(const char *what, const char *arg) {
 }
 
 int ct_cmd_plot(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"out", required_argument, NULL, 'o'},   {"x", required_argument, NULL, 'x'},
-        {"title", required_argument, NULL, 't'}, {"logy", no_argument, NULL, 'l'},
-        {"smooth", required_argument, NULL, 's'}, {"diff", no_argument, NULL, 'd'},
-        {"png", no_argument, NULL, 'p'},         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    // getopt_long wants the program's name in argv[0]; ours start after the command's name.
-    char **av = ct_xcalloc((size_t)argc + 2, sizeof *av);
-    av[0] = "ctitan plot";
-    memcpy(av + 1, argv, (size_t)argc * sizeof *av);
-    const char *out = NULL;
+    // The metrics files are the arguments that are not options, in order.
+    const char **av = ct_xcalloc((size_t)argc + 1, sizeof *av);
+    int first = 0, n_runs = 0;
+    const char *out = NULL, *x_axis = "step";
     ct_plot_options po = {0};
     bool png = false, tokens = false;
-    int c, rc = 0;
-    opterr = 0;
-    optind = 0;  // glibc: a full re-initialisation, should anything have used getopt before
-    while (!rc && (c = getopt_long(argc + 1, av, ":ho:", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-            case 'h': usage(stdout); free(av); return 0;
-            case 'o': out = optarg; break;
-            case 't': po.title = optarg; break;
-            case 'l': po.logy = true; break;
-            case 'd': po.diff = true; break;
-            case 'p': png = true; break;
-            case 'x':
-                if (!strcmp(optarg, "tokens")) tokens = true;
-                else if (!strcmp(optarg, "step")) tokens = false;
-                else rc = bad_usage("--x: expected step or tokens, got", optarg);
-                break;
-            case 's': {
-                errno = 0;
-                long v = strtol(optarg, &end, 10);
-                if (errno || end == optarg || *end || v < 0 || v > 100000)
-                    rc = bad_usage("--smooth: expected a number of points (0 = off), got", optarg);
-                po.smooth = (int)v;
-                break;
-            }
-            case ':': rc = bad_usage("expected a value after", av[optind - 1]); break;
-            default: rc = bad_usage("unknown option", av[optind - 1]); break;
-        }
+    long smooth = 0;
+    const ct_opt opts[] = {
+        {"out", 'o', CT_OPT_STR, &out, "FILE.svg", "the picture (SVG, written whole or not at all)", 0, 0},
+        {"x", 0, CT_OPT_STR, &x_axis, "step|tokens", "x axis: optimizer step (default), or tokens seen", 0, 0},
+        {"title", 0, CT_OPT_STR, &po.title, "T", "the title (default \"Training loss\")", 0, 0},
+        {"logy", 0, CT_OPT_FLAG, &po.logy, NULL, "log-scale loss axis", 0, 0},
+        {"smooth", 0, CT_OPT_LONG, &smooth, "N", "also a centred N-point moving average (0 = off)", 0, 100000},
+        {"diff", 0, CT_OPT_FLAG, &po.diff, NULL, "a lower panel: each run's loss minus the first run's", 0, 0},
+        {"png", 0, CT_OPT_FLAG, &png, NULL, "also FILE.png (rsvg-convert or ImageMagick)", 0, 0},
+    };
+    const ct_opt_spec spec = {"ctitan plot", "METRICS.jsonl [MORE.jsonl ...] --out FILE.svg [options]",
+                              plot_about, opts, (int)(sizeof opts / sizeof opts[0]), av, &n_runs};
+    int rc = ct_opt_parse(&spec, argc, argv);
+    if (rc == CT_OPT_HELP) {
+        free((void *)av);
+        return 0;
     }
-    int first = optind, n_runs = argc + 1 - optind;
+    po.smooth = (int)smooth;
+    if (!rc && !strcmp(x_axis, "tokens")) tokens = true;
+    else if (!rc && strcmp(x_axis, "step")) rc = bad_usage("--x: expected step or tokens, got", x_axis);
     if (!rc && !out) rc = bad_usage("needs --out FILE.svg", NULL);
     if (!rc && n_runs < 1) rc = bad_usage("needs at least one metrics.jsonl", NULL);
     char converter[PATH_MAX] = "", png_path[PATH_MAX] = "";
@@ -342,6 +315,6 @@ int ct_cmd_plot(int argc, char **argv) {
     for (int i = 0; runs && i < n_runs; i++) free(runs[i].x), free(runs[i].y), free(runs[i].vx), free(runs[i].vy);
     free(runs);
     free(pr);
-    free(av);
+    free((void *)av);
     return rc;
 }

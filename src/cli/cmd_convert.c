@@ -9,19 +9,9 @@
 
 #include "checkpoint/hf.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "train/hf_vocab.h"
 #include "data/tokenizer.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ctitan convert --to hf --model MODEL.safetensors --out DIR [--tokenizer TOK] [--dtype bf16|fp32]\n"
-            "       ctitan convert --from hf --model DIR --out MODEL.safetensors [--dtype bf16|fp32]\n"
-            "  --to hf     write DIR for transformers' LlamaForCausalLM: model.safetensors (HF names, q/k rows in\n"
-            "              HF's RoPE layout), config.json, and with --tokenizer (a tiktoken rank file)\n"
-            "              tokenizer.json, tokenizer_config.json, generation_config.json, original/tokenizer.model\n"
-            "  --from hf   read DIR (model.safetensors or model.safetensors.index.json + shards, config.json)\n"
-            "  --dtype     stored precision (default: the source's; bf16 only when every source tensor is)\n");
-}
 
 static int fail(const char *msg) {
     fprintf(stderr, "ctitan convert: %s\n", msg);
@@ -51,31 +41,27 @@ static int from_hf(const char *dir, const char *out, ct_dtype dtype) {
 }
 
 int ct_cmd_convert(int argc, char **argv) {
-    const char *to = NULL, *from = NULL, *model = NULL, *out = NULL, *tok = NULL;
+    const char *to = NULL, *from = NULL, *model = NULL, *out = NULL, *tok = NULL, *dtype_name = NULL;
     ct_dtype dtype = CT_HF_DTYPE_SOURCE;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "ctitan convert: missing value for '%s'\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--to")) to = v;
-        else if (!strcmp(a, "--from")) from = v;
-        else if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--tokenizer")) tok = v;
-        else if (!strcmp(a, "--dtype")) {
-            if (ct_model_dtype_parse(v, &dtype)) return fail(ct_last_error()) + 1;
-        } else {
-            fprintf(stderr, "ctitan convert: unknown option '%s'\n", a);
-            return 2;
-        }
-    }
+    const ct_opt opts[] = {
+        {"to", 0, CT_OPT_STR, &to, "hf", "write a Hugging Face directory from a ctitan model file", 0, 0},
+        {"from", 0, CT_OPT_STR, &from, "hf", "read a Hugging Face directory into a ctitan model file", 0, 0},
+        {"model", 0, CT_OPT_STR, &model, "PATH", "the source: MODEL.safetensors (--to hf) or DIR (--from hf)", 0, 0},
+        {"out", 0, CT_OPT_STR, &out, "PATH", "the result: DIR (--to hf) or MODEL.safetensors (--from hf)", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &tok, "TOK", "--to hf: a tiktoken rank file, written as HF tokenizer files", 0, 0},
+        {"dtype", 0, CT_OPT_STR, &dtype_name, "bf16|fp32", "stored precision (default: the source's)", 0, 0},
+    };
+    const ct_opt_spec spec = {
+        "ctitan convert", "--to hf --model MODEL.safetensors --out DIR [--tokenizer TOK] [--dtype bf16|fp32]\n"
+                          "       ctitan convert --from hf --model DIR --out MODEL.safetensors [--dtype bf16|fp32]",
+        "--to hf writes DIR for transformers' LlamaForCausalLM: model.safetensors (HF names, q/k rows in HF's\n"
+        "RoPE layout), config.json, and with --tokenizer tokenizer.json, tokenizer_config.json,\n"
+        "generation_config.json, original/tokenizer.model. --from hf reads DIR (model.safetensors or\n"
+        "model.safetensors.index.json + shards, config.json). --dtype bf16 only when every source tensor is.\n",
+        opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
+    if (dtype_name && ct_model_dtype_parse(dtype_name, &dtype)) return fail(ct_last_error()) + 1;
     if (!!to == !!from || (to && strcmp(to, "hf")) || (from && strcmp(from, "hf")) || !model || !out) {
         fprintf(stderr, "ctitan convert: needs --to hf or --from hf, --model and --out\n");
         return 2;

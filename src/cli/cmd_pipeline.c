@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "parallel/pipeline_schedules.h"
 #include "train/pipeline_trace.h"
 
@@ -51,27 +52,29 @@ typedef struct {
 
 static int parse(int argc, char **argv, show_args *a) {
     memset(a, 0, sizeof *a);
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            usage(stdout);
-            return -1;
-        }
-        if (strncmp(o, "--", 2)) return fail("unexpected argument '%s'", o);
-        if (i + 1 >= argc) return fail("%s: expected a value", o);
-        const char *v = argv[++i];
-        int rc = 0;
-        if (!strcmp(o, "--schedule")) a->schedule = v;
-        else if (!strcmp(o, "--schedule_file") || !strcmp(o, "--schedule-file")) a->file = v;
-        else if (!strcmp(o, "--svg")) a->svg = v;
-        else if (!strcmp(o, "--trace")) a->trace = v;
-        else if (!strcmp(o, "--csv")) a->csv = v;
-        else if (!strcmp(o, "--pp")) rc = positive(o, v, &a->pp);
-        else if (!strcmp(o, "--vpp")) rc = positive(o, v, &a->vpp);
-        else if (!strcmp(o, "--microbatches")) rc = positive(o, v, &a->n_mb);
-        else return fail("unknown option '%s' (ctitan pipeline show --help)", o);
-        if (rc) return rc;
-    }
+    // The counts are read as text and checked by positive(), whose message tests rely on.
+    const char *pp = NULL, *vpp = NULL, *mb = NULL;
+    const ct_opt opts[] = {
+        {"schedule", 0, CT_OPT_STR, &a->schedule, "NAME", "gpipe, 1f1b, interleaved_1f1b, looped_bfs, interleaved_zb, zb_h1, zbv", 0, 0},
+        {"schedule_file", 0, CT_OPT_STR, &a->file, "CSV", "a hand-written schedule, one row per rank", 0, 0},
+        {"pp", 0, CT_OPT_STR, &pp, "P", "pipeline ranks", 0, 0},
+        {"vpp", 0, CT_OPT_STR, &vpp, "V", "stages per rank (2 for looped schedules and ZBV, else 1)", 0, 0},
+        {"microbatches", 0, CT_OPT_STR, &mb, "M", "micro-batches per step", 0, 0},
+        {"svg", 0, CT_OPT_STR, &a->svg, "FILE", "timeline picture", 0, 0},
+        {"trace", 0, CT_OPT_STR, &a->trace, "FILE", "Chrome trace JSON (Perfetto; one cost unit drawn as 1 ms)", 0, 0},
+        {"csv", 0, CT_OPT_STR, &a->csv, "FILE", "the schedule as CSV", 0, 0},
+    };
+    const ct_opt_spec spec = {
+        "ctitan pipeline show", "--schedule NAME --pp P [--vpp V] --microbatches M [--svg FILE] [--trace FILE] [--csv FILE]\n"
+                                "       ctitan pipeline show --schedule_file CSV --pp P [--schedule NAME] [--microbatches M] ...",
+        "A CSV has one row per rank (\"0F0,0SEND_F0,...\"); its stage count and micro-batches are read from it,\n"
+        "and --schedule only chooses the placement (round-robin unless it names ZBV).\n",
+        opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int prc = ct_opt_parse(&spec, argc, argv);
+    if (prc) return prc == CT_OPT_HELP ? -1 : 2;
+    if (pp && positive("--pp", pp, &a->pp)) return 2;
+    if (vpp && positive("--vpp", vpp, &a->vpp)) return 2;
+    if (mb && positive("--microbatches", mb, &a->n_mb)) return 2;
     if (!a->pp) return fail("%s", "needs --pp");
     if (!a->file && !a->schedule) return fail("%s", "needs --schedule or --schedule_file");
     if (!a->file && !a->n_mb) return fail("%s", "needs --microbatches");

@@ -15,7 +15,7 @@ fail() { echo "FAIL $1: $2"; }
 
 # ---- --help of every subcommand
 helps=("tokenizer" "tokenizer train" "tokenizer encode" "tokenizer decode" "data" "data prepare" "data info"
-       "generate" "eval" "pipeline" "pipeline show" "convert" "checkpoint" "plot")
+       "generate" "eval" "pipeline" "pipeline show" "convert" "checkpoint" "checkpoint list" "checkpoint verify" "plot")
 for c in "${helps[@]}"; do
   # shellcheck disable=SC2086  # $c is the command's words
   out=$($bin $c --help 2>&1); rc=$?

@@ -9,6 +9,7 @@
 
 #include "checkpoint/dcp.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -48,12 +49,28 @@ int ct_cmd_checkpoint(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (argc != 2 || (strcmp(argv[0], "list") && strcmp(argv[0], "verify"))) {
+    if (argc < 1 || (strcmp(argv[0], "list") && strcmp(argv[0], "verify"))) {
         usage(stderr);
         return 2;
     }
-    bool verify = !strcmp(argv[0], "verify");
-    const char *path = argv[1];
+    // list / verify take no options but --help, and one FOLDER.
+    const bool is_verify = !strcmp(argv[0], "verify");
+    const char *pos[argc];
+    int n_pos = 0;
+    const ct_opt_spec spec = {
+        is_verify ? "ctitan checkpoint verify" : "ctitan checkpoint list", is_verify ? "FOLDER|FOLDER/step-N" : "FOLDER",
+        is_verify ? "Size and CRC-32 of every file of every complete checkpoint against its manifest; exit status\n"
+                    "0 only when all verify.\n"
+                  : "The complete checkpoints in FOLDER (a run's <job.dump_folder>/<checkpoint.folder>).\n",
+        NULL, 0, pos, &n_pos};
+    int prc = ct_opt_parse(&spec, argc - 1, argv + 1);
+    if (prc) return prc == CT_OPT_HELP ? 0 : 2;
+    if (n_pos != 1) {
+        fprintf(stderr, "%s: needs one FOLDER (%s --help)\n", spec.prog, spec.prog);
+        return 2;
+    }
+    const char *path = pos[0];
+    bool verify = is_verify;
     struct stat sb;
     if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "ctitan checkpoint: %s is not a folder\n", path);

@@ -18,9 +18,10 @@
 // Small products (K <= KC, B small) skip the packing of A and read it in place: the attention's
 // (64, 64, 64) tiles.
 //
-// Threads: outside an OpenMP parallel region a large enough product is cut into one block of C
-// per thread (on the MR x NR tile grid), each thread running the loops above on its block with
-// its own buffers: no barrier inside. Called inside a parallel region (attention, the fused
+// Threads: outside an OpenMP parallel region a large enough product is cut into block columns
+// of C (on the NR tile grid), each shared by one or more threads that take its blocks of rows
+// from contiguous ranges (relieving one another at the end), each thread running the loops above
+// with its own buffers: no barrier inside. Called inside a parallel region (attention, the fused
 // kernels) it runs on the calling thread alone.
 //
 // Reproducibility: every element of C is summed over K in the same steps, in the same order,
@@ -221,12 +222,11 @@ typedef struct {
 } gemm_args;
 
 #if defined(__AVX2__)
-// dst[i][j] = src[j][i] for an 8 x 8 block (row strides ldd, lds).
-static inline void transpose8(float *dst, long ldd, const float *src, long lds) {
-    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds), r2 = _mm256_loadu_ps(src + 2 * lds),
-           r3 = _mm256_loadu_ps(src + 3 * lds), r4 = _mm256_loadu_ps(src + 4 * lds),
-           r5 = _mm256_loadu_ps(src + 5 * lds), r6 = _mm256_loadu_ps(src + 6 * lds),
-           r7 = _mm256_loadu_ps(src + 7 * lds);
+// dst[i][j] = row j lane i for eight rows r0..r7 (row stride ldd of dst). The rows of dst are
+// stored in order, so a dst row stride below 8 (pack_a's 6) leaves each row's last lanes to be
+// overwritten by the next.
+static inline void transpose8_regs(float *dst, long ldd, __m256 r0, __m256 r1, __m256 r2, __m256 r3, __m256 r4,
+                                   __m256 r5, __m256 r6, __m256 r7) {
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
            t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
            t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
@@ -242,6 +242,13 @@ static inline void transpose8(float *dst, long ldd, const float *src, long lds) 
     _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
     _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
     _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+// dst[i][j] = src[j][i] for an 8 x 8 block (row strides ldd, lds).
+static inline void transpose8(float *dst, long ldd, const float *src, long lds) {
+    transpose8_regs(dst, ldd, _mm256_loadu_ps(src), _mm256_loadu_ps(src + lds), _mm256_loadu_ps(src + 2 * lds),
+                    _mm256_loadu_ps(src + 3 * lds), _mm256_loadu_ps(src + 4 * lds), _mm256_loadu_ps(src + 5 * lds),
+                    _mm256_loadu_ps(src + 6 * lds), _mm256_loadu_ps(src + 7 * lds));
 }
 #endif
 
@@ -297,7 +304,9 @@ NO_LIBCALLS static void pack_b(float *restrict dst, const gemm_args *g, long k0,
 }
 
 // op(A)[m0 : m0+mc, k0 : k0+kc] into MR-high slivers, sliver i at dst + i kc MR laid out
-// [k][MR], rows past mc zero.
+// [k][MR], rows past mc zero. With AVX2 (MR 6) a whole sliver's k-row is stored as 8 floats,
+// the 2 past it overwritten by the next k-row: dst needs CT_APACK_SLACK floats after the block.
+#define CT_APACK_SLACK 16
 NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0, long mc, long k0, long kc) {
     if (g->ta) {  // op(A)[m][k] = A[k lda + m]: row k of the block is contiguous in A, read once
         long full = mc / CT_MR * CT_MR;
@@ -306,7 +315,14 @@ NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0,
             if (k + CT_PREFETCH_ROWS < kc)
                 for (long i = 0; i < mc; i += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * g->lda + i);
             float *d = dst + k * CT_MR;
-            for (long i = 0; i < full; i += CT_MR, d += kc * CT_MR)
+            long i = 0;
+#if defined(__AVX2__) && CT_MR == 6
+            // 8 floats in and out: the 2 extra land in this sliver's next k-row, written after
+            // this one (so not for the last k), and are read from within the block (i + 8 <= mc)
+            if (k + 1 < kc)
+                for (; i + 8 <= mc && i < full; i += CT_MR, d += kc * CT_MR) _mm256_storeu_ps(d, _mm256_loadu_ps(s + i));
+#endif
+            for (; i < full; i += CT_MR, d += kc * CT_MR)
 #pragma GCC unroll 16
                 for (int r = 0; r < CT_MR; r++) d[r] = s[i + r];
             if (full < mc) {
@@ -323,7 +339,16 @@ NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0,
             if (mr == CT_MR) {
                 const float *s[CT_MR];
                 for (int r = 0; r < CT_MR; r++) s[r] = src + r * g->lda;
-                for (long k = 0; k < kc; k++)
+                long k = 0;
+#if defined(__AVX2__) && CT_MR == 6
+                // 6 rows x 8 k transposed in registers into 8 k-rows of 6 (stored as 8, in order)
+                const __m256 z = _mm256_setzero_ps();
+                for (; k + 8 <= kc; k += 8)
+                    transpose8_regs(d + k * CT_MR, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
+                                    _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
+                                    _mm256_loadu_ps(s[5] + k), z, z);
+#endif
+                for (; k < kc; k++)
 #pragma GCC unroll 16
                     for (int r = 0; r < CT_MR; r++) d[k * CT_MR + r] = s[r][k];
             } else {
@@ -369,55 +394,115 @@ static gemm_buffers *thread_buffers(void) {
     if (tl_buf) return tl_buf;
     pthread_once(&g_key_once, make_key);
     gemm_buffers *b = alloc64(sizeof *b);
-    b->apack = alloc64(sizeof(float) * CT_MC * CT_KC);
+    b->apack = alloc64(sizeof(float) * (CT_MC * CT_KC + CT_APACK_SLACK));
     b->bpack = alloc64(sizeof(float) * CT_KC * CT_NC);
     pthread_setspecific(g_key, b);
     tl_buf = b;
     return b;
 }
 
+// ---------------------------------------------------------------- row blocks
+// The threads of a team that share a block column of C (see "threads") share its blocks of rows
+// (at most MC each): each owns a contiguous range of them, takes from its front and, when it
+// runs out, takes from the back of another thread's range. A thread that falls behind (a core shared with
+// another process, a slower block) is relieved instead of holding the others at the end, and
+// each thread still walks contiguous rows. Which thread computes a block never changes a bit.
+typedef struct {
+    _Alignas(64) unsigned long long w;  // front | back << 32, in blocks
+} row_range;
+
+static long take_front(row_range *r) {
+    unsigned long long w = __atomic_load_n(&r->w, __ATOMIC_RELAXED);
+    for (;;) {
+        unsigned long long lo = w & 0xffffffffu, hi = w >> 32;
+        if (lo >= hi) return -1;
+        if (__atomic_compare_exchange_n(&r->w, &w, w + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return (long)lo;
+    }
+}
+
+static long take_back(row_range *r) {
+    unsigned long long w = __atomic_load_n(&r->w, __ATOMIC_RELAXED);
+    for (;;) {
+        unsigned long long lo = w & 0xffffffffu, hi = w >> 32;
+        if (lo >= hi) return -1;
+        if (__atomic_compare_exchange_n(&r->w, &w, ((hi - 1) << 32) | lo, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return (long)(hi - 1);
+    }
+}
+
+// Where this thread's row blocks come from: all of them (ranges NULL: alone), or the ranges
+// of the nr threads sharing the block column, this thread's being ranges[me].
+typedef struct {
+    row_range *ranges;
+    long bh;    // rows per block: a multiple of MR, at most MC
+    int nr, me;
+} row_source;
+
+// Next block (of rs->bh rows) for this thread, -1 when none is left. steal 0: only its own range
+// as first dealt (loops whose blocks must each stay on one thread from K block to K block).
+static long next_block(const row_source *rs, long *own, long nblk, int steal) {
+    if (!rs->ranges) return *own < nblk ? (*own)++ : -1;
+    if (!steal) {  // the static share: blocks me nblk / nr .. (me + 1) nblk / nr, in order
+        long lo = rs->me * nblk / rs->nr, hi = (rs->me + 1) * nblk / rs->nr;
+        if (*own < lo) *own = lo;
+        return *own < hi ? (*own)++ : -1;
+    }
+    long b = take_front(&rs->ranges[rs->me]);
+    for (int k = 1; b < 0 && k < rs->nr; k++) b = take_back(&rs->ranges[(rs->me + k) % rs->nr]);
+    return b;
+}
+
 // ---------------------------------------------------------------- one thread
-// The blocked loops on the calling thread. When the whole height of a B panel fits the buffer
-// (K x NC floats), all of it is packed first and each A block then runs through every K block
-// (ic outside pc), so that block's rows of C stay in cache between the K blocks instead of being
-// streamed from memory once per K block. Either order sums each element over the same K blocks
-// in the same order: the same bits.
-static void gemm_packed(const gemm_args *g, gemm_buffers *buf) {
-    const long M = g->M, N = g->N, K = g->K, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
+// C[ic : ic+mc, the panel at jc] over the K blocks pc0..pc1 of the packed panel bp (nsl
+// slivers; K block pc at bp + (pc - pc0) nsl NR): each K block packs the A block and runs the
+// micro-kernels. Every element of C is summed over the same K blocks in the same order whichever
+// rows a call covers: the same bits for any cut.
+static void gemm_block(const gemm_args *g, float *apack, const float *bp, long nsl, long jc, long ic, long mc,
+                       long pc0, long pc1) {
+    const long N = g->N, K = g->K, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
+    for (long pc = pc0; pc < pc1; pc += CT_KC) {
+        long kc = min_l(CT_KC, K - pc);
+        float beta = pc == 0 ? g->beta : 1.0f;
+        const float *bk = bp + (pc - pc0) * nsl * CT_NR;
+        pack_a(apack, g, ic, mc, pc, kc);
+        for (long s = 0; s < nsl; s++) {
+            long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
+            const float *bs = bk + s * kc * CT_NR;
+            for (long ir = 0; ir < mc; ir += CT_MR) {
+                long mr = min_l(CT_MR, mc - ir);
+                const float *as = apack + ir * kc;
+                float *c = g->C + (ic + ir) * g->ldc + j;
+                if (mr == CT_MR && nr == CT_NR)
+                    ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks);
+                else if (nr == CT_NR)
+                    ukernel_rows(mr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
+                else
+                    ukernel_cols(mr, nr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
+            }
+        }
+    }
+}
+
+// The blocked loops on the calling thread, over the row blocks rs gives it. When the whole
+// height of a B panel fits the buffer (K x NC floats), all of it is packed first and each A
+// block then runs through every K block (ic outside pc), so that block's rows of C stay in cache
+// between the K blocks instead of being streamed from memory once per K block; row blocks are
+// then shared out as they are taken (a block is finished, all of K, by whoever takes it).
+// Otherwise each thread keeps its static share, K block by K block. Either order sums each
+// element over the same K blocks in the same order: the same bits.
+static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
+    const long M = g->M, N = g->N, K = g->K, bh = rs->bh, nblk = (M + bh - 1) / bh;
     for (long jc = 0; jc < N; jc += CT_NC) {
         long nc = min_l(CT_NC, N - jc), nsl = (nc + CT_NR - 1) / CT_NR;
         int whole = K * nsl * CT_NR <= (long)CT_KC * CT_NC;  // every K block of the panel at once
+        int steal = whole && nc == N;                           // (one pass over the row blocks)
         for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC) {
             long pc1 = whole ? K : min_l(pc0 + CT_KC, K);
-            for (long pc = pc0; pc < pc1; pc += CT_KC) {  // B[pc block] at bpack + (pc - pc0) nsl NR
-                long kc = min_l(CT_KC, K - pc);
-                float *bp = buf->bpack + (pc - pc0) * nsl * CT_NR;
-                pack_b(bp, g, pc, kc, jc, nc);
-            }
-            for (long ic = 0; ic < M; ic += CT_MC) {
-                long mc = min_l(CT_MC, M - ic);
-                for (long pc = pc0; pc < pc1; pc += CT_KC) {
-                    long kc = min_l(CT_KC, K - pc);
-                    float beta = pc == 0 ? g->beta : 1.0f;
-                    const float *bp = buf->bpack + (pc - pc0) * nsl * CT_NR;
-                    pack_a(buf->apack, g, ic, mc, pc, kc);
-                    for (long s = 0; s < nsl; s++) {
-                        long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
-                        const float *bs = bp + s * kc * CT_NR;
-                        for (long ir = 0; ir < mc; ir += CT_MR) {
-                            long mr = min_l(CT_MR, mc - ir);
-                            const float *as = buf->apack + ir * kc;
-                            float *c = g->C + (ic + ir) * g->ldc + j;
-                            if (mr == CT_MR && nr == CT_NR)
-                                ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks);
-                            else if (nr == CT_NR)
-                                ukernel_rows(mr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
-                            else
-                                ukernel_cols(mr, nr, kc, as, 1, CT_MR, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
-                        }
-                    }
-                }
-            }
+            for (long pc = pc0; pc < pc1; pc += CT_KC)  // B[pc block] at bpack + (pc - pc0) nsl NR
+                pack_b(buf->bpack + (pc - pc0) * nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), jc, nc);
+            long own = 0;
+            for (long b; (b = next_block(rs, &own, nblk, steal)) >= 0;)
+                gemm_block(g, buf->apack, buf->bpack, nsl, jc, b * bh, min_l(bh, M - b * bh), pc0, pc1);
         }
     }
 }
@@ -430,57 +515,69 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf) {
 #define CT_SMALL_B_FLOATS (64L * 1024)
 #define CT_SMALL_AT_FLOATS (16L * 1024)
 
-static void gemm_small(const gemm_args *g, float *bpack) {
+static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
     const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
-    const long nsl = (N + CT_NR - 1) / CT_NR;
+    const long nsl = (N + CT_NR - 1) / CT_NR, bh = rs->bh, nblk = (M + bh - 1) / bh;
     pack_b(bpack, g, 0, K, 0, N);
-    for (long i = 0; i < M; i += CT_MR) {
-        long mr = min_l(CT_MR, M - i);
-        const float *a = g->A + i * rs_a;
-        for (long s = 0; s < nsl; s++) {
-            long j = s * CT_NR, nr = min_l(CT_NR, N - j);
-            float *c = g->C + i * ldc + j;
-            if (nr < CT_NR)
-                ukernel_cols(mr, nr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
-            else
-                ukernel_rows(mr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+    long own = 0;
+    for (long b; (b = next_block(rs, &own, nblk, 1)) >= 0;)
+        for (long i = b * bh; i < min_l((b + 1) * bh, M); i += CT_MR) {
+            long mr = min_l(CT_MR, M - i);
+            const float *a = g->A + i * rs_a;
+            for (long s = 0; s < nsl; s++) {
+                long j = s * CT_NR, nr = min_l(CT_NR, N - j);
+                float *c = g->C + i * ldc + j;
+                if (nr < CT_NR)
+                    ukernel_cols(mr, nr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta,
+                                 ks);
+                else
+                    ukernel_rows(mr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+            }
         }
-    }
 }
 
-static void gemm_serial(const gemm_args *g) {
+static void gemm_serial(const gemm_args *g, const row_source *rs) {
     gemm_buffers *buf = thread_buffers();
     // (A^T in place is read a row of A per k: only when it is small enough to stay in L1)
     if (g->K <= CT_KC && g->K * g->N <= CT_SMALL_B_FLOATS && (!g->ta || g->M * g->K <= CT_SMALL_AT_FLOATS))
-        gemm_small(g, buf->bpack);
+        gemm_small(g, buf->bpack, rs);
     else
-        gemm_packed(g, buf);
+        gemm_packed(g, buf, rs);
 }
 
 // ---------------------------------------------------------------- threads
-// Each thread of the team takes one block of a tm x tn grid over C, cut on the MR / NR tile
-// grid, and runs the serial loops on it with its own buffers: no barrier inside, and each
-// element of C is computed by the same arithmetic whatever the grid (K is never split), so
-// the result does not depend on the thread count.
-static void gemm_part(const gemm_args *g, int ithr, int tm, int tn) {
-    long mu = (g->M + CT_MR - 1) / CT_MR, nu = (g->N + CT_NR - 1) / CT_NR;  // tiles
-    int im = ithr / tn, in = ithr % tn;
-    long m0 = im * mu / tm * CT_MR, m1 = min_l((im + 1) * mu / tm * CT_MR, g->M);
-    long n0 = in * nu / tn * CT_NR, n1 = min_l((in + 1) * nu / tn * CT_NR, g->N);
-    if (m0 >= m1 || n0 >= n1) return;
+// The team covers C with a tm x tn grid of block columns (cut on the NR tile grid) and rows:
+// the tm threads of a block column pack its B panel each (B is packed once per thread, A once
+// per block column, whichever of the grid's shapes packs least) and share its row blocks as
+// above. No barrier inside, and each element of C is computed by the same arithmetic whatever
+// the grid (K is never split), so the result does not depend on the thread count or on who
+// took which block.
+typedef struct {
+    const gemm_args *g;
+    row_range *ranges;  // (tn, tm): the row ranges of each block column's threads
+    long bh;            // rows per block
+    int tm, tn;
+} team_gemm;
+
+static void gemm_part(const team_gemm *t, int ithr) {
+    const gemm_args *g = t->g;
+    long nu = (g->N + CT_NR - 1) / CT_NR;  // tiles across
+    int im = ithr / t->tn, in = ithr % t->tn;
+    long n0 = in * nu / t->tn * CT_NR, n1 = min_l((in + 1) * nu / t->tn * CT_NR, g->N);
+    if (n0 >= n1) return;
     gemm_args s = *g;
-    s.M = m1 - m0;
     s.N = n1 - n0;
-    s.A = g->ta ? g->A + m0 : g->A + m0 * g->lda;
     s.B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
-    s.C = g->C + m0 * g->ldc + n0;
-    gemm_serial(&s);
+    s.C = g->C + n0;
+    row_source rs = {.ranges = t->ranges + in * t->tm, .bh = t->bh, .nr = t->tm, .me = im};
+    gemm_serial(&s, &rs);
 }
 
 // Products below this many multiply-adds run on the calling thread (a parallel region costs
 // microseconds; this is ~30 of them).
 #define CT_GEMM_PARALLEL_MIN (1L << 21)
+#define CT_GEMM_MAX_THREADS 256  // a larger team runs its products on this many
 
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc) {
@@ -496,8 +593,10 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     gemm_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nthr > CT_GEMM_MAX_THREADS) nthr = CT_GEMM_MAX_THREADS;
+    row_source alone = {.ranges = NULL, .bh = CT_MC};
     if (nthr <= 1 || (double)M * N * K < (double)CT_GEMM_PARALLEL_MIN) {
-        gemm_serial(&g);
+        gemm_serial(&g, &alone);
         return;
     }
     // the grid: tm x tn = nthr with the least packing (A is packed per block row, B per block
@@ -513,8 +612,19 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     if (best < 0) {  // too few tiles for every thread: as many as there are
         tm = (int)min_l(mu, nthr), tn = 1;
     }
+    // Row blocks: a multiple of tm of them (so that threads of equal speed finish together), at
+    // most MC rows each, on the MR grid; dealt out in contiguous ranges, one per thread.
+    long nblk = (M + CT_MC - 1) / CT_MC;
+    nblk = (nblk + tm - 1) / tm * tm;
+    long bh = ((M + nblk - 1) / nblk + CT_MR - 1) / CT_MR * CT_MR;
+    nblk = (M + bh - 1) / bh;
+    row_range ranges[CT_GEMM_MAX_THREADS];
+    for (int c = 0; c < tn; c++)
+        for (int i = 0; i < tm; i++)
+            ranges[c * tm + i].w = (unsigned long long)(i * nblk / tm) | (unsigned long long)((i + 1) * nblk / tm) << 32;
+    team_gemm t = {.g = &g, .ranges = ranges, .bh = bh, .tm = tm, .tn = tn};
 #pragma omp parallel num_threads(tm * tn)
-    gemm_part(&g, omp_get_thread_num(), tm, tn);
+    gemm_part(&t, omp_get_thread_num());
 }
 
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC) {

@@ -101,9 +101,10 @@ $(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The prepare target encodes with the fortunes corpus's tokenizer, found by absolute path.
+# The prepare target encodes with a committed rank file (the tokenizer target's trained seed),
+# found by absolute path: data/fortunes/ is made by `make run`, not in a fresh clone.
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/data/fortunes/tokenizer.tiktoken"' \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/tests/fuzz/corpus/tokenizer/seed-trained"' \
 		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lpthread -lm
 
 fuzz-build: $(FUZZ_BINS)

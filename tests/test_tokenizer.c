@@ -268,6 +268,15 @@ static void test_bad_files(void) {
     fclose(f);
     snprintf(want, sizeof want, "%s:256: ", path);
     check_bad(path, want, "duplicate those of rank 97 (line 98)");
+
+    // A special token whose text holds a NUL byte (found by tests/fuzz/fuzz_tokenizer): it was
+    // accepted whole but saved cut at the NUL, so the saved file named another token.
+    static const char nul_special[] = "# specials\n#special <|x|>\0y 300\n";
+    f = fopen(path, "w");
+    fwrite(nul_special, 1, sizeof nul_special - 1, f);
+    fclose(f);
+    snprintf(want, sizeof want, "%s:2: ", path);
+    check_bad(path, want, "NUL byte");
     unlink(path);
 }
 

@@ -151,6 +151,12 @@ ct_tokenizer *ct_tokenizer_load(const char *path) {
                 ct_set_error("%s:%ld: expected \"#special TEXT ID\"", path, lineno);
                 goto fail;
             }
+            // The text is kept as a C string (compared with strcmp, written back with %s): a NUL
+            // inside it would cut it short there, so the file saved would name another token.
+            if (memchr(line + 9, 0, (size_t)(sp - 1 - (line + 9)))) {
+                ct_set_error("%s:%ld: special token text holds a NUL byte", path, lineno);
+                goto fail;
+            }
             ct_special *s2 = realloc(special, (size_t)(n_special + 1) * sizeof *special);
             if (!s2) goto oom;
             special = s2;

@@ -1,9 +1,10 @@
 // Fuzz target: `ctitan data prepare` (data/prepare.c): a corpus file split into documents
-// (fortune format or one document per file), encoded with a real BPE tokenizer (the fortunes
-// corpus's own, data/fortunes/tokenizer.tiktoken, or $CT_FUZZ_TOKENIZER) and written as shards
-// through the staging folder and the swap. The input's first byte picks the options (validation
-// fraction, tokens per shard, so several shards and both splits are exercised); the rest is
-// the corpus file. Inputs are kept small (16 KiB): each one is a whole prepare.
+// (fortune format or one document per file), encoded with a real BPE tokenizer and written as
+// shards through the staging folder and the swap. The tokenizer is a rank file ctitan trained,
+// committed as the tokenizer target's seed (tests/fuzz/corpus/tokenizer/seed-trained), or
+// $CT_FUZZ_TOKENIZER. The input's first byte picks the options (validation fraction, tokens per
+// shard, so several shards and both splits are exercised); the rest is the corpus file. Inputs
+// are kept small (16 KiB): each one is a whole prepare.
 //
 // Properties beyond "no crash, no leak, no UB": prepare succeeds exactly when the corpus has a
 // non-blank document; the documents it counts are the ones ct_data_for_each_document finds;
@@ -20,7 +21,7 @@
 #include "fuzz_util.h"
 
 #ifndef CT_FUZZ_TOKENIZER
-#define CT_FUZZ_TOKENIZER "data/fortunes/tokenizer.tiktoken"
+#define CT_FUZZ_TOKENIZER "tests/fuzz/corpus/tokenizer/seed-trained"
 #endif
 
 static int count_doc(const char *doc, size_t len, void *ctx) {

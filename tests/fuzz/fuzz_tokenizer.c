@@ -52,10 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                       ct_tokenizer_bos(tok2) == bos && ct_tokenizer_eos(tok2) == eos,
                   "reloaded: vocabulary %ld ranks %ld bos %d eos %d, was %ld %ld %d %d", ct_tokenizer_vocab_size(tok2),
                   ct_tokenizer_n_ranks(tok2), ct_tokenizer_bos(tok2), ct_tokenizer_eos(tok2), vocab, ranks, bos, eos);
+    // Ids between the ranks and a special placed further up ("#special X 514") name nothing in
+    // either: the same holes before and after.
     for (int32_t id = 0; id < vocab; id++) {
-        long l1, l2;
+        long l1 = 0, l2 = 0;
         const char *a = ct_tokenizer_token(tok, id, &l1), *b = ct_tokenizer_token(tok2, id, &l2);
-        ct_fuzz_check(a && b && l1 == l2 && !memcmp(a, b, (size_t)l1), "id %d differs after save and load", id);
+        ct_fuzz_check(!a == !b && l1 == l2 && (!a || !memcmp(a, b, (size_t)l1)), "id %d differs after save and load",
+                      id);
     }
     ct_tokenizer_free(tok2);
     ct_tokenizer_free(tok);

@@ -3,6 +3,7 @@
 #ifndef CT_TEST_FATAL_CHILD_H
 #define CT_TEST_FATAL_CHILD_H
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,23 @@ static inline int ct_test_run_fatal(void (*fn)(void *), void *arg, char *buf, si
     int st = 0;
     waitpid(pid, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Limits this process's address space (RLIMIT_AS) to what it has mapped now plus `extra` bytes:
+// in a child that must refuse a huge allocation before making it, an attempt then fails at once
+// instead of succeeding on a big machine. Relative, not absolute: under AddressSanitizer (make
+// test SANITIZE=1) a process has terabytes of shadow memory reserved from its start, and an
+// absolute limit of 1 GiB would fail its runtime's next mmap before the code under test ran.
+static inline void ct_test_limit_address_space(unsigned long extra) {
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");  // first field: the whole mapped size, in pages
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    unsigned long limit = pages * (unsigned long)sysconf(_SC_PAGESIZE) + extra;
+    struct rlimit rl = {limit, limit};
+    setrlimit(RLIMIT_AS, &rl);
 }
 
 // The same for a function without an argument.

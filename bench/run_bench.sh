@@ -41,3 +41,7 @@ bench/cp_memory.sh 4096 ring
 bench/ac_memory.sh 3
 # Checkpoints: save / load MB/s per rank and the training pause, synchronous against async.
 BUILD=build bash bench/checkpoint_speed.sh
+# Profiling: a profiled step's time against an unprofiled one (pairs), and the cost of a span.
+build/bench/bench_profile 20
+OMP_NUM_THREADS=1 mpirun $ROOT --oversubscribe --bind-to none -np 4 build/bench/bench_profile 20 \
+  parallelism.data_shard_degree=2 parallelism.compute_parallel_degree=2

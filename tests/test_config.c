@@ -218,6 +218,11 @@ static const flag_case product_flags[] = {
     {"comm.train_timeout_seconds", "7.5", "7.5"},
     {"metrics.progress", "lines", "\"lines\""},
     {"job.overwrite", "true", "true"},
+    {"profiling.enable_profiling", "true", "true"},
+    {"profiling.profile_freq", "3", "3"},
+    {"profiling.save_traces_folder", "tr", "\"tr\""},
+    {"profiling.enable_memory_snapshot", "true", "true"},
+    {"profiling.save_memory_snapshot_folder", "snap", "\"snap\""},
     {"metrics.save_tb_folder", "tbx", "\"tbx\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
@@ -310,7 +315,12 @@ static int flag_landed(const ct_config *c, int k) {
     case 82: return c->comm_train_timeout == 7.5;
     case 83: return !strcmp(c->progress, "lines");
     case 84: return c->overwrite;
-    case 85: return !strcmp(c->tb_folder, "tbx");
+    case 85: return c->enable_profiling;
+    case 86: return c->profile_freq == 3;
+    case 87: return !strcmp(c->save_traces_folder, "tr");
+    case 88: return c->enable_memory_snapshot;
+    case 89: return !strcmp(c->save_memory_snapshot_folder, "snap");
+    case 90: return !strcmp(c->tb_folder, "tbx");
     }
     return 0;
 }
@@ -322,7 +332,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 86, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 91, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -536,6 +546,7 @@ static void test_validate_ranges(void) {
         {"metrics.peak_tflops", "-5", "metrics.peak_tflops: expected >= 0"},
         {"validation.freq", "0", "validation.freq: expected >= 1"},
         {"validation.steps", "0", "validation.steps: expected >= 1"},
+        {"profiling.profile_freq", "0", "profiling.profile_freq: expected >= 1"},
         {"checkpoint.interval", "0", "checkpoint.interval: expected >= 1"},
         {"checkpoint.keep_latest_k", "-1", "checkpoint.keep_latest_k: expected >= 0"},
         {"comm.init_timeout_seconds", "0", "comm.init_timeout_seconds: expected > 0"},

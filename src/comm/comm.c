@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/trace.h"
 
 #include "comm/backend.h"
 
@@ -281,6 +282,7 @@ static _Noreturn void timed_out(const ct_comm_handle *h) {
 void ct_comm_wait(ct_comm_handle *h) {
     if (!h->group) return;
     ct_group *g = h->group;
+    int span = ct_trace_begin_on(CT_TRACE_COMM, kind_names[h->kind], g->name);  // profiling: this wait
     const double t0 = ct_now_seconds();
     const double deadline = t0 + g->timeout_s;
     char waiting_on[64] = "";
@@ -302,6 +304,7 @@ void ct_comm_wait(ct_comm_handle *h) {
         }
     }
     handle_done(h, ct_now_seconds() - t0);
+    ct_trace_end(span);
 }
 
 // ---- blocking = start + wait --------------------------------------------------------------

@@ -95,6 +95,13 @@ typedef struct {
     char progress[8];                 // metrics.progress: auto | bar | lines
     char pipeline_trace[CT_STR];      // metrics.pipeline_trace: the last step's timeline ("" = off)
 
+    // [profiling]
+    bool enable_profiling;            // profiling.enable_profiling: Chrome traces every profile_freq steps
+    int profile_freq;                 // profiling.profile_freq
+    char save_traces_folder[CT_STR];  // profiling.save_traces_folder, inside dump_folder
+    bool enable_memory_snapshot;      // profiling.enable_memory_snapshot
+    char save_memory_snapshot_folder[CT_STR];  // profiling.save_memory_snapshot_folder, inside dump_folder
+
     // [validation]
     bool val_enable;
     int val_freq, val_steps;

@@ -105,6 +105,11 @@ ct_status ct_config_validate(const ct_config *c) {
     REQUIRE(c->peak_tflops >= 0 && isfinite(c->peak_tflops), "metrics.peak_tflops: expected >= 0, got %g", c->peak_tflops);
     REQUIRE(c->val_freq >= 1, "validation.freq: expected >= 1, got %d", c->val_freq);
     REQUIRE(c->val_steps >= 1, "validation.steps: expected >= 1, got %d", c->val_steps);
+    REQUIRE(c->profile_freq >= 1, "profiling.profile_freq: expected >= 1, got %d", c->profile_freq);
+    REQUIRE(!c->enable_profiling || c->save_traces_folder[0],
+            "profiling.save_traces_folder: expected a folder name, got \"\"");
+    REQUIRE(!c->enable_memory_snapshot || c->save_memory_snapshot_folder[0],
+            "profiling.save_memory_snapshot_folder: expected a folder name, got \"\"");
     REQUIRE(c->comm_init_timeout > 0 && isfinite(c->comm_init_timeout),
             "comm.init_timeout_seconds: expected > 0, got %g", c->comm_init_timeout);
     REQUIRE(c->comm_train_timeout > 0 && isfinite(c->comm_train_timeout),

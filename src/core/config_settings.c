@@ -148,6 +148,18 @@ const ct_setting ct_settings[] = {
     STR("metrics.pipeline_trace", pipeline_trace, "", NULL,
         "write the last step's per-rank action timeline: Chrome trace JSON (Perfetto), or SVG if it ends in .svg"),
 
+    // [profiling]
+    BOOL("profiling.enable_profiling", enable_profiling, "false", NULL,
+         "record spans (phases, actions, blocks, gathers, collectives and their waits) every profiling.profile_freq "
+         "steps and write a Chrome trace per rank (Perfetto opens it)"),
+    INT("profiling.profile_freq", profile_freq, "10", NULL, "profile every this many steps"),
+    STR("profiling.save_traces_folder", save_traces_folder, "profile_traces", NULL,
+        "trace folder inside job.dump_folder: iteration_<step>/rank<R>_trace.json and timeline.svg"),
+    BOOL("profiling.enable_memory_snapshot", enable_memory_snapshot, "false", NULL,
+         "write every buffer by category after the first step, and when an allocation fails"),
+    STR("profiling.save_memory_snapshot_folder", save_memory_snapshot_folder, "memory_snapshot", NULL,
+        "memory snapshot folder inside job.dump_folder: rank<R>.txt, rank<R>_failed.txt"),
+
     // [validation]
     BOOL("validation.enable", val_enable, "false", NULL, "evaluate the loss on held-out data during training"),
     INT("validation.freq", val_freq, "50", NULL, "validate every this many steps"),

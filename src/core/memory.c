@@ -1,9 +1,14 @@
 #include "core/memory.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -14,6 +19,7 @@ typedef struct {
     int category;
     ct_device device;
     void *raw;  // what the allocator returned
+    int entry;  // its registry entry, -1 when the registry was full
 } block_header;
 
 // One counter pair per (device kind, device index, category). Indexed, not looked up, so that
@@ -62,7 +68,85 @@ static void sub(mem_counter *c, size_t bytes, ct_device dev, ct_mem_category cat
     }
 }
 
-void *ct_mem_alloc_on(ct_device dev, ct_mem_category cat, size_t bytes) {
+// ------------------------------------------------------------------ the registry
+
+// Live blocks and where they were asked for, for snapshots. A fixed table (a run holds a few
+// hundred buffers; the rest of a bigger population is still counted, as "unlisted") with a
+// stack of free entries, under a spin lock: allocation is start-up work, and the lock is held
+// for a few stores.
+enum { REG_CAP = 16384 };
+typedef struct {
+    void *p;  // the user pointer, NULL: a free entry
+    size_t bytes;
+    const char *func, *file;
+    int line;
+    int category;
+    ct_device device;
+} reg_entry;
+static reg_entry reg[REG_CAP];
+static int reg_free[REG_CAP], reg_nfree, reg_top;  // free entries below reg_top; reg_top: never used yet
+static int reg_live;
+static atomic_flag reg_lock = ATOMIC_FLAG_INIT;
+
+static void lock(void) {
+    while (atomic_flag_test_and_set_explicit(&reg_lock, memory_order_acquire)) {
+    }
+}
+static void unlock(void) { atomic_flag_clear_explicit(&reg_lock, memory_order_release); }
+
+static int reg_add(void *p, size_t bytes, ct_mem_category cat, ct_device dev, const char *func, const char *file,
+                   int line) {
+    lock();
+    int e = reg_nfree ? reg_free[--reg_nfree] : reg_top < REG_CAP ? reg_top++ : -1;
+    if (e >= 0) {
+        reg[e] = (reg_entry){p, bytes, func, file, line, (int)cat, dev};
+        reg_live++;
+    }
+    unlock();
+    return e;
+}
+
+static void reg_remove(int e) {
+    if (e < 0) return;
+    lock();
+    reg[e].p = NULL;
+    reg_free[reg_nfree++] = e;
+    reg_live--;
+    unlock();
+}
+
+int ct_mem_registered(void) {
+    lock();
+    int n = reg_live;
+    unlock();
+    return n;
+}
+int ct_mem_registry_capacity(void) { return REG_CAP; }
+
+// ------------------------------------------------------------------ allocation
+
+static char failure_snapshot[4096];  // ct_mem_snapshot_on_failure's path, "" none
+
+void ct_mem_snapshot_on_failure(const char *path) {
+    snprintf(failure_snapshot, sizeof failure_snapshot, "%s", path ? path : "");
+}
+
+// The fatal path of an allocation: the snapshot first (what else holds memory is what the user
+// needs to see), then one line naming the request and the file.
+static _Noreturn void alloc_failed(size_t bytes, ct_mem_category cat, const char *func, const char *file, int line) {
+    char why[512];
+    snprintf(why, sizeof why, "allocation of %zu bytes for %s in %s (%s:%d) failed", bytes, ct_mem_category_name(cat),
+             func, file, line);
+    if (failure_snapshot[0]) {
+        if (ct_mem_snapshot_write(failure_snapshot, why) == CT_OK)
+            ct_fatal("memory", "out of memory: %s; memory snapshot written to %s", why, failure_snapshot);
+        ct_fatal("memory", "out of memory: %s; the memory snapshot could not be written (%s)", why, ct_last_error());
+    }
+    ct_fatal("memory", "out of memory: %s", why);
+}
+
+void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
+                         int line) {
     mem_counter *c = counter_of(dev, cat);
     if (dev.kind != CT_DEVICE_CPU) {
         char d[32];
@@ -70,10 +154,9 @@ void *ct_mem_alloc_on(ct_device dev, ct_mem_category cat, size_t bytes) {
         ct_fatal("memory", "cannot allocate %zu bytes for %s on %s: this build has no %s backend",
                  bytes, ct_mem_category_name(cat), d, ct_device_kind_name(dev.kind));
     }
-    if (bytes > SIZE_MAX - ALIGN - sizeof(block_header))
-        ct_fatal("memory", "cannot allocate %zu bytes for %s", bytes, ct_mem_category_name(cat));
+    if (bytes > SIZE_MAX - ALIGN - sizeof(block_header)) alloc_failed(bytes, cat, func, file, line);
     void *raw = malloc(bytes + ALIGN + sizeof(block_header));
-    if (!raw) ct_fatal("memory", "out of memory allocating %zu bytes for %s", bytes, ct_mem_category_name(cat));
+    if (!raw) alloc_failed(bytes, cat, func, file, line);
     uintptr_t user = ((uintptr_t)raw + sizeof(block_header) + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
     block_header *h = (block_header *)(user - sizeof(block_header));
     h->bytes = bytes;
@@ -81,16 +164,20 @@ void *ct_mem_alloc_on(ct_device dev, ct_mem_category cat, size_t bytes) {
     h->device = dev;
     h->raw = raw;
     memset((void *)user, 0, bytes);
+    h->entry = reg_add((void *)user, bytes, cat, dev, func, file, line);
     add(c, bytes);
     atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
     return (void *)user;
 }
 
-void *ct_mem_alloc(ct_mem_category cat, size_t bytes) { return ct_mem_alloc_on(CT_HOST, cat, bytes); }
+void *ct_mem_alloc_at(ct_mem_category cat, size_t bytes, const char *func, const char *file, int line) {
+    return ct_mem_alloc_on_at(CT_HOST, cat, bytes, func, file, line);
+}
 
 void ct_mem_free(void *p) {
     if (!p) return;
     block_header *h = (block_header *)((uintptr_t)p - sizeof(block_header));
+    reg_remove(h->entry);
     sub(counter_of(h->device, (ct_mem_category)h->category), h->bytes, h->device,
         (ct_mem_category)h->category);
     free(h->raw);  // every block is host memory until a device backend allocates here
@@ -132,4 +219,89 @@ void ct_mem_reset_peaks(void) {
 const char *ct_mem_category_name(ct_mem_category cat) {
     static const char *names[] = {"params", "grads", "optim", "activations", "comm", "other"};
     return (unsigned)cat < CT_MEM_NCATEGORIES ? names[cat] : "?";
+}
+
+// ------------------------------------------------------------------ snapshots
+
+// Output without stdio (a FILE allocates its buffer, and a snapshot may be written because an
+// allocation failed): each line formatted on the stack and written whole.
+typedef struct {
+    int fd, err;
+} snap_out;
+
+__attribute__((format(printf, 2, 3))) static void out(snap_out *o, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0 || o->err) return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1, off = 0;
+    while (off < len) {
+        ssize_t w = write(o->fd, line + off, len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            o->err = w < 0 ? errno : EIO;
+            return;
+        }
+        off += (size_t)w;
+    }
+}
+
+// Live host entries ordered by category, then largest first (Shell sort: in place, no
+// allocation, fast enough for the registry's size), into idx; returns their count.
+static int sorted_entries(int *idx) {
+    int n = 0;
+    for (int e = 0; e < reg_top; e++)
+        if (reg[e].p && reg[e].device.kind == CT_HOST.kind && reg[e].device.index == CT_HOST.index) idx[n++] = e;
+    for (int gap = n / 2; gap > 0; gap /= 2)
+        for (int i = gap; i < n; i++) {
+            int x = idx[i], j = i;
+            for (; j >= gap; j -= gap) {
+                const reg_entry *a = &reg[idx[j - gap]], *b = &reg[x];
+                bool after = a->category > b->category || (a->category == b->category && a->bytes < b->bytes);
+                if (!after) break;
+                idx[j] = idx[j - gap];
+            }
+            idx[j] = x;
+        }
+    return n;
+}
+
+ct_status ct_mem_snapshot_write(const char *path, const char *why) {
+    snap_out o = {open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), 0};
+    if (o.fd < 0) return ct_set_error("%s: cannot write the memory snapshot: %s", path, strerror(errno));
+    static int idx[REG_CAP];  // under the lock: one snapshot at a time
+    lock();
+    int n = sorted_entries(idx);
+    size_t total = 0;
+    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) total += ct_mem_current((ct_mem_category)k);
+    out(&o, "# ctitan memory snapshot: %s\n", why ? why : "");
+    out(&o, "# host memory held through ct_mem_alloc, in bytes; buffers by category, largest first\n");
+    out(&o, "# category <name> current <bytes> peak <bytes> buffers <n>; buffer <category> <bytes> <function> "
+            "<file>:<line>;\n# unlisted <category> <bytes>: recorded by a backend, or beyond the registry's %d "
+            "entries\n",
+        REG_CAP);
+    out(&o, "total %zu (%.2f MiB) allocations_so_far %ld\n", total, (double)total / 1048576.0, ct_mem_alloc_count());
+    int at = 0;
+    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) {
+        int first = at;
+        size_t listed = 0;
+        while (at < n && reg[idx[at]].category == k) listed += reg[idx[at++]].bytes;
+        size_t cur = ct_mem_current((ct_mem_category)k);
+        out(&o, "category %s current %zu peak %zu buffers %d (%.2f MiB)\n", ct_mem_category_name((ct_mem_category)k),
+            cur, ct_mem_peak((ct_mem_category)k), at - first, (double)cur / 1048576.0);
+        for (int i = first; i < at; i++) {
+            const reg_entry *r = &reg[idx[i]];
+            out(&o, "buffer %s %zu %s %s:%d\n", ct_mem_category_name((ct_mem_category)k), r->bytes, r->func, r->file,
+                r->line);
+        }
+        if (cur != listed)
+            out(&o, "unlisted %s %zu\n", ct_mem_category_name((ct_mem_category)k), cur > listed ? cur - listed : 0);
+    }
+    unlock();
+    int err = o.err;
+    if (close(o.fd) != 0 && !err) err = errno;
+    if (err) return ct_set_error("%s: memory snapshot write failed: %s", path, strerror(err));
+    return CT_OK;
 }

@@ -9,11 +9,17 @@
 //
 // Memory a backend allocates itself (a CUDA pool, NCCL buffers) is not allocated here, but the
 // backend reports it with ct_mem_record_on so that the same tables show it.
+//
+// Every live block is also in a registry (fixed size, no allocation of its own) with where it was
+// allocated -- ct_mem_alloc is a macro that passes the calling function, file and line -- so a
+// memory snapshot (ct_mem_snapshot_write) can list the buffers behind each category's total:
+// by the profiler after a run's first step, and by ct_mem_alloc itself when an allocation fails.
 #ifndef CT_MEMORY_H
 #define CT_MEMORY_H
 #include <stddef.h>
 
 #include "core/device.h"
+#include "core/error.h"
 
 typedef enum {
     CT_MEM_PARAMS = 0,   // model parameters (full or sharded), incl. gathered copies
@@ -29,8 +35,13 @@ typedef enum {
 enum { CT_MEM_MAX_DEVICES = 16 };
 
 // ---- on the host (what most callers want) --------------------------------------------------
-// 64-byte aligned, zeroed. Fatal on failure.
-void *ct_mem_alloc(ct_mem_category cat, size_t bytes);
+// 64-byte aligned, zeroed. Fatal on failure, after writing a memory snapshot where one was asked
+// for (ct_mem_snapshot_on_failure); the message names the failed request and the snapshot.
+// (Variadic so that an argument holding a comma -- a compound literal -- passes through whole.)
+#define ct_mem_alloc(...) ct_mem_alloc_at(__VA_ARGS__, __func__, __FILE__, __LINE__)
+// The function behind the macro: func / file / line say where the buffer was asked for (static
+// strings, kept as they are).
+void *ct_mem_alloc_at(ct_mem_category cat, size_t bytes, const char *func, const char *file, int line);
 // Frees a block from ct_mem_alloc or ct_mem_alloc_on (the block knows its device); NULL is ok.
 void ct_mem_free(void *p);
 
@@ -46,10 +57,30 @@ void ct_mem_reset_peaks(void);
 // ---- on a given device -----------------------------------------------------------------
 // Host memory (as ct_mem_alloc) for a CPU device. No build has a CUDA backend yet, so a CUDA
 // device is fatal ("not built") for now; the backend will allocate here when it exists.
-void *ct_mem_alloc_on(ct_device dev, ct_mem_category cat, size_t bytes);
+#define ct_mem_alloc_on(...) ct_mem_alloc_on_at(__VA_ARGS__, __func__, __FILE__, __LINE__)
+void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
+                         int line);
 size_t ct_mem_current_on(ct_device dev, ct_mem_category cat);
 size_t ct_mem_peak_on(ct_device dev, ct_mem_category cat);
 // Accounts `delta` bytes (> 0: allocated, < 0: freed) that a backend manages itself. Freeing
 // more than is recorded is fatal: it means the backend's books and ours disagree.
 void ct_mem_record_on(ct_device dev, ct_mem_category cat, long long delta);
+
+// ---- snapshots ---------------------------------------------------------------------------
+// Writes where host memory goes now to `path`: a header (why: "end of step 1"), then per
+// category one line
+//   category <name> current <bytes> peak <bytes> buffers <n> (<MiB> MiB)
+// followed by its buffers, largest first,
+//   buffer <category> <bytes> <function> <file>:<line>
+// and, when the buffers do not add up to the category's total (bytes a backend recorded with
+// ct_mem_record_on, or blocks beyond the registry's capacity), one line
+//   unlisted <category> <bytes>
+// so that buffers + unlisted = current for every category. Lines starting with '#' are comments.
+// Allocates nothing (it may run because an allocation failed). CT_ERR + message naming path.
+ct_status ct_mem_snapshot_write(const char *path, const char *why);
+// Where a failed allocation writes its snapshot before ending the job ("" or NULL: nowhere).
+void ct_mem_snapshot_on_failure(const char *path);
+// Live blocks the registry holds now, and its capacity (tests).
+int ct_mem_registered(void);
+int ct_mem_registry_capacity(void);
 #endif

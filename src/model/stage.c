@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/trace.h"
 #include "model/block.h"
 
 // ------------------------------------------------------------------ planning
@@ -254,11 +255,31 @@ static ct_block_ctx block_ctx(ct_stage *s) {
     return c;
 }
 
-static void acquire(ct_stage *s, int group, ct_phase phase, unsigned use) {
-    if (s->ops.weights.acquire) s->ops.weights.acquire(s->ops.weights.ctx, group, phase, use);
+// Every piece of the model's work runs between the acquire and the release of its parameter
+// group, so that is where a profile's span of it opens and closes ("block.backward", with the
+// layer): the weight strategy's gather and reduce-scatter nest inside it.
+static int trace_group(const ct_stage *s, int group, ct_phase phase) {
+    static const char *const names[3][5] = {
+        {"embedding.forward", "embedding.recompute", "embedding.backward", "embedding.backward_input",
+         "embedding.backward_weight"},
+        {"block.forward", "block.recompute", "block.backward", "block.backward_input", "block.backward_weight"},
+        {"head.forward_loss", "head.recompute", "head.backward", "head.backward_input", "head.backward_weight"},
+    };
+    int kind = group == 0 ? 0 : group == head_group(s) ? 2 : 1;
+    const char *name = (unsigned)phase < 5 ? names[kind][phase] : "stage.phase";
+    return kind == 1 ? ct_trace_begin2(CT_TRACE_COMPUTE, name, "layer", group - 1, NULL, 0)
+                     : ct_trace_begin(CT_TRACE_COMPUTE, name);
 }
-static void release(ct_stage *s, int group, ct_phase phase, unsigned use) {
+
+// Returns the profile span the matching release closes (-1 when not profiling).
+static int acquire(ct_stage *s, int group, ct_phase phase, unsigned use) {
+    int span = ct_trace_on() ? trace_group(s, group, phase) : -1;
+    if (s->ops.weights.acquire) s->ops.weights.acquire(s->ops.weights.ctx, group, phase, use);
+    return span;
+}
+static void release(ct_stage *s, int group, ct_phase phase, unsigned use, int span) {
     if (s->ops.weights.release) s->ops.weights.release(s->ops.weights.ctx, group, phase, use);
+    ct_trace_end(span);
 }
 
 // The same tp edges the blocks use, for the embedding and the head.
@@ -275,12 +296,12 @@ static long vocab_start(const ct_stage *s) { return (long)s->ops.tp.rank * s->cf
 
 static void embedding_forward(ct_stage *s, ct_act_slot *a) {
     const ct_llama_config *m = &s->cfg;
-    acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+    int span = acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
     float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
     s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
     reduce_rows(s, e, x0);
-    release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+    release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
 }
 
 // Final norm, then the output projection fused with cross-entropy; in training also the head's
@@ -289,7 +310,7 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     const ct_llama_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim;
     unsigned use = CT_USE_WEIGHTS | (training ? CT_USE_GRADS : 0);
-    acquire(s, head_group(s), CT_PHASE_FORWARD, use);
+    int span = acquire(s, head_group(s), CT_PHASE_FORWARD, use);
     float *nf = norm_out(s, a->norm_f);
     s->k->rmsnorm_forward(nf, a->rstd_f, a->out, s->w->norm, Nl, C, (float)m->norm_eps);
     gather_rows(s, nf, a->norm_f);
@@ -309,7 +330,7 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
         s->k->zero(a->grad, (size_t)(Nl * C) * sizeof(float));
         s->k->rmsnorm_backward(a->grad, s->g->norm, dn, a->out, s->w->norm, a->rstd_f, Nl, C);
     }
-    release(s, head_group(s), CT_PHASE_FORWARD, use);
+    release(s, head_group(s), CT_PHASE_FORWARD, use, span);
 }
 
 void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
@@ -317,10 +338,10 @@ void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_sca
     if (s->has_embedding) embedding_forward(s, a);
     for (int i = 0; i < n_layers(s); i++) {
         int l = s->layer_begin + i, group = 1 + l;
-        acquire(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+        int span = acquire(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
         float *out = i + 1 < n_layers(s) ? a->blocks[i + 1].x : a->out;
         ct_block_forward(&c, l, &a->blocks[i], &s->w->blocks[l], out);
-        release(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
+        release(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
     }
     if (s->has_head) head_forward(s, a, training, grad_scale);
 }
@@ -332,10 +353,10 @@ static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i)
     int l = s->layer_begin + i, group = 1 + l;
     ct_ac_kind kind = ct_ac_layer_kind(&s->ac, l);
     if (kind == CT_AC_NONE) return;
-    acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
+    int span = acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
     if (kind == CT_AC_FULL) ct_block_forward(c, l, &a->blocks[i], &s->w->blocks[l], s->dnorm);
     else ct_block_recompute_cheap(c, &a->blocks[i], &s->w->blocks[l]);
-    release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
+    release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS, span);
 }
 
 // Blocks in reverse, in `phase` (combined or input-only).
@@ -346,19 +367,19 @@ static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
         recompute(s, &c, a, i);
-        acquire(s, group, phase, use);
+        int span = acquire(s, group, phase, use);
         ct_block_backward(&c, l, &a->blocks[i], &s->w->blocks[l], split ? NULL : &s->g->blocks[l],
                           split ? &a->wg[i] : NULL, a->grad);
-        release(s, group, phase, use);
+        release(s, group, phase, use, span);
     }
 }
 
 // The embedding's weight gradient: a scatter of the input gradient on all N rows.
 static void embedding_backward(ct_stage *s, const ct_act_slot *a, const float *dx0, ct_phase phase) {
-    acquire(s, 0, phase, CT_USE_GRADS);
+    int span = acquire(s, 0, phase, CT_USE_GRADS);
     s->k->embedding_backward(s->g->tok_embeddings, dx0, a->inputs, s->N, s->cfg.dim, vocab_start(s),
                              s->cfg.vocab_size);
-    release(s, 0, phase, CT_USE_GRADS);
+    release(s, 0, phase, CT_USE_GRADS, span);
 }
 
 void ct_stage_backward(ct_stage *s, ct_act_slot *a) {
@@ -382,9 +403,9 @@ void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a) {
     ct_block_ctx c = block_ctx(s);
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
-        acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
+        int span = acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
         ct_block_backward_weight(&c, l, &a->blocks[i], &a->wg[i], &s->g->blocks[l]);
-        release(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
+        release(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS, span);
     }
     if (s->has_embedding)
         embedding_backward(s, a, seq_parallel(s) ? a->dx_embed : a->grad, CT_PHASE_BACKWARD_WEIGHT);

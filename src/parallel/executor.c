@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank) {
     memset(e, 0, sizeof *e);
@@ -266,6 +267,19 @@ double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule 
     return busy;
 }
 
+// Profiling: one span per action, named by what it does and its token ("forward 0F3"), with
+// the stage and micro-batch as arguments. Called only while spans are recorded.
+static int trace_action(const ct_action *a) {
+    static const char *const names[CT_ACT_NKINDS] = {
+        "forward", "backward", "backward_input", "backward_weight", "send_f", "recv_f",
+        "send_b",  "recv_b",   "unshard",        "reshard",         "reduce_grads",
+    };
+    char tok[48];
+    ct_action_format(a, tok, sizeof tok);
+    const char *name = (unsigned)a->kind < CT_ACT_NKINDS ? names[a->kind] : "action";
+    return ct_trace_begin_full(CT_TRACE_ACTION, name, tok, "stage", a->stage, "mb", a->mb);
+}
+
 // UNSHARD / RESHARD of one stage: every parameter group it computes.
 static void stage_sharding(ct_stage *st, bool unshard) {
     const ct_weight_ops *w = &st->ops.weights;
@@ -304,6 +318,7 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         ct_stage *st = a->stage >= 0 ? e->stage[a->stage] : NULL;
         ct_act_slot *slot = st && a->mb >= 0 ? slot_for(e, a->stage, a->mb, mbs) : NULL;
         if (i < e->timeline_cap) e->t_start[i] = ct_now_seconds();
+        int span = ct_trace_on() ? trace_action(a) : -1;
         switch (a->kind) {
         case CT_ACT_FORWARD:
             post_next_receive(e, s, i, mbs);
@@ -339,6 +354,7 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
             break;
         default: ct_fatal("executor", "unknown action kind %d", (int)a->kind);
         }
+        ct_trace_end(span);
         if (i < e->timeline_cap) e->t_end[i] = ct_now_seconds();
         if (slot && e->last_use[cell(e, a->stage, a->mb)] == i) give_back(e, a->stage, a->mb);
         // The forward that pulled its input from the previous stage's slot may be its last use.

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/trace.h"
 
 static long group_numel(const ct_fsdp *f, int g) { return f->table->group_offset[g + 1] - f->table->group_offset[g]; }
 static int head_group(const ct_fsdp *f) { return f->n_groups - 1; }
@@ -435,12 +436,15 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     poll(f);
     if (use & CT_USE_WEIGHTS && f->via_slots) {
+        // Profiling: the gather as the model sees it (start, or the wait for one in flight).
+        int span = ct_trace_begin2(CT_TRACE_FSDP, "fsdp.all_gather", "group", g, NULL, 0);
         if (f->group_slot[g] < 0) gather_start(f, g, take_slot(f, g));
         int s = f->group_slot[g];
         // The next group starts arriving before this one is waited for.
         if (f->async) prefetch(f, next_group(f, g, phase, use));
         gather_finish(f, s);
         f->prefetched[s] = false;
+        ct_trace_end(span);
     }
     if (use & CT_USE_GRADS && nshards(f) > 1) {
         // An unsharded group sums every micro-batch's gradient in its own buffer until reshard;
@@ -457,7 +461,11 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
 static void release(void *ctx, int g, ct_phase phase, unsigned use) {
     ct_fsdp *f = ctx;
     if (!f->via_slots) return;
-    if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) rs_start(f, g, f->grad_cur);
+    if (use & CT_USE_GRADS && nshards(f) > 1 && !f->pin_grad_of[g]) {
+        int span = ct_trace_begin2(CT_TRACE_FSDP, "fsdp.reduce_scatter", "group", g, NULL, 0);
+        rs_start(f, g, f->grad_cur);
+        ct_trace_end(span);
+    }
     // A group stays whole after forward only when its backward will need it soon (the policy);
     // the head's backward runs inside its forward, so nothing is left for it to wait for.
     // A recompute (activation checkpointing) runs right before the group's backward: keep it.
@@ -554,6 +562,7 @@ void ct_fsdp_reduce_replicas(void *ctx) {
     ct_fsdp *f = ctx;
     rs_drain(f);  // the shards are final only once every reduce-scatter has landed
     if (!f->replicate_group || f->replicate_group->size == 1) return;
+    int span = ct_trace_begin(CT_TRACE_FSDP, "fsdp.reduce_replicas");
     if (f->reduce_dtype == CT_BF16) {
         f->k->f32_to_bf16(f->replica16, f->grads, f->local_numel);
         ct_comm_all_reduce(f->replicate_group, f->replica16, f->replica16, (size_t)f->local_numel, CT_BF16,
@@ -562,6 +571,7 @@ void ct_fsdp_reduce_replicas(void *ctx) {
     } else {
         ct_comm_all_reduce(f->replicate_group, f->grads, f->grads, (size_t)f->local_numel, CT_F32, CT_COMM_SUM);
     }
+    ct_trace_end(span);
 }
 
 void ct_fsdp_gather_full(ct_fsdp *f, float *full) {

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/failpoint.h"
 #include "core/memory.h"
+#include "core/trace.h"
 #include "train/trainer.h"
 
 // ---- signals: the one piece of process-wide state, as a signal handler can only reach that ----
@@ -226,7 +227,7 @@ static ct_status complete_save(ct_trainer *t) {
     return st;
 }
 
-ct_status ct_checkpoint_save(ct_trainer *t, bool model_only) {
+static ct_status save(ct_trainer *t, bool model_only) {
     ct_checkpointer *c = &t->ckpt;
     if (c->pending_step >= 0 && ct_checkpoint_finish(t)) return CT_ERR;  // one save at a time
     double t0 = ct_now_seconds();
@@ -280,6 +281,15 @@ ct_status ct_checkpoint_save(ct_trainer *t, bool model_only) {
     c->pause_seconds = ct_now_seconds() - t0;
     if (staged) return CT_OK;
     return complete_save(t);
+}
+
+// A profile shows the save as the training loop pays for it (the whole write, or the copy into
+// the staging buffer under async).
+ct_status ct_checkpoint_save(ct_trainer *t, bool model_only) {
+    int span = ct_trace_begin(CT_TRACE_CKPT, "checkpoint.save");
+    ct_status st = save(t, model_only);
+    ct_trace_end(span);
+    return st;
 }
 
 ct_status ct_checkpoint_poll(ct_trainer *t, bool *stop) {

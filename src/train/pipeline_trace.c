@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/trace.h"
+#include "train/timeline_svg.h"
 
 ct_pp_timeline ct_pp_timeline_of_sim(const ct_schedule *lists, const ct_pp_sim_result *sim) {
     return (ct_pp_timeline){sim->pp, lists, sim->start, sim->end, 0};
@@ -131,68 +133,48 @@ static const char *fill_of(ct_action_kind k) {
 }
 
 ct_status ct_pp_trace_write_svg(const char *path, const ct_pp_timeline *tl, const char *title) {
-    double t0, t1;
-    span_of(tl, &t0, &t1);
-    double span = t1 > t0 ? t1 - t0 : 1;
-    const int left = 70, plot_w = 1100, lane = 34, top = 40, bar = 24;
-    int height = top + tl->pp * lane + 70, width = left + plot_w + 20;
-    bool secs = tl->seconds_per_unit > 0;
-    double scale = secs ? tl->seconds_per_unit * 1e3 : 1;  // axis labels: ms, or cost units
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("%s: cannot write", path);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
-               "font-size=\"10\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            width, height);
-    fprintf(f, "<text x=\"%d\" y=\"20\" font-size=\"14\">%s</text>\n", left, title ? title : "pipeline timeline");
+    int n = 0;
+    for (int r = 0; r < tl->pp; r++) n += tl->lists[r].count;
+    ct_svg_bar *bars = ct_xcalloc((size_t)n + 1, sizeof *bars);
+    char (*tok)[48] = ct_xcalloc((size_t)n + 1, sizeof *tok);
+    char (*lane)[16] = ct_xcalloc((size_t)tl->pp + 1, sizeof *lane);
+    const char **lanes = ct_xcalloc((size_t)tl->pp + 1, sizeof *lanes);
+    n = 0;
     for (int r = 0; r < tl->pp; r++) {
-        int y = top + r * lane;
-        fprintf(f, "<text x=\"8\" y=\"%d\" font-size=\"12\">rank %d</text>\n", y + bar / 2 + 4, r);
-        fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#eeeeee\"/>\n", left, y + bar, left + plot_w,
-                y + bar);
-        for (int i = 0; i < tl->lists[r].count; i++) {
+        snprintf(lane[r], sizeof lane[r], "rank %d", r);
+        lanes[r] = lane[r];
+        for (int i = 0; i < tl->lists[r].count; i++, n++) {
             const ct_action *a = &tl->lists[r].actions[i];
-            double x = left + (tl->start[r][i] - t0) / span * plot_w;
-            double w = (tl->end[r][i] - tl->start[r][i]) / span * plot_w;
-            if (w <= 0) continue;  // zero-length actions (simulated comm) have nothing to show
-            bool thin = !is_compute(a->kind);
-            char tok[48];
-            int n = ct_action_format(a, tok, sizeof tok);
-            fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" stroke=\"white\" "
-                       "stroke-width=\"0.5\"><title>%s rank %d: %.4g to %.4g %s</title></rect>\n",
-                    x, thin ? y + bar - 6 : y, w, thin ? 6 : bar, fill_of(a->kind), tok, r, (tl->start[r][i] - t0) * scale,
-                    (tl->end[r][i] - t0) * scale, secs ? "ms" : "units");
-            if (!thin && w >= 6.5 * n + 2)
-                fprintf(f, "<text x=\"%.2f\" y=\"%d\" fill=\"white\" text-anchor=\"middle\">%s</text>\n", x + w / 2,
-                        y + bar / 2 + 4, tok);
+            ct_action_format(a, tok[n], sizeof tok[n]);
+            // Receives and sends drawn thin: a receive's length is waiting, not work.
+            bars[n] = (ct_svg_bar){tl->start[r][i], tl->end[r][i], r, 0, !is_compute(a->kind), fill_of(a->kind), tok[n],
+                                   NULL};
         }
     }
-    // Time axis: ten ticks.
-    int ya = top + tl->pp * lane + 4;
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", left, ya, left + plot_w, ya);
-    for (int k = 0; k <= 10; k++) {
-        double x = left + plot_w * k / 10.0;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>", x, ya, x, ya + 4);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g%s</text>\n", x, ya + 15, span * scale * k / 10,
-                k == 10 ? (secs ? " ms" : " units") : "");
-    }
-    static const struct {
-        ct_action_kind k;
-        const char *what;
-    } legend[] = {{CT_ACT_FORWARD, "F forward"},
-                  {CT_ACT_BACKWARD, "B backward"},
-                  {CT_ACT_BACKWARD_INPUT, "I input grad"},
-                  {CT_ACT_BACKWARD_WEIGHT, "W weight grad"},
-                  {CT_ACT_RECV_F, "receive (wait)"},
-                  {CT_ACT_SEND_F, "send"},
-                  {CT_ACT_REDUCE_GRADS, "step-level"}};
-    for (int i = 0; i < (int)(sizeof legend / sizeof legend[0]); i++) {
-        int x = left + i * 130, y = ya + 30;
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-                x, y, fill_of(legend[i].k), x + 16, y + 10, legend[i].what);
-    }
-    fprintf(f, "</svg>\n");
-    if (fclose(f)) return ct_set_error("%s: write failed", path);
-    return CT_OK;
+    static const ct_svg_legend legend[] = {{"#4e79a7", "F forward"},        {"#59a14f", "B backward"},
+                                           {"#f28e2b", "I input grad"},     {"#b07aa1", "W weight grad"},
+                                           {"#c8c8c8", "receive (wait)"},   {"#7f7f7f", "send"},
+                                           {"#9c755f", "step-level"}};
+    bool secs = tl->seconds_per_unit > 0;
+    ct_svg_timeline svg = {
+        .title = title ? title : "pipeline timeline",
+        .n_lanes = tl->pp,
+        .lane_names = lanes,
+        .levels = 1,
+        .level_height = 24,
+        .bars = bars,
+        .n_bars = n,
+        .scale = secs ? tl->seconds_per_unit * 1e3 : 1,  // axis labels: ms, or cost units
+        .unit = secs ? "ms" : "units",
+        .legend = legend,
+        .n_legend = (int)(sizeof legend / sizeof legend[0]),
+    };
+    ct_status st = ct_svg_timeline_write(path, &svg);
+    free(bars);
+    free(tok);
+    free(lane);
+    free(lanes);
+    return st;
 }
 
 // ------------------------------------------------------------------ Chrome trace
@@ -202,15 +184,14 @@ enum { STEP_TID = 1000 };  // REDUCE_GRADS, RESHARD of every stage: no stage of 
 ct_status ct_pp_trace_write_chrome(const char *path, const ct_pp_timeline *tl) {
     double t0, t1;
     span_of(tl, &t0, &t1);
-    double us = tl->seconds_per_unit > 0 ? tl->seconds_per_unit * 1e6 : 1e3;
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("%s: cannot write", path);
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-    const char *sep = "";
+    double ns = (tl->seconds_per_unit > 0 ? tl->seconds_per_unit * 1e6 : 1e3) * 1e3;  // simulator units as ms
+    char buf[8192];
+    ct_chrome_writer w;
+    if (ct_chrome_open(&w, path, buf, sizeof buf)) return CT_ERR;
     for (int r = 0; r < tl->pp; r++) {
-        fprintf(f, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"pp rank %d\"}}",
-                sep, r, r);
-        sep = ",\n";
+        char name[32];
+        snprintf(name, sizeof name, "pp rank %d", r);
+        ct_chrome_process_name(&w, r, name);
         // One thread-name record per stage this rank runs (and the step lane when used).
         for (int i = 0; i < tl->lists[r].count; i++) {
             const ct_action *a = &tl->lists[r].actions[i];
@@ -221,27 +202,21 @@ ct_status ct_pp_trace_write_chrome(const char *path, const ct_pp_timeline *tl) {
                 seen = (s >= 0 ? s : STEP_TID) == tid;
             }
             if (seen) continue;
-            if (tid == STEP_TID)
-                fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
-                           "{\"name\": \"step\"}}", r, tid);
-            else
-                fprintf(f, ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": "
-                           "{\"name\": \"stage %d\"}}", r, tid, tid);
+            if (tid != STEP_TID) snprintf(name, sizeof name, "stage %d", tid);
+            ct_chrome_thread_name(&w, r, tid, tid == STEP_TID ? "step" : name);
         }
     }
     for (int r = 0; r < tl->pp; r++)
         for (int i = 0; i < tl->lists[r].count; i++) {
             const ct_action *a = &tl->lists[r].actions[i];
-            char tok[48];
+            char tok[48], args[64];
             ct_action_format(a, tok, sizeof tok);
-            fprintf(f, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
-                       "\"dur\": %.3f, \"args\": {\"stage\": %d, \"mb\": %d}}",
-                    tok, ct_action_kind_name(a->kind), r, a->stage >= 0 ? a->stage : STEP_TID,
-                    (tl->start[r][i] - t0) * us, (tl->end[r][i] - tl->start[r][i]) * us, a->stage, a->mb);
+            snprintf(args, sizeof args, "\"stage\": %d, \"mb\": %d", a->stage, a->mb);
+            int64_t ts = llround((tl->start[r][i] - t0) * ns), end = llround((tl->end[r][i] - t0) * ns);
+            ct_chrome_complete(&w, tok, NULL, ct_action_kind_name(a->kind), r, a->stage >= 0 ? a->stage : STEP_TID, ts,
+                               end > ts ? end - ts : 0, args);
         }
-    fprintf(f, "\n]}\n");
-    if (fclose(f)) return ct_set_error("%s: write failed", path);
-    return CT_OK;
+    return ct_chrome_close(&w);
 }
 
 ct_status ct_pp_trace_write(const char *path, const ct_pp_timeline *tl, const char *title) {

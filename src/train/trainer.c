@@ -14,6 +14,7 @@
 #include "train/hf_vocab.h"
 #include "train/memory_estimate.h"
 #include "core/toml.h"
+#include "core/trace.h"
 #include "data/tokenizer.h"
 #include "core/version.h"
 #include "checkpoint/model_file.h"
@@ -224,6 +225,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
         t->world.timeout_s = cfg->comm_init_timeout;
     // Each phase's outcome is agreed over the world: a failure ends every rank with one message.
     if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
+    ct_profiler_init(t);  // profiling: span buffer, failure snapshot path (before the big buffers)
     if (ct_comm_agree(&t->world, resolve_vocab(t))) return CT_ERR;
     cfg = &t->cfg;  // from here on, with the vocabulary resolved
     if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;
@@ -256,6 +258,7 @@ ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent)
 
 void ct_trainer_free(ct_trainer *t) {
     ct_checkpoint_free(&t->ckpt);
+    ct_profiler_free(t);
     ct_metrics_close(&t->log);
     if (t->train_data) ct_loader_free(t->train_data);
     if (t->val_data) ct_loader_free(t->val_data);
@@ -331,7 +334,10 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0);
 double ct_trainer_step(ct_trainer *t) {
     double t0 = ct_now_seconds();  // the step's time includes reading its data
     // Read every micro-batch first: the loss is normalised by the valid tokens of the whole step.
-    return step_on_tokens(t, read_step(t, t->train_data), t0);
+    int span = ct_trace_begin(CT_TRACE_STEP, "data");  // profiling
+    long valid = read_step(t, t->train_data);
+    ct_trace_end(span);
+    return step_on_tokens(t, valid, t0);
 }
 
 double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *targets) {
@@ -381,8 +387,10 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     share_loss(t, &loss_sum);
 
     // Each element counted once, whatever holds it (shard descriptors say which copies count).
+    int span = ct_trace_begin(CT_TRACE_OPTIM, "grad_norm");  // profiling
     double sum_sq = ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord);
     ct_comm_all_reduce(&t->world, &sum_sq, &sum_sq, 1, CT_F64, CT_COMM_SUM);
+    ct_trace_end(span);
     double norm = sqrt(sum_sq);
     double loss = valid ? loss_sum / (double)valid : 0.0;
     // Every rank holds the same loss and norm (both reduced over the world), so all decide alike.
@@ -392,7 +400,9 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     double lr = ct_lr_at(&t->schedule, t->step + 1);
     if (!t->nonfinite) {
         double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
+        int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
         ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
+        ct_trace_end(opt_span);
     } else {
         t->skipped_steps++;
     }
@@ -423,6 +433,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
 double ct_trainer_validate(ct_trainer *t) {
     if (!t->val_data) return -1;
     const ct_config *c = &t->cfg;
+    int span = ct_trace_begin(CT_TRACE_STEP, "validation");  // profiling
     ct_loader_reset(t->val_data);
     double loss_sum = 0;
     long valid = 0;
@@ -433,6 +444,7 @@ double ct_trainer_validate(ct_trainer *t) {
         loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, t->n_mb, false, 0.0f);
     }
     share_loss(t, &loss_sum);
+    ct_trace_end(span);
     return valid ? loss_sum / (double)valid : 0.0;
 }
 
@@ -607,6 +619,7 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->is_logger) printf("validation loss before training: %.4f\n", v);
     }
     while (t->step < c->steps) {
+        ct_profiler_step_begin(t);  // profiling: every profile_freq-th step is recorded
         ct_trainer_step(t);
         if (t->step == c->steps) ct_trainer_write_pipeline_trace(t);  // before validation reuses the executor
         bool val_now = t->val_data && (t->step % c->val_freq == 0 || t->step == c->steps);
@@ -622,6 +635,7 @@ int ct_trainer_run(ct_trainer *t) {
             if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
             return 1;
         }
+        ct_profiler_step_end(t);  // profiling: traces, and the memory snapshot after the first step
         if (stop) return stop_on_signal(t);
     }
     if (ct_checkpoint_finish(t)) {

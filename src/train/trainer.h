@@ -18,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/peak.h"
+#include "train/profiling.h"
 
 typedef struct ct_trainer {
     ct_config cfg;
@@ -72,6 +73,7 @@ typedef struct ct_trainer {
     ct_peak peak;            // FLOP/s per rank for MFU and where it comes from (train/peak.h)
     ct_metrics_logger log;
     ct_step_metrics last;    // the last step's figures
+    ct_profiler prof;        // profiling.*: traces and memory snapshots (train/profiling.h)
 } ct_trainer;
 
 // Start-up check that every rank of `world` runs rank 0's effective configuration (collective).

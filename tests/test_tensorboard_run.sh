@@ -16,7 +16,8 @@ OMP_NUM_THREADS=1 timeout 120 mpirun $asroot --oversubscribe --bind-to none -np 
   --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128 --model.ffn_hidden_dim 96 \
   --training.seq_len 32 --training.dataset synthetic --metrics.peak_tflops 1 --training.steps 4 --metrics.log_freq 1 \
   --parallelism.data_shard_degree 2 --parallelism.compute_parallel_degree 2 --metrics.enable_tensorboard true \
-  --metrics.save_tb_folder tbx --job.dump_folder "$tmp/run" >"$tmp/run.log" 2>&1 ||
+  --metrics.save_tb_folder tbx --validation.enable true --validation.freq 2 --validation.steps 4 \
+  --job.dump_folder "$tmp/run" >"$tmp/run.log" 2>&1 ||
   { echo "FAIL tensorboard_run: the run failed: $(tail -2 "$tmp/run.log")"; exit 0; }
 files=$(ls "$tmp"/run/tbx/events.out.tfevents.* 2>/dev/null | wc -l)
 [ "$files" = 1 ] && echo "PASS tensorboard_one_event_file_from_rank_0" || echo "FAIL tensorboard_one_event_file_from_rank_0: $files files"
@@ -32,3 +33,6 @@ verdict=$(paste <(grep '^loss ' "$tmp/dump" | awk '{print $2, $3}') \
          if (d > 1e-5 * ($4 < 0 ? -$4 : $4)) { print "step " $1 ": " $2 " vs " $4; exit } }
        END { if (n != 4) print n " losses" }')
 [ -z "$verdict" ] && echo "PASS tensorboard_losses_match_metrics" || echo "FAIL tensorboard_losses_match_metrics: $verdict"
+# Each step's communication is its own: validation between steps is not counted in the next one.
+n=$(awk '$1 ~ /^comm\/(fsdp|tp)\/bytes$/ {print $1, $3}' "$tmp/dump" | sort -u | wc -l)
+[ "$n" = 2 ] && echo "PASS tensorboard_comm_per_step_excludes_validation" || echo "FAIL tensorboard_comm_per_step_excludes_validation: $n distinct values"

@@ -331,8 +331,48 @@ static long read_step(ct_trainer *t, ct_loader *data) {
 
 static double step_on_tokens(ct_trainer *t, long valid, double t0);
 
+// The mesh groups whose communication a step reports (TensorBoard comm/<group>/...), in a fixed
+// order (comm_prev's): pp, dp_replicate, fsdp (dp_shard x cp), cp, tp.
+static void comm_groups(ct_trainer *t, ct_group *g[5]) {
+    g[0] = &t->mesh.dim[CT_MESH_PP], g[1] = &t->mesh.dim[CT_MESH_DP_REPLICATE], g[2] = &t->mesh.fsdp;
+    g[3] = &t->mesh.dim[CT_MESH_CP], g[4] = &t->mesh.dim[CT_MESH_TP];
+}
+
+static double comm_wait_total(const ct_group *g) {
+    double wait = 0;
+    for (int k = 0; k < CT_COMM_NKINDS; k++) wait += g->stats[k].wait_s;
+    return wait;
+}
+
+// Called as a step begins: what ran since the last step (validation, checkpoints, start-up) is
+// not the next step's communication.
+static void comm_mark(ct_trainer *t) {
+    ct_group *g[5];
+    comm_groups(t, g);
+    for (int i = 0; i < 5; i++) {
+        t->comm_prev[i][0] = ct_comm_stats_total_bytes(g[i]);
+        t->comm_prev[i][1] = comm_wait_total(g[i]);
+    }
+}
+
+// This step's communication per mesh group that has more than one rank: bytes moved and seconds
+// waited since comm_mark (comm's counters only grow), for the metrics (TensorBoard).
+static void fill_comm(ct_trainer *t, ct_step_metrics *m) {
+    ct_group *g[5];
+    comm_groups(t, g);
+    m->n_comm = 0;
+    for (int i = 0; i < 5; i++) {
+        if (g[i]->size <= 1) continue;
+        int n = m->n_comm++;
+        snprintf(m->comm[n].group, sizeof m->comm[n].group, "%.15s", g[i]->name);  // names are short: tp, fsdp
+        m->comm[n].bytes = ct_comm_stats_total_bytes(g[i]) - t->comm_prev[i][0];
+        m->comm[n].wait_s = comm_wait_total(g[i]) - t->comm_prev[i][1];
+    }
+}
+
 double ct_trainer_step(ct_trainer *t) {
     double t0 = ct_now_seconds();  // the step's time includes reading its data
+    comm_mark(t);                  // and so does its communication
     // Read every micro-batch first: the loss is normalised by the valid tokens of the whole step.
     int span = ct_trace_begin(CT_TRACE_STEP, "data");  // profiling
     long valid = read_step(t, t->train_data);
@@ -345,27 +385,8 @@ double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *t
     size_t n = (size_t)c->gradient_accumulation_steps * c->micro_batch_size * c->seq_len;
     memcpy(t->seq_inputs, inputs, n * sizeof *inputs);
     memcpy(t->seq_targets, targets, n * sizeof *targets);
+    comm_mark(t);
     return step_on_tokens(t, select_and_count(t), ct_now_seconds());
-}
-
-// This step's communication per mesh group that has more than one rank: bytes moved and seconds
-// waited since the last step (comm's counters only grow), for the metrics (TensorBoard).
-static void fill_comm(ct_trainer *t, ct_step_metrics *m) {
-    ct_group *groups[] = {&t->mesh.dim[CT_MESH_PP], &t->mesh.dim[CT_MESH_DP_REPLICATE], &t->mesh.fsdp,
-                          &t->mesh.dim[CT_MESH_CP], &t->mesh.dim[CT_MESH_TP]};
-    m->n_comm = 0;
-    for (int i = 0; i < 5; i++) {
-        ct_group *g = groups[i];
-        if (g->size <= 1) continue;
-        double bytes = ct_comm_stats_total_bytes(g), wait = 0;
-        for (int k = 0; k < CT_COMM_NKINDS; k++) wait += g->stats[k].wait_s;
-        int n = m->n_comm++;
-        snprintf(m->comm[n].group, sizeof m->comm[n].group, "%.15s", g->name);  // names are short: tp, fsdp
-        m->comm[n].bytes = bytes - t->comm_prev[i][0];
-        m->comm[n].wait_s = wait - t->comm_prev[i][1];
-        t->comm_prev[i][0] = bytes;
-        t->comm_prev[i][1] = wait;
-    }
 }
 
 // One optimizer step on the tokens in seq_inputs / seq_targets (valid: the step's valid targets;

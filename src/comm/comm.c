@@ -356,6 +356,8 @@ static _Thread_local char agreed_message[1024];
 
 bool ct_comm_error_is_agreed(void) { return agreed_message[0] && !strcmp(agreed_message, ct_last_error()); }
 
+void ct_comm_mark_agreed(void) { snprintf(agreed_message, sizeof agreed_message, "%s", ct_last_error()); }
+
 // Every rank learns the lowest failing rank (a MAX over -rank) and that rank's message.
 ct_status ct_comm_agree(ct_group *g, ct_status local) {
     // {-(lowest failing rank), failing ranks}: a MAX of the first, a SUM of the second.

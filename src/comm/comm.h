@@ -149,6 +149,8 @@ ct_status ct_comm_agree(ct_group *g, ct_status local);
 // Whether ct_last_error() is a message ct_comm_agree gave every rank of its group (so each rank
 // may end on its own, without aborting the others, and one of them print it).
 bool ct_comm_error_is_agreed(void);
+// Marks ct_last_error() as agreed again (after a caller re-set the same message).
+void ct_comm_mark_agreed(void);
 
 // ---- non-blocking: same semantics; buffers must stay untouched until ct_comm_wait -------
 ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *recv, size_t count,

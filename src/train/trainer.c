@@ -213,7 +213,24 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
     return ct_trainer_build_stages(t);
 }
 
+static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent);
+
+// A failed start-up frees what it built (the error message kept); the trainer is then zero, and
+// ct_trainer_free on it does nothing more.
 ct_status ct_trainer_init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
+    if (init(t, cfg, parent) == CT_OK) return CT_OK;
+    char why[1024];
+    snprintf(why, sizeof why, "%s", ct_last_error());
+    bool agreed = ct_comm_error_is_agreed();
+    int rank = t->world.rank;
+    ct_trainer_free(t);
+    t->world.rank = rank;  // who failed, for the caller's message (the group itself is gone)
+    ct_set_error("%s", why);
+    if (agreed) ct_comm_mark_agreed();
+    return CT_ERR;
+}
+
+static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     if (parent ? ct_comm_group_split(parent, 0, parent->rank, "world", &t->world)
@@ -288,6 +305,7 @@ void ct_trainer_free(ct_trainer *t) {
     ct_comm_group_free(&t->world);
     ct_param_table_free(&t->table);
     ct_param_table_free(&t->global_table);
+    memset(t, 0, sizeof *t);  // freeing twice is harmless
 }
 
 // The last pipeline stage computed the loss: sum it over the pipeline (the other stages hold 0),

@@ -291,7 +291,7 @@ void ct_trainer_free(ct_trainer *t) {
     ct_schedule_free(&t->train_schedule);
     ct_schedule_free(&t->eval_schedule);
     free(t->mbs);
-    for (int s = 0; s < t->n_stages; s++)
+    for (int s = 0; t->stages && s < t->n_stages; s++)  // a failed start-up may count stages it never made
         if (t->stages[s].arena) ct_stage_free(&t->stages[s]);
     free(t->stages);
     free(t->stage_rank);

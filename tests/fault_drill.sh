@@ -55,7 +55,9 @@ for i in $(seq 1 "$runs"); do
     stop) kill -STOP "${pids[$victim]}" ;;
     # The checkpoint folder bind-mounted read-only over itself (a remount of the whole tmpfs is
     # refused while the metrics file is open for writing).
-    readonly) mount --bind "$d/run/checkpoint" "$d/run/checkpoint" && mount -o remount,bind,ro "$d/run/checkpoint" ;;
+    # (refused as "busy" while a save holds a file open there: retried until it takes)
+    readonly) mount --bind "$d/run/checkpoint" "$d/run/checkpoint"
+              for try in $(seq 1 100); do mount -o remount,bind,ro "$d/run/checkpoint" 2>/dev/null && break; sleep 0.02; done ;;
     full) dd if=/dev/zero of="$d/filler" bs=1M count=64 status=none 2>/dev/null ;;
   esac
   wait

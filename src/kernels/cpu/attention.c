@@ -18,12 +18,10 @@
 // schedule: bitwise reproducible. (Chosen over the two-pass FA2 scheme -- dK, dV over key tiles,
 // then dQ over query tiles -- which recomputes QK^T and dO V^T: 7 products per tile pair, not 5.)
 //
-// Every product goes through ct_gemm_tile (kernels/cpu/gemm.c) straight on the strided q/k/v
-// buffers (leading dimension = token stride): ct_gemm's small-product path on the calling thread
-// (B packed once, A read in place), so each thread multiplies its own tiles, with each element
-// summed over the tile's K (64) in one chain -- nothing splits that K, and ct_gemm's steps of 16
-// for a short K cost the tiles ~15%. The exps run 8 lanes at a time (fastmath.h's
-// ct_fast_expf_v8).
+// Every product goes through ct_gemm straight on the strided q/k/v buffers (leading dimension =
+// token stride); called inside the parallel region, ct_gemm runs on the calling thread alone
+// (its small-product path: B packed once, A read in place), so each thread multiplies its own
+// tiles. The exps run 8 lanes at a time (fastmath.h's ct_fast_expf_v8).
 #include <math.h>
 #include <omp.h>
 #include <sched.h>
@@ -32,10 +30,6 @@
 
 #include "kernels/cpu/fastmath.h"
 #include "kernels/kernels.h"
-
-// ct_gemm with one summation chain over K, for these tiles (defined in kernels/cpu/gemm.c).
-void ct_gemm_tile(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
-                  const float *B, long ldb, float beta, float *C, long ldc);
 
 #define CT_ATT_BQ 64    // query rows per tile
 #define CT_ATT_BK 64    // key rows per tile
@@ -145,7 +139,7 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
                 int full = khi <= qlo;    // every query sees every key: no mask needed
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                ct_gemm_tile(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, S, CT_ATT_BK);
+                ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, S, CT_ATT_BK);
                 for (long r = 0; r < nq; r++) {
                     float *s = S + r * CT_ATT_BK;
                     if (!full) mask_row(s, nk, k_pos, j0, q_pos ? (long)q_pos[i0 + r] : i0 + r);
@@ -163,7 +157,7 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
                     if (alpha != 1.0f)
                         for (long d = 0; d < HS; d++) O[r * ldo + d] *= alpha;
                 }
-                ct_gemm_tile(0, 0, nq, HS, nk, 1.0f, S, CT_ATT_BK, V, ldv, 1.0f, O, ldo);
+                ct_gemm(0, 0, nq, HS, nk, 1.0f, S, CT_ATT_BK, V, ldv, 1.0f, O, ldo);
             }
             float *L = lse + (b * NH + h) * Tq + i0;  // (nq)
             for (long r = 0; r < nq; r++) {
@@ -249,7 +243,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
                 // P = exp(scale Q K^T - lse), 0 where masked or where the row saw no key
-                ct_gemm_tile(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, P, CT_ATT_BK);
+                ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, P, CT_ATT_BK);
                 for (long r = 0; r < nq; r++) {
                     float *p = P + r * CT_ATT_BK;
                     float Lr = L[r];
@@ -262,15 +256,15 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                     for (; c + 8 <= nk; c += 8) ct_v8f_store(p + c, ct_fast_expf_v8(ct_v8f_load(p + c) - Lr));
                     for (; c < nk; c++) p[c] = ct_fast_expf(p[c] - Lr);
                 }
-                ct_gemm_tile(1, 0, nk, HS, nq, 1.0f, P, CT_ATT_BK, dO, ldo, 0.0f, dVp, HS);  // dV share = P^T dO
-                ct_gemm_tile(0, 1, nq, nk, HS, 1.0f, dO, ldo, V, ldv, 0.0f, dP, CT_ATT_BK);  // dP = dO V^T
+                ct_gemm(1, 0, nk, HS, nq, 1.0f, P, CT_ATT_BK, dO, ldo, 0.0f, dVp, HS);  // dV share = P^T dO
+                ct_gemm(0, 1, nq, nk, HS, 1.0f, dO, ldo, V, ldv, 0.0f, dP, CT_ATT_BK);  // dP = dO V^T
                 for (long r = 0; r < nq; r++) {                                         // dS = P (dP - D)
                     float *p = P + r * CT_ATT_BK, *ds = dP + r * CT_ATT_BK;
                     float Dr = D[r];
                     for (long c = 0; c < nk; c++) ds[c] = p[c] * (ds[c] - Dr);
                 }
-                ct_gemm_tile(0, 0, nq, HS, nk, scale, dP, CT_ATT_BK, K, ldk, 1.0f, dQ, ldq);  // dQ += s dS K
-                ct_gemm_tile(1, 0, nk, HS, nq, scale, dP, CT_ATT_BK, Q, ldq, 0.0f, dKp, HS);  // dK share = s dS^T Q
+                ct_gemm(0, 0, nq, HS, nk, scale, dP, CT_ATT_BK, K, ldk, 1.0f, dQ, ldq);  // dQ += s dS K
+                ct_gemm(1, 0, nk, HS, nq, scale, dP, CT_ATT_BK, Q, ldq, 0.0f, dKp, HS);  // dK share = s dS^T Q
                 // add the shares in the fixed order: this item's rank among the items of this kv
                 // head that see key tile kt
                 int64_t rank = hl * kcnt[kt];

@@ -111,7 +111,7 @@ static inline void vstore_(float *p, vf v) { memcpy(p, &v, sizeof v); }
 // tokens, micro-batches, tensor-parallel shards) and accumulated into C in order gives the
 // whole product's bits, and the others agree with it far more closely than one long chain
 // would. (Steps of 16 on every product would cost ~8% of the speed: the C tile is read and
-// written after every 16 products.) ct_gemm_tile, for the attention's tiles, takes one step.
+// written after every 16 products.)
 //
 #define CT_SHORT_K 128
 #define CT_SHORT_KS 16
@@ -219,12 +219,7 @@ typedef struct {
     const float *A, *B;
     long lda, ldb, ldc;
     float *C;
-    int one_chain;  // sum all of K in one chain per tile whatever K (ct_gemm_tile)
 } gemm_args;
-
-// Products per register tile summed into C in one step (see kern): short K in steps of 16,
-// unless the caller asked for one chain.
-static long k_step_of(const gemm_args *g) { return g->K <= CT_SHORT_K && !g->one_chain ? CT_SHORT_KS : CT_KC; }
 
 #if defined(__AVX2__)
 // dst[i][j] = row j lane i for eight rows r0..r7 (row stride ldd of dst). The rows of dst are
@@ -464,7 +459,7 @@ static long next_block(const row_source *rs, long *own, long nblk, int steal) {
 // rows a call covers: the same bits for any cut.
 static void gemm_block(const gemm_args *g, float *apack, const float *bp, long nsl, long jc, long ic, long mc,
                        long pc0, long pc1) {
-    const long N = g->N, K = g->K, ks = k_step_of(g);
+    const long N = g->N, K = g->K, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     for (long pc = pc0; pc < pc1; pc += CT_KC) {
         long kc = min_l(CT_KC, K - pc);
         float beta = pc == 0 ? g->beta : 1.0f;
@@ -521,7 +516,7 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
 #define CT_SMALL_AT_FLOATS (16L * 1024)
 
 static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
-    const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = k_step_of(g);
+    const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
     const long nsl = (N + CT_NR - 1) / CT_NR, bh = rs->bh, nblk = (M + bh - 1) / bh;
     pack_b(bpack, g, 0, K, 0, N);
@@ -630,24 +625,6 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     team_gemm t = {.g = &g, .ranges = ranges, .bh = bh, .tm = tm, .tn = tn};
 #pragma omp parallel num_threads(tm * tn)
     gemm_part(&t, omp_get_thread_num());
-}
-
-// The attention's tile products (kernels/cpu/attention.c, which declares it): ct_gemm on the
-// calling thread, with each element summed over all of K in one chain even when K is short.
-// The attention tiles (K = 64: head size, or the keys or queries of a tile) have no use for the
-// steps of 16 -- no layout splits their K and adds the parts into C -- and the steps cost them
-// ~15% (the C tile read and written four times per product instead of once).
-void ct_gemm_tile(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
-                  const float *B, long ldb, float beta, float *C, long ldc) {
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0 || alpha == 0.0f) {
-        ct_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);  // C = beta C
-        return;
-    }
-    gemm_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
-                   .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .one_chain = 1};
-    row_source alone = {.ranges = NULL, .bh = CT_MC};
-    gemm_serial(&g, &alone);
 }
 
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC) {

@@ -74,14 +74,15 @@ crash crash_after_rename ckpt.after_rename 0 20
 
 # kill -9 from outside at random moments: every process of the job, or only rank 1. A longer job
 # that saves every 5 steps and keeps the newest 3 (so pruning runs under fire too), against its
-# own uninterrupted reference.
+# own uninterrupted reference. Each step is paced to last at least 20 ms (CTITAN_PACE, a sleep
+# after the step: the numbers do not change), so the kill lands mid-run on a machine of any speed.
 long=(--training.steps 160 --checkpoint.interval 5 --checkpoint.keep_latest_k 3)
 ref_long=$tmp/ref_long
 run2 "$ref_long" "${long[@]}" || fail kill9_reference "$(tail -3 "$ref_long.log")"
 kill_randomly() {
   local name=$1 who=$2 seed=$3 d=$tmp/$1
   RANDOM=$seed
-  (run2 "$d" "${long[@]}") 2>/dev/null &
+  (CTITAN_PACE=train.step_end:20 run2 "$d" "${long[@]}") 2>/dev/null &
   local job_pid=$!
   local waited=0 delay=$((1 + RANDOM % 9))  # tenths of a second after the first checkpoint
   until ls -d "$d"/checkpoint/step-5 >/dev/null 2>&1 || [ $waited -ge 300 ]; do sleep 0.05; waited=$((waited + 1)); done

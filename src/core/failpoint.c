@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 // Hits of the armed point so far: test-only state, one process per run.
@@ -25,4 +26,14 @@ _Noreturn void ct_failpoint_die(void) {
 
 void ct_failpoint(const char *name, int rank) {
     if (ct_failpoint_armed(name, rank)) ct_failpoint_die();
+}
+
+void ct_failpoint_pace(const char *name) {
+    const char *want = getenv("CTITAN_PACE");
+    size_t n = strlen(name);
+    if (!want || strncmp(want, name, n) || want[n] != ':') return;
+    long ms = atol(want + n + 1);
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
 }

@@ -14,6 +14,7 @@
 #include "train/hf_vocab.h"
 #include "train/memory_estimate.h"
 #include "core/toml.h"
+#include "core/failpoint.h"
 #include "core/trace.h"
 #include "data/tokenizer.h"
 #include "core/version.h"
@@ -675,6 +676,7 @@ int ct_trainer_run(ct_trainer *t) {
             return 1;
         }
         ct_profiler_step_end(t);  // profiling: traces, and the memory snapshot after the first step
+        ct_failpoint_pace("train.step_end");  // crash tests: a window of the same length on any machine
         if (stop) return stop_on_signal(t);
     }
     if (ct_checkpoint_finish(t)) {

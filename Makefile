@@ -29,14 +29,21 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all test bench run clean setup lint precision-compare fault-drill
 all: $(BUILD)/ctitan
 
-# scripts/setup.sh installs the Debian packages (idempotent); the stamp makes it run once per tree.
+# `make` only builds. scripts/setup.sh installs the Debian packages (idempotent; the stamp makes it
+# run once per tree): `make setup` runs it, and so do `make run` and `make test`, which first install
+# and then build in a second make (so that nothing compiles before the compiler is there).
 $(SETUP_STAMP): scripts/setup.sh
 	@mkdir -p $(BUILD)
 	bash scripts/setup.sh
 	@touch $@
 setup: $(SETUP_STAMP)
 
-$(BUILD)/%.o: %.c | $(SETUP_STAMP)
+# Without the toolchain a build stops with one line that says what to run, not a compiler error.
+.PHONY: toolchain
+toolchain:
+	@command -v $(CC) >/dev/null 2>&1 || { echo "make: $(CC) not found: run 'make setup' (scripts/setup.sh installs what ctitan needs)"; exit 1; }
+
+$(BUILD)/%.o: %.c | toolchain
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -60,8 +67,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libctitan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
 
-test: $(BUILD)/ctitan $(TEST_BINS)
+test: setup
+	$(MAKE) test-build
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_tests.sh
+.PHONY: test-build
+test-build: $(BUILD)/ctitan $(TEST_BINS)
 
 bench: $(BUILD)/ctitan $(BENCH_BINS)
 	bash bench/run_bench.sh
@@ -93,7 +103,7 @@ FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz
 FUZZ_SECONDS  ?= 120
 .PHONY: fuzz fuzz-smoke fuzz-build
 
-$(BUILD)/fuzz/obj/%.o: %.c | $(SETUP_STAMP)
+$(BUILD)/fuzz/obj/%.o: %.c | toolchain
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
@@ -113,7 +123,8 @@ fuzz: fuzz-build
 fuzz-smoke: fuzz-build
 	bash tests/fuzz/run_fuzz.sh $(BUILD)/fuzz 5
 
-run: $(BUILD)/ctitan
+run: setup
+	$(MAKE) $(BUILD)/ctitan
 	bash scripts/main_job.sh
 
 # Optional, not part of `make test`: transformers loads what `ctitan convert --to hf` writes and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks that the include graph under src/ points one way (DESIGN.md, "Layers"):
-#   core <- kernels | comm <- model <- parallel <- train <- cli,  data/checkpoint/metrics beside
+#   core <- kernels | comm <- model <- parallel <- plan <- train <- cli,  data/checkpoint/metrics beside
 # Every #include "..." is resolved the way the compiler does (next to the file, then -Isrc) and
 # the target's top directory must be the file's own or one its layer may use (ALLOWED below).
 # Plus: only src/kernels/** sees kernel internals (everyone else: "kernels/backend.h" only),
@@ -24,7 +24,8 @@ declare -A ALLOWED=(
   [model]="core kernels"
   [checkpoint]="core model"
   [parallel]="core kernels comm model"
-  [train]="core kernels comm model data checkpoint metrics parallel"
+  [plan]="core kernels comm model parallel"
+  [train]="core kernels comm model data checkpoint metrics parallel plan"
   [cli]="*"
 )
 

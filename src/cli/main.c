@@ -17,7 +17,9 @@ static void usage(FILE *f) {
             "  pipeline   show: a pipeline schedule as a text grid, SVG or Chrome trace\n"
             "  convert    --to hf | --from hf: a model to and from a Hugging Face directory\n"
             "  checkpoint list | verify: distributed checkpoints and their files\n"
-            "  plot       loss curves of runs (metrics.jsonl) as SVG / PNG\n");
+            "  plot       loss curves of runs (metrics.jsonl) as SVG / PNG\n"
+            "  plan       which layout (pp x dp x fsdp x cp x tp, schedule, checkpointing, precision) for a\n"
+            "             model on a cluster: predicted memory, step time, tokens/s and MFU\n");
 }
 
 int main(int argc, char **argv) {
@@ -39,6 +41,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return ct_cmd_convert(argc - 2, argv + 2);
     if (!strcmp(cmd, "checkpoint")) return ct_cmd_checkpoint(argc - 2, argv + 2);
     if (!strcmp(cmd, "plot")) return ct_cmd_plot(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plan")) return ct_cmd_plan(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,342 @@
+// `ctitan plan`: which layout for a model on a cluster (plan/plan.h), before any device-hour.
+//   ctitan plan --model 70b --gpus 256 --gpu h100 --seq_len 8192 --global_batch_tokens 16M
+//   ctitan plan ... --layout fsdp32,tp8 --local_batch 16 --ac full --float8 --compile
+//   ctitan plan --tables
+//   ctitan plan --calibrate [--out profiles/this_machine.toml]   (mpirun -np 2 for link figures)
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/version.h"
+#include "plan/explain.h"
+#include "plan/plan.h"
+
+static const double GIB = 1024.0 * 1024.0 * 1024.0;
+
+typedef struct {
+    const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset;
+    long gpus, seq_len, local_batch, micro_batch, top, steps, stages_per_rank;
+    double memory_gib;
+    bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all;
+} plan_args;
+
+static const char plan_about[] =
+    "Searches the layouts (pp x dp_replicate x dp_shard x cp x tp, pipeline schedule, micro-batches,\n"
+    "activation checkpointing, precision) of a Llama 3 model on a cluster and ranks those that fit the\n"
+    "device's memory by predicted tokens/s per device. With --layout, evaluates that one layout instead.\n"
+    "  --model: debugmodel | 8b | 10b | 70b | 405b (10b: the 10B quick experiment's dimensions), or\n"
+    "           --config FILE takes the model and training.seq_len from a ctitan TOML file.\n"
+    "  --gpu: a profile in profiles/ (h100_sxm | h100, h200, a100_80gb | a100, b200, this_machine) or a\n"
+    "         .toml path; this_machine is a cpu profile, written by --calibrate.\n"
+    "  --global_batch_tokens: tokens per optimizer step over the job; K and M are 1024 and 1048576\n"
+    "         (16M = 2048 sequences of 8192). Default: one sequence per device.\n"
+    "  --layout: degrees by name, outermost first by convention: pp8,dp2,fsdp4,cp2,tp4 (dp = replicate,\n"
+    "         fsdp = shard). --local_batch: sequences per data-parallel rank per step (default 1);\n"
+    "         --micro_batch: sequences per micro-batch (default: the local batch, or 1 with a pipeline).\n"
+    "Memory per device is what ctitan allocates for the run (by category); times come from the\n"
+    "profile's peaks and links and the pipeline schedule simulator. See README, \"Choosing a layout\".\n";
+
+// The model's dimensions: a flavor, or the 10B quick experiment's (configs/llama3_10b_quick_experiment.toml).
+static ct_status set_model(ct_config *c, const char *name) {
+    static const char *const flavors[][2] = {{"debugmodel", "debugmodel"}, {"8b", "8B"}, {"70b", "70B"}, {"405b", "405B"}};
+    for (size_t i = 0; i < sizeof flavors / sizeof flavors[0]; i++)
+        if (!strcasecmp(name, flavors[i][0])) {
+            snprintf(c->flavor, sizeof c->flavor, "%s", flavors[i][1]);
+            return CT_OK;
+        }
+    if (!strcasecmp(name, "10b")) {
+        snprintf(c->flavor, sizeof c->flavor, "8B");
+        c->dim = 5120, c->n_layers = 32, c->n_heads = 40, c->n_kv_heads = 8;
+        c->multiple_of = 1024, c->ffn_dim_multiplier = 1.0;
+        return CT_OK;
+    }
+    return ct_set_error("--model: unknown model '%s' (debugmodel, 8b, 10b, 70b, 405b; or --config FILE)", name);
+}
+
+// "16M", "1048576", "512K" -> tokens.
+static ct_status parse_tokens(const char *text, long *out) {
+    char *end;
+    double v = strtod(text, &end);
+    double mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1048576, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1073741824, end++;
+    if (end == text || *end || !(v > 0) || v * mult > 1e15)
+        return ct_set_error("--global_batch_tokens: expected a token count such as 16M or 1048576, got '%s'", text);
+    *out = (long)(v * mult + 0.5);
+    return CT_OK;
+}
+
+static void print_header(const ct_plan_request *r, FILE *f) {
+    long seqs = r->global_batch_tokens / r->base.seq_len;
+    fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%.1f GiB %s), "
+               "sequence %d, global batch %ld tokens (%ld sequences)\n",
+            r->model.flavor, ct_llama_num_params(&r->model) / 1e9, r->model.dim, r->model.n_layers, r->model.n_heads,
+            r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name,
+            ct_plan_budget(&r->hw, r->devices) / GIB, r->hw.cpu ? "per rank" : "each", r->base.seq_len,
+            r->global_batch_tokens, seqs);
+}
+
+static void print_row_header(FILE *f) {
+    fprintf(f, "%3s  %-22s %-46s %7s  %-27s %8s %8s %8s %8s %10s %6s\n", "#", "layout", "options", "GiB",
+            "params/grads/optim/act/comm", "step s", "compute", "exposed", "bubble", "tok/s/dev", "MFU");
+}
+
+static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
+    char opts[160], parts[64];
+    ct_plan_options_name(&c->cfg, opts, sizeof opts);
+    const double *b = c->mem.bytes;
+    snprintf(parts, sizeof parts, "%.1f/%.1f/%.1f/%.1f/%.1f", b[CT_MEM_PARAMS] / GIB, b[CT_MEM_GRADS] / GIB,
+             b[CT_MEM_OPTIM] / GIB, b[CT_MEM_ACTIVATIONS] / GIB, b[CT_MEM_COMM] / GIB);
+    fprintf(f, "%3d  %-22s %-46s %7.1f  %-27s", i, c->layout, opts, c->mem.total / GIB, parts);
+    if (!c->fits) {
+        fprintf(f, "  does not fit\n");
+        return;
+    }
+    double exposed = 0;
+    for (int d = 0; d < CT_PLAN_NDIMS; d++) exposed += c->time.exposed[d];
+    fprintf(f, " %8.3f %8.3f %8.3f %8.3f %10.0f %5.1f%%\n", c->time.step, c->time.compute, exposed, c->time.bubble,
+            c->time.tokens_per_s_per_device, 100 * c->time.mfu);
+}
+
+// One candidate in full (--layout).
+static void print_detail(FILE *f, const ct_plan_candidate *c) {
+    char opts[160];
+    ct_plan_options_name(&c->cfg, opts, sizeof opts);
+    fprintf(f, "layout %s (%s)\n", c->layout, opts);
+    fprintf(f, "memory per device: %.2f GiB of %.2f%s (pipeline rank %d)\n", c->mem.total / GIB, c->budget / GIB,
+            c->fits ? "" : ": DOES NOT FIT", c->mem.worst_pp_rank);
+    for (int k = 0; k < CT_MEM_NCATEGORIES; k++)
+        fprintf(f, "  %-12s %9.2f GiB\n", ct_mem_category_name((ct_mem_category)k), c->mem.bytes[k] / GIB);
+    const ct_plan_time *t = &c->time;
+    fprintf(f, "step: %.4f s = compute %.4f + exposed communication %.4f + pipeline bubble %.4f\n", t->step, t->compute,
+            t->step - t->compute - t->bubble, t->bubble);
+    for (int d = 0; d < CT_PLAN_NDIMS; d++)
+        if (t->comm[d] > 0)
+            fprintf(f, "  %-12s communication %.4f s, exposed %.4f s\n", ct_plan_dim_name((ct_plan_dim)d), t->comm[d],
+                    t->exposed[d]);
+    fprintf(f, "throughput: %.0f tokens/s per device, %.1f TFLOP/s per device, MFU %.1f%%\n",
+            t->tokens_per_s_per_device, t->model_flops_per_s / 1e12, 100 * t->mfu);
+}
+
+static ct_status emit(const char *path, const ct_plan_candidate *c, const ct_plan_request *r) {
+    FILE *f = fopen(path, "w");
+    if (!f) return ct_set_error("--emit-config %s: cannot write", path);
+    fprintf(f, "# ctitan plan (ctitan %s): layout %s on %d x %s; predicted %.0f tokens/s per device, MFU %.1f%%, "
+               "%.2f GiB per device.\n# Run with: mpirun -np %d ctitan train --config %s\n",
+            ct_version(), c->layout, r->devices, r->hw.name, c->time.tokens_per_s_per_device, 100 * c->time.mfu,
+            c->mem.total / GIB, r->devices, path);
+    ct_config_write_toml(&c->cfg, f);
+    if (fclose(f)) return ct_set_error("--emit-config %s: write failed", path);
+    return CT_OK;
+}
+
+static ct_status build_request(const plan_args *a, ct_plan_request *r) {
+    memset(r, 0, sizeof *r);
+    ct_config *b = &r->base;
+    ct_config_defaults(b);
+    if (a->config && ct_config_load_file(b, a->config)) return CT_ERR;
+    if (a->model && set_model(b, a->model)) return CT_ERR;
+    if (a->seq_len) b->seq_len = (int)a->seq_len;
+    if (a->steps) b->steps = (int)a->steps;
+    if (a->dataset) snprintf(b->dataset, sizeof b->dataset, "%s", a->dataset);
+    if (ct_hw_profile_load(a->gpu ? a->gpu : "h100_sxm", &r->hw)) return CT_ERR;
+    if (a->memory_gib > 0) r->hw.memory_bytes = a->memory_gib * GIB;
+    // Precision: bf16 mixed precision on a GPU; the configuration's own on a cpu profile.
+    if (a->precision) {
+        if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
+            return ct_set_error("--precision: expected fp32 or bf16, got '%s'", a->precision);
+        snprintf(b->mixed_precision, sizeof b->mixed_precision, "%s", a->precision);
+    } else if (!r->hw.cpu) {
+        snprintf(b->mixed_precision, sizeof b->mixed_precision, "bf16");
+    }
+    if (ct_config_validate(b)) return CT_ERR;
+    if (ct_llama_config_from(&r->model, b)) return CT_ERR;
+    r->devices = (int)a->gpus;
+    r->global_batch_tokens = (long)r->devices * b->seq_len;
+    if (a->batch_text && parse_tokens(a->batch_text, &r->global_batch_tokens)) return CT_ERR;
+    r->allow_float8 = !a->no_float8 && !r->hw.cpu;
+    r->compile = !a->no_compile;
+    r->async_comm = !a->no_async;
+    return CT_OK;
+}
+
+// --layout: one configuration, evaluated.
+static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
+    ct_config c = r->base;
+    if (ct_plan_layout_parse(a->layout, r->devices, &c)) goto fail;
+    int dp = c.data_replicate_degree * c.data_shard_degree;
+    long local = a->local_batch ? a->local_batch : 1;
+    if (a->batch_text) {
+        long seqs = r->global_batch_tokens / c.seq_len;
+        if (seqs % dp) {
+            ct_set_error("--global_batch_tokens: %ld sequences do not split over %d data-parallel ranks", seqs, dp);
+            goto fail;
+        }
+        local = seqs / dp;
+    }
+    long micro = a->micro_batch ? a->micro_batch : c.pipeline_degree > 1 ? 1 : local;
+    if (local % micro) {
+        ct_set_error("--micro_batch %ld does not divide the local batch of %ld sequences", micro, local);
+        goto fail;
+    }
+    c.micro_batch_size = (int)micro, c.gradient_accumulation_steps = (int)(local / micro);
+    r->global_batch_tokens = local * dp * c.seq_len;
+    if (c.pipeline_degree > 1) {
+        snprintf(c.pipeline_schedule, sizeof c.pipeline_schedule, "%s", a->schedule ? a->schedule : "1f1b");
+        c.pipeline_stages_per_rank = a->stages_per_rank ? (int)a->stages_per_rank
+                                   : strstr(c.pipeline_schedule, "interleaved") || !strcmp(c.pipeline_schedule, "zbv")
+                                       ? 2 : 1;
+    }
+    const char *ac = a->ac ? a->ac : "none";
+    if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
+    else if (!strcmp(ac, "full") || !strcmp(ac, "none")) snprintf(c.ac_mode, sizeof c.ac_mode, "%s", ac);
+    else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
+    else {
+        ct_set_error("--ac: expected none, op, full or a block count N (every N-th block), got '%s'", ac);
+        goto fail;
+    }
+    c.float8 = a->float8, c.mxfp8 = a->mxfp8;
+    c.compile = a->compile, c.enable_async_comm = !a->no_async;
+    if (ct_config_validate(&c)) goto fail;
+    ct_plan_candidate cand;
+    if (ct_plan_evaluate(r, &c, &cand)) goto fail;
+    print_header(r, stdout);
+    print_detail(stdout, &cand);
+    if (a->emit && emit(a->emit, &cand, r)) goto fail;
+    if (a->emit) printf("wrote %s\n", a->emit);
+    return cand.fits ? 0 : 1;
+fail:
+    fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
+    return 2;
+}
+
+static int search_and_print(const plan_args *a, ct_plan_request *r, int top, FILE *f) {
+    ct_plan_candidate *all;
+    int n;
+    if (ct_plan_search(r, &all, &n)) {
+        fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
+        return 1;
+    }
+    print_header(r, f);
+    int fit = 0;
+    while (fit < n && all[fit].fits) fit++;
+    fprintf(f, "%d layouts considered, %d fit; ranked by predicted tokens/s per device:\n", n, fit);
+    if (!fit) {
+        char why[768];
+        ct_plan_refusal(r, all, n, why, sizeof why);
+        fprintf(stderr, "ctitan plan: nothing fits: %s\n", why);
+        free(all);
+        return 1;
+    }
+    print_row_header(f);
+    int shown = a->all ? fit : (top < fit ? top : fit);
+    for (int i = 0; i < shown; i++) print_row(f, i + 1, &all[i]);
+    if (a->explain) {
+        fprintf(f, "\n");
+        ct_plan_explain(r, all, n, f);
+    }
+    int rc = 0;
+    if (a->emit) {
+        if (emit(a->emit, &all[0], r)) {
+            fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
+            rc = 1;
+        } else {
+            fprintf(f, "wrote %s (layout %s)\n", a->emit, all[0].layout);
+        }
+    }
+    free(all);
+    return rc;
+}
+
+// The three reference tables: a 10B model on 8 devices, 70B on 32, 405B on 256 (H100 SXM unless
+// --gpu says otherwise). Batches: 1M tokens of 4096-token sequences (10B, as its shipped config),
+// 4M and 16M tokens of 8192 (Llama 3's own 405B run used 4M-16M).
+static int tables(const plan_args *a) {
+    static const struct {
+        const char *model;
+        int gpus, seq;
+        const char *batch;
+    } rows[] = {{"10b", 8, 4096, "1M"}, {"70b", 32, 8192, "4M"}, {"405b", 256, 8192, "16M"}};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        plan_args t = *a;
+        t.model = rows[i].model, t.gpus = rows[i].gpus, t.seq_len = rows[i].seq, t.batch_text = rows[i].batch;
+        t.config = NULL, t.emit = NULL, t.explain = false;
+        ct_plan_request r;
+        if (build_request(&t, &r)) {
+            fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
+            return 1;
+        }
+        printf("%sTable %zu. ", i ? "\n" : "", i + 1);
+        rc |= search_and_print(&t, &r, a->top ? (int)a->top : 5, stdout);
+    }
+    return rc;
+}
+
+int ct_cmd_plan(int argc, char **argv) {
+    plan_args a = {0};
+    const ct_opt opts[] = {
+        {"model", 0, CT_OPT_STR, &a.model, "NAME", "debugmodel | 8b | 10b | 70b | 405b", 0, 0},
+        {"config", 0, CT_OPT_STR, &a.config, "FILE", "take the model (and training settings) from a ctitan TOML", 0, 0},
+        {"gpus", 0, CT_OPT_LONG, &a.gpus, "N", "devices (ranks) in the job", 1, 1 << 20},
+        {"gpu", 0, CT_OPT_STR, &a.gpu, "PROFILE", "hardware profile (default h100_sxm)", 0, 0},
+        {"seq_len", 0, CT_OPT_LONG, &a.seq_len, "T", "tokens per sequence (default: the config's)", 1, 1 << 24},
+        {"global_batch_tokens", 0, CT_OPT_STR, &a.batch_text, "N", "tokens per step over the job (16M, 1048576)", 0, 0},
+        {"layout", 0, CT_OPT_STR, &a.layout, "L", "evaluate this layout (fsdp32,tp8) instead of searching", 0, 0},
+        {"local_batch", 0, CT_OPT_LONG, &a.local_batch, "N", "--layout: sequences per data-parallel rank per step", 1, 1 << 20},
+        {"micro_batch", 0, CT_OPT_LONG, &a.micro_batch, "N", "--layout: sequences per micro-batch", 1, 1 << 20},
+        {"schedule", 0, CT_OPT_STR, &a.schedule, "NAME", "--layout: pipeline schedule (default 1f1b)", 0, 0},
+        {"stages_per_rank", 0, CT_OPT_LONG, &a.stages_per_rank, "V", "--layout: virtual pipeline stages per rank", 1, 64},
+        {"ac", 0, CT_OPT_STR, &a.ac, "MODE", "--layout: none | op | full | N (every N-th block)", 0, 0},
+        {"float8", 0, CT_OPT_FLAG, &a.float8, NULL, "--layout: float8 matmuls", 0, 0},
+        {"mxfp8", 0, CT_OPT_FLAG, &a.mxfp8, NULL, "--layout: MXFP8 matmuls", 0, 0},
+        {"compile", 0, CT_OPT_FLAG, &a.compile, NULL, "--layout: fused kernels", 0, 0},
+        {"no_compile", 0, CT_OPT_FLAG, &a.no_compile, NULL, "search without fused kernels", 0, 0},
+        {"no_float8", 0, CT_OPT_FLAG, &a.no_float8, NULL, "search bf16 only", 0, 0},
+        {"no_async_comm", 0, CT_OPT_FLAG, &a.no_async, NULL, "communication not overlapped", 0, 0},
+        {"precision", 0, CT_OPT_STR, &a.precision, "P", "fp32 | bf16 (default: bf16 on a GPU, the config's on a CPU)", 0, 0},
+        {"memory_gib", 0, CT_OPT_DOUBLE, &a.memory_gib, "GIB", "override the profile's memory per device", 0.001, 1e6},
+        {"top", 0, CT_OPT_LONG, &a.top, "N", "rows to print (default 10)", 1, 100000},
+        {"all", 0, CT_OPT_FLAG, &a.all, NULL, "print every layout that fits", 0, 0},
+        {"explain", 0, CT_OPT_FLAG, &a.explain, NULL, "walk the decision for the best layout", 0, 0},
+        {"emit_config", 0, CT_OPT_STR, &a.emit, "FILE", "write the best (or the evaluated) layout as a ctitan TOML", 0, 0},
+        {"steps", 0, CT_OPT_LONG, &a.steps, "N", "training.steps in the emitted config", 1, 1L << 30},
+        {"dataset", 0, CT_OPT_STR, &a.dataset, "D", "training.dataset in the emitted config", 0, 0},
+        {"tables", 0, CT_OPT_FLAG, &a.tables, NULL, "the reference tables: 10B on 8, 70B on 32, 405B on 256 devices", 0, 0},
+        {"calibrate", 0, CT_OPT_FLAG, &a.calibrate, NULL, "measure this machine into a profile", 0, 0},
+        {"out", 0, CT_OPT_STR, &a.out, "FILE", "--calibrate: where (default profiles/this_machine.toml)", 0, 0},
+    };
+    ct_opt_spec spec = {"ctitan plan", "--model NAME --gpus N [--gpu PROFILE] [options]", plan_about, opts,
+                        (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
+    int st = ct_opt_parse(&spec, argc, argv);
+    if (st == CT_OPT_HELP) return 0;
+    if (st == CT_OPT_ERROR) return 2;
+    if (a.calibrate) {
+        if (ct_hw_calibrate(a.out)) {
+            fprintf(stderr, "ctitan plan --calibrate: %s\n", ct_last_error());
+            return 1;
+        }
+        return 0;
+    }
+    if (a.tables) return tables(&a);
+    if (!a.model && !a.config) {
+        fprintf(stderr, "ctitan plan: which model? --model debugmodel|8b|10b|70b|405b or --config FILE (--help)\n");
+        return 2;
+    }
+    if (!a.gpus) {
+        fprintf(stderr, "ctitan plan: how many devices? --gpus N (--help)\n");
+        return 2;
+    }
+    ct_plan_request r;
+    if (build_request(&a, &r)) {
+        fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
+        return 2;
+    }
+    if (a.layout) return evaluate_layout(&a, &r);
+    return search_and_print(&a, &r, a.top ? (int)a.top : 10, stdout);
+}

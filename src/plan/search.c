@@ -1,0 +1,217 @@
+// The planner's search: every legal layout of the space plan.h describes, judged by the memory
+// and time models, ranked.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/context_parallel.h"
+#include "parallel/pipeline_schedules.h"
+#include "plan/plan.h"
+
+double ct_plan_budget(const ct_hw_profile *hw, int devices) {
+    // A cpu profile's memory is the node's, shared by every rank of the run (all on this node).
+    return hw->cpu ? hw->memory_bytes / (devices > 0 ? devices : 1) : hw->memory_bytes;
+}
+
+ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan_candidate *out) {
+    memset(out, 0, sizeof *out);
+    out->cfg = *c;
+    ct_plan_layout_name(c, out->layout, sizeof out->layout);
+    ct_llama_config m;
+    if (ct_llama_config_from(&m, c)) return CT_ERR;
+    if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
+    out->budget = ct_plan_budget(&r->hw, r->devices);
+    out->fits = out->mem.total <= out->budget;
+    return ct_plan_time_step(&m, c, r->devices, &r->hw, &out->time);
+}
+
+// ------------------------------------------------------------------ names
+
+int ct_plan_layout_name(const ct_config *c, char *buf, size_t n) {
+    struct {
+        const char *word;
+        int degree;
+    } dims[] = {{"pp", c->pipeline_degree},        {"dp", c->data_replicate_degree},
+                {"fsdp", c->data_shard_degree},    {"cp", c->context_extension_degree},
+                {"tp", c->compute_parallel_degree}};
+    int len = 0;
+    if (n) buf[0] = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].degree <= 1) continue;
+        int w = snprintf(buf + len, n > (size_t)len ? n - (size_t)len : 0, "%s%s%d", len ? "," : "", dims[i].word,
+                         dims[i].degree);
+        len += w;
+    }
+    if (!len) len = snprintf(buf, n, "single");
+    return len;
+}
+
+ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
+    int pp = 1, dp = 1, fsdp = 1, cp = 1, tp = 1;
+    char copy[256];
+    if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) return ct_set_error("--layout: too long");
+    char *save = NULL;
+    for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        int *slot = NULL;
+        size_t k = 0;
+        if (!strncmp(w, "fsdp", 4)) slot = &fsdp, k = 4;
+        else if (!strncmp(w, "ddp", 3)) slot = &dp, k = 3;
+        else if (!strncmp(w, "dp", 2)) slot = &dp, k = 2;
+        else if (!strncmp(w, "pp", 2)) slot = &pp, k = 2;
+        else if (!strncmp(w, "cp", 2)) slot = &cp, k = 2;
+        else if (!strncmp(w, "tp", 2)) slot = &tp, k = 2;
+        char *end;
+        long v = slot ? strtol(w + k, &end, 10) : 0;
+        if (!slot || end == w + k || *end || v < 1 || v > 1 << 20)
+            return ct_set_error("--layout: '%s' is not a degree (expected pp<N>, dp<N>, fsdp<N>, cp<N> or tp<N>, "
+                                "e.g. fsdp32,tp8)",
+                                w);
+        *slot = (int)v;
+    }
+    long world = (long)pp * dp * fsdp * cp * tp;
+    if (world != devices)
+        return ct_set_error("--layout %s uses %ld devices, --gpus is %d", text, world, devices);
+    c->pipeline_degree = pp, c->data_replicate_degree = dp, c->data_shard_degree = fsdp;
+    c->context_extension_degree = cp, c->compute_parallel_degree = tp;
+    c->sequence_parallel = tp > 1;
+    return CT_OK;
+}
+
+int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
+    char ac[32] = "none";
+    if (!strcmp(c->ac_mode, "full")) snprintf(ac, sizeof ac, "full");
+    else if (!strcmp(c->ac_mode, "selective") || c->ac_selective)
+        snprintf(ac, sizeof ac, strcmp(c->ac_option, "op") ? "every %s" : "op", c->ac_option);
+    const char *prec = c->mxfp8 ? "mxfp8" : c->float8 ? "float8" : c->mixed_precision;
+    char sched[48] = "";
+    if (c->pipeline_degree > 1)
+        snprintf(sched, sizeof sched, ", %s%s", c->pipeline_schedule,
+                 c->pipeline_stages_per_rank > 1 ? " x2" : "");
+    return snprintf(buf, n, "mb %d x %d%s, ac %s, %s%s%s", c->micro_batch_size, c->gradient_accumulation_steps, sched,
+                    ac, prec, c->compile ? ", compile" : "", c->enable_async_comm ? ", async" : "");
+}
+
+// ------------------------------------------------------------------ the space
+
+typedef struct {
+    ct_plan_candidate *v;
+    int n, cap;
+} candidates;
+
+static void keep(candidates *cs, const ct_plan_candidate *c) {
+    if (cs->n == cs->cap) {
+        cs->cap = cs->cap ? 2 * cs->cap : 256;
+        cs->v = realloc(cs->v, (size_t)cs->cap * sizeof *cs->v);
+        if (!cs->v) ct_fatal("plan", "out of memory for %d candidates", cs->cap);
+    }
+    cs->v[cs->n++] = *c;
+}
+
+// Evaluates c; keeps it when it can be built. Time only for a layout that fits (the others are
+// listed with their memory, for the refusal and --explain).
+static void consider(const ct_plan_request *r, const ct_config *c, candidates *cs) {
+    ct_plan_candidate cand;
+    memset(&cand, 0, sizeof cand);
+    cand.cfg = *c;
+    ct_plan_layout_name(c, cand.layout, sizeof cand.layout);
+    ct_llama_config m;
+    if (ct_llama_config_from(&m, c) || ct_plan_memory_rank(&m, c, r->devices, &cand.mem)) return;
+    cand.budget = ct_plan_budget(&r->hw, r->devices);
+    cand.fits = cand.mem.total <= cand.budget;
+    if (cand.fits && ct_plan_time_step(&m, c, r->devices, &r->hw, &cand.time)) return;
+    keep(cs, &cand);
+}
+
+static const char *const schedules[] = {"1f1b", "interleaved_1f1b", "zbv"};
+
+// The pipeline schedule, checkpointing and precision choices for fixed degrees and micro-batches.
+static void options(const ct_plan_request *r, ct_config c, candidates *cs) {
+    int n_sched = c.pipeline_degree > 1 ? 3 : 1;
+    bool fp8 = r->allow_float8 && r->hw.peak_fp8 > 0;
+    for (int s = 0; s < n_sched; s++) {
+        int vpp = 1;
+        if (c.pipeline_degree > 1) {
+            ct_pp_kind kind;
+            ct_pp_kind_parse(schedules[s], &kind);
+            vpp = s == 0 ? 1 : 2;
+            if (c.pipeline_degree * vpp > r->model.n_layers) continue;
+            if (ct_pp_validate(kind, c.pipeline_degree, vpp, c.gradient_accumulation_steps)) continue;
+            snprintf(c.pipeline_schedule, sizeof c.pipeline_schedule, "%s", schedules[s]);
+        }
+        c.pipeline_stages_per_rank = vpp;
+        // Checkpointing recomputes inside a backward; a split backward (ZBV's I and W) cannot.
+        int n_ac = c.pipeline_degree > 1 && s == 2 ? 1 : 3;
+        for (int a = 0; a < n_ac; a++) {
+            static const char *const modes[] = {"none", "selective", "full"};
+            snprintf(c.ac_mode, sizeof c.ac_mode, "%s", modes[a]);
+            c.ac_selective = a == 1;
+            snprintf(c.ac_option, sizeof c.ac_option, "op");
+            for (int p = 0; p < (fp8 ? 2 : 1); p++) {
+                c.float8 = p == 1;
+                consider(r, &c, cs);
+            }
+        }
+    }
+}
+
+static int by_rank(const void *pa, const void *pb) {
+    const ct_plan_candidate *a = pa, *b = pb;
+    if (a->fits != b->fits) return a->fits ? -1 : 1;
+    double x = a->fits ? a->time.tokens_per_s_per_device : -a->mem.total;
+    double y = b->fits ? b->time.tokens_per_s_per_device : -b->mem.total;
+    if (x != y) return x > y ? -1 : 1;
+    // Equally fast: the one with room to spare first.
+    if (a->mem.total != b->mem.total) return a->mem.total < b->mem.total ? -1 : 1;
+    return strcmp(a->layout, b->layout);
+}
+
+ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int *n) {
+    *out = NULL, *n = 0;
+    const ct_config *b = &r->base;
+    long T = b->seq_len;
+    if (r->global_batch_tokens % T)
+        return ct_set_error("the global batch of %ld tokens is not a whole number of %ld-token sequences",
+                            r->global_batch_tokens, T);
+    long seqs = r->global_batch_tokens / T;
+    int node = r->hw.cpu ? r->devices : r->hw.devices_per_node;
+    candidates cs = {0};
+    for (int tp = 1; tp <= node && tp <= r->devices; tp *= 2) {
+        ct_llama_config local;
+        if (ct_llama_config_local(&r->model, tp, &local)) continue;
+        for (int cp = 1; tp * cp <= r->devices && cp <= 64; cp *= 2) {
+            if (cp > 1 && ct_cp_check_seq_len(CT_CP_HEADTAIL, cp, T)) continue;
+            for (int pp = 1; tp * cp * pp <= r->devices && pp <= r->model.n_layers; pp *= 2) {
+                if (r->devices % (tp * cp * pp)) continue;
+                int dp = r->devices / (tp * cp * pp);
+                if (seqs % dp) continue;
+                long local_seqs = seqs / dp;  // sequences per data-parallel rank per step
+                for (int rep = 1; rep <= dp; rep *= 2) {
+                    if (dp % rep) continue;
+                    for (int mb = 1; mb <= 4 && mb <= local_seqs; mb *= 2) {
+                        if (local_seqs % mb) continue;
+                        long n_micro = local_seqs / mb;
+                        if (pp > 1 && n_micro < pp) continue;
+                        if (tp > 1 && ((long)mb * (T / cp)) % tp) continue;  // sequence parallel splits the tokens
+                        ct_config c = *b;
+                        c.compute_parallel_degree = tp, c.context_extension_degree = cp, c.pipeline_degree = pp;
+                        c.data_replicate_degree = rep, c.data_shard_degree = dp / rep;
+                        c.sequence_parallel = tp > 1;
+                        c.micro_batch_size = mb, c.gradient_accumulation_steps = (int)n_micro;
+                        c.pipeline_microbatch_size = 0;
+                        c.compile = r->compile, c.enable_async_comm = r->async_comm;
+                        options(r, c, &cs);
+                    }
+                }
+            }
+        }
+    }
+    if (!cs.n) {
+        free(cs.v);
+        return ct_set_error("no layout of %d devices can run this model with a global batch of %ld sequences of %ld "
+                            "tokens: the data-parallel degree must divide the batch, tp the heads",
+                            r->devices, seqs, T);
+    }
+    qsort(cs.v, (size_t)cs.n, sizeof *cs.v, by_rank);
+    *out = cs.v, *n = cs.n;
+    return CT_OK;
+}

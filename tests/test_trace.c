@@ -18,7 +18,8 @@
 // one valid trace per rank and profiled step, the expected spans (forward, backward, blocks,
 // all_gather on fsdp, all_reduce on tp, reduce-scatters, gradient norm, optimizer, a checkpoint
 // save), the SVG
-// timeline with one rect per span, and each rank's memory snapshot equal to its accounting.
+// timeline with one rect per span, and each rank's memory snapshot equal to its accounting;
+// and a 4-rank pipeline 2 x context parallel 2 run: its pipeline actions and pp / cp waits.
 #include <dirent.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -625,11 +626,74 @@ static void fsdp2_tp2_profile(void) {
     if (rank == 0 && ct_test_case_failed) printf("  outputs kept in %s\n", dump);
 }
 
+// Any span whose name ends with " <group>" (a communication wait on that group).
+static int count_on_group(const trace *tr, const char *group) {
+    int n = 0;
+    size_t g = strlen(group);
+    for (int i = 0; tr->events && i < tr->events->n; i++) {
+        const char *name = jstr(&tr->events->items[i], "name");
+        size_t l = strlen(name);
+        n += l > g && name[l - g - 1] == ' ' && !strcmp(name + l - g, group);
+    }
+    return n;
+}
+
+// A 4-rank pipeline 2 x context parallel 2 run, every step profiled: each rank's trace is valid
+// and shows its pipeline actions (2 micro-batches through its one stage: two forwards and two
+// backwards, the sends and receives of its side of the pipe) and waits on the pp and cp groups.
+static void pp2_cp2_profile(void) {
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char dump[64] = "/tmp/ct_test_profpp_XXXXXX";
+    int made = rank == 0 ? mkdtemp(dump) != NULL : 1;
+    MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(dump, sizeof dump, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(made, "mkdtemp");
+    if (!made) return;
+    ct_config c;
+    tiny(&c, dump);
+    set(&c, "training.steps", "1");
+    set(&c, "micro_batch_size", "1");
+    set(&c, "gradient_accumulation_steps", "2");
+    set(&c, "parallelism.pipeline_degree", "2");
+    set(&c, "pipeline_schedule", "1f1b");
+    set(&c, "parallelism.context_extension_degree", "2");
+    set(&c, "parallelism.data_shard_degree", "1");
+    set(&c, "profiling.enable_profiling", "true");
+    set(&c, "profiling.profile_freq", "1");
+    static ct_trainer t;
+    if (ct_trainer_init(&t, &c, NULL)) {
+        CHECK(0, "init: %s", ct_last_error());
+        return;
+    }
+    CHECK(ct_trainer_run(&t) == 0, "run failed");
+    int stage = t.mesh.dim[CT_MESH_PP].rank;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/profile_traces/iteration_1/rank%d_trace.json", dump, rank);
+    trace tr;
+    CHECK(check_trace(path, &tr), "%s: %s", path, tr.why);
+    CHECK(count_named(&tr, "forward") == 2 && count_named(&tr, "backward") == 2,
+          "rank %d (stage %d): %d forward and %d backward actions, want 2 and 2", rank, stage,
+          count_named(&tr, "forward"), count_named(&tr, "backward"));
+    // Stage 0 sends activations and receives gradients; stage 1 the other way round.
+    const char *sends = stage == 0 ? "send_f" : "send_b", *recvs = stage == 0 ? "recv_b" : "recv_f";
+    CHECK(count_named(&tr, sends) == 2 && count_named(&tr, recvs) == 2, "rank %d (stage %d): %s %d, %s %d", rank,
+          stage, sends, count_named(&tr, sends), recvs, count_named(&tr, recvs));
+    CHECK(count_on_group(&tr, "pp") > 0, "rank %d: no wait on the pp group", rank);
+    CHECK(count_on_group(&tr, "cp") > 0, "rank %d: no wait on the cp group", rank);
+    trace_free(&tr);
+    ct_trainer_free(&t);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && !ct_test_case_failed) rm_tree(dump);
+    if (rank == 0 && ct_test_case_failed) printf("  outputs kept in %s\n", dump);
+}
+
 int main(int argc, char **argv) {
     counting_start();
     if (ct_mpi_test_is_child(argc, argv)) {
         if (ct_comm_init(&argc, &argv)) return 1;
         CT_MPI_RUN(fsdp2_tp2_profile);
+        CT_MPI_RUN(pp2_cp2_profile);
         ct_comm_finalize();
         CT_TEST_EXIT();
     }

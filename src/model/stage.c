@@ -178,6 +178,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->prec = spec->prec;
     s->ac = spec->ac;
     s->fused = spec->fused;
+    s->sizing = spec->sizing;
     if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
         ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;
@@ -197,7 +198,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
         if (xent > scratch) scratch = xent;
     }
     long total = carve_shared(s, NULL, scratch);
-    s->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    s->arena = ct_mem_take(s->sizing, CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    if (s->sizing) return;  // sizing only: nothing to carve or fill
     carve_shared(s, s->arena, scratch);
     ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
 }
@@ -232,7 +234,8 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
         if (split) a->wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_wgrad_inputs));
         per_slot = carve_slot(s, a, NULL);
     }
-    s->slot_arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
+    s->slot_arena = ct_mem_take(s->sizing, CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
+    if (s->sizing) return;
     for (int i = 0; i < n; i++) carve_slot(s, &s->slots[i], s->slot_arena + per_slot * i);
 }
 

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/mem_sizing.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "model/linear.h"
@@ -110,6 +111,7 @@ typedef struct {
     long xent_chunk_rows;
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
+    ct_mem_sizing *sizing;       // non-NULL: a sizing stage (no buffers, see ct_stage_spec)
 } ct_stage;
 
 typedef struct {
@@ -126,6 +128,9 @@ typedef struct {
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
     bool fused;                  // fused kernels (--compile.enable)
+    ct_mem_sizing *sizing;       // non-NULL: allocate nothing, add the bytes init and
+                                 // ct_stage_plan_slots would allocate to it (core/mem_sizing.h);
+                                 // such a stage can be planned (executor) but never run
 } ct_stage_spec;
 
 // Plans the shared buffers; slots come from ct_stage_plan_slots (the executor's count).

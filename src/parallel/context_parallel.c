@@ -127,13 +127,21 @@ void ct_cp_merge(float *o, float *l, const float *o_part, const float *l_part, l
 
 // ------------------------------------------------------------------ planning
 
-static float *alloc_f(const ct_cp *cp, ct_mem_category cat, long n) {
+// A buffer on the backend's device, or (sizing) only its bytes counted.
+static float *alloc_f(const ct_cp *cp, ct_mem_sizing *sizing, ct_mem_category cat, long n) {
+    if (sizing) return ct_mem_sizing_add(sizing, cat, (size_t)n * sizeof(float));
     ct_device dev = {cp->k->device, 0};
     return ct_mem_alloc_on(dev, cat, (size_t)n * sizeof(float));
 }
 
 ct_status ct_cp_init(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, ct_cp_rotate rotate, ct_cp_balance balance,
                      long B, long T_global, long NH, long NKV, long HS) {
+    return ct_cp_init_sizing(cp, k, cp_group, rotate, balance, B, T_global, NH, NKV, HS, NULL);
+}
+
+ct_status ct_cp_init_sizing(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, ct_cp_rotate rotate,
+                            ct_cp_balance balance, long B, long T_global, long NH, long NKV, long HS,
+                            ct_mem_sizing *sizing) {
     memset(cp, 0, sizeof *cp);
     const int P = cp_group->size;
     if (ct_cp_check_seq_len(balance, P, T_global) != CT_OK) return CT_ERR;
@@ -152,35 +160,39 @@ ct_status ct_cp_init(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, ct_cp_r
     cp->C = cp->T_local / cp->nch;
     if (P == 1) return CT_OK;  // the local attention stays: nothing to plan
 
-    int32_t *pos = ct_xmalloc(sizeof(int32_t) * (size_t)T_global);  // (cp, T_local) host
-    for (int r = 0; r < P; r++) ct_cp_positions(balance, r, P, T_global, pos + r * cp->T_local);
-    cp->pos = ct_mem_alloc_on((ct_device){k->device, 0}, CT_MEM_OTHER, sizeof(int32_t) * (size_t)T_global);
-    k->copy_from_host(cp->pos, pos, sizeof(int32_t) * (size_t)T_global);
-    free(pos);
+    if (sizing) {
+        ct_mem_sizing_add(sizing, CT_MEM_OTHER, sizeof(int32_t) * (size_t)T_global);  // cp->pos below
+    } else {
+        int32_t *pos = ct_xmalloc(sizeof(int32_t) * (size_t)T_global);  // (cp, T_local) host
+        for (int r = 0; r < P; r++) ct_cp_positions(balance, r, P, T_global, pos + r * cp->T_local);
+        cp->pos = ct_mem_alloc_on((ct_device){k->device, 0}, CT_MEM_OTHER, sizeof(int32_t) * (size_t)T_global);
+        k->copy_from_host(cp->pos, pos, sizeof(int32_t) * (size_t)T_global);
+        free(pos);
+    }
 
     const long blk = 2 * B * cp->T_local * NKV * HS;  // one packed K|V block
     const long qrows = B * cp->T_local * NH * HS;     // this rank's q / out rows
     if (rotate == CT_CP_RING) {
         for (int i = 0; i < 2; i++) {
-            cp->kv[i] = alloc_f(cp, CT_MEM_COMM, blk);
-            cp->dkv[i] = alloc_f(cp, CT_MEM_COMM, blk);
+            cp->kv[i] = alloc_f(cp, sizing, CT_MEM_COMM, blk);
+            cp->dkv[i] = alloc_f(cp, sizing, CT_MEM_COMM, blk);
         }
-        cp->dkv_in = alloc_f(cp, CT_MEM_COMM, blk);
-        cp->qc = alloc_f(cp, CT_MEM_ACTIVATIONS, qrows);
-        cp->oc = alloc_f(cp, CT_MEM_ACTIVATIONS, qrows);
-        cp->doc = alloc_f(cp, CT_MEM_ACTIVATIONS, qrows);
-        cp->dqc = alloc_f(cp, CT_MEM_ACTIVATIONS, qrows);
-        cp->lc = alloc_f(cp, CT_MEM_ACTIVATIONS, B * NH * cp->T_local);
-        cp->part_o = alloc_f(cp, CT_MEM_ACTIVATIONS, B * cp->C * NH * HS);
-        cp->part_l = alloc_f(cp, CT_MEM_ACTIVATIONS, B * NH * cp->C);
+        cp->dkv_in = alloc_f(cp, sizing, CT_MEM_COMM, blk);
+        cp->qc = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, qrows);
+        cp->oc = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, qrows);
+        cp->doc = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, qrows);
+        cp->dqc = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, qrows);
+        cp->lc = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, B * NH * cp->T_local);
+        cp->part_o = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, B * cp->C * NH * HS);
+        cp->part_l = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, B * NH * cp->C);
     } else {
         const long full = B * T_global * NKV * HS;
-        cp->kv_send = alloc_f(cp, CT_MEM_COMM, blk);
-        cp->kv_all = alloc_f(cp, CT_MEM_COMM, blk * P);
-        cp->kfull = alloc_f(cp, CT_MEM_ACTIVATIONS, full);
-        cp->vfull = alloc_f(cp, CT_MEM_ACTIVATIONS, full);
-        cp->dkfull = alloc_f(cp, CT_MEM_ACTIVATIONS, full);
-        cp->dvfull = alloc_f(cp, CT_MEM_ACTIVATIONS, full);
+        cp->kv_send = alloc_f(cp, sizing, CT_MEM_COMM, blk);
+        cp->kv_all = alloc_f(cp, sizing, CT_MEM_COMM, blk * P);
+        cp->kfull = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, full);
+        cp->vfull = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, full);
+        cp->dkfull = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, full);
+        cp->dvfull = alloc_f(cp, sizing, CT_MEM_ACTIVATIONS, full);
     }
     return CT_OK;
 }

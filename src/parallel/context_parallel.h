@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "core/mem_sizing.h"
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "model/stage_ops.h"
@@ -82,6 +83,12 @@ typedef struct {
 // line) a sequence length the layout cannot split, NH not a multiple of NKV, a non-host backend.
 ct_status ct_cp_init(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, ct_cp_rotate rotate, ct_cp_balance balance,
                      long B, long T_global, long NH, long NKV, long HS);
+// The same planning without buffers: what ct_cp_init would allocate is added to `sizing`
+// (core/mem_sizing.h); the group needs only its size. Such a ct_cp can size scratch
+// (ct_cp_scratch_floats, ct_cp_apply's scratch_floats) and be freed, never run.
+ct_status ct_cp_init_sizing(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, ct_cp_rotate rotate,
+                            ct_cp_balance balance, long B, long T_global, long NH, long NKV, long HS,
+                            ct_mem_sizing *sizing);
 void ct_cp_free(ct_cp *cp);
 // Replaces ops->attention with context-parallel attention over cp_group (a group of one leaves
 // the table as it is). In the op: Tq == Tk == T_global / cp, B <= the planned B, the heads as

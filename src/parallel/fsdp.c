@@ -42,11 +42,11 @@ static void update_buffer_bytes(ct_fsdp *f) {
     size_t floats = (size_t)(f->n_slots + f->n_full + f->n_pin_grads) * (size_t)f->max_group_numel +
                     (size_t)f->n_lanes * (size_t)f->max_shard_numel;
     f->buffer_bytes = floats * sizeof(float);
-    if (f->shard16) f->buffer_bytes += bytes16(f->max_shard_numel + f->max_group_numel);
+    if (f->has16) f->buffer_bytes += bytes16(f->max_shard_numel + f->max_group_numel);
     f->buffer_bytes += (size_t)f->n_own16 * bytes16(f->max_shard_numel + f->max_group_numel);
     for (int l = 1; l < f->n_lanes; l++)
-        if (f->lanes[l].send16) f->buffer_bytes += bytes16(f->max_group_numel + f->max_shard_numel);
-    if (f->replica16) f->buffer_bytes += bytes16(f->local_numel);
+        if (f->lanes[l].own16) f->buffer_bytes += bytes16(f->max_group_numel + f->max_shard_numel);
+    if (f->has_replica16) f->buffer_bytes += bytes16(f->local_numel);
 }
 
 static void *grow_array(void *p, int n, size_t size) {
@@ -66,7 +66,7 @@ static void grow_slots(ct_fsdp *f, int n) {
     f->send16 = grow_array(f->send16, n, sizeof(uint16_t *));
     f->recv16 = grow_array(f->recv16, n, sizeof(uint16_t *));
     for (int s = f->n_slots; s < n; s++) {
-        f->slot[s] = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
+        f->slot[s] = ct_mem_take(f->sizing, CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
         f->slot_group[s] = -1;
         memset(&f->gather_h[s], 0, sizeof f->gather_h[s]);
         f->gather_open[s] = f->prefetched[s] = false;
@@ -87,8 +87,8 @@ static void plan_buffers(ct_fsdp *f) {
     bool own16 = f->async && f->param_dtype == CT_BF16 && N > 1;
     for (int s = f->n_own16; s < f->n_slots; s++) {
         if (own16) {
-            f->send16[s] = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_shard_numel));
-            f->recv16[s] = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_group_numel));
+            f->send16[s] = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_shard_numel));
+            f->recv16[s] = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_group_numel));
         } else {
             f->send16[s] = f->shard16;
             f->recv16[s] = f->comm16;
@@ -101,7 +101,7 @@ static void plan_buffers(ct_fsdp *f) {
             f->full = grow_array(f->full, want, sizeof(float *));
             for (int b = f->n_full; b < want; b++)
                 f->full[b] = b == 0 ? f->full_grad
-                                    : ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+                                    : ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
             f->n_full = want;
         }
         if (want > f->n_lanes) {
@@ -109,7 +109,7 @@ static void plan_buffers(ct_fsdp *f) {
             for (int l = f->n_lanes; l < want; l++) {
                 memset(&f->lanes[l], 0, sizeof f->lanes[l]);
                 f->lanes[l].group = -1;
-                if (l > 0) f->lanes[l].out = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(float));
+                if (l > 0) f->lanes[l].out = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(float));
             }
             f->n_lanes = want;
         }
@@ -118,9 +118,10 @@ static void plan_buffers(ct_fsdp *f) {
         f->lanes[0].send16 = f->comm16;
         f->lanes[0].recv16 = f->shard16;
         for (int l = 1; l < f->n_lanes && f->reduce_dtype == CT_BF16; l++)
-            if (!f->lanes[l].send16) {
-                f->lanes[l].send16 = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_group_numel));
-                f->lanes[l].recv16 = ct_mem_alloc(CT_MEM_COMM, bytes16(f->max_shard_numel));
+            if (!f->lanes[l].own16) {
+                f->lanes[l].send16 = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_group_numel));
+                f->lanes[l].recv16 = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_shard_numel));
+                f->lanes[l].own16 = true;
             }
     }
     update_buffer_bytes(f);
@@ -132,10 +133,12 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
     ct_fsdp_init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, NULL, NULL);
 }
 
-void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage) {
+static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                        ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                        ct_llama_weights *grad_views, const bool *owned, const int *group_stage,
+                        ct_mem_sizing *sizing) {
     memset(f, 0, sizeof *f);
+    f->sizing = sizing;
     f->k = k;
     f->table = t;
     f->param_dtype = f->reduce_dtype = CT_F32;
@@ -168,12 +171,12 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     }
     f->max_group_numel = max_shard * N;
     f->max_shard_numel = max_shard;
-    f->params = ct_mem_alloc(CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
-    f->grads = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
+    f->params = ct_mem_take(f->sizing, CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
+    f->grads = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
     build_store(f);
     if (N == 1) {
         // One shard is the whole group: the views point at it for good.
-        for (int g = 0; g < f->n_groups; g++) {
+        for (int g = 0; g < f->n_groups && !sizing; g++) {
             if (!f->owned[g]) continue;
             ct_llama_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
             ct_llama_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
@@ -183,9 +186,21 @@ void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     f->via_slots = true;
     // Two slots suffice when groups are freed after use; `never` keeps every group whole.
     grow_slots(f, base_slots(f));
-    f->full_grad = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
-    f->rs_out = ct_mem_alloc(CT_MEM_COMM, (size_t)max_shard * sizeof(float));
+    f->full_grad = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+    f->rs_out = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)max_shard * sizeof(float));
     plan_buffers(f);
+}
+
+void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
+                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage) {
+    init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, owned, group_stage, NULL);
+}
+
+void ct_fsdp_init_sizing(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                         ct_group *replicate_group, ct_reshard_policy policy, const bool *owned,
+                         const int *group_stage, ct_mem_sizing *sizing) {
+    init_placed(f, k, t, shard_group, replicate_group, policy, NULL, NULL, owned, group_stage, sizing);
 }
 
 void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
@@ -194,12 +209,15 @@ void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
     f->param_dtype = param;
     f->reduce_dtype = reduce;
     bool narrow = param == CT_BF16 || (reduce == CT_BF16 && nshards(f) > 1);
-    if (narrow && !f->shard16) {
-        f->shard16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(uint16_t));
-        f->comm16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->max_group_numel * sizeof(uint16_t));
+    if (narrow && !f->has16) {
+        f->shard16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(uint16_t));
+        f->comm16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_group_numel * sizeof(uint16_t));
+        f->has16 = true;
     }
-    if (reduce == CT_BF16 && f->replicate_group && f->replicate_group->size > 1 && !f->replica16)
-        f->replica16 = ct_mem_alloc(CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
+    if (reduce == CT_BF16 && f->replicate_group && f->replicate_group->size > 1 && !f->has_replica16) {
+        f->replica16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
+        f->has_replica16 = true;
+    }
     if (param == CT_BF16 && !f->via_slots) {
         // One shard is the whole group, but the model must compute with its bf16 copy: gather
         // (narrow and widen) into slots as N > 1 does, instead of reading the shard in place.
@@ -530,7 +548,7 @@ static void reserve(void *ctx, int n) {
         f->pin_grads = bufs;
         f->pin_grad_user = users;
         for (int b = f->n_pin_grads; b < n; b++) {
-            f->pin_grads[b] = ct_mem_alloc(CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+            f->pin_grads[b] = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
             f->pin_grad_user[b] = -1;
         }
         f->n_pin_grads = n;

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 
 #include "comm/comm.h"
+#include "core/mem_sizing.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
 #include "parallel/param_store.h"
@@ -52,6 +53,7 @@ typedef struct {
     const float *src;            // (N·shard) the whole gradient: a full-gradient or an unshard buffer
     float *out;                  // (max shard) fp32 result
     uint16_t *send16, *recv16;   // bf16 reduce: the narrowed gradient and the bf16 result
+    bool own16;                  // send16 / recv16 are this lane's own (planned)
     ct_comm_handle h;
 } ct_fsdp_rs;
 
@@ -99,6 +101,8 @@ typedef struct {
     uint16_t *shard16;           // (max_shard_numel) bf16: this rank's shard, narrowed
     uint16_t *comm16;            // (max_group_numel) bf16: the gathered group, or a group's gradient
     uint16_t *replica16;         // (local_numel) bf16 gradient shards for the replica all-reduce
+    bool has16, has_replica16;   // shard16 / comm16, replica16 planned (their pointers stay NULL
+                                 // when sizing)
     size_t buffer_bytes;         // every buffer here but the shards: what sharding adds per rank
 
     // Communication in flight. Blocking (the default) completes each operation at once, through
@@ -114,6 +118,7 @@ typedef struct {
     float *grad_cur;             // the buffer the acquired group's gradient goes to
     ct_fsdp_rs *lanes;           // (n_lanes) reduce-scatters: a FIFO from rs_first, rs_count long
     int n_lanes, rs_first, rs_count;
+    ct_mem_sizing *sizing;       // non-NULL: a sizing plan (ct_fsdp_init_sizing), never run
 } ct_fsdp;
 
 // Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point
@@ -127,6 +132,13 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
 void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                          ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
                          ct_llama_weights *grad_views, const bool *owned, const int *group_stage);
+// The same planning without buffers: every buffer init, ct_fsdp_set_precision, ct_fsdp_set_async
+// and a schedule's reserve would allocate is added to `sizing` instead (core/mem_sizing.h). The
+// groups need only their size and rank (no communicator); the views are left alone. For the
+// planner's memory model; such an fsdp can be planned and freed, never run.
+void ct_fsdp_init_sizing(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
+                         ct_group *replicate_group, ct_reshard_policy policy, const bool *owned,
+                         const int *group_stage, ct_mem_sizing *sizing);
 void ct_fsdp_free(ct_fsdp *f);
 // Mixed precision, once after init and before the first use: param (CT_F32 | CT_BF16) is the
 // dtype weights are gathered and computed in, reduce (CT_F32 | CT_BF16) that of gradient

@@ -5,8 +5,16 @@
 // allocates nothing, so the peak per category is what start-up allocated, and the prediction can
 // be held to the trainer's own accounting (tests/test_plan_memory.c).
 //
-// Pipeline micro-batches in flight come from the schedule generator (parallel/pipeline_schedules.h)
-// and ct_schedule_max_in_flight, as the executor sizes its slots -- not from a formula.
+// How: plan/layout.c holds the trainer's set-up (stage placement, data sharding, context
+// parallel, stages, executor, schedules); the trainer runs it to allocate and this model runs it
+// with a ct_mem_sizing (core/mem_sizing.h), which counts every buffer by category instead. So
+// pipeline micro-batches in flight are the executor's own slot count over the generated schedule
+// (ct_executor_plan, ct_schedule_peak_held), and the gather slots and gradient buffers are data
+// sharding's own, reserved for the schedule's UNSHARD actions -- not a formula. Sizes that depend
+// on run-time state come from the cpu backend's own functions (attention and loss scratch follow
+// omp_get_max_threads()). Not counted: a shuffled file dataset's epoch order (4 bytes per window
+// of the files), the profiler's span buffer, and scratch the bf16 GEMM library asks for at its
+// first call (CT_MEM_OTHER).
 #ifndef CT_PLAN_MEMORY_MODEL_H
 #define CT_PLAN_MEMORY_MODEL_H
 #include "core/config.h"
@@ -23,4 +31,10 @@ typedef struct {
 // degrees are all resolved (data_shard_degree not -1); world: ranks. CT_ERR with one line when
 // the layout cannot be built (a degree that does not divide), as the trainer would refuse it.
 ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out);
+// The same for the ranks of one pipeline rank (coordinate 0 in the other dimensions: they all
+// allocate the same but for an async checkpoint's staging, which coordinate 0 needs most).
+ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+                                 ct_plan_memory *out);
+// Bytes this node can still give (MemAvailable from /proc/meminfo), 0 when unknown.
+double ct_plan_memory_available(void);
 #endif

@@ -13,6 +13,7 @@
 #include "core/failpoint.h"
 #include "core/memory.h"
 #include "core/trace.h"
+#include "plan/layout.h"
 #include "train/trainer.h"
 
 // ---- signals: the one piece of process-wide state, as a signal handler can only reach that ----
@@ -64,7 +65,7 @@ void ct_checkpoint_init(ct_trainer *t) {
     c->have_file = c->n_pieces > 0;
     // Async saves copy into staging: planned now, with the other buffers, not at the first save.
     if (c->enabled && c->async)
-        c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)(3 * c->owned_numel + 1) * sizeof(float));
+        c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)ct_layout_ckpt_staging_floats(c->owned_numel) * sizeof(float));
 }
 
 void ct_checkpoint_free(ct_checkpointer *c) {

@@ -12,7 +12,8 @@
 
 #include "checkpoint/hf.h"
 #include "train/hf_vocab.h"
-#include "train/memory_estimate.h"
+#include "plan/layout.h"
+#include "plan/memory_model.h"
 #include "core/toml.h"
 #include "core/failpoint.h"
 #include "core/trace.h"
@@ -176,16 +177,18 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
         return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
                             "rank do not split over compute_parallel_degree %d",
                             seqs, t->seq_local, tokens_per_micro_batch, tp->size);
-    // Before the first big allocation: a run that cannot fit says so, with the numbers.
-    int shard = t->mesh.fsdp.size, pp = t->mesh.dim[CT_MESH_PP].size;
-    ct_memory_estimate need = ct_memory_estimate_rank(&t->model, cfg, pp, tp->size, shard, cp);
-    double have = ct_memory_available() / ranks_on_node(), gib = 1024.0 * 1024.0 * 1024.0;
+    // Before the first big allocation: a run that cannot fit says so, with the numbers -- the
+    // planner's memory model, which sizes this run by running its own set-up without allocating.
+    ct_plan_memory need;
+    if (ct_plan_memory_rank(&t->model, cfg, t->world.size, &need)) return CT_ERR;
+    double have = ct_plan_memory_available() / ranks_on_node(), gib = 1024.0 * 1024.0 * 1024.0;
     if (have > 0 && need.total > have)
         return ct_set_error("the model needs about %.1f GiB per rank (parameters %.1f, gradients %.1f, optimizer %.1f, "
-                            "gathered layers %.1f, activations %.1f), this machine has %.1f GiB available per rank: "
-                            "shard it over more ranks (parallelism.*) or train a smaller model",
-                            need.total / gib, need.params / gib, need.grads / gib, need.optimizer / gib,
-                            need.gathered / gib, need.activations / gib, have / gib);
+                            "activations %.1f, communication %.1f), this machine has %.1f GiB available per rank: "
+                            "shard it over more ranks (parallelism.*) or train a smaller model; see ctitan plan",
+                            need.total / gib, need.bytes[CT_MEM_PARAMS] / gib, need.bytes[CT_MEM_GRADS] / gib,
+                            need.bytes[CT_MEM_OPTIM] / gib, need.bytes[CT_MEM_ACTIVATIONS] / gib,
+                            need.bytes[CT_MEM_COMM] / gib, have / gib);
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
     return CT_OK;
@@ -195,7 +198,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
 static ct_status build(ct_trainer *t, const ct_config *cfg) {
     int cp = t->mesh.dim[CT_MESH_CP].size;
 
-    long tokens = (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
+    long tokens = ct_layout_step_tokens(cfg);  // plan/layout.c: the memory model counts the same
     t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
     t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
     if (cp > 1) {

@@ -1,0 +1,156 @@
+// The planner's memory model (plan/memory_model.h): this configuration's start-up, run for one
+// pipeline rank in sizing mode. plan/layout.c builds the stages, data sharding, context parallel
+// and executor exactly as the trainer does, but every buffer it would allocate is counted by
+// category instead (core/mem_sizing.h); the executor plans its slots from the generated
+// schedules as it does at start-up, and data sharding reserves the gather slots and gradient
+// buffers those schedules' UNSHARD actions hold. What remains here is the short list of buffers
+// the trainer allocates outside the stages, each named with the code that allocates it.
+#include "plan/memory_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/mesh.h"
+#include "model/params.h"
+#include "plan/layout.h"
+
+// Everything but the stages, for one rank, added to sz. owned: elements of the parameter
+// shards this rank writes to a checkpoint (train/checkpoint.c).
+static void outside_stages(const ct_config *c, int cp, long local_numel, long owned, ct_mem_sizing *sz) {
+    // train/trainer.c build(): the step's tokens as read, and with cp > 1 this rank's part.
+    long tokens = ct_layout_step_tokens(c);
+    ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)tokens * sizeof(int32_t));
+    if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)(tokens / cp) * sizeof(int32_t));
+    // train/adamw.c ct_adamw_init: m and v, one float per element of the local shards each.
+    ct_mem_sizing_add(sz, CT_MEM_OPTIM, 2 * (size_t)local_numel * sizeof(float));
+    // data/loader.c ct_loader_open: one window of seq_len + 1 tokens per open split (train, and
+    // val when validation is on). A shuffled file source also keeps its epoch's order, 4 bytes per
+    // window of the dataset, which depends on the files and is not counted here.
+    int loaders = 1 + (c->val_enable ? 1 : 0);
+    ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)loaders * ((size_t)c->seq_len + 1) * sizeof(int32_t));
+    // train/checkpoint.c: async saves copy into staging planned at start-up.
+    if (c->ckpt_enable && !strcmp(c->ckpt_async_mode, "async"))
+        ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)ct_layout_ckpt_staging_floats(owned) * sizeof(float));
+}
+
+// Elements this rank writes to a checkpoint: each shard it holds whose copy it owns (coordinate
+// 0 in every dimension the tensor is replicated over), as train/checkpoint.c counts them.
+static long owned_numel(const ct_param_store *st, const int coord[CT_DIM_COUNT]) {
+    long n = 0;
+    for (int i = 0; i < st->count; i++) {
+        const ct_param_shard *sh = &st->shards[i];
+        if (sh->desc.flat_count && ct_shard_desc_owns_copy(&sh->desc, coord)) n += sh->desc.flat_count;
+    }
+    return n;
+}
+
+// The layout from the configuration and the world, or CT_ERR with ct_mesh_resolve's line.
+static ct_status resolve(const ct_config *c, int world, ct_mesh_layout *l) {
+    ct_mesh_layout want = ct_mesh_layout_from_config(c);
+    char err[CT_MESH_ERR_LEN];
+    return ct_mesh_resolve(&want, world, l, err, sizeof err);
+}
+
+ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+                                 ct_plan_memory *out) {
+    memset(out, 0, sizeof *out);
+    ct_mesh_layout l;
+    if (resolve(c, world, &l)) return CT_ERR;
+    int pp = l.degree[CT_MESH_PP], tp = l.degree[CT_MESH_TP], cp = l.degree[CT_MESH_CP];
+    if (pp_rank < 0 || pp_rank >= pp) return ct_set_error("memory model: pp rank %d of %d", pp_rank, pp);
+    const ct_kernels *k = ct_kernels_get("cpu");  // the trainer's only backend (train/trainer.c)
+    if (!k) return ct_set_error("no cpu kernel backend in this build");
+
+    // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
+    ct_llama_config local;
+    if (ct_llama_config_local(m, tp, &local)) return CT_ERR;
+    ct_cp_balance balance = strcmp(c->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
+    if (ct_cp_check_seq_len(balance, cp, c->seq_len)) return CT_ERR;
+    long seq_local = c->seq_len / cp;
+    int seqs = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
+    bool sp = c->sequence_parallel && tp > 1;
+    if (sp && ((long)seqs * seq_local) % tp)
+        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
+                            "rank do not split over compute_parallel_degree %d",
+                            seqs, seq_local, (long)seqs * seq_local, tp);
+
+    // Groups as plain structs: sizing needs their size and this rank's place, never a message.
+    // Rank 0 in every dimension but pp: the ranks of a pp rank allocate the same, except that
+    // coordinate 0 owns the copies an async checkpoint stages.
+    ct_group g_fsdp = {.name = "fsdp", .rank = 0, .size = l.degree[CT_MESH_DP_SHARD] * cp};
+    ct_group g_rep = {.name = "dp_replicate", .rank = 0, .size = l.degree[CT_MESH_DP_REPLICATE]};
+    ct_group g_cp = {.name = "cp", .rank = 0, .size = cp};
+    ct_group g_pp = {.name = "pp", .rank = pp_rank, .size = pp};
+    ct_group g_tp = {.name = "tp", .rank = 0, .size = tp};
+
+    ct_mem_sizing sz = {0};
+    ct_param_table table = {0};
+    ct_param_table_build_tp(&table, m, 0, tp);
+    ct_precision prec;
+    uint8_t *f8 = NULL;
+    ct_fsdp fsdp = {0};
+    ct_cp cpa = {0};
+    ct_executor exec = {0};
+    ct_schedule train, eval;
+    ct_schedule_init(&train);
+    ct_schedule_init(&eval);
+    ct_tp tpa = {.k = k, .group = &g_tp, .sequence_parallel = sp, .gather_logits = c->disable_loss_parallel,
+                 .store = &fsdp.store, .async = c->enable_async_comm};
+    ct_layout_stages st = {.fsdp = &fsdp, .cp = &cpa, .exec = &exec, .train_schedule = &train, .eval_schedule = &eval};
+    ct_status status = ct_layout_precision(c, m->n_layers, tp, &prec, &f8);
+    if (status == CT_OK) {
+        // cp_pos: the stages only keep the pointer (RoPE at run time), so sizing needs none.
+        ct_layout_env env = {
+            .cfg = c, .k = k, .model = m, .local_model = &local, .table = &table, .fsdp = &g_fsdp,
+            .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = balance,
+            .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz,
+        };
+        status = ct_layout_build_stages(&env, &st);
+    }
+    if (status == CT_OK) {
+        int coord[CT_DIM_COUNT] = {0};
+        outside_stages(c, cp, fsdp.local_numel, owned_numel(&fsdp.store, coord), &sz);
+        for (int i = 0; i < CT_MEM_NCATEGORIES; i++) {
+            out->bytes[i] = sz.bytes[i];
+            out->total += sz.bytes[i];
+        }
+        out->worst_pp_rank = pp_rank;
+    }
+    for (int s = 0; st.stages && s < st.n_stages; s++)
+        if (st.stage_rank[s] == pp_rank) ct_stage_free(&st.stages[s]);
+    free(st.stages);
+    free(st.stage_rank);
+    free(st.first_layer);
+    ct_executor_free(&exec);
+    ct_schedule_free(&train);
+    ct_schedule_free(&eval);
+    ct_cp_free(&cpa);
+    ct_fsdp_free(&fsdp);
+    free(f8);
+    ct_param_table_free(&table);
+    return status;
+}
+
+ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+    memset(out, 0, sizeof *out);
+    ct_mesh_layout l;
+    if (resolve(c, world, &l)) return CT_ERR;
+    for (int r = 0; r < l.degree[CT_MESH_PP]; r++) {
+        ct_plan_memory one;
+        if (ct_plan_memory_pp_rank(m, c, world, r, &one)) return CT_ERR;
+        if (r == 0 || one.total > out->total) *out = one;
+    }
+    return CT_OK;
+}
+
+double ct_plan_memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024.0;
+}

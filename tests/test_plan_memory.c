@@ -10,6 +10,7 @@
 //
 // Pure cases: parameters, gradients and optimizer bytes of the 8B and 70B flavors at
 // dp_shard 8, against numbers computed here from the published dimensions.
+#include <errno.h>
 #include <math.h>
 
 #include "core/config.h"
@@ -56,11 +57,15 @@ static const layout layouts[] = {
     {"mxfp8", 1, {"quantization.mxfp8.enable=true", "quantization.filter_fqns=output"}},
     {"compile", 1, {"compile.enable=true"}},
     {"accum2", 1, {"gradient_accumulation_steps=2", "micro_batch_size=2"}},
+    {"validation_loader", 1, {"validation.enable=true", "validation.steps=1"}},
     // two ranks
     {"fsdp", 2, {"parallelism.data_shard_degree=2"}},
     {"fsdp_async_bf16", 2, {"parallelism.data_shard_degree=2", "parallelism.enable_async_comm=true",
                             "mixed_precision=bf16", "mixed_precision_reduce=bf16"}},
     {"fsdp_never", 2, {"parallelism.data_shard_degree=2", "parallelism.fsdp_reshard_after_forward=never"}},
+    // async checkpoint staging; job.dump_folder is the parent's temporary folder (nothing is saved)
+    {"fsdp_async_checkpoint", 2, {"parallelism.data_shard_degree=2", "checkpoint.enable=true",
+                                  "checkpoint.async_mode=async", "job.dump_folder=$TMP"}},
     {"ddp", 2, {"parallelism.data_shard_degree=1", "parallelism.data_replicate_degree=2"}},
     {"tp_sp", 2, {"parallelism.data_shard_degree=1", "parallelism.compute_parallel_degree=2",
                   "sequence_parallel.enable=true"}},
@@ -104,7 +109,8 @@ static void check_layout(void) {
         char key[128];
         const char *eq = strchr(L->kv[i], '=');
         snprintf(key, sizeof key, "%.*s", (int)(eq - L->kv[i]), L->kv[i]);
-        set(&c, key, eq + 1);
+        const char *tmp = getenv("CT_TEST_PLAN_MEMORY_DIR");
+        set(&c, key, strcmp(eq + 1, "$TMP") ? eq + 1 : tmp ? tmp : "/tmp");
     }
     size_t base[CT_MEM_NCATEGORIES];
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) base[k] = ct_mem_current((ct_mem_category)k);
@@ -234,10 +240,16 @@ int main(int argc, char **argv) {
         CT_RUN(flavor_70b);
         CT_RUN(refuses_bad_layout);
         setenv("OMP_NUM_THREADS", "1", 1);  // ranks share this machine's cores
+        char dir[] = "/tmp/ct_test_plan_memory.XXXXXX";
+        if (!mkdtemp(dir)) ct_fatal("test", "mkdtemp: %s", strerror(errno));
+        setenv("CT_TEST_PLAN_MEMORY_DIR", dir, 1);  // the children's job.dump_folder
         int rc = 0;
         rc |= ct_mpi_test_spawn(argv[0], 1, 120, NULL);
         rc |= ct_mpi_test_spawn(argv[0], 2, 120, NULL);
         rc |= ct_mpi_test_spawn(argv[0], 4, 120, NULL);
+        char cmd[96];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
         return (rc || ct_test_failures) ? 1 : 0;
     }
     if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());

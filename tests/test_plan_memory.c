@@ -1,6 +1,6 @@
 // The planner's memory model (plan/memory_model.h) against the trainer's own accounting.
 //
-// MPI cases (1, 2 and 4 ranks): for each layout of a tiny model, build the trainer in-process,
+// MPI cases (1, 2 and 4 ranks): for each of 33 layouts of a tiny model, build the trainer in-process,
 // run one step, and compare what the memory tracker saw -- the peak of each category
 // (core/memory.h) from just before ct_trainer_init to the end of the step -- with the model's
 // prediction for this rank's pipeline rank. The tracker's figure comes from the real allocations,
@@ -66,6 +66,11 @@ static const layout layouts[] = {
     // async checkpoint staging; job.dump_folder is the parent's temporary folder (nothing is saved)
     {"fsdp_async_checkpoint", 2, {"parallelism.data_shard_degree=2", "checkpoint.enable=true",
                                   "checkpoint.async_mode=async", "job.dump_folder=$TMP"}},
+    {"fsdp_always_ac_full", 2, {"parallelism.data_shard_degree=2", "parallelism.fsdp_reshard_after_forward=always",
+                                "activation_checkpoint.mode=full"}},
+    {"cp_ring_no_balancer", 2, {"parallelism.data_shard_degree=1", "parallelism.context_extension_degree=2",
+                                "parallelism.context_parallel_rotate_method=ring",
+                                "parallelism.context_parallel_load_balancer=none"}},
     {"ddp", 2, {"parallelism.data_shard_degree=1", "parallelism.data_replicate_degree=2"}},
     {"tp_sp", 2, {"parallelism.data_shard_degree=1", "parallelism.compute_parallel_degree=2",
                   "sequence_parallel.enable=true"}},
@@ -77,6 +82,10 @@ static const layout layouts[] = {
                      "parallelism.pipeline_microbatch_size=1"}},
     {"pp_interleaved_1f1b", 2, {"parallelism.data_shard_degree=1", "parallelism.pipeline_degree=2",
                                 "pipeline_schedule=interleaved_1f1b", "parallelism.pipeline_microbatch_size=1"}},
+    {"pp_zb_h1", 2, {"parallelism.data_shard_degree=1", "parallelism.pipeline_degree=2", "pipeline_schedule=zb_h1",
+                     "parallelism.pipeline_microbatch_size=1"}},
+    {"pp_looped_bfs_mb2", 2, {"parallelism.data_shard_degree=1", "parallelism.pipeline_degree=2",
+                              "pipeline_schedule=looped_bfs", "parallelism.pipeline_microbatch_size=2"}},
     {"pp_zbv", 2, {"parallelism.data_shard_degree=1", "parallelism.pipeline_degree=2", "pipeline_schedule=zbv",
                    "parallelism.pipeline_microbatch_size=1"}},
     {"cp_allgather", 2, {"parallelism.data_shard_degree=1", "parallelism.context_extension_degree=2",

@@ -27,8 +27,8 @@ typedef struct {
     int worst_pp_rank;                 // which pipeline rank that is
 } ct_plan_memory;
 
-// m: the model (ct_llama_config_from(c)); c: a validated configuration whose parallelism
-// degrees are all resolved (data_shard_degree not -1); world: ranks. CT_ERR with one line when
+// m: the model (ct_llama_config_from(c)); c: a validated configuration (data_shard_degree -1 is
+// resolved against world, as the mesh resolves it); world: ranks. CT_ERR with one line when
 // the layout cannot be built (a degree that does not divide), as the trainer would refuse it.
 ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out);
 // The same for the ranks of one pipeline rank (coordinate 0 in the other dimensions: they all

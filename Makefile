@@ -26,6 +26,39 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
+# ---- CUDA backend (issue 17) -------------------------------------------------------------------
+# `make CUDA=1` adds the cuda kernel table (src/kernels/cuda: *.cu through nvcc, *.c through $(CC)
+# with the CUDA headers) and the nccl comm backend (src/comm/comm_nccl.c), defines CT_HAVE_CUDA
+# (backend.c / comm.c list them then) and links cudart, cublasLt and nccl. Its objects go to
+# build-cuda/ unless BUILD is given (-DCT_HAVE_CUDA changes backend.c and comm.c, so never mix
+# them with build/'s). Without CUDA=1 those sources are left out and nothing needs CUDA headers.
+# CUDA_GENCODE: machine code for Hopper (sm_90) and Blackwell (sm_100); tests/test_cuda_build.sh
+# passes one pair to keep its compile short. -fmad=false: no a*b+c contraction, so elementwise
+# kernels round as the CPU reference does (tests/cuda compare them with tight tolerances).
+CUDA_HOME    ?= /usr/local/cuda
+NCCL_HOME    ?= $(CUDA_HOME)
+NVCC         ?= $(CUDA_HOME)/bin/nvcc
+CUDA_GENCODE ?= -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_100,code=sm_100
+NVCC_OPT     ?= -O2
+ifeq ($(CUDA),1)
+ifeq ($(origin BUILD),file)
+BUILD := build-cuda
+SETUP_STAMP := $(BUILD)/.setup-done
+endif
+CU_SRCS   := $(shell find src -name '*.cu' | sort)
+CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_OBJS)
+CFLAGS    += -DCT_HAVE_CUDA -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+NVCCFLAGS ?= $(NVCC_OPT) -g -std=c++17 $(CUDA_GENCODE) -fmad=false -Isrc -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
+CUDA_LIBDIRS := $(CUDA_HOME)/lib64 $(NCCL_HOME)/lib $(NCCL_HOME)/lib64
+LDLIBS    += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcublasLt -lcudart -lstdc++
+CUDA_TEST_BINS := $(patsubst tests/cuda/%.c,$(BUILD)/tests/cuda/%,$(wildcard tests/cuda/test_*.c))
+else
+LIB_SRCS  := $(filter-out src/kernels/cuda/% src/comm/comm_nccl.c,$(LIB_SRCS))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+endif
+
 .PHONY: all test bench run clean setup lint precision-compare fault-drill
 all: $(BUILD)/ctitan
 
@@ -46,6 +79,20 @@ toolchain:
 $(BUILD)/%.o: %.c | toolchain
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu | toolchain
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+# GPU tests (tests/cuda/, CUDA=1 only): each kernel against the cpu backend and a tiny model's
+# parity. Never part of `make test`; without a GPU each prints "SKIP: no CUDA device" and exits 0.
+.PHONY: test-cuda
+$(BUILD)/tests/cuda/%: tests/cuda/%.c $(wildcard tests/*.h tests/cuda/*.h) $(BUILD)/libctitan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< -o $@ $(BUILD)/libctitan.a $(LDLIBS)
+test-cuda: $(BUILD)/ctitan $(CUDA_TEST_BINS)
+	@test "$(CUDA)" = 1 || { echo "make test-cuda: needs CUDA=1"; exit 1; }
+	@rc=0; for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || rc=1; done; exit $$rc
 
 # The commit goes into one object only (core/version.c), rebuilt when HEAD moves.
 GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)

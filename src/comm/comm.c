@@ -20,8 +20,20 @@
 static const ct_comm_backend *selected;
 static bool running;
 
+#ifdef CT_HAVE_CUDA
+extern const ct_comm_backend ct_comm_backend_nccl;  // comm_nccl.c, built with CUDA=1 only
+#define CT_COMM_BACKENDS "mpi, nccl"
+#else
+#define CT_COMM_BACKENDS "mpi"
+#endif
+
 const ct_comm_backend *ct_comm_backend_get(const char *name) {
-    static const ct_comm_backend *const all[] = {&ct_comm_backend_mpi};
+    static const ct_comm_backend *const all[] = {
+        &ct_comm_backend_mpi,
+#ifdef CT_HAVE_CUDA
+        &ct_comm_backend_nccl,
+#endif
+    };
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(all[i]->name, name) == 0) return all[i];
     return NULL;
@@ -31,7 +43,7 @@ static const ct_comm_backend *chosen(void) { return selected ? selected : &ct_co
 
 ct_status ct_comm_select(const char *name) {
     const ct_comm_backend *b = ct_comm_backend_get(name);
-    if (!b) return ct_set_error("comm: this build has no backend named '%s' (it has: mpi)", name ? name : "(null)");
+    if (!b) return ct_set_error("comm: this build has no backend named '%s' (it has: " CT_COMM_BACKENDS ")", name ? name : "(null)");
     if (running && b != chosen())
         return ct_set_error("comm: cannot select backend %s: %s is already running", b->name, chosen()->name);
     selected = b;

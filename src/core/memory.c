@@ -145,15 +145,78 @@ static _Noreturn void alloc_failed(size_t bytes, ct_mem_category cat, const char
     ct_fatal("memory", "out of memory: %s", why);
 }
 
+// ------------------------------------------------------------------ device memory
+
+// Device blocks have no header (the host never dereferences a device pointer), so ct_mem_free
+// finds them here: a fixed table of live device blocks under the registry's lock. Allocation is
+// start-up work and a run holds hundreds of buffers, so a linear search is cheap; host frees skip
+// it entirely while no device block is live.
+enum { DEV_CAP = 8192 };
+typedef struct {
+    void *p;  // NULL: free slot
+    size_t bytes;
+    int category, entry;
+    ct_device device;
+} dev_block;
+static dev_block dev_blocks[DEV_CAP];
+static _Atomic int dev_live;
+static const ct_mem_device_allocator *dev_alloc[CT_DEVICE_NKINDS];
+
+void ct_mem_set_device_allocator(ct_device_kind kind, const ct_mem_device_allocator *a) {
+    if ((unsigned)kind >= CT_DEVICE_NKINDS || kind == CT_DEVICE_CPU)
+        ct_fatal("memory", "no device allocator for kind %d", (int)kind);
+    dev_alloc[kind] = a;
+}
+
+static void *device_alloc(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
+                          int line) {
+    const ct_mem_device_allocator *a = dev_alloc[dev.kind];
+    if (!a) {
+        char d[32];
+        ct_device_format(dev, d, sizeof d);
+        ct_fatal("memory", "cannot allocate %zu bytes for %s on %s: this build has no %s backend (or it was never "
+                 "selected)", bytes, ct_mem_category_name(cat), d, ct_device_kind_name(dev.kind));
+    }
+    void *p = a->alloc(dev.index, bytes ? bytes : 1);  // a distinct pointer even for 0 bytes
+    if (!p) alloc_failed(bytes, cat, func, file, line);
+    lock();
+    int slot = -1;
+    for (int i = 0; i < DEV_CAP && slot < 0; i++)
+        if (!dev_blocks[i].p) slot = i;
+    if (slot >= 0) dev_blocks[slot] = (dev_block){p, bytes, (int)cat, -1, dev};
+    unlock();
+    if (slot < 0) ct_fatal("memory", "more than %d live device blocks", DEV_CAP);
+    dev_blocks[slot].entry = reg_add(p, bytes, cat, dev, func, file, line);
+    atomic_fetch_add_explicit(&dev_live, 1, memory_order_relaxed);
+    add(counter_of(dev, cat), bytes);
+    atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed);
+    return p;
+}
+
+// Frees p when it is a live device block; false when it is not one (then it is a host block).
+static bool device_free(void *p) {
+    if (atomic_load_explicit(&dev_live, memory_order_relaxed) == 0) return false;
+    lock();
+    dev_block b = {0};
+    for (int i = 0; i < DEV_CAP; i++)
+        if (dev_blocks[i].p == p) {
+            b = dev_blocks[i];
+            dev_blocks[i].p = NULL;
+            break;
+        }
+    unlock();
+    if (!b.p) return false;
+    atomic_fetch_sub_explicit(&dev_live, 1, memory_order_relaxed);
+    reg_remove(b.entry);
+    sub(counter_of(b.device, (ct_mem_category)b.category), b.bytes, b.device, (ct_mem_category)b.category);
+    dev_alloc[b.device.kind]->free(b.device.index, p);
+    return true;
+}
+
 void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
                          int line) {
     mem_counter *c = counter_of(dev, cat);
-    if (dev.kind != CT_DEVICE_CPU) {
-        char d[32];
-        ct_device_format(dev, d, sizeof d);
-        ct_fatal("memory", "cannot allocate %zu bytes for %s on %s: this build has no %s backend",
-                 bytes, ct_mem_category_name(cat), d, ct_device_kind_name(dev.kind));
-    }
+    if (dev.kind != CT_DEVICE_CPU) return device_alloc(dev, cat, bytes, func, file, line);
     if (bytes > SIZE_MAX - ALIGN - sizeof(block_header)) alloc_failed(bytes, cat, func, file, line);
     void *raw = malloc(bytes + ALIGN + sizeof(block_header));
     if (!raw) alloc_failed(bytes, cat, func, file, line);
@@ -176,11 +239,12 @@ void *ct_mem_alloc_at(ct_mem_category cat, size_t bytes, const char *func, const
 
 void ct_mem_free(void *p) {
     if (!p) return;
+    if (device_free(p)) return;
     block_header *h = (block_header *)((uintptr_t)p - sizeof(block_header));
     reg_remove(h->entry);
     sub(counter_of(h->device, (ct_mem_category)h->category), h->bytes, h->device,
         (ct_mem_category)h->category);
-    free(h->raw);  // every block is host memory until a device backend allocates here
+    free(h->raw);
 }
 
 void ct_mem_record_on(ct_device dev, ct_mem_category cat, long long delta) {

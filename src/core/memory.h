@@ -55,11 +55,21 @@ const char *ct_mem_category_name(ct_mem_category cat);
 void ct_mem_reset_peaks(void);
 
 // ---- on a given device -----------------------------------------------------------------
-// Host memory (as ct_mem_alloc) for a CPU device. No build has a CUDA backend yet, so a CUDA
-// device is fatal ("not built") for now; the backend will allocate here when it exists.
+// Host memory (as ct_mem_alloc) for a CPU device. Device memory through the allocator its
+// backend installed (ct_mem_set_device_allocator; the cuda backend does so when ct_kernels_get
+// ("cuda") first returns it): not zeroed, no header in front of it (the host never touches it),
+// found again by ct_mem_free in a table of live device blocks. A kind without an allocator is
+// fatal ("this build has no ... backend").
 #define ct_mem_alloc_on(...) ct_mem_alloc_on_at(__VA_ARGS__, __func__, __FILE__, __LINE__)
 void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
                          int line);
+// A device allocator: alloc returns `bytes` of memory on device `index` (NULL when out of memory),
+// free gives a block back. Installed once per kind by its backend (core cannot call CUDA itself).
+typedef struct {
+    void *(*alloc)(int index, size_t bytes);
+    void (*free)(int index, void *p);
+} ct_mem_device_allocator;
+void ct_mem_set_device_allocator(ct_device_kind kind, const ct_mem_device_allocator *a);
 size_t ct_mem_current_on(ct_device dev, ct_mem_category cat);
 size_t ct_mem_peak_on(ct_device dev, ct_mem_category cat);
 // Accounts `delta` bytes (> 0: allocated, < 0: freed) that a backend manages itself. Freeing

@@ -4,8 +4,17 @@
 #include <string.h>
 
 #include "kernels/cpu/backend_cpu.h"
+#ifdef CT_HAVE_CUDA
+#include "kernels/cuda/backend_cuda.h"
+#endif
 
 const ct_kernels *ct_kernels_get(const char *name) {
     if (name && strcmp(name, ct_kernels_cpu.name) == 0) return &ct_kernels_cpu;
-    return NULL;  // "cuda" joins here when its backend is built
+#ifdef CT_HAVE_CUDA
+    if (name && strcmp(name, ct_kernels_cuda.name) == 0) {
+        ct_cuda_backend_init();  // lends core/memory its device allocator before any cuda buffer
+        return &ct_kernels_cuda;
+    }
+#endif
+    return NULL;  // "cuda" only in a build with CUDA=1
 }

@@ -1,0 +1,284 @@
+// The NCCL backend of comm/backend.h (GPU runs, built with CUDA=1 only): every collective and
+// point-to-point transfer through NCCL on device buffers. MPI still starts the job: the MPI
+// backend's init brings MPI up (and its abort hook and timeout watchdog serve this backend too),
+// each group is an MPI communicator (for splits and to broadcast the NCCL unique id from its
+// rank 0) paired with an NCCL communicator made over it.
+//
+// Streams. Kernels run on the compute stream, the legacy default stream 0 (kernels/cuda/
+// cuda_kernels.h); NCCL runs on one communication stream per process. A start records an event
+// on the compute stream and makes the communication stream wait for it (the operands are
+// ready), queues the NCCL call there and records a `done` event after it. `test` polls that
+// event (never blocking, so comm.c's timeout still works); once it has fired it makes the
+// compute stream wait for it, so kernels queued afterwards see the result, and the handle is
+// finished. Compute queued between start and wait overlaps the transfer.
+//
+// Differences from the MPI backend: tags are not passed on (NCCL matches sends and receives
+// between a pair of ranks in the order they are issued, which is how ctitan's schedules issue
+// them); bf16 reductions are NCCL's (its own accumulation order and rounding, not comm.h's
+// pairwise round-to-bf16 contract, to be checked against it on a GPU); events are created per
+// operation (cudaEventCreate is cheap, but it is an allocation in the step: a pool is the fix).
+#include "comm/backend.h"
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <string.h>
+
+#include "core/error.h"
+
+typedef struct {
+    ncclComm_t nccl;
+    MPI_Comm mpi;
+} nccl_group;
+_Static_assert(sizeof(nccl_group) <= sizeof(ct_comm_opaque), "an NCCL group must fit ct_comm_opaque");
+_Static_assert(sizeof(cudaEvent_t) <= sizeof(ct_comm_opaque), "a cudaEvent_t must fit ct_comm_opaque");
+
+static nccl_group group_of(const ct_group *g) {
+    nccl_group n;
+    memcpy(&n, g->backend.raw, sizeof n);
+    return n;
+}
+
+static cudaStream_t comm_stream;
+static float *barrier_buf;  // one device float, all-reduced by barrier
+
+static void check_cuda(cudaError_t e, const char *what, const ct_group *g) {
+    if (e != cudaSuccess) ct_fatal("comm", "%s on group %s failed: %s", what, g ? g->name : "?", cudaGetErrorString(e));
+}
+
+static void check_nccl(ncclResult_t r, const char *what, const ct_group *g) {
+    if (r != ncclSuccess)
+        ct_fatal("comm", "%s on group %s failed: %s", what, g ? g->name : "?", ncclGetErrorString(r));
+}
+
+static ncclDataType_t nccl_type(const ct_group *g, ct_comm_kind k, ct_dtype dt) {
+    switch (dt) {
+    case CT_F32: return ncclFloat32;
+    case CT_BF16: return ncclBfloat16;
+    case CT_I32: return ncclInt32;
+    case CT_F64: return ncclFloat64;
+    case CT_I64: return ncclInt64;
+    case CT_U8: return ncclUint8;
+    default:
+        ct_fatal("comm", "%s on group %s: the NCCL backend cannot move %s data", ct_comm_kind_name(k), g->name,
+                 ct_dtype_name(dt));
+    }
+}
+
+static ncclRedOp_t nccl_op(const ct_group *g, ct_comm_kind k, ct_dtype dt, ct_comm_op op) {
+    if (dt == CT_U8)
+        ct_fatal("comm", "%s on group %s: cannot reduce %s data with the NCCL backend", ct_comm_kind_name(k),
+                 g->name, ct_dtype_name(dt));
+    return op == CT_COMM_MAX ? ncclMax : ncclSum;
+}
+
+// ---- process
+
+static ct_status nccl_init(int *argc, char ***argv) {
+    if (ct_comm_backend_mpi.init(argc, argv) != CT_OK) return CT_ERR;
+    if (comm_stream) return CT_OK;
+    // One GPU per process: the local rank (ranks sharing this node) picks the device.
+    MPI_Comm local;
+    int lrank = 0, ndev = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS)
+        return ct_set_error("comm: MPI_Comm_split_type (node-local ranks) failed");
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_free(&local);
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1)
+        return ct_set_error("comm: the nccl backend needs a CUDA device, and this process sees none");
+    if (cudaSetDevice(lrank % ndev) != cudaSuccess)
+        return ct_set_error("comm: cudaSetDevice(%d) failed", lrank % ndev);
+    if (cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking) != cudaSuccess)
+        return ct_set_error("comm: cudaStreamCreate for the communication stream failed");
+    if (cudaMalloc((void **)&barrier_buf, sizeof(float)) != cudaSuccess ||
+        cudaMemset(barrier_buf, 0, sizeof(float)) != cudaSuccess)
+        return ct_set_error("comm: cudaMalloc of the barrier's float failed");
+    return CT_OK;
+}
+
+static void nccl_finalize(void) {
+    if (barrier_buf) cudaFree(barrier_buf);
+    if (comm_stream) cudaStreamDestroy(comm_stream);
+    barrier_buf = NULL;
+    comm_stream = NULL;
+    ct_comm_backend_mpi.finalize();
+}
+
+// ---- groups: an MPI communicator and the NCCL one made over it
+
+static ct_status make_group(ct_group *out, MPI_Comm mc) {
+    MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(mc, &out->rank);
+    MPI_Comm_size(mc, &out->size);
+    ncclUniqueId id;
+    if (out->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
+        return ct_set_error("comm: ncclGetUniqueId for group %s failed", out->name);
+    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, mc) != MPI_SUCCESS)
+        return ct_set_error("comm: broadcasting the NCCL id of group %s failed", out->name);
+    nccl_group n = {NULL, mc};
+    ncclResult_t r = ncclCommInitRank(&n.nccl, out->size, id, out->rank);
+    if (r != ncclSuccess)
+        return ct_set_error("comm: ncclCommInitRank for group %s failed: %s", out->name, ncclGetErrorString(r));
+    memset(&out->backend, 0, sizeof out->backend);
+    memcpy(out->backend.raw, &n, sizeof n);
+    return CT_OK;
+}
+
+static ct_status nccl_group_world(ct_group *out) {
+    MPI_Comm mc;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &mc) != MPI_SUCCESS) return ct_set_error("comm: MPI_Comm_dup failed");
+    return make_group(out, mc);
+}
+
+static ct_status nccl_group_split(ct_group *parent, int color, int key, ct_group *out) {
+    MPI_Comm mc;
+    if (MPI_Comm_split(group_of(parent).mpi, color, key, &mc) != MPI_SUCCESS)
+        return ct_set_error("comm: MPI_Comm_split of group %s failed", parent->name);
+    return make_group(out, mc);
+}
+
+static void nccl_group_free(ct_group *g) {
+    nccl_group n = group_of(g);
+    if (n.nccl) ncclCommDestroy(n.nccl);
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    if (up) MPI_Finalized(&down);
+    if (up && !down && n.mpi != MPI_COMM_NULL && n.mpi != NULL) MPI_Comm_free(&n.mpi);
+    memset(&g->backend, 0, sizeof g->backend);
+}
+
+// ---- starts: order after the compute stream, run on the comm stream, remember `done`
+
+static ncclComm_t begin(ct_group *g, const char *what) {
+    cudaEvent_t ready;
+    check_cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), what, g);
+    check_cuda(cudaEventRecord(ready, 0), what, g);  // the compute stream's work so far
+    check_cuda(cudaStreamWaitEvent(comm_stream, ready, 0), what, g);
+    cudaEventDestroy(ready);  // destroying a recorded event is allowed; the wait still holds
+    return group_of(g).nccl;
+}
+
+static void end(ct_group *g, ct_comm_handle *h, const char *what) {
+    cudaEvent_t done;
+    check_cuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), what, g);
+    check_cuda(cudaEventRecord(done, comm_stream), what, g);
+    memset(&h->backend, 0, sizeof h->backend);
+    memcpy(h->backend.raw, &done, sizeof done);
+}
+
+static void nccl_all_reduce(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt, ct_comm_op op,
+                            ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "all_reduce");
+    check_nccl(ncclAllReduce(send, recv, count, nccl_type(g, CT_COMM_ALL_REDUCE, dt),
+                             nccl_op(g, CT_COMM_ALL_REDUCE, dt, op), c, comm_stream),
+               "all_reduce", g);
+    end(g, h, "all_reduce");
+}
+
+static void nccl_all_gather(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt,
+                            ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "all_gather");
+    check_nccl(ncclAllGather(send, recv, count, nccl_type(g, CT_COMM_ALL_GATHER, dt), c, comm_stream), "all_gather",
+               g);
+    end(g, h, "all_gather");
+}
+
+static void nccl_reduce_scatter(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt,
+                                ct_comm_op op, ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "reduce_scatter");
+    check_nccl(ncclReduceScatter(send, recv, count, nccl_type(g, CT_COMM_REDUCE_SCATTER, dt),
+                                 nccl_op(g, CT_COMM_REDUCE_SCATTER, dt, op), c, comm_stream),
+               "reduce_scatter", g);
+    end(g, h, "reduce_scatter");
+}
+
+static void nccl_broadcast(ct_group *g, void *buf, size_t count, ct_dtype dt, int root, ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "broadcast");
+    check_nccl(ncclBroadcast(buf, buf, count, nccl_type(g, CT_COMM_BROADCAST, dt), root, c, comm_stream),
+               "broadcast", g);
+    end(g, h, "broadcast");
+}
+
+static void nccl_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int peer, int tag,
+                      ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "send");
+    check_nccl(ncclSend(buf, count, nccl_type(g, CT_COMM_SEND, dt), peer, c, comm_stream), "send", g);
+    end(g, h, "send");
+}
+
+static void nccl_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag, ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "recv");
+    check_nccl(ncclRecv(buf, count, nccl_type(g, CT_COMM_RECV, dt), peer, c, comm_stream), "recv", g);
+    end(g, h, "recv");
+}
+
+// Every rank's barrier is an all-reduce of one float: none completes before all have started.
+static void nccl_barrier(ct_group *g, ct_comm_handle *h) {
+    ncclComm_t c = begin(g, "barrier");
+    check_nccl(ncclAllReduce(barrier_buf, barrier_buf, 1, ncclFloat32, ncclSum, c, comm_stream), "barrier", g);
+    end(g, h, "barrier");
+}
+
+static bool nccl_test(ct_comm_handle *h) {
+    cudaEvent_t done;
+    memcpy(&done, h->backend.raw, sizeof done);
+    cudaError_t e = cudaEventQuery(done);
+    if (e == cudaErrorNotReady) {
+        ncclResult_t async = ncclSuccess;  // a peer that failed shows here, not as a hang
+        if (h->group && ncclCommGetAsyncError(group_of(h->group).nccl, &async) == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress)
+            check_nccl(async, ct_comm_kind_name(h->kind), h->group);
+        return false;
+    }
+    check_cuda(e, ct_comm_kind_name(h->kind), h->group);
+    check_cuda(cudaStreamWaitEvent(0, done, 0), ct_comm_kind_name(h->kind), h->group);  // compute after comm
+    cudaEventDestroy(done);
+    return true;
+}
+
+// ---- the job's view for ct_fatal, and the timeout's diagnosis: MPI's, as in comm_mpi.c
+static bool mpi_up(void) {
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    if (up) MPI_Finalized(&down);
+    return up && !down;
+}
+static int hook_rank(void *ctx) {
+    int r = 0;
+    if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+static int hook_size(void *ctx) {
+    int n = 1;
+    if (mpi_up()) MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+static void hook_abort(void *ctx, int code) {
+    if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, code);
+}
+static const ct_abort_hook nccl_abort_hook = {NULL, hook_rank, hook_size, hook_abort};
+
+static void watch_answer(const char *waiting_on) { ct_comm_backend_mpi.watch_answer(waiting_on); }
+static int watch_ask(double seconds, const char *waiting_on, char (*what)[64], int cap) {
+    return ct_comm_backend_mpi.watch_ask ? ct_comm_backend_mpi.watch_ask(seconds, waiting_on, what, cap) : 0;
+}
+
+const ct_comm_backend ct_comm_backend_nccl = {
+    .name = "nccl",
+    .init = nccl_init,
+    .finalize = nccl_finalize,
+    .abort_hook = &nccl_abort_hook,
+    .group_world = nccl_group_world,
+    .group_split = nccl_group_split,
+    .group_free = nccl_group_free,
+    .all_reduce = nccl_all_reduce,
+    .all_gather = nccl_all_gather,
+    .reduce_scatter = nccl_reduce_scatter,
+    .broadcast = nccl_broadcast,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .barrier = nccl_barrier,
+    .test = nccl_test,
+    .watch_answer = watch_answer,
+    .watch_ask = watch_ask,
+};

@@ -1,0 +1,76 @@
+// The cuda backend's device kernels (internal to src/kernels/cuda): plain C launchers around the
+// __global__ functions of the *.cu files, so the table (backend_cuda.c, C) never sees C++.
+//
+// Every launcher queues its work on the compute stream, which is the legacy default stream (0):
+// the one stream everything in this backend and cuBLASLt calls run on, and the stream
+// comm_nccl.c orders its own stream against with events (comm/ cannot include this header, so
+// the stream is named by convention, not passed). Pointers are device pointers; shapes and
+// conventions are those of the kernels.h function of the same name (accumulate vs overwrite).
+// After each launch ct_cuda_launched checks for a launch error and ends the job with its name.
+#ifndef CT_CUDA_KERNELS_H
+#define CT_CUDA_KERNELS_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Fatal (through ct_fatal) when the last launch failed: "cuda: <what>: <error string>".
+void ct_cuda_launched(const char *what);
+
+// ---- elementwise (elementwise.cu)
+void ct_cuda_add(float *y, const float *x, long n);                      // y += x
+void ct_cuda_add_to(float *out, const float *a, const float *b, long n);  // out = a + b (may alias)
+void ct_cuda_scale(float *y, float a, long n);                           // y *= a
+// AdamW with the bias corrections bc1 = 1 - beta1^step, bc2 = 1 - beta2^step computed by the
+// caller (in double, rounded to float, as the cpu does).
+void ct_cuda_adamw(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
+                   float eps, float weight_decay, float bc1, float bc2, float grad_scale);
+// parts (CT_CUDA_SUMSQ_PARTS doubles, device): part p = sum of x^2 over the p-th slice, in double.
+enum { CT_CUDA_SUMSQ_PARTS = 256 };
+void ct_cuda_sumsq_parts(double *parts, const float *x, long n);
+void ct_cuda_f32_to_bf16(uint16_t *dst, const float *src, long n);  // nearest even, NaN kept quiet
+void ct_cuda_bf16_to_f32(float *dst, const uint16_t *src, long n);
+
+// ---- layers (layers.cu)
+void ct_cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C,
+                               long vocab_start, long V_local);
+void ct_cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
+                                long vocab_start, long V_local);
+void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                             float eps);
+void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                              const float *weight, const float *rstd, long N, long C);
+// dir +1: forward rotation, -1: the inverse (backward).
+void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long H,
+                  long HS, long ld, float dir);
+void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F);
+void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
+
+// ---- attention (attention.cu); HS <= CT_CUDA_ATT_MAX_HS
+enum { CT_CUDA_ATT_MAX_HS = 256 };
+void ct_cuda_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
+                               const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B,
+                               long Tq, long Tk, long NH, long NKV, long HS);
+void ct_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                const float *lse, const float *q, long ldq, const float *k, long ldk,
+                                const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B,
+                                long Tq, long Tk, long NH, long NKV, long HS);
+
+// ---- cross-entropy rows (xent.cu)
+// The whole-vocabulary row step of ct_xent_fused on R rows of logits z (R, V): row_loss[r] (double)
+// = lse - z[t] (0 for an ignored row); when want_grad, z becomes dlogits (ignored rows zero).
+void ct_cuda_xent_rows_fused(float *z, double *row_loss, const int32_t *targets, long R, long V, float grad_scale,
+                             int want_grad);
+void ct_cuda_xent_rows_max(float *mx, const float *z, const int32_t *targets, long R, long V);
+void ct_cuda_xent_rows_exp_sum(float *z, float *sum, float *zt, const float *mx, const int32_t *targets, long R,
+                               long V, long vocab_start);
+void ct_cuda_xent_rows_dlogits(float *z, const float *sum, const int32_t *targets, long R, long V,
+                               long vocab_start, float grad_scale);
+// *first_bad (device int, the caller sets it to N first) = the lowest row whose target is outside [-1, V).
+void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

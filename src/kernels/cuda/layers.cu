@@ -1,0 +1,154 @@
+// Layer kernels of the cuda backend: embedding, RMSNorm, RoPE, SwiGLU (contracts in
+// kernels/kernels.h). Simple and deterministic first: reductions over rows (embedding and
+// RMSNorm weight gradients) give each thread a column and walk the rows in order, as the cpu
+// does, so they need no atomics and sum in the cpu's order.
+#include <stdint.h>
+
+#include "kernels/cuda/common.cuh"
+
+// ---- embedding: one block per row, threads over columns
+__global__ static void embedding_fwd_k(float *out, const int32_t *tokens, const float *wte, long C, long vocab_start,
+                                       long V_local) {
+    long n = blockIdx.x, row = (long)tokens[n] - vocab_start;
+    float *o = out + n * C;
+    bool in = row >= 0 && row < V_local;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) o[c] = in ? wte[row * C + c] : 0.0f;
+}
+
+// one thread per column, rows in order: no races, the cpu's summation order
+__global__ static void embedding_bwd_k(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
+                                       long vocab_start, long V_local) {
+    long c = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    for (long n = 0; n < N; n++) {
+        long row = (long)tokens[n] - vocab_start;
+        if (row >= 0 && row < V_local) dwte[row * C + c] += dout[n * C + c];
+    }
+}
+
+extern "C" void ct_cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C,
+                                          long vocab_start, long V_local) {
+    if (N <= 0) return;
+    embedding_fwd_k<<<(unsigned)N, 256>>>(out, tokens, wte, C, vocab_start, V_local);
+    ct_cuda_launched("embedding_forward");
+}
+extern "C" void ct_cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
+                                           long vocab_start, long V_local) {
+    if (N <= 0 || C <= 0) return;
+    embedding_bwd_k<<<(unsigned)((C + 127) / 128), 128>>>(dwte, dout, tokens, N, C, vocab_start, V_local);
+    ct_cuda_launched("embedding_backward");
+}
+
+// ---- RMSNorm: one block per row
+__global__ static void rmsnorm_fwd_k(float *out, float *rstd, const float *inp, const float *weight, long C,
+                                     float eps) {
+    __shared__ float sh[32];
+    long n = blockIdx.x;
+    const float *x = inp + n * C;
+    float ss = 0.0f;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
+    ss = ct_block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)C + eps);
+    float *y = out + n * C;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) y[c] = x[c] * r * weight[c];
+    if (threadIdx.x == 0) rstd[n] = r;
+}
+
+// dinp_c += r w_c dy_c - r^3/C x_c sum_j(dy_j w_j x_j)
+__global__ static void rmsnorm_bwd_dinp_k(float *dinp, const float *dout, const float *inp, const float *weight,
+                                          const float *rstd, long C) {
+    __shared__ float sh[32];
+    long n = blockIdx.x;
+    const float *x = inp + n * C, *dy = dout + n * C;
+    float r = rstd[n], dot = 0.0f;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) dot += dy[c] * weight[c] * x[c];
+    dot = ct_block_sum(dot, sh);
+    float k = r * r * r * dot / (float)C;
+    float *dx = dinp + n * C;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) dx[c] += r * weight[c] * dy[c] - k * x[c];
+}
+
+// dweight_c += sum_n dy_nc x_nc r_n, a thread per column summing rows in order (the cpu's order)
+__global__ static void rmsnorm_bwd_dw_k(float *dweight, const float *dout, const float *inp, const float *rstd,
+                                        long N, long C) {
+    long c = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float acc = 0.0f;
+    for (long n = 0; n < N; n++) acc += dout[n * C + c] * inp[n * C + c] * rstd[n];
+    dweight[c] += acc;
+}
+
+extern "C" void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N,
+                                        long C, float eps) {
+    if (N <= 0) return;
+    rmsnorm_fwd_k<<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
+    ct_cuda_launched("rmsnorm_forward");
+}
+extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                         const float *weight, const float *rstd, long N, long C) {
+    if (N <= 0) return;
+    if (dinp) {
+        rmsnorm_bwd_dinp_k<<<(unsigned)N, 256>>>(dinp, dout, inp, weight, rstd, C);
+        ct_cuda_launched("rmsnorm_backward (dinp)");
+    }
+    if (dweight) {
+        rmsnorm_bwd_dw_k<<<(unsigned)((C + 127) / 128), 128>>>(dweight, dout, inp, rstd, N, C);
+        ct_cuda_launched("rmsnorm_backward (dweight)");
+    }
+}
+
+// ---- RoPE: a thread per (token, head, pair)
+__global__ static void rope_k(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
+                              long T, long H, long HS, long ld, float dir) {
+    long half = HS / 2, total = B * T * H * half;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        long i = e % half, h = (e / half) % H, bt = e / (half * H), t = bt % T;
+        long p = pos ? (long)pos[t] : t;
+        float *xh = x + bt * ld + h * HS;
+        float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+        float c = cos_tab[p * half + i], s = dir * sin_tab[p * half + i];
+        xh[2 * i] = x0 * c - x1 * s;
+        xh[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+extern "C" void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
+                             long T, long H, long HS, long ld, float dir) {
+    long total = B * T * H * (HS / 2);
+    if (total <= 0) return;
+    rope_k<<<ct_cuda_blocks(total, 256), 256>>>(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, dir);
+    ct_cuda_launched(dir > 0 ? "rope_forward" : "rope_backward");
+}
+
+// ---- SwiGLU: out = silu(gate) * up. expf here, the cpu's polynomial exp there (< 1.5 ulp apart).
+__device__ static inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ static void swiglu_fwd_k(float *out, const float *inp, long N, long F) {
+    long total = N * F;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        long n = e / F, f = e % F;
+        float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f];
+        out[e] = g * sigmoidf_(g) * u;
+    }
+}
+
+__global__ static void swiglu_bwd_k(float *dinp, const float *dout, const float *inp, long N, long F) {
+    long total = N * F;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        long n = e / F, f = e % F;
+        float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f], d = dout[e], s = sigmoidf_(g);
+        dinp[n * 2 * F + F + f] = d * g * s;
+        dinp[n * 2 * F + f] = d * u * s * (1.0f + g * (1.0f - s));
+    }
+}
+
+extern "C" void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F) {
+    if (N * F <= 0) return;
+    swiglu_fwd_k<<<ct_cuda_blocks(N * F, 256), 256>>>(out, inp, N, F);
+    ct_cuda_launched("swiglu_forward");
+}
+extern "C" void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F) {
+    if (N * F <= 0) return;
+    swiglu_bwd_k<<<ct_cuda_blocks(N * F, 256), 256>>>(dinp, dout, inp, N, F);
+    ct_cuda_launched("swiglu_backward");
+}

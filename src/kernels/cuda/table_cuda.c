@@ -1,0 +1,231 @@
+// The cuda backend's table: each member with its kernels.h contract, the device kernels of the
+// *.cu files (cuda_kernels.h) or cuBLASLt (blas_cuda.c) behind it, and the orchestration the cpu
+// functions do in C: the chunked output projection + cross-entropy, the fused forward chains
+// (unfused here: the chain's kernels one after another), RoPE tables (made on the host with the
+// cpu's function, so both backends rotate by the same floats), AdamW's bias corrections.
+// Host round trips for results the contract returns to the host (losses, norms, the bad-target
+// row): each synchronises the compute stream.
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/kernels.h"
+
+// ---- layers
+static void rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
+                        double low_freq_factor, double high_freq_factor, long original_max_pos) {
+    size_t n = (size_t)max_T * (size_t)(HS / 2);
+    float *hc = malloc(n * sizeof(float)), *hs = malloc(n * sizeof(float));  // start-up only
+    if (!hc || !hs) ct_fatal("cuda", "rope_tables: no host memory for %zu floats", 2 * n);
+    ct_rope_tables(hc, hs, max_T, HS, theta, scale_factor, low_freq_factor, high_freq_factor, original_max_pos);
+    ct_cuda_from_host(cos_tab, hc, n * sizeof(float));
+    ct_cuda_from_host(sin_tab, hs, n * sizeof(float));
+    free(hc);
+    free(hs);
+}
+
+static void rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                         long H, long HS, long ld) {
+    ct_cuda_rope(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, 1.0f);
+}
+static void rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                          long H, long HS, long ld) {
+    ct_cuda_rope(dx, cos_tab, sin_tab, pos, B, T, H, HS, ld, -1.0f);
+}
+
+// The GPU kernels keep their state in registers: no scratch (one float so callers never
+// allocate 0 bytes).
+static long attention_scratch_floats(long Tq, long Tk, long HS) { return 1; }
+
+static void check_heads(const char *what, long NH, long NKV, long HS) {
+    if (HS > CT_CUDA_ATT_MAX_HS || HS < 1 || NKV < 1 || NH % NKV != 0)
+        ct_fatal("cuda", "%s: head size %ld (at most %d) or heads %ld / kv heads %ld not supported", what, HS,
+                 (int)CT_CUDA_ATT_MAX_HS, NH, NKV);
+}
+
+static void attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
+                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq,
+                              long Tk, long NH, long NKV, long HS, float *scratch) {
+    check_heads("attention_forward", NH, NKV, HS);
+    ct_cuda_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV, HS);
+}
+
+static void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                               const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
+                               long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
+                               long NH, long NKV, long HS, float *scratch) {
+    check_heads("attention_backward", NH, NKV, HS);
+    ct_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV,
+                               HS);
+}
+
+// ---- output projection + cross-entropy
+static long xent_bad_target(const int32_t *targets, long N, long V) {
+    if (N <= 0) return -1;
+    if (N > 0x7fffffffL) ct_fatal("cuda", "xent_bad_target: %ld rows is more than an int holds", N);
+    int *first = ct_cuda_small_buffer(sizeof(int)), n = (int)N;
+    ct_cuda_from_host(first, &n, sizeof n);
+    ct_cuda_xent_bad_target(first, targets, N, V);
+    ct_cuda_to_host(&n, first, sizeof n);
+    return n < N ? (long)n : -1;
+}
+
+// scratch: logits (chunk_rows, V), then the row losses (chunk_rows doubles, aligned up to 8
+// bytes: two floats of slack).
+static long xent_scratch_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows + 2; }
+
+static double xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
+                         long C, long V, float grad_scale, long chunk_rows, float *scratch) {
+    long bad = xent_bad_target(targets, N, V);
+    if (bad >= 0) {
+        int32_t t = 0;
+        ct_cuda_to_host(&t, targets + bad, sizeof t);
+        ct_fatal("ct_xent_fused", "target %d at row %ld is outside [0, %ld) (and is not -1 = ignore)", (int)t, bad,
+                 V);
+    }
+    float *logits = scratch;  // (chunk_rows, V)
+    uintptr_t at = ((uintptr_t)(scratch + chunk_rows * V) + 7) & ~(uintptr_t)7;
+    double *row_loss = (double *)at;  // (chunk_rows)
+    double *host_loss = malloc((size_t)chunk_rows * sizeof(double));
+    if (!host_loss) ct_fatal("cuda", "xent_fused: no host memory for %ld row losses", chunk_rows);
+    double total = 0.0;
+    for (long r0 = 0; r0 < N; r0 += chunk_rows) {
+        long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
+        const float *xc = x + r0 * C;  // (nr, C)
+        ct_cuda_gemm(0, 1, nr, V, C, 1.0f, xc, C, W, C, 0.0f, logits, V);
+        ct_cuda_xent_rows_fused(logits, row_loss, targets + r0, nr, V, grad_scale, dx != NULL);
+        if (dx) {
+            ct_cuda_gemm(0, 0, nr, C, V, 1.0f, logits, V, W, C, 0.0f, dx + r0 * C, C);  // dx (nr, C) = dlogits W
+            ct_cuda_gemm(1, 0, V, C, nr, 1.0f, logits, V, xc, C, 1.0f, dW, C);          // dW (V, C) += dlogits^T x
+        }
+        ct_cuda_to_host(host_loss, row_loss, (size_t)nr * sizeof(double));
+        for (long r = 0; r < nr; r++) total += host_loss[r];  // row order: the cpu's sum
+    }
+    free(host_loss);
+    return total;
+}
+
+// ---- optimizer and reductions
+static void adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, long step, float grad_scale) {
+    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));  // as the cpu: in double, then float
+    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+    ct_cuda_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);
+}
+
+static double sum_squares(const float *x, long n) {
+    if (n <= 0) return 0.0;
+    double *parts = ct_cuda_small_buffer(CT_CUDA_SUMSQ_PARTS * sizeof(double)), host[CT_CUDA_SUMSQ_PARTS];
+    ct_cuda_sumsq_parts(parts, x, n);
+    ct_cuda_to_host(host, parts, sizeof host);
+    double total = 0.0;
+    for (int p = 0; p < CT_CUDA_SUMSQ_PARTS; p++) total += host[p];
+    return total;
+}
+
+static void f32_to_bf16(uint16_t *dst, const float *src, long n) { ct_cuda_f32_to_bf16(dst, src, n); }
+static void bf16_to_f32(float *dst, const uint16_t *src, long n) { ct_cuda_bf16_to_f32(dst, src, n); }
+
+// ---- fused forward chains, as the unfused kernels in sequence (same results by construction)
+static void residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, const float *x,
+                                     const float *residual_delta, const float *weight, long N, long C, float eps) {
+    ct_cuda_add_to(x_out, x, residual_delta, N * C);
+    ct_cuda_rmsnorm_forward(norm_out, rstd, x_out, weight, N, C, eps);
+}
+
+static long rmsnorm_linear_scratch_floats(long N, long C, long OC) { return N * C; }
+static void rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x,
+                                   const float *norm_weight, const float *W, long N, long C, long OC, float eps,
+                                   float *scratch) {
+    float *norm = norm_out ? norm_out : scratch;  // (N, C)
+    if (!norm) ct_fatal("cuda", "rmsnorm_linear_forward: norm_out and scratch are both NULL");
+    ct_cuda_rmsnorm_forward(norm, rstd, x, norm_weight, N, C, eps);
+    ct_cuda_linear_forward(out, norm, W, N, C, OC);
+}
+
+static long linear_swiglu_scratch_floats(long N, long C, long F) { return N * 2 * F; }
+static void linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
+                                  float *scratch) {
+    float *g = h13 ? h13 : scratch;  // (N, 2F)
+    if (!g) ct_fatal("cuda", "linear_swiglu_forward: h13 and scratch are both NULL");
+    ct_cuda_linear_forward(g, inp, W13, N, C, 2 * F);
+    ct_cuda_swiglu_forward(h, g, N, F);
+}
+
+static long linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
+static void linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
+                                const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                long NH, long NKV, long HS, float *scratch) {
+    if (N != B * T) ct_fatal("cuda", "linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
+    ct_cuda_linear_forward(qkv, inp, W, N, C, QKV);
+    ct_cuda_rope(qkv, cos_tab, sin_tab, pos, B, T, NH, HS, QKV, 1.0f);
+    ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, B, T, NKV, HS, QKV, 1.0f);
+}
+
+const ct_kernels ct_kernels_cuda = {
+    .name = "cuda",
+    .device = CT_DEVICE_CUDA,
+
+    .zero = ct_cuda_zero,
+    .copy = ct_cuda_copy,
+    .copy_to_host = ct_cuda_to_host,
+    .copy_from_host = ct_cuda_from_host,
+
+    .gemm = ct_cuda_gemm,
+    .linear_forward = ct_cuda_linear_forward,
+    .linear_backward = ct_cuda_linear_backward,
+    .matmul_peak_gflops = ct_cuda_matmul_peak_gflops,
+
+    .embedding_forward = ct_cuda_embedding_forward,
+    .embedding_backward = ct_cuda_embedding_backward,
+    .rmsnorm_forward = ct_cuda_rmsnorm_forward,
+    .rmsnorm_backward = ct_cuda_rmsnorm_backward,
+    .rope_tables = rope_tables,
+    .rope_forward = rope_forward,
+    .rope_backward = rope_backward,
+    .attention_scratch_floats = attention_scratch_floats,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .swiglu_forward = ct_cuda_swiglu_forward,
+    .swiglu_backward = ct_cuda_swiglu_backward,
+
+    .xent_scratch_floats = xent_scratch_floats,
+    .xent_fused = xent_fused,
+    .xent_bad_target = xent_bad_target,
+
+    .xent_rows_max = ct_cuda_xent_rows_max,
+    .xent_rows_exp_sum = ct_cuda_xent_rows_exp_sum,
+    .xent_rows_dlogits = ct_cuda_xent_rows_dlogits,
+    .xent_rows_loss = ct_cuda_xent_rows_loss,
+    .xent_rows_gathered = ct_cuda_xent_rows_gathered,
+
+    .adamw_update = adamw_update,
+    .sum_squares = sum_squares,
+    .add_inplace = ct_cuda_add,
+    .scale_inplace = ct_cuda_scale,
+
+    .gemm_bf16 = ct_cuda_gemm_bf16,
+    .matmul_peak_gflops_bf16 = ct_cuda_matmul_peak_gflops_bf16,
+    .bf16_gemm_path = ct_cuda_bf16_gemm_path,
+    .f32_to_bf16 = f32_to_bf16,
+
+    .gemm_f8_scratch_floats = ct_cuda_gemm_f8_scratch_floats,
+    .gemm_f8 = ct_cuda_gemm_f8,
+    .gemm_mxfp8 = ct_cuda_gemm_mxfp8,
+    .f8_scratch_floats = ct_cuda_f8_scratch_floats,
+    .linear_forward_f8 = ct_cuda_linear_forward_f8,
+
+    .f8_backward_scratch_floats = ct_cuda_f8_backward_scratch_floats,
+    .linear_backward_f8 = ct_cuda_linear_backward_f8,
+    .bf16_to_f32 = bf16_to_f32,
+
+    .residual_rmsnorm_forward = residual_rmsnorm_forward,
+    .rmsnorm_linear_scratch_floats = rmsnorm_linear_scratch_floats,
+    .rmsnorm_linear_forward = rmsnorm_linear_forward,
+    .linear_swiglu_scratch_floats = linear_swiglu_scratch_floats,
+    .linear_swiglu_forward = linear_swiglu_forward,
+    .linear_rope_scratch_floats = linear_rope_scratch_floats,
+    .linear_rope_forward = linear_rope_forward,
+};

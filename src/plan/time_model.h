@@ -1,20 +1,32 @@
 // The planner's time model: one training step of a configuration on a hardware profile.
 //
 //   compute      matmul FLOPs per layer at an efficiency that depends on the matmul's shape
-//                (hardware.h), attention at its own efficiency, elementwise kernels at memory
-//                bandwidth (fewer passes with compile.enable), recompute per checkpointing mode,
-//                matmul rate by precision (fp32, bf16, float8 / MXFP8 where the device has it);
+//                (hardware.h: eff * s / (s + half), s the smallest of M, N, K), attention at its
+//                own efficiency (causal: half the score matrix; backward 2.5x forward, as flash
+//                attention recomputes the scores), elementwise kernels (norms, RoPE, SwiGLU,
+//                residual adds, casts, cross-entropy, AdamW) at memory bandwidth (fewer passes
+//                with compile.enable), recompute per checkpointing mode, matmul rate by precision
+//                (fp32, bf16, float8 / MXFP8 at the fp8 peak where the device has one);
 //   communication each collective's bytes -- the same analytic volumes the benches check
-//                (bench_fsdp_comm, bench_tp, bench_cp) -- over the link the group spans (within a
-//                node or across nodes: groups are laid out tp innermost, then cp, dp_shard,
-//                dp_replicate, pp) with latency and bandwidth; hidden behind compute where the run
-//                overlaps (enable_async_comm), exposed otherwise;
+//                (bench_fsdp_comm, bench_tp, bench_cp, bench_pipeline) -- over the link the group
+//                spans (within a node or across: groups are laid out tp innermost, then cp,
+//                dp_shard, dp_replicate, pp) with a latency per ring step and the link's
+//                bandwidth per direction; hidden behind compute where the run overlaps
+//                (enable_async_comm: FSDP gathers / reduce-scatters behind the neighbouring
+//                layer, tp's backward input-gradient reductions behind the weight-gradient matmul,
+//                as the code does; cp's ring behind the attention of the block in hand; pipeline
+//                sends never block the sender), exposed otherwise;
 //   bubble       from the pipeline schedule simulator (ct_pp_simulate) fed with the per-stage
-//                forward / backward times, not a formula.
+//                forward / backward / input / weight times and the receive times, not a formula.
+//
+// On a cpu profile the ranks of the run share the node: each gets cores / ranks threads (at
+// least 1) and its share of the node's matmul rate and memory bandwidth; MPI between them runs
+// over shared memory at the profile's intra-node figures.
 #ifndef CT_PLAN_TIME_MODEL_H
 #define CT_PLAN_TIME_MODEL_H
 #include "core/config.h"
 #include "model/llama_config.h"
+#include "parallel/pipeline_schedules.h"
 #include "plan/hardware.h"
 
 // Mesh dimensions whose communication the model reports separately.
@@ -30,9 +42,34 @@ typedef struct {
     double tokens_per_s_per_device;     // global tokens per step / step / world
     double model_flops_per_s;           // per device: ct_llama_flops_per_token * tokens / step
     double mfu;                         // model_flops_per_s / the device's peak in the run's dtype
+    // What the seconds come from (for tests and --explain):
+    double bytes[CT_PLAN_NDIMS];        // bytes per step on the busiest rank of each dimension, counted
+                                        // as the comm layer counts them (the benches' analytic volumes)
+    double model_flops;                 // whole job, one step, summed from the layer shapes under the
+                                        // 6·N + attention convention (= ct_llama_flops_per_token · tokens)
+    double rank_flops;                  // executed on the busiest rank: causal attention, recompute
+    int n_microbatches;                 // per step and data-parallel rank
 } ct_plan_time;
 
 // Same preconditions as ct_plan_memory_rank. CT_ERR when the schedule cannot be built.
 ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out);
+
+// Seconds of one pipeline micro-batch's actions on one stage.
+typedef struct {
+    double f, b, i, w;   // forward, backward (= i + w, with recompute), backward-input, backward-weight
+    double recv;         // receiving this stage's input (forward) or output gradient (backward)
+} ct_plan_stage_cost;
+
+// The pipeline part of a step: generates every rank's list (ct_pp_generate), simulates them with
+// these per-stage costs (stage: pp * vpp entries, in global stage order) and returns the makespan,
+// the busiest rank, its compute and receive seconds. CT_ERR when the schedule cannot be built.
+typedef struct {
+    double makespan;
+    int busiest;           // the rank with the most compute + receive time
+    double busy, recv;     // that rank's seconds in F/B/I/W and in receives
+    double bubble_frac;    // the simulator's mean idle fraction over ranks
+} ct_plan_pipeline;
+ct_status ct_plan_pipeline_run(ct_pp_kind kind, int pp, int vpp, int n_mb, const ct_plan_stage_cost *stage,
+                               ct_plan_pipeline *out);
 #endif

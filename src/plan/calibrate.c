@@ -1,0 +1,194 @@
+// `ctitan plan --calibrate`: measures this machine into a cpu hardware profile (hardware.h).
+//
+//   matmul     fp32 through the cpu backend's peak probe (best of several runs of an n^3 sgemm)
+//              at n = 64 .. 1536; the curve rate(n) = R * n / (n + half) is fitted by least
+//              squares on 1 / rate = 1/R + (half/R) / n, which is linear in 1/n. peak_fp32 is the
+//              best rate measured, matmul_efficiency = R / peak (at most 1), matmul_half_size =
+//              half. bf16: the bf16 probe at one size, scaled to the same curve.
+//   attention  the backend's attention forward + backward on a causal sequence, counted the way
+//              the time model counts it (forward 4·T·(T/2)·NH·HS, backward 2.5x), as a fraction of
+//              the fp32 peak; at two head sizes (16: the debug model; 64: bench M and real models),
+//              geometric mean.
+//   memory     a streaming kernel (y = a·x + y over 8 MiB arrays, all threads): the rate the
+//              elementwise kernels see at activation sizes (the L3 may hold some of it).
+//   MPI        with 2+ ranks: ping-pong between ranks 0 and 1 through the comm layer, 8 bytes for
+//              latency (half the round trip) and 4 MiB for bandwidth.
+// Everything runs with every core of the node on rank 0 while the other ranks wait in a barrier
+// (the comm layer's wait yields the core). About 20-40 seconds.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "kernels/backend.h"
+#include "plan/hardware.h"
+
+static double fit_matmul(const ct_kernels *k, double *peak, double *eff, double *half) {
+    static const long sizes[] = {64, 128, 192, 256, 384, 512, 768, 1024, 1536};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    double rate[NS], best = 0;
+    for (int i = 0; i < NS; i++) {
+        long n = sizes[i];
+        int reps = n <= 256 ? 40 : n <= 768 ? 8 : 3;
+        rate[i] = k->matmul_peak_gflops(n, reps) * 1e9;
+        if (rate[i] > best) best = rate[i];
+        printf("  fp32 matmul %4ld^3: %7.1f GFLOP/s\n", n, rate[i] / 1e9);
+    }
+    // Least squares of y = 1/rate against x = 1/n: y = a + b x, R = 1/a, half = b/a.
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < NS; i++) {
+        double x = 1.0 / sizes[i], y = 1.0 / rate[i];
+        sx += x, sy += y, sxx += x * x, sxy += x * y;
+    }
+    double b = (NS * sxy - sx * sy) / (NS * sxx - sx * sx), a = (sy - b * sx) / NS;
+    double R = a > 0 ? 1.0 / a : best;
+    *peak = best;
+    *eff = fmin(1.0, R / best);
+    *half = fmax(0, b / a);
+    return rate[NS - 2];  // at 1024, for the bf16 ratio
+}
+
+// Attention fwd + bwd seconds for one causal sequence of T tokens, best of reps.
+static double attention_secs(const ct_kernels *k, long T, long NH, long HS, int reps) {
+    long n = T * NH * HS;
+    float *q = calloc((size_t)n, 4), *kk = calloc((size_t)n, 4), *v = calloc((size_t)n, 4), *o = calloc((size_t)n, 4);
+    float *dq = calloc((size_t)n, 4), *dk = calloc((size_t)n, 4), *dv = calloc((size_t)n, 4), *dout = calloc((size_t)n, 4);
+    float *lse = calloc((size_t)(T * NH), 4);
+    long sf = k->attention_scratch_floats(T, T, HS);
+    float *scratch = calloc((size_t)(sf > 0 ? sf : 1), 4);
+    int32_t *pos = malloc((size_t)T * sizeof(int32_t));
+    for (long i = 0; i < T; i++) pos[i] = (int32_t)i;
+    for (long i = 0; i < n; i++) {
+        q[i] = (float)((i * 7) % 13) * 0.01f;
+        kk[i] = (float)((i * 5) % 11) * 0.01f;
+        v[i] = (float)((i * 3) % 7) * 0.01f;
+        dout[i] = (float)((i * 11) % 17) * 0.001f;
+    }
+    long ld = NH * HS;
+    double best = 1e30;
+    for (int r = 0; r < reps + 1; r++) {  // the first is a warm-up
+        double t0 = omp_get_wtime();
+        k->attention_forward(o, lse, q, ld, kk, ld, v, ld, pos, pos, 1, T, T, NH, NH, HS, scratch);
+        k->attention_backward(dq, dk, dv, dout, o, lse, q, ld, kk, ld, v, ld, pos, pos, 1, T, T, NH, NH, HS, scratch);
+        double dt = omp_get_wtime() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    free(q), free(kk), free(v), free(o), free(dq), free(dk), free(dv), free(dout), free(lse), free(scratch), free(pos);
+    return best;
+}
+
+static double attention_eff(const ct_kernels *k, double peak) {
+    static const long shapes[][3] = {{1024, 16, 16}, {1024, 8, 64}};  // T, NH, HS
+    double logsum = 0;
+    for (int i = 0; i < 2; i++) {
+        long T = shapes[i][0], NH = shapes[i][1], HS = shapes[i][2];
+        double secs = attention_secs(k, T, NH, HS, 3);
+        double flops = 3.5 * 4.0 * T * (T / 2.0) * NH * HS;  // the time model's count
+        double e = flops / secs / peak;
+        printf("  attention T %ld, %ld heads of %ld: %.1f GFLOP/s (model count), %.3f of the fp32 peak\n", T, NH, HS,
+               flops / secs / 1e9, e);
+        logsum += log(e);
+    }
+    return fmin(1.0, exp(logsum / 2));
+}
+
+static double stream_bandwidth(void) {
+    const long n = 2L << 20;  // 8 MiB per array
+    float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+    for (long i = 0; i < n; i++) x[i] = 1.0f, y[i] = 0.5f;
+    double best = 1e30;
+    for (int r = 0; r < 30; r++) {
+        double t0 = omp_get_wtime();
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++) y[i] = 0.999f * x[i] + y[i];
+        double dt = omp_get_wtime() - t0;
+        if (r > 2 && dt < best) best = dt;
+    }
+    double bw = 3.0 * n * 4 / best;  // x read, y read and written
+    printf("  stream y = a x + y, 2 x 8 MiB: %.1f GB/s (check %g)\n", bw / 1e9, (double)y[n / 2]);
+    free(x), free(y);
+    return bw;
+}
+
+// Ranks 0 and 1: round trips of `bytes`; returns the best one-way seconds.
+static double ping_pong(ct_group *g, size_t bytes, int reps) {
+    char *buf = calloc(bytes, 1);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = omp_get_wtime();
+        if (g->rank == 0) {
+            ct_comm_send(g, buf, bytes, CT_U8, 1, 7);
+            ct_comm_recv(g, buf, bytes, CT_U8, 1, 8);
+        } else if (g->rank == 1) {
+            ct_comm_recv(g, buf, bytes, CT_U8, 0, 7);
+            ct_comm_send(g, buf, bytes, CT_U8, 0, 8);
+        }
+        double dt = (omp_get_wtime() - t0) / 2;
+        if (dt < best) best = dt;
+    }
+    free(buf);
+    return best;
+}
+
+ct_status ct_hw_calibrate(const char *out_path) {
+    int argc = 0;
+    char **argv = NULL;
+    if (ct_comm_init(&argc, &argv)) return CT_ERR;
+    ct_group world;
+    if (ct_comm_group_world(&world, 600)) return CT_ERR;
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    ct_hw_profile hw;
+    memset(&hw, 0, sizeof hw);
+    // MPI between ranks (defaults for one process: shared-memory figures typical of a host).
+    double lat = 1e-6, bw = 5e9;
+    if (world.size >= 2) {
+        double small = ping_pong(&world, 8, 200);
+        double big = ping_pong(&world, 4u << 20, 20);
+        lat = small;
+        bw = (4u << 20) / fmax(1e-9, big - small);
+        if (world.rank == 0)
+            printf("MPI ping-pong ranks 0-1: latency %.2f us, bandwidth %.2f GB/s\n", lat * 1e6, bw / 1e9);
+    } else {
+        printf("one process: MPI latency and bandwidth not measured (run under mpirun -np 2); using 1 us, 5 GB/s\n");
+    }
+    ct_comm_barrier(&world);
+    ct_status st = CT_OK;
+    if (world.rank == 0) {
+        omp_set_num_threads(cores);
+        const ct_kernels *k = ct_kernels_get("cpu");
+        printf("calibrating this machine (%d cores)\n", cores);
+        double peak, eff, half;
+        double r1024 = fit_matmul(k, &peak, &eff, &half);
+        double bf16 = k->matmul_peak_gflops_bf16(1024, 3) * 1e9;
+        printf("  bf16 matmul 1024^3: %.1f GFLOP/s (%s)\n", bf16 / 1e9, k->bf16_gemm_path ? k->bf16_gemm_path() : "");
+        hw.cpu = true;
+        snprintf(hw.name, sizeof hw.name, "this machine (%d cores)", cores);
+        hw.devices_per_node = cores;
+        hw.peak_fp32 = peak;
+        hw.peak_bf16 = fmin(peak * 4, bf16 * peak / r1024);  // the same curve as fp32
+        hw.peak_fp8 = 0;  // 8-bit matmuls are emulated: the time model uses the bf16 rate
+        hw.matmul_efficiency = eff;
+        hw.matmul_half_size = half;
+        hw.attention_efficiency = attention_eff(k, peak);
+        hw.memory_bandwidth = stream_bandwidth();
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        hw.memory_bytes = 0.9 * (double)pages * (double)psize;
+        hw.intra_bw = bw, hw.intra_latency = lat;
+        hw.inter_bw = bw, hw.inter_latency = lat;  // one node: never used
+        hw.kernel_launch = 0;
+        const char *path = out_path ? out_path : "profiles/this_machine.toml";
+        printf("fit: peak fp32 %.1f GFLOP/s, efficiency %.3f, half size %.0f; bf16 %.1f; attention %.3f; memory "
+               "%.1f GB/s\n", peak / 1e9, eff, half, hw.peak_bf16 / 1e9, hw.attention_efficiency,
+               hw.memory_bandwidth / 1e9);
+        st = ct_hw_profile_write(path, &hw);
+        if (st == CT_OK) printf("wrote %s\n", path);
+    }
+    st = ct_comm_agree(&world, st);
+    ct_comm_group_free(&world);
+    ct_comm_finalize();
+    return st;
+}

@@ -1,0 +1,232 @@
+// The time model's communication (time_model.h): bytes per collective from the analytic volumes
+// the benches hold the comm layer to, seconds over the link the group spans, and what overlap
+// hides. Bytes are counted as the comm layer counts them per rank: an all-gather or
+// reduce-scatter of a tensor of E bytes over n ranks moves (n-1)/n·E, an all-reduce 2(n-1)/n·E
+// (ring algorithms: that many bytes cross each rank's link in each direction, so the seconds
+// are bytes / bandwidth plus a latency per ring step).
+#include <math.h>
+#include <string.h>
+
+#include "plan/time_internal.h"
+
+// ------------------------------------------------------------------ links
+
+typedef struct {
+    double bw, lat;
+} link;
+
+// A group lies within a node when it and the dimensions inside it fit there (ranks are laid out
+// tp fastest, then cp, dp_shard, dp_replicate, pp). A cpu profile is one node.
+static link link_for(const ct_tm *t, int span) {
+    const ct_hw_profile *hw = t->hw;
+    if (hw->cpu || span <= hw->devices_per_node) return (link){hw->intra_bw, hw->intra_latency};
+    return (link){hw->inter_bw, hw->inter_latency};
+}
+
+// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks.
+static double ag_bytes(int n, double bytes) { return n > 1 ? (n - 1.0) / n * bytes : 0; }
+static double ag_time(link l, int n, double bytes) { return n > 1 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0; }
+static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
+static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
+
+// ------------------------------------------------------------------ sizes
+
+double ct_tm_block_numel(const ct_tm *t) {
+    const ct_llama_config *l = &t->lm;
+    double C = l->dim, HS = l->head_dim;
+    return 2 * C + C * (l->n_heads + 2.0 * l->n_kv_heads) * HS + (double)l->n_heads * HS * C + 3 * C * l->ffn_hidden;
+}
+double ct_tm_embedding_numel(const ct_tm *t) { return (double)t->lm.vocab_size * t->lm.dim; }
+double ct_tm_head_numel(const ct_tm *t) { return t->lm.dim + (double)t->lm.vocab_size * t->lm.dim; }
+
+double ct_tm_model_flops_per_token(const ct_tm *t) {
+    const ct_llama_config *m = t->m;
+    double C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, F = m->ffn_hidden, V = m->vocab_size;
+    double block = 2 * C + C * (NH + 2 * NKV) * HS + NH * HS * C + 3 * C * F;
+    // 6 FLOPs per weight and token (forward 2, backward 4), the embedding's lookup excluded;
+    // attention 12·NH·HS·T per layer and token (score and value products, forward and backward).
+    return 6.0 * (m->n_layers * block + C + V * C) + 12.0 * m->n_layers * NH * HS * (double)t->seq_len;
+}
+
+static int fsdp_n(const ct_tm *t) { return t->ds * t->cp; }
+// Groups of a stage are gathered per step (UNSHARD / RESHARD around the stage) rather than per
+// micro-batch: the trainer does this under a pipeline with the default reshard policy.
+static bool fsdp_per_step(const ct_tm *t) {
+    return t->pp > 1 && fsdp_n(t) > 1 && !strcmp(t->c->fsdp_reshard_after_forward, "default");
+}
+
+// ------------------------------------------------------------------ per micro-batch
+
+static void add(ct_stage_tm *st, ct_plan_dim d, double bytes, double secs, double exposed) {
+    st->bytes[d] += bytes;
+    st->comm[d] += secs;
+    st->exposed[d] += exposed;
+}
+
+static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
+    int N = fsdp_n(t);
+    if (N <= 1 || fsdp_per_step(t)) return;
+    link l = link_for(t, t->tp * t->cp * t->ds);
+    double gb = t->bf16 ? 2 : 4, rb = !strcmp(t->c->mixed_precision_reduce, "bf16") ? 2 : 4;
+    const char *policy = t->c->fsdp_reshard_after_forward;
+    bool async = t->c->enable_async_comm;
+    const ct_block_cost *b = &t->block;
+    double blk = ct_tm_block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
+    for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        bool regather = !strcmp(policy, "always") || (!strcmp(policy, "default") && layer != t->m->n_layers - 1);
+        double g = ag_time(l, N, blk * gb), rs = ag_time(l, N, blk * rb);
+        double bytes = ag_bytes(N, blk * gb) * (regather ? 2 : 1) + ag_bytes(N, blk * rb);
+        double fwd = g, bwd = (regather ? g : 0) + rs;
+        // Async: the next block's gather runs behind this one's compute (forward), the one
+        // below's re-gather and this one's reduce-scatter behind the backward.
+        double xf = async ? fmax(0, fwd - blk_f) : fwd, xb = async ? fmax(0, bwd - blk_b) : bwd;
+        add(st, CT_PLAN_DP_SHARD, bytes, fwd + bwd, xf + xb);
+        st->xf += xf, st->xi += xb;
+    }
+    double ends = (s == 0 ? ct_tm_embedding_numel(t) : 0) + (s == t->n_stages - 1 ? ct_tm_head_numel(t) : 0);
+    if (ends > 0) {  // embedding and head: gathered once (their backward needs no re-gather)
+        double g = ag_time(l, N, ends * gb), rs = ag_time(l, N, ends * rb);
+        add(st, CT_PLAN_DP_SHARD, ag_bytes(N, ends * gb) + ag_bytes(N, ends * rb), g + rs,
+            async ? g * 0.5 : g + rs);  // async: the embedding's gather is the step's first wait
+        st->xf += async ? g * 0.5 : g;
+        st->xi += async ? 0 : rs;
+    }
+}
+
+static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
+    int n = t->tp;
+    if (n <= 1) return;
+    link l = link_for(t, n);
+    const ct_block_cost *b = &t->block;
+    double E = t->tokens * t->lm.dim * 4;  // (N, C) fp32: the residual stream's rows
+    double one = ar_time(l, n, E), ob = ar_bytes(n, E);
+    bool async = t->c->enable_async_comm;
+    for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        // forward: after wo and w2 (all-reduce; or reduce-scatter + all-gather under sequence
+        // parallel: the same bytes); backward: the input gradients of wqkv and w1/w3, which under
+        // async overlap those layers' weight-gradient matmuls.
+        double xb = async ? fmax(0, one - b->mm_w_qkv) + fmax(0, one - b->mm_w_13) : 2 * one;
+        add(st, CT_PLAN_TP, 4 * ob, 4 * one, 2 * one + xb);
+        st->xf += 2 * one, st->xi += xb;
+    }
+    int full = st->recompute_fwd_comm;  // fully recomputed blocks communicate as in forward
+    add(st, CT_PLAN_TP, 2 * full * ob, 2 * full * one, 2 * full * one);
+    st->xi += 2 * full * one;
+    if (s == 0) {  // vocabulary-split embedding: one all-reduce of its output
+        add(st, CT_PLAN_TP, ob, one, one);
+        st->xf += one;
+    }
+    if (s == t->n_stages - 1) {  // output layer's input gradient; loss statistics: 3 floats per row
+        double stats = ar_time(l, n, t->tokens * 4) + ar_time(l, n, 2 * t->tokens * 4);
+        add(st, CT_PLAN_TP, ob + ar_bytes(n, 3 * t->tokens * 4), one + stats, one + stats);
+        st->xf += stats, st->xi += one;
+    }
+}
+
+static void cp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
+    int P = t->cp;
+    if (P <= 1) return;
+    link l = link_for(t, t->tp * P);
+    const ct_block_cost *b = &t->block;
+    double S = 2.0 * t->tokens * t->lm.n_kv_heads * t->lm.head_dim * 4;  // this rank's K and V
+    bool ring = !strcmp(t->c->cp_rotate_method, "ring");
+    double fb, bb, ft, bt;  // bytes (the comm layer's count) and seconds, forward and backward
+    if (ring) {  // P-1 blocks each way (counted sent + received), backward also dK / dV home
+        fb = 2 * (P - 1) * S;
+        bb = 2 * (P - 1) * S + 2 * P * S;
+        ft = (P - 1) * (S / l.bw + l.lat);
+        bt = ((P - 1) * S + P * S) / l.bw + (2 * P - 1) * l.lat;
+    } else {
+        fb = (P - 1) * S;
+        bb = 2 * (P - 1) * S;
+        ft = fb / l.bw + (P - 1) * l.lat;
+        bt = bb / l.bw + 2 * (P - 1) * l.lat;
+    }
+    // The ring overlaps each step's transfer with the attention on the block in hand.
+    double xf = ring ? fmax(0, ft - b->attn_f) : ft, xb = ring ? fmax(0, bt - b->attn_b) : bt;
+    int layers = st->layers, full = st->recompute_fwd_comm;
+    add(st, CT_PLAN_CP, (layers + full) * fb + layers * bb, (layers + full) * ft + layers * bt,
+        (layers + full) * xf + layers * xb);
+    st->xf += layers * xf, st->xi += layers * xb + full * xf;
+}
+
+void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st) {
+    fsdp_stage(t, s, st);
+    tp_stage(t, s, st);
+    cp_stage(t, s, st);
+    if (t->pp > 1) {
+        link l = link_for(t, t->world);
+        st->recv = l.lat + t->tokens * t->lm.dim * 4 / l.bw;  // (N, C) fp32 activation or gradient
+    }
+}
+
+// ------------------------------------------------------------------ per step
+
+double ct_tm_pp_bytes(const ct_tm *t) {
+    if (t->pp <= 1) return 0;
+    int sr[CT_TM_MAX_STAGES];
+    ct_pp_stage_ranks(ct_pp_kind_placement(t->kind), t->pp, t->vpp, sr);
+    double per_rank[CT_TM_MAX_STAGES] = {0}, act = t->tokens * t->lm.dim * 4, most = 0;
+    for (int s = 0; s + 1 < t->n_stages; s++) {
+        if (sr[s] == sr[s + 1]) continue;  // ZBV's turn: passed locally
+        // forward activation s -> s+1 and the gradient back, each micro-batch: sent and received
+        per_rank[sr[s]] += 2 * t->n_mb * act;
+        per_rank[sr[s + 1]] += 2 * t->n_mb * act;
+    }
+    for (int r = 0; r < t->pp; r++) most = fmax(most, per_rank[r]);
+    return most;
+}
+
+static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, int *groups) {
+    double numel = 0;
+    *groups = 0;
+    for (int s = 0; s < t->n_stages; s++) {
+        if (stage_rank[s] != busiest) continue;
+        numel += (t->first[s + 1] - t->first[s]) * ct_tm_block_numel(t);
+        *groups += t->first[s + 1] - t->first[s];
+        if (s == 0) numel += ct_tm_embedding_numel(t), ++*groups;
+        if (s == t->n_stages - 1) numel += ct_tm_head_numel(t), ++*groups;
+    }
+    return numel;
+}
+
+void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out) {
+    int groups, N = fsdp_n(t);
+    double numel = rank_numel(t, busiest, stage_rank, &groups);
+    double rb = !strcmp(t->c->mixed_precision_reduce, "bf16") ? 2 : 4;
+    if (fsdp_per_step(t)) {  // one gather and one reduce-scatter per group and step
+        link l = link_for(t, t->tp * t->cp * t->ds);
+        double gb = t->bf16 ? 2 : 4, secs = ag_time(l, N, numel * gb) + ag_time(l, N, numel * rb);
+        secs += 2 * (groups - 1) * (N - 1) * l.lat;  // one collective per group
+        out->bytes[CT_PLAN_DP_SHARD] += ag_bytes(N, numel * gb) + ag_bytes(N, numel * rb);
+        out->comm[CT_PLAN_DP_SHARD] += secs;
+        // Async: gathers start at UNSHARD and reduce-scatters finish later; the first wait remains.
+        out->exposed[CT_PLAN_DP_SHARD] += t->c->enable_async_comm ? secs / fmax(1, groups) : secs;
+    }
+    if (t->dr > 1) {  // the gradient shards all-reduced over the replicas once per step
+        link l = link_for(t, t->tp * t->cp * t->ds * t->dr);
+        double E = ceil(numel / N) * rb;
+        out->bytes[CT_PLAN_DP_REPLICATE] += ar_bytes(t->dr, E);
+        out->comm[CT_PLAN_DP_REPLICATE] += ar_time(l, t->dr, E);
+        out->exposed[CT_PLAN_DP_REPLICATE] += ar_time(l, t->dr, E);
+    }
+    if (t->sp) {  // norm weights' gradients summed over tp: (2 per block + final norm) x C
+        link l = link_for(t, t->tp);
+        int layers = 0;
+        for (int s = 0; s < t->n_stages; s++)
+            if (stage_rank[s] == busiest) layers += t->first[s + 1] - t->first[s];
+        double E = (2.0 * layers + 1) * t->lm.dim * 4;
+        out->bytes[CT_PLAN_TP] += ar_bytes(t->tp, E);
+        out->comm[CT_PLAN_TP] += ar_time(l, t->tp, E);
+        out->exposed[CT_PLAN_TP] += ar_time(l, t->tp, E);
+    }
+}
+
+// AdamW over this rank's shard, one pass: parameters, gradient and both moments read, three
+// written (28 bytes), the gradient norm (4), zeroing the gradients (4), and under bf16 the
+// compute copy narrowed (6): about 40 bytes per element at memory bandwidth.
+double ct_tm_optimizer_time(const ct_tm *t, int busiest, const int *stage_rank) {
+    int groups;
+    double numel = rank_numel(t, busiest, stage_rank, &groups) / fsdp_n(t);
+    return numel * (t->bf16 ? 42.0 : 36.0) / t->mem_bw + groups * t->hw->kernel_launch;
+}

@@ -1,0 +1,59 @@
+// Internal to the time model (time_model.c, time_comm.c): the run as the model sees it, and the
+// seconds of one block and one stage for one micro-batch.
+#ifndef CT_PLAN_TIME_INTERNAL_H
+#define CT_PLAN_TIME_INTERNAL_H
+#include <stdbool.h>
+
+#include "plan/time_model.h"
+
+enum { CT_TM_MAX_STAGES = 256 };
+typedef enum { CT_TM_AC_NONE = 0, CT_TM_AC_OPS, CT_TM_AC_FULL, CT_TM_AC_EVERY } ct_ac_mode;
+
+typedef struct {
+    double mm_f, mm_i, mm_w;   // matmul seconds: forward, input gradients, weight gradients
+    double mm_w_qkv, mm_w_13;  // of mm_w, wqkv's and w1/w3's weight gradients: under async tp the
+                               // reduction of each one's input gradient runs behind them
+    double attn_f, attn_b;     // attention kernels
+    double ew_f, ew_b;         // elementwise passes
+    double ew_recompute_ops;   // what selective-per-op checkpointing recomputes
+    double flops_f, flops_b;   // executed FLOPs (causal attention)
+} ct_block_cost;
+
+typedef struct {
+    double f, i, w, b;             // compute seconds of one micro-batch (b = i + w; recompute in i)
+    double xf, xi, xw;             // exposed per-micro-batch communication added to each action
+    double recv;                   // a receive of this stage's input or gradient (pipeline)
+    double comm[CT_PLAN_NDIMS];    // per micro-batch: communication seconds
+    double exposed[CT_PLAN_NDIMS]; //                  of which exposed
+    double bytes[CT_PLAN_NDIMS];   //                  bytes (comm layer's counting)
+    double flops;                  // executed FLOPs of one micro-batch
+    int layers, recompute_fwd_comm;  // blocks; blocks fully recomputed (their forward comm again)
+} ct_stage_tm;
+
+typedef struct {
+    const ct_llama_config *m;
+    const ct_config *c;
+    const ct_hw_profile *hw;
+    ct_llama_config lm;           // tp-local dims
+    int world, tp, cp, pp, dr, ds, vpp, n_stages, n_mb, seq_len, ac_every;
+    ct_pp_kind kind;
+    int first[CT_TM_MAX_STAGES + 1];  // stage s: blocks [first[s], first[s+1])
+    bool sp, bf16, f8, compile;
+    ct_ac_mode ac;
+    double tokens;                // tokens per micro-batch on one rank (seqs x T / cp)
+    double share;                 // this rank's share of a device (cpu: of the node)
+    double mm_peak, hi_peak, attn_peak, mem_bw;
+    ct_block_cost block;
+} ct_tm;
+
+// time_comm.c
+void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);
+void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out);
+double ct_tm_optimizer_time(const ct_tm *t, int busiest, const int *stage_rank);
+double ct_tm_pp_bytes(const ct_tm *t);
+double ct_tm_model_flops_per_token(const ct_tm *t);
+// Parameters (elements) of FSDP group kinds on one tp rank.
+double ct_tm_block_numel(const ct_tm *t);
+double ct_tm_embedding_numel(const ct_tm *t);
+double ct_tm_head_numel(const ct_tm *t);
+#endif

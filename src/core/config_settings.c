@@ -61,6 +61,8 @@ const ct_setting ct_settings[] = {
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
 
     // [training]
+    ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
+         "where the math runs: cpu, or cuda (a GPU per process, NCCL; needs a build with make CUDA=1)"),
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
     INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),

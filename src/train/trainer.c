@@ -159,8 +159,13 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
 
-    t->k = ct_kernels_get("cpu");  // the only backend until the CUDA one (training.device) exists
-    if (!t->k) return ct_set_error("no cpu kernel backend in this build");
+    t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
+    if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
+    if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
+    if (t->k->device != CT_DEVICE_CPU)  // model/ and train/ still allocate their buffers on the host
+        return ct_set_error("training.device %s: the trainer does not place its buffers on the GPU yet (issue 17: "
+                            "the cuda kernels and nccl comm are built; whole-model training on them is not)",
+                            cfg->train_device);
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,

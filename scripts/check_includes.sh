@@ -4,7 +4,8 @@
 # Every #include "..." is resolved the way the compiler does (next to the file, then -Isrc) and
 # the target's top directory must be the file's own or one its layer may use (ALLOWED below).
 # Plus: only src/kernels/** sees kernel internals (everyone else: "kernels/backend.h" only),
-# and only src/comm includes <mpi.h>, so the rest builds and tests without MPI.
+# and only src/comm includes <mpi.h>, so the rest builds and tests without MPI; CUDA and NCCL
+# headers only in src/kernels/cuda/ and src/comm/comm_nccl.* (the files a CUDA=1 build adds).
 #
 # usage: scripts/check_includes.sh [ROOT]   (ROOT holds src/; default: this repository)
 # Prints "file:line: dir -> dir (why)" per violation and exits 1, else one summary line, exit 0.
@@ -65,6 +66,14 @@ while IFS= read -r file; do
     if [ "$inc" = mpi.h ]; then
       if [ "$dir" = core ]; then report "$file" $lineno "$dir" "<mpi.h>" "core never depends on MPI"
       elif [ "$dir" != comm ]; then report "$file" $lineno "$dir" "<mpi.h>" "only comm/ may include mpi.h"; fi
+      continue
+    fi
+    # CUDA, cuBLAS(Lt) and NCCL headers: only the cuda kernels and the nccl comm backend, so
+    # the default build (no CUDA=1) never needs the toolkit.
+    if [[ $inc =~ ^(cuda|cublas|nccl|library_types|driver_types|vector_types) ]]; then
+      if [[ $rel != kernels/cuda/* && $rel != comm/comm_nccl.* ]]; then
+        report "$file" $lineno "$dir" "<$inc>" "only src/kernels/cuda/ and src/comm/comm_nccl.* may include CUDA/NCCL headers"
+      fi
       continue
     fi
     [ "$kind" = '"' ] || continue  # other system headers are not layers

@@ -12,6 +12,23 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
 
+# A CPU build (no ct_kernels_cuda in $BUILD/ctitan) refuses training.device cuda with one line.
+bin=$BUILD/ctitan
+if [ -x "$bin" ] && ! nm "$bin" 2>/dev/null | grep -q ' ct_kernels_cuda$'; then
+  d=$(mktemp -d)
+  out=$(OMP_NUM_THREADS=1 timeout 60 "$bin" train --training.device cuda --training.steps 1 --job.dump_folder "$d/run" 2>&1)
+  rc=$?
+  rm -rf "$d"
+  if [ $rc -ne 0 ] && echo "$out" | grep -q 'this ctitan was built without CUDA (make CUDA=1)'; then
+    pass cpu_build_refuses_cuda_device
+  else
+    fail cpu_build_refuses_cuda_device "exit $rc: $(echo "$out" | tail -2)"
+  fi
+  out=$(OMP_NUM_THREADS=1 timeout 60 "$bin" train --job.device cuda --training.steps 1 --job.dump_folder /nonexistent/x 2>&1)
+  if echo "$out" | grep -q 'this ctitan was built without CUDA (make CUDA=1)'; then pass job_device_is_an_alias
+  else fail job_device_is_an_alias "$(echo "$out" | tail -2)"; fi
+fi
+
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   pass "cuda_build (SKIP: no nvcc at $CUDA_HOME/bin/nvcc -- the CUDA backend was NOT compiled)"
   exit 0

@@ -1,0 +1,327 @@
+// Every cuda kernel against the cpu backend (issue 17): the same random inputs of odd shapes
+// through both tables, results compared with tolerances per kind of arithmetic:
+//   exact (copies, embedding, bf16 casts, the host round-trip members): bit for bit;
+//   elementwise fp32 with the cpu's operation order (AdamW, RoPE): 1e-6 relative;
+//   reductions in another order (norms, softmax, matmuls, attention): 1e-4 relative with an
+//   absolute floor scaled to the size of the sum.
+// Built with CUDA=1 only (make test-cuda); without a CUDA device at run time it prints one line
+// "SKIP: no CUDA device" and exits 0. NOT YET RUN ON A GPU when it was written (no device).
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/memory.h"
+#include "kernels/backend.h"
+#include "test.h"
+#include "test_rand.h"
+
+static const ct_kernels *cpu, *gpu;
+static ct_device dev;
+
+static float *host_rand(long n, float a) {
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (long i = 0; i < n; i++) h[i] = frand(a);
+    return h;
+}
+static void *up(const void *h, size_t bytes) {
+    void *d = ct_mem_alloc_on(dev, CT_MEM_OTHER, bytes ? bytes : 4);
+    gpu->copy_from_host(d, h, bytes);
+    return d;
+}
+static float *upf(const float *h, long n) { return up(h, (size_t)n * sizeof(float)); }
+static float *dzeros(long n) {
+    float *d = ct_mem_alloc_on(dev, CT_MEM_OTHER, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    gpu->zero(d, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    return d;
+}
+static float *hcopy(const float *h, long n) {
+    float *c = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    memcpy(c, h, (size_t)n * sizeof(float));
+    return c;
+}
+// Compares device d (n) with host ref: |g - r| <= atol + rtol |r| everywhere, names the worst.
+static void cmp(const char *what, const float *d, const float *ref, long n, double rtol, double atol) {
+    float *g = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    gpu->copy_to_host(g, d, (size_t)n * sizeof(float));
+    long bad = -1;
+    for (long i = 0; i < n && bad < 0; i++)
+        if (!(fabs((double)g[i] - ref[i]) <= atol + rtol * fabs((double)ref[i])) && !(isnan(g[i]) && isnan(ref[i])))
+            bad = i;
+    CHECK(bad < 0, "%s: element %ld gpu %.9g cpu %.9g", what, bad, bad >= 0 ? g[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0);
+    free(g);
+}
+
+static void gemm_all_transposes(void) {
+    long M = 37, N = 29, K = 53, ld = 61;  // leading dimensions wider than the rows
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            long na = (ta ? K : M) * ld, nb = (tb ? N : K) * ld, nc = M * ld;
+            float *A = host_rand(na, 1), *B = host_rand(nb, 1), *C = host_rand(nc, 1), *dA = upf(A, na),
+                  *dB = upf(B, nb), *dC = upf(C, nc);
+            cpu->gemm(ta, tb, M, N, K, 0.75f, A, ld, B, ld, 0.5f, C, ld);
+            gpu->gemm(ta, tb, M, N, K, 0.75f, dA, ld, dB, ld, 0.5f, dC, ld);
+            cmp(ta ? (tb ? "gemm TT" : "gemm TN") : (tb ? "gemm NT" : "gemm NN"), dC, C, nc, 1e-4, 1e-5 * K);
+            free(A), free(B), free(C), ct_mem_free(dA), ct_mem_free(dB), ct_mem_free(dC);
+        }
+}
+
+static void gemm_bf16_vs_cpu(void) {
+    long M = 33, N = 47, K = 70;
+    float *a32 = host_rand(M * K, 1), *b32 = host_rand(K * N, 1), *C = host_rand(M * N, 1);
+    uint16_t *A = malloc((size_t)(M * K) * 2), *B = malloc((size_t)(K * N) * 2);
+    cpu->f32_to_bf16(A, a32, M * K);
+    cpu->f32_to_bf16(B, b32, K * N);
+    uint16_t *dA = up(A, (size_t)(M * K) * 2), *dB = up(B, (size_t)(K * N) * 2);
+    float *dC = upf(C, M * N);
+    cpu->gemm_bf16(0, 1, M, N, K, 1.0f, A, K, B, K, 1.0f, C, N);  // B read as (N, K)
+    gpu->gemm_bf16(0, 1, M, N, K, 1.0f, dA, K, dB, K, 1.0f, dC, N);
+    cmp("gemm_bf16", dC, C, M * N, 1e-4, 1e-5 * K);
+}
+
+static void casts_and_vectors(void) {
+    long n = 1001;
+    float *x = host_rand(n, 3), *y = host_rand(n, 3), *dx = upf(x, n), *dy = upf(y, n);
+    x[5] = NAN;
+    gpu->copy_from_host(dx, x, (size_t)n * 4);
+    uint16_t *hb = malloc((size_t)n * 2), *gb = malloc((size_t)n * 2), *db = up(hb, (size_t)n * 2);
+    cpu->f32_to_bf16(hb, x, n);
+    gpu->f32_to_bf16(db, dx, n);
+    gpu->copy_to_host(gb, db, (size_t)n * 2);
+    CHECK(memcmp(hb, gb, (size_t)n * 2) == 0, "f32_to_bf16 differs from the cpu's bits");
+    float *back = malloc((size_t)n * 4), *dback = dzeros(n);
+    cpu->bf16_to_f32(back, hb, n);
+    gpu->bf16_to_f32(dback, db, n);
+    cmp("bf16_to_f32", dback, back, n, 0, 0);
+    x[5] = 0.5f;
+    gpu->copy_from_host(dx, x, (size_t)n * 4);
+    CHECK_CLOSE(gpu->sum_squares(dx, n), cpu->sum_squares(x, n), 1e-12, 0);
+    cpu->add_inplace(y, x, n);
+    gpu->add_inplace(dy, dx, n);
+    cmp("add_inplace", dy, y, n, 0, 0);
+    cpu->scale_inplace(y, -0.3f, n);
+    gpu->scale_inplace(dy, -0.3f, n);
+    cmp("scale_inplace", dy, y, n, 0, 0);
+}
+
+static void adamw_vs_cpu(void) {
+    long n = 777;
+    float *p = host_rand(n, 1), *g = host_rand(n, 1), *m = host_rand(n, 0.1f), *v = host_rand(n, 0.1f);
+    for (long i = 0; i < n; i++) v[i] = fabsf(v[i]);
+    float *dp = upf(p, n), *dg = upf(g, n), *dm = upf(m, n), *dv = upf(v, n);
+    for (long step = 1; step <= 3; step++) {
+        cpu->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+        gpu->adamw_update(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+    }
+    cmp("adamw param", dp, p, n, 1e-6, 0);
+    cmp("adamw m", dm, m, n, 1e-6, 0);
+    cmp("adamw v", dv, v, n, 1e-6, 0);
+}
+
+static void embedding_vs_cpu(void) {
+    long N = 41, C = 67, V = 13, start = 5;
+    int32_t tok[41];
+    for (long i = 0; i < N; i++) tok[i] = (int32_t)(urand() * 25);  // some outside [5, 18)
+    float *wte = host_rand(V * C, 1), *out = host_rand(N * C, 1), *dout = host_rand(N * C, 1), *dw = host_rand(V * C, 1);
+    int32_t *dtok = up(tok, sizeof tok);
+    float *dwte = upf(wte, V * C), *dout_d = upf(dout, N * C), *ddw = upf(dw, V * C), *dout2 = dzeros(N * C);
+    cpu->embedding_forward(out, tok, wte, N, C, start, V);
+    gpu->embedding_forward(dout2, dtok, dwte, N, C, start, V);
+    cmp("embedding_forward", dout2, out, N * C, 0, 0);
+    cpu->embedding_backward(dw, dout, tok, N, C, start, V);
+    gpu->embedding_backward(ddw, dout_d, dtok, N, C, start, V);
+    cmp("embedding_backward", ddw, dw, V * C, 0, 0);  // same order of additions per element
+}
+
+static void rmsnorm_swiglu_vs_cpu(void) {
+    long N = 23, C = 129, F = 45;
+    float *x = host_rand(N * C, 2), *w = host_rand(C, 1), *dy = host_rand(N * C, 1), *out = malloc(N * C * 4),
+          *rstd = malloc(N * 4), *dx = host_rand(N * C, 1), *dw = host_rand(C, 1);
+    float *d_x = upf(x, N * C), *d_w = upf(w, C), *d_dy = upf(dy, N * C), *d_out = dzeros(N * C), *d_rstd = dzeros(N),
+          *d_dx = upf(dx, N * C), *d_dw = upf(dw, C);
+    cpu->rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+    gpu->rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f);
+    cmp("rmsnorm_forward", d_out, out, N * C, 1e-5, 1e-6);
+    cmp("rmsnorm rstd", d_rstd, rstd, N, 1e-5, 0);
+    cpu->rmsnorm_backward(dx, dw, dy, x, w, rstd, N, C);
+    gpu->rmsnorm_backward(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
+    cmp("rmsnorm_backward dinp", d_dx, dx, N * C, 1e-4, 1e-5);
+    cmp("rmsnorm_backward dweight", d_dw, dw, C, 1e-4, 1e-5);
+    float *h = host_rand(N * 2 * F, 4), *d_h = upf(h, N * 2 * F), *o = malloc(N * F * 4), *d_o = dzeros(N * F);
+    float *go = host_rand(N * F, 1), *d_go = upf(go, N * F), *dh = malloc(N * 2 * F * 4), *d_dh = dzeros(N * 2 * F);
+    cpu->swiglu_forward(o, h, N, F);
+    gpu->swiglu_forward(d_o, d_h, N, F);
+    cmp("swiglu_forward", d_o, o, N * F, 1e-5, 1e-6);
+    cpu->swiglu_backward(dh, go, h, N, F);
+    gpu->swiglu_backward(d_dh, d_go, d_h, N, F);
+    cmp("swiglu_backward", d_dh, dh, N * 2 * F, 1e-5, 1e-6);
+}
+
+static void rope_vs_cpu(void) {
+    long B = 2, T = 11, H = 3, HS = 16, ld = H * HS + 5, maxT = 40;
+    long half = HS / 2;
+    float *cs = malloc(maxT * half * 4), *sn = malloc(maxT * half * 4), *dcs = dzeros(maxT * half),
+          *dsn = dzeros(maxT * half);
+    cpu->rope_tables(cs, sn, maxT, HS, 500000.0, 8.0, 1.0, 4.0, 16);
+    gpu->rope_tables(dcs, dsn, maxT, HS, 500000.0, 8.0, 1.0, 4.0, 16);
+    cmp("rope_tables cos", dcs, cs, maxT * half, 0, 0);
+    int32_t pos[11];
+    for (long t = 0; t < T; t++) pos[t] = (int32_t)(3 * t + 1);
+    int32_t *dpos = up(pos, sizeof pos);
+    long n = B * T * ld;
+    float *x = host_rand(n, 1), *dx = upf(x, n);
+    cpu->rope_forward(x, cs, sn, pos, B, T, H, HS, ld);
+    gpu->rope_forward(dx, dcs, dsn, dpos, B, T, H, HS, ld);
+    cmp("rope_forward", dx, x, n, 1e-6, 1e-7);
+    cpu->rope_backward(x, cs, sn, NULL, B, T, H, HS, ld);
+    gpu->rope_backward(dx, dcs, dsn, NULL, B, T, H, HS, ld);
+    cmp("rope_backward", dx, x, n, 1e-6, 1e-7);
+}
+
+// Grouped-query attention with explicit positions (a context-parallel chunk of queries against
+// a chunk of keys, some rows seeing no key) and token strides wider than the heads.
+static void attention_vs_cpu(void) {
+    long B = 2, Tq = 19, Tk = 23, NH = 4, NKV = 2, HS = 40, ldq = NH * HS + 8, ldk = NKV * HS + 3, ldv = ldk;
+    int32_t qp[19], kp[23];
+    for (long i = 0; i < Tq; i++) qp[i] = (int32_t)(5 + 2 * i);
+    for (long j = 0; j < Tk; j++) kp[j] = (int32_t)(7 + 2 * j);  // query 0 (position 5) sees no key
+    long nq = B * Tq * ldq, nk = B * Tk * ldk, no = B * Tq * NH * HS, nl = B * NH * Tq;
+    float *q = host_rand(nq, 1), *k = host_rand(nk, 1), *v = host_rand(nk, 1), *out = malloc(no * 4),
+          *lse = malloc(nl * 4), *dout = host_rand(no, 1);
+    float *dq = host_rand(nq, 0.1f), *dk = host_rand(nk, 0.1f), *dv = host_rand(nk, 0.1f);
+    float *scratch = malloc((size_t)cpu->attention_scratch_floats(Tq, Tk, HS) * 4);
+    float *g_q = upf(q, nq), *g_k = upf(k, nk), *g_v = upf(v, nk), *g_out = dzeros(no), *g_lse = dzeros(nl),
+          *g_dout = upf(dout, no), *g_dq = upf(dq, nq), *g_dk = upf(dk, nk), *g_dv = upf(dv, nk),
+          *g_scr = dzeros(gpu->attention_scratch_floats(Tq, Tk, HS));
+    int32_t *g_qp = up(qp, sizeof qp), *g_kp = up(kp, sizeof kp);
+    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, B, Tq, Tk, NH, NKV, HS, scratch);
+    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, B, Tq, Tk, NH, NKV, HS, g_scr);
+    cmp("attention out", g_out, out, no, 1e-4, 1e-5);
+    cmp("attention lse", g_lse, lse, nl, 1e-5, 1e-5);
+    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, B, Tq, Tk, NH, NKV, HS,
+                            scratch);
+    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, B, Tq,
+                            Tk, NH, NKV, HS, g_scr);
+    cmp("attention dq", g_dq, dq, nq, 1e-4, 1e-5);
+    cmp("attention dk", g_dk, dk, nk, 1e-4, 1e-5);
+    cmp("attention dv", g_dv, dv, nk, 1e-4, 1e-5);
+    // causal without positions (0..T-1), Tq == Tk
+    float *g_out2 = dzeros(B * Tk * NH * HS), *out2 = malloc(B * Tk * NH * HS * 4), *lse2 = malloc(B * NH * Tk * 4),
+          *g_lse2 = dzeros(B * NH * Tk);
+    float *qk = host_rand(B * Tk * ldk * 2, 1), *g_qk = upf(qk, B * Tk * ldk * 2);
+    free(scratch);
+    scratch = malloc((size_t)cpu->attention_scratch_floats(Tk, Tk, HS) * 4);
+    cpu->attention_forward(out2, lse2, qk, 2 * ldk, k, ldk, v, ldv, NULL, NULL, B, Tk, Tk, NKV, NKV, HS, scratch);
+    gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, B, Tk, Tk, NKV, NKV, HS,
+                           g_scr);
+    cmp("attention causal out", g_out2, out2, B * Tk * NKV * HS, 1e-4, 1e-5);
+}
+
+static void xent_vs_cpu(void) {
+    long N = 23, C = 33, V = 101, chunk = 7;
+    int32_t t[23];
+    for (long i = 0; i < N; i++) t[i] = i % 5 == 3 ? -1 : (int32_t)(urand() * V);
+    float *x = host_rand(N * C, 1), *W = host_rand(V * C, 1), *dx = malloc(N * C * 4), *dW = host_rand(V * C, 0.1f);
+    float *scr = malloc((size_t)cpu->xent_scratch_floats(chunk, V) * 4);
+    float *g_x = upf(x, N * C), *g_W = upf(W, V * C), *g_dx = dzeros(N * C), *g_dW = upf(dW, V * C),
+          *g_scr = dzeros(gpu->xent_scratch_floats(chunk, V));
+    int32_t *g_t = up(t, sizeof t);
+    CHECK(gpu->xent_bad_target(g_t, N, V) == -1, "valid targets reported bad");
+    CHECK(gpu->xent_bad_target(g_t, N, 50) == cpu->xent_bad_target(t, N, 50), "bad target row differs");
+    double lc = cpu->xent_fused(dx, dW, x, W, t, N, C, V, 0.25f, chunk, scr);
+    double lg = gpu->xent_fused(g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, g_scr);
+    CHECK_CLOSE(lg, lc, 1e-5, 1e-5);
+    cmp("xent dx", g_dx, dx, N * C, 1e-4, 1e-6);
+    cmp("xent dW", g_dW, dW, V * C, 1e-4, 1e-6);
+    // row pieces on one slice of the vocabulary [40, 40 + V)
+    float *z = host_rand(N * V, 4), *g_z = upf(z, N * V), mx[23], sum[23], zt[23];
+    float *g_mx = dzeros(N), *g_sum = dzeros(N), *g_zt = dzeros(N);
+    cpu->xent_rows_max(mx, z, t, N, V);
+    gpu->xent_rows_max(g_mx, g_z, g_t, N, V);
+    cmp("xent_rows_max", g_mx, mx, N, 0, 0);
+    cpu->xent_rows_exp_sum(z, sum, zt, mx, t, N, V, 40);
+    gpu->xent_rows_exp_sum(g_z, g_sum, g_zt, g_mx, g_t, N, V, 40);
+    cmp("xent_rows_exp_sum sum", g_sum, sum, N, 1e-5, 0);
+    cmp("xent_rows_exp_sum zt", g_zt, zt, N, 0, 0);
+    CHECK_CLOSE(gpu->xent_rows_loss(g_mx, g_sum, g_zt, g_t, N), cpu->xent_rows_loss(mx, sum, zt, t, N), 1e-5, 0);
+    cpu->xent_rows_dlogits(z, sum, t, N, V, 40, 0.5f);
+    gpu->xent_rows_dlogits(g_z, g_sum, g_t, N, V, 40, 0.5f);
+    cmp("xent_rows_dlogits", g_z, z, N * V, 1e-5, 1e-7);
+}
+
+static void fused_chains_vs_cpu(void) {
+    long B = 1, T = 13, N = B * T, C = 48, F = 20, NH = 2, NKV = 1, HS = 16, QKV = (NH + 2 * NKV) * HS, maxT = 16;
+    float *x = host_rand(N * C, 1), *d = host_rand(N * C, 1), *w = host_rand(C, 1), *W = host_rand(QKV * C, 0.2f);
+    float *W13 = host_rand(2 * F * C, 0.2f), *xo = malloc(N * C * 4), *no = malloc(N * C * 4), *rs = malloc(N * 4);
+    float *g_x = upf(x, N * C), *g_d = upf(d, N * C), *g_w = upf(w, C), *g_W = upf(W, QKV * C),
+          *g_W13 = upf(W13, 2 * F * C), *g_xo = dzeros(N * C), *g_no = dzeros(N * C), *g_rs = dzeros(N);
+    cpu->residual_rmsnorm_forward(xo, no, rs, x, d, w, N, C, 1e-5f);
+    gpu->residual_rmsnorm_forward(g_xo, g_no, g_rs, g_x, g_d, g_w, N, C, 1e-5f);
+    cmp("residual_rmsnorm x_out", g_xo, xo, N * C, 0, 0);
+    cmp("residual_rmsnorm norm", g_no, no, N * C, 1e-5, 1e-6);
+    float *out = malloc(N * QKV * 4), *g_out = dzeros(N * QKV);
+    float *scr = malloc((size_t)(cpu->rmsnorm_linear_scratch_floats(N, C, QKV) + 1) * 4),
+          *g_scr = dzeros(gpu->rmsnorm_linear_scratch_floats(N, C, QKV) + 1);
+    cpu->rmsnorm_linear_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, scr);
+    gpu->rmsnorm_linear_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_scr);
+    cmp("rmsnorm_linear", g_out, out, N * QKV, 1e-4, 1e-5);
+    float *h = malloc(N * F * 4), *g_h = dzeros(N * F), *h13 = malloc(N * 2 * F * 4), *g_h13 = dzeros(N * 2 * F);
+    cpu->linear_swiglu_forward(h13, h, x, W13, N, C, F, NULL);
+    gpu->linear_swiglu_forward(g_h13, g_h, g_x, g_W13, N, C, F, NULL);
+    cmp("linear_swiglu h", g_h, h, N * F, 1e-4, 1e-5);
+    float *cs = malloc(maxT * HS / 2 * 4), *sn = malloc(maxT * HS / 2 * 4);
+    cpu->rope_tables(cs, sn, maxT, HS, 10000.0, 0, 1, 4, 8192);
+    float *g_cs = upf(cs, maxT * HS / 2), *g_sn = upf(sn, maxT * HS / 2);
+    cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, B, T, NH, NKV, HS, NULL);
+    gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, B, T, NH, NKV, HS, NULL);
+    cmp("linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
+}
+
+// The float8 members go through the cpu reference on the host (phase 1): the same bits.
+static void f8_linear_vs_cpu(void) {
+    long N = 20, IC = 64, OC = 24;
+    float *x = host_rand(N * IC, 2), *w = host_rand(OC * IC, 1), *out = malloc(N * OC * 4), *g_out = dzeros(N * OC);
+    float *g_x = upf(x, N * IC), *g_w = upf(w, OC * IC);
+    float *scr = malloc((size_t)cpu->f8_scratch_floats(N, IC, OC) * 4), *g_scr = dzeros(gpu->f8_scratch_floats(N, IC, OC));
+    for (int r = 0; r < 3; r++) {
+        cpu->linear_forward_f8(out, x, w, N, IC, OC, (ct_f8_recipe)r, scr);
+        gpu->linear_forward_f8(g_out, g_x, g_w, N, IC, OC, (ct_f8_recipe)r, g_scr);
+        cmp("linear_forward_f8", g_out, out, N * OC, 0, 0);
+    }
+}
+
+int main(int argc, char **argv) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("SKIP: no CUDA device\n");
+        return 0;
+    }
+    cpu = ct_kernels_get("cpu");
+    gpu = ct_kernels_get("cuda");
+    if (!gpu) {
+        printf("FAIL cuda_backend: ct_kernels_get(\"cuda\") is NULL in a CUDA=1 build\n");
+        return 1;
+    }
+    int d = 0;
+    cudaGetDevice(&d);
+    dev = (ct_device){CT_DEVICE_CUDA, d};
+    if (argc > 1 && strcmp(argv[1], "--peak") == 0) {  // scripts/gpu_check.sh: cuBLASLt rates, no tests
+        long sz = argc > 2 ? atol(argv[2]) : 8192;
+        printf("matmul_peak n=%ld bf16 %.1f TFLOP/s fp32 %.1f TFLOP/s\n", sz, gpu->matmul_peak_gflops_bf16(sz, 10) / 1e3,
+               gpu->matmul_peak_gflops(sz, 3) / 1e3);
+        return 0;
+    }
+    srand(1234);
+    CT_RUN(gemm_all_transposes);
+    CT_RUN(gemm_bf16_vs_cpu);
+    CT_RUN(casts_and_vectors);
+    CT_RUN(adamw_vs_cpu);
+    CT_RUN(embedding_vs_cpu);
+    CT_RUN(rmsnorm_swiglu_vs_cpu);
+    CT_RUN(rope_vs_cpu);
+    CT_RUN(attention_vs_cpu);
+    CT_RUN(xent_vs_cpu);
+    CT_RUN(fused_chains_vs_cpu);
+    CT_RUN(f8_linear_vs_cpu);
+    printf("device memory still held (other): %zu bytes\n", ct_mem_current_on(dev, CT_MEM_OTHER));
+    return ct_test_failures ? 1 : 0;
+}

@@ -34,11 +34,6 @@ static float *dzeros(long n) {
     gpu->zero(d, (size_t)(n > 0 ? n : 1) * sizeof(float));
     return d;
 }
-static float *hcopy(const float *h, long n) {
-    float *c = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    memcpy(c, h, (size_t)n * sizeof(float));
-    return c;
-}
 // Compares device d (n) with host ref: |g - r| <= atol + rtol |r| everywhere, names the worst.
 static void cmp(const char *what, const float *d, const float *ref, long n, double rtol, double atol) {
     float *g = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));

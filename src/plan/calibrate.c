@@ -1,10 +1,10 @@
 // `ctitan plan --calibrate`: measures this machine into a cpu hardware profile (hardware.h).
 //
 //   matmul     fp32 through the cpu backend's peak probe (best of several runs of an n^3 sgemm)
-//              at n = 64 .. 1536; the curve rate(n) = R * n / (n + half) is fitted by least
-//              squares on 1 / rate = 1/R + (half/R) / n, which is linear in 1/n. peak_fp32 is the
-//              best rate measured, matmul_efficiency = R / peak (at most 1), matmul_half_size =
-//              half. bf16: the bf16 probe at one size, scaled to the same curve.
+//              at n = 64 .. 1536, on the curve rate(n) = peak * n / (n + half): peak_fp32 is the
+//              best rate measured, matmul_efficiency 1, matmul_half_size the median over sizes of
+//              the half that puts each on the curve. bf16: the bf16 probe at one size, scaled to
+//              the same curve. Run it on a quiet machine: other work lowers every figure.
 //   attention  the backend's attention forward + backward on a causal sequence, counted the way
 //              the time model counts it (forward 4·T·(T/2)·NH·HS, backward 2.5x), as a fraction of
 //              the fp32 peak; at two head sizes (16: the debug model; 64: bench M and real models),
@@ -37,17 +37,20 @@ static double fit_matmul(const ct_kernels *k, double *peak, double *eff, double 
         if (rate[i] > best) best = rate[i];
         printf("  fp32 matmul %4ld^3: %7.1f GFLOP/s\n", n, rate[i] / 1e9);
     }
-    // Least squares of y = 1/rate against x = 1/n: y = a + b x, R = 1/a, half = b/a.
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int i = 0; i < NS; i++) {
-        double x = 1.0 / sizes[i], y = 1.0 / rate[i];
-        sx += x, sy += y, sxx += x * x, sxy += x * y;
-    }
-    double b = (NS * sxy - sx * sy) / (NS * sxx - sx * sx), a = (sy - b * sx) / NS;
-    double R = a > 0 ? 1.0 / a : best;
+    // The best rate is the plateau (efficiency 1 against it); each size gives the half size
+    // that puts it on the curve, half_i = n_i (best / rate_i - 1), and the median of those is
+    // kept: one size disturbed by other work on the machine moves it little (a least-squares
+    // fit of 1/rate against 1/n was tried first and was thrown off by one slow size).
+    double h[NS];
+    for (int i = 0; i < NS; i++) h[i] = sizes[i] * (best / rate[i] - 1);
+    for (int i = 1; i < NS; i++)
+        for (int j = i; j > 0 && h[j] < h[j - 1]; j--) {
+            double x = h[j];
+            h[j] = h[j - 1], h[j - 1] = x;
+        }
     *peak = best;
-    *eff = fmin(1.0, R / best);
-    *half = fmax(0, b / a);
+    *eff = 1.0;
+    *half = h[NS / 2];
     return rate[NS - 2];  // at 1024, for the bf16 ratio
 }
 
@@ -100,7 +103,7 @@ static double stream_bandwidth(void) {
     float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
     for (long i = 0; i < n; i++) x[i] = 1.0f, y[i] = 0.5f;
     double best = 1e30;
-    for (int r = 0; r < 30; r++) {
+    for (int r = 0; r < 200; r++) {
         double t0 = omp_get_wtime();
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++) y[i] = 0.999f * x[i] + y[i];
@@ -155,9 +158,14 @@ ct_status ct_hw_calibrate(const char *out_path) {
     } else {
         printf("one process: MPI latency and bandwidth not measured (run under mpirun -np 2); using 1 us, 5 GB/s\n");
     }
-    ct_comm_barrier(&world);
+    // The other ranks wait for rank 0's measurements asleep (a barrier's wait would yield-spin
+    // for milliseconds at a time and take a core from the matmuls).
     ct_status st = CT_OK;
-    if (world.rank == 0) {
+    char token = 0;
+    if (world.rank != 0) {
+        ct_comm_handle h = ct_comm_recv_start(&world, &token, 1, CT_U8, 0, 9);
+        while (!ct_comm_test(&h)) usleep(2000);
+    } else {
         omp_set_num_threads(cores);
         const ct_kernels *k = ct_kernels_get("cpu");
         printf("calibrating this machine (%d cores)\n", cores);
@@ -186,6 +194,7 @@ ct_status ct_hw_calibrate(const char *out_path) {
                hw.memory_bandwidth / 1e9);
         st = ct_hw_profile_write(path, &hw);
         if (st == CT_OK) printf("wrote %s\n", path);
+        for (int r = 1; r < world.size; r++) ct_comm_send(&world, &token, 1, CT_U8, r, 9);
     }
     st = ct_comm_agree(&world, st);
     ct_comm_group_free(&world);

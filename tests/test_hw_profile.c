@@ -1,0 +1,124 @@
+// Hardware profiles (src/plan/hardware.h): every shipped profile loads with its datasheet
+// figures; a broken file is refused with one line naming the file and the key.
+#include <string.h>
+#include <unistd.h>
+
+#include "plan/hardware.h"
+#include "test.h"
+
+static void test_shipped_profiles_load(void) {
+    const char *ids[] = {"h100_sxm", "h200", "a100_80gb", "b200", "this_machine", "h100", "a100"};
+    for (int i = 0; i < 7; i++) {
+        ct_hw_profile hw;
+        CHECK(ct_hw_profile_load(ids[i], &hw) == CT_OK, "%s: %s", ids[i], ct_last_error());
+        CHECK(hw.peak_bf16 > 0 && hw.memory_bytes > 0 && hw.devices_per_node > 0, "%s", ids[i]);
+    }
+    ct_hw_profile h;
+    ct_hw_profile_load("h100", &h);
+    CHECK(!strcmp(h.id, "h100_sxm") && !h.cpu && h.devices_per_node == 8, "id %s", h.id);
+    CHECK_CLOSE(h.peak_bf16, 989e12, 1e-12, 0);
+    CHECK_CLOSE(h.peak_fp8, 1979e12, 1e-12, 0);
+    CHECK_CLOSE(h.memory_bandwidth, 3350e9, 1e-12, 0);
+    CHECK_CLOSE(h.intra_bw, 450e9, 1e-12, 0);   // 900 GB/s bidirectional
+    CHECK_CLOSE(h.inter_bw, 50e9, 1e-12, 0);    // 400 Gb/s
+    CHECK_CLOSE(h.intra_latency, 3e-6, 1e-12, 0);
+    ct_hw_profile a;
+    ct_hw_profile_load("a100", &a);
+    CHECK(a.peak_fp8 == 0, "A100 has no fp8");
+    CHECK_CLOSE(ct_hw_peak(&a, "fp8"), 312e12, 1e-12, 0);  // float8 falls back to bf16 there
+    CHECK_CLOSE(ct_hw_peak(&h, "fp8"), 1979e12, 1e-12, 0);
+    CHECK_CLOSE(ct_hw_peak(&h, "fp32"), 67e12, 1e-12, 0);
+    ct_hw_profile b, me;
+    ct_hw_profile_load("b200", &b);
+    CHECK_CLOSE(b.peak_bf16, 2250e12, 1e-12, 0);
+    CHECK_CLOSE(b.intra_bw, 900e9, 1e-12, 0);
+    CHECK(ct_hw_profile_load("this_machine", &me) == CT_OK && me.cpu, "this_machine is a cpu profile");
+}
+
+static const char *good =
+    "name = \"test\"\nkind = \"gpu\"\nmemory_gib = 80\ndevices_per_node = 8\npeak_tflops_fp32 = 67.0\n"
+    "peak_tflops_bf16 = 989.0\npeak_tflops_fp8 = 0\nmatmul_efficiency = 0.8\nmatmul_half_size = 256\n"
+    "attention_efficiency = 0.5\nmemory_bandwidth_gbs = 3350\nintra_node_bandwidth_gbs = 450\n"
+    "intra_node_latency_us = 3\ninter_node_bandwidth_gbs = 50\ninter_node_latency_us = 8\n";
+
+static char path[64];
+
+static void write_profile(const char *text) {
+    snprintf(path, sizeof path, "/tmp/ct_hwprof_%d.toml", (int)getpid());
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+// `good` with the line starting with `key` replaced by `line` ("" drops it).
+static void write_with(const char *key, const char *line) {
+    char text[2048] = "";
+    const char *p = good;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t n = (size_t)(e - p) + 1;
+        if (!strncmp(p, key, strlen(key)) && p[strlen(key)] == ' ') strcat(text, line);
+        else strncat(text, p, n);
+        p += n;
+    }
+    write_profile(text);
+}
+
+// Loading fails with one line that names the file and `word` (the key).
+static void expect_error(const char *what, const char *word) {
+    ct_hw_profile hw;
+    ct_status st = ct_hw_profile_load(path, &hw);
+    const char *e = ct_last_error();
+    CHECK(st == CT_ERR, "%s accepted", what);
+    CHECK(strstr(e, path) && strstr(e, word) && !strchr(e, '\n'), "%s: message '%s'", what, e);
+}
+
+static void test_round_trip(void) {
+    write_profile(good);
+    ct_hw_profile hw, again;
+    CHECK(ct_hw_profile_load(path, &hw) == CT_OK, "%s", ct_last_error());
+    CHECK(hw.kernel_launch == 0, "kernel_launch_us is optional (0)");
+    hw.kernel_launch = 4e-6;
+    CHECK(ct_hw_profile_write(path, &hw) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_hw_profile_load(path, &again) == CT_OK, "%s", ct_last_error());
+    CHECK_CLOSE(again.peak_bf16, 989e12, 1e-9, 0);
+    CHECK_CLOSE(again.memory_bytes, 80.0 * 1073741824.0, 1e-6, 0);
+    CHECK_CLOSE(again.kernel_launch, 4e-6, 1e-6, 0);
+    CHECK_CLOSE(again.intra_latency, 3e-6, 1e-6, 0);
+    CHECK(!strcmp(again.name, "test") && again.devices_per_node == 8, "name %s", again.name);
+    unlink(path);
+}
+
+static void test_bad_profiles(void) {
+    write_with("peak_tflops_bf16", "");
+    expect_error("missing key", "peak_tflops_bf16");
+    write_with("name", "name = \"x\"\npeak_tflops_fp16 = 3\n");
+    expect_error("unknown key", "peak_tflops_fp16");
+    write_with("memory_gib", "memory_gib = \"lots\"\n");
+    expect_error("string for a number", "memory_gib");
+    write_with("inter_node_bandwidth_gbs", "inter_node_bandwidth_gbs = 0\n");
+    expect_error("zero bandwidth", "inter_node_bandwidth_gbs");
+    write_with("peak_tflops_fp32", "peak_tflops_fp32 = -1.0\n");
+    expect_error("negative peak", "peak_tflops_fp32");
+    write_with("devices_per_node", "devices_per_node = 8.5\n");
+    expect_error("fractional devices", "devices_per_node");
+    write_with("kind", "kind = \"tpu\"\n");
+    expect_error("unknown kind", "kind");
+    write_with("matmul_efficiency", "matmul_efficiency = 1.5\n");
+    expect_error("efficiency above 1", "matmul_efficiency");
+    unlink(path);
+    // A missing file, by path and by name.
+    ct_hw_profile hw;
+    CHECK(ct_hw_profile_load("/nonexistent/x.toml", &hw) == CT_ERR && strstr(ct_last_error(), "/nonexistent/x.toml"),
+          "%s", ct_last_error());
+    CHECK(ct_hw_profile_load("tpu_v9", &hw) == CT_ERR && strstr(ct_last_error(), "tpu_v9.toml") &&
+              !strchr(ct_last_error(), '\n'),
+          "%s", ct_last_error());
+}
+
+int main(void) {
+    CT_RUN(test_shipped_profiles_load);
+    CT_RUN(test_round_trip);
+    CT_RUN(test_bad_profiles);
+    CT_TEST_EXIT();
+}

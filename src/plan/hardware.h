@@ -50,7 +50,8 @@ typedef struct {
 ct_status ct_hw_profile_load(const char *name_or_path, ct_hw_profile *hw);
 // Writes a profile in the file format above (what --calibrate writes).
 ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw);
-// Dense matmul peak for a compute dtype name: "fp32", "bf16", "fp8".
+// Dense matmul peak for a compute dtype name: "fp32", "bf16", "fp8" (a device without fp8,
+// peak_fp8 = 0, gives its bf16 peak: float8 runs there at the bf16 rate, plus its casts).
 double ct_hw_peak(const ct_hw_profile *hw, const char *dtype);
 
 // `ctitan plan --calibrate [--out FILE]`: measures this machine -- matmul peak (fp32, bf16) and

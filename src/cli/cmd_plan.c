@@ -127,9 +127,9 @@ static ct_status emit(const char *path, const ct_plan_candidate *c, const ct_pla
     FILE *f = fopen(path, "w");
     if (!f) return ct_set_error("--emit-config %s: cannot write", path);
     fprintf(f, "# ctitan plan (ctitan %s): layout %s on %d x %s; predicted %.0f tokens/s per device, MFU %.1f%%, "
-               "%.2f GiB per device.\n# Run with: mpirun -np %d ctitan train --config %s\n",
+               "%.1f MiB per device.\n# Run with: mpirun -np %d ctitan train --config %s\n",
             ct_version(), c->layout, r->devices, r->hw.name, c->time.tokens_per_s_per_device, 100 * c->time.mfu,
-            c->mem.total / GIB, r->devices, path);
+            c->mem.total / (1024.0 * 1024.0), r->devices, path);
     ct_config_write_toml(&c->cfg, f);
     if (fclose(f)) return ct_set_error("--emit-config %s: write failed", path);
     return CT_OK;

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "convert")) return ct_cmd_convert(argc - 2, argv + 2);
     if (!strcmp(cmd, "checkpoint")) return ct_cmd_checkpoint(argc - 2, argv + 2);
     if (!strcmp(cmd, "plot")) return ct_cmd_plot(argc - 2, argv + 2);
-    // plan: dispatched once the memory and time models it links are in (issue 16, in progress)
+    if (!strcmp(cmd, "plan")) return ct_cmd_plan(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

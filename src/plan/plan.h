@@ -61,7 +61,8 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
 // "single" for one rank. Returns the length, like snprintf.
 int ct_plan_layout_name(const ct_config *c, char *buf, size_t n);
 // Sets the degrees of c from a layout name ("fsdp32,tp8", "pp8,dp2,fsdp4,cp2,tp4"; any order;
-// "ddp" = "dp" = dp_replicate, "hsdp" not accepted: spell dp and fsdp). Degrees not named are 1.
+// "ddp" = "dp" = dp_replicate, "hsdp" not accepted: spell dp and fsdp; "single": one rank).
+// Degrees not named are 1.
 // CT_ERR when a word is unknown or the product is not `devices`.
 ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c);
 

@@ -51,6 +51,7 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
     char copy[256];
     if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) return ct_set_error("--layout: too long");
     char *save = NULL;
+    if (!strcmp(copy, "single")) copy[0] = 0;  // one rank: every degree 1
     for (char *w = strtok_r(copy, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
         int *slot = NULL;
         size_t k = 0;

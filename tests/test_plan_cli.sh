@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `ctitan plan` (issue 16): the search ranks layouts that fit, --explain walks the decision,
+# --layout evaluates one layout, --tables prints the three reference tables, a model that cannot
+# fit is refused with by how much and what would fit, bad input is one line and exit 2, and the
+# TOML emitted for the best layout of a small case runs with `ctitan train` unchanged (and its
+# memory is what the planner predicted). Needs $BUILD/ctitan (make).
+set -u
+cd "$(dirname "$0")/.."
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
+[ -x "$bin" ] || { echo "FAIL plan_cli: $bin not built"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
+export OMP_NUM_THREADS=1
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+
+# ---- search: a ranked table of layouts that fit; rank 1 is the fastest
+out=$tmp/search.txt
+if "$bin" plan --model 8b --gpus 8 --gpu h100_sxm --seq_len 8192 --global_batch_tokens 128K >"$out" 2>&1 &&
+   grep -q "layouts considered, [1-9][0-9]* fit" "$out"; then
+  # tokens/s per device (the second-to-last column) never increases down the table
+  if awk '/^ *[0-9]+  /{v = $(NF-1); if (NR > 1 && prev != "" && v > prev + 0.5) bad = 1; prev = v} END {exit bad}' "$out"; then
+    pass search_ranks_by_tokens_per_s
+  else fail search_ranks_by_tokens_per_s "rows out of order: $(grep -E '^ *[0-9]+  ' "$out" | head -3)"; fi
+else
+  fail search_ranks_by_tokens_per_s "$(tail -2 "$out")"
+fi
+
+# ---- --explain: the five steps, each with predicted figures
+out=$tmp/explain.txt
+"$bin" plan --model 70b --gpus 64 --gpu h100_sxm --seq_len 8192 --global_batch_tokens 1M --explain >"$out" 2>&1
+bad=""
+for step in "1. Data sharding alone" "2. Tensor parallel within a node" "3. Pipeline across nodes" \
+            "4. Context parallel" "5. Checkpointing and precision" "Chosen: "; do
+  grep -q "^$step" "$out" || bad="$bad; no '$step'"
+done
+grep -q "GiB (parameters" "$out" || bad="$bad; no memory breakdown"
+[ -z "$bad" ] && pass explain_walks_the_decision || fail explain_walks_the_decision "${bad#; }: $(tail -2 "$out")"
+
+# ---- --layout: one layout evaluated, with the breakdown the issue lists
+out=$tmp/layout.txt
+if "$bin" plan --model 70b --gpus 256 --gpu h100 --seq_len 8192 --layout fsdp32,tp8 --local_batch 16 --ac full \
+     --float8 --compile >"$out" 2>&1; then rc=0; else rc=$?; fi
+bad=""
+for want in "^layout fsdp32,tp8" "^memory per device: " "^  params " "^  grads " "^  optim " "^  activations " \
+            "^  comm " "^step: .* compute .* exposed communication .* bubble" "tokens/s per device" "MFU"; do
+  grep -q "$want" "$out" || bad="$bad; no '$want'"
+done
+[ $rc -le 1 ] || bad="$bad; exit $rc"
+[ -z "$bad" ] && pass layout_is_evaluated || fail layout_is_evaluated "${bad#; }: $(tail -2 "$out")"
+out=$tmp/pp.txt
+if "$bin" plan --model 70b --gpus 512 --gpu h100 --seq_len 8192 --layout fsdp8,tp8,pp8 --local_batch 32 \
+     --schedule interleaved_1f1b >"$out" 2>&1 || [ $? -eq 1 ]; then
+  grep -q "interleaved_1f1b x2" "$out" && grep -qE "bubble [0-9.]*[1-9]" "$out" && pass pipeline_layout_has_a_bubble ||
+    fail pipeline_layout_has_a_bubble "$(grep -E '^(layout|step)' "$out")"
+else fail pipeline_layout_has_a_bubble "$(tail -1 "$out")"; fi
+
+# ---- --tables: three tables, each with a recommended row
+out=$tmp/tables.txt
+"$bin" plan --tables >"$out" 2>&1
+n=$(grep -c "^Table [123]\. " "$out"); rows=$(grep -cE '^ +1  ' "$out")
+[ "$n" = 3 ] && [ "$rows" = 3 ] && pass tables_print_three_recommendations ||
+  fail tables_print_three_recommendations "$n tables, $rows first rows: $(tail -2 "$out")"
+
+# ---- a model that cannot fit: how much, and what would
+out=$tmp/refuse.txt
+"$bin" plan --model 405b --gpus 8 --gpu h100 --seq_len 8192 --global_batch_tokens 64K >"$out" 2>&1; rc=$?
+line=$(grep "nothing fits" "$out")
+if [ $rc -eq 1 ] && echo "$line" | grep -qE "needs [0-9.]+ GiB per device .* [0-9.]+ GiB more than .* it fits on [0-9]+ devices"; then
+  pass refusal_says_by_how_much_and_what_fits
+else
+  fail refusal_says_by_how_much_and_what_fits "exit $rc: $line"
+fi
+
+# ---- bad input: one line, exit 2
+bad_input() {  # NAME EXPECTED-TEXT ARGS...
+  local name=$1 want=$2; shift 2
+  "$bin" plan "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"; local rc=$?
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && grep -q "$want" "$tmp/bad.err"; then pass "$name"
+  else fail "$name" "exit $rc: $(head -2 "$tmp/bad.err")"; fi
+}
+bad_input bad_model_is_named "unknown model 'llama9'" --model llama9 --gpus 8
+bad_input bad_layout_word_is_named "'xp4' is not a degree" --model 8b --gpus 8 --layout fsdp2,xp4
+bad_input layout_product_must_match "uses 16 devices, --gpus is 8" --model 8b --gpus 8 --layout fsdp2,tp8
+bad_input unknown_profile_is_named "nosuchgpu" --model 8b --gpus 8 --gpu nosuchgpu
+bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --global_batch_tokens 12Q
+bad_input devices_are_required "how many devices" --model 8b
+
+# ---- the emitted TOML of a small case runs unchanged, with the memory predicted
+cfg=$tmp/best.toml
+if "$bin" plan --config configs/llama3_debug.toml --gpus 2 --gpu this_machine --seq_len 128 \
+     --global_batch_tokens 1024 --steps 3 --dataset synthetic --emit-config "$cfg" >"$tmp/emit.txt" 2>&1; then
+  layout=$(sed -n 's/^wrote .* (layout \(.*\))$/\1/p' "$tmp/emit.txt")
+  abs_bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+  mkdir -p "$tmp/work"  # the run's relative dump folder lands here
+  if (cd "$tmp/work" && timeout 300 mpirun $asroot --oversubscribe --bind-to none -np 2 "$abs_bin" train --config "$cfg") \
+       >"$tmp/train.txt" 2>&1 && [ "$(find "$tmp/work" -name metrics.jsonl -exec cat {} + | grep -c '"step"')" -ge 1 ]; then
+    pass "emitted_config_runs_unchanged ($layout)"
+    # rank 0's peak memory (the sum of its categories) against the prediction in the file's header
+    pred=$(sed -n 's/.* \([0-9.]*\) MiB per device.*/\1/p' "$cfg" | head -1)
+    meas=$(find "$tmp/work" -name metrics.jsonl -exec tail -1 {} \; | grep -o '"memory_peak_mib": {[^}]*}' |
+           grep -o '[0-9.]*' | awk '{s += $1} END {print s}')
+    if awk -v p="$pred" -v m="$meas" 'BEGIN {exit !(m > 0 && p / m >= 0.9 && p / m <= 1.1)}'; then
+      pass "emitted_config_memory_as_predicted (${pred} vs ${meas} MiB)"
+    else fail emitted_config_memory_as_predicted "predicted ${pred:-?} MiB, measured ${meas:-?} MiB"; fi
+  else
+    fail emitted_config_runs_unchanged "$(grep -v '^step' "$tmp/train.txt" | tail -2)"
+  fi
+else
+  fail emitted_config_runs "$(tail -2 "$tmp/emit.txt")"
+fi

@@ -224,6 +224,7 @@ static const flag_case product_flags[] = {
     {"profiling.enable_memory_snapshot", "true", "true"},
     {"profiling.save_memory_snapshot_folder", "snap", "\"snap\""},
     {"metrics.save_tb_folder", "tbx", "\"tbx\""},
+    {"training.device", "cuda", "\"cuda\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -321,6 +322,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 88: return c->enable_memory_snapshot;
     case 89: return !strcmp(c->save_memory_snapshot_folder, "snap");
     case 90: return !strcmp(c->tb_folder, "tbx");
+    case 91: return !strcmp(c->train_device, "cuda");
     }
     return 0;
 }
@@ -332,7 +334,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 91, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 92, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");

@@ -6,11 +6,20 @@
 // micro-batch the one-process run does, so pp 2 follows it within the harness's tolerances. A
 // data-parallel rank sees fewer tokens: its activation amax (tensorwise), its weight-gradient
 // column scales (rowwise) and its 32-token blocks (MXFP8) are its own, as on TorchTitan, so FSDP
-// runs are checked to stay close (loss within 1%), not equal. Also: each recipe differs from
-// bf16 (the quantisation happens) but stays close; the filter leaves the layers it names in
-// bf16; an output projection in 8 bits and 8-bit matmuls under tensor parallel are refused with
-// one line.
+// runs are checked to stay close (loss within 1%), not equal.
+//
+// Tensor parallel splits the weights (and the row-parallel inputs), not the tokens: its 8-bit
+// matmuls MAX-reduce over tp every amax that spans a split dimension (model/linear.h), so tp 2
+// (with and without sequence parallel, with async comm) follows the one-process run like the
+// fp32 parity tests, and FSDP 2 x tp 2 follows FSDP 2 on two ranks. shard_vs_whole shows on one
+// 8-bit linear that the reduction is needed: without it a shard's scales are its own and the
+// results move by quantisation error. An MXFP8 layout whose shards would split a 32-block is
+// refused with one line.
+//
+// Also: each recipe differs from bf16 (the quantisation happens) but stays close; the filter
+// leaves the layers it names in bf16; an output projection in 8 bits is refused with one line.
 #include "parity.h"
+#include "parallel/tensor_parallel.h"
 
 static int world_size(void) {
     int n;
@@ -96,18 +105,222 @@ static void filter(void) {
     ct_trainer_free(&t);
 }
 
-static void tensor_parallel_refused(void) {
+// ---- tensor parallel
+
+// How closely a tp run can follow its reference. Tensorwise scales are not powers of two: an fp32
+// difference in the last bit of an amax (the residual stream after a tp reduction is summed in
+// another order) moves the scale, and with it every dequantised product, by an ulp, and now and
+// then flips one element's 8-bit rounding -- a 2^-4 change that the following Adam steps amplify
+// (seen here from step 3 or 5 on, up to 1.1e-4 in the loss by step 10). Rowwise and MXFP8 scales
+// are powers of two and absorb those ulps: their tp 2 runs follow the one-process run as the fp32
+// parity tests do (parity_compare, every step). Under FSDP a rank's rowwise weight-gradient
+// scales (over its own tokens) make rare flips too. So a run that can flip is held to the parity
+// tolerances (loss and gradient norm 1e-5) for its first `exact` steps -- where a scale taken on
+// one shard is already off: without the amax reduction tensorwise tp 2 misses by 9.4e-5 (loss)
+// and 4.3e-4 (gradient norm) at step 1 -- and its losses to 5e-4 after that. shard_vs_whole
+// checks every scale exactly at the kernel.
+static void compare_tp(const parity_result *r, const char *what, int exact) {
+    if (exact >= STEPS) {
+        parity_compare(r, what);
+        return;
+    }
+    const parity_result *ref = &parity_ref;
+    for (int s = 0; s < STEPS; s++) {
+        double tol = s < exact ? 1e-5 : 5e-4;
+        CHECK(fabs(r->loss[s] - ref->loss[s]) <= tol * ref->loss[s], "%s step %d loss %.9g vs %.9g (tolerance %g)",
+              what, s + 1, r->loss[s], ref->loss[s], tol);
+        if (s < exact)
+            CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= 1e-5 * ref->grad_norm[s],
+                  "%s step %d grad norm %.9g vs %.9g", what, s + 1, r->grad_norm[s], ref->grad_norm[s]);
+    }
+    CHECK(fabs(r->val_loss - ref->val_loss) <= 5e-4 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
+          r->val_loss, ref->val_loss);
+    CHECK(fabs(r->loss[STEPS - 1] - r->loss[0]) > 1e-3, "%s: loss did not move", what);
+}
+
+// Trains tp 2 over all ranks (FSDP over the rest) and compares it with parity_ref.
+static void tp_run(int shard, bool sp, bool async, const char *what, int exact) {
+    ct_config c = parity_base;
+    parity_set_int(&c, "parallelism.data_shard_degree", shard);
+    parity_set_int(&c, "parallelism.compute_parallel_degree", 2);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / shard);
+    parity_set(&c, "sequence_parallel.enable", sp ? "true" : "false");
+    parity_set(&c, "parallelism.enable_async_comm", async ? "true" : "false");
+    parity_result r;
+    parity_train(&c, NULL, &r);
+    compare_tp(&r, what, exact);
+    free(r.params);
+}
+static bool tensorwise(void) { return !strcmp(recipe_name, "float8 tensorwise"); }
+static void tp_case(bool sp, bool async) {
+    char what[64];
+    snprintf(what, sizeof what, "%s tp2%s%s", recipe_name, sp ? "+sp" : "", async ? "+async" : "");
+    tp_run(1, sp, async, what, tensorwise() ? 2 : STEPS);
+}
+static void tp2(void) { tp_case(false, false); }
+static void tp2_sequence_parallel(void) { tp_case(true, false); }
+static void tp2_async(void) { tp_case(true, true); }
+
+// FSDP 2 x tp 2 on 4 ranks against FSDP 2 on ranks {0, 1} and {2, 3}: a data-parallel rank's
+// scales are its own tokens' (see the top), so the reference for the tp split is the same FSDP
+// layout without it.
+static void fsdp2_tp2(void) {
+    ct_group world, half;
+    ct_comm_group_world(&world, 30);
+    ct_comm_group_split(&world, world.rank / 2, world.rank % 2, "half", &half);
+    ct_config c = parity_base;
+    parity_set_int(&c, "parallelism.data_shard_degree", 2);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / 2);
+    parity_result fsdp2, one = parity_ref;
+    parity_train(&c, &half, &fsdp2);
+    ct_comm_group_free(&half);
+    ct_comm_group_free(&world);
+    char what[64];
+    snprintf(what, sizeof what, "%s fsdp2 x tp2 vs fsdp2", recipe_name);
+    parity_ref = fsdp2;
+    tp_run(2, true, false, what, strcmp(recipe_name, "mxfp8") ? 1 : STEPS);
+    parity_ref = one;
+    free(fsdp2.params);
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float uniform(void) {  // (-1, 1), xorshift64*
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    return (float)((double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+// dst (rows, w) = columns [c0, c0 + w) of src (rows, cols).
+static void columns(float *dst, const float *src, long rows, long cols, long c0, long w) {
+    for (long r = 0; r < rows; r++) memcpy(dst + r * w, src + r * cols + c0, (size_t)w * sizeof(float));
+}
+
+// max |a - b| / max |b| over n.
+static double rel_err(const float *a, const float *b, long n) {
+    double e = 0, m = 0;
+    for (long i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i])), m = fmax(m, fabs((double)b[i]));
+    return e / m;
+}
+
+// One 8-bit linear (N, IC) -> (N, OC) split over the two ranks as tp splits it, against the whole
+// layer computed on each rank. Four pieces: the row-parallel forward (IC split; partial outputs
+// summed over tp), the column-parallel forward (OC split; this rank's output columns), the
+// column-parallel input gradient (OC split; summed), the row-parallel weight gradient (this
+// rank's columns). With the tp hook's amax reduction every piece is the whole layer's up to fp32
+// order; with the split flags off (each shard its own scales) the pieces whose recipe reduces --
+// tensorwise all four, rowwise the row-parallel forward and the column-parallel input gradient
+// -- move by quantisation error, so the reduction is what makes tp follow the one-process run.
+// MXFP8 with 32-aligned shards needs none. The data make one shard's amaxes 2^12 times the
+// other's (inputs larger on IC half 0, weights on IC half 1 and OC half 1, output gradients on OC
+// half 0), with both halves contributing alike to each product: rowwise scales are powers of two,
+// so a shard's own scale changes its casts only where the whole row's scale pushes the small
+// shard's values into e4m3's subnormal range -- which such a ratio does.
+static void shard_vs_whole(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    ct_f8_recipe recipe = !strcmp(recipe_name, "mxfp8")            ? CT_F8_RECIPE_MXFP8
+                          : !strcmp(recipe_name, "float8 rowwise") ? CT_F8_RECIPE_ROWWISE
+                                                                   : CT_F8_RECIPE_TENSORWISE;
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    ct_tp tp = {.k = k, .group = &world};
+    ct_stage_ops ops = ct_stage_ops_local(k);
+    ct_tp_apply(&tp, &ops);
+    enum { N = 16, IC = 64, OC = 64, ICl = IC / 2, OCl = OC / 2 };
+    int r = world.rank;
+    static float x[N * IC], w[OC * IC], dy[N * OC];
+    const float F = 4096;
+    for (long n = 0; n < N; n++)
+        for (long i = 0; i < IC; i++) x[n * IC + i] = uniform() * (i < ICl ? F : 1);
+    for (long o = 0; o < OC; o++)
+        for (long i = 0; i < IC; i++) w[o * IC + i] = uniform() * (i < ICl ? 1 : F) * (o < OCl ? 1 : F);
+    for (long n = 0; n < N; n++)
+        for (long o = 0; o < OC; o++) dy[n * OC + o] = uniform() * (o < OCl ? F : 1);
+    // the whole layer
+    long sf = k->f8_scratch_floats(N, IC, OC), sb = k->f8_backward_scratch_floats(N, IC, OC);
+    float *scratch = malloc((size_t)(sf > sb ? sf : sb) * sizeof(float));
+    static float out[N * OC], dx[N * IC], dw[OC * IC];
+    memset(dw, 0, sizeof dw);
+    k->linear_forward_f8(out, x, w, N, IC, OC, recipe, NULL, scratch);
+    k->linear_backward_f8(dx, dw, dy, x, w, N, IC, OC, recipe, NULL, scratch);
+    // this rank's shards
+    static float x_r[N * ICl], w_row[OC * ICl], w_col[OCl * IC], dy_r[N * OCl];
+    columns(x_r, x, N, IC, r * ICl, ICl);
+    columns(w_row, w, OC, IC, r * ICl, ICl);
+    memcpy(w_col, w + r * OCl * IC, sizeof w_col);
+    columns(dy_r, dy, N, OC, r * OCl, OCl);
+    static float want_out_col[N * OCl], want_dw_row[OC * ICl];
+    columns(want_out_col, out, N, OC, r * OCl, OCl);
+    columns(want_dw_row, dw, OC, IC, r * ICl, ICl);
+    const ct_f8_split row = {.ic_split = true, .amax_max = ops.tp.amax_max, .ctx = ops.tp.ctx};
+    const ct_f8_split col = {.oc_split = true, .amax_max = ops.tp.amax_max, .ctx = ops.tp.ctx};
+    const char *piece[4] = {"row-parallel forward", "column-parallel forward", "column-parallel input gradient",
+                            "row-parallel weight gradient"};
+    bool reduces[4] = {recipe == CT_F8_RECIPE_TENSORWISE || recipe == CT_F8_RECIPE_ROWWISE,
+                       recipe == CT_F8_RECIPE_TENSORWISE,
+                       recipe == CT_F8_RECIPE_TENSORWISE || recipe == CT_F8_RECIPE_ROWWISE,
+                       recipe == CT_F8_RECIPE_TENSORWISE};
+    for (int with = 1; with >= 0; with--) {
+        static float o_row[N * OC], o_col[N * OCl], dx_col[N * IC], dw_r[OC * ICl];
+        memset(dw_r, 0, sizeof dw_r);
+        k->linear_forward_f8(o_row, x_r, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
+        ct_comm_all_reduce(&world, o_row, o_row, N * OC, CT_F32, CT_COMM_SUM);
+        k->linear_forward_f8(o_col, x, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
+        k->linear_backward_f8(dx_col, NULL, dy_r, x, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
+        ct_comm_all_reduce(&world, dx_col, dx_col, N * IC, CT_F32, CT_COMM_SUM);
+        k->linear_backward_f8(NULL, dw_r, dy, x_r, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
+        double err[4] = {rel_err(o_row, out, N * OC), rel_err(o_col, want_out_col, N * OCl),
+                         rel_err(dx_col, dx, N * IC), rel_err(dw_r, want_dw_row, OC * ICl)};
+        // the worst rank (the rank holding a tensor's amax computes its own piece right anyway)
+        ct_comm_all_reduce(&world, err, err, 4, CT_F64, CT_COMM_MAX);
+        if (getenv("VERBOSE") && world.rank == 0)
+            printf("    %s %s the reduction: %.3g %.3g %.3g %.3g\n", recipe_name, with ? "with" : "without", err[0],
+                   err[1], err[2], err[3]);
+        for (int p = 0; p < 4; p++) {
+            if (with || !reduces[p])
+                CHECK(err[p] <= 1e-5, "%s %s %s the amax reduction: %.3g from the whole layer", recipe_name, piece[p],
+                      with ? "with" : "without", err[p]);
+            else
+                CHECK(err[p] > 1e-3, "%s %s without the amax reduction: only %.3g from the whole layer (the shards' "
+                      "scales should differ)", recipe_name, piece[p], err[p]);
+        }
+    }
+    free(scratch);
+    ct_comm_group_free(&world);
+}
+
+// The tp hook's MAX over amaxes: element-wise, NaN winning from either rank, +inf kept.
+static void amax_max_nan_wins(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    ct_tp tp = {.k = k, .group = &world};
+    ct_stage_ops ops = ct_stage_ops_local(k);
+    ct_tp_apply(&tp, &ops);
+    float a[4] = {world.rank ? 2.0f : NAN, world.rank ? NAN : 1.0f, world.rank ? 3.0f : INFINITY,
+                  world.rank ? 0.5f : 0.25f};
+    ops.tp.amax_max(ops.tp.ctx, a, 4);
+    CHECK(isnan(a[0]) && isnan(a[1]) && a[2] == INFINITY && a[3] == 0.5f, "%g %g %g %g", a[0], a[1], a[2], a[3]);
+    ct_comm_group_free(&world);
+}
+
+// An MXFP8 layout whose shard of a split contraction dimension is not a whole number of 32-blocks
+// (FFN hidden 96 over tp 2: 48 per rank) is refused before any work, naming the numbers; float8
+// takes the same layout (its scales are reduced, not blocked).
+static void mxfp8_blocks_across_shards_refused(void) {
     ct_config c = parity_base;
     parity_set_int(&c, "parallelism.compute_parallel_degree", 2);
     parity_set_int(&c, "parallelism.data_shard_degree", 1);
+    parity_set(&c, "model.ffn_hidden_dim", "96");
     static ct_trainer t;
-    CHECK(ct_trainer_init(&t, &c, NULL) == CT_ERR, "8-bit with tp 2 accepted");
-    const char *want = !strcmp(recipe_name, "mxfp8")
-                           ? "quantization.mxfp8.enable with parallelism.compute_parallel_degree 2 is not supported "
-                             "yet: 8-bit scales would be computed per tensor-parallel shard"
-                           : "quantization.float8.enable with parallelism.compute_parallel_degree 2 is not supported "
-                             "yet: 8-bit scales would be computed per tensor-parallel shard";
-    CHECK(!strcmp(ct_last_error(), want), "message: %s", ct_last_error());
+    if (!strcmp(recipe_name, "mxfp8")) {
+        CHECK(ct_trainer_init(&t, &c, NULL) == CT_ERR, "MXFP8 with 48 FFN columns per rank accepted");
+        const char *want = "quantization.mxfp8.enable with parallelism.compute_parallel_degree 2: FFN hidden size 96 "
+                           "/ 2 = 48 per rank is not a multiple of the 32-element MXFP8 block (a block would straddle "
+                           "two tensor-parallel ranks)";
+        CHECK(!strcmp(ct_last_error(), want), "message: %s", ct_last_error());
+        CHECK(!strchr(ct_last_error(), '\n'), "more than one line");
+    } else {
+        CHECK(ct_trainer_init(&t, &c, NULL) == CT_OK, "%s", ct_last_error());
+    }
     ct_trainer_free(&t);
 }
 
@@ -132,14 +345,20 @@ static void recipe_cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(pp2);
         CT_MPI_RUN(differs_from_bf16_but_close);
-        CT_MPI_RUN(tensor_parallel_refused);
+        CT_MPI_RUN(shard_vs_whole);
+        CT_MPI_RUN(tp2);
+        CT_MPI_RUN(tp2_sequence_parallel);
+        CT_MPI_RUN(tp2_async);
+        CT_MPI_RUN(mxfp8_blocks_across_shards_refused);
     }
+    if (n == 4) CT_MPI_RUN(fsdp2_tp2);
 }
 
 static void cases(int n) {
     if (n > 4) return;
     recipe_cases(n);
     if (n == 2) CT_MPI_RUN(filter);
+    if (n == 2) CT_MPI_RUN(amax_max_nan_wins);
     switch_recipe("float8 rowwise", "quantization.float8.recipe", "rowwise");
     recipe_cases(n);
     switch_recipe("mxfp8", "quantization.mxfp8.enable", "true");
@@ -147,13 +366,15 @@ static void cases(int n) {
 }
 
 int main(int argc, char **argv) {
-    // Widths of 64 so MXFP8 has whole 32-blocks and a tail-free reduction; 2 layers for pp 2.
-    static const char *dims[][2] = {{"model.dim", "64"},
+    // Widths that leave MXFP8 whole 32-blocks and a tail-free reduction, also per rank under tp 2
+    // (q 4 x 32 / 2, k and v 2 x 32 / 2, FFN 128 / 2: every shard a multiple of 32), with
+    // grouped-query attention; 2 layers for pp 2.
+    static const char *dims[][2] = {{"model.dim", "128"},
                                     {"model.n_layers", "2"},
                                     {"model.n_heads", "4"},
                                     {"model.n_kv_heads", "2"},
                                     {"model.vocab_size", "128"},
-                                    {"model.ffn_hidden_dim", "96"},
+                                    {"model.ffn_hidden_dim", "128"},
                                     {"mixed_precision", "bf16"},
                                     {"quantization.float8.enable", "true"},
                                     {"quantization.float8.recipe", "tensorwise"}};

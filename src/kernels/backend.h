@@ -16,6 +16,7 @@
 // time of the call -- its own decision, which a GPU backend makes differently).
 #ifndef CT_KERNELS_BACKEND_H
 #define CT_KERNELS_BACKEND_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,28 @@
 // How linear_forward_f8 / linear_backward_f8 quantise their operands (contracts in
 // kernels/cpu/linear_f8.h).
 typedef enum { CT_F8_RECIPE_TENSORWISE = 0, CT_F8_RECIPE_ROWWISE, CT_F8_RECIPE_MXFP8 } ct_f8_recipe;
+
+// How a linear layer's operands are split over tensor-parallel ranks, so that its 8-bit scales
+// are the single-process layer's (NULL, or amax_max NULL: not split). A scale whose amax spans a
+// split dimension is agreed on before any cast: the kernel computes the local amaxes, calls
+// amax_max on them, and quantises with the result. The kernels never communicate; the caller's
+// hook does (parallel/tensor_parallel.c: a MAX all-reduce over the tp group).
+//   ic_split  IC is this rank's part (row-parallel, Megatron's wo / w2): inp (N, IC/tp), weight
+//             (OC, IC/tp); forward rowwise and every tensorwise amax over IC are agreed.
+//   oc_split  OC is this rank's part (column-parallel, wqkv / w13): weight (OC/tp, IC), dout
+//             (N, OC/tp); backward rowwise (dinp) and every tensorwise amax over OC are agreed.
+//   amax_max  amax (n, in the backend's memory) = its element-wise max over the ranks, in place,
+//             blocking, called by every rank of the group in the same order. Each value handed
+//             over is >= +0 or a positive NaN, so the max of their bit patterns as int32 is the
+//             max of the values with NaN winning (as torch.amax).
+// MXFP8's 32-element blocks need no agreement as long as no block straddles two ranks: the
+// caller refuses a layout whose local contraction extents are not multiples of 32
+// (plan/layout.c), and the kernels ignore `split` under that recipe.
+typedef struct {
+    bool ic_split, oc_split;
+    void (*amax_max)(void *ctx, float *amax, long n);
+    void *ctx;
+} ct_f8_split;
 
 typedef struct ct_kernels {
     const char *name;       // "cpu", "cuda"
@@ -125,16 +148,19 @@ typedef struct ct_kernels {
                        float *scratch);
     // out (N, OC) = inp @ weight^T with both quantised to e4m3 per recipe (kernels/cpu/linear_f8.h).
     long (*f8_scratch_floats)(long N, long IC, long OC);
+    // split: how tp splits the layer, for the scales (ct_f8_split above; NULL: not split).
     void (*linear_forward_f8)(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                              ct_f8_recipe recipe, float *scratch);
+                              ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 
     // ---- float8 backward (kernels/cpu/linear_f8.h) and bf16 widening
     // linear_backward's contract (dinp = dout @ weight, overwritten; dweight += dout^T @ inp;
     // either NULL to skip) with dout cast to e5m2, inp and weight to e4m3, scaled per recipe for
-    // each matmul. scratch: f8_backward_scratch_floats(N, IC, OC) floats, any recipe.
+    // each matmul, split as for linear_forward_f8. scratch: f8_backward_scratch_floats(N, IC, OC)
+    // floats, any recipe.
     long (*f8_backward_scratch_floats)(long N, long IC, long OC);
     void (*linear_backward_f8)(float *dinp, float *dweight, const float *dout, const float *inp,
-                               const float *weight, long N, long IC, long OC, ct_f8_recipe recipe, float *scratch);
+                               const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
+                               const ct_f8_split *split, float *scratch);
     // dst (n) = the fp32 value of each bf16 src (exact: bits << 16).
     void (*bf16_to_f32)(float *dst, const uint16_t *src, long n);
 

@@ -34,6 +34,27 @@ static ct_tensor act(const ct_block_ctx *c, const void *kept, long cols) {
 }
 static bool f8(const ct_block_ctx *c, int layer, ct_block_linear l) { return ct_precision_f8(&c->lin->prec, layer, l); }
 
+// How tp splits linear l, for its 8-bit scales (kernels/backend.h ct_f8_split): wqkv and w13 are
+// column-parallel (this rank's OC rows), wo and w2 row-parallel (its IC columns). NULL without tp.
+static const ct_f8_split *tp_split(const ct_block_ctx *c, ct_block_linear l, ct_f8_split *sp) {
+    const ct_tp_ops *tp = &c->ops->tp;
+    if (!tp->amax_max) return NULL;
+    bool row = l == CT_LINEAR_WO || l == CT_LINEAR_W2;
+    *sp = (ct_f8_split){.ic_split = row, .oc_split = !row, .amax_max = tp->amax_max, .ctx = tp->ctx};
+    return sp;
+}
+// Linear l of block `layer` at the stage's precision (model/linear.h), as tp splits it.
+static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *out, ct_tensor inp, const float *W,
+                       long OC) {
+    ct_f8_split sp;
+    ct_linear_fwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), out, inp, W, OC);
+}
+static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dinp, float *dW, const float *dout,
+                       ct_tensor inp, const float *W, long OC) {
+    ct_f8_split sp;
+    ct_linear_bwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), dinp, dW, dout, inp, W, OC);
+}
+
 // q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
 static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
     const ct_llama_config *m = c->cfg;
@@ -92,7 +113,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
                                    NKV, HS, c->fuse_scratch);
             return;
         }
-        ct_linear_fwd(c->lin, f8(c, layer, CT_LINEAR_WQKV), qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
+        linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
     }
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
@@ -127,7 +148,7 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     c->ops->attention.forward(c->ops->attention.ctx, &a);
     ct_keep_activation(L, s->att, att, N * NH * HS);
     float *y = partial_out(c, s->x_mid);
-    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_WO), y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
+    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
     reduce_rows(c, y, s->x_mid);                                                        // (N_l, C)
     residual_norm2(c, layer, s, w);
 
@@ -135,12 +156,12 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     if (fuse(c, layer, CT_LINEAR_W13)) {
         k->linear_swiglu_forward(h13, s->h, s->norm2, w->w13, N, C, F, c->fuse_scratch);  // (N, 2F), (N, F)
     } else {
-        ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W13), h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
+        linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
         ct_keep_activation(L, s->h13, h13, N * 2 * F);
         swiglu_keep(c, s->h, h13);
     }
     y = partial_out(c, out);
-    ct_linear_fwd(L, f8(c, layer, CT_LINEAR_W2), y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
+    linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     k->add_inplace(out, s->x_mid, Nl * C);
 }
@@ -183,15 +204,14 @@ static const float *norm_grad(const ct_block_ctx *c, float **dfull, float *kept)
 static void column_linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dfull, float *dW,
                               const float *dout, ct_tensor inp, const float *W, long OC, float *dn) {
     const ct_tp_ops *tp = &c->ops->tp;
-    bool q = f8(c, layer, l);
     if (!dW || !tp->reduce_rows_start) {
-        ct_linear_bwd(c->lin, q, dfull, dW, dout, inp, W, OC);
+        linear_bwd(c, layer, l, dfull, dW, dout, inp, W, OC);
         reduce_rows(c, dfull, dn);
         return;
     }
-    ct_linear_bwd(c->lin, q, dfull, NULL, dout, inp, W, OC);
+    linear_bwd(c, layer, l, dfull, NULL, dout, inp, W, OC);
     tp->reduce_rows_start(tp->ctx, dfull, dn, c->N_local, c->cfg->dim);
-    ct_linear_bwd(c->lin, q, NULL, dW, dout, inp, NULL, OC);
+    linear_bwd(c, layer, l, NULL, dW, dout, inp, NULL, OC);  // (an 8-bit amax reduction may run meanwhile)
     tp->reduce_rows_wait(tp->ctx);
 }
 
@@ -211,7 +231,7 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W2), c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
+    linear_bwd(c, layer, CT_LINEAR_W2, c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
     k->swiglu_backward(dh13, c->dh, ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F), N, F);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
@@ -220,7 +240,7 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
 
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
     dy = output_grad(c, dres, split ? keep->dy_att : NULL);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WO), c->datt, gw->wo, dy, act(c, s->att, NH * HS), w->wo, C);
+    linear_bwd(c, layer, CT_LINEAR_WO, c->datt, gw->wo, dy, act(c, s->att, NH * HS), w->wo, C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
     const float *qkv = ct_kept_as_f32(L, s->qkv, c->w_qkv, N * QKV);
     float *att = (float *)ct_kept_as_f32(L, s->att, c->w_att, N * NH * HS);
@@ -237,15 +257,14 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
 void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s,
                               const ct_block_wgrad_inputs *kept, ct_block_weights *g) {
     const ct_kernels *k = c->k;
-    const ct_linear_ctx *L = c->lin;
     const ct_llama_config *m = c->cfg;
     long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
     // The same gemms and column passes the combined backward runs, so the gradients are the
     // same bits whichever way a schedule computes them.
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W2), NULL, g->w2, kept->dy_ffn, act(c, s->h, F), NULL, C);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_W13), NULL, g->w13, kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
+    linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->w2, kept->dy_ffn, act(c, s->h, F), NULL, C);
+    linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->w13, kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
     k->rmsnorm_backward(NULL, g->ffn_norm, kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WO), NULL, g->wo, kept->dy_att, act(c, s->att, NH * HS), NULL, C);
-    ct_linear_bwd(L, f8(c, layer, CT_LINEAR_WQKV), NULL, g->wqkv, kept->dqkv, act(c, s->norm1, C), NULL, QKV);
+    linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->wo, kept->dy_att, act(c, s->att, NH * HS), NULL, C);
+    linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->wqkv, kept->dqkv, act(c, s->norm1, C), NULL, QKV);
     k->rmsnorm_backward(NULL, g->attn_norm, kept->dn1, s->x, NULL, s->rstd1, Nl, C);
 }

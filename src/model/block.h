@@ -52,7 +52,8 @@ void ct_block_recompute_cheap(const ct_block_ctx *c, ct_block_acts *s, const ct_
 // the gradients each weight's update needs are stored in keep for ct_block_backward_weight.
 void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_weights *w,
                        ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres);
-// g += the block's weight gradients from what the split backward kept. No communication.
+// g += the block's weight gradients from what the split backward kept. No communication, except
+// the 8-bit tensorwise scales' amax reductions under tp (ct_f8_split, kernels/backend.h).
 void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_wgrad_inputs *kept,
                               ct_block_weights *g);
 #endif

@@ -63,12 +63,13 @@ static void check_input(const ct_linear_ctx *c, ct_tensor inp) {
                  inp.ld, inp.cols, ct_dtype_name(c->prec.compute));
 }
 
-void ct_linear_fwd(const ct_linear_ctx *c, bool f8, float *out, ct_tensor inp, const float *W, long OC) {
+void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *out, ct_tensor inp,
+                   const float *W, long OC) {
     const ct_kernels *k = c->k;
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_forward_f8(out, input_f32(c, inp), W, N, IC, OC, c->prec.recipe, c->f8);
+        k->linear_forward_f8(out, input_f32(c, inp), W, N, IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->w16, W, OC * IC);
         k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, c->w16, IC, 0.0f, out, OC);
@@ -77,13 +78,14 @@ void ct_linear_fwd(const ct_linear_ctx *c, bool f8, float *out, ct_tensor inp, c
     }
 }
 
-void ct_linear_bwd(const ct_linear_ctx *c, bool f8, float *dinp, float *dW, const float *dout, ct_tensor inp,
-                   const float *W, long OC) {
+void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *dinp, float *dW,
+                   const float *dout, ct_tensor inp, const float *W, long OC) {
     const ct_kernels *k = c->k;
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, W, N, IC, OC, c->prec.recipe, c->f8);
+        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, W, N, IC, OC, c->prec.recipe, split,
+                              c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
         if (dinp) {

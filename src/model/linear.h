@@ -11,6 +11,18 @@
 //             gradient to e5m2 with tensorwise or rowwise scales, or blocks of 32 with e8m0
 //             scales (MXFP8), and multiply the 8-bit values with fp32 accumulation
 //             (linear_forward_f8 / linear_backward_f8); on top of fp32 or bf16 for the rest.
+//             Under tensor parallel the scales are the single-process run's: every amax that
+//             spans a dimension tp splits is MAX-reduced over the tp group before the casts
+//             (the caller passes a ct_f8_split: block.c says which layers are column-parallel --
+//             wqkv, w13: OC split -- and which row-parallel -- wo, w2: IC split -- and the tp
+//             strategy supplies the reduction, parallel/tensor_parallel.c). Tensorwise: the
+//             weight's amax always, dout's (column-parallel) or inp's (row-parallel); rowwise:
+//             the forward's row amaxes of row-parallel layers and the input gradient's amaxes
+//             (over OC) of column-parallel ones; the weight gradient's run over N, never split.
+//             MXFP8 needs no reduction: its 32-blocks lie along the contraction dimension and
+//             plan/layout.c refuses a tp degree that would leave a shard's extent of a split one
+//             (heads x head_dim, kv heads x head_dim, FFN hidden, each / tp) not a multiple of
+//             32. So a tp run matches the tp=1 run up to fp32 summation order.
 //
 // Weights arrive as fp32 views; under bf16 they already hold bf16 values (the compute copy the
 // weight operations gather), so rounding them again changes nothing.
@@ -58,10 +70,13 @@ void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precisio
                         long max_in, long max_out);
 
 // out (N, OC) fp32 = inp (N, IC) @ W (OC, IC)^T. inp: fp32 or bf16 (the kept activation).
-void ct_linear_fwd(const ct_linear_ctx *c, bool f8, float *out, ct_tensor inp, const float *W, long OC);
-// dinp (N, IC) = dout @ W (NULL: skipped); dW (OC, IC) += dout^T @ inp (NULL: skipped).
-void ct_linear_bwd(const ct_linear_ctx *c, bool f8, float *dinp, float *dW, const float *dout, ct_tensor inp,
+// f8: in 8 bits; split: how tp splits this layer, for the 8-bit scales (kernels/backend.h;
+// NULL: whole, or not 8-bit).
+void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *out, ct_tensor inp,
                    const float *W, long OC);
+// dinp (N, IC) = dout @ W (NULL: skipped); dW (OC, IC) += dout^T @ inp (NULL: skipped).
+void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *dinp, float *dW,
+                   const float *dout, ct_tensor inp, const float *W, long OC);
 
 // Keeping an activation for backward: `work` (n fp32, just computed) is narrowed to the kept
 // dtype, nearest even, into `kept`, and work itself takes the narrowed values so that the rest

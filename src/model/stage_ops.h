@@ -74,6 +74,9 @@ typedef struct {
     // an input-gradient reduction with the same layer's weight-gradient matmul. One in flight.
     void (*reduce_rows_start)(void *ctx, float *full, float *local, long local_rows, long C);
     void (*reduce_rows_wait)(void *ctx);
+    // The 8-bit matmuls' scales (ct_f8_split's amax_max, kernels/backend.h): amax (n) = its
+    // element-wise max over the tp group, in place, blocking. NULL without tp.
+    void (*amax_max)(void *ctx, float *amax, long n);
 } ct_tp_ops;
 
 // One block's attention call, in the attention kernel's terms (kernels/backend.h): q (B, Tq,

@@ -37,6 +37,15 @@ static void reduce_rows_wait(void *ctx) {
     ct_comm_wait(&tp->pending);
 }
 
+// The 8-bit matmuls' scales (ct_f8_split, kernels/backend.h): amax (n) = its max over tp. The
+// values are >= +0 or positive NaNs, whose bit patterns order as the values do with NaN above
+// +inf, so an int32 MAX of the patterns is the float MAX with NaN winning (a float MAX would
+// drop a NaN on transports that compare with >). Counted as an all_reduce on the tp group.
+static void amax_max(void *ctx, float *amax, long n) {
+    ct_tp *tp = ctx;
+    ct_comm_all_reduce(tp->group, amax, amax, (size_t)n, CT_I32, CT_COMM_MAX);
+}
+
 static double output_loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
                           long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows,
                           float *scratch) {
@@ -54,7 +63,7 @@ void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops) {
     if (tp->group->size == 1) return;  // identity everywhere: the single-process model
     ops->tp = (ct_tp_ops){.ctx = tp, .size = tp->group->size, .rank = tp->group->rank,
                           .sequence_parallel = tp->sequence_parallel, .gather_rows = gather_rows,
-                          .reduce_rows = reduce_rows};
+                          .reduce_rows = reduce_rows, .amax_max = amax_max};
     if (tp->async) {
         ops->tp.reduce_rows_start = reduce_rows_start;
         ops->tp.reduce_rows_wait = reduce_rows_wait;

@@ -10,6 +10,8 @@
 //                               all-gather (reduce-scatter backward), g a reduce-scatter
 //                               (all-gather backward): the same bytes, and activations outside
 //                               the parallel regions fall as 1/tp.
+// 8-bit matmuls (float8 / MXFP8) get the single-process scales through one more hook, amax_max:
+// a MAX all-reduce over tp of the amaxes that span a split dimension (model/linear.h says which).
 // The output layer's cross-entropy never gathers the logits (loss_parallel.h) unless
 // parallelism.disable_loss_parallel asks it to, for comparison.
 //

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "parallel/pipeline_schedules.h"
 #include "parallel/pipeline_split.h"
 
@@ -77,7 +78,32 @@ static bool filter_keeps_output(const char *filter) {
     return false;
 }
 
-ct_status ct_layout_precision(const ct_config *c, int n_layers, int tp, ct_precision *p, uint8_t **f8) {
+// MXFP8 under tp: a 32-element block along a contraction dimension that tp splits must lie on one
+// rank, or its scale would be a shard's (a block straddling two ranks). The split contraction
+// extents: wo's and w2's inputs (forward), wqkv's and w13's outputs (input gradient), each part
+// of the fused matrices on its own (q, k, v; w1, w3), so the local blocks are the whole model's.
+static ct_status mxfp8_blocks_fit(const ct_llama_config *m, int tp, unsigned linears) {
+    if (tp <= 1) return CT_OK;
+    struct {
+        unsigned used_by;
+        const char *what;
+        long global;
+    } dims[] = {
+        {1u << CT_LINEAR_WQKV | 1u << CT_LINEAR_WO, "model.n_heads x head_dim", (long)m->n_heads * m->head_dim},
+        {1u << CT_LINEAR_WQKV, "model.n_kv_heads x head_dim", (long)m->n_kv_heads * m->head_dim},
+        {1u << CT_LINEAR_W13 | 1u << CT_LINEAR_W2, "FFN hidden size", m->ffn_hidden},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if ((linears & dims[i].used_by) && (dims[i].global / tp) % CT_MX_BLOCK)
+            return ct_set_error("quantization.mxfp8.enable with parallelism.compute_parallel_degree %d: %s %ld / %d = "
+                                "%ld per rank is not a multiple of the 32-element MXFP8 block (a block would straddle "
+                                "two tensor-parallel ranks)",
+                                tp, dims[i].what, dims[i].global, tp, dims[i].global / tp);
+    return CT_OK;
+}
+
+ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8) {
+    int n_layers = m->n_layers;
     *p = ct_precision_fp32();
     *f8 = NULL;
     if (!strcmp(c->mixed_precision, "bf16")) p->compute = CT_BF16;
@@ -89,14 +115,11 @@ ct_status ct_layout_precision(const ct_config *c, int n_layers, int tp, ct_preci
                             "keep \"output\" in the filter",
                             c->quant_filter);
     // Under tensor parallel a rank holds a slice of each weight and of the row-parallel inputs,
-    // so its scales (a tensor's amax, a row's amax, a block's) would be the slice's, not the
-    // whole tensor's, and the numbers would depend on the layout. Agreeing on them needs an amax
-    // reduction over the tp group inside the 8-bit matmul; until that exists the combination is
-    // refused rather than run with layout-dependent numerics.
-    if (tp > 1)
-        return ct_set_error("%s with parallelism.compute_parallel_degree %d is not supported yet: 8-bit scales would "
-                            "be computed per tensor-parallel shard",
-                            c->mxfp8 ? "quantization.mxfp8.enable" : "quantization.float8.enable", tp);
+    // so a scale taken on its own slice (a tensor's amax, a row's amax) would be the slice's,
+    // and the numbers would depend on the layout. The 8-bit matmuls agree on every amax that
+    // spans a split dimension with a MAX all-reduce over the tp group (model/linear.h), so tp runs
+    // use the single-process scales. MXFP8's blocks need that each shard's extent of a split
+    // contraction dimension be a multiple of 32, checked below.
     p->quantized = true;
     p->recipe = c->mxfp8 ? CT_F8_RECIPE_MXFP8
                 : !strcmp(c->float8_recipe, "rowwise") ? CT_F8_RECIPE_ROWWISE
@@ -106,6 +129,14 @@ ct_status ct_layout_precision(const ct_config *c, int n_layers, int tp, ct_preci
         for (int i = 0; i < CT_BLOCK_LINEARS; i++)
             if (!filtered(c->quant_filter, l, (ct_block_linear)i)) (*f8)[l] |= (uint8_t)(1u << i);
     p->f8_layers = *f8;
+    unsigned used = 0;  // the block linears some layer runs in 8 bits
+    for (int l = 0; l < n_layers; l++) used |= (*f8)[l];
+    if (c->mxfp8 && mxfp8_blocks_fit(m, tp, used)) {
+        free(*f8);
+        *f8 = NULL;
+        p->f8_layers = NULL;
+        return CT_ERR;
+    }
     return CT_OK;
 }
 

@@ -30,11 +30,12 @@ ct_ac_policy ct_layout_ac_policy(const ct_config *cfg);
 // Stages per pp rank: as set, except that a looped schedule (interleaved 1F1B, looped BFS, ZBV)
 // cannot run one stage per rank, so the default 1 means 2 there, as in TorchTitan.
 int ct_layout_stages_per_rank(const ct_config *cfg, int pp);
-// The precision (mixed_precision, quantization.*) for a model of n_layers blocks under tp ranks:
-// *f8 (n_layers, allocated here, NULL when nothing runs in 8 bits) says which block linears are
+// The precision (mixed_precision, quantization.*) for the whole model m under tp ranks: *f8
+// (m->n_layers, allocated here, NULL when nothing runs in 8 bits) says which block linears are
 // 8-bit, and p->f8_layers points at it. CT_ERR with one line on a filter that would put the
-// output projection in 8 bits, or 8-bit matmuls under tensor parallel.
-ct_status ct_layout_precision(const ct_config *c, int n_layers, int tp, ct_precision *p, uint8_t **f8);
+// output projection in 8 bits, or MXFP8 under a tp degree that leaves a rank's share of a split
+// contraction dimension (heads x head_dim, kv heads x head_dim, FFN hidden) not a multiple of 32.
+ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8);
 
 // Everything the stages are built from: the run's groups (real, or for sizing plain structs
 // holding only size and rank) and this rank's model dimensions.

@@ -98,7 +98,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     ct_tp tpa = {.k = k, .group = &g_tp, .sequence_parallel = sp, .gather_logits = c->disable_loss_parallel,
                  .store = &fsdp.store, .async = c->enable_async_comm};
     ct_layout_stages st = {.fsdp = &fsdp, .cp = &cpa, .exec = &exec, .train_schedule = &train, .eval_schedule = &eval};
-    ct_status status = ct_layout_precision(c, m->n_layers, tp, &prec, &f8);
+    ct_status status = ct_layout_precision(c, m, tp, &prec, &f8);
     if (status == CT_OK) {
         // cp_pos: the stages only keep the pointer (RoPE at run time), so sizing needs none.
         ct_layout_env env = {

@@ -11,7 +11,7 @@
 
 ct_status ct_trainer_precision(ct_trainer *t) {
     // plan/layout.c decides, so that the planner's memory model sizes the same linears.
-    return ct_layout_precision(&t->cfg, t->model.n_layers, t->mesh.dim[CT_MESH_TP].size, &t->prec, &t->f8_layers);
+    return ct_layout_precision(&t->cfg, &t->model, t->mesh.dim[CT_MESH_TP].size, &t->prec, &t->f8_layers);
 }
 
 void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n) {

@@ -278,8 +278,8 @@ static void f8_linear_vs_cpu(void) {
     float *g_x = upf(x, N * IC), *g_w = upf(w, OC * IC);
     float *scr = malloc((size_t)cpu->f8_scratch_floats(N, IC, OC) * 4), *g_scr = dzeros(gpu->f8_scratch_floats(N, IC, OC));
     for (int r = 0; r < 3; r++) {
-        cpu->linear_forward_f8(out, x, w, N, IC, OC, (ct_f8_recipe)r, scr);
-        gpu->linear_forward_f8(g_out, g_x, g_w, N, IC, OC, (ct_f8_recipe)r, g_scr);
+        cpu->linear_forward_f8(out, x, w, N, IC, OC, (ct_f8_recipe)r, NULL, scr);
+        gpu->linear_forward_f8(g_out, g_x, g_w, N, IC, OC, (ct_f8_recipe)r, NULL, g_scr);
         cmp("linear_forward_f8", g_out, out, N * OC, 0, 0);
     }
 }

@@ -3,10 +3,15 @@
 // The float_formats helpers are serial by design; the loops here run them over row ranges (or
 // column blocks) in parallel, with the same scalar casts, so the codes and scales are the ones
 // the serial helpers give.
+//
+// Under tensor parallel (ct_f8_split, kernels/backend.h) an amax that spans a split dimension is
+// computed locally, handed to the caller's amax_max (a MAX over the tp group), and only then
+// turned into a scale: the casts are the single-process layer's, shard by shard.
 #include "kernels/cpu/linear_f8.h"
 
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "core/float_formats.h"
 #include "kernels/cpu/gemm_f8.h"
@@ -26,6 +31,22 @@ static long lmax(long a, long b) { return a > b ? a : b; }
 // thread (an `if` clause that is false, one thread, a region nested in another); only a team of
 // several is kept for the next region. Branching here keeps a steady step free of allocations.
 static int par(long n) { return n > PAR_MIN && omp_get_max_threads() > 1 && !omp_in_parallel(); }
+
+// ---- agreeing on amaxes over tp ----------------------------------------------------------------
+
+// Whether amaxes over a dimension that `split` says is this rank's part must be agreed on.
+static bool agree(const ct_f8_split *sp, bool split_dim) { return sp && sp->amax_max && split_dim; }
+
+// amax (n) = its max over the ranks of sp. NaNs are made positive first (amax_max's contract:
+// the bit patterns of values >= +0 and of positive NaNs order as MAX-with-NaN-winning).
+static void amax_agree(const ct_f8_split *sp, float *amax, long n) {
+    for (long i = 0; i < n; i++)
+        if (isnan(amax[i])) {
+            uint32_t b = 0x7fc00000u;  // the positive quiet NaN
+            memcpy(&amax[i], &b, sizeof b);
+        }
+    sp->amax_max(sp->ctx, amax, n);
+}
 
 // Chunk c of the n elements into the running max *m (NaN sets *nan).
 static void amax_chunk(const float *x, long n, long c, float *m, int *nan) {
@@ -65,9 +86,13 @@ static void cast_chunk(const float *x, long n, long c, ct_dtype fmt, float s, ui
     ct_f8_quantize(x + c * CHUNK, len, fmt, s, q + c * CHUNK);
 }
 
-// Tensorwise: one scale (torchao's tensorwise scales are not rounded to powers of two).
-static void quantize_tensor(const float *x, long n, ct_dtype fmt, float *scale, uint8_t *q) {
-    *scale = ct_f8_scale_from_amax(amax_par(x, n), fmt, 0);
+// Tensorwise: one scale (torchao's tensorwise scales are not rounded to powers of two). split:
+// the tensor is this rank's part of one that sp splits, whose amax is agreed on.
+static void quantize_tensor(const float *x, long n, ct_dtype fmt, const ct_f8_split *sp, bool split, float *scale,
+                            uint8_t *q) {
+    *scale = amax_par(x, n);
+    if (agree(sp, split)) amax_agree(sp, scale, 1);
+    *scale = ct_f8_scale_from_amax(*scale, fmt, 0);
     long nc = (n + CHUNK - 1) / CHUNK;
     float s = *scale;
     if (par(n)) {
@@ -78,8 +103,33 @@ static void quantize_tensor(const float *x, long n, ct_dtype fmt, float *scale, 
     }
 }
 
+// Row r's agreed amax in scales[r] -> its scale, and the row's cast.
+static void row_scale_cast(const float *x, long r, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+    scales[r] = ct_f8_scale_from_amax(scales[r], fmt, 1);
+    ct_f8_quantize(x + r * cols, cols, fmt, scales[r], q + r * cols);
+}
+
 // One scale per row, rounded down to a power of two (torchao rowwise): ct_f8_quantize_rows.
-static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+// split: the rows are this rank's parts of rows that sp splits (cols is the split dimension):
+// the row amaxes are agreed on between an amax pass and a scale-and-cast pass.
+static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, const ct_f8_split *sp, bool split,
+                          float *scales, uint8_t *q) {
+    if (agree(sp, split)) {
+        if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+            for (long r = 0; r < rows; r++) scales[r] = ct_amax_f32(x + r * cols, cols);
+        } else {
+            for (long r = 0; r < rows; r++) scales[r] = ct_amax_f32(x + r * cols, cols);
+        }
+        amax_agree(sp, scales, rows);
+        if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+            for (long r = 0; r < rows; r++) row_scale_cast(x, r, cols, fmt, scales, q);
+        } else {
+            for (long r = 0; r < rows; r++) row_scale_cast(x, r, cols, fmt, scales, q);
+        }
+        return;
+    }
     if (par(rows * cols)) {
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < rows; r++) ct_f8_quantize_rows(x + r * cols, 1, cols, fmt, 1, q + r * cols, scales + r);
@@ -90,8 +140,8 @@ static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, fl
 
 // One scale per column, power of two: ct_f8_quantize_cols, with the amax in column blocks (a
 // task walks every row of its COLS columns) and the cast in row ranges.
-// The scales of column block b (COLS columns from b COLS) of quantize_cols.
-static void col_block_scales(const float *x, long rows, long cols, long b, ct_dtype fmt, float *scales) {
+// The amaxes of column block b (COLS columns from b COLS) of quantize_cols, into amax.
+static void col_block_amax(const float *x, long rows, long cols, long b, float *amax) {
     long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
     float m[COLS];
     for (long c = 0; c < w; c++) m[c] = 0.0f;
@@ -103,13 +153,39 @@ static void col_block_scales(const float *x, long rows, long cols, long b, ct_dt
             if (isnan(a) || a > m[c]) m[c] = a;
         }
     }
-    for (long c = 0; c < w; c++) scales[c0 + c] = ct_f8_scale_from_amax(m[c], fmt, 1);
+    for (long c = 0; c < w; c++) amax[c0 + c] = m[c];
+}
+// The scales of column block b.
+static void col_block_scales(const float *x, long rows, long cols, long b, ct_dtype fmt, float *scales) {
+    col_block_amax(x, rows, cols, b, scales);
+    long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
+    for (long c = c0; c < c0 + w; c++) scales[c] = ct_f8_scale_from_amax(scales[c], fmt, 1);
 }
 static void cast_row_cols(const float *x, long r, long cols, ct_dtype fmt, const float *scales, uint8_t *q) {
     for (long c = 0; c < cols; c++) q[r * cols + c] = ct_f32_to_f8(x[r * cols + c] * scales[c], fmt, CT_F8_SATURATE);
 }
-static void quantize_cols(const float *x, long rows, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+// split: the columns are this rank's parts of columns that sp splits (rows is the split
+// dimension): the column amaxes are agreed on between the amax and the cast passes.
+static void quantize_cols(const float *x, long rows, long cols, ct_dtype fmt, const ct_f8_split *sp, bool split,
+                          float *scales, uint8_t *q) {
     long nblk = (cols + COLS - 1) / COLS;
+    if (agree(sp, split)) {
+        if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+            for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
+        } else {
+            for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
+        }
+        amax_agree(sp, scales, cols);
+        for (long c = 0; c < cols; c++) scales[c] = ct_f8_scale_from_amax(scales[c], fmt, 1);
+        if (par(rows * cols)) {
+#pragma omp parallel for schedule(static)
+            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
+        } else {
+            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
+        }
+        return;
+    }
     if (par(rows * cols)) {
 #pragma omp parallel
         {
@@ -161,19 +237,20 @@ long ct_f8_scratch_floats(long N, long IC, long OC) {
 }
 
 void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                          ct_f8_recipe recipe, float *scratch) {
+                          ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
     if (N <= 0 || OC <= 0) return;
+    bool ic = split && split->ic_split, oc = split && split->oc_split;
     float *g = scratch, *sx = g + ct_gemm_f8_scratch_floats(N, OC, IC, 0), *sw = sx + N;
     uint8_t *qx = (uint8_t *)(sw + OC), *qw = qx + N * IC, *mx = qw + OC * IC, *mw = mx + N * ct_mx_nblocks(IC);
     switch (recipe) {
     case CT_F8_RECIPE_TENSORWISE:
-        quantize_tensor(inp, N * IC, CT_F8_E4M3, sx, qx);
-        quantize_tensor(weight, OC * IC, CT_F8_E4M3, sw, qw);
+        quantize_tensor(inp, N * IC, CT_F8_E4M3, split, ic, sx, qx);
+        quantize_tensor(weight, OC * IC, CT_F8_E4M3, split, ic || oc, sw, qw);
         ct_gemm_f8(0, 1, N, OC, IC, qx, IC, CT_F8_E4M3, sx, qw, IC, CT_F8_E4M3, sw, 0, 0.0f, out, OC, g);
         break;
     case CT_F8_RECIPE_ROWWISE:  // weight's rows are the columns of weight^T: one scale per OC
-        quantize_rows(inp, N, IC, CT_F8_E4M3, sx, qx);
-        quantize_rows(weight, OC, IC, CT_F8_E4M3, sw, qw);
+        quantize_rows(inp, N, IC, CT_F8_E4M3, split, ic, sx, qx);  // amaxes over IC
+        quantize_rows(weight, OC, IC, CT_F8_E4M3, split, ic, sw, qw);
         ct_gemm_f8(0, 1, N, OC, IC, qx, IC, CT_F8_E4M3, sx, qw, IC, CT_F8_E4M3, sw, 1, 0.0f, out, OC, g);
         break;
     case CT_F8_RECIPE_MXFP8:  // both (rows, IC): already blocked along the reduction dimension
@@ -228,19 +305,21 @@ static bwd_scratch bwd_layout(float *scratch, long N, long IC, long OC) {
 }
 
 void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           long N, long IC, long OC, ct_f8_recipe recipe, float *scratch) {
+                           long N, long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split,
+                           float *scratch) {
     if (N <= 0 || IC <= 0 || (!dinp && !dweight)) return;  // nothing to write (dweight += 0)
     bwd_scratch s = bwd_layout(scratch, N, IC, OC);
+    bool ic = split && split->ic_split, oc = split && split->oc_split;  // N is never split
     switch (recipe) {
     case CT_F8_RECIPE_TENSORWISE:
-        quantize_tensor(dout, N * OC, GRAD_FMT, s.sg, s.qg);  // one cast of dout for both
+        quantize_tensor(dout, N * OC, GRAD_FMT, split, oc, s.sg, s.qg);  // one cast of dout for both
         if (dinp) {  // (N, OC) @ (OC, IC)
-            quantize_tensor(weight, OC * IC, CT_F8_E4M3, s.so, s.qo);
+            quantize_tensor(weight, OC * IC, CT_F8_E4M3, split, ic || oc, s.so, s.qo);
             ct_gemm_f8(0, 0, N, IC, OC, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 0, 0.0f, dinp, IC,
                        s.g);
         }
         if (dweight) {  // (N, OC)^T @ (N, IC)
-            quantize_tensor(inp, N * IC, CT_F8_E4M3, s.so, s.qo);
+            quantize_tensor(inp, N * IC, CT_F8_E4M3, split, ic, s.so, s.qo);
             ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 0, 1.0f, dweight, IC,
                        s.g);
         }
@@ -248,14 +327,14 @@ void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const
     case CT_F8_RECIPE_ROWWISE:
         // scale_a per row of op(A), scale_b per column of op(B): both taken over the reduction.
         if (dinp) {  // rows of dout (over OC), columns of weight (over OC)
-            quantize_rows(dout, N, OC, GRAD_FMT, s.sg, s.qg);
-            quantize_cols(weight, OC, IC, CT_F8_E4M3, s.so, s.qo);
+            quantize_rows(dout, N, OC, GRAD_FMT, split, oc, s.sg, s.qg);
+            quantize_cols(weight, OC, IC, CT_F8_E4M3, split, oc, s.so, s.qo);
             ct_gemm_f8(0, 0, N, IC, OC, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 1, 0.0f, dinp, IC,
                        s.g);
         }
         if (dweight) {  // rows of dout^T = columns of dout (over N), columns of inp (over N)
-            quantize_cols(dout, N, OC, GRAD_FMT, s.sg, s.qg);
-            quantize_cols(inp, N, IC, CT_F8_E4M3, s.so, s.qo);
+            quantize_cols(dout, N, OC, GRAD_FMT, split, false, s.sg, s.qg);
+            quantize_cols(inp, N, IC, CT_F8_E4M3, split, false, s.so, s.qo);
             ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 1, 1.0f, dweight, IC,
                        s.g);
         }

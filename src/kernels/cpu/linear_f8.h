@@ -23,8 +23,12 @@
 //   CT_F8_RECIPE_MXFP8: 32-element blocks along IC, e8m0 scales (torchao "mxfp8").
 // scratch: ct_f8_scratch_floats(N, IC, OC) floats (enough for every recipe); no allocation.
 long ct_f8_scratch_floats(long N, long IC, long OC);
+// split (kernels/backend.h; NULL: the whole layer): under tensor parallel the amaxes that span a
+// split dimension are MAX-agreed over the group before the casts -- tensorwise: inp's when IC is
+// split, weight's when either is; rowwise: inp's and weight's rows when IC is split. MXFP8 blocks
+// lie along IC and need nothing (the caller keeps a split IC's local extent a multiple of 32).
 void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                          ct_f8_recipe recipe, float *scratch);
+                          ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 
 // The backward of that layer, with ct_linear_backward's contract (kernels/kernels.h):
 //   dinp (N, IC)     = dout (N, OC) @ weight (OC, IC)    overwritten; skipped when dinp == NULL
@@ -42,7 +46,11 @@ void ct_linear_forward_f8(float *out, const float *inp, const float *weight, lon
 //     in scratch, then quantised, as gemm_f8.h describes).
 // scratch: ct_f8_backward_scratch_floats(N, IC, OC) floats, for every recipe and either output
 // skipped or not; nothing is allocated here (ct_gemm_bf16 may, on its first call with a shape).
+// split, as for the forward: tensorwise agrees on dout's amax when OC is split, weight's when
+// either is, inp's when IC is split; rowwise on dinp's dout rows and weight columns (both over
+// OC) when OC is split; dweight's scales run over N, which tp never splits; MXFP8 as forward.
 long ct_f8_backward_scratch_floats(long N, long IC, long OC);
 void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           long N, long IC, long OC, ct_f8_recipe recipe, float *scratch);
+                           long N, long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split,
+                           float *scratch);
 #endif

@@ -54,10 +54,11 @@ void ct_cuda_gemm_mxfp8(long M, long N, long K, const uint8_t *A, const uint8_t 
                         float *scratch);
 long ct_cuda_f8_scratch_floats(long N, long IC, long OC);
 void ct_cuda_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                               ct_f8_recipe recipe, float *scratch);
+                               ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 long ct_cuda_f8_backward_scratch_floats(long N, long IC, long OC);
 void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp,
-                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe, float *scratch);
+                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
+                                const ct_f8_split *split, float *scratch);
 void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
                                 long V, long mine, float grad_scale, int dlogits);
 double ct_cuda_xent_rows_loss(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R);

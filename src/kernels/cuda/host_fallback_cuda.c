@@ -69,23 +69,44 @@ void ct_cuda_gemm_mxfp8(long M, long N, long K, const uint8_t *A, const uint8_t 
     free(a), free(b), free(sa), free(sb), free(hs);
 }
 
+// Under tp the cpu function hands its amaxes to split->amax_max in host memory, while the hook
+// (this device's comm backend) reduces device memory: a round trip through the small buffer.
+static void host_amax_max(void *ctx, float *amax, long n) {
+    const ct_f8_split *dev = ctx;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *d = ct_cuda_small_buffer(bytes);
+    ct_cuda_from_host(d, amax, bytes);
+    dev->amax_max(dev->ctx, d, n);
+    ct_cuda_to_host(amax, d, bytes);
+}
+static const ct_f8_split *host_split(const ct_f8_split *dev, ct_f8_split *h) {
+    if (!dev || !dev->amax_max) return dev;
+    *h = *dev;
+    h->amax_max = host_amax_max;
+    h->ctx = (void *)dev;
+    return h;
+}
+
 void ct_cuda_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                               ct_f8_recipe recipe, float *scratch) {
+                               ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
     size_t no = (size_t)(N * OC) * sizeof(float);
     float *x = down(inp, (size_t)(N * IC) * sizeof(float)), *w = down(weight, (size_t)(OC * IC) * sizeof(float));
     float *o = host_alloc(no), *hs = host_alloc((size_t)ct_f8_scratch_floats(N, IC, OC) * sizeof(float));
-    ct_linear_forward_f8(o, x, w, N, IC, OC, recipe, hs);
+    ct_f8_split hsp;
+    ct_linear_forward_f8(o, x, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
     up_free(out, o, no);
     free(x), free(w), free(hs);
 }
 
 void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp,
-                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe, float *scratch) {
+                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
+                                const ct_f8_split *split, float *scratch) {
     size_t ndi = (size_t)(N * IC) * sizeof(float), ndw = (size_t)(OC * IC) * sizeof(float);
     float *dy = down(dout, (size_t)(N * OC) * sizeof(float)), *x = down(inp, ndi), *w = down(weight, ndw);
     float *di = dinp ? host_alloc(ndi) : NULL, *dw = down(dweight, ndw);  // dweight accumulates: bring it down
     float *hs = host_alloc((size_t)ct_f8_backward_scratch_floats(N, IC, OC) * sizeof(float));
-    ct_linear_backward_f8(di, dw, dy, x, w, N, IC, OC, recipe, hs);
+    ct_f8_split hsp;
+    ct_linear_backward_f8(di, dw, dy, x, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
     up_free(dinp, di, ndi);
     up_free(dweight, dw, ndw);
     free(dy), free(x), free(w), free(hs);

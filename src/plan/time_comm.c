@@ -93,6 +93,26 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     }
 }
 
+// The 8-bit matmuls' amax reductions over tp in one block (model/linear.h), blocking and mostly
+// latency: tensorwise one float each -- forward wqkv's and w13's weights, wo's and w2's inputs
+// and weights (6), backward those weights again, the output gradients of wqkv and w13 and the
+// inputs of wo and w2 (8; 2 more under async, whose split backward casts dout twice); rowwise a
+// row of amaxes -- forward wo's and w2's inputs (N) and weights (C), backward wqkv's and w13's
+// output gradients (N) and weight columns (C); MXFP8 none (its blocks stay on one rank).
+static void f8_amax(const ct_tm *t, link l, int n, double *fwd, double *bwd, double *fb, double *bb) {
+    *fwd = *bwd = *fb = *bb = 0;
+    if (!t->f8 || t->c->mxfp8) return;
+    double N = t->tokens, C = t->lm.dim;
+    if (strcmp(t->c->float8_recipe, "rowwise")) {
+        int nb = t->c->enable_async_comm ? 10 : 8;
+        *fwd = 6 * ar_time(l, n, 4), *fb = 6 * ar_bytes(n, 4);
+        *bwd = nb * ar_time(l, n, 4), *bb = nb * ar_bytes(n, 4);
+    } else {
+        *fwd = *bwd = 2 * (ar_time(l, n, N * 4) + ar_time(l, n, C * 4));
+        *fb = *bb = 2 * (ar_bytes(n, N * 4) + ar_bytes(n, C * 4));
+    }
+}
+
 static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     int n = t->tp;
     if (n <= 1) return;
@@ -101,7 +121,11 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     double E = t->tokens * t->lm.dim * 4;  // (N, C) fp32: the residual stream's rows
     double one = ar_time(l, n, E), ob = ar_bytes(n, E);
     bool async = t->c->enable_async_comm;
+    double af, ab, afb, abb;  // 8-bit amax reductions of one block: seconds and bytes, fwd / bwd
+    f8_amax(t, l, n, &af, &ab, &afb, &abb);
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        add(st, CT_PLAN_TP, afb + abb, af + ab, af + ab);
+        st->xf += af, st->xi += ab;
         // forward: after wo and w2 (all-reduce; or reduce-scatter + all-gather under sequence
         // parallel: the same bytes); backward: the input gradients of wqkv and w1/w3, which under
         // async overlap those layers' weight-gradient matmuls.
@@ -110,8 +134,8 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
         st->xf += 2 * one, st->xi += xb;
     }
     int full = st->recompute_fwd_comm;  // fully recomputed blocks communicate as in forward
-    add(st, CT_PLAN_TP, 2 * full * ob, 2 * full * one, 2 * full * one);
-    st->xi += 2 * full * one;
+    add(st, CT_PLAN_TP, full * (2 * ob + afb), full * (2 * one + af), full * (2 * one + af));
+    st->xi += full * (2 * one + af);
     if (s == 0) {  // vocabulary-split embedding: one all-reduce of its output
         add(st, CT_PLAN_TP, ob, one, one);
         st->xf += one;

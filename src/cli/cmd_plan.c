@@ -79,6 +79,8 @@ static void print_header(const ct_plan_request *r, FILE *f) {
             r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name,
             ct_plan_budget(&r->hw, r->devices) / GIB, r->hw.cpu ? "per rank" : "each", r->base.seq_len,
             r->global_batch_tokens, seqs);
+    fprintf(f, "(MFU: model FLOPs per second over the device's dense peak at the matmul precision: bf16, or fp8 "
+               "for float8 layouts)\n");
 }
 
 static void print_row_header(FILE *f) {
@@ -156,6 +158,8 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     }
     if (ct_config_validate(b)) return CT_ERR;
     if (ct_llama_config_from(&r->model, b)) return CT_ERR;
+    // The 10B experiment is the 8B flavor with its own dimensions: say which model it is.
+    if (a->model && !strcasecmp(a->model, "10b")) snprintf(r->model.flavor, sizeof r->model.flavor, "10B");
     r->devices = (int)a->gpus;
     r->global_batch_tokens = (long)r->devices * b->seq_len;
     if (a->batch_text && parse_tokens(a->batch_text, &r->global_batch_tokens)) return CT_ERR;

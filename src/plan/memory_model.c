@@ -52,6 +52,32 @@ static ct_status resolve(const ct_config *c, int world, ct_mesh_layout *l) {
     return ct_mesh_resolve(&want, world, l, err, sizeof err);
 }
 
+// The parameter table of (m, tp), which only the shapes decide. Building it names every tensor
+// (a snprintf each); the planner sizes thousands of layouts of one model, one pp rank at a
+// time, so the last table is kept (single-threaded, like the planner).
+static struct {
+    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, vocab_size, tp;
+    ct_param_table table;
+    bool built;
+} last_table;
+
+static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
+    bool same = last_table.built && last_table.dim == m->dim && last_table.n_layers == m->n_layers &&
+                last_table.n_heads == m->n_heads && last_table.n_kv_heads == m->n_kv_heads &&
+                last_table.head_dim == m->head_dim && last_table.ffn_hidden == m->ffn_hidden &&
+                last_table.vocab_size == m->vocab_size && last_table.tp == tp;
+    if (!same) {
+        if (last_table.built) ct_param_table_free(&last_table.table);
+        memset(&last_table.table, 0, sizeof last_table.table);
+        ct_param_table_build_tp(&last_table.table, m, 0, tp);
+        last_table.dim = m->dim, last_table.n_layers = m->n_layers, last_table.n_heads = m->n_heads;
+        last_table.n_kv_heads = m->n_kv_heads, last_table.head_dim = m->head_dim;
+        last_table.ffn_hidden = m->ffn_hidden, last_table.vocab_size = m->vocab_size, last_table.tp = tp;
+        last_table.built = true;
+    }
+    return &last_table.table;
+}
+
 ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
@@ -85,8 +111,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     ct_group g_tp = {.name = "tp", .rank = 0, .size = tp};
 
     ct_mem_sizing sz = {0};
-    ct_param_table table = {0};
-    ct_param_table_build_tp(&table, m, 0, tp);
+    const ct_param_table *table = param_table(m, tp);
     ct_precision prec;
     uint8_t *f8 = NULL;
     ct_fsdp fsdp = {0};
@@ -102,7 +127,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     if (status == CT_OK) {
         // cp_pos: the stages only keep the pointer (RoPE at run time), so sizing needs none.
         ct_layout_env env = {
-            .cfg = c, .k = k, .model = m, .local_model = &local, .table = &table, .fsdp = &g_fsdp,
+            .cfg = c, .k = k, .model = m, .local_model = &local, .table = table, .fsdp = &g_fsdp,
             .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = balance,
             .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz,
         };
@@ -128,7 +153,6 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     ct_cp_free(&cpa);
     ct_fsdp_free(&fsdp);
     free(f8);
-    ct_param_table_free(&table);
     return status;
 }
 

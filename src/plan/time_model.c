@@ -31,8 +31,10 @@ static void linear(const ct_tm *t, double M, double N, double K, double peak, do
     *w += mm_time(t, K, N, M, peak);  // dW (K x N) = x^T dy
     // 8-bit: each operand is scaled (amax: one read) and cast (one read, one byte written), in
     // forward x and W, in backward dy twice (e5m2 for dx and dW) -- memory passes at fp32 width.
+    // On a gpu under bf16 the operands are bf16: 2 bytes read twice and 1 written (5 a element).
     if (t->f8) {
-        double fwd = (M * K + K * N) * 9.0, bwd = 2.0 * M * N * 9.0;
+        double width = t->bf16 && !t->hw->cpu ? 5.0 : 9.0;
+        double fwd = (M * K + K * N) * width, bwd = 2.0 * M * N * width;
         *f += fwd / t->mem_bw;
         *i += bwd / (2 * t->mem_bw);
         *w += bwd / (2 * t->mem_bw);
@@ -70,16 +72,25 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     double rope = 2 * N * (NH + NKV) * HS * 4;       // q and k rotated in place
     double swiglu = 3 * N * F * 4;                   // h1, h3 -> silu(h1) * h3
     double resid = 3 * Nsp * C * 4;                  // x + y
-    double fwd = 2 * norm + rope + swiglu + 2 * resid;
+    const double passes = 2 * norm + rope + swiglu + 2 * resid;
+    double fwd = passes, bwd = 2.0 * passes;  // gradients of each: ~2x
     // compile.enable: the attention norm computed into the QKV matmul's input, the residual add
-    // into ffn_norm, SwiGLU into the w1/w3 output (the passes that disappear; fp32 only).
-    if (t->compile && !t->bf16) fwd -= norm + resid + 2 * N * F * 4;
+    // into ffn_norm, SwiGLU into the w1/w3 output (the passes that disappear). ctitan's fused cpu
+    // kernels are fp32 only, so on a cpu profile only fp32 fuses (and the backward is unfused).
+    // On a gpu the fusing compiler (torch.compile's Inductor, or a trainer's fused kernels) works
+    // in any dtype and on the backward graph too: the same passes go in bf16, the narrowing
+    // casts of the fused kernels' outputs (both norms' and SwiGLU's, the inputs of wqkv, w1/w3
+    // and w2) are written narrow by their producers, and the backward loses twice the bytes.
+    const bool fuse = t->compile && (!t->bf16 || !t->hw->cpu), gpu_fuse = fuse && !t->hw->cpu;
+    const double fused = norm + resid + 2 * N * F * 4;
+    if (fuse) fwd -= fused;
+    if (gpu_fuse) bwd -= 2.0 * fused;
     // bf16: each matmul input narrowed (4 bytes read, 2 written) and the outputs kept for
     // backward stored narrow.
-    if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F);
+    if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F - (gpu_fuse ? 2 * N * C + N * F : 0));
     b->ew_f = mem_time(t, fwd);
-    b->ew_b = mem_time(t, 2.0 * (2 * norm + rope + swiglu + 2 * resid));  // gradients of each: ~2x
-    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);                  // selective per op
+    b->ew_b = mem_time(t, bwd);
+    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);  // selective per op
 }
 
 // ------------------------------------------------------------------ stage costs

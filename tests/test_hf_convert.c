@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "checkpoint/hf.h"
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 #include "core/rng.h"
 #include "test.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 #include "checkpoint/hf_tokenizer.h"
 #include "data/tokenizer.h"
 #include "test.h"

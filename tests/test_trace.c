@@ -1,6 +1,6 @@
 // Profiling (issue 15, item 5): the span recorder (core/trace.h), the Chrome trace files and
 // memory snapshots a run writes (train/profiling.h), checked by a validator of the Chrome trace
-// event format written here (its own rules; hf_json only tokenises):
+// event format written here (its own rules; core/json only tokenises):
 //   - a JSON array of events, or an object whose "traceEvents" is one;
 //   - every event an object with a string name, ph in {B, E, X, i, M}, numbers pid, tid, ts;
 //   - X events with a number dur >= 0, nested per (pid, tid): a span that starts inside
@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 #include "comm/comm.h"
 #include "core/memory.h"
 #include "core/trace.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "checkpoint/hf_internal.h"
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 
 // Llama 3.1's frequency scaling as ctitan computes it (ct_llama_rope_tables, model/llama.c):
 // the only rope_scaling ctitan can run, so the only one written or accepted.

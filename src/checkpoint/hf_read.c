@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/hf_internal.h"
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 
 enum { HF_NAME = CT_PARAM_NAME + 32 };  // room for an HF name ("model." + a longer suffix)
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "checkpoint/hf_internal.h"
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 
 // ---- GPT-2's byte-to-unicode map ------------------------------------------------------------
 // Printable bytes stand for themselves; the other 68 (controls, space, 0x7f-0xa0, 0xad) get

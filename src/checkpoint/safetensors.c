@@ -1,6 +1,6 @@
-// safetensors writer and reader (format in safetensors.h). The header is parsed by a small
-// JSON parser below that knows exactly what a safetensors header can hold: objects, arrays,
-// strings with escapes, integers (plus true/false/null/fractions, accepted and ignored).
+// safetensors writer and reader (format in safetensors.h). The header is parsed by ctitan's JSON
+// reader (core/json.h), whose exact int64 integers carry shapes and data offsets; what a header
+// may hold beyond that (fractions, true/false/null) is accepted where the format ignores it.
 #include "checkpoint/safetensors.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "core/json.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
 
@@ -79,222 +80,6 @@ static void sb_json_string(strbuf *b, const char *s) {
         }
     }
     sb_puts(b, "\"");
-}
-
-// ---- JSON parser ----------------------------------------------------------------------------
-
-typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
-
-typedef struct jnode {
-    jtype type;
-    bool is_int;        // J_NUM written as an integer that fits int64
-    int64_t ival;
-    char *str;          // J_STR (UTF-8, NUL-free)
-    int n;              // J_ARR / J_OBJ: number of children
-    struct jnode *kids; // (n,)
-    char **keys;        // (n,) J_OBJ only
-} jnode;
-
-typedef struct {
-    const char *p, *end, *start;
-    char err[160];
-} jparser;
-
-static int jfail(jparser *jp, const char *what) {
-    if (!jp->err[0]) snprintf(jp->err, sizeof jp->err, "bad JSON at header byte %ld: %s", (long)(jp->p - jp->start), what);
-    return -1;
-}
-
-static void jskip(jparser *jp) {
-    while (jp->p < jp->end && (*jp->p == ' ' || *jp->p == '\t' || *jp->p == '\n' || *jp->p == '\r')) jp->p++;
-}
-
-static void jfree(jnode *n) {
-    if (n->type == J_STR) free(n->str);
-    if (n->type == J_ARR || n->type == J_OBJ) {
-        for (int i = 0; i < n->n; i++) {
-            jfree(&n->kids[i]);
-            if (n->keys) free(n->keys[i]);
-        }
-        free(n->kids);
-        free(n->keys);
-    }
-    memset(n, 0, sizeof *n);
-}
-
-static int hex4(jparser *jp, uint32_t *v) {
-    if (jp->end - jp->p < 4) return jfail(jp, "short \\u escape");
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = *jp->p++;
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return jfail(jp, "bad hex digit in \\u escape");
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 0;
-}
-
-static void put_utf8(strbuf *b, uint32_t cp) {
-    char u[4];
-    int k;
-    if (cp < 0x80) u[0] = (char)cp, k = 1;
-    else if (cp < 0x800) u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), k = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f)), k = 3;
-    else
-        u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)), u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)),
-        u[3] = (char)(0x80 | (cp & 0x3f)), k = 4;
-    sb_putn(b, u, (size_t)k);
-}
-
-static int jstring(jparser *jp, char **out) {
-    jp->p++;  // opening quote
-    strbuf b = {0};
-    sb_putn(&b, "", 0);
-    while (1) {
-        if (jp->p >= jp->end) { free(b.s); return jfail(jp, "unterminated string"); }
-        unsigned char c = (unsigned char)*jp->p++;
-        if (c == '"') break;
-        if (c < 0x20) { free(b.s); return jfail(jp, "control character in string"); }
-        if (c != '\\') { sb_putn(&b, (const char *)&c, 1); continue; }
-        if (jp->p >= jp->end) { free(b.s); return jfail(jp, "unterminated escape"); }
-        char e = *jp->p++;
-        uint32_t cp;
-        switch (e) {
-            case '"': sb_puts(&b, "\""); break;
-            case '\\': sb_puts(&b, "\\"); break;
-            case '/': sb_puts(&b, "/"); break;
-            case 'b': sb_puts(&b, "\b"); break;
-            case 'f': sb_puts(&b, "\f"); break;
-            case 'n': sb_puts(&b, "\n"); break;
-            case 'r': sb_puts(&b, "\r"); break;
-            case 't': sb_puts(&b, "\t"); break;
-            case 'u':
-                if (hex4(jp, &cp)) { free(b.s); return -1; }
-                if (cp >= 0xd800 && cp < 0xdc00) {  // high surrogate: a low one must follow
-                    uint32_t lo;
-                    if (jp->end - jp->p < 2 || jp->p[0] != '\\' || jp->p[1] != 'u') { free(b.s); return jfail(jp, "lone surrogate"); }
-                    jp->p += 2;
-                    if (hex4(jp, &lo)) { free(b.s); return -1; }
-                    if (lo < 0xdc00 || lo >= 0xe000) { free(b.s); return jfail(jp, "bad surrogate pair"); }
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                } else if (cp >= 0xdc00 && cp < 0xe000) {
-                    free(b.s);
-                    return jfail(jp, "lone surrogate");
-                }
-                if (cp == 0) { free(b.s); return jfail(jp, "\\u0000 in string"); }
-                put_utf8(&b, cp);
-                break;
-            default: free(b.s); return jfail(jp, "bad escape");
-        }
-    }
-    *out = b.s;
-    return 0;
-}
-
-static int jvalue(jparser *jp, jnode *out, int depth);
-
-static int jnumber(jparser *jp, jnode *out) {
-    const char *s = jp->p;
-    bool neg = false;
-    if (jp->p < jp->end && *jp->p == '-') neg = true, jp->p++;
-    if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad number");
-    if (*jp->p == '0' && jp->p + 1 < jp->end && jp->p[1] >= '0' && jp->p[1] <= '9') return jfail(jp, "leading zero");
-    uint64_t v = 0;
-    bool overflow = false;
-    while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') {
-        unsigned d = (unsigned)(*jp->p++ - '0');
-        if (v > (UINT64_MAX - d) / 10) overflow = true;
-        v = v * 10 + d;
-    }
-    bool frac = false;
-    if (jp->p < jp->end && *jp->p == '.') {
-        frac = true;
-        jp->p++;
-        if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad fraction");
-        while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') jp->p++;
-    }
-    if (jp->p < jp->end && (*jp->p == 'e' || *jp->p == 'E')) {
-        frac = true;
-        jp->p++;
-        if (jp->p < jp->end && (*jp->p == '+' || *jp->p == '-')) jp->p++;
-        if (jp->p >= jp->end || *jp->p < '0' || *jp->p > '9') return jfail(jp, "bad exponent");
-        while (jp->p < jp->end && *jp->p >= '0' && *jp->p <= '9') jp->p++;
-    }
-    (void)s;
-    out->type = J_NUM;
-    out->is_int = !frac && !overflow && v <= (uint64_t)INT64_MAX;
-    out->ival = out->is_int ? (neg ? -(int64_t)v : (int64_t)v) : 0;
-    return 0;
-}
-
-static int jliteral(jparser *jp, const char *word, jnode *out, jtype t) {
-    size_t k = strlen(word);
-    if ((size_t)(jp->end - jp->p) < k || memcmp(jp->p, word, k)) return jfail(jp, "unexpected character");
-    jp->p += k;
-    out->type = t;
-    return 0;
-}
-
-// Parses '[' ... ']' or '{' ... '}' into out (children appended as they come).
-static int jcontainer(jparser *jp, jnode *out, int depth, bool obj) {
-    out->type = obj ? J_OBJ : J_ARR;
-    jp->p++;
-    int cap = 0;
-    jskip(jp);
-    if (jp->p < jp->end && *jp->p == (obj ? '}' : ']')) {
-        jp->p++;
-        return 0;
-    }
-    while (1) {
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 4;
-            out->kids = realloc(out->kids, sizeof(jnode) * (size_t)cap);
-            if (obj) out->keys = realloc(out->keys, sizeof(char *) * (size_t)cap);
-            if (!out->kids || (obj && !out->keys)) ct_fatal("safetensors", "out of memory");
-        }
-        jnode *kid = &out->kids[out->n];
-        memset(kid, 0, sizeof *kid);
-        jskip(jp);
-        if (obj) {
-            out->keys[out->n] = NULL;
-            if (jp->p >= jp->end || *jp->p != '"') return jfail(jp, "expected a string key");
-            if (jstring(jp, &out->keys[out->n])) return -1;
-            jskip(jp);
-            if (jp->p >= jp->end || *jp->p != ':') {
-                free(out->keys[out->n]);
-                return jfail(jp, "expected ':'");
-            }
-            jp->p++;
-        }
-        out->n++;  // counted before parsing so jfree releases a partly parsed child
-        if (jvalue(jp, kid, depth + 1)) return -1;
-        jskip(jp);
-        if (jp->p < jp->end && *jp->p == ',') {
-            jp->p++;
-            continue;
-        }
-        if (jp->p < jp->end && *jp->p == (obj ? '}' : ']')) {
-            jp->p++;
-            return 0;
-        }
-        return jfail(jp, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static int jvalue(jparser *jp, jnode *out, int depth) {
-    if (depth > 32) return jfail(jp, "nested too deeply");
-    jskip(jp);
-    if (jp->p >= jp->end) return jfail(jp, "unexpected end");
-    switch (*jp->p) {
-        case '{': return jcontainer(jp, out, depth, true);
-        case '[': return jcontainer(jp, out, depth, false);
-        case '"': out->type = J_STR; return jstring(jp, &out->str);
-        case 't': return jliteral(jp, "true", out, J_BOOL);
-        case 'f': return jliteral(jp, "false", out, J_BOOL);
-        case 'n': return jliteral(jp, "null", out, J_NULL);
-        default: return jnumber(jp, out);
-    }
 }
 
 // ---- writer ---------------------------------------------------------------------------------
@@ -548,8 +333,8 @@ void ct_st_close(ct_st_file *f) {
     free(f);
 }
 
-static ct_st_file *open_fail(ct_st_file *f, jnode *root) {
-    if (root) jfree(root);
+static ct_st_file *open_fail(ct_st_file *f, ct_json *root) {
+    ct_json_free(root);
     ct_st_close(f);
     return NULL;
 }
@@ -559,36 +344,37 @@ static int cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
+static bool offset_ok(const ct_json *n) { return n->type == CT_JSON_NUMBER && n->is_int && n->integer >= 0; }
+
 // Fills one tensor from its header entry {"dtype", "shape", "data_offsets"}.
-static ct_status tensor_from_json(const char *path, const char *name, const jnode *v, uint64_t data_bytes, ct_st_tensor *t) {
-    if (v->type != J_OBJ) return ct_set_error("%s: tensor %s: header entry is not an object", path, name);
-    const jnode *dt = NULL, *sh = NULL, *of = NULL;
+static ct_status tensor_from_json(const char *path, const char *name, const ct_json *v, uint64_t data_bytes, ct_st_tensor *t) {
+    if (v->type != CT_JSON_OBJECT) return ct_set_error("%s: tensor %s: header entry is not an object", path, name);
+    const ct_json *dt = NULL, *sh = NULL, *of = NULL;
     for (int i = 0; i < v->n; i++) {
-        if (!strcmp(v->keys[i], "dtype")) dt = &v->kids[i];
-        else if (!strcmp(v->keys[i], "shape")) sh = &v->kids[i];
-        else if (!strcmp(v->keys[i], "data_offsets")) of = &v->kids[i];
+        if (!strcmp(v->keys[i], "dtype")) dt = &v->items[i];
+        else if (!strcmp(v->keys[i], "shape")) sh = &v->items[i];
+        else if (!strcmp(v->keys[i], "data_offsets")) of = &v->items[i];
     }
-    if (!dt || dt->type != J_STR) return ct_set_error("%s: tensor %s: missing or bad \"dtype\"", path, name);
-    int d = dtype_from_name(dt->str);
-    if (d < 0) return ct_set_error("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->str);
+    if (!dt || dt->type != CT_JSON_STRING) return ct_set_error("%s: tensor %s: missing or bad \"dtype\"", path, name);
+    int d = dtype_from_name(dt->string);
+    if (d < 0) return ct_set_error("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->string);
     t->dtype = (ct_dtype)d;
-    if (!sh || sh->type != J_ARR || sh->n > CT_ST_MAX_DIMS) return ct_set_error("%s: tensor %s: missing or bad \"shape\"", path, name);
+    if (!sh || sh->type != CT_JSON_ARRAY || sh->n > CT_ST_MAX_DIMS) return ct_set_error("%s: tensor %s: missing or bad \"shape\"", path, name);
     t->ndim = sh->n;
     t->numel = 1;
     for (int i = 0; i < sh->n; i++) {
-        const jnode *k = &sh->kids[i];
-        if (k->type != J_NUM || !k->is_int || k->ival < 0) return ct_set_error("%s: tensor %s: bad dimension in shape", path, name);
-        t->shape[i] = k->ival;
+        const ct_json *k = &sh->items[i];
+        if (k->type != CT_JSON_NUMBER || !k->is_int || k->integer < 0) return ct_set_error("%s: tensor %s: bad dimension in shape", path, name);
+        t->shape[i] = k->integer;
         // Checked products: a wrapped count (2^62 F32 elements = 2^64 bytes = 0) would match
         // empty data offsets.
-        if (__builtin_mul_overflow(t->numel, k->ival, &t->numel))
+        if (__builtin_mul_overflow(t->numel, k->integer, &t->numel))
             return ct_set_error("%s: tensor %s: shape too large for the file (element count overflows)", path, name);
     }
-    if (!of || of->type != J_ARR || of->n != 2 || of->kids[0].type != J_NUM || !of->kids[0].is_int || of->kids[0].ival < 0 ||
-        of->kids[1].type != J_NUM || !of->kids[1].is_int || of->kids[1].ival < 0)
+    if (!of || of->type != CT_JSON_ARRAY || of->n != 2 || !offset_ok(&of->items[0]) || !offset_ok(&of->items[1]))
         return ct_set_error("%s: tensor %s: missing or bad \"data_offsets\"", path, name);
-    t->begin = (uint64_t)of->kids[0].ival;
-    t->end = (uint64_t)of->kids[1].ival;
+    t->begin = (uint64_t)of->items[0].integer;
+    t->end = (uint64_t)of->items[1].integer;
     if (t->begin > t->end || t->end > data_bytes)
         return ct_set_error("%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path, name,
                             (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
@@ -632,53 +418,45 @@ ct_st_file *ct_st_open(const char *path) {
     const uint64_t data_bytes = f->size - 8 - hlen;
     const unsigned char *data = p + 8 + hlen;
 
-    jparser jp = {.p = (const char *)p + 8, .start = (const char *)p + 8, .end = (const char *)p + 8 + hlen};
-    jnode root = {0};
-    if (jvalue(&jp, &root, 0) == 0) {
-        jskip(&jp);
-        if (jp.p != jp.end) jfail(&jp, "trailing characters after the header object");
-    }
-    if (jp.err[0]) {
-        ct_set_error("%s: %s", path, jp.err);
-        return open_fail(f, &root);
-    }
-    if (root.type != J_OBJ) {
+    ct_json *root = ct_json_parse((const char *)p + 8, (size_t)hlen, path);
+    if (!root) return open_fail(f, NULL);  // "path: bad JSON at byte N: why"
+    if (root->type != CT_JSON_OBJECT) {
         ct_set_error("%s: bad JSON: header is not an object", path);
-        return open_fail(f, &root);
+        return open_fail(f, root);
     }
-    f->t = ct_xcalloc((size_t)root.n + 1, sizeof(ct_st_tensor));
-    for (int i = 0; i < root.n; i++) {
-        const char *key = root.keys[i];
-        const jnode *v = &root.kids[i];
+    f->t = ct_xcalloc((size_t)root->n + 1, sizeof(ct_st_tensor));
+    for (int i = 0; i < root->n; i++) {
+        const char *key = root->keys[i];
+        const ct_json *v = &root->items[i];
         for (int j = 0; j < i; j++)
-            if (!strcmp(root.keys[j], key)) {
+            if (!strcmp(root->keys[j], key)) {
                 ct_set_error("%s: duplicate key \"%s\" in header", path, key);
-                return open_fail(f, &root);
+                return open_fail(f, root);
             }
         if (!strcmp(key, "__metadata__")) {
-            if (v->type != J_OBJ) {
+            if (v->type != CT_JSON_OBJECT) {
                 ct_set_error("%s: __metadata__ is not an object", path);
-                return open_fail(f, &root);
+                return open_fail(f, root);
             }
             f->meta = ct_xcalloc(2 * (size_t)v->n + 1, sizeof(char *));
             for (int m = 0; m < v->n; m++) {
-                if (v->kids[m].type != J_STR) {
+                if (v->items[m].type != CT_JSON_STRING) {
                     ct_set_error("%s: __metadata__ value of \"%s\" is not a string", path, v->keys[m]);
-                    return open_fail(f, &root);
+                    return open_fail(f, root);
                 }
                 f->meta[2 * m] = ct_xstrdup(v->keys[m]);
-                f->meta[2 * m + 1] = ct_xstrdup(v->kids[m].str);
+                f->meta[2 * m + 1] = ct_xstrdup(v->items[m].string);
                 f->n_meta = m + 1;
             }
             continue;
         }
         ct_st_tensor *t = &f->t[f->n];
-        if (tensor_from_json(path, key, v, data_bytes, t) != CT_OK) return open_fail(f, &root);
+        if (tensor_from_json(path, key, v, data_bytes, t) != CT_OK) return open_fail(f, root);
         t->name = ct_xstrdup(key);
         t->data = data + t->begin;
         f->n++;
     }
-    jfree(&root);
+    ct_json_free(root);
     // Overlap: sorted by begin, each tensor must end before the next begins.
     if (f->n > 1) {
         ct_st_tensor **order = ct_xmalloc(sizeof(ct_st_tensor *) * (size_t)f->n);

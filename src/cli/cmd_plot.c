@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/toml.h"

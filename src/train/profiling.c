@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/hf_json.h"
+#include "core/json.h"
 #include "core/memory.h"
 #include "core/trace.h"
 #include "train/timeline_svg.h"

@@ -1,15 +1,16 @@
-// A small JSON reader and string writer for the files of a Hugging Face model directory:
-// config.json, model.safetensors.index.json, and the tokenizer files written on export.
-// safetensors.c keeps its own parser, which knows a safetensors header (integers only) and
-// stays independent of this one; these files need fractions (rms_norm_eps 1e-05, rope_theta
-// 500000.0) and lookups by key.
+// ctitan's one JSON reader (RFC 8259, recursive descent, nesting limited to 64) and string
+// writer: safetensors headers, the files of a Hugging Face model directory (config.json,
+// model.safetensors.index.json, tokenizer files), metrics.jsonl for plots, traces in tests.
 //
-// The whole document becomes a tree of ct_json nodes. Numbers are doubles (every integer a
-// config holds is exact in a double); strings are UTF-8 with escapes resolved (\u0000 is
-// refused, so a string is NUL-terminated text).
-#ifndef CT_HF_JSON_H
-#define CT_HF_JSON_H
+// The whole document becomes a tree of ct_json nodes. Numbers are doubles, and a number written
+// as an integer that fits int64 is also kept exactly (is_int, integer): safetensors offsets go
+// past 2^53. Strings are UTF-8 with escapes resolved (\u0000 is refused, so a string is
+// NUL-terminated text).
+#ifndef CT_JSON_H
+#define CT_JSON_H
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -19,7 +20,9 @@ typedef enum { CT_JSON_NULL, CT_JSON_BOOL, CT_JSON_NUMBER, CT_JSON_STRING, CT_JS
 typedef struct ct_json {
     ct_json_type type;
     int boolean;            // CT_JSON_BOOL
-    double number;          // CT_JSON_NUMBER
+    double number;          // CT_JSON_NUMBER (nearest double)
+    bool is_int;            // CT_JSON_NUMBER written without fraction or exponent, within int64
+    int64_t integer;        // its exact value when is_int
     char *string;           // CT_JSON_STRING
     int n;                  // CT_JSON_ARRAY / CT_JSON_OBJECT: children
     struct ct_json *items;  // (n)

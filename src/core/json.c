@@ -1,11 +1,13 @@
-// JSON reader (a recursive descent over RFC 8259) and string writer; see hf_json.h.
-#include "checkpoint/hf_json.h"
+// JSON reader (a recursive descent over RFC 8259) and string writer; see json.h.
+#include "core/json.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "core/file_check.h"
 
 typedef struct {
     const char *p, *start, *end;
@@ -52,7 +54,7 @@ static void put(buf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n + 1);
         b->s = realloc(b->s, b->cap);
-        if (!b->s) ct_fatal("hf_json", "out of memory");
+        if (!b->s) ct_fatal("json", "out of memory");
     }
     memcpy(b->s + b->n, s, n);
     b->n += n;
@@ -156,16 +158,24 @@ static int is_digit(const parser *ps) { return ps->p < ps->end && *ps->p >= '0' 
 // Checks the grammar of a number, then converts its text with strtod (exact to the nearest double).
 static int parse_number(parser *ps, ct_json *out) {
     const char *s = ps->p;
-    if (ps->p < ps->end && *ps->p == '-') ps->p++;
+    bool neg = ps->p < ps->end && *ps->p == '-', exact = true;
+    if (neg) ps->p++;
     if (!is_digit(ps)) return fail(ps, "unexpected character");
     if (*ps->p == '0' && ps->p + 1 < ps->end && ps->p[1] >= '0' && ps->p[1] <= '9') return fail(ps, "leading zero");
-    while (is_digit(ps)) ps->p++;
+    uint64_t v = 0;  // the integer part, exactly, while it fits
+    while (is_digit(ps)) {
+        unsigned d = (unsigned)(*ps->p++ - '0');
+        if (v > (UINT64_MAX - d) / 10) exact = false;
+        v = v * 10 + d;
+    }
     if (ps->p < ps->end && *ps->p == '.') {
+        exact = false;
         ps->p++;
         if (!is_digit(ps)) return fail(ps, "bad fraction");
         while (is_digit(ps)) ps->p++;
     }
     if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
+        exact = false;
         ps->p++;
         if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-')) ps->p++;
         if (!is_digit(ps)) return fail(ps, "bad exponent");
@@ -178,6 +188,9 @@ static int parse_number(parser *ps, ct_json *out) {
     tmp[k] = 0;
     out->type = CT_JSON_NUMBER;
     out->number = strtod(tmp, NULL);  // out of range: +-HUGE_VAL or 0, which the checks that follow refuse
+    // -0 is an integer too (0); INT64_MIN's magnitude is INT64_MAX + 1.
+    out->is_int = exact && v <= (uint64_t)INT64_MAX + (neg ? 1 : 0);
+    out->integer = !out->is_int ? 0 : neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }
 
@@ -209,7 +222,7 @@ static int parse_container(parser *ps, ct_json *out, int depth, int obj) {
             cap = cap ? 2 * cap : 8;
             out->items = realloc(out->items, sizeof(ct_json) * (size_t)cap);
             if (obj) out->keys = realloc(out->keys, sizeof(char *) * (size_t)cap);
-            if (!out->items || (obj && !out->keys)) ct_fatal("hf_json", "out of memory");
+            if (!out->items || (obj && !out->keys)) ct_fatal("json", "out of memory");
         }
         ct_json *kid = &out->items[out->n];
         memset(kid, 0, sizeof *kid);
@@ -272,26 +285,15 @@ ct_json *ct_json_parse(const char *text, size_t len, const char *what) {
     return j;
 }
 
+// A JSON file a user points at (a model directory's config.json, a metrics file): through
+// core/file_check like every reader, so a FIFO or /dev/zero is refused rather than read
+// forever; 1 GiB at most (tokenizer.json files run to tens of MiB).
 ct_json *ct_json_read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        ct_set_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    buf b = {0};
-    char chunk[65536];
-    size_t k;
-    put(&b, "", 0);
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) put(&b, chunk, k);
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b.s);
-        ct_set_error("%s: read failed", path);
-        return NULL;
-    }
-    ct_json *j = ct_json_parse(b.s, b.n, path);
-    free(b.s);
+    char *text;
+    size_t len;
+    if (ct_file_read_all(path, "JSON file", (uint64_t)1 << 30, &text, &len)) return NULL;
+    ct_json *j = ct_json_parse(text, len, path);
+    free(text);
     return j;
 }
 

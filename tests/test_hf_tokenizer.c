@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/json.h"
 #include "checkpoint/hf_tokenizer.h"
+#include "core/json.h"
 #include "data/tokenizer.h"
 #include "test.h"
 

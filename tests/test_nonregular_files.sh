@@ -2,7 +2,8 @@
 # Every file reader refuses what is not a regular file, and a file over its size limit, before
 # reading: one line on stderr naming the file, a non-zero exit, within seconds.
 #   - a FIFO (no writer) as --model (eval, generate), to `data info`, as a config file, a
-#     tokenizer, a `data prepare` input: opening one for reading used to block forever;
+#     tokenizer, a `data prepare` input, a Hugging Face config.json, a metrics file to plot:
+#     opening one for reading used to block forever;
 #   - /dev/zero as a tokenizer, a config file, an `encode --input`: used to be read until memory
 #     ran out (the commands run under `ulimit -v`, so the old code fails fast instead);
 #   - a config file and a tokenizer file over their limits (sparse files, no disk used).
@@ -50,6 +51,11 @@ check dev_zero_as_config /dev/zero "$nr" "$bin" train --config /dev/zero
 check dev_zero_as_encode_input /dev/zero "$nr" "$bin" tokenizer encode --tokenizer $tok --input /dev/zero
 check dev_zero_as_prepare_tokenizer /dev/zero "$nr" "$bin" data prepare --input $tok --tokenizer /dev/zero --out "$tmp/d" --quiet
 check directory_as_model "$tmp" "$nr" "$bin" eval --model "$tmp" --data "$tmp"
+# JSON readers (core/json): a Hugging Face folder whose config.json is a FIFO, and a FIFO as the
+# metrics file to plot.
+mkdir -p "$tmp/hf" && mkfifo "$tmp/hf/config.json"
+check fifo_as_hf_config "$tmp/hf/config.json" "$nr" "$bin" convert --from hf --model "$tmp/hf" --out "$tmp/m.safetensors"
+check fifo_to_plot "$tmp/fifo" "$nr" "$bin" plot "$tmp/fifo" --out "$tmp/p.svg"
 
 # Over the size limits: sparse files of 2 GiB (nothing is read; the size is enough).
 truncate -s 2G "$tmp/big.toml" "$tmp/big.tiktoken"

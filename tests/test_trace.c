@@ -28,8 +28,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/json.h"
 #include "comm/comm.h"
+#include "core/json.h"
 #include "core/memory.h"
 #include "core/trace.h"
 #include "fatal_child.h"

@@ -17,9 +17,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/json.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/file_check.h"
+#include "core/json.h"
 #include "core/toml.h"
 #include "metrics/svg_plot.h"
 
@@ -70,14 +71,21 @@ static int line_error(const char *path, long line, const char *what) {
 // Reads one metrics.jsonl into r. Returns 0, or 1 after printing one line naming file and line.
 static int read_run(const char *path, run_data *r) {
     struct stat st;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "ctitan plot: %s: cannot open: %s\n", path, strerror(errno));
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "ctitan plot: %s: is a folder (its metrics.jsonl?)\n", path);
         return 1;
     }
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {  // fopen succeeds on a folder; reading it does not
-        fclose(f);
-        fprintf(stderr, "ctitan plot: %s: is a folder (its metrics.jsonl?)\n", path);
+    // Through core/file_check like every reader: a FIFO is refused instead of blocking.
+    int fd;
+    uint64_t bytes;
+    if (ct_file_open_regular(path, "metrics file", 0, &fd, &bytes)) {
+        fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
+        return 1;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        fprintf(stderr, "ctitan plot: %s: cannot open: %s\n", path, strerror(errno));
         return 1;
     }
     r->path = path;

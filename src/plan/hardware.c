@@ -171,7 +171,7 @@ ct_status ct_hw_profile_load(const char *name_or_path, ct_hw_profile *hw) {
         if (readable(path)) return load_file(path, hw);
     }
     return ct_set_error("%s.toml: no such hardware profile in $CTITAN_PROFILES, profiles/, beside the binary or in "
-                        "~/.config/ctitan/profiles (shipped: h100_sxm, h200, a100_80gb, b200, this_machine)", id);
+                        "~/.config/ctitan/profiles (shipped: h100_sxm, h100_hbm2e_500w, h200, a100_80gb, b200, this_machine)", id);
 }
 
 ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {

@@ -112,6 +112,24 @@ else
   fail initial_load_path_from_a_checkpoint "$(errors "$a" | head -2) $(errors "$b" | head -2)"
 fi
 
+# A path that cannot start a run is one line naming it once (finding 13: it was named twice).
+for bad in missing garbage; do
+  p=$tmp/$bad.safetensors
+  [ $bad = garbage ] && printf 'garbage' >"$p"
+  d=$tmp/initial_$bad
+  if train "$d" --checkpoint.enable false --training.steps 2 --checkpoint.initial_load_path "$p"; then
+    fail initial_load_path_${bad}_named_once "exit status 0"
+  else
+    e=$(errors "$d")
+    if [ "$(echo "$e" | grep -c .)" = 1 ] && [[ $e == *"checkpoint.initial_load_path: $p: "* ]] &&
+       [ "$(echo "$e" | grep -o "$p" | wc -l)" = 1 ]; then
+      pass initial_load_path_${bad}_named_once
+    else
+      fail initial_load_path_${bad}_named_once "$e"
+    fi
+  fi
+done
+
 # checkpoint.initial_load_in_hf: the same model as a Hugging Face folder (ctitan convert --to hf,
 # q/k rows in HF's RoPE layout) starts a run with the same losses as the model file -- in one
 # process and with tp 2, where each rank reads its own rows and columns of the permuted tensors.

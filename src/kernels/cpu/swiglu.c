@@ -9,6 +9,12 @@ void ct_swiglu_forward(float *out, const float *inp, long N, long F) {
         const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
         float *o = out + n * F;                        // (F)
         long f = 0;
+#ifdef CT_V16
+        for (; f + 16 <= F; f += 16) {  // 16 lanes, each the scalar tail's bits
+            ct_v16f gv = ct_v16f_load(g + f);
+            ct_v16f_store(o + f, gv * ct_fast_sigmoidf_v16(gv) * ct_v16f_load(u + f));
+        }
+#endif
         for (; f + 8 <= F; f += 8) {  // 8 lanes, each the scalar tail's bits
             ct_v8f gv = ct_v8f_load(g + f);
             ct_v8f_store(o + f, gv * ct_fast_sigmoidf_v8(gv) * ct_v8f_load(u + f));
@@ -25,6 +31,13 @@ void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N
         const float *d = dout + n * F;                 // (F)
         float *dg = dinp + n * 2 * F, *du = dg + F;    // (F), (F)
         long f = 0;
+#ifdef CT_V16
+        for (; f + 16 <= F; f += 16) {
+            ct_v16f gv = ct_v16f_load(g + f), dv = ct_v16f_load(d + f), s = ct_fast_sigmoidf_v16(gv);
+            ct_v16f_store(du + f, dv * gv * s);
+            ct_v16f_store(dg + f, dv * ct_v16f_load(u + f) * s * (1.0f + gv * (1.0f - s)));
+        }
+#endif
         for (; f + 8 <= F; f += 8) {
             ct_v8f gv = ct_v8f_load(g + f), dv = ct_v8f_load(d + f), s = ct_fast_sigmoidf_v8(gv);
             ct_v8f_store(du + f, dv * gv * s);

@@ -189,6 +189,81 @@ static const ct_json *find_named(const trace *t, const char *name) {
     return NULL;
 }
 
+// ---- per-operation spans (category "kernel", model/block.c, model/stage.c, train/adamw.c)
+
+// Every operation a plain fp32 training step runs (no fused kernels, combined backward).
+static const char *const kernel_spans[] = {
+    "attention.wqkv.forward",  "attention.wo.forward",   "feed_forward.w13.forward", "feed_forward.w2.forward",
+    "attention.wqkv.backward", "attention.wo.backward",  "feed_forward.w13.backward", "feed_forward.w2.backward",
+    "attention.forward",       "attention.backward",     "rmsnorm.forward",          "rmsnorm.backward",
+    "rope.forward",            "rope.backward",          "swiglu.forward",           "swiglu.backward",
+    "residual_add.forward",    "tok_embeddings.forward", "tok_embeddings.backward",
+    "output+cross_entropy.forward_backward", "adamw.update",
+};
+
+static bool inside(const ct_json *in, const ct_json *out) {
+    double a0, ad, b0, bd, at, bt;
+    if (!jnum(in, "ts", &a0) || !jnum(in, "dur", &ad) || !jnum(out, "ts", &b0) || !jnum(out, "dur", &bd) ||
+        !jnum(in, "tid", &at) || !jnum(out, "tid", &bt))
+        return false;
+    return at == bt && a0 >= b0 - 1e-6 && a0 + ad <= b0 + bd + 1e-6;
+}
+static bool layer_of(const ct_json *e, double *layer) { return jnum(ct_json_get(e, "args"), "layer", layer); }
+static bool is_x(const ct_json *e) { return jstr(e, "ph") && !strcmp(jstr(e, "ph"), "X"); }
+
+// A profiled training step's trace (one micro-batch, `layers` blocks) has a span per operation:
+// each name above, each linear layer once per block and pass (twice forward where `recompute`:
+// a full recompute runs the forward again, inside "block.recompute"); every per-operation span
+// of a block nests in a block span of its layer, the others in the head's, the embedding's or
+// the optimizer's span; and the spans inside one block's spans fit the span buffer's planning.
+static void check_kernel_spans(const trace *tr, int layers, bool recompute, int rank) {
+    for (size_t k = 0; k < sizeof kernel_spans / sizeof kernel_spans[0]; k++)
+        CHECK(count_named(tr, kernel_spans[k]) > 0, "rank %d: no '%s' span", rank, kernel_spans[k]);
+    static const char *const linears[] = {"attention.wqkv", "attention.wo", "feed_forward.w13", "feed_forward.w2"};
+    for (int l = 0; l < 4; l++) {
+        char fwd[64], bwd[64];
+        snprintf(fwd, sizeof fwd, "%s.forward", linears[l]);
+        snprintf(bwd, sizeof bwd, "%s.backward", linears[l]);
+        CHECK(count_named(tr, fwd) == layers * (recompute ? 2 : 1) && count_named(tr, bwd) == layers,
+              "rank %d: %d %s, %d %s for %d blocks", rank, count_named(tr, fwd), fwd, count_named(tr, bwd), bwd,
+              layers);
+    }
+    int n_kernel = 0, in_recompute = 0, per_block = 0;
+    const ct_json *ev = tr->events;
+    for (int i = 0; ev && i < ev->n; i++) {
+        const ct_json *e = &ev->items[i];
+        if (!is_x(e) || strcmp(jstr(e, "cat"), "kernel")) continue;
+        n_kernel++;
+        double layer, bl;
+        bool nested = false;
+        for (int j = 0; j < ev->n && !nested; j++) {
+            const ct_json *b = &ev->items[j];
+            const char *bn = jstr(b, "name");
+            if (!is_x(b) || j == i || !inside(e, b)) continue;
+            if (layer_of(e, &layer))
+                nested = !strncmp(bn, "block.", 6) && layer_of(b, &bl) && bl == layer;
+            else
+                nested = !strcmp(jstr(b, "cat"), "compute") || !strcmp(bn, "optimizer");
+            if (nested && !strcmp(bn, "block.recompute")) in_recompute++;
+        }
+        CHECK(nested, "rank %d: '%s' (event %d) is not inside its block's, the head's or the optimizer's span", rank,
+              jstr(e, "name"), i);
+    }
+    CHECK(!recompute || in_recompute >= layers * 11, "rank %d: %d operation spans inside block.recompute", rank,
+          in_recompute);
+    // Everything recorded inside layer 0's block spans (theirs included): one micro-batch.
+    for (int j = 0; ev && j < ev->n; j++) {
+        const ct_json *b = &ev->items[j];
+        double bl;
+        if (!is_x(b) || strncmp(jstr(b, "name"), "block.", 6) || !layer_of(b, &bl) || bl != 0) continue;
+        for (int i = 0; i < ev->n; i++) per_block += is_x(&ev->items[i]) && inside(&ev->items[i], b);
+    }
+    CHECK(per_block > 0 && per_block <= CT_PROFILE_BLOCK_SPANS, "rank %d: %d spans in block 0's spans, planned %d",
+          rank, per_block, CT_PROFILE_BLOCK_SPANS);
+    printf("  rank %d: %d spans, %d of them per operation, %d in block 0%s\n", rank, tr->n_complete, n_kernel,
+           per_block, recompute ? " (full recompute)" : "");
+}
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -479,6 +554,7 @@ static void profiled_step_makes_no_heap_call(void) {
     tiny(&c, dump);
     set(&c, "profiling.enable_profiling", "true");
     set(&c, "profiling.profile_freq", "1");
+    set(&c, "activation_checkpoint.mode", "full");  // the recompute's per-operation spans too
     static ct_trainer t;
     if (ct_trainer_init(&t, &c, NULL)) {
         CHECK(0, "init: %s", ct_last_error());
@@ -498,8 +574,11 @@ static void profiled_step_makes_no_heap_call(void) {
     trace tr;
     CHECK(check_trace(path, &tr), "%s: %s", path, tr.why);
     CHECK(strstr(path, "/iteration_4/rank0_trace.json") && count_named(&tr, "block.backward") == 2 &&
-              count_named(&tr, "optimizer") == 1,
+              count_named(&tr, "block.recompute") == 2 && count_named(&tr, "optimizer") == 1,
           "%s: %d block.backward", path, count_named(&tr, "block.backward"));
+    check_kernel_spans(&tr, 2, true, 0);
+    CHECK(ct_trace_dropped() == 0 && ct_trace_count() == tr.n_complete && ct_trace_count() < ct_trace_capacity(),
+          "%d spans, %ld dropped, capacity %d", ct_trace_count(), ct_trace_dropped(), ct_trace_capacity());
     trace_free(&tr);
     ct_trainer_free(&t);
     rm_tree(dump);
@@ -575,6 +654,7 @@ static void fsdp2_tp2_profile(void) {
               count_named(&tr, "forward") == 1 && count_named(&tr, "optimizer") == 1,
           "rank %d: block.forward %d, block.backward %d, forward %d", rank, count_named(&tr, "block.forward"),
           count_named(&tr, "block.backward"), count_named(&tr, "forward"));
+    check_kernel_spans(&tr, 2, false, rank);
     const ct_json *ag = find_named(&tr, "all_gather fsdp"), *ar = find_named(&tr, "all_reduce tp");
     CHECK(ag && !strcmp(jstr(ag, "cat"), "comm") && !strcmp(jstr(ct_json_get(ag, "args"), "group"), "fsdp"),
           "all_gather's group");
@@ -583,6 +663,7 @@ static void fsdp2_tp2_profile(void) {
     char want_pid[64];
     snprintf(want_pid, sizeof want_pid, "\"pid\": %d,", rank);
     CHECK(text && count_of(text, "\"pid\": ") == count_of(text, want_pid), "rank %d: events of another pid", rank);
+    CHECK(text && !strstr(text, "dropped_spans"), "rank %d: spans dropped (the buffer was full)", rank);
     free(text);
     trace_free(&tr);
 

@@ -89,7 +89,8 @@ const ct_trace_event *ct_trace_events(void) { return events; }
 long ct_trace_dropped(void) { return atomic_load_explicit(&dropped, memory_order_relaxed); }
 
 const char *ct_trace_cat_name(ct_trace_cat cat) {
-    static const char *names[CT_TRACE_NCATS] = {"step", "action", "compute", "fsdp", "comm", "optim", "checkpoint"};
+    static const char *names[CT_TRACE_NCATS] = {"step", "action", "compute", "fsdp", "comm", "optim", "checkpoint",
+                                                  "kernel"};
     return (unsigned)cat < CT_TRACE_NCATS ? names[cat] : "?";
 }
 

@@ -35,6 +35,8 @@ typedef enum {
     CT_TRACE_COMM,      // time inside ct_comm_wait, named by collective and group
     CT_TRACE_OPTIM,     // gradient norm and optimizer update
     CT_TRACE_CKPT,      // checkpoint saves, memory snapshots
+    CT_TRACE_KERNEL,    // one operation inside a block or the head: a linear layer by name, attention,
+                        // rmsnorm, rope, swiglu, the output projection with cross-entropy, AdamW
     CT_TRACE_NCATS
 } ct_trace_cat;
 
@@ -95,7 +97,7 @@ static inline void ct_trace_end(int h) {
 int ct_trace_count(void);
 const ct_trace_event *ct_trace_events(void);
 long ct_trace_dropped(void);  // spans that found the buffer full
-const char *ct_trace_cat_name(ct_trace_cat cat);  // "step", "action", "compute", "fsdp", "comm", ...
+const char *ct_trace_cat_name(ct_trace_cat cat);  // "step", "action", "compute", "fsdp", "comm", ..., "kernel"
 
 // Writes the last recording as a Chrome trace: {"traceEvents": [...]}, process name and sort
 // index (pid), thread names, then one complete event (ph "X") per span in the order they began,

@@ -2,6 +2,36 @@
 
 #include <stdbool.h>
 
+#include "core/trace.h"
+
+// ------------------------------------------------------------------ profiling
+
+// A profile's span of one operation (core/trace.h, CT_TRACE_KERNEL) with its layer: opened here,
+// on the calling thread, around the kernel call -- never inside the kernels, whose OpenMP
+// workers record nothing. One branch when not profiling. The names are static strings:
+// "<op>.forward" / ".backward"; a linear layer's backward that computes only the input or only
+// the weight gradient (async tp, the split backward) is ".backward_input" / ".backward_weight".
+// A recompute runs the forward's operations, so its spans are named ".forward" inside the
+// block's "block.recompute" span.
+static int op_span(const char *name, int layer) {
+    return ct_trace_begin2(CT_TRACE_KERNEL, name, "layer", layer, NULL, 0);
+}
+
+static const char *linear_span_name(ct_block_linear l, bool forward, bool dinp, bool dW) {
+    static const char *const names[CT_BLOCK_LINEARS][4] = {
+        {"attention.wqkv.forward", "attention.wqkv.backward", "attention.wqkv.backward_input",
+         "attention.wqkv.backward_weight"},
+        {"attention.wo.forward", "attention.wo.backward", "attention.wo.backward_input",
+         "attention.wo.backward_weight"},
+        {"feed_forward.w13.forward", "feed_forward.w13.backward", "feed_forward.w13.backward_input",
+         "feed_forward.w13.backward_weight"},
+        {"feed_forward.w2.forward", "feed_forward.w2.backward", "feed_forward.w2.backward_input",
+         "feed_forward.w2.backward_weight"},
+    };
+    int pass = forward ? 0 : dinp && dW ? 1 : dinp ? 2 : 3;
+    return (unsigned)l < CT_BLOCK_LINEARS ? names[l][pass] : "linear";
+}
+
 // ------------------------------------------------------------------ tensor-parallel edges
 
 static bool seq_parallel(const ct_block_ctx *c) { return c->ops->tp.sequence_parallel != 0; }
@@ -47,12 +77,16 @@ static const ct_f8_split *tp_split(const ct_block_ctx *c, ct_block_linear l, ct_
 static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *out, ct_tensor inp, const float *W,
                        long OC) {
     ct_f8_split sp;
+    int span = ct_trace_on() ? op_span(linear_span_name(l, true, true, false), layer) : -1;
     ct_linear_fwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), out, inp, W, OC);
+    ct_trace_end(span);
 }
 static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dinp, float *dW, const float *dout,
                        ct_tensor inp, const float *W, long OC) {
     ct_f8_split sp;
+    int span = ct_trace_on() ? op_span(linear_span_name(l, false, dinp != NULL, dW != NULL), layer) : -1;
     ct_linear_bwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), dinp, dW, dout, inp, W, OC);
+    ct_trace_end(span);
 }
 
 // q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
@@ -71,20 +105,24 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 
 // kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
 // and the recompute of checkpointed blocks run exactly this.
-static void norm_keep(const ct_block_ctx *c, void *kept, float *rstd, const float *x, const float *weight) {
+static void norm_keep(const ct_block_ctx *c, int layer, void *kept, float *rstd, const float *x, const float *weight) {
     const ct_llama_config *m = c->cfg;
     float *full = work(c, kept, c->w_norm), *n = norm_out(c, full);
+    int span = op_span("rmsnorm.forward", layer);
     c->k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, (float)m->norm_eps);
+    ct_trace_end(span);
     gather_rows(c, n, full);  // (N, C)
     ct_keep_activation(c->lin, kept, full, c->N * m->dim);
 }
 
 // kept h (N, F) = swiglu(h13), from the fp32 values of h13 (the work buffer in the forward, the
 // widened kept copy in a recompute: the same numbers).
-static void swiglu_keep(const ct_block_ctx *c, void *h_kept, const float *h13) {
+static void swiglu_keep(const ct_block_ctx *c, int layer, void *h_kept, const float *h13) {
     long N = c->N, F = c->cfg->ffn_hidden;
     float *h = work(c, h_kept, c->w_h);
+    int span = op_span("swiglu.forward", layer);
     c->k->swiglu_forward(h, h13, N, F);  // (N, F)
+    ct_trace_end(span);
     ct_keep_activation(c->lin, h_kept, h, N * F);
 }
 
@@ -104,32 +142,42 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
     long QKV = c->qkv_dim;
     bool fused = fuse(c, layer, CT_LINEAR_WQKV);
     if (fused && !seq_parallel(c)) {
+        int span = op_span("rmsnorm+attention.wqkv.forward", layer);
         k->rmsnorm_linear_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
                                   (float)m->norm_eps, c->fuse_scratch);
+        ct_trace_end(span);
     } else {
-        norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
+        norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
         if (fused) {
+            int span = op_span("attention.wqkv+rope.forward", layer);
             k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, c->pos, B, T, NH,
                                    NKV, HS, c->fuse_scratch);
+            ct_trace_end(span);
             return;
         }
         linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
     }
+    int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    ct_trace_end(span);
 }
 
 // x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass.
 static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
     const ct_llama_config *m = c->cfg;
     if (!fuse(c, layer, CT_LINEAR_W13)) {
+        int span = op_span("residual_add.forward", layer);
         c->k->add_inplace(s->x_mid, s->x, c->N_local * m->dim);
-        norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+        ct_trace_end(span);
+        norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
         return;
     }
     float *n = norm_out(c, s->norm2);
+    int span = op_span("residual_add+rmsnorm.forward", layer);
     c->k->residual_rmsnorm_forward(s->x_mid, n, s->rstd2, s->x_mid, s->x, w->ffn_norm, c->N_local, m->dim,
                                    (float)m->norm_eps);
+    ct_trace_end(span);
     gather_rows(c, n, s->norm2);
 }
 
@@ -145,7 +193,9 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     ct_keep_activation(L, s->qkv, qkv, N * QKV);
     float *att = work(c, s->att, c->w_att);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
+    int span = op_span("attention.forward", layer);  // context parallel: its exchanges inside
     c->ops->attention.forward(c->ops->attention.ctx, &a);
+    ct_trace_end(span);
     ct_keep_activation(L, s->att, att, N * NH * HS);
     float *y = partial_out(c, s->x_mid);
     linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
@@ -154,23 +204,27 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
 
     float *h13 = work(c, s->h13, c->w_h13);
     if (fuse(c, layer, CT_LINEAR_W13)) {
+        span = op_span("feed_forward.w13+swiglu.forward", layer);
         k->linear_swiglu_forward(h13, s->h, s->norm2, w->w13, N, C, F, c->fuse_scratch);  // (N, 2F), (N, F)
+        ct_trace_end(span);
     } else {
         linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
         ct_keep_activation(L, s->h13, h13, N * 2 * F);
-        swiglu_keep(c, s->h, h13);
+        swiglu_keep(c, layer, s->h, h13);
     }
     y = partial_out(c, out);
     linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
+    span = op_span("residual_add.forward", layer);
     k->add_inplace(out, s->x_mid, Nl * C);
+    ct_trace_end(span);
 }
 
-void ct_block_recompute_cheap(const ct_block_ctx *c, ct_block_acts *s, const ct_block_weights *w) {
+void ct_block_recompute_cheap(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
     long N = c->N, F = c->cfg->ffn_hidden;
-    norm_keep(c, s->norm1, s->rstd1, s->x, w->attn_norm);
-    norm_keep(c, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
-    swiglu_keep(c, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
+    norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
 }
 
 // ------------------------------------------------------------------ backward
@@ -232,11 +286,16 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
     linear_bwd(c, layer, CT_LINEAR_W2, c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
-    k->swiglu_backward(dh13, c->dh, ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F), N, F);
+    const float *h13 = ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F);
+    int span = op_span("swiglu.backward", layer);
+    k->swiglu_backward(dh13, c->dh, h13, N, F);
+    ct_trace_end(span);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
     column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->w13, dh13, act(c, s->norm2, C), w->w13, 2 * F, (float *)dn);
+    span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->ffn_norm, dn, s->x_mid, w->ffn_norm, s->rstd2, Nl, C);
+    ct_trace_end(span);
 
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
     dy = output_grad(c, dres, split ? keep->dy_att : NULL);
@@ -246,12 +305,18 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
     float *att = (float *)ct_kept_as_f32(L, s->att, c->w_att, N * NH * HS);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     float *dq = dqkv, *dk = dqkv + NH * HS, *dv = dqkv + (NH + NKV) * HS;
+    span = op_span("attention.backward", layer);
     c->ops->attention.backward(c->ops->attention.ctx, &a, c->datt, dq, dk, dv);
+    ct_trace_end(span);
+    span = op_span("rope.backward", layer);
     k->rope_backward(dq, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    ct_trace_end(span);
     dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
     column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV, (float *)dn);
+    span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->attn_norm, dn, s->x, w->attn_norm, s->rstd1, Nl, C);
+    ct_trace_end(span);
 }
 
 void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s,
@@ -263,8 +328,12 @@ void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_a
     // same bits whichever way a schedule computes them.
     linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->w2, kept->dy_ffn, act(c, s->h, F), NULL, C);
     linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->w13, kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
+    int span = op_span("rmsnorm.backward_weight", layer);
     k->rmsnorm_backward(NULL, g->ffn_norm, kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
+    ct_trace_end(span);
     linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->wo, kept->dy_att, act(c, s->att, NH * HS), NULL, C);
     linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->wqkv, kept->dqkv, act(c, s->norm1, C), NULL, QKV);
+    span = op_span("rmsnorm.backward_weight", layer);
     k->rmsnorm_backward(NULL, g->attn_norm, kept->dn1, s->x, NULL, s->rstd1, Nl, C);
+    ct_trace_end(span);
 }

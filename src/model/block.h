@@ -46,7 +46,7 @@ typedef struct {
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out);
 // Activation checkpointing (CT_AC_OPS): recomputes norm1, norm2 and h from what the block kept
 // (x, x_mid, h13), with the same operations as its forward, so the values are the same bits.
-void ct_block_recompute_cheap(const ct_block_ctx *c, ct_block_acts *s, const ct_block_weights *w);
+void ct_block_recompute_cheap(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w);
 // dres (N_l, C): on entry the gradient of the block's output, on exit that of its input.
 // Combined (keep == NULL): weight gradients are added into g. Split (keep != NULL, g unused):
 // the gradients each weight's update needs are stored in keep for ct_block_backward_weight.

@@ -302,7 +302,9 @@ static void embedding_forward(ct_stage *s, ct_act_slot *a) {
     int span = acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
     float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
+    int op = ct_trace_begin(CT_TRACE_KERNEL, "tok_embeddings.forward");
     s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
+    ct_trace_end(op);
     reduce_rows(s, e, x0);
     release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
 }
@@ -315,23 +317,33 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     unsigned use = CT_USE_WEIGHTS | (training ? CT_USE_GRADS : 0);
     int span = acquire(s, head_group(s), CT_PHASE_FORWARD, use);
     float *nf = norm_out(s, a->norm_f);
+    int op = ct_trace_begin(CT_TRACE_KERNEL, "rmsnorm.forward");
     s->k->rmsnorm_forward(nf, a->rstd_f, a->out, s->w->norm, Nl, C, (float)m->norm_eps);
+    ct_trace_end(op);
     gather_rows(s, nf, a->norm_f);
     // The output projection is a matmul like the blocks': bf16 inputs (its weight is the bf16
     // compute copy already), fp32 accumulation and loss. It stays out of 8-bit (the filter's
     // "output"), as in TorchTitan.
     if (s->prec.compute == CT_BF16) ct_round_to_bf16(&s->lin, a->norm_f, N * C);
     const ct_loss_ops *L = &s->ops.loss;
+    // The output projection and the loss are one kernel, its backward too in training (one span;
+    // vocabulary parallel: its reductions inside).
     if (!training) {
+        op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward");
         a->loss = L->fn(L->ctx, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size, vocab_start(s),
                         0.0f, s->xent_chunk_rows, s->scratch);
+        ct_trace_end(op);
     } else {
+        op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward_backward");
         a->loss = L->fn(L->ctx, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
                         vocab_start(s), grad_scale, s->xent_chunk_rows, s->scratch);
+        ct_trace_end(op);
         float *dn = norm_out(s, s->dnorm);
         reduce_rows(s, s->dnorm, dn);  // dx of the vocabulary-split projection is partial over tp
         s->k->zero(a->grad, (size_t)(Nl * C) * sizeof(float));
+        op = ct_trace_begin(CT_TRACE_KERNEL, "rmsnorm.backward");
         s->k->rmsnorm_backward(a->grad, s->g->norm, dn, a->out, s->w->norm, a->rstd_f, Nl, C);
+        ct_trace_end(op);
     }
     release(s, head_group(s), CT_PHASE_FORWARD, use, span);
 }
@@ -358,7 +370,7 @@ static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i)
     if (kind == CT_AC_NONE) return;
     int span = acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
     if (kind == CT_AC_FULL) ct_block_forward(c, l, &a->blocks[i], &s->w->blocks[l], s->dnorm);
-    else ct_block_recompute_cheap(c, &a->blocks[i], &s->w->blocks[l]);
+    else ct_block_recompute_cheap(c, l, &a->blocks[i], &s->w->blocks[l]);
     release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS, span);
 }
 
@@ -380,8 +392,10 @@ static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
 // The embedding's weight gradient: a scatter of the input gradient on all N rows.
 static void embedding_backward(ct_stage *s, const ct_act_slot *a, const float *dx0, ct_phase phase) {
     int span = acquire(s, 0, phase, CT_USE_GRADS);
+    int op = ct_trace_begin(CT_TRACE_KERNEL, "tok_embeddings.backward");
     s->k->embedding_backward(s->g->tok_embeddings, dx0, a->inputs, s->N, s->cfg.dim, vocab_start(s),
                              s->cfg.vocab_size);
+    ct_trace_end(op);
     release(s, 0, phase, CT_USE_GRADS, span);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/memory.h"
+#include "core/trace.h"
 
 void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay) {
     memset(opt, 0, sizeof *opt);
@@ -23,6 +24,8 @@ void ct_adamw_free(ct_adamw *opt) {
 
 void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale) {
     opt->step++;
+    int span = ct_trace_begin(CT_TRACE_KERNEL, "adamw.update");  // profiling: inside the trainer's "optimizer"
     k->adamw_update(params, grads, opt->m, opt->v, opt->n, (float)lr, opt->beta1, opt->beta2, opt->eps,
                     opt->weight_decay, opt->step, (float)grad_scale);
+    ct_trace_end(span);
 }

@@ -14,16 +14,18 @@
 #include "train/trainer.h"
 
 // Spans one profiled iteration can record: a generous bound from the shape of the step. Per
-// micro-batch and stage action, each block opens a handful of spans (its phase, FSDP's gather and
-// reduce-scatter, the waits of tensor- and context-parallel collectives: about 10 each way),
-// a validation pass as many again per batch; plus a fixed allowance for the step-level ones.
+// micro-batch and stage action, each block (the embedding and the head counted as blocks) records
+// at most CT_PROFILE_BLOCK_SPANS spans over its passes (train/profiling.h), more with a ring of
+// context-parallel exchanges; a validation pass half as many again per batch; plus a fixed
+// allowance for the step-level ones.
 static int span_capacity(const ct_config *c) {
     ct_llama_config m;
     int layers = ct_llama_config_from(&m, c) == CT_OK ? m.n_layers : 32;
     int pmb = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
     long n_mb = (long)c->gradient_accumulation_steps * (pmb > 0 ? (c->micro_batch_size + pmb - 1) / pmb : 1);
     long v = c->pipeline_stages_per_rank > 1 ? c->pipeline_stages_per_rank : 1;
-    long per_pass = n_mb * v * (layers + 2L) * 40;
+    long cp = c->context_extension_degree > 1 ? c->context_extension_degree : 1;
+    long per_pass = n_mb * v * (layers + 2L) * (CT_PROFILE_BLOCK_SPANS + CT_PROFILE_CP_SPANS * (cp - 1));
     long n = 8192 + per_pass + (c->val_enable ? (long)c->val_steps * per_pass / 2 : 0);
     return n > (1L << 22) ? 1 << 22 : (int)n;  // at most 4M spans (~300 MB)
 }
@@ -136,7 +138,8 @@ static const char *fill_of(const char *cat) {
     static const struct {
         const char *cat, *fill;
     } fills[] = {{"step", "#bab0ac"}, {"action", "#4e79a7"}, {"compute", "#59a14f"}, {"fsdp", "#f28e2b"},
-                 {"comm", "#e15759"}, {"optim", "#b07aa1"},  {"checkpoint", "#9c755f"}};
+                 {"comm", "#e15759"}, {"optim", "#b07aa1"},  {"checkpoint", "#9c755f"},
+                 {"kernel", "#8cd17d"}};
     for (size_t i = 0; i < sizeof fills / sizeof fills[0]; i++)
         if (cat && !strcmp(cat, fills[i].cat)) return fills[i].fill;
     return "#7f7f7f";
@@ -218,7 +221,7 @@ ct_status ct_profile_draw_timeline(const char *dir, int n_ranks, const char *svg
     static const ct_svg_legend legend[] = {
         {"#bab0ac", "step, data"}, {"#4e79a7", "executor action"}, {"#59a14f", "block / head"},
         {"#f28e2b", "FSDP gather, RS"}, {"#e15759", "wait on comm"}, {"#b07aa1", "grad norm, optim"},
-        {"#9c755f", "checkpoint"},
+        {"#9c755f", "checkpoint"}, {"#8cd17d", "kernel op"},
     };
     ct_svg_timeline tl = {
         .title = title,

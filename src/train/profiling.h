@@ -2,7 +2,12 @@
 //
 //   profiling.enable_profiling     every profiling.profile_freq-th step (N, 2N, ...) each rank
 //                                  records spans (core/trace.h) -- the step, its data, the
-//                                  executor's actions, each block's forward / backward, FSDP's
+//                                  executor's actions, each block's forward / backward /
+//                                  recompute and inside it each operation (the linear layers by
+//                                  name -- attention.wqkv.forward, feed_forward.w2.backward, ...
+//                                  --, attention, rmsnorm, rope, swiglu, residual adds; the
+//                                  head's output projection with cross-entropy; AdamW's update:
+//                                  category "kernel"), FSDP's
 //                                  gathers and reduce-scatters, every wait on a collective named by
 //                                  collective and group, the gradient norm, the optimizer,
 //                                  validation and checkpoint saves -- and writes
@@ -30,6 +35,15 @@
 #include "core/error.h"
 
 struct ct_trainer;
+
+// The span buffer's planning (ct_profiler_init): spans one block may record for one micro-batch
+// over all its passes -- forward, recompute, backward (or its input and weight halves) -- with
+// its per-operation spans (block.c), FSDP's gather and reduce-scatter, and the waits of tp and
+// 8-bit amax collectives; plus CT_PROFILE_CP_SPANS per context-parallel rank beyond the first
+// (a ring's sends and receives). Measured (tests/test_trace.c checks the bound): 22 fp32 on one
+// process, 32 under FSDP 2 x TP 2, 52 adding sequence parallel, full recompute and async tp, 82
+// with TP 2 x CP 2 (ring), float8, sequence parallel, full recompute and async tp.
+enum { CT_PROFILE_BLOCK_SPANS = 96, CT_PROFILE_CP_SPANS = 16 };
 
 typedef struct {
     bool traces;            // profiling.enable_profiling

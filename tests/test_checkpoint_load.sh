@@ -43,6 +43,15 @@ d=$(fresh corrupt)
 f=$d/checkpoint/step-20/rank-00000.safetensors
 printf 'X' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none
 refused corrupt_file_refused "step-20/rank-00000.safetensors: CRC-32" "$d"
+# `ctitan checkpoint verify` finds the same file without training: non-zero, naming it; an
+# untouched folder verifies.
+if "$bin" checkpoint verify "$d/checkpoint" >"$d.verify" 2>&1; then
+  fail checkpoint_verify_names_the_bad_file "exit status 0: $(head -3 "$d.verify")"
+elif grep -q "rank-00000.safetensors" "$d.verify" && "$bin" checkpoint verify "$(fresh verify_ok)/checkpoint" >/dev/null 2>&1; then
+  pass checkpoint_verify_names_the_bad_file
+else
+  fail checkpoint_verify_names_the_bad_file "$(head -3 "$d.verify")"
+fi
 # ... and resuming from the one before it works when the user asks for it.
 if train "$d" --checkpoint.load_step 10 && grep -q "resumed from .*step-10 (step 10" "$d.out"; then
   pass corrupt_file_load_step_falls_back

@@ -358,6 +358,17 @@ static void test_every_product_name(void) {
             CHECK(st == CT_OK, "%s: %s", arg, ct_last_error());
             CHECK(flag_landed(&p, k), "%s did not land", arg);
         }
+        // '-' for '_' in the name (issue 15, item 9), the value as it is.
+        char dashed[128];
+        snprintf(dashed, sizeof dashed, "--%s", fc->name);
+        for (char *q = dashed; *q; q++)
+            if (*q == '_') *q = '-';
+        st = parse(&p, dashed, fc->value, "--parallelism.pipeline-stages-per-rank", "1",
+                   "--activation-checkpoint.selective", k == 13 ? "true" : "false", NULL);
+        if (k != 8 && k != 78) {
+            CHECK(st == CT_OK, "%s %s: %s", dashed, fc->value, ct_last_error());
+            CHECK(flag_landed(&p, k), "%s %s did not land", dashed, fc->value);
+        }
         // TOML: a top-level dotted key is the same setting as a [section] key.
         char text[300];
         snprintf(text, sizeof text, "%s = %s\n", fc->name, fc->toml);
@@ -439,7 +450,14 @@ static void test_unknown_keys(void) {
     ct_config c;
     EXPECT_ERR(parse(&c, "--training.sq_len", "5", NULL), "unknown setting 'training.sq_len'",
                "(did you mean 'training.seq_len'?)");
-    EXPECT_ERR(parse(&c, "--training.seq-len=5", NULL), "'training.seq-len'", "did you mean 'training.seq_len'?");
+    // '-' and '_' are one character in a name, so a misspelt dashed name is scored as the
+    // underscored one (and named as typed).
+    EXPECT_ERR(parse(&c, "--training.seq-lenn=5", NULL), "unknown setting 'training.seq-lenn'",
+               "did you mean 'training.seq_len'?");
+    EXPECT_ERR(parse(&c, "--training.local-batch-sise", "4", NULL), "unknown setting 'training.local-batch-sise'",
+               "did you mean 'micro_batch_size'?");
+    EXPECT_ERR(parse(&c, "--parallelism.data-shard-degre", "2", NULL),
+               "did you mean 'parallelism.data_shard_degree'?");
     EXPECT_ERR(parse(&c, "--seq_len", "5", NULL), "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
     EXPECT_ERR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), "did you mean 'parallelism.data_shard_degree'?");
     EXPECT_ERR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), "'parallelism.tensor_parallel_degre'",
@@ -455,6 +473,41 @@ static void test_unknown_keys(void) {
     // Arguments that are not settings.
     EXPECT_ERR(parse(&c, "train.toml", NULL), "unexpected argument 'train.toml'");
     EXPECT_ERR(parse(&c, "--", NULL), "unexpected argument '--'");
+}
+
+// Issue 15, item 9: one flag style. '-' and '_' are the same in a setting's name on the command
+// line (canonical names, aliases, --config's long form, bare booleans), and in a file, which goes
+// through the same lookup; never in values.
+static void test_dash_or_underscore(void) {
+    ct_config c;
+    CHECK(parse(&c, "--training.local-batch-size", "4", "--parallelism.data-shard-degree", "2",
+                "--job.dump-folder=out-dir_x", "--sequence-parallel.enable", "--training.seq-len", "64",
+                "--parallelism.compute-parallel-degree", "2", "--metrics.peak-tflops", "3", NULL) == CT_OK,
+          "%s", ct_last_error());
+    CHECK(c.micro_batch_size == 4 && c.data_shard_degree == 2 && c.sequence_parallel && c.seq_len == 64 &&
+              c.compute_parallel_degree == 2 && c.peak_tflops == 3,
+          "dashed names did not land: batch %d shard %d sp %d seq %d", c.micro_batch_size, c.data_shard_degree,
+          c.sequence_parallel, c.seq_len);
+    CHECK(!strcmp(c.dump_folder, "out-dir_x"), "value changed: %s", c.dump_folder);
+    CHECK(ct_config_set(&c, "training.mixed-precision-param", "bfloat16") == CT_OK && !strcmp(c.mixed_precision, "bf16"),
+          "dashed alias: %s", ct_last_error());
+    // Values are not names: an enum value with '-' for '_' is still refused.
+    EXPECT_ERR(parse(&c, "--pipeline-schedule", "interleaved-1f1b", NULL), "pipeline-schedule", "interleaved-1f1b");
+    // A file given with --job.config-file; keys and sections spelt with '-'.
+    char path[] = "/tmp/ct_test_config_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    write_file(path, "[training]\nlocal-batch-size = 5\nseq_len = 48\n[activation-checkpoint]\nmode = \"full\"\n");
+    CHECK(parse(&c, "--job.config-file", path, NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(c.micro_batch_size == 5 && c.seq_len == 48 && !strcmp(c.ac_mode, "full"), "file keys with '-'");
+    char arg[80];
+    snprintf(arg, sizeof arg, "--job.config-file=%s", path);
+    CHECK(parse(&c, arg, NULL) == CT_OK && c.micro_batch_size == 5, "%s: %s", arg, ct_last_error());
+    // Both spellings of one name in a file set it twice.
+    write_file(path, "[training]\nseq_len = 48\nseq-len = 64\n");
+    EXPECT_ERR(parse(&c, "--config", path, NULL), ":3: 'training.seq-len' sets training.seq_len again (already set at line 2)");
+    unlink(path);
 }
 
 static void test_wrong_types(void) {
@@ -661,6 +714,7 @@ static void test_help(void) {
                                     "training.local_batch_size", "training.mixed_precision_param",
                                     "parallelism.enable_async_tensor_parallel"};
     for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++) CHECK(strstr(text, aliases[k]), "help lacks %s", aliases[k]);
+    CHECK(strstr(text, "'-' and '_' in a name are the same"), "help does not say names take '-' for '_'");
     CHECK(strstr(text, "gpipe|1f1b|interleaved_1f1b"), "enum choices");
     CHECK(strstr(text, "\"outputs/run\""), "string default");
     CHECK(strstr(text, "8e-4"), "float default");
@@ -798,6 +852,7 @@ int main(void) {
     CT_RUN(test_every_product_name);
     CT_RUN(test_aliases);
     CT_RUN(test_unknown_keys);
+    CT_RUN(test_dash_or_underscore);
     CT_RUN(test_wrong_types);
     CT_RUN(test_bad_enum_values);
     CT_RUN(test_file_errors);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Subcommands (issue 15, item 9): every one answers --help with its usage (exit 0); an option's
-# name may be spelt with '-' or '_' (cli/options.h) and both give the same result; generate and
-# eval warn on stderr when they run past the sequence length the model was trained at.
+# name may be spelt with '-' or '_' (cli/options.h) and both give the same result, train's
+# settings too (core/config.h); generate and eval warn on stderr when they run past the sequence
+# length the model was trained at.
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_BIN:-${BUILD:-build}/ctitan}
@@ -44,11 +45,14 @@ one_line_err eval_bad_number "--seq-len: expected an integer" $bin eval --seq-le
 
 # ---- the trained-length warnings: a model trained at 16 tokens
 $bin data prepare --input $corpus --tokenizer "$tmp/dash.tok" --out "$tmp/shards" --quiet >/dev/null 2>&1
-$bin train --model.dim 32 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 300 \
-  --model.ffn_hidden_dim 72 --training.seq_len 16 --training.dataset synthetic --metrics.peak_tflops 1 \
-  --micro_batch_size 2 --training.steps 1 --job.dump_folder "$tmp/run" >"$tmp/train.log" 2>&1
+# (train's settings spelt with '-' for '_' too, canonical names and TorchTitan's)
+$bin train --model.dim 32 --model.n-layers 2 --model.n_heads 4 --model.n-kv-heads 2 --model.vocab_size 300 \
+  --model.ffn-hidden-dim 72 --training.seq-len 16 --training.dataset synthetic --metrics.peak-tflops 1 \
+  --training.local-batch-size 2 --parallelism.data-shard-degree 1 --training.steps 1 --job.dump-folder "$tmp/run" \
+  >"$tmp/train.log" 2>&1
 M=$tmp/run/model.safetensors
-[ -f "$M" ] || fail trained_model "$(tail -3 "$tmp/train.log")"
+if [ -f "$M" ] && grep -q "batch 2 x 16" "$tmp/train.log"; then pass train_settings_with_dashes
+else fail train_settings_with_dashes "$(tail -3 "$tmp/train.log")"; fi
 err=$($bin generate --model "$M" --tokenizer "$tmp/dash.tok" --prompt "Hi" --max-new-tokens 40 --temperature 0 2>&1 >/dev/null); rc=$?
 if [ $rc -eq 0 ] && grep -q "warning: .*exceed the sequence length the model was trained at (16)" <<<"$err"; then pass generate_warns_past_trained_length
 else fail generate_warns_past_trained_length "rc=$rc: $err"; fi

@@ -175,15 +175,20 @@ static int suggestion_score(const char *key, const char *cand) {
 static void unknown_message(const char *key, char *err, size_t cap) {
     const char *best = NULL;
     int best_d = INT_MAX;
+    // Scored in the names' own spelling ('_'): "local-batch-sise" is one edit from an alias.
+    char folded[512];
+    snprintf(folded, sizeof folded, "%s", key);
+    for (char *p = folded; *p; p++)
+        if (*p == '-') *p = '_';
     for (int i = 0; i < ct_n_settings; i++) {
-        int d = suggestion_score(key, ct_settings[i].name);
+        int d = suggestion_score(folded, ct_settings[i].name);
         char word[128];
         for (const char *p = ct_settings[i].aliases; p && *p; p += strcspn(p, " "), p += *p == ' ') {
             size_t w = strcspn(p, " ");
             if (w >= sizeof word) continue;
             memcpy(word, p, w);
             word[w] = 0;
-            int da = suggestion_score(key, word);
+            int da = suggestion_score(folded, word);
             if (da < d) d = da;
         }
         if (d < best_d) best = ct_settings[i].name, best_d = d;
@@ -229,9 +234,9 @@ typedef struct {
 static int any_setting_under(const char *prefix) {
     size_t n = strlen(prefix);
     for (int i = 0; i < ct_n_settings; i++) {
-        if (!strncmp(ct_settings[i].name, prefix, n) && ct_settings[i].name[n] == '.') return 1;
+        if (ct_setting_name_eq(ct_settings[i].name, prefix, n) && ct_settings[i].name[n] == '.') return 1;
         for (const char *p = ct_settings[i].aliases; p && *p; p += strcspn(p, " "), p += *p == ' ')
-            if (!strncmp(p, prefix, n) && p[n] == '.') return 1;
+            if (ct_setting_name_eq(p, prefix, n) && p[n] == '.') return 1;
     }
     return 0;
 }
@@ -281,7 +286,9 @@ static int is_config_flag(const char *arg, const char **inline_value) {
     static const char *names[] = {"--config", "--job.config_file"};
     for (int i = 0; i < 2; i++) {
         size_t n = strlen(names[i]);
-        if (!strncmp(arg, names[i], n) && (arg[n] == 0 || arg[n] == '=')) {
+        // "--job.config-file" too: '-' and '_' are one character in a name (ct_setting_find).
+        if (!strncmp(arg, "--", 2) && strlen(arg) >= n && ct_setting_name_eq(arg + 2, names[i] + 2, n - 2) &&
+            (arg[n] == 0 || arg[n] == '=')) {
             *inline_value = arg[n] == '=' ? arg + n + 1 : NULL;
             return 1;
         }
@@ -368,7 +375,8 @@ void ct_config_print_help(FILE *f) {
         default_text(s, buf, sizeof buf);
         if ((int)strlen(buf) > wd) wd = (int)strlen(buf);
     }
-    fprintf(f, "settings (TOML file via --config FILE; override with --name value or --name=value):\n");
+    fprintf(f, "settings (TOML file via --config FILE; override with --name value or --name=value; '-' and '_' in a "
+               "name are the same):\n");
     fprintf(f, "  %-*s  %-*s  %-*s  %s\n", wn, "name", wt, "type", wd, "default", "description [TorchTitan alias]");
     for (int i = 0; i < ct_n_settings; i++) {
         const ct_setting *s = &ct_settings[i];

@@ -165,8 +165,16 @@ typedef struct {
 extern const ct_setting ct_settings[];
 extern const int ct_n_settings;
 
-// The setting named `name` (canonical or alias), or NULL.
+// The setting named `name` (canonical or alias), or NULL. '-' and '_' are the same character in
+// a name (issue 15, item 9: one flag style, as the subcommands' options), wherever it is written:
+// --training.local-batch-size 4 on the command line, local-batch-size = 4 under [training] in a
+// file (one lookup, so a name that works in one place works in the other; a file that sets both
+// spellings sets the setting twice, which the file walk refuses). Values are never folded.
+// Canonical names and aliases are spelt with '_', and so is every written configuration.
 const ct_setting *ct_setting_find(const char *name);
+// Whether the first n characters of a and b are the same name ('-' == '_'), both ending alike
+// before n.
+bool ct_setting_name_eq(const char *a, const char *b, size_t n);
 
 // Peak FLOP/s for MFU: metrics.peak_tflops when > 0, else the table value of metrics.device
 // (h100/h200 989e12, a100 312e12: bf16 dense), or 0 for cpu (measure at start-up instead).

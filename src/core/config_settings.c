@@ -197,12 +197,23 @@ const ct_setting ct_settings[] = {
 
 const int ct_n_settings = (int)(sizeof ct_settings / sizeof ct_settings[0]);
 
+bool ct_setting_name_eq(const char *a, const char *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char x = a[i] == '-' ? '_' : a[i], y = b[i] == '-' ? '_' : b[i];
+        if (x != y) return false;
+        if (!x) return true;
+    }
+    return true;
+}
+
+static bool same_name(const char *a, const char *b) { return strlen(a) == strlen(b) && ct_setting_name_eq(a, b, strlen(a)); }
+
 // True when `name` is one of the space-separated words in `list`.
 static int in_word_list(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; p && *p;) {
         size_t w = strcspn(p, " ");
-        if (w == n && !strncmp(p, name, n)) return 1;
+        if (w == n && ct_setting_name_eq(p, name, n)) return 1;
         p += w;
         while (*p == ' ') p++;
     }
@@ -211,6 +222,6 @@ static int in_word_list(const char *list, const char *name) {
 
 const ct_setting *ct_setting_find(const char *name) {
     for (int i = 0; i < ct_n_settings; i++)
-        if (!strcmp(ct_settings[i].name, name) || in_word_list(ct_settings[i].aliases, name)) return &ct_settings[i];
+        if (same_name(ct_settings[i].name, name) || in_word_list(ct_settings[i].aliases, name)) return &ct_settings[i];
     return NULL;
 }

@@ -203,8 +203,16 @@ static void test_corrupt(void) {
     fclose(f);
     CHECK(open_fails(p, "truncated"), "3-byte file");
     CHECK(open_fails(write_raw("cut.st", strlen(ok), ok, data, 10), "out of range"), "data cut short");
-    CHECK(open_fails(write_raw("hlen.st", strlen(ok) + 100, ok, data, 16), "header length"), "header length > file");
+    CHECK(open_fails(write_raw("hlen.st", strlen(ok) + 100, ok, data, 16), "truncated safetensors file: header length"),
+          "header length > file");
     CHECK(open_fails(write_raw("hlen2.st", (uint64_t)1 << 62, ok, data, 16), "header length"), "huge header length");
+    // A text file (a tokenizer's lines) given as a model: its first 8 characters are no length.
+    p = tmp_path("tokenizer.txt");
+    f = fopen(p, "wb");
+    fputs("AA== 0\nAQ== 1\nAg== 2\nAw== 3\n", f);
+    fclose(f);
+    CHECK(open_fails(p, "not a safetensors model file (its first 8 bytes, read as a header length, give "),
+          "text file as a model");
 
     const char *bad_json[] = {
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}",   // missing brace

@@ -2,7 +2,8 @@
 # Subcommands (issue 15, item 9): every one answers --help with its usage (exit 0); an option's
 # name may be spelt with '-' or '_' (cli/options.h) and both give the same result, train's
 # settings too (core/config.h); generate and eval warn on stderr when they run past the sequence
-# length the model was trained at.
+# length the model was trained at; a file that is not a model (the tokenizer) given as --model is
+# refused in one line that says so.
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_BIN:-${BUILD:-build}/ctitan}
@@ -42,6 +43,18 @@ one_line_err unknown_option "unknown option '--bogus'" $bin tokenizer train --bo
 one_line_err missing_value "--out: expected a value" $bin tokenizer train --input $corpus --vocab-size 300 --out
 one_line_err bad_number "--max-new-tokens: expected an integer" $bin generate --max-new-tokens ten
 one_line_err eval_bad_number "--seq-len: expected an integer" $bin eval --seq-len=0
+
+# ---- a tokenizer given as --model: one line naming the file, saying what it is not
+tok=tests/fixtures/data/bytes.tiktoken
+not_a_model() {  # name, command...
+  local name=$1; shift
+  local out rc; out=$("$@" 2>&1 >/dev/null); rc=$?
+  if [ $rc -ne 0 ] && [ "$(grep -c . <<<"$out")" -eq 1 ] && grep -qF "$tok: not a safetensors model file" <<<"$out" \
+     && grep -q "a tokenizer or text file?" <<<"$out" && ! grep -q "too large" <<<"$out"; then pass "$name"
+  else fail "$name" "rc=$rc: $out"; fi
+}
+not_a_model eval_tokenizer_as_model $bin eval --model $tok --data "$tmp/none" --steps 1
+not_a_model generate_tokenizer_as_model $bin generate --model $tok --tokenizer $tok --prompt "Hi" --max-new-tokens 2
 
 # ---- the trained-length warnings: a model trained at 16 tokens
 $bin data prepare --input $corpus --tokenizer "$tmp/dash.tok" --out "$tmp/shards" --quiet >/dev/null 2>&1

@@ -411,8 +411,16 @@ ct_st_file *ct_st_open(const char *path) {
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i];
     if (hlen > CT_ST_MAX_HEADER || hlen > f->size - 8) {
-        ct_set_error("%s: header length %llu too large (file has %zu bytes after the length)", path, (unsigned long long)hlen,
-                     f->size - 8);
+        // A header that starts as one ('{' after the length) with a length the file cannot hold
+        // is a cut file; anything else was never a safetensors file -- a tokenizer, a text or
+        // TOML file given as --model reads its first 8 characters as a huge length.
+        if (hlen <= CT_ST_MAX_HEADER && f->size > 8 && p[8] == '{')
+            ct_set_error("%s: truncated safetensors file: header length %llu, but only %zu bytes follow it", path,
+                         (unsigned long long)hlen, f->size - 8);
+        else
+            ct_set_error("%s: not a safetensors model file (its first 8 bytes, read as a header length, give %llu; "
+                         "a tokenizer or text file?)",
+                         path, (unsigned long long)hlen);
         return open_fail(f, NULL);
     }
     const uint64_t data_bytes = f->size - 8 - hlen;

@@ -733,6 +733,21 @@ static void test_help(void) {
     }
     CHECK(lines == ct_n_settings && lines == N_PRODUCT, "%d setting lines, %d settings", lines, ct_n_settings);
     CHECK(aligned, "type column not aligned");
+    // What this build lacks is marked on the setting's own line (issue 15, item 8).
+    const char *dev = strstr(text, "  --training.device ");
+    const char *eol = dev ? strchr(dev, '\n') : NULL;
+    char line[400] = "";
+    if (dev && eol && eol - dev < (long)sizeof line) memcpy(line, dev, (size_t)(eol - dev));
+#ifdef CT_HAVE_CUDA
+    CHECK(strstr(line, "training on them is not yet") && !strstr(line, "make CUDA=1"), "training.device: %s", line);
+#else
+    CHECK(strstr(line, "cpu|cuda") && strstr(line, "this build has no CUDA: cuda needs a build with make CUDA=1") &&
+              strstr(line, "[job.device]"),
+          "training.device's help line does not say cuda is not built: %s", line);
+#endif
+    int noted = 0;
+    for (int k = 0; k < ct_n_settings; k++) noted += ct_setting_build_note(&ct_settings[k]) != NULL;
+    CHECK(noted == 1, "%d settings with a build note", noted);
     free(text);
 }
 

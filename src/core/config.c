@@ -363,6 +363,17 @@ static void default_text(const ct_setting *s, char *out, size_t cap) {
         snprintf(out, cap, "%s", s->def);
 }
 
+const char *ct_setting_build_note(const ct_setting *s) {
+    if (!strcmp(s->name, "training.device")) {
+#ifdef CT_HAVE_CUDA
+        return "this build: the cuda kernels and NCCL comm are built, training on them is not yet (issue 17)";
+#else
+        return "this build has no CUDA: cuda needs a build with make CUDA=1";
+#endif
+    }
+    return NULL;
+}
+
 void ct_config_print_help(FILE *f) {
     int wn = 0, wt = 0, wd = 0;
     char buf[256];
@@ -385,6 +396,8 @@ void ct_config_print_help(FILE *f) {
         type_text(s, type, sizeof type);
         default_text(s, def, sizeof def);
         fprintf(f, "  %-*s  %-*s  %-*s  %s", wn, name, wt, type, wd, def, s->desc);
+        const char *note = ct_setting_build_note(s);
+        if (note) fprintf(f, " -- %s", note);
         if (s->aliases) fprintf(f, " [%s]", s->aliases);
         fputc('\n', f);
     }

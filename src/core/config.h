@@ -176,6 +176,12 @@ const ct_setting *ct_setting_find(const char *name);
 // before n.
 bool ct_setting_name_eq(const char *a, const char *b, size_t n);
 
+// What this build lacks for setting s, as --help appends it to the setting's line ("cuda needs a
+// build with make CUDA=1" on training.device without CUDA), or NULL when nothing. Decided at
+// compile time (CT_HAVE_CUDA, Makefile's CUDA=1); the trainer refuses such a value at run time
+// with the same advice.
+const char *ct_setting_build_note(const ct_setting *s);
+
 // Peak FLOP/s for MFU: metrics.peak_tflops when > 0, else the table value of metrics.device
 // (h100/h200 989e12, a100 312e12: bf16 dense), or 0 for cpu (measure at start-up instead).
 double ct_config_peak_flops(const ct_config *c);

@@ -62,7 +62,7 @@ const ct_setting ct_settings[] = {
 
     // [training]
     ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
-         "where the math runs: cpu, or cuda (a GPU per process, NCCL; needs a build with make CUDA=1)"),
+         "where the math runs: cpu, or cuda (a GPU per process, NCCL)"),  // + what this build has: config.c
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
     INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),

@@ -6,6 +6,8 @@
 # Plus: only src/kernels/** sees kernel internals (everyone else: "kernels/backend.h" only),
 # and only src/comm includes <mpi.h>, so the rest builds and tests without MPI; CUDA and NCCL
 # headers only in src/kernels/cuda/ and src/comm/comm_nccl.* (the files a CUDA=1 build adds).
+# And nothing includes <getopt.h>: every subcommand parses its options with cli/options.c (issue
+# 15, item 9: one option parser), so a getopt loop -- or its stale include -- is a second one.
 #
 # usage: scripts/check_includes.sh [ROOT]   (ROOT holds src/; default: this repository)
 # Prints "file:line: dir -> dir (why)" per violation and exits 1, else one summary line, exit 0.
@@ -66,6 +68,10 @@ while IFS= read -r file; do
     if [ "$inc" = mpi.h ]; then
       if [ "$dir" = core ]; then report "$file" $lineno "$dir" "<mpi.h>" "core never depends on MPI"
       elif [ "$dir" != comm ]; then report "$file" $lineno "$dir" "<mpi.h>" "only comm/ may include mpi.h"; fi
+      continue
+    fi
+    if [ "$inc" = getopt.h ]; then
+      report "$file" $lineno "$dir" "<getopt.h>" "options are parsed by cli/options.c, the one option parser"
       continue
     fi
     # CUDA, cuBLAS(Lt) and NCCL headers: only the cuda kernels and the nccl comm backend, so

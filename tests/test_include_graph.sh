@@ -52,4 +52,5 @@ expect include_graph_catches_kernel_cpu_in_cli src/cli/main.c '#include "kernels
 expect include_graph_catches_mpi_in_core src/core/error.c '#include <mpi.h>' 'src/core/error.c:1: core -> <mpi.h>'
 expect include_graph_catches_mpi_in_parallel src/parallel/fsdp.h '#include <mpi.h>' \
   'src/parallel/fsdp.h:3: parallel -> <mpi.h>'
+expect include_graph_catches_getopt src/cli/main.c '#include <getopt.h>' 'src/cli/main.c:3: cli -> <getopt.h>'
 expect include_graph_catches_unknown_dir src/misc/thing.c '#include "core/error.h"' 'src/misc/thing.c:1: misc -> core'

@@ -6,7 +6,6 @@
 // number) is a gap, not an error. Input errors are one line naming the file (and the line), exit 1;
 // usage errors exit 2.
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>

@@ -22,6 +22,7 @@
 // and a 4-rank pipeline 2 x context parallel 2 run: its pipeline actions and pp / cp waits.
 #include <dirent.h>
 #include <ftw.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -555,6 +556,9 @@ static void profiled_step_makes_no_heap_call(void) {
     set(&c, "profiling.enable_profiling", "true");
     set(&c, "profiling.profile_freq", "1");
     set(&c, "activation_checkpoint.mode", "full");  // the recompute's per-operation spans too
+    // Two threads whatever OMP_NUM_THREADS says, as tests/test_steady_alloc.c: with one, libgomp
+    // allocates a team of one for every parallel region of the kernels (not the profiler's doing).
+    omp_set_num_threads(2);
     static ct_trainer t;
     if (ct_trainer_init(&t, &c, NULL)) {
         CHECK(0, "init: %s", ct_last_error());

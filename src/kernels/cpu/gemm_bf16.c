@@ -26,6 +26,8 @@
 
 // The scalar conversions are core/float_formats.h's (round to nearest even, NaN kept quiet); the
 // arrays here are the parallel versions the kernels want.
+
+volatile int ct_gemm_bf16_in_onednn;  // see gemm_bf16.h
 static inline uint16_t f32_to_bf16(float f) { return ct_f32_to_bf16(f); }
 static inline float bf16_to_f32(uint16_t h) { return ct_bf16_to_f32(h); }
 
@@ -288,8 +290,10 @@ void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha,
         dnnl_memory_set_data_handle(e->scratch, g_scratch);
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
     }
+    __atomic_store_n(&ct_gemm_bf16_in_onednn, 1, __ATOMIC_SEQ_CST);
     dnnl_status_t st = dnnl_primitive_execute(e->prim, g_stream, nargs, args);
     if (st == dnnl_success) st = dnnl_stream_wait(g_stream);
+    __atomic_store_n(&ct_gemm_bf16_in_onednn, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&g_mu);
     if (st != dnnl_success)
         ct_fatal("ct_gemm_bf16", "matmul failed (status %d) for M=%ld N=%ld K=%ld lda=%ld ldb=%ld ldc=%ld", (int)st,

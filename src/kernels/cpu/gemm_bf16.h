@@ -48,4 +48,12 @@ void ct_gemm_bf16_set_user_scratchpad(int user);
 void ct_gemm_bf16_test_f32_primitive(int on);
 // How many primitives the cache has created since start (tests: steady state creates none).
 long ct_gemm_bf16_primitives_created(void);
+
+// Nonzero while a ct_gemm_bf16 call is inside oneDNN's dnnl_primitive_execute (at most one at a
+// time: the call holds the path's mutex). oneDNN 2.x builds every execution's argument map on
+// the heap -- a few small new/delete pairs per call, freed before it returns -- and its C API has
+// no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5). The steady-state
+// allocation test and bench_train count the heap calls made in this window apart from the rest,
+// which must be none. The fallback path never enters it.
+extern volatile int ct_gemm_bf16_in_onednn;
 #endif

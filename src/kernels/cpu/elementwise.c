@@ -11,8 +11,14 @@ double ct_sum_squares(const float *x, long n) {
 #pragma omp parallel for schedule(static)
     for (int p = 0; p < CT_SUMSQ_PARTS; p++) {
         long i0 = p * slice, i1 = i0 + slice < n ? i0 + slice : n;
-        double s = 0.0;
-        for (long i = i0; i < i1; i++) s += (double)x[i] * (double)x[i];
+        // 8 interleaved sums (element i0 + 8 q + l into a[l]), then the tail, then the lanes in a
+        // fixed order: 8 independent add chains instead of one (that one was latency-bound)
+        double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        long i = i0;
+        for (; i + 8 <= i1; i += 8)
+            for (int l = 0; l < 8; l++) a[l] += (double)x[i + l] * (double)x[i + l];
+        double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (; i < i1; i++) s += (double)x[i] * (double)x[i];
         part[p] = s;
     }
     double total = 0.0;

@@ -41,6 +41,10 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
                 if (dx) {
                     ct_v8f s = ct_v8f_splat(1.0f / sum), gs = ct_v8f_splat(grad_scale);
                     long j = 0;
+#ifdef CT_V16
+                    ct_v16f s16 = ct_v16f_splat(s[0]), gs16 = ct_v16f_splat(grad_scale);
+                    for (; j + 16 <= V; j += 16) ct_v16f_store(z + j, ct_v16f_load(z + j) * s16 * gs16);
+#endif
                     for (; j + 8 <= V; j += 8) ct_v8f_store(z + j, ct_v8f_load(z + j) * s * gs);
                     for (; j < V; j++) z[j] = z[j] * s[0] * grad_scale;
                     z[t] -= grad_scale;

@@ -27,17 +27,28 @@ static inline void ct_xent_acc8(ct_v4d *lo, ct_v4d *hi, ct_v8f e) {
 static inline double ct_xent_sum8(ct_v4d lo, ct_v4d hi) {
     return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
 }
+#ifdef CT_V16
+// With 16-lane registers the 8 double lanes (lo | hi) are one register: the same adds per lane.
+typedef double ct_v8d __attribute__((vector_size(64)));
+static inline void ct_xent_acc16(ct_v8d *acc, ct_v16f e) {
+    *acc += __builtin_convertvector(ct_v16f_lo(e), ct_v8d);
+    *acc += __builtin_convertvector(ct_v16f_hi(e), ct_v8d);
+}
+static inline void ct_xent_split8(ct_v8d acc, ct_v4d *lo, ct_v4d *hi) {
+    *lo = __builtin_shufflevector(acc, acc, 0, 1, 2, 3);
+    *hi = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
+}
+#endif
 
 // Σ_j exp(z[j] - mx), z left as it is
 static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
     ct_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
     long j = 0;
 #ifdef CT_V16
-    for (; j + 16 <= n; j += 16) {  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_v16f e = ct_fast_expf_v16(ct_v16f_load(z + j) - mx);
-        ct_xent_acc8(&lo, &hi, ct_v16f_lo(e));
-        ct_xent_acc8(&lo, &hi, ct_v16f_hi(e));
-    }
+    ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (; j + 16 <= n; j += 16)  // 16 exps a step, summed as two steps of 8 (the same order)
+        ct_xent_acc16(&acc, ct_fast_expf_v16(ct_v16f_load(z + j) - mx));
+    ct_xent_split8(acc, &lo, &hi);
 #endif
     for (; j + 8 <= n; j += 8) ct_xent_acc8(&lo, &hi, ct_fast_expf_v8(ct_v8f_load(z + j) - mx));
     double s = ct_xent_sum8(lo, hi);
@@ -50,12 +61,13 @@ static inline float ct_xent_row_exp_sum(float *z, long n, float mx) {
     ct_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
     long j = 0;
 #ifdef CT_V16
+    ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
     for (; j + 16 <= n; j += 16) {  // 16 exps a step, summed as two steps of 8 (the same order)
         ct_v16f e = ct_fast_expf_v16(ct_v16f_load(z + j) - mx);
         ct_v16f_store(z + j, e);
-        ct_xent_acc8(&lo, &hi, ct_v16f_lo(e));
-        ct_xent_acc8(&lo, &hi, ct_v16f_hi(e));
+        ct_xent_acc16(&acc, e);
     }
+    ct_xent_split8(acc, &lo, &hi);
 #endif
     for (; j + 8 <= n; j += 8) {
         ct_v8f e = ct_fast_expf_v8(ct_v8f_load(z + j) - mx);

@@ -78,12 +78,21 @@ static void test_round_trip(void) {
     ct_hw_profile hw, again;
     CHECK(ct_hw_profile_load(path, &hw) == CT_OK, "%s", ct_last_error());
     CHECK(hw.kernel_launch == 0, "kernel_launch_us is optional (0)");
+    CHECK(hw.attention_half_head_dim == 0, "attention_half_head_dim is optional (0)");
+    // Without a half point attention runs at its efficiency whatever the head dimension.
+    CHECK_CLOSE(ct_hw_attention_efficiency(&hw, 16), 0.5, 1e-12, 0);
+    CHECK_CLOSE(ct_hw_attention_efficiency(&hw, 128), 0.5, 1e-12, 0);
     hw.kernel_launch = 4e-6;
+    hw.attention_half_head_dim = 48;
     CHECK(ct_hw_profile_write(path, &hw) == CT_OK, "%s", ct_last_error());
     CHECK(ct_hw_profile_load(path, &again) == CT_OK, "%s", ct_last_error());
     CHECK_CLOSE(again.peak_bf16, 989e12, 1e-9, 0);
     CHECK_CLOSE(again.memory_bytes, 80.0 * 1073741824.0, 1e-6, 0);
     CHECK_CLOSE(again.kernel_launch, 4e-6, 1e-6, 0);
+    CHECK_CLOSE(again.attention_half_head_dim, 48, 1e-9, 0);
+    // With one, eff * HS / (HS + half): heads of 16 at a quarter of the plateau, 48 at half.
+    CHECK_CLOSE(ct_hw_attention_efficiency(&again, 16), 0.5 * 16 / 64, 1e-12, 0);
+    CHECK_CLOSE(ct_hw_attention_efficiency(&again, 48), 0.25, 1e-12, 0);
     CHECK_CLOSE(again.intra_latency, 3e-6, 1e-6, 0);
     CHECK(!strcmp(again.name, "test") && again.devices_per_node == 8, "name %s", again.name);
     unlink(path);
@@ -106,6 +115,8 @@ static void test_bad_profiles(void) {
     expect_error("unknown kind", "kind");
     write_with("matmul_efficiency", "matmul_efficiency = 1.5\n");
     expect_error("efficiency above 1", "matmul_efficiency");
+    write_with("attention_efficiency", "attention_efficiency = 0.5\nattention_half_head_dim = -4\n");
+    expect_error("negative half head dimension", "attention_half_head_dim");
     unlink(path);
     // A missing file, by path and by name.
     ct_hw_profile hw;

@@ -83,19 +83,29 @@ static double attention_secs(const ct_kernels *k, long T, long NH, long HS, int 
     return best;
 }
 
-static double attention_eff(const ct_kernels *k, double peak) {
+// Attention's efficiency at head dimensions 16 and 64, fitted as eff * HS / (HS + half): the
+// plateau into *eff, the half point into *half. Two points fix both; when they do not fit that
+// shape (the small heads not slower, or more than 4x slower), one efficiency for every head
+// dimension (their geometric mean) and half = 0.
+static void attention_eff(const ct_kernels *k, double peak, double *eff, double *half) {
     static const long shapes[][3] = {{1024, 16, 16}, {1024, 8, 64}};  // T, NH, HS
-    double logsum = 0;
+    double e[2], logsum = 0;
     for (int i = 0; i < 2; i++) {
         long T = shapes[i][0], NH = shapes[i][1], HS = shapes[i][2];
         double secs = attention_secs(k, T, NH, HS, 3);
         double flops = 3.5 * 4.0 * T * (T / 2.0) * NH * HS;  // the time model's count
-        double e = flops / secs / peak;
         printf("  attention T %ld, %ld heads of %ld: %.1f GFLOP/s (model count), %.3f of the fp32 peak\n", T, NH, HS,
-               flops / secs / 1e9, e);
-        logsum += log(e);
+               flops / secs / 1e9, flops / secs / peak);
+        logsum += log(e[i] = flops / secs / peak);
     }
-    return fmin(1.0, exp(logsum / 2));
+    // r = e(16) / e(64) = (64 + h) / (4 (16 + h))  =>  h = 64 (1 - r) / (4 r - 1)
+    double r = e[0] / e[1];
+    *half = 0;
+    *eff = fmin(1.0, exp(logsum / 2));
+    if (r > 0.25 && r < 1) {
+        *half = 64 * (1 - r) / (4 * r - 1);
+        *eff = fmin(1.0, e[1] * (64 + *half) / 64);
+    }
 }
 
 static double stream_bandwidth(void) {
@@ -181,7 +191,7 @@ ct_status ct_hw_calibrate(const char *out_path) {
         hw.peak_fp8 = 0;  // 8-bit matmuls are emulated: the time model uses the bf16 rate
         hw.matmul_efficiency = eff;
         hw.matmul_half_size = half;
-        hw.attention_efficiency = attention_eff(k, peak);
+        attention_eff(k, peak, &hw.attention_efficiency, &hw.attention_half_head_dim);
         hw.memory_bandwidth = stream_bandwidth();
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
         hw.memory_bytes = 0.9 * (double)pages * (double)psize;
@@ -189,9 +199,9 @@ ct_status ct_hw_calibrate(const char *out_path) {
         hw.inter_bw = bw, hw.inter_latency = lat;  // one node: never used
         hw.kernel_launch = 0;
         const char *path = out_path ? out_path : "profiles/this_machine.toml";
-        printf("fit: peak fp32 %.1f GFLOP/s, efficiency %.3f, half size %.0f; bf16 %.1f; attention %.3f; memory "
-               "%.1f GB/s\n", peak / 1e9, eff, half, hw.peak_bf16 / 1e9, hw.attention_efficiency,
-               hw.memory_bandwidth / 1e9);
+        printf("fit: peak fp32 %.1f GFLOP/s, efficiency %.3f, half size %.0f; bf16 %.1f; attention %.3f, half head "
+               "dim %.1f; memory %.1f GB/s\n", peak / 1e9, eff, half, hw.peak_bf16 / 1e9, hw.attention_efficiency,
+               hw.attention_half_head_dim, hw.memory_bandwidth / 1e9);
         st = ct_hw_profile_write(path, &hw);
         if (st == CT_OK) printf("wrote %s\n", path);
         for (int r = 1; r < world.size; r++) ct_comm_send(&world, &token, 1, CT_U8, r, 9);

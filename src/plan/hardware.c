@@ -35,6 +35,7 @@ static const key_spec keys[] = {
     {"matmul_efficiency", K_NUM, V_POSITIVE, 1, OFF(matmul_efficiency), false},
     {"matmul_half_size", K_NUM, V_NONNEG, 1, OFF(matmul_half_size), false},
     {"attention_efficiency", K_NUM, V_POSITIVE, 1, OFF(attention_efficiency), false},
+    {"attention_half_head_dim", K_NUM, V_NONNEG, 1, OFF(attention_half_head_dim), true},
     {"memory_bandwidth_gbs", K_NUM, V_POSITIVE, 1e9, OFF(memory_bandwidth), false},
     {"intra_node_bandwidth_gbs", K_NUM, V_POSITIVE, 1e9, OFF(intra_bw), false},
     {"intra_node_latency_us", K_NUM, V_NONNEG, 1e-6, OFF(intra_latency), false},
@@ -188,6 +189,7 @@ ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
     fprintf(f, "matmul_efficiency = %.4f\n", hw->matmul_efficiency);
     fprintf(f, "matmul_half_size = %.1f\n", hw->matmul_half_size);
     fprintf(f, "attention_efficiency = %.4f\n", hw->attention_efficiency);
+    fprintf(f, "attention_half_head_dim = %.1f\n", hw->attention_half_head_dim);
     fprintf(f, "memory_bandwidth_gbs = %.4g\n", hw->memory_bandwidth / 1e9);
     fprintf(f, "intra_node_bandwidth_gbs = %.4g\n", hw->intra_bw / 1e9);
     fprintf(f, "intra_node_latency_us = %.4g\n", hw->intra_latency / 1e-6);
@@ -196,6 +198,11 @@ ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
     fprintf(f, "kernel_launch_us = %.4g\n", hw->kernel_launch / 1e-6);
     if (fclose(f)) return ct_set_error("%s: write failed", path);
     return CT_OK;
+}
+
+double ct_hw_attention_efficiency(const ct_hw_profile *hw, double head_dim) {
+    double h = hw->attention_half_head_dim;
+    return h > 0 ? hw->attention_efficiency * head_dim / (head_dim + h) : hw->attention_efficiency;
 }
 
 double ct_hw_peak(const ct_hw_profile *hw, const char *dtype) {

@@ -18,6 +18,10 @@
 //   matmul_half_size = 384            # the size (smallest of M, N, K) at which a matmul reaches
 //                                     # half of that: efficiency = eff * s / (s + half)
 //   attention_efficiency = 0.55       # flash attention's fraction of the matmul peak
+//   attention_half_head_dim = 0       # optional: the head dimension at which attention reaches
+//                                     # half of that (eff * HS / (HS + half)); 0 = any head
+//                                     # dimension alike. A CPU's attention does its products
+//                                     # over the head dimension, so small heads run slower.
 //   memory_bandwidth_gbs = 3350       # elementwise kernels (norms, RoPE, SwiGLU, AdamW)
 //   intra_node_bandwidth_gbs = 450    # per device, one direction (NVLink / shared memory)
 //   intra_node_latency_us = 3
@@ -37,7 +41,7 @@ typedef struct {
     double memory_bytes;       // per device
     int devices_per_node;      // gpu: GPUs per node; cpu: cores per node
     double peak_fp32, peak_bf16, peak_fp8;  // dense FLOP/s per device (cpu: per node)
-    double matmul_efficiency, matmul_half_size, attention_efficiency;
+    double matmul_efficiency, matmul_half_size, attention_efficiency, attention_half_head_dim;
     double memory_bandwidth;   // bytes/s per device (cpu: per node)
     double intra_bw, intra_latency;  // bytes/s per device, seconds
     double inter_bw, inter_latency;
@@ -53,6 +57,9 @@ ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw);
 // Dense matmul peak for a compute dtype name: "fp32", "bf16", "fp8" (a device without fp8,
 // peak_fp8 = 0, gives its bf16 peak: float8 runs there at the bf16 rate, plus its casts).
 double ct_hw_peak(const ct_hw_profile *hw, const char *dtype);
+// Attention's fraction of the matmul peak at this head dimension (attention_efficiency, scaled by
+// HS / (HS + attention_half_head_dim) when that is set).
+double ct_hw_attention_efficiency(const ct_hw_profile *hw, double head_dim);
 
 // `ctitan plan --calibrate [--out FILE]`: measures this machine -- matmul peak (fp32, bf16) and
 // the efficiency curve over sizes, attention throughput, memory bandwidth, and with 2+ ranks

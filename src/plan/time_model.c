@@ -63,7 +63,7 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     // Attention: QK^T and PV, 2 FLOPs per multiply-add each, over the causal half of the keys
     // (with cp and head-tail balance every rank's queries also see T / 2 keys on average).
     double attn = 4.0 * N * (t->seq_len / 2.0) * NH * HS;
-    b->attn_f = attn / (t->attn_peak * t->share * t->hw->attention_efficiency);
+    b->attn_f = attn / (t->attn_peak * t->share * ct_hw_attention_efficiency(t->hw, HS));
     b->attn_b = 2.5 * b->attn_f;
     b->flops_f = 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + attn;
     b->flops_b = 2.0 * 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + 2.5 * attn;

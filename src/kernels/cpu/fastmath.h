@@ -67,26 +67,31 @@ static inline float ct_v8f_sum(ct_v8f v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
-static inline ct_v8f ct_fast_expf_v8(ct_v8f x) {
-    const ct_v8f lo = ct_v8f_splat(-87.3f), hi = ct_v8f_splat(88.3f);
-    ct_v8f xc = ct_v8f_select(x >= lo, x, lo);  // NaN lanes clamped too (see ct_fast_expf)
-    xc = ct_v8f_select(xc > hi, hi, xc);
-    ct_v8f n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    ct_v8f r = xc - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    ct_v8f p = ct_v8f_splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    ct_v8i bits = (__builtin_convertvector(n, ct_v8i) + 127) << 23;
-    ct_v8f y = p * (ct_v8f)bits;
-    y = ct_v8f_select(x < lo, ct_v8f_splat(0.0f), y);
-    y = ct_v8f_select(x > hi, ct_v8f_splat(INFINITY), y);
-    return ct_v8f_select(x != x, x, y);
-}
+// ct_fast_expf's operations on a vector of lanes, for each width (8 lanes below, 16 where the ISA
+// has them): one body, so the widths cannot drift apart and every lane keeps the scalar's bits.
+#define CT_DEFINE_FAST_EXPF(name, vf, vi, splat, select)                         \
+    static inline vf name(vf x) {                                                 \
+        const vf lo = splat(-87.3f), hi = splat(88.3f);                           \
+        vf xc = select(x >= lo, x, lo); /* NaN lanes clamped too (ct_fast_expf) */ \
+        xc = select(xc > hi, hi, xc);                                             \
+        vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;           \
+        vf r = xc - n * 0.693359375f;                                             \
+        r = r + n * 2.12194440e-4f;                                               \
+        vf p = splat(1.9875691500e-4f);                                           \
+        p = p * r + 1.3981999507e-3f;                                             \
+        p = p * r + 8.3334519073e-3f;                                             \
+        p = p * r + 4.1665795894e-2f;                                             \
+        p = p * r + 1.6666665459e-1f;                                             \
+        p = p * r + 5.0000001201e-1f;                                             \
+        p = p * r * r + r + 1.0f;                                                 \
+        vi bits = (__builtin_convertvector(n, vi) + 127) << 23;                   \
+        vf y = p * (vf)bits;                                                      \
+        y = select(x < lo, splat(0.0f), y);                                       \
+        y = select(x > hi, splat(INFINITY), y);                                   \
+        return select(x != x, x, y);                                              \
+    }
+
+CT_DEFINE_FAST_EXPF(ct_fast_expf_v8, ct_v8f, ct_v8i, ct_v8f_splat, ct_v8f_select)
 
 static inline ct_v8f ct_fast_sigmoidf_v8(ct_v8f x) { return 1.0f / (1.0f + ct_fast_expf_v8(-x)); }
 
@@ -112,26 +117,7 @@ static inline ct_v16f ct_v16f_select(ct_v16i m, ct_v16f a, ct_v16f b) {
 static inline ct_v8f ct_v16f_lo(ct_v16f v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
 static inline ct_v8f ct_v16f_hi(ct_v16f v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
 
-static inline ct_v16f ct_fast_expf_v16(ct_v16f x) {
-    const ct_v16f lo = ct_v16f_splat(-87.3f), hi = ct_v16f_splat(88.3f);
-    ct_v16f xc = ct_v16f_select(x >= lo, x, lo);
-    xc = ct_v16f_select(xc > hi, hi, xc);
-    ct_v16f n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    ct_v16f r = xc - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    ct_v16f p = ct_v16f_splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    ct_v16i bits = (__builtin_convertvector(n, ct_v16i) + 127) << 23;
-    ct_v16f y = p * (ct_v16f)bits;
-    y = ct_v16f_select(x < lo, ct_v16f_splat(0.0f), y);
-    y = ct_v16f_select(x > hi, ct_v16f_splat(INFINITY), y);
-    return ct_v16f_select(x != x, x, y);
-}
+CT_DEFINE_FAST_EXPF(ct_fast_expf_v16, ct_v16f, ct_v16i, ct_v16f_splat, ct_v16f_select)
 
 static inline ct_v16f ct_fast_sigmoidf_v16(ct_v16f x) { return 1.0f / (1.0f + ct_fast_expf_v16(-x)); }
 #endif

@@ -1,6 +1,8 @@
-// bf16 matmul through oneDNN's matmul primitive (AMX or AVX-512 BF16 kernels), with primitives
-// created once per shape and kept in a small cache; elsewhere a fallback that widens the inputs
-// to fp32 and calls ct_gemm. Contracts in gemm_bf16.h.
+// bf16 matmul: on CPUs with AMX through oneDNN's matmul primitive, with primitives created once
+// per shape and kept in a small cache; on CPUs with AVX-512 BF16 but no AMX through ctitan's own
+// kernel (gemm_bf16_avx512.c: as fast as oneDNN's there, and allocation-free, which oneDNN 2.6's
+// execution is not); elsewhere a fallback that widens the inputs to fp32 and calls ct_gemm.
+// Contracts in gemm_bf16.h.
 //
 // Why a primitive and not a gemm call: oneDNN 2.6 (Debian's) has no bf16 counterpart of
 // dnnl_sgemm in its C API that reaches the AMX kernels; the matmul primitive does, but creating
@@ -70,6 +72,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t g_engine;
 static dnnl_stream_t g_stream;
 static const char *g_path = "fallback";
+static int g_native;  // the avx512_bf16 path runs ctitan's kernel (gemm_bf16_avx512.c), not oneDNN
 static entry g_cache[CACHE_SIZE];
 static unsigned long g_tick;
 static long g_created;
@@ -197,6 +200,8 @@ static void init_once(void) {
         g_scratch = NULL, g_scratch_bytes = 0;
     }
     g_path = p;
+    // AVX-512 BF16 without AMX: ctitan's kernel (oneDNN stays for the test mode's fp32 primitive)
+    g_native = strcmp(p, "avx512_bf16") == 0 && ct_gemm_bf16_avx512_available();
 }
 
 const char *ct_bf16_gemm_path(void) {
@@ -247,6 +252,10 @@ void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha,
         return;
     }
     pthread_once(&g_once, init_once);
+    if (g_native && !g_test_f32 && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N) {
+        ct_gemm_bf16_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     int fast = strcmp(g_path, "fallback") != 0 || g_test_f32;
     if (!fast && omp_in_parallel()) {  // stay parallel-safe without serialising on the mutex
         gemm_fallback(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, 0);

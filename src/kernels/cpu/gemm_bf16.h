@@ -10,22 +10,28 @@
 
 // C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when trans_x: the contract
 // of ct_gemm, with A and B in bf16 and C in fp32 (beta == 0 overwrites C, NaN garbage included).
-// Products are exact in fp32 and summed in fp32 (oneDNN's AMX / AVX-512 BF16 kernels, or the
-// fallback below), so the result is an fp32 gemm of the bf16 values.
+// Products are exact in fp32 and summed in fp32 (oneDNN's AMX kernels, ctitan's AVX-512 BF16
+// kernel, or the fallback below), so the result is an fp32 gemm of the bf16 values.
 //
-// Threads: calls may come from any thread; the oneDNN path holds one mutex around its primitive
-// cache and shared scratchpad, so concurrent calls (e.g. from inside an OpenMP parallel region)
-// run one at a time there. The fallback path takes the mutex too unless called inside a
-// parallel region, where it allocates its own widened copies.
-// Allocation: the first call with a new shape creates a primitive (and may grow the shared
-// scratchpad); repeated shapes allocate nothing.
+// Threads: calls may come from any thread. ctitan's AVX-512 BF16 kernel takes no lock (each
+// thread has its own buffers; inside a parallel region it runs on the calling thread). The
+// oneDNN path holds one mutex around its primitive cache and shared scratchpad, so concurrent
+// calls (e.g. from inside an OpenMP parallel region) run one at a time there. The fallback path
+// takes the mutex too unless called inside a parallel region, where it allocates its own
+// widened copies.
+// Allocation: ctitan's kernel allocates its packing buffers once per thread, on that thread's
+// first call, and nothing after. On the oneDNN path the first call with a new shape creates a
+// primitive (and may grow the shared scratchpad); repeated shapes allocate nothing of ctitan's,
+// but each execution allocates inside oneDNN (ct_gemm_bf16_in_onednn below).
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                   const uint16_t *B, long ldb, float beta, float *C, long ldc);
 
-// Which path ct_gemm_bf16 takes on this CPU, decided once: "amx" (AVX-512 + AMX tiles),
-// "avx512_bf16" (AVX-512 BF16 dot products), or "fallback" (inputs widened to fp32, then
-// ct_gemm: correct everywhere, fp32 speed or a little less). A shape oneDNN only offers through
-// its reference kernel also falls back, silently: see DNNL_VERBOSE=1 for the kernel per shape.
+// Which path ct_gemm_bf16 takes on this CPU, decided once: "amx" (oneDNN's AVX-512 + AMX tiles),
+// "avx512_bf16" (AVX-512 BF16 dot products: ctitan's kernel, gemm_bf16_avx512.c, when this build
+// has it, else oneDNN's), or "fallback" (inputs widened to fp32, then ct_gemm: correct
+// everywhere, fp32 speed or a little less). On the oneDNN paths a shape oneDNN only offers
+// through its reference kernel also falls back, silently: see DNNL_VERBOSE=1 for the kernel per
+// shape. (The names stay these three: logs and tests match them.)
 const char *ct_bf16_gemm_path(void);
 
 // dst[i] = src[i] rounded to the nearest bf16, ties to even; NaN stays NaN (quiet), overflow
@@ -54,6 +60,15 @@ long ct_gemm_bf16_primitives_created(void);
 // the heap -- a few small new/delete pairs per call, freed before it returns -- and its C API has
 // no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5). The steady-state
 // allocation test and bench_train count the heap calls made in this window apart from the rest,
-// which must be none. The fallback path never enters it.
+// which must be none. Only the "amx" path (and the test mode's fp32 primitive) enters it: ctitan's
+// AVX-512 BF16 kernel and the fallback never do.
 extern volatile int ct_gemm_bf16_in_onednn;
+
+// ctitan's own AVX-512 BF16 gemm (kernels/cpu/gemm_bf16_avx512.c): ct_gemm_bf16's contract for
+// K > 0, alpha != 0 and leading dimensions at least the row lengths. Available (nonzero) when
+// this build has AVX-512 BF16 and the CPU too; the "avx512_bf16" path then runs it instead of
+// oneDNN. Allocates only its per-thread packing buffers, once per thread.
+int ct_gemm_bf16_avx512_available(void);
+void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const uint16_t *B, long ldb, float beta, float *C, long ldc);
 #endif

@@ -1,0 +1,407 @@
+// ctitan's own bf16 gemm for AVX-512 BF16 (VDPBF16PS): the loops of the fp32 sgemm in gemm.c
+// (packed A and B slivers, cache blocks MC / KC / NC, an MR x NR register tile) with k taken in
+// pairs. Contract in gemm_bf16.h (ct_gemm_bf16_avx512); ct_gemm_bf16 routes here on CPUs with
+// AVX-512 BF16 but no AMX, instead of oneDNN's matmul primitive, whose every execution
+// allocates (oneDNN 2.6 builds its argument map on the heap).
+//
+//   for jc in N step NC:                    B panel (K block, NC) packed into NR-wide slivers,
+//     for pc in K step KC:                    shared by the team (each packs a share)
+//       for ic in this thread's rows step MC: A block (MC, KC) packed into MR-high slivers
+//         for each NR sliver, each MR sliver: C[MR, NR] (+)= alpha A_sliver B_sliver
+//
+// VNNI layout: VDPBF16PS adds a[2i] b[2i] + a[2i+1] b[2i+1] into fp32 lane i, so both packed
+// operands hold k in pairs. A B sliver holds, per k pair, 2 NR bf16: (b[k][j], b[k+1][j]) for
+// j = 0..NR-1, two zmm; an A sliver holds, per k pair, MR 32-bit words (a[m][k], a[m][k+1]),
+// each broadcast to a zmm. An odd K block ends with a pair padded with zeros (in both operands).
+// Transposed operands (B^T, and A not transposed) are packed 16 rows x 16 pairs at a time,
+// transposed as 32-bit words in registers.
+//
+// Micro-kernel: 12 rows x 32 columns, 24 zmm accumulators; each k pair: 2 loads of B, 12
+// broadcasts of A, 24 VDPBF16PS (32 multiply-adds each). alpha and beta are applied at the
+// store (beta == 0 never reads C); partial tiles use masked loads and stores of C. K blocks are
+// long (2048): the tile of C is read and written once per K block, and measured faster than
+// blocks whose B sliver fits L1 (6x64 and 8x48 tiles measured no faster on Zen 4).
+//
+// Numerics: products of bf16 values are exact in fp32; VDPBF16PS sums them in fp32 (with its
+// own rounding, denormal inputs and outputs flushed to zero), K block by K block into C.
+// Results do not depend on the thread count (K is never split between threads; each element's
+// K blocks are the same whichever rows a thread has).
+//
+// Threads: outside an OpenMP parallel region a large enough product is split by rows of C (on
+// the MR grid) between the team, which packs each B panel once, into the calling thread's
+// buffer, each thread a share of its slivers, between two barriers; A is packed once in all.
+// Inside a parallel region it runs on the calling thread alone. Buffers: allocated once per
+// thread, on its first call, at fixed sizes (an A block and a B panel: 4.6 MiB): a steady state
+// allocates nothing.
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "kernels/cpu/gemm_bf16.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+
+#ifndef BK_MR
+#define BK_MR 12
+#endif
+#ifndef BK_TA_PAIRS
+#define BK_TA_PAIRS 16
+#endif
+#ifndef BK_NV
+#define BK_NV 2  // zmm (16 columns) per row of the tile
+#endif
+#define BK_PRAGMA(x) _Pragma(#x)
+#define BK_UNROLL_P(n) BK_PRAGMA(GCC unroll n)
+#ifndef BK_UNROLL
+#define BK_UNROLL 2
+#endif
+#ifndef BK_PF
+#define BK_PF 512
+#endif
+#define BK_NR (16 * BK_NV)
+#ifndef BK_KC
+#define BK_KC 2048  // k values per K block (1024 pairs)
+#endif
+#ifndef BK_MC
+#define BK_MC 144   // rows per A block (12 slivers): 144 KiB in L2
+#endif
+#ifndef BK_NC
+#define BK_NC 1024  // columns per B panel
+#endif
+
+static inline long min_l(long a, long b) { return a < b ? a : b; }
+static inline __mmask16 lane_mask(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+typedef struct {
+    int ta, tb;
+    long M, N, K;
+    float alpha, beta;
+    const uint16_t *A, *B;
+    long lda, ldb, ldc;
+    float *C;
+} bk_args;
+
+// ---------------------------------------------------------------- micro-kernel
+// C[0:mr, 0:nr] = alpha sum_p A_p B_p + beta C (beta 0: C not read); nr <= NR, the columns past
+// it masked off.
+static inline __attribute__((always_inline)) void kern(const int mr, long kp, const uint32_t *restrict a,
+                                                       const uint16_t *restrict b, float *restrict c, long ldc,
+                                                       float alpha, float beta, long nr) {
+    __m512 acc[BK_MR][BK_NV];
+    __mmask16 m[BK_NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < BK_NV; v++) m[v] = lane_mask(nr - 16 * v);
+#pragma GCC unroll 12
+    for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 4
+        for (int v = 0; v < BK_NV; v++) {
+            acc[r][v] = _mm512_setzero_ps();
+            __builtin_prefetch(c + r * ldc + 16 * v, 1, 3);  // the tile of C is written at the end: fetch it now
+        }
+    }
+BK_UNROLL_P(BK_UNROLL)
+    for (long p = 0; p < kp; p++) {
+        __m512bh bv[BK_NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < BK_NV; v++) bv[v] = (__m512bh)_mm512_load_si512((const void *)(b + 32 * v));
+        if (BK_PF) __builtin_prefetch(b + BK_PF, 0, 3);
+        if (BK_PF && BK_NV > 2) __builtin_prefetch(b + BK_PF + 64, 0, 3);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++) {
+            __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]);
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_NV; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
+        }
+        a += BK_MR;
+        b += 2 * BK_NR;
+    }
+    if (alpha != 1.0f) {
+        __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_NV; v++) acc[r][v] = _mm512_mul_ps(acc[r][v], va);
+    }
+    if (beta == 0.0f) {
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_NV; v++) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m[v], acc[r][v]);
+    } else if (beta == 1.0f) {
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_NV; v++) {
+                float *cv = c + r * ldc + 16 * v;
+                _mm512_mask_storeu_ps(cv, m[v], _mm512_add_ps(_mm512_maskz_loadu_ps(m[v], cv), acc[r][v]));
+            }
+    } else {
+        __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_NV; v++) {
+                float *cv = c + r * ldc + 16 * v;
+                _mm512_mask_storeu_ps(cv, m[v], _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m[v], cv), acc[r][v]));
+            }
+    }
+}
+
+static void ukernel(long mr, long kp, const uint32_t *a, const uint16_t *b, float *c, long ldc, float alpha,
+                    float beta, long nr) {
+    switch (mr) {
+#define BK_CASE(n) \
+    case n: kern(n, kp, a, b, c, ldc, alpha, beta, nr); break;
+        BK_CASE(1)
+        BK_CASE(2)
+        BK_CASE(3)
+        BK_CASE(4)
+        BK_CASE(5)
+        BK_CASE(6)
+#if BK_MR > 6
+        BK_CASE(7)
+        BK_CASE(8)
+#endif
+#if BK_MR > 8
+        BK_CASE(9)
+        BK_CASE(10)
+        BK_CASE(11)
+        BK_CASE(12)
+#endif
+#undef BK_CASE
+    }
+}
+
+// ---------------------------------------------------------------- packing
+// out[q] lane r = the q-th word (bf16 pair) of row r, for rows src + r ld, r < nrows (rows past
+// it zero), words 0..15 of each row; only the first n bf16 of a row are read (the rest zero).
+static inline __attribute__((always_inline)) void load_tr16(__m512i out[16], const uint16_t *src, long ld,
+                                                            long nrows, long n) {
+    __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1);
+    __m512i r[16], t[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = i < nrows ? _mm512_maskz_loadu_epi16(m, src + i * ld) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {  // r[4i + j]: rows 4i..4i+3 of word 4L + j in 128-bit lane L
+        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {  // 4 x 4 transpose of 128-bit lanes
+        __m512i a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44), b = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
+        __m512i c = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44), d = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
+        out[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+        out[4 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
+        out[8 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+        out[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
+    }
+}
+
+// op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kp 2NR (kp = k pairs),
+// laid out [pair][2 NR] interleaved; columns past nc and the odd pad zero.
+static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, long n0, long nc) {
+    const long ldb = g->ldb, kp = (kc + 1) / 2;
+    if (!g->tb) {  // op(B)[k][n] = B[k ldb + n]: rows k, k+1 contiguous, widened and merged
+        for (long p = 0; p < kp; p++) {
+            const uint16_t *r0 = g->B + (k0 + 2 * p) * ldb + n0, *r1 = r0 + ldb;
+            int two = 2 * p + 1 < kc;
+            if (p + 4 < kp)
+                for (long j = 0; j < nc; j += 32) __builtin_prefetch(r0 + 8 * ldb + j), __builtin_prefetch(r1 + 8 * ldb + j);
+            for (long j = 0; j < nc; j += 16) {
+                __mmask16 m = lane_mask(nc - j);
+                __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + j));
+                __m512i hi = two ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j)) : _mm512_setzero_si512();
+                long s = j / BK_NR, h = j % BK_NR;
+                _mm512_store_si512((void *)(dst + s * kp * 2 * BK_NR + p * 2 * BK_NR + 2 * h),
+                                   _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            }
+            for (long j = (nc + 15) / 16 * 16; j % BK_NR; j += 16)  // the last sliver's columns past nc
+                _mm512_store_si512((void *)(dst + (j / BK_NR) * kp * 2 * BK_NR + p * 2 * BK_NR + 2 * (j % BK_NR)),
+                                   _mm512_setzero_si512());
+        }
+        return;
+    }
+    // op(B)[k][n] = B[n ldb + k]: the pair (k, k+1) of column n is one word of row n of B;
+    // 16 rows x 16 words at a time, transposed in registers
+    for (long n = 0; n < nc; n += BK_NR) {
+        uint32_t *d = (uint32_t *)(dst + n * kp * 2);
+        for (long h = 0; h < BK_NR; h += 16) {
+            const uint16_t *src = g->B + (n0 + n + h) * ldb + k0;
+            long rows = min_l(16, nc - n - h);
+            for (long p0 = 0; p0 < kp; p0 += 16) {
+                __m512i v[16];
+                load_tr16(v, src + 2 * p0, ldb, rows, kc - 2 * p0);
+                long q1 = min_l(16, kp - p0);
+                for (long q = 0; q < q1; q++) _mm512_store_si512((void *)(d + (p0 + q) * BK_NR + h), v[q]);
+            }
+        }
+    }
+}
+
+// op(A)[m0 : m0+mc, k0 : k0+kc] into MR-high slivers of words, sliver i at dst + i kp MR, laid
+// out [pair][MR]; rows past mc and the odd pad zero.
+static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, long k0, long kc) {
+    const long lda = g->lda, kp = (kc + 1) / 2;
+    if (g->ta) {  // op(A)[m][k] = A[k lda + m]: rows k, k+1 contiguous in m; BK_TA_PAIRS pairs
+        // at a time across the whole block (the rows are a leading dimension apart, often each in
+        // its own page: each is read once while its page is still in the TLB)
+        for (long p0 = 0; p0 < kp; p0 += BK_TA_PAIRS) {
+            long p1 = min_l(p0 + BK_TA_PAIRS, kp);
+            for (long i = 0; i < mc; i += BK_MR) {
+                __mmask16 m = lane_mask(min_l(BK_MR, mc - i));
+                uint32_t *d = dst + i * kp;
+                for (long p = p0; p < p1; p++) {
+                    const uint16_t *r0 = g->A + (k0 + 2 * p) * lda + m0 + i;
+                    __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
+                    __m512i hi = 2 * p + 1 < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + lda))
+                                                : _mm512_setzero_si512();
+                    _mm512_mask_storeu_epi32(d + p * BK_MR, (__mmask16)((1u << BK_MR) - 1),
+                                             _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                }
+            }
+        }
+        return;
+    }
+    // op(A)[m][k] = A[m lda + k]: the pair is one word of row m; 12 rows x 16 words at a time,
+    // transposed in registers
+    for (long i = 0; i < mc; i += BK_MR) {
+        long mr = min_l(BK_MR, mc - i);
+        const uint16_t *src = g->A + (m0 + i) * lda + k0;
+        uint32_t *d = dst + i * kp;
+        for (long p0 = 0; p0 < kp; p0 += 16) {
+            __m512i v[16];
+            load_tr16(v, src + 2 * p0, lda, mr, kc - 2 * p0);
+            long q1 = min_l(16, kp - p0);
+            for (long q = 0; q < q1; q++) _mm512_mask_storeu_epi32(d + (p0 + q) * BK_MR, (__mmask16)((1u << BK_MR) - 1), v[q]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- per-thread buffers
+typedef struct {
+    uint32_t *apack;  // MC x KC bf16
+    uint16_t *bpack;  // KC x NC bf16
+} bk_buffers;
+
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local bk_buffers *tl_buf;
+
+static void free_buffers(void *p) {
+    bk_buffers *b = p;
+    free(b->apack);
+    free(b->bpack);
+    free(b);
+}
+static void make_key(void) {
+    if (pthread_key_create(&g_key, free_buffers)) ct_fatal("ct_gemm_bf16", "pthread_key_create failed");
+}
+static void *alloc64(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes)) ct_fatal("ct_gemm_bf16", "out of memory (%zu bytes of packing buffers)", bytes);
+    return p;
+}
+static bk_buffers *thread_buffers(void) {
+    if (tl_buf) return tl_buf;
+    pthread_once(&g_key_once, make_key);
+    bk_buffers *b = alloc64(sizeof *b);
+    b->apack = alloc64(sizeof(uint16_t) * BK_MC * BK_KC + 64);
+    b->bpack = alloc64(sizeof(uint16_t) * BK_KC * BK_NC);
+    pthread_setspecific(g_key, b);
+    tl_buf = b;
+    return b;
+}
+
+// ---------------------------------------------------------------- one thread
+// Block sizes: n into as few blocks of at most max as it takes, of equal size up to a multiple
+// of q (so that no block is a short remainder).
+static inline long even_block(long n, long max, long q) {
+    long nb = (n + max - 1) / max, b = (n + nb - 1) / nb;
+    return (b + q - 1) / q * q;
+}
+
+// The blocked loops for rows [m0, m1) of C on the calling thread, one of the nt threads of a
+// team (me its number; nt 1: alone) that share the B panels in bpack: each panel is packed by
+// all of them, a share of its slivers each, between two barriers. Every element of C is summed
+// over the same K blocks in the same order whatever the rows a thread has.
+static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int me, int nt) {
+    bk_buffers *buf = thread_buffers();
+    const long M = m1 - m0, N = g->N, K = g->K;
+    // (a short K leaves the B buffer room for a wider panel: A is then packed fewer times)
+    const long KCb = even_block(K, BK_KC, 2), MCb = even_block(M > 0 ? M : 1, BK_MC, BK_MR);
+    const long NCb = even_block(N, (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+    for (long jc = 0; jc < N; jc += NCb) {
+        long nc = min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
+        for (long pc = 0; pc < K; pc += KCb) {
+            long kc = min_l(KCb, K - pc), kp = (kc + 1) / 2;
+            float beta = pc == 0 ? g->beta : 1.0f;
+            long s0 = me * nsl / nt, s1 = (me + 1) * nsl / nt;  // this thread's slivers to pack
+            if (s0 < s1)
+                pack_b(bpack + s0 * kp * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR, min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR));
+            if (nt > 1) {
+#pragma omp barrier
+            }
+            for (long ic = m0; ic < m1; ic += MCb) {
+                long mc = min_l(MCb, m1 - ic);
+                pack_a(buf->apack, g, ic, mc, pc, kc);
+                for (long s = 0; s < nsl; s++) {
+                    long j = jc + s * BK_NR, nr = min_l(BK_NR, N - j);
+                    const uint16_t *bs = bpack + s * kp * 2 * BK_NR;
+                    for (long ir = 0; ir < mc; ir += BK_MR)
+                        ukernel(min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, g->C + (ic + ir) * g->ldc + j,
+                                g->ldc, g->alpha, beta, nr);
+                }
+            }
+            if (nt > 1) {  // the panel stays until every thread is done with it
+#pragma omp barrier
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- threads
+// The team splits C by rows (on the MR grid), evenly, and shares each B panel (packed once, in
+// the calling thread's buffer): A and B are each packed once in all.
+#define BK_PARALLEL_MIN (1L << 21)
+#define BK_MAX_THREADS 256
+
+int ct_gemm_bf16_avx512_available(void) { return __builtin_cpu_supports("avx512bf16"); }
+
+void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+    bk_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
+                 .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nthr > BK_MAX_THREADS) nthr = BK_MAX_THREADS;
+    long mu = (M + BK_MR - 1) / BK_MR;
+    if (nthr > mu) nthr = (int)mu;
+    uint16_t *bpack = thread_buffers()->bpack;
+    if (nthr <= 1 || (double)M * N * K < (double)BK_PARALLEL_MIN) {
+        gemm_rows(&g, bpack, 0, M, 0, 1);
+        return;
+    }
+#pragma omp parallel num_threads(nthr)
+    {
+        int me = omp_get_thread_num(), nt = omp_get_num_threads();  // (nt may be fewer than asked)
+        gemm_rows(&g, bpack, min_l(me * mu / nt * BK_MR, M), min_l((me + 1) * mu / nt * BK_MR, M), me, nt);
+    }
+}
+
+#else  // no AVX-512 BF16 in this build: ct_gemm_bf16 keeps oneDNN / the fallback
+int ct_gemm_bf16_avx512_available(void) { return 0; }
+void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+    ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
+}
+#endif

@@ -103,38 +103,42 @@ static void quantize_tensor(const float *x, long n, ct_dtype fmt, const ct_f8_sp
     }
 }
 
-// Row r's agreed amax in scales[r] -> its scale, and the row's cast.
+// Row r's amax in scales[r] -> its scale, and the row's cast.
 static void row_scale_cast(const float *x, long r, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
     scales[r] = ct_f8_scale_from_amax(scales[r], fmt, 1);
     ct_f8_quantize(x + r * cols, cols, fmt, scales[r], q + r * cols);
 }
+// Row r's amax, scale and cast in one go (ct_f8_quantize_rows of one row).
+static void row_quantize(const float *x, long r, long cols, ct_dtype fmt, float *scales, uint8_t *q) {
+    scales[r] = ct_amax_f32(x + r * cols, cols);
+    row_scale_cast(x, r, cols, fmt, scales, q);
+}
 
 // One scale per row, rounded down to a power of two (torchao rowwise): ct_f8_quantize_rows.
 // split: the rows are this rank's parts of rows that sp splits (cols is the split dimension):
-// the row amaxes are agreed on between an amax pass and a scale-and-cast pass.
+// then every row's amax is taken and agreed on before any row is scaled and cast.
 static void quantize_rows(const float *x, long rows, long cols, ct_dtype fmt, const ct_f8_split *sp, bool split,
                           float *scales, uint8_t *q) {
+    bool p = par(rows * cols);
     if (agree(sp, split)) {
-        if (par(rows * cols)) {
+        if (p) {
 #pragma omp parallel for schedule(static)
             for (long r = 0; r < rows; r++) scales[r] = ct_amax_f32(x + r * cols, cols);
         } else {
             for (long r = 0; r < rows; r++) scales[r] = ct_amax_f32(x + r * cols, cols);
         }
         amax_agree(sp, scales, rows);
-        if (par(rows * cols)) {
+        if (p) {
 #pragma omp parallel for schedule(static)
             for (long r = 0; r < rows; r++) row_scale_cast(x, r, cols, fmt, scales, q);
         } else {
             for (long r = 0; r < rows; r++) row_scale_cast(x, r, cols, fmt, scales, q);
         }
-        return;
-    }
-    if (par(rows * cols)) {
+    } else if (p) {
 #pragma omp parallel for schedule(static)
-        for (long r = 0; r < rows; r++) ct_f8_quantize_rows(x + r * cols, 1, cols, fmt, 1, q + r * cols, scales + r);
+        for (long r = 0; r < rows; r++) row_quantize(x, r, cols, fmt, scales, q);
     } else {
-        ct_f8_quantize_rows(x, rows, cols, fmt, 1, q, scales);
+        for (long r = 0; r < rows; r++) row_quantize(x, r, cols, fmt, scales, q);
     }
 }
 
@@ -155,12 +159,6 @@ static void col_block_amax(const float *x, long rows, long cols, long b, float *
     }
     for (long c = 0; c < w; c++) amax[c0 + c] = m[c];
 }
-// The scales of column block b.
-static void col_block_scales(const float *x, long rows, long cols, long b, ct_dtype fmt, float *scales) {
-    col_block_amax(x, rows, cols, b, scales);
-    long c0 = b * COLS, w = cols - c0 < COLS ? cols - c0 : COLS;
-    for (long c = c0; c < c0 + w; c++) scales[c] = ct_f8_scale_from_amax(scales[c], fmt, 1);
-}
 static void cast_row_cols(const float *x, long r, long cols, ct_dtype fmt, const float *scales, uint8_t *q) {
     for (long c = 0; c < cols; c++) q[r * cols + c] = ct_f32_to_f8(x[r * cols + c] * scales[c], fmt, CT_F8_SATURATE);
 }
@@ -169,34 +167,19 @@ static void cast_row_cols(const float *x, long r, long cols, ct_dtype fmt, const
 static void quantize_cols(const float *x, long rows, long cols, ct_dtype fmt, const ct_f8_split *sp, bool split,
                           float *scales, uint8_t *q) {
     long nblk = (cols + COLS - 1) / COLS;
-    if (agree(sp, split)) {
-        if (par(rows * cols)) {
+    bool p = par(rows * cols);
+    if (p) {
 #pragma omp parallel for schedule(static)
-            for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
-        } else {
-            for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
-        }
-        amax_agree(sp, scales, cols);
-        for (long c = 0; c < cols; c++) scales[c] = ct_f8_scale_from_amax(scales[c], fmt, 1);
-        if (par(rows * cols)) {
-#pragma omp parallel for schedule(static)
-            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
-        } else {
-            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
-        }
-        return;
-    }
-    if (par(rows * cols)) {
-#pragma omp parallel
-        {
-#pragma omp for schedule(static)
-            for (long b = 0; b < nblk; b++) col_block_scales(x, rows, cols, b, fmt, scales);
-            // (the for's barrier: every scale is written before any row is cast)
-#pragma omp for schedule(static)
-            for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
-        }
+        for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
     } else {
-        for (long b = 0; b < nblk; b++) col_block_scales(x, rows, cols, b, fmt, scales);
+        for (long b = 0; b < nblk; b++) col_block_amax(x, rows, cols, b, scales);
+    }
+    if (agree(sp, split)) amax_agree(sp, scales, cols);
+    for (long c = 0; c < cols; c++) scales[c] = ct_f8_scale_from_amax(scales[c], fmt, 1);
+    if (p) {
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
+    } else {
         for (long r = 0; r < rows; r++) cast_row_cols(x, r, cols, fmt, scales, q);
     }
 }

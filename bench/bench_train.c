@@ -4,6 +4,15 @@
 // heap allocations made during the timed steady-state steps (malloc is interposed here, so
 // oneDNN's, OpenMP's and MPI's allocations count too).
 //
+// The ratio is paired: on a shared VM the peak itself reads 330-430 GFLOP/s from minute to
+// minute, so one peak taken at start-up made the ratio swing 0.80-0.94 between identical runs.
+// After the counted steps, `steps` more rounds each time a 2048^3 matmul (the peak) and then one
+// step, and the ratio of each step to the peak measured just before it is reported as a median
+// (slow drift hits both alike); beside it the ratio of the mean step to the best peak any round
+// saw, and, in fp32, to the best rate oneDNN's dnnl_sgemm reached on the same 2048^3 product in
+// those rounds: ctitan's own sgemm (which replaced it because it allocates) is 5-10% slower than
+// it there on AVX-512, so that is the machine's fp32 matmul peak as far as anything here shows.
+//
 //   build/bench/bench_train S [steps]     layers 4, dim 256, 4 heads, FFN 768, vocab 8192, 8 x 256
 //   build/bench/bench_train M [steps]     layers 12, dim 768, 12 heads, FFN 2048, vocab 32768, 4 x 512
 //   ... [steps] key=value ...             any setting after the steps, e.g. mixed_precision=bf16 or
@@ -13,7 +22,9 @@
 // FLOPs per token = 6·(parameters − embedding) + 12·layers·heads·head_dim·seq_len (the figure the
 // trainer reports). The PyTorch reference (shared/bench/torch_llama_bench.py) counts
 // 6·N_matmul + 6·L·C·T instead; tokens/s is comparable whichever count is used.
+#include <dnnl.h>
 #include <malloc.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +64,34 @@ static void set(ct_config *c, const char *k, const char *v) {
         fprintf(stderr, "bench_train: %s\n", ct_last_error());
         exit(1);
     }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The peak of the unit the matmuls run on, through the backend the trainer runs on: the best of
+// `reps` 2048^3 matmuls after one warm-up. Allocates its matrices (set-up code).
+static double measure_peak(ct_trainer *t, bool bf16, int reps) {
+    return bf16 ? t->k->matmul_peak_gflops_bf16(2048, reps) : t->k->matmul_peak_gflops(2048, reps);
+}
+
+// Best GFLOP/s of `reps` n x n x n dnnl_sgemm calls after one warm-up, rows padded as the peak's.
+static double onednn_sgemm_peak(long n, int reps) {
+    long ld = n + 16;
+    float *A = calloc((size_t)(n * ld), sizeof(float)), *B = calloc((size_t)(n * ld), sizeof(float)),
+          *C = calloc((size_t)(n * ld), sizeof(float));
+    for (long i = 0; i < n * ld; i++) A[i] = (float)(i % 13) * 0.01f, B[i] = (float)(i % 11) * 0.01f;
+    double best = 0;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = omp_get_wtime();
+        dnnl_sgemm('N', 'N', n, n, n, 1.0f, A, ld, B, ld, 0.0f, C, ld);
+        double g = 2.0 * n * n * n / (omp_get_wtime() - t0) / 1e9;
+        if (r > 0 && g > best) best = g;
+    }
+    free(A), free(B), free(C);
+    return best;
 }
 
 int main(int argc, char **argv) {
@@ -95,9 +134,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_train: %s\n", ct_last_error());
         return 1;
     }
-    // The peak of the unit the matmuls run on, through the backend the trainer runs on.
     bool bf16 = t.prec.compute == CT_BF16;
-    double peak = bf16 ? t.k->matmul_peak_gflops_bf16(2048, 5) : t.k->matmul_peak_gflops(2048, 5);
+    double peak = measure_peak(&t, bf16, 5);
     char prec[512];
     ct_trainer_describe_precision(&t, prec, sizeof prec);
     for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
@@ -115,8 +153,27 @@ int main(int argc, char **argv) {
     long allocs = alloc_calls - calls0, lib_allocs = onednn_calls - lib0, ct_allocs = ct_mem_alloc_count() - ct0;
     long heap_growth = (long)mallinfo2().uordblks - (long)heap0;
 
-    double tokens = (double)c.micro_batch_size * c.seq_len;
+    // Paired rounds (after the counted steps: measuring a peak allocates its matrices).
     double fpt = ct_llama_flops_per_token(&t.model, c.seq_len);
+    double tokens = (double)c.micro_batch_size * c.seq_len;
+    double ratios[64], best_peak = peak, paired_sum = 0, onednn_peak = 0;
+    int rounds = steps < 64 ? steps : 64;
+    for (int i = 0; i < rounds; i++) {
+        double p = measure_peak(&t, bf16, 1);
+        double t0 = ct_now_seconds();
+        ct_trainer_step(&t);
+        double dt = ct_now_seconds() - t0;
+        paired_sum += dt;
+        ratios[i] = tokens / dt * fpt * 1e-9 / p;
+        if (p > best_peak) best_peak = p;
+        if (!bf16) {
+            double o = onednn_sgemm_peak(2048, 1);
+            if (o > onednn_peak) onednn_peak = o;
+        }
+    }
+    qsort(ratios, (size_t)rounds, sizeof ratios[0], cmp_double);
+    double paired = rounds % 2 ? ratios[rounds / 2] : 0.5 * (ratios[rounds / 2 - 1] + ratios[rounds / 2]);
+
     double tps_best = tokens / best, tps_mean = tokens * steps / sum;
     double gflops = tps_mean * fpt * 1e-9;
     printf("benchmark %s: %.2fM params, batch %d x %d, %d threads, loss %.4f after %d steps\n", which,
@@ -127,6 +184,13 @@ int main(int argc, char **argv) {
     printf("  %s\n", prec);
     printf("  model FLOP/s %.1f GFLOP/s (%.1f MFLOP/token); %s matmul peak %.1f GFLOP/s; ratio %.2f\n", gflops,
            fpt / 1e6, bf16 ? "bf16" : "fp32", peak, gflops / peak);
+    printf("  paired with the peak measured before each step (%d rounds): ratio %.2f median (%.2f-%.2f); "
+           "mean step against the best peak seen (%.1f GFLOP/s): %.2f\n",
+           rounds, paired, ratios[0], ratios[rounds - 1], best_peak,
+           tokens * rounds / paired_sum * fpt * 1e-9 / best_peak);
+    if (onednn_peak > 0)
+        printf("  mean step against the best oneDNN sgemm 2048^3 in those rounds (%.1f GFLOP/s): %.2f\n", onednn_peak,
+               tokens * rounds / paired_sum * fpt * 1e-9 / onednn_peak);
     printf("  activation memory %.1f MiB\n", (double)ct_mem_peak(CT_MEM_ACTIVATIONS) / 1048576.0);
     printf("  allocations in %d steady-state steps: %ld ctitan buffers; %ld heap calls in the process "
            "(libraries' transient allocations), %ld more inside oneDNN's matmul execution; heap in use grew by "

@@ -9,7 +9,8 @@
 //
 // Every case runs twice: on the path this CPU takes, and with the oneDNN path forced through
 // an fp32 primitive (ct_gemm_bf16_test_f32_primitive), so descriptors, strides, alpha and beta
-// of that path are tested even where the CPU has no bf16 kernel.
+// of that path are tested even where the CPU has no bf16 kernel. The shapes run a third time
+// through oneDNN's bf16 kernels where the CPU has them but takes ctitan's own kernel.
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
@@ -143,6 +144,15 @@ static void test_shapes_onednn_f32(void) {
     ct_gemm_bf16_test_f32_primitive(0);
 }
 
+// Where this CPU has bf16 units but runs ctitan's own kernel (avx512_bf16), oneDNN's bf16 kernels
+// set aside there: the path AMX machines take (its primitives, user scratchpad and the buffer of
+// onednn_arena.h), run for real. Elsewhere the same as test_shapes_native.
+static void test_shapes_onednn_bf16(void) {
+    ct_gemm_bf16_prefer_onednn(1);
+    all_shapes();
+    ct_gemm_bf16_prefer_onednn(0);
+}
+
 static void test_shapes_library_scratchpad(void) {
     ct_gemm_bf16_set_user_scratchpad(0);
     int ok = check_gemm(1, 0, 65, 33, 129, 1.0f, 1.0f, 3) && check_gemm(0, 1, 256, 512, 384, 1.0f, 0.0f, 0);
@@ -228,6 +238,7 @@ int main(void) {
     CT_RUN(test_degenerate);
     CT_RUN(test_shapes_native);
     CT_RUN(test_shapes_onednn_f32);
+    CT_RUN(test_shapes_onednn_bf16);
     CT_RUN(test_shapes_library_scratchpad);
     CT_RUN(test_cache_native);
     CT_RUN(test_cache_onednn_f32);

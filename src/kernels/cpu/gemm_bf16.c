@@ -1,7 +1,8 @@
 // bf16 matmul: on CPUs with AMX through oneDNN's matmul primitive, with primitives created once
 // per shape and kept in a small cache; on CPUs with AVX-512 BF16 but no AMX through ctitan's own
-// kernel (gemm_bf16_avx512.c: as fast as oneDNN's there, and allocation-free, which oneDNN 2.6's
-// execution is not); elsewhere a fallback that widens the inputs to fp32 and calls ct_gemm.
+// kernel (gemm_bf16_avx512.c: as fast as oneDNN's there); elsewhere a fallback that widens the
+// inputs to fp32 and calls ct_gemm. oneDNN's own heap calls inside an execution come from
+// ctitan's buffer (onednn_arena.h).
 // Contracts in gemm_bf16.h.
 //
 // Why a primitive and not a gemm call: oneDNN 2.6 (Debian's) has no bf16 counterpart of
@@ -24,6 +25,7 @@
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "core/memory.h"
+#include "kernels/cpu/onednn_arena.h"
 #include "kernels/kernels.h"
 
 // The scalar conversions are core/float_formats.h's (round to nearest even, NaN kept quiet); the
@@ -62,6 +64,7 @@ typedef struct {
     long M, N, K, lda, ldb, ldc;
     int ta, tb, has_beta, has_alpha, f32;  // f32: the test mode's fp32 primitive
     unsigned long used;                    // LRU tick; 0 = empty slot
+    long runs;                             // executions so far
     dnnl_primitive_t prim;                 // NULL in a used slot: no fast kernel, fall back
     dnnl_memory_t a, b, c, scale, scratch;
     int scratch_user;
@@ -300,8 +303,15 @@ void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha,
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, e->scratch};
     }
     __atomic_store_n(&ct_gemm_bf16_in_onednn, 1, __ATOMIC_SEQ_CST);
+    // From the second execution of a primitive on, the execution's argument map comes from
+    // ctitan's buffer (onednn_arena.h). The first runs outside it: oneDNN may generate kernels and
+    // create other lasting objects then, which belong on the heap, not in a buffer meant for
+    // blocks freed within the call.
+    int window = e->runs++ > 0;
+    if (window) ct_onednn_arena_enter();
     dnnl_status_t st = dnnl_primitive_execute(e->prim, g_stream, nargs, args);
     if (st == dnnl_success) st = dnnl_stream_wait(g_stream);
+    if (window) ct_onednn_arena_exit();
     __atomic_store_n(&ct_gemm_bf16_in_onednn, 0, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&g_mu);
     if (st != dnnl_success)
@@ -321,6 +331,14 @@ void ct_gemm_bf16_test_f32_primitive(int on) {
     pthread_mutex_lock(&g_mu);
     clear_cache();
     g_test_f32 = !!on;
+    pthread_mutex_unlock(&g_mu);
+}
+
+void ct_gemm_bf16_prefer_onednn(int on) {
+    pthread_once(&g_once, init_once);
+    pthread_mutex_lock(&g_mu);
+    clear_cache();
+    g_native = !on && strcmp(g_path, "avx512_bf16") == 0 && ct_gemm_bf16_avx512_available();
     pthread_mutex_unlock(&g_mu);
 }
 

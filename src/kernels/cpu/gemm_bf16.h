@@ -21,8 +21,9 @@
 // widened copies.
 // Allocation: ctitan's kernel allocates its packing buffers once per thread, on that thread's
 // first call, and nothing after. On the oneDNN path the first call with a new shape creates a
-// primitive (and may grow the shared scratchpad); repeated shapes allocate nothing of ctitan's,
-// but each execution allocates inside oneDNN (ct_gemm_bf16_in_onednn below).
+// primitive (and may grow the shared scratchpad); from a primitive's second execution on, the
+// heap calls oneDNN makes inside it (its argument map) are served from ctitan's buffer
+// (onednn_arena.h), so a repeated shape makes no heap call at all.
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                   const uint16_t *B, long ldb, float beta, float *C, long ldc);
 
@@ -52,16 +53,20 @@ void ct_gemm_bf16_set_user_scratchpad(int user);
 // bf16 into buffers of the same layout, so a CPU without bf16 support still tests the
 // descriptors, strides, alpha and beta handling of that path. Slow; for tests only.
 void ct_gemm_bf16_test_f32_primitive(int on);
+// on != 0: the "avx512_bf16" path runs oneDNN's kernels instead of ctitan's (as the "amx" path
+// always does), so a CPU without AMX tests that path's execution; 0 restores the default.
+void ct_gemm_bf16_prefer_onednn(int on);
 // How many primitives the cache has created since start (tests: steady state creates none).
 long ct_gemm_bf16_primitives_created(void);
 
 // Nonzero while a ct_gemm_bf16 call is inside oneDNN's dnnl_primitive_execute (at most one at a
-// time: the call holds the path's mutex). oneDNN 2.x builds every execution's argument map on
-// the heap -- a few small new/delete pairs per call, freed before it returns -- and its C API has
-// no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5). The steady-state
-// allocation test and bench_train count the heap calls made in this window apart from the rest,
-// which must be none. Only the "amx" path (and the test mode's fp32 primitive) enters it: ctitan's
-// AVX-512 BF16 kernel and the fallback never do.
+// time: the call holds the path's mutex). oneDNN 2.x builds every execution's argument map with
+// operator new -- six small new/delete pairs per call, freed before it returns -- and its C API
+// has no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5), hence the
+// buffer of onednn_arena.h. The steady-state allocation test and bench_train count the heap calls
+// made in this window apart from the rest, to name the culprit if one appears; both must be none.
+// Only the "amx" path (and the knobs' oneDNN runs below) enters it: ctitan's AVX-512 BF16 kernel
+// and the fallback never do.
 extern volatile int ct_gemm_bf16_in_onednn;
 
 // ctitan's own AVX-512 BF16 gemm (kernels/cpu/gemm_bf16_avx512.c): ct_gemm_bf16's contract for

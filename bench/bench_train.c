@@ -33,30 +33,15 @@
 #include "core/memory.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "metrics/metrics.h"
+#include "../tests/heap_count.h"
 #include "train/trainer.h"
 
-// ---- allocation counting: every malloc-family call in the process passes through here
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
+// ---- allocation counting: every malloc-family call in the process (tests/heap_count.h).
 // Calls made while oneDNN executes a bf16 matmul are counted apart (gemm_bf16.h says why).
 static long alloc_calls, onednn_calls;
-static void counted(void) {
+static void heap_call_counted(void) {
     if (__atomic_load_n(&ct_gemm_bf16_in_onednn, __ATOMIC_RELAXED)) __atomic_fetch_add(&onednn_calls, 1, __ATOMIC_RELAXED);
     else __atomic_fetch_add(&alloc_calls, 1, __ATOMIC_RELAXED);
-}
-void *malloc(size_t n) { counted(); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { counted(); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { counted(); return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-void *memalign(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-int posix_memalign(void **p, size_t a, size_t n) {
-    counted();
-    *p = __libc_memalign(a, n);
-    return *p ? 0 : 12;
 }
 
 static void set(ct_config *c, const char *k, const char *v) {
@@ -127,6 +112,7 @@ int main(int argc, char **argv) {
         snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
         set(&c, key, eq + 1);
     }
+    heap_counting_start();
     if (ct_comm_init(&argc, &argv)) return 1;
 
     static ct_trainer t;

@@ -1,5 +1,5 @@
 // A steady training step makes no heap allocation, the libraries' included (milestone 9): the
-// malloc family is interposed here, as bench/bench_train.c does, so every call in the process
+// malloc family is interposed (heap_count.h, as bench/bench_train.c does), so every call in the process
 // counts -- ctitan's, libgomp's, oneDNN's, MPI's. (oneDNN 2.x builds each matmul execution's
 // argument map with operator new; ctitan serves those calls from a buffer it owns,
 // kernels/cpu/onednn_arena.h, and the calls made inside oneDNN's execution are counted apart
@@ -25,48 +25,21 @@
 
 #include "comm/comm.h"
 #include "core/memory.h"
+#include "heap_count.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "test.h"
 #include "train/trainer.h"
 
-// ---- every malloc-family call in the process passes through here
+// ---- every malloc-family call in the process passes through here (heap_count.h)
 // Calls made while oneDNN executes a bf16 matmul (ct_gemm_bf16_in_onednn, any thread) are counted
 // apart, to name the culprit when one appears; both counts must stay zero.
 static long alloc_calls, onednn_calls;  // updated atomically: the calls may come from any thread
-static void counted(void) {
+static void heap_call_counted(void) {
     if (__atomic_load_n(&ct_gemm_bf16_in_onednn, __ATOMIC_RELAXED)) __atomic_fetch_add(&onednn_calls, 1, __ATOMIC_RELAXED);
     else __atomic_fetch_add(&alloc_calls, 1, __ATOMIC_RELAXED);
 }
 static long calls_now(void) { return __atomic_load_n(&alloc_calls, __ATOMIC_RELAXED); }
 static long onednn_now(void) { return __atomic_load_n(&onednn_calls, __ATOMIC_RELAXED); }
-#if defined(__SANITIZE_ADDRESS__)
-// Under AddressSanitizer (make test SANITIZE=1) the sanitizer owns malloc: a second definition
-// here would hand its pointers to glibc's free. Its allocation hook sees every call instead.
-// (Declared in <sanitizer/allocator_interface.h>, which Debian's gcc does not install.)
-int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
-                                              void (*free_hook)(const volatile void *));
-static void on_alloc(const volatile void *p, size_t n) { counted(); }
-static void on_free(const volatile void *p) {}
-static void counting_start(void) { __sanitizer_install_malloc_and_free_hooks(on_alloc, on_free); }
-#else
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-void *malloc(size_t n) { counted(); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { counted(); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { counted(); return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-void *memalign(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-int posix_memalign(void **p, size_t a, size_t n) {
-    counted();
-    *p = __libc_memalign(a, n);
-    return *p ? 0 : 12;
-}
-static void counting_start(void) {}
-#endif
 
 #define WARMUP 2
 #define STEADY 2
@@ -182,7 +155,7 @@ static void bf16_through_onednn(void) {
 }
 
 int main(int argc, char **argv) {
-    counting_start();
+    heap_counting_start();
     omp_set_num_threads(2);
     if (ct_comm_init(&argc, &argv)) return 1;
     CT_RUN(counting_works);

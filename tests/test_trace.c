@@ -34,41 +34,19 @@
 #include "core/memory.h"
 #include "core/trace.h"
 #include "fatal_child.h"
+#include "heap_count.h"
 #include "mpi_test.h"
 #include "train/profiling.h"
 #include "train/trainer.h"
 
-// ---- every malloc-family call in the process passes through here (as test_steady_alloc.c)
+// ---- every malloc-family call in the process passes through here (heap_count.h)
 static long alloc_calls;
-static void counted(void) { __atomic_fetch_add(&alloc_calls, 1, __ATOMIC_RELAXED); }
+static void heap_call_counted(void) { __atomic_fetch_add(&alloc_calls, 1, __ATOMIC_RELAXED); }
 static long calls_now(void) { return __atomic_load_n(&alloc_calls, __ATOMIC_RELAXED); }
 #if defined(__SANITIZE_ADDRESS__)
-int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
-                                              void (*free_hook)(const volatile void *));
-static void on_alloc(const volatile void *p, size_t n) { counted(); }
-static void on_free(const volatile void *p) {}
-static void counting_start(void) { __sanitizer_install_malloc_and_free_hooks(on_alloc, on_free); }
 // The allocation-failure case asks for 2^60 bytes: under ASan that must return NULL, as malloc
 // does, instead of ending the process with ASan's own report.
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
-#else
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-void *malloc(size_t n) { counted(); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { counted(); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { counted(); return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-void *memalign(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-void *aligned_alloc(size_t a, size_t n) { counted(); return __libc_memalign(a, n); }
-int posix_memalign(void **p, size_t a, size_t n) {
-    counted();
-    *p = __libc_memalign(a, n);
-    return *p ? 0 : 12;
-}
-static void counting_start(void) {}
 #endif
 
 // ------------------------------------------------------------------ the validator
@@ -774,7 +752,7 @@ static void pp2_cp2_profile(void) {
 }
 
 int main(int argc, char **argv) {
-    counting_start();
+    heap_counting_start();
     if (ct_mpi_test_is_child(argc, argv)) {
         if (ct_comm_init(&argc, &argv)) return 1;
         CT_MPI_RUN(fsdp2_tp2_profile);

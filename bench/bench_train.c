@@ -37,7 +37,8 @@
 #include "train/trainer.h"
 
 // ---- allocation counting: every malloc-family call in the process (tests/heap_count.h).
-// Calls made while oneDNN executes a bf16 matmul are counted apart (gemm_bf16.h says why).
+// Calls made while oneDNN executes a bf16 matmul are counted apart, to name the culprit if any
+// appear (onednn_arena.h serves them from a buffer, so there should be none).
 static long alloc_calls, onednn_calls;
 static void heap_call_counted(void) {
     if (__atomic_load_n(&ct_gemm_bf16_in_onednn, __ATOMIC_RELAXED)) __atomic_fetch_add(&onednn_calls, 1, __ATOMIC_RELAXED);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "core/strbuf.h"
 #include "core/json.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian");
@@ -41,45 +42,29 @@ static int dtype_from_name(const char *s) {
 // ---- number formats -------------------------------------------------------------------------
 
 
-// ---- growing string buffer ------------------------------------------------------------------
+// ---- the header's text (core/strbuf.h)
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} strbuf;
-
-static void sb_putn(strbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s) ct_fatal("safetensors", "out of memory");
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void sb_puts(strbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-static void sb_printf(strbuf *b, const char *fmt, long long v) {
+static void sb_printf(ct_strbuf *b, const char *fmt, long long v) {
     char tmp[32];
     int k = snprintf(tmp, sizeof tmp, fmt, v);
-    sb_putn(b, tmp, (size_t)k);
+    ct_sb_putn(b, tmp, (size_t)k);
 }
-static void sb_json_string(strbuf *b, const char *s) {
-    sb_puts(b, "\"");
+static void sb_json_string(ct_strbuf *b, const char *s) {
+    ct_sb_puts(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
-            sb_putn(b, e, 2);
+            ct_sb_putn(b, e, 2);
         } else if (c < 0x20) {
             char e[8];
             snprintf(e, sizeof e, "\\u%04x", c);
-            sb_puts(b, e);
+            ct_sb_puts(b, e);
         } else {
-            sb_putn(b, (const char *)&c, 1);
+            ct_sb_putn(b, (const char *)&c, 1);
         }
     }
-    sb_puts(b, "\"");
+    ct_sb_puts(b, "\"");
 }
 
 // ---- writer ---------------------------------------------------------------------------------
@@ -181,35 +166,35 @@ static int write_entry(FILE *f, const st_entry *e) { return write_elems(f, e, e-
 
 // The header of the declared entries, offsets in declaration order, padded so the data section
 // starts 8-byte aligned. The caller frees h->s.
-static void build_header(const ct_st_writer *w, strbuf *h_out) {
-    strbuf h = {0};
-    sb_puts(&h, "{");
+static void build_header(const ct_st_writer *w, ct_strbuf *h_out) {
+    ct_strbuf h = {0};
+    ct_sb_puts(&h, "{");
     if (w->n_meta > 0) {
-        sb_puts(&h, "\"__metadata__\":{");
+        ct_sb_puts(&h, "\"__metadata__\":{");
         for (int i = 0; i < w->n_meta; i++) {
-            if (i) sb_puts(&h, ",");
+            if (i) ct_sb_puts(&h, ",");
             sb_json_string(&h, w->meta[2 * i]);
-            sb_puts(&h, ":");
+            ct_sb_puts(&h, ":");
             sb_json_string(&h, w->meta[2 * i + 1]);
         }
-        sb_puts(&h, "}");
+        ct_sb_puts(&h, "}");
     }
     uint64_t off = 0;
     for (int i = 0; i < w->n; i++) {
         const st_entry *e = &w->e[i];
-        if (i || w->n_meta > 0) sb_puts(&h, ",");
+        if (i || w->n_meta > 0) ct_sb_puts(&h, ",");
         sb_json_string(&h, e->name);
-        sb_puts(&h, ":{\"dtype\":\"");
-        sb_puts(&h, ct_st_dtype_name(e->file_dtype));
-        sb_puts(&h, "\",\"shape\":[");
+        ct_sb_puts(&h, ":{\"dtype\":\"");
+        ct_sb_puts(&h, ct_st_dtype_name(e->file_dtype));
+        ct_sb_puts(&h, "\",\"shape\":[");
         for (int d = 0; d < e->ndim; d++) sb_printf(&h, d ? ",%lld" : "%lld", (long long)e->shape[d]);
         uint64_t bytes = (uint64_t)e->numel * (uint64_t)ct_dtype_size(e->file_dtype);
         sb_printf(&h, "],\"data_offsets\":[%lld,", (long long)off);
         sb_printf(&h, "%lld]}", (long long)(off + bytes));
         off += bytes;
     }
-    sb_puts(&h, "}");
-    while ((8 + h.n) % 8) sb_puts(&h, " ");  // data section 8-byte aligned
+    ct_sb_puts(&h, "}");
+    while ((8 + h.n) % 8) ct_sb_puts(&h, " ");  // data section 8-byte aligned
     *h_out = h;
 }
 
@@ -217,7 +202,7 @@ static void build_header(const ct_st_writer *w, strbuf *h_out) {
 static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, size_t tmp_size, FILE **out) {
     if (snprintf(tmp, tmp_size, "%s.tmp", path) >= (int)tmp_size || strlen(path) >= sizeof w->path)
         return ct_set_error("%.60s...: path too long (%zu characters)", path, strlen(path));
-    strbuf h;
+    ct_strbuf h;
     build_header(w, &h);
     FILE *f = fopen(tmp, "wb");
     if (!f) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "core/strbuf.h"
 
 typedef struct {
     const char *p, *start, *end;
@@ -45,40 +46,6 @@ void ct_json_free(ct_json *j) {
 
 // ---- strings ----------------------------------------------------------------------------------
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} buf;
-
-static void put(buf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = 2 * (b->n + n + 1);
-        b->s = realloc(b->s, b->cap);
-        if (!b->s) ct_fatal("json", "out of memory");
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void put_utf8(buf *b, uint32_t cp) {
-    char u[4];
-    size_t k;
-    if (cp < 0x80) {
-        u[0] = (char)cp, k = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), k = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f));
-        k = 3;
-    } else {
-        u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f));
-        k = 4;
-    }
-    put(b, u, k);
-}
-
 static int hex4(parser *ps, uint32_t *v) {
     if (ps->end - ps->p < 4) return fail(ps, "short \\u escape");
     *v = 0;
@@ -92,7 +59,7 @@ static int hex4(parser *ps, uint32_t *v) {
 }
 
 // One escape after the backslash, appended to b.
-static int escape(parser *ps, buf *b) {
+static int escape(parser *ps, ct_strbuf *b) {
     if (ps->p >= ps->end) return fail(ps, "unterminated escape");
     char e = *ps->p++;
     const char *simple = NULL;
@@ -109,7 +76,7 @@ static int escape(parser *ps, buf *b) {
         default: return fail(ps, "bad escape");
     }
     if (simple) {
-        put(b, simple, 1);
+        ct_sb_putn(b, simple, 1);
         return 0;
     }
     uint32_t cp;
@@ -125,14 +92,14 @@ static int escape(parser *ps, buf *b) {
         return fail(ps, "lone surrogate");
     }
     if (cp == 0) return fail(ps, "\\u0000 in a string");
-    put_utf8(b, cp);
+    ct_sb_put_utf8(b, cp);
     return 0;
 }
 
 static int parse_string(parser *ps, char **out) {
     ps->p++;  // the opening quote
-    buf b = {0};
-    put(&b, "", 0);
+    ct_strbuf b = {0};
+    ct_sb_putn(&b, "", 0);
     for (;;) {
         if (ps->p >= ps->end) {
             free(b.s);
@@ -145,9 +112,9 @@ static int parse_string(parser *ps, char **out) {
             free(b.s);
             return -1;
         }
-        if (c >= 0x20 && c != '\\') put(&b, (const char *)&c, 1);
+        if (c >= 0x20 && c != '\\') ct_sb_putc(&b, (char)c);
     }
-    *out = b.s;
+    *out = ct_sb_take(&b);
     return 0;
 }
 

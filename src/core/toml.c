@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/file_check.h"
+#include "core/strbuf.h"
 
 enum { MAX_KEY_PARTS = 32, MAX_DEPTH = 64 };
 
@@ -199,61 +200,23 @@ static const char *a_type(ct_toml_type t) {
 
 // ---- strings ----------------------------------------------------------------------------------
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} strbuf;
-
-static void sb_putc(strbuf *b, char c) {
-    if (b->len + 2 > b->cap) {
-        b->cap = b->cap ? 2 * b->cap : 32;
-        b->buf = realloc(b->buf, b->cap);
-        if (!b->buf) ct_fatal("toml", "out of memory");
-    }
-    b->buf[b->len++] = c;
-    b->buf[b->len] = 0;
-}
-
-static void sb_put_utf8(strbuf *b, uint32_t cp) {
-    if (cp < 0x80) {
-        sb_putc(b, (char)cp);
-    } else if (cp < 0x800) {
-        sb_putc(b, (char)(0xC0 | (cp >> 6)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        sb_putc(b, (char)(0xE0 | (cp >> 12)));
-        sb_putc(b, (char)(0x80 | ((cp >> 6) & 0x3F)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3F)));
-    } else {
-        sb_putc(b, (char)(0xF0 | (cp >> 18)));
-        sb_putc(b, (char)(0x80 | ((cp >> 12) & 0x3F)));
-        sb_putc(b, (char)(0x80 | ((cp >> 6) & 0x3F)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3F)));
-    }
-}
-
-static char *sb_take(strbuf *b) {
-    if (!b->buf) return ct_xstrdup("");
-    return b->buf;
-}
-
 // Control characters other than tab may not appear raw inside strings.
 static bool is_control(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7F; }
 
 // Decodes one escape sequence starting at the backslash.
-static bool parse_escape(parser *p, strbuf *b) {
+static bool parse_escape(parser *p, ct_strbuf *b) {
     size_t at = p->pos;
     advance(p);  // the backslash
     char c = peek(p);
     switch (c) {
-    case 'b': sb_putc(b, '\b'); break;
-    case 't': sb_putc(b, '\t'); break;
-    case 'n': sb_putc(b, '\n'); break;
-    case 'f': sb_putc(b, '\f'); break;
-    case 'r': sb_putc(b, '\r'); break;
-    case 'e': sb_putc(b, 0x1B); break;
-    case '"': sb_putc(b, '"'); break;
-    case '\\': sb_putc(b, '\\'); break;
+    case 'b': ct_sb_putc(b, '\b'); break;
+    case 't': ct_sb_putc(b, '\t'); break;
+    case 'n': ct_sb_putc(b, '\n'); break;
+    case 'f': ct_sb_putc(b, '\f'); break;
+    case 'r': ct_sb_putc(b, '\r'); break;
+    case 'e': ct_sb_putc(b, 0x1B); break;
+    case '"': ct_sb_putc(b, '"'); break;
+    case '\\': ct_sb_putc(b, '\\'); break;
     case 'u':
     case 'U': {
         int nd = c == 'u' ? 4 : 8;
@@ -266,7 +229,7 @@ static bool parse_escape(parser *p, strbuf *b) {
         }
         if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             return fail_at(p, at, "expected a Unicode scalar value, got U+%X", cp);
-        sb_put_utf8(b, cp);
+        ct_sb_put_utf8(b, cp);
         for (int k = 0; k < nd; k++) advance(p);
         break;
     }
@@ -284,7 +247,7 @@ static bool parse_string(parser *p, char **out, bool allow_multiline) {
     size_t start = p->pos;
     int start_line = p->line, start_col = col_at(p, start);
     bool multi = allow_multiline && peek_at(p, 1) == q && peek_at(p, 2) == q;
-    strbuf b = {0};
+    ct_strbuf b = {0};
     if (!multi) {
         advance(p);
         for (;;) {
@@ -294,21 +257,21 @@ static bool parse_string(parser *p, char **out, bool allow_multiline) {
                 break;
             }
             if (!c || c == '\n' || c == '\r') {
-                free(b.buf);
+                free(b.s);
                 return fail_at(p, p->pos, "expected %c to close the string that starts at column %d", q, start_col);
             }
             if (!literal && c == '\\') {
-                if (!parse_escape(p, &b)) return free(b.buf), false;
+                if (!parse_escape(p, &b)) return free(b.s), false;
                 continue;
             }
             if (is_control((unsigned char)c)) {
-                free(b.buf);
+                free(b.s);
                 return fail_at(p, p->pos, "expected a printable character (control characters must be escaped)");
             }
-            sb_putc(&b, c);
+            ct_sb_putc(&b, c);
             advance(p);
         }
-        *out = sb_take(&b);
+        *out = ct_sb_take(&b);
         return true;
     }
     // Multi-line: a newline right after the opening delimiter is dropped.
@@ -317,7 +280,7 @@ static bool parse_string(parser *p, char **out, bool allow_multiline) {
     for (;;) {
         char c = peek(p);
         if (!c) {
-            free(b.buf);
+            free(b.s);
             return fail_lc(p, start_line, start_col, "expected %c%c%c to close the multi-line string", q, q, q);
         }
         if (c == q && peek_at(p, 1) == q && peek_at(p, 2) == q) {
@@ -325,15 +288,15 @@ static bool parse_string(parser *p, char **out, bool allow_multiline) {
             int run = 0;
             while (peek_at(p, (size_t)run) == q) run++;
             if (run > 5) {
-                free(b.buf);
+                free(b.s);
                 return fail_at(p, p->pos + 5, "expected at most five %c in a row in a multi-line string", q);
             }
-            for (int k = 0; k < run - 3; k++) sb_putc(&b, q);
+            for (int k = 0; k < run - 3; k++) ct_sb_putc(&b, q);
             for (int k = 0; k < run; k++) advance(p);
             break;
         }
         if (is_newline(p)) {
-            sb_putc(&b, '\n');
+            ct_sb_putc(&b, '\n');
             skip_newline(p);
             continue;
         }
@@ -349,17 +312,17 @@ static bool parse_string(parser *p, char **out, bool allow_multiline) {
                 }
                 continue;
             }
-            if (!parse_escape(p, &b)) return free(b.buf), false;
+            if (!parse_escape(p, &b)) return free(b.s), false;
             continue;
         }
         if (is_control((unsigned char)c)) {
-            free(b.buf);
+            free(b.s);
             return fail_at(p, p->pos, "expected a printable character (control characters must be escaped)");
         }
-        sb_putc(&b, c);
+        ct_sb_putc(&b, c);
         advance(p);
     }
-    *out = sb_take(&b);
+    *out = ct_sb_take(&b);
     return true;
 }
 

@@ -61,8 +61,12 @@ int ct_cmd_train(int argc, char **argv) {
         }
     static ct_config cfg;
     if (ct_config_parse(&cfg, argc, argv) || ct_config_validate(&cfg) || ct_config_check_implemented(&cfg)) {
-        // Every rank parsed the same arguments and found the same error: the first one says it.
-        if (launcher_rank() == 0) fprintf(stderr, "ctitan train: %s\n", ct_last_error());
+        // Every rank parsed the same arguments and found the same error: the first one says it
+        // and fails the job; the others end quietly, with status 0. (Had they failed too, mpirun,
+        // which ends the job at the first failure, could stop the first rank before its line was
+        // out: tests/test_output.sh once saw the line lost on 2 loaded cores.)
+        if (launcher_rank() != 0) return 0;
+        fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 2;
     }
     // Whether stdout is the user's terminal must be known before MPI starts: a singleton MPI

@@ -65,7 +65,7 @@ long ct_gemm_bf16_primitives_created(void);
 // has no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5), hence the
 // buffer of onednn_arena.h. The steady-state allocation test and bench_train count the heap calls
 // made in this window apart from the rest, to name the culprit if one appears; both must be none.
-// Only the "amx" path (and the knobs' oneDNN runs below) enters it: ctitan's AVX-512 BF16 kernel
+// Only the "amx" path (and the knobs' oneDNN runs above) enters it: ctitan's AVX-512 BF16 kernel
 // and the fallback never do.
 extern volatile int ct_gemm_bf16_in_onednn;
 

@@ -83,6 +83,10 @@ static double onednn_sgemm_peak(long n, int reps) {
 int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "S";
     int steps = argc > 2 ? atoi(argv[2]) : 6;
+    if (steps < 1) {
+        fprintf(stderr, "bench_train: steps must be at least 1, got '%s'\n", argv[2]);
+        return 2;
+    }
     ct_config c;
     ct_config_defaults(&c);
     if (!strcmp(which, "S")) {

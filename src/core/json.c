@@ -99,7 +99,6 @@ static int escape(parser *ps, ct_strbuf *b) {
 static int parse_string(parser *ps, char **out) {
     ps->p++;  // the opening quote
     ct_strbuf b = {0};
-    ct_sb_putn(&b, "", 0);
     for (;;) {
         if (ps->p >= ps->end) {
             free(b.s);

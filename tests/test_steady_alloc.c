@@ -16,8 +16,9 @@
 // libgomp allocates and frees a team for every region that runs on one thread, ~25 calls a step
 // under the 8-bit recipes.) Counts, not timings: deterministic.
 //
-// Two threads, whatever OMP_NUM_THREADS says: a team of several is what libgomp caches between
-// regions. (With one thread every parallel region in the CPU kernels allocates a team of one.)
+// Two threads, whatever OMP_NUM_THREADS says, and then one (the layout of one MPI rank per core):
+// libgomp caches a team of several threads between regions but allocates a team of one for
+// every region, so with one thread the kernels' regions run inline (kernels/cpu/omp_inline.c).
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +155,18 @@ static void bf16_through_onednn(void) {
     ct_gemm_bf16_prefer_onednn(0);
 }
 
+// One thread (OMP_NUM_THREADS=1, one rank per core): libgomp would allocate and free a team of
+// one for each of the kernels' parallel regions (about 35 per step here); they run inline, and
+// the compiled path (its fused kernels hand out blocks with a counter, not schedule(dynamic),
+// which allocates a work share without a team) makes no call either.
+static void one_thread(void) {
+    omp_set_num_threads(1);
+    expect_none("fp32, one thread", NULL, 0);
+    const char *kv[][2] = {{"mixed_precision", "bf16"}, {"compile.enable", "true"}, {"activation_checkpoint.mode", "selective"}};
+    expect_none("bf16 compile selective AC, one thread", kv, 3);
+    omp_set_num_threads(2);
+}
+
 int main(int argc, char **argv) {
     heap_counting_start();
     omp_set_num_threads(2);
@@ -166,6 +179,7 @@ int main(int argc, char **argv) {
     CT_RUN(mxfp8);
     CT_RUN(bf16_compile_full_ac);
     CT_RUN(bf16_through_onednn);
+    CT_RUN(one_thread);
     ct_comm_finalize();
     CT_TEST_EXIT();
 }

@@ -120,13 +120,15 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
     const long nitems = B * NH * ntq, per_thread = att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
     float *base = scratch + att_header_floats(Tq, Tk);
+    long next = 0;  // items handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
         float *S = base + omp_get_thread_num() * per_thread;  // (BQ, BK) scores, then probabilities
         float *m = S + CT_ATT_BQ * CT_ATT_BK;                     // (BQ) running max
         float *l = m + CT_ATT_BQ;                                 // (BQ) running sum
-#pragma omp for schedule(dynamic, 1)
-        for (long it = 0; it < nitems; it++) {
+        for (;;) {
+            long it = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            if (it >= nitems) break;
             // the last query tiles see the most keys: hand them out first
             long qt = ntq - 1 - it % ntq, bh = it / ntq, b = bh / NH, h = bh % NH, g = h / group;
             long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);

@@ -83,11 +83,11 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
         ct_gemm(0, 1, N, OC, C, 1.0f, nrm, C, W, C, 0.0f, out, OC);
         return;
     }
+    long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
         float *mine = norm_out ? NULL : scratch + omp_get_thread_num() * slot_floats(N, C);
-#pragma omp for schedule(dynamic, 1)
-        for (long b = 0; b < p.nblocks; b++) {
+        for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
             long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
             float *nrm = norm_out ? norm_out + r0 * C : mine;  // (m, C)
             for (long i = 0; i < m; i++)
@@ -120,11 +120,11 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
         ct_swiglu_forward(h, hh, N, F);
         return;
     }
+    long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
         float *mine = h13 ? NULL : scratch + omp_get_thread_num() * slot_floats(N, 2 * F);
-#pragma omp for schedule(dynamic, 1)
-        for (long b = 0; b < p.nblocks; b++) {
+        for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
             long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
             float *hh = h13 ? h13 + r0 * 2 * F : mine;  // (m, 2F)
             block_gemm(hh, inp + r0 * C, W13, m, C, 2 * F);
@@ -173,8 +173,9 @@ void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N
         for (long n = 0; n < N; n++) rope_rows(qkv, QKV, n, 1, cos_tab, sin_tab, pos, T, NH, NKV, HS);
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (long b = 0; b < p.nblocks; b++) {
+    long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
+#pragma omp parallel
+    for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
         long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
         block_gemm(qkv + r0 * QKV, inp + r0 * C, W, m, C, QKV);
         rope_rows(qkv, QKV, r0, m, cos_tab, sin_tab, pos, T, NH, NKV, HS);

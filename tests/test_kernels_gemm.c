@@ -114,6 +114,33 @@ static void test_gemm_thread_count_invariance(void) {
     omp_set_num_threads(saved);
 }
 
+// Threads share a product's rows in units of 12 (AVX-512; 6 on AVX2) taken as whole blocks, then
+// halves of what is left: for many row counts -- below, at and above whole blocks, ragged last
+// units -- on 2 and 3 threads every row is computed exactly once (beta -0.5: a row done twice or
+// not at all changes C), bitwise as on one thread; through the stealing path (K 300: every K block
+// of the panel at once) and the static one (K 2100: a K block at a time, each thread's rows fixed).
+static void test_gemm_rows_shared_once(void) {
+    const long Ms[] = {13, 97, 121, 240, 241, 359, 601, 1207}, shapes[][2] = {{256, 300}, {256, 2100}};
+    int saved = omp_get_max_threads();
+    for (unsigned sh = 0; sh < 2; sh++)
+        for (unsigned mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            long M = Ms[mi], N = shapes[sh][0], K = shapes[sh][1];
+            float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C[3];
+            for (long i = 0; i < M * K; i++) A[i] = frand();
+            for (long i = 0; i < K * N; i++) B[i] = frand();
+            for (int n = 0; n < 3; n++) {
+                C[n] = malloc(sizeof(float) * M * N);
+                for (long i = 0; i < M * N; i++) C[n][i] = (float)(i % 7) - 3.0f;
+                omp_set_num_threads(n + 1);
+                ct_gemm(0, 0, M, N, K, 1.0f, A, K, B, N, -0.5f, C[n], N);
+            }
+            CHECK(memcmp(C[0], C[1], sizeof(float) * M * N) == 0 && memcmp(C[0], C[2], sizeof(float) * M * N) == 0,
+                  "M=%ld N=%ld K=%ld: rows differ between 1, 2 and 3 threads", M, N, K);
+            free(A), free(B), free(C[0]), free(C[1]), free(C[2]);
+        }
+    omp_set_num_threads(saved);
+}
+
 // A short product (K <= 128) sums K in steps of 16 into C: split along K at a multiple of 16
 // and accumulated in order (beta 1), it gives the whole product's bits -- micro-batches of
 // 16-token sequences, tensor-parallel shards of a tiny model agree with one process.
@@ -189,6 +216,7 @@ int main(void) {
     CT_RUN(test_gemm_transposes_and_strides);
     CT_RUN(test_gemm_blocked_shapes);
     CT_RUN(test_gemm_thread_count_invariance);
+    CT_RUN(test_gemm_rows_shared_once);
     CT_RUN(test_gemm_short_k_split);
     CT_RUN(test_gemm_k_zero);
     CT_RUN(test_linear_forward_backward);

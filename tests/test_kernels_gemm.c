@@ -118,17 +118,19 @@ static void test_gemm_thread_count_invariance(void) {
 // halves of what is left: for many row counts -- below, at and above whole blocks, ragged last
 // units -- on 2 and 3 threads every row is computed exactly once (beta -0.5: a row done twice or
 // not at all changes C), bitwise as on one thread; through the stealing path (K 300: every K block
-// of the panel at once) and the static one (K 2100: a K block at a time, each thread's rows fixed).
+// of the panel at once), the static one (K 2100: a K block at a time, each thread's rows fixed)
+// and the small-product one (K 200: A read in place). In the first and the last, the threads of a
+// row split pack one shared B panel, each its share of the slivers.
 static void test_gemm_rows_shared_once(void) {
-    const long Ms[] = {13, 97, 121, 240, 241, 359, 601, 1207}, shapes[][2] = {{256, 300}, {256, 2100}};
+    const long Ms[] = {13, 97, 121, 240, 241, 359, 601, 1207}, shapes[][2] = {{256, 300}, {256, 2100}, {256, 200}};
     int saved = omp_get_max_threads();
-    for (unsigned sh = 0; sh < 2; sh++)
+    for (unsigned sh = 0; sh < 3; sh++)
         for (unsigned mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
             long M = Ms[mi], N = shapes[sh][0], K = shapes[sh][1];
             float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C[3];
             for (long i = 0; i < M * K; i++) A[i] = frand();
             for (long i = 0; i < K * N; i++) B[i] = frand();
-            for (int n = 0; n < 3; n++) {
+            for (int n = 2; n >= 0; n--) {  // 3 threads first: the packing buffers still hold the last B
                 C[n] = malloc(sizeof(float) * M * N);
                 for (long i = 0; i < M * N; i++) C[n][i] = (float)(i % 7) - 3.0f;
                 omp_set_num_threads(n + 1);

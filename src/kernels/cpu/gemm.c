@@ -21,8 +21,9 @@
 // Threads: outside an OpenMP parallel region a large enough product is cut into block columns
 // of C (on the NR tile grid), each shared by one or more threads that take its blocks of rows
 // from contiguous ranges (relieving one another at the end), each thread running the loops above
-// with its own buffers: no barrier inside. Called inside a parallel region (attention, the fused
-// kernels) it runs on the calling thread alone.
+// with its own A buffer; when a block column's whole B panel is packed at once, its threads pack
+// it together into one buffer and wait for one another's shares (the only wait inside). Called
+// inside a parallel region (attention, the fused kernels) it runs on the calling thread alone.
 //
 // Reproducibility: every element of C is summed over K in the same steps, in the same order,
 // by the same operations, whatever the thread count, the block or tile it falls in or the path
@@ -42,6 +43,13 @@
 #endif
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
+
+// One turn of a spin wait (the other threads of a team are running, on their own cores).
+static inline void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 // (GCC would turn the short copy loops of packing and of partial tiles into calls to memcpy /
 // memmove, each a call for a few floats: NO_LIBCALLS keeps them as moves.)
@@ -478,8 +486,38 @@ static long take_back(row_range *r, long bu, long *u0) {
 // threads sharing the block column, this thread's being ranges[me].
 typedef struct {
     row_range *ranges;
+    struct shared_panel *panel;  // the block column's shared B panel (NULL: alone)
     int nr, me;
 } row_source;
+
+// The B panel that the nr threads of a block column share: the first thread's packing buffer,
+// which each of them fills a share of (its slivers, every K block); then all of them multiply
+// with the whole panel. Packing it once instead of once per thread saves the duplicated half of
+// the packing in a two-thread row split. The only wait inside a product: for the other threads'
+// shares of the panel, a short one, at the start.
+struct shared_panel {
+    _Alignas(64) float *buffer;  // published by thread 0 of the column, NULL until then
+    _Alignas(64) int packed;     // threads whose share is in
+};
+
+// Packs op(B)[0 : K, jc : jc + nc] (nsl slivers) with the other threads of the block column into
+// the shared panel, K block pc at + pc nsl NR; returns the panel once every share is in.
+static const float *pack_b_shared(const gemm_args *g, const row_source *rs, float *own_buffer, long jc, long nc,
+                                  long nsl) {
+    struct shared_panel *p = rs->panel;
+    if (rs->me == 0) __atomic_store_n(&p->buffer, own_buffer, __ATOMIC_RELEASE);
+    float *bp;
+    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) spin_pause();
+    long s0 = rs->me * nsl / rs->nr, s1 = (rs->me + 1) * nsl / rs->nr;
+    if (s1 > s0)
+        for (long pc = 0; pc < g->K; pc += CT_KC) {
+            long kc = min_l(CT_KC, g->K - pc);
+            pack_b(bp + pc * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR, min_l(s1 * CT_NR, nc) - s0 * CT_NR);
+        }
+    __atomic_add_fetch(&p->packed, 1, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) spin_pause();
+    return bp;
+}
 
 // Units of MR rows in M rows, and in a whole block.
 #define CT_ROW_UNITS(M) (((M) + CT_MR - 1) / CT_MR)
@@ -554,11 +592,15 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
         int steal = whole && nc == N;                           // (one pass over the row blocks)
         for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC) {
             long pc1 = whole ? K : min_l(pc0 + CT_KC, K);
-            for (long pc = pc0; pc < pc1; pc += CT_KC)  // B[pc block] at bpack + (pc - pc0) nsl NR
-                pack_b(buf->bpack + (pc - pc0) * nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), jc, nc);
+            const float *bp = buf->bpack;  // B[pc block] at bp + (pc - pc0) nsl NR
+            if (steal && rs->panel)
+                bp = pack_b_shared(g, rs, buf->bpack, jc, nc, nsl);
+            else
+                for (long pc = pc0; pc < pc1; pc += CT_KC)
+                    pack_b(buf->bpack + (pc - pc0) * nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), jc, nc);
             long own = 0, r0, mc;
             while ((mc = next_rows(rs, M, &own, steal, &r0)) > 0)
-                gemm_block(g, buf->apack, buf->bpack, nsl, jc, r0, mc, pc0, pc1);
+                gemm_block(g, buf->apack, bp, nsl, jc, r0, mc, pc0, pc1);
         }
     }
 }
@@ -575,7 +617,11 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
     const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
     const long nsl = (N + CT_NR - 1) / CT_NR;
-    pack_b(bpack, g, 0, K, 0, N);
+    const float *bp = bpack;  // (K, N) in NR-wide slivers
+    if (rs->panel)
+        bp = pack_b_shared(g, rs, bpack, 0, N, nsl);
+    else
+        pack_b(bpack, g, 0, K, 0, N);
     long own = 0, r0, mc;
     while ((mc = next_rows(rs, M, &own, 1, &r0)) > 0)
         for (long i = r0; i < r0 + mc; i += CT_MR) {
@@ -585,10 +631,9 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
                 long j = s * CT_NR, nr = min_l(CT_NR, N - j);
                 float *c = g->C + i * ldc + j;
                 if (nr < CT_NR)
-                    ukernel_cols(mr, nr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta,
-                                 ks);
+                    ukernel_cols(mr, nr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
                 else
-                    ukernel_rows(mr, K, a, rs_a, cs_a, bpack + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+                    ukernel_rows(mr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
             }
         }
 }
@@ -604,14 +649,15 @@ static void gemm_serial(const gemm_args *g, const row_source *rs) {
 
 // ---------------------------------------------------------------- threads
 // The team covers C with a tm x tn grid of block columns (cut on the NR tile grid) and rows:
-// the tm threads of a block column pack its B panel each (B is packed once per thread, A once
-// per block column, whichever of the grid's shapes packs least) and share its row blocks as
-// above. No barrier inside, and each element of C is computed by the same arithmetic whatever
-// the grid (K is never split), so the result does not depend on the thread count or on who
-// took which block.
+// the tm threads of a block column share its B panel (packed together when the whole panel is
+// packed at once, else once per thread), A is packed once per block column, whichever of the
+// grid's shapes packs least, and they share its row blocks as above. Each element of C is
+// computed by the same arithmetic whatever the grid (K is never split), so the result does not
+// depend on the thread count or on who took which block.
 typedef struct {
     const gemm_args *g;
-    row_range *ranges;  // (tn, tm): the row ranges of each block column's threads
+    row_range *ranges;             // (tn, tm): the row ranges of each block column's threads
+    struct shared_panel *panels;   // (tn): each block column's shared B panel
     int tm, tn;
 } team_gemm;
 
@@ -625,7 +671,7 @@ static void gemm_part(const team_gemm *t, int ithr) {
     s.N = n1 - n0;
     s.B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
     s.C = g->C + n0;
-    row_source rs = {.ranges = t->ranges + in * t->tm, .nr = t->tm, .me = im};
+    row_source rs = {.ranges = t->ranges + in * t->tm, .panel = t->tm > 1 ? t->panels + in : NULL, .nr = t->tm, .me = im};
     gemm_serial(&s, &rs);
 }
 
@@ -649,7 +695,7 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > CT_GEMM_MAX_THREADS) nthr = CT_GEMM_MAX_THREADS;
-    row_source alone = {.ranges = NULL};
+    row_source alone = {.ranges = NULL, .panel = NULL};
     if (nthr <= 1 || (double)M * N * K < (double)CT_GEMM_PARALLEL_MIN) {
         gemm_serial(&g, &alone);
         return;
@@ -673,9 +719,16 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     for (int c = 0; c < tn; c++)
         for (int i = 0; i < tm; i++)
             ranges[c * tm + i].w = (unsigned long long)(i * units / tm) | (unsigned long long)((i + 1) * units / tm) << 32;
-    team_gemm t = {.g = &g, .ranges = ranges, .tm = tm, .tn = tn};
+    struct shared_panel panels[CT_GEMM_MAX_THREADS];
+    for (int c = 0; c < tn; c++) panels[c].buffer = NULL, panels[c].packed = 0;
+    team_gemm t = {.g = &g, .ranges = ranges, .panels = panels, .tm = tm, .tn = tn};
 #pragma omp parallel num_threads(tm * tn)
-    gemm_part(&t, omp_get_thread_num());
+    {
+        if (omp_get_num_threads() == tm * tn)
+            gemm_part(&t, omp_get_thread_num());
+        else if (omp_get_thread_num() == 0)  // fewer threads than asked (OMP_DYNAMIC, a thread
+            gemm_serial(&g, &alone);         // limit): the grid's parts would wait for the missing
+    }
 }
 
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC) {

@@ -32,6 +32,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,8 +45,13 @@
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 
-// One turn of a spin wait (the other threads of a team are running, on their own cores).
-static inline void spin_pause(void) {
+// One turn of a spin wait for another thread of the team: a pause, and after many turns a yield
+// (the thread waited for may have lost its core: more ranks x threads than cores).
+static inline void spin_turn(int *spins) {
+    if (++*spins > 1000) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -507,7 +513,8 @@ static const float *pack_b_shared(const gemm_args *g, const row_source *rs, floa
     struct shared_panel *p = rs->panel;
     if (rs->me == 0) __atomic_store_n(&p->buffer, own_buffer, __ATOMIC_RELEASE);
     float *bp;
-    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) spin_pause();
+    int spins = 0;
+    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) spin_turn(&spins);
     long s0 = rs->me * nsl / rs->nr, s1 = (rs->me + 1) * nsl / rs->nr;
     if (s1 > s0)
         for (long pc = 0; pc < g->K; pc += CT_KC) {
@@ -515,7 +522,8 @@ static const float *pack_b_shared(const gemm_args *g, const row_source *rs, floa
             pack_b(bp + pc * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR, min_l(s1 * CT_NR, nc) - s0 * CT_NR);
         }
     __atomic_add_fetch(&p->packed, 1, __ATOMIC_RELEASE);
-    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) spin_pause();
+    spins = 0;
+    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) spin_turn(&spins);
     return bp;
 }
 

@@ -5,6 +5,8 @@ set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 build/bench/bench_matmul
+# How long the threads of a product wait for one another at its end, at bench S's shapes.
+build/bench/bench_gemm_team
 build/bench/bench_matmul_bf16
 build/bench/bench_attention
 # Fused forward chains (--compile.enable) against the unfused calls, at S and M block shapes.

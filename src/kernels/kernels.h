@@ -15,6 +15,12 @@
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc);
 
+// Timing of ct_gemm's thread teams, off unless asked (bench/bench_gemm_team): *total_s sums the
+// wall time of every product run by a team since timing was switched on, *wait_s the time from
+// the first thread's end to the last one's -- what the team spends waiting for its slowest.
+void ct_gemm_team_timing(int on);
+void ct_gemm_team_timing_read(double *total_s, double *wait_s);
+
 // Best GFLOP/s of an n×n×n sgemm through ct_gemm over `reps` runs: the fp32 peak MFU is
 // measured against (kernels/cpu/peak.c).
 double ct_cpu_matmul_peak_gflops(long n, int reps);

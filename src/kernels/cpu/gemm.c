@@ -683,6 +683,20 @@ static void gemm_part(const team_gemm *t, int ithr) {
     gemm_serial(&s, &rs);
 }
 
+// Team timing (off by default: one predictable branch per product).
+static int team_timing;
+static double team_total_s, team_wait_s;
+
+void ct_gemm_team_timing(int on) {
+    team_timing = on;
+    team_total_s = team_wait_s = 0.0;
+}
+
+void ct_gemm_team_timing_read(double *total_s, double *wait_s) {
+    *total_s = team_total_s;
+    *wait_s = team_wait_s;
+}
+
 // Products below this many multiply-adds run on the calling thread (a parallel region costs
 // microseconds; this is ~30 of them).
 #define CT_GEMM_PARALLEL_MIN (1L << 21)
@@ -730,13 +744,21 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     struct shared_panel panels[CT_GEMM_MAX_THREADS];
     for (int c = 0; c < tn; c++) panels[c].buffer = NULL, panels[c].packed = 0;
     team_gemm t = {.g = &g, .ranges = ranges, .panels = panels, .tm = tm, .tn = tn};
+    const int timed = team_timing;
+    double t0 = timed ? omp_get_wtime() : 0.0, first = 1e300, last = 0.0;
 #pragma omp parallel num_threads(tm * tn)
     {
         if (omp_get_num_threads() == tm * tn)
             gemm_part(&t, omp_get_thread_num());
         else if (omp_get_thread_num() == 0)  // fewer threads than asked (OMP_DYNAMIC, a thread
             gemm_serial(&g, &alone);         // limit): the grid's parts would wait for the missing
+        if (timed) {
+            double end = omp_get_wtime();
+#pragma omp critical(ct_gemm_team_timing)
+            first = end < first ? end : first, last = end > last ? end : last;
+        }
     }
+    if (timed) team_total_s += last - t0, team_wait_s += last - first;
 }
 
 void ct_linear_forward(float *out, const float *inp, const float *weight, long N, long IC, long OC) {

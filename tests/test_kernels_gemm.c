@@ -143,6 +143,35 @@ static void test_gemm_rows_shared_once(void) {
     omp_set_num_threads(saved);
 }
 
+// The opt-in team timing (bench_gemm_team): off, nothing is summed; on, a product run by a team
+// adds its wall time, and the wait from the first thread's end to the last one's, which lies
+// between 0 and that time; a product run on one thread adds nothing.
+static void test_gemm_team_timing(void) {
+    const long M = 480, N = 256, K = 300;  // a team product: M N K above the parallel threshold
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N);
+    for (long i = 0; i < M * K; i++) A[i] = frand();
+    for (long i = 0; i < K * N; i++) B[i] = frand();
+    int saved = omp_get_max_threads();
+    double total = -1, wait = -1;
+    omp_set_num_threads(2);
+    ct_gemm_team_timing(0);
+    ct_gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    ct_gemm_team_timing_read(&total, &wait);
+    CHECK(total == 0 && wait == 0, "timing off: total %g s, wait %g s", total, wait);
+    ct_gemm_team_timing(1);
+    for (int r = 0; r < 3; r++) ct_gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    ct_gemm_team_timing_read(&total, &wait);
+    CHECK(total > 0 && wait >= 0 && wait <= total, "3 team products: total %g s, wait %g s", total, wait);
+    double t1 = total;
+    omp_set_num_threads(1);
+    ct_gemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    ct_gemm_team_timing_read(&total, &wait);
+    CHECK(total == t1, "a one-thread product added %g s", total - t1);
+    ct_gemm_team_timing(0);
+    omp_set_num_threads(saved);
+    free(A), free(B), free(C);
+}
+
 // A short product (K <= 128) sums K in steps of 16 into C: split along K at a multiple of 16
 // and accumulated in order (beta 1), it gives the whole product's bits -- micro-batches of
 // 16-token sequences, tensor-parallel shards of a tiny model agree with one process.
@@ -219,6 +248,7 @@ int main(void) {
     CT_RUN(test_gemm_blocked_shapes);
     CT_RUN(test_gemm_thread_count_invariance);
     CT_RUN(test_gemm_rows_shared_once);
+    CT_RUN(test_gemm_team_timing);
     CT_RUN(test_gemm_short_k_split);
     CT_RUN(test_gemm_k_zero);
     CT_RUN(test_linear_forward_backward);

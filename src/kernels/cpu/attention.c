@@ -24,11 +24,11 @@
 // tiles. The exps run 8 lanes at a time (fastmath.h's ct_fast_expf_v8).
 #include <math.h>
 #include <omp.h>
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/spin.h"
 #include "kernels/kernels.h"
 
 #define CT_ATT_BQ 64    // query rows per tile
@@ -185,15 +185,8 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
 
 // Waits until *turn == seq (another thread's item is adding its tile).
 static void wait_turn(const int64_t *turn, int64_t seq) {
-    for (int spins = 0; __atomic_load_n(turn, __ATOMIC_ACQUIRE) != seq; spins++) {
-        if (spins < 1000) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-            sched_yield();  // the item we wait for may be on a thread that lost its core
-        }
-    }
+    int spins = 0;
+    while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != seq) ct_spin_turn(&spins);
 }
 
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,

@@ -32,11 +32,11 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/cpu/spin.h"
 #include "kernels/kernels.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -44,18 +44,6 @@
 #endif
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
-
-// One turn of a spin wait for another thread of the team: a pause, and after many turns a yield
-// (the thread waited for may have lost its core: more ranks x threads than cores).
-static inline void spin_turn(int *spins) {
-    if (++*spins > 1000) {
-        sched_yield();
-        return;
-    }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 // (GCC would turn the short copy loops of packing and of partial tiles into calls to memcpy /
 // memmove, each a call for a few floats: NO_LIBCALLS keeps them as moves.)
@@ -514,7 +502,7 @@ static const float *pack_b_shared(const gemm_args *g, const row_source *rs, floa
     if (rs->me == 0) __atomic_store_n(&p->buffer, own_buffer, __ATOMIC_RELEASE);
     float *bp;
     int spins = 0;
-    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) spin_turn(&spins);
+    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) ct_spin_turn(&spins);
     long s0 = rs->me * nsl / rs->nr, s1 = (rs->me + 1) * nsl / rs->nr;
     if (s1 > s0)
         for (long pc = 0; pc < g->K; pc += CT_KC) {
@@ -523,7 +511,7 @@ static const float *pack_b_shared(const gemm_args *g, const row_source *rs, floa
         }
     __atomic_add_fetch(&p->packed, 1, __ATOMIC_RELEASE);
     spins = 0;
-    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) spin_turn(&spins);
+    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) ct_spin_turn(&spins);
     return bp;
 }
 

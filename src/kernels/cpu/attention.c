@@ -1,12 +1,12 @@
 // Causal grouped-query attention, FlashAttention-2 style (Dao 2023) on the CPU.
 //
 // Forward: for each (batch, query head, query tile) -- the parallel work items -- walk the key
-// tiles with an online softmax: S = scale Q K^T for the tile, running row max m and row sum l,
+// tiles with an online softmax: S = scale Q K^T for the tile, running max m and sum l per query,
 // the output accumulator rescaled by exp(m_old - m_new) when the max grows, then O += P V.
 // At the end O /= l and lse = m + log l is kept for backward. No (T, T) matrix ever exists.
 //
 // Backward: D = rowsum(dO * O), then per tile pair P = exp(S - lse) is recomputed and
-//   dV += P^T dO,  dP = dO V^T,  dS = P * (dP - D),  dQ += scale dS K,  dK += scale dS^T Q.
+//   dV += P^T dO,  dP = dO V^T,  dS = scale P * (dP - D),  dQ += dS K,  dK += dS^T Q.
 // Work items are (batch, query head, query tile), as in the forward, so there are many more of
 // them than threads (B x NKV alone, the items before, left threads idle when B x NKV was small).
 // An item owns dQ of its tile. Its shares of a key tile's dK and dV are multiplied into
@@ -18,31 +18,121 @@
 // schedule: bitwise reproducible. (Chosen over the two-pass FA2 scheme -- dK, dV over key tiles,
 // then dQ over query tiles -- which recomputes QK^T and dO V^T: 7 products per tile pair, not 5.)
 //
-// Every product goes through ct_gemm straight on the strided q/k/v buffers (leading dimension =
-// token stride); called inside the parallel region, ct_gemm runs on the calling thread alone
-// (its small-product path: B packed once, A read in place), so each thread multiplies its own
-// tiles. The exps run 8 lanes at a time (fastmath.h's ct_fast_expf_v8).
+// The tiles are held transposed: keys (or head dimensions) down, the item's 64 queries across.
+// Then every per-query quantity (running max, sum, rescale, lse, D) is a row of vectors, the
+// softmax runs down columns with whole-vector operations, and the rescale of O folds into the
+// product that adds P V. Each product is one call of attention_tile.c's kernel, whose B operand
+// is contiguous: the item packs Q^T and dO^T (and Q, dO with padded rows) once, and a key tile
+// K or V is either read in place as the broadcast operand (one element per row per step) or
+// copied contiguous (4K floats) where it is read down its columns. No tile is packed per tile
+// pair, and nothing is transposed per tile pair.
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/spin.h"
 #include "kernels/kernels.h"
 
-#define CT_ATT_BQ 64    // query rows per tile
+#define CT_ATT_BQ 64    // query rows per tile (a multiple of CT_ATT_PAD: the tiles' row width)
 #define CT_ATT_BK 64    // key rows per tile
 #define CT_ATT_RING 16  // (batch, kv head) slots of backward turn counters, reused in a ring
 
-// Per-thread scratch: forward S (BQ, BK), the running m and l (BQ each); backward P and dP
-// (BQ, BK), D (BQ) and the partial dK, dV tiles (BK, HS); rounded to 16 floats so that threads
-// never share a cache line.
+// Vectors of the per-query passes: 16 lanes where the ISA has them, else 8.
+#ifdef CT_V16
+#define AW 16
+typedef ct_v16f attv;
+typedef ct_v16i attvi;
+#define attv_load ct_v16f_load
+#define attv_store ct_v16f_store
+#define attv_splat ct_v16f_splat
+#define attv_select ct_v16f_select
+#define attv_exp ct_fast_expf_v16
+#else
+#define AW 8
+typedef ct_v8f attv;
+typedef ct_v8i attvi;
+#define attv_load ct_v8f_load
+#define attv_store ct_v8f_store
+#define attv_splat ct_v8f_splat
+#define attv_select ct_v8f_select
+#define attv_exp ct_fast_expf_v8
+#endif
+static inline attvi attvi_load(const int32_t *p) {
+    attvi v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline long min_l(long a, long b) { return a < b ? a : b; }
+static inline long pad_hs(long HS) { return (HS + CT_ATT_PAD - 1) / CT_ATT_PAD * CT_ATT_PAD; }
+
+// Per-thread tiles, carved from the thread's part of the scratch (NULL base: only counts), each
+// rounded to 16 floats so no two share a cache line. HP = HS padded to CT_ATT_PAD.
+typedef struct {
+    float *qt;   // (HS, BQ) Q^T, zero columns past the item's queries
+    float *st;   // (BK, BQ) S^T, then P^T
+    float *o;    // (BQ, HP) O accumulator
+    float *vc;   // (BK, HP) the key tile's V, contiguous
+    float *m, *l, *al;  // (BQ) running max, running sum, this tile's rescale
+    int32_t *qp;        // (BQ) query positions (INT_MAX past the item's queries: nothing masked)
+} fwd_tiles;
+
+typedef struct {
+    float *qt, *dot;      // (HS, BQ) Q^T, dO^T
+    float *qp_, *dop;     // (BQ, HP) Q, dO, zero columns past HS
+    float *pt;            // (BK, BQ) P^T, then dS^T
+    float *dqa;           // (BQ, HP) dQ accumulator
+    float *kc;            // (BK, HP) the key tile's K, contiguous
+    float *dkp, *dvp;     // (BK, HP) this item's shares of the key tile's dK, dV
+    float *d, *lv;        // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
+    int32_t *qp;          // (BQ) query positions
+} bwd_tiles;
+
+static float *take(float *base, long *used, long n) {
+    float *p = base ? base + *used : NULL;
+    *used += (n + 15) & ~15L;
+    return p;
+}
+
+static long fwd_carve(float *base, long HS, fwd_tiles *t) {
+    long u = 0, HP = pad_hs(HS);
+    t->qt = take(base, &u, HS * CT_ATT_BQ);
+    t->st = take(base, &u, CT_ATT_BK * CT_ATT_BQ);
+    t->o = take(base, &u, CT_ATT_BQ * HP);
+    t->vc = take(base, &u, CT_ATT_BK * HP);
+    t->m = take(base, &u, CT_ATT_BQ);
+    t->l = take(base, &u, CT_ATT_BQ);
+    t->al = take(base, &u, CT_ATT_BQ);
+    t->qp = (int32_t *)take(base, &u, CT_ATT_BQ);
+    return u;
+}
+
+static long bwd_carve(float *base, long HS, bwd_tiles *t) {
+    long u = 0, HP = pad_hs(HS);
+    t->qt = take(base, &u, HS * CT_ATT_BQ);
+    t->dot = take(base, &u, HS * CT_ATT_BQ);
+    t->qp_ = take(base, &u, CT_ATT_BQ * HP);
+    t->dop = take(base, &u, CT_ATT_BQ * HP);
+    t->pt = take(base, &u, CT_ATT_BK * CT_ATT_BQ);
+    t->dqa = take(base, &u, CT_ATT_BQ * HP);
+    t->kc = take(base, &u, CT_ATT_BK * HP);
+    t->dkp = take(base, &u, CT_ATT_BK * HP);
+    t->dvp = take(base, &u, CT_ATT_BK * HP);
+    t->d = take(base, &u, CT_ATT_BQ);
+    t->lv = take(base, &u, CT_ATT_BQ);
+    t->qp = (int32_t *)take(base, &u, CT_ATT_BQ);
+    return u;
+}
+
 static long att_thread_floats(long HS) {
-    long fwd = CT_ATT_BQ * CT_ATT_BK + 2 * CT_ATT_BQ;
-    long bwd = 2 * CT_ATT_BQ * CT_ATT_BK + CT_ATT_BQ + 2 * CT_ATT_BK * HS;
-    long f = fwd > bwd ? fwd : bwd;
-    return (f + 15) & ~15L;
+    fwd_tiles f;
+    bwd_tiles b;
+    long nf = fwd_carve(NULL, HS, &f), nb = bwd_carve(NULL, HS, &b);
+    return nf > nb ? nf : nb;
 }
 
 // Shared header of the backward, int64 words: position ranges of every query tile (lo, hi) and
@@ -57,8 +147,6 @@ static long att_header_floats(long Tq, long Tk) {
 long ct_attention_scratch_floats(long Tq, long Tk, long HS) {
     return att_header_floats(Tq, Tk) + (long)omp_get_max_threads() * att_thread_floats(HS);
 }
-
-static inline long min_l(long a, long b) { return a < b ? a : b; }
 
 // Smallest and largest position among rows [r0, r0 + n) (positions need not be sorted).
 static void pos_range(const int32_t *pos, long r0, long n, long *lo, long *hi) {
@@ -77,45 +165,76 @@ static void pos_range(const int32_t *pos, long r0, long n, long *lo, long *hi) {
     *hi = b;
 }
 
-// Sets s[c] = -inf for keys j0 + c that query position qp must not see.
-static inline void mask_row(float *s, long nk, const int32_t *k_pos, long j0, long qp) {
-    if (k_pos) {
-        const int32_t *kp = k_pos + j0;
-        for (long c = 0; c < nk; c++) s[c] = (long)kp[c] > qp ? -INFINITY : s[c];
-    } else {
-        for (long c = 0; c < nk; c++) s[c] = j0 + c > qp ? -INFINITY : s[c];
-    }
-}
+// ---------------------------------------------------------------- packing, once per item
+// (GCC would turn the row copies into memcpy calls of a few hundred bytes each.)
+#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
 
-// s[c] = exp(s[c] - mx) for c < n; returns their sum (8 lanes, then the tail, in a fixed order).
-static inline float exp_row(float *s, long n, float mx) {
-    ct_v8f acc = ct_v8f_splat(0.0f);
-    long c = 0;
-#ifdef CT_V16
-    for (; c + 16 <= n; c += 16) {  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_v16f e = ct_fast_expf_v16(ct_v16f_load(s + c) - mx);
-        ct_v16f_store(s + c, e);
-        acc += ct_v16f_lo(e);
-        acc += ct_v16f_hi(e);
+// dst (HS, BQ) = src^T for src (n, HS) with row stride ld; columns n..BQ-1 zero. Whole 8 x 8
+// blocks go through registers (8 loads, 24 shuffles, 8 stores) where the ISA has them.
+NO_LIBCALLS static void pack_t(float *restrict dst, const float *restrict src, long ld, long n, long HS) {
+    long d0 = 0;
+#if defined(__AVX2__)
+    for (; d0 + 8 <= HS; d0 += 8) {
+        long i = 0;
+        for (; i + 8 <= n; i += 8) ct_transpose8(dst + d0 * CT_ATT_BQ + i, CT_ATT_BQ, src + i * ld + d0, ld);
+        for (long d = d0; d < d0 + 8; d++)
+            for (long r = i; r < CT_ATT_BQ; r++) dst[d * CT_ATT_BQ + r] = r < n ? src[r * ld + d] : 0.0f;
     }
 #endif
-    for (; c + 8 <= n; c += 8) {
-        ct_v8f e = ct_fast_expf_v8(ct_v8f_load(s + c) - mx);
-        ct_v8f_store(s + c, e);
-        acc += e;
+    for (long d = d0; d < HS; d++)
+        for (long r = 0; r < CT_ATT_BQ; r++) dst[d * CT_ATT_BQ + r] = r < n ? src[r * ld + d] : 0.0f;
+}
+
+// dst (n, w) = src (n, HS) with row stride ld; columns HS..w-1 zero.
+NO_LIBCALLS static void pack_rows(float *restrict dst, long w, const float *restrict src, long ld, long n, long HS) {
+    for (long i = 0; i < n; i++)
+        for (long d = 0; d < w; d++) dst[i * w + d] = d < HS ? src[i * ld + d] : 0.0f;
+}
+
+// Query positions of the item's columns; INT_MAX past its nq queries (those columns see every
+// key: their zero Q^T columns give finite scores that nothing reads).
+static void query_positions(int32_t *qp, const int32_t *q_pos, long i0, long nq) {
+    for (long i = 0; i < CT_ATT_BQ; i++) qp[i] = i >= nq ? INT_MAX : q_pos ? q_pos[i0 + i] : (int32_t)(i0 + i);
+}
+
+// Row j of a (BK, BQ) score tile: -inf where key position kp is after the column's query.
+static inline void mask_row(float *s, const int32_t *qp, int32_t kp) {
+    const attv ninf = attv_splat(-INFINITY);
+    for (long c = 0; c < CT_ATT_BQ; c += AW) attv_store(s + c, attv_select(attvi_load(qp + c) < kp, ninf, attv_load(s + c)));
+}
+
+static inline int32_t key_position(const int32_t *k_pos, long j) { return k_pos ? k_pos[j] : (int32_t)j; }
+
+// ---------------------------------------------------------------- forward
+// The online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T - m_new)
+// in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale. A column that
+// has seen no key yet (max -inf) takes m_new = 0 for the exps: P 0, and l, O stay 0.
+static void softmax_columns(const fwd_tiles *t, long nk) {
+    const attv ninf = attv_splat(-INFINITY), zero = attv_splat(0.0f);
+    for (long c = 0; c < CT_ATT_BQ; c += AW) {
+        attv mold = attv_load(t->m + c), mx = mold;
+        for (long j = 0; j < nk; j++) {
+            attv s = attv_load(t->st + j * CT_ATT_BQ + c);
+            mx = attv_select(s > mx, s, mx);
+        }
+        attv mu = attv_select(mx == ninf, zero, mx), sum = zero;
+        for (long j = 0; j < nk; j++) {
+            float *sp = t->st + j * CT_ATT_BQ + c;
+            attv e = attv_exp(attv_load(sp) - mu);
+            attv_store(sp, e);
+            sum += e;
+        }
+        attv al = attv_exp(mold - mu);  // 0 while m is -inf
+        attv_store(t->al + c, al);
+        attv_store(t->l + c, attv_load(t->l + c) * al + sum);
+        attv_store(t->m + c, mx);
     }
-    float tail = 0.0f;
-    for (; c < n; c++) {
-        s[c] = ct_fast_expf(s[c] - mx);
-        tail += s[c];
-    }
-    return ct_v8f_sum(acc) + tail;
 }
 
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                           long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
                           long NKV, long HS, float *scratch) {
-    const long group = NH / NKV, ldo = NH * HS;
+    const long group = NH / NKV, ldo = NH * HS, HP = pad_hs(HS);
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long nitems = B * NH * ntq, per_thread = att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
@@ -123,9 +242,8 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
     long next = 0;  // items handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
-        float *S = base + omp_get_thread_num() * per_thread;  // (BQ, BK) scores, then probabilities
-        float *m = S + CT_ATT_BQ * CT_ATT_BK;                     // (BQ) running max
-        float *l = m + CT_ATT_BQ;                                 // (BQ) running sum
+        fwd_tiles t;
+        fwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
         for (;;) {
             long it = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (it >= nitems) break;
@@ -133,67 +251,66 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
             long qt = ntq - 1 - it % ntq, bh = it / ntq, b = bh / NH, h = bh % NH, g = h / group;
             long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
             const float *Q = q + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
-            float *O = out + (b * Tq + i0) * ldo + h * HS;      // (nq, HS), row stride ldo
             long qlo, qhi;
             pos_range(q_pos, i0, nq, &qlo, &qhi);
-            for (long r = 0; r < nq; r++) {
-                m[r] = -INFINITY;
-                l[r] = 0.0f;
-                for (long d = 0; d < HS; d++) O[r * ldo + d] = 0.0f;
-            }
+            pack_t(t.qt, Q, ldq, nq, HS);
+            query_positions(t.qp, q_pos, i0, nq);
+            for (long i = 0; i < CT_ATT_BQ; i++) t.m[i] = -INFINITY, t.l[i] = 0.0f;
+            memset(t.o, 0, sizeof(float) * CT_ATT_BQ * HP);
             for (long kt = 0; kt < ntk; kt++) {
                 long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
                 long klo, khi;
                 pos_range(k_pos, j0, nk, &klo, &khi);
                 if (klo > qhi) continue;  // no query of the tile sees any key of this tile
-                int full = khi <= qlo;    // every query sees every key: no mask needed
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, S, CT_ATT_BK);
-                for (long r = 0; r < nq; r++) {
-                    float *s = S + r * CT_ATT_BK;
-                    if (!full) mask_row(s, nk, k_pos, j0, q_pos ? (long)q_pos[i0 + r] : i0 + r);
-                    float mx = m[r];
-#pragma omp simd reduction(max : mx)
-                    for (long c = 0; c < nk; c++) mx = s[c] > mx ? s[c] : mx;
-                    if (mx == -INFINITY) {  // this row has seen no key yet: contributes nothing
-                        for (long c = 0; c < nk; c++) s[c] = 0.0f;
-                        continue;
-                    }
-                    float sum = exp_row(s, nk, mx);
-                    float alpha = ct_fast_expf(m[r] - mx);  // 0 when m was -inf
-                    l[r] = l[r] * alpha + sum;
-                    m[r] = mx;
-                    if (alpha != 1.0f)
-                        for (long d = 0; d < HS; d++) O[r * ldo + d] *= alpha;
-                }
-                ct_gemm(0, 0, nq, HS, nk, 1.0f, S, CT_ATT_BK, V, ldv, 1.0f, O, ldo);
+                // S^T (nk, BQ) = scale K Q^T
+                ct_att_mm(CT_ATT_STORE, nk, CT_ATT_BQ, HS, K, ldk, 1, t.qt, CT_ATT_BQ, t.st, CT_ATT_BQ, scale, NULL);
+                if (khi > qlo)  // some query of the tile must not see some key of it
+                    for (long j = 0; j < nk; j++) mask_row(t.st + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
+                softmax_columns(&t, nk);
+                // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T
+                pack_rows(t.vc, HP, V, ldv, nk, HS);
+                ct_att_mm(CT_ATT_RESCALE, nq, HP, nk, t.st, 1, CT_ATT_BQ, t.vc, HP, t.o, HP, 1.0f, t.al);
             }
-            float *L = lse + (b * NH + h) * Tq + i0;  // (nq)
-            for (long r = 0; r < nq; r++) {
-                if (l[r] == 0.0f) {  // saw no key: lse -inf, output row stays 0
-                    L[r] = -INFINITY;
+            float *O = out + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
+            float *L = lse + (b * NH + h) * Tq + i0;        // (nq)
+            for (long i = 0; i < nq; i++) {
+                if (t.l[i] == 0.0f) {  // saw no key: lse -inf, output row 0
+                    L[i] = -INFINITY;
+                    for (long d = 0; d < HS; d++) O[i * ldo + d] = 0.0f;
                     continue;
                 }
-                L[r] = m[r] + logf(l[r]);
-                float inv = 1.0f / l[r];
-                for (long d = 0; d < HS; d++) O[r * ldo + d] *= inv;
+                L[i] = t.m[i] + logf(t.l[i]);
+                float inv = 1.0f / t.l[i];
+                for (long d = 0; d < HS; d++) O[i * ldo + d] = t.o[i * HP + d] * inv;
             }
         }
     }
 }
 
+// ---------------------------------------------------------------- backward
 // Waits until *turn == seq (another thread's item is adding its tile).
 static void wait_turn(const int64_t *turn, int64_t seq) {
     int spins = 0;
     while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != seq) ct_spin_turn(&spins);
 }
 
+// P^T (nk, BQ) = exp(S^T - lse) in place, down the columns; 0 where masked (S -inf) and in
+// columns that saw no key (lv +inf).
+static void exp_columns(float *pt, const float *lv, long nk) {
+    for (long j = 0; j < nk; j++)
+        for (long c = 0; c < CT_ATT_BQ; c += AW) {
+            float *p = pt + j * CT_ATT_BQ + c;
+            attv_store(p, attv_exp(attv_load(p) - attv_load(lv + c)));
+        }
+}
+
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
                            const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
                            long HS, float *scratch) {
-    const long group = NH / NKV, ldo = NH * HS;
+    const long group = NH / NKV, ldo = NH * HS, HP = pad_hs(HS);
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long per_kv = group * ntq, nitems = B * NKV * per_kv, per_thread = att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
@@ -216,10 +333,8 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     long next = 0;  // items are handed out in order (the turns rely on it)
 #pragma omp parallel
     {
-        float *P = base + omp_get_thread_num() * per_thread;  // (BQ, BK) probabilities
-        float *dP = P + CT_ATT_BQ * CT_ATT_BK;                 // (BQ, BK) dP, then dS
-        float *D = dP + CT_ATT_BQ * CT_ATT_BK;                 // (BQ) rowsum(dO * O)
-        float *dKp = D + CT_ATT_BQ, *dVp = dKp + CT_ATT_BK * HS;  // (BK, HS) this item's share
+        bwd_tiles t;
+        bwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
         for (;;) {
             long it = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (it >= nitems) break;
@@ -229,48 +344,43 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
             long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
             const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
-            float *dQ = dq + (b * Tq + i0) * ldq + h * HS;          // (nq, HS), row stride ldq
             const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
             const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
             const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
-            for (long r = 0; r < nq; r++) {
+            pack_t(t.qt, Q, ldq, nq, HS);
+            pack_t(t.dot, dO, ldo, nq, HS);
+            pack_rows(t.qp_, HP, Q, ldq, nq, HS);
+            pack_rows(t.dop, HP, dO, ldo, nq, HS);
+            query_positions(t.qp, q_pos, i0, nq);
+            for (long i = 0; i < CT_ATT_BQ; i++) {
                 float s = 0.0f;
+                if (i < nq) {
 #pragma omp simd reduction(+ : s)
-                for (long d = 0; d < HS; d++) s += dO[r * ldo + d] * O[r * ldo + d];
-                D[r] = s;
+                    for (long d = 0; d < HS; d++) s += dO[i * ldo + d] * O[i * ldo + d];
+                }
+                t.d[i] = s;
+                t.lv[i] = i >= nq || L[i] == -INFINITY ? INFINITY : L[i];
             }
+            memset(t.dqa, 0, sizeof(float) * CT_ATT_BQ * HP);
             for (long kt = 0; kt < ntk; kt++) {
                 if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
-                int full = khi[kt] <= qlo[qt];    // every query sees every key: no mask needed
                 long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                // P = exp(scale Q K^T - lse), 0 where masked or where the row saw no key
-                ct_gemm(0, 1, nq, nk, HS, scale, Q, ldq, K, ldk, 0.0f, P, CT_ATT_BK);
-                for (long r = 0; r < nq; r++) {
-                    float *p = P + r * CT_ATT_BK;
-                    float Lr = L[r];
-                    if (Lr == -INFINITY) {
-                        for (long c = 0; c < nk; c++) p[c] = 0.0f;
-                        continue;
-                    }
-                    if (!full) mask_row(p, nk, k_pos, j0, q_pos ? (long)q_pos[i0 + r] : i0 + r);
-                    long c = 0;
-#ifdef CT_V16
-                    for (; c + 16 <= nk; c += 16) ct_v16f_store(p + c, ct_fast_expf_v16(ct_v16f_load(p + c) - Lr));
-#endif
-                    for (; c + 8 <= nk; c += 8) ct_v8f_store(p + c, ct_fast_expf_v8(ct_v8f_load(p + c) - Lr));
-                    for (; c < nk; c++) p[c] = ct_fast_expf(p[c] - Lr);
-                }
-                ct_gemm(1, 0, nk, HS, nq, 1.0f, P, CT_ATT_BK, dO, ldo, 0.0f, dVp, HS);  // dV share = P^T dO
-                ct_gemm(0, 1, nq, nk, HS, 1.0f, dO, ldo, V, ldv, 0.0f, dP, CT_ATT_BK);  // dP = dO V^T
-                for (long r = 0; r < nq; r++) {                                         // dS = P (dP - D)
-                    float *p = P + r * CT_ATT_BK, *ds = dP + r * CT_ATT_BK;
-                    float Dr = D[r];
-                    for (long c = 0; c < nk; c++) ds[c] = p[c] * (ds[c] - Dr);
-                }
-                ct_gemm(0, 0, nq, HS, nk, scale, dP, CT_ATT_BK, K, ldk, 1.0f, dQ, ldq);  // dQ += s dS K
-                ct_gemm(1, 0, nk, HS, nq, scale, dP, CT_ATT_BK, Q, ldq, 0.0f, dKp, HS);  // dK share = s dS^T Q
+                // P^T = exp(scale K Q^T - lse), 0 where masked or where the query saw no key
+                ct_att_mm(CT_ATT_STORE, nk, CT_ATT_BQ, HS, K, ldk, 1, t.qt, CT_ATT_BQ, t.pt, CT_ATT_BQ, scale, NULL);
+                if (khi[kt] > qlo[qt])
+                    for (long j = 0; j < nk; j++) mask_row(t.pt + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
+                exp_columns(t.pt, t.lv, nk);
+                // dV share (nk, HP) = P^T dO
+                ct_att_mm(CT_ATT_STORE, nk, HP, nq, t.pt, CT_ATT_BQ, 1, t.dop, HP, t.dvp, HP, 1.0f, NULL);
+                // dS^T = scale P^T * (V dO^T - D), in place of P^T
+                ct_att_mm(CT_ATT_DS, nk, CT_ATT_BQ, HS, V, ldv, 1, t.dot, CT_ATT_BQ, t.pt, CT_ATT_BQ, scale, t.d);
+                // dQ (nq, HP) += dS K, dS read down the columns of dS^T
+                pack_rows(t.kc, HP, K, ldk, nk, HS);
+                ct_att_mm(CT_ATT_ADD, nq, HP, nk, t.pt, 1, CT_ATT_BQ, t.kc, HP, t.dqa, HP, 1.0f, NULL);
+                // dK share (nk, HP) = dS^T Q
+                ct_att_mm(CT_ATT_STORE, nk, HP, nq, t.pt, CT_ATT_BQ, 1, t.qp_, HP, t.dkp, HP, 1.0f, NULL);
                 // add the shares in the fixed order: this item's rank among the items of this kv
                 // head that see key tile kt
                 int64_t rank = hl * kcnt[kt];
@@ -281,11 +391,14 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 float *dV = dv + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
                 for (long r = 0; r < nk; r++) {
                     float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
-                    const float *kp = dKp + r * HS, *vp = dVp + r * HS;
+                    const float *kp = t.dkp + r * HP, *vp = t.dvp + r * HP;
                     for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
                 }
                 __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
             }
+            float *dQ = dq + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
+            for (long i = 0; i < nq; i++)
+                for (long d = 0; d < HS; d++) dQ[i * ldq + d] += t.dqa[i * HP + d];
         }
     }
 }

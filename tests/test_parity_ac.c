@@ -66,9 +66,12 @@ static void pp2(void) {
     for (int m = 0; m < NMODES; m++) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .pp = 2}, "pp2");
 }
 static void tp2_fsdp2(void) {
+    double tol = parity_param_tol;
+    parity_param_tol = parity_tp_sp_param_tol;  // tp's reductions under FSDP: parity.h
     for (int m = 0; m < NMODES; m++)
         run_mode(m, (parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true},
                  "tp2 x fsdp2");
+    parity_param_tol = tol;
 }
 
 static size_t activation_bytes(int m) {

@@ -205,6 +205,77 @@ static inline void mask_row(float *s, const int32_t *qp, int32_t kp) {
 
 static inline int32_t key_position(const int32_t *k_pos, long j) { return k_pos ? k_pos[j] : (int32_t)j; }
 
+// ---------------------------------------------------------------- tiles on the diagonal
+// When a tile's queries and keys are both runs of consecutive positions (always without
+// explicit positions, usually with them), query i sees key j iff j - i <= delta, delta the
+// difference of the runs' starts: the visible part is a band, and blocks of 16 keys / 16
+// queries wholly outside it are skipped. Skipped scores are set to -inf with the rest of the
+// mask (so their P and dS are 0), and a skipped product term would have been 0 times a finite
+// value, so skipping changes no sum. Without runs (diag.on 0) everything is computed and masked.
+#define CT_ATT_SUB 16  // a multiple of CT_ATT_PAD on every ISA
+typedef struct {
+    int on;
+    long delta;
+} diag_band;
+
+// Start of a run of n consecutive positions at rows r0.., or LONG_MIN.
+static long run_start(const int32_t *pos, long r0, long n) {
+    if (!pos) return r0;
+    for (long i = 1; i < n; i++)
+        if (pos[r0 + i] != pos[r0] + i) return LONG_MIN;
+    return pos[r0];
+}
+
+static diag_band band_of(const int32_t *q_pos, long i0, long nq, const int32_t *k_pos, long j0, long nk) {
+    long qs = run_start(q_pos, i0, nq), ks = run_start(k_pos, j0, nk);
+    diag_band d = {qs != LONG_MIN && ks != LONG_MIN, 0};
+    if (d.on) d.delta = qs - ks;
+    return d;
+}
+
+// First query column that keys [m0, m0 + SUB) can see (a multiple of SUB; BQ: none).
+static long band_first_query(diag_band d, long m0) {
+    if (!d.on) return 0;
+    long c = m0 - d.delta;
+    c = c <= 0 ? 0 : c / CT_ATT_SUB * CT_ATT_SUB;
+    return c > CT_ATT_BQ ? CT_ATT_BQ : c;
+}
+
+// Keys that queries [r0, r0 + SUB) can see: the first this many of the tile's nk.
+static long band_keys(diag_band d, long r0, long nk) {
+    if (!d.on) return nk;
+    long n = r0 + CT_ATT_SUB + d.delta;
+    return n < 0 ? 0 : n > nk ? nk : n;
+}
+
+// S^T (nk, BQ) = alpha K Q^T over the band (K (nk, HS) row stride ldk, qt (HS, BQ)).
+static void scores_t(float *st, const float *K, long ldk, const float *qt, long nk, long HS, float alpha,
+                     diag_band d) {
+    for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
+        long c0 = band_first_query(d, m0);
+        if (c0 < CT_ATT_BQ)
+            ct_att_mm(CT_ATT_STORE, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, K + m0 * ldk, ldk, 1, qt + c0,
+                      CT_ATT_BQ, st + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, alpha, NULL);
+    }
+}
+
+// C (nq, HP) (mode) P B over the band: P read down the columns of pt (nk, BQ), B (nk, HP).
+static void queries_by_keys(ct_att_mode mode, float *c, const float *pt, const float *b, long nq, long nk, long HP,
+                            const float *rowv, diag_band d) {
+    for (long r0 = 0; r0 < nq; r0 += CT_ATT_SUB)
+        ct_att_mm(mode, min_l(CT_ATT_SUB, nq - r0), HP, band_keys(d, r0, nk), pt + r0, 1, CT_ATT_BQ, b, HP,
+                  c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
+}
+
+// C (nk, HP) = P^T B over the band: rows of pt (nk, BQ) against B (nq, HP), query by query.
+static void keys_by_queries(float *c, const float *pt, const float *b, long nq, long nk, long HP, diag_band d) {
+    for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
+        long c0 = band_first_query(d, m0);
+        ct_att_mm(CT_ATT_STORE, min_l(CT_ATT_SUB, nk - m0), HP, nq > c0 ? nq - c0 : 0, pt + m0 * CT_ATT_BQ + c0,
+                  CT_ATT_BQ, 1, b + c0 * HP, HP, c + m0 * HP, HP, 1.0f, NULL);
+    }
+}
+
 // ---------------------------------------------------------------- forward
 // The online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T - m_new)
 // in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale. A column that
@@ -265,13 +336,15 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
                 // S^T (nk, BQ) = scale K Q^T
-                ct_att_mm(CT_ATT_STORE, nk, CT_ATT_BQ, HS, K, ldk, 1, t.qt, CT_ATT_BQ, t.st, CT_ATT_BQ, scale, NULL);
-                if (khi > qlo)  // some query of the tile must not see some key of it
+                diag_band d = {0, 0};
+                if (khi > qlo) d = band_of(q_pos, i0, nq, k_pos, j0, nk);  // some query must not see some key
+                scores_t(t.st, K, ldk, t.qt, nk, HS, scale, d);
+                if (khi > qlo)
                     for (long j = 0; j < nk; j++) mask_row(t.st + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
                 softmax_columns(&t, nk);
                 // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T
                 pack_rows(t.vc, HP, V, ldv, nk, HS);
-                ct_att_mm(CT_ATT_RESCALE, nq, HP, nk, t.st, 1, CT_ATT_BQ, t.vc, HP, t.o, HP, 1.0f, t.al);
+                queries_by_keys(CT_ATT_RESCALE, t.o, t.st, t.vc, nq, nk, HP, t.al, d);
             }
             float *O = out + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
             float *L = lse + (b * NH + h) * Tq + i0;        // (nq)
@@ -368,19 +441,26 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
                 const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
                 // P^T = exp(scale K Q^T - lse), 0 where masked or where the query saw no key
-                ct_att_mm(CT_ATT_STORE, nk, CT_ATT_BQ, HS, K, ldk, 1, t.qt, CT_ATT_BQ, t.pt, CT_ATT_BQ, scale, NULL);
+                diag_band d = {0, 0};
+                if (khi[kt] > qlo[qt]) d = band_of(q_pos, i0, nq, k_pos, j0, nk);
+                scores_t(t.pt, K, ldk, t.qt, nk, HS, scale, d);
                 if (khi[kt] > qlo[qt])
                     for (long j = 0; j < nk; j++) mask_row(t.pt + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
                 exp_columns(t.pt, t.lv, nk);
                 // dV share (nk, HP) = P^T dO
-                ct_att_mm(CT_ATT_STORE, nk, HP, nq, t.pt, CT_ATT_BQ, 1, t.dop, HP, t.dvp, HP, 1.0f, NULL);
+                keys_by_queries(t.dvp, t.pt, t.dop, nq, nk, HP, d);
                 // dS^T = scale P^T * (V dO^T - D), in place of P^T
-                ct_att_mm(CT_ATT_DS, nk, CT_ATT_BQ, HS, V, ldv, 1, t.dot, CT_ATT_BQ, t.pt, CT_ATT_BQ, scale, t.d);
+                for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
+                    long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
+                    if (c0 < CT_ATT_BQ)
+                        ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv, ldv, 1,
+                                  t.dot + c0, CT_ATT_BQ, t.pt + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, scale, t.d + c0);
+                }
                 // dQ (nq, HP) += dS K, dS read down the columns of dS^T
                 pack_rows(t.kc, HP, K, ldk, nk, HS);
-                ct_att_mm(CT_ATT_ADD, nq, HP, nk, t.pt, 1, CT_ATT_BQ, t.kc, HP, t.dqa, HP, 1.0f, NULL);
+                queries_by_keys(CT_ATT_ADD, t.dqa, t.pt, t.kc, nq, nk, HP, NULL, d);
                 // dK share (nk, HP) = dS^T Q
-                ct_att_mm(CT_ATT_STORE, nk, HP, nq, t.pt, CT_ATT_BQ, 1, t.qp_, HP, t.dkp, HP, 1.0f, NULL);
+                keys_by_queries(t.dkp, t.pt, t.qp_, nq, nk, HP, d);
                 // add the shares in the fixed order: this item's rank among the items of this kv
                 // head that see key tile kt
                 int64_t rank = hl * kcnt[kt];

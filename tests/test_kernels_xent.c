@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 #include "test.h"
 #include "test_rand.h"
@@ -123,11 +124,36 @@ static void test_xent_bad_target_is_fatal(void) {
     }
 }
 
+// The rows' 16-lane exp (xent_row.h: no clamps or selects for a vector whose lanes are all in
+// range, ct_fast_expf_v16 for any other) has ct_fast_expf_v16's bits: every 61st float bit
+// pattern (NaNs, infinities, zeros, denormals, both ends of the range; a vector of 16 steps of 61
+// often has lanes on both sides of -87.3 or 88.3), and every pattern near those two ends.
+static void test_xent_exp_bits(void) {
+#ifdef CT_V16
+    long differ = 0;
+    const float ends[2] = {-87.3f, 88.3f};
+    for (int pass = 0; pass < 3; pass++) {
+        uint32_t start = 0, step = 61, count = (uint32_t)(0xFFFFFFFFu / (61u * 16u));
+        if (pass > 0) memcpy(&start, &ends[pass - 1], 4), start -= 1u << 16, step = 1, count = (1u << 17) / 16;
+        for (uint32_t v = 0; v < count; v++) {
+            uint32_t b[16];
+            for (int k = 0; k < 16; k++) b[k] = start + (v * 16u + (uint32_t)k) * step;
+            ct_v16f x, a, e;
+            memcpy(&x, b, sizeof x);
+            a = ct_xent_expf_v16(x), e = ct_fast_expf_v16(x);
+            differ += memcmp(&a, &e, sizeof a) != 0;
+        }
+    }
+    CHECK(differ == 0, "%ld vectors of 16 differ from ct_fast_expf_v16", differ);
+#endif
+}
+
 int main(void) {
     rng_state = 0xA4093822299F31D0ull;
     CT_RUN(test_xent_bad_target_is_fatal);
     CT_RUN(test_xent_shapes_and_chunks);
     CT_RUN(test_xent_large_logits);
     CT_RUN(test_xent_all_ignored);
+    CT_RUN(test_xent_exp_bits);
     CT_TEST_EXIT();
 }

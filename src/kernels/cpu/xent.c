@@ -35,7 +35,8 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
                 if (dx) memset(z, 0, (size_t)V * sizeof(float));
             } else {
                 float mx = ct_xent_row_max(z, V), zt = z[t];
-                float sum = ct_xent_row_exp_sum(z, V, mx);  // z = exp(z - mx): one exp per logit
+                // z = exp(z - mx): one exp per logit, the next row fetched meanwhile
+                float sum = ct_xent_row_exp_sum(z, V, mx, r + 1 < nr ? z + V : NULL);
                 double lse = (double)mx + log((double)sum);
                 loss = lse - (double)zt;
                 if (dx) {

@@ -6,12 +6,35 @@
 #define CT_CPU_XENT_ROW_H
 #include "kernels/cpu/fastmath.h"
 
+#ifdef CT_V16
+#include <immintrin.h>
+#endif
+
 // max_j z[j] (exact, so the reduction order does not matter)
 static inline float ct_xent_row_max(const float *z, long n) {
+#ifdef CT_V16
+    // Four running maxima instead of the one GCC keeps for the loop below (#else: a chain of
+    // dependent max instructions). The same result as GCC's vectorisation of that loop: the
+    // largest z[j] that is not NaN, -inf if none (vmaxps(z, a) is z > a ? z : a, so a NaN never
+    // enters a running maximum).
+    __m512 a0 = _mm512_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0;
+    long j = 0;
+    for (; j + 64 <= n; j += 64) {
+        a0 = _mm512_max_ps(_mm512_loadu_ps(z + j), a0);
+        a1 = _mm512_max_ps(_mm512_loadu_ps(z + j + 16), a1);
+        a2 = _mm512_max_ps(_mm512_loadu_ps(z + j + 32), a2);
+        a3 = _mm512_max_ps(_mm512_loadu_ps(z + j + 48), a3);
+    }
+    for (; j + 16 <= n; j += 16) a0 = _mm512_max_ps(_mm512_loadu_ps(z + j), a0);
+    float mx = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
+    for (; j < n; j++) mx = z[j] > mx ? z[j] : mx;
+    return mx;
+#else
     float mx = z[0];
 #pragma omp simd reduction(max : mx)
     for (long j = 0; j < n; j++) mx = z[j] > mx ? z[j] : mx;
     return mx;
+#endif
 }
 
 // The sums of exp below accumulate in double, 8 lanes (lane k: the j = k mod 8 of each whole
@@ -29,14 +52,40 @@ static inline double ct_xent_sum8(ct_v4d lo, ct_v4d hi) {
 }
 #ifdef CT_V16
 // With 16-lane registers the 8 double lanes (lo | hi) are one register: the same adds per lane.
+// (Intrinsics for the converts: GCC 12 builds __builtin_convertvector of 8 floats from four
+// 4-lane converts and the inserts between them.)
 typedef double ct_v8d __attribute__((vector_size(64)));
 static inline void ct_xent_acc16(ct_v8d *acc, ct_v16f e) {
-    *acc += __builtin_convertvector(ct_v16f_lo(e), ct_v8d);
-    *acc += __builtin_convertvector(ct_v16f_hi(e), ct_v8d);
+    __m512d a = (__m512d)*acc;
+    a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm512_castps512_ps256((__m512)e)));
+    a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd((__m512d)e, 1))));
+    *acc = (ct_v8d)a;
 }
 static inline void ct_xent_split8(ct_v8d acc, ct_v4d *lo, ct_v4d *hi) {
     *lo = __builtin_shufflevector(acc, acc, 0, 1, 2, 3);
     *hi = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
+}
+
+// ct_fast_expf_v16(x), the same bits in every lane. Its two clamps and three selects leave a lane
+// inside [-87.3, 88.3] as it is, and GCC spends three instructions on each; a vector whose lanes
+// are all inside (in a softmax, every vector of a row whose logits span less than 87) goes
+// through the same multiplies and adds without them, any other takes ct_fast_expf_v16 whole.
+static inline ct_v16f ct_xent_expf_v16(ct_v16f x) {
+    __mmask16 out = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3f), _CMP_NGE_UQ) |  // below, or NaN
+                    _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(88.3f), _CMP_GT_OQ);
+    if (__builtin_expect(out != 0, 0)) return ct_fast_expf_v16(x);
+    ct_v16f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // ct_fast_expf, from here on
+    ct_v16f r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    ct_v16f p = ct_v16f_splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    ct_v16i bits = (__builtin_convertvector(n, ct_v16i) + 127) << 23;
+    return p * (ct_v16f)bits;
 }
 #endif
 
@@ -47,7 +96,7 @@ static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
 #ifdef CT_V16
     ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
     for (; j + 16 <= n; j += 16)  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_xent_acc16(&acc, ct_fast_expf_v16(ct_v16f_load(z + j) - mx));
+        ct_xent_acc16(&acc, ct_xent_expf_v16(ct_v16f_load(z + j) - mx));
     ct_xent_split8(acc, &lo, &hi);
 #endif
     for (; j + 8 <= n; j += 8) ct_xent_acc8(&lo, &hi, ct_fast_expf_v8(ct_v8f_load(z + j) - mx));
@@ -56,18 +105,34 @@ static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
     return (float)s;
 }
 
-// z[j] = exp(z[j] - mx) in place; returns their sum (summed as ct_xent_row_sum_exp)
-static inline float ct_xent_row_exp_sum(float *z, long n, float mx) {
+// z[j] = exp(z[j] - mx) in place; returns their sum (summed as ct_xent_row_sum_exp). next: the
+// n floats the caller reads next (the next row), or NULL. With 16-lane registers they are
+// prefetched while these exps are computed: the exps keep the core busy and the memory idle, and
+// the next row's max, a pass that computes almost nothing, would otherwise wait on memory.
+static inline float ct_xent_row_exp_sum(float *z, long n, float mx, const float *next) {
     ct_v4d lo = {0, 0, 0, 0}, hi = {0, 0, 0, 0};
     long j = 0;
 #ifdef CT_V16
     ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (; j + 16 <= n; j += 16) {  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_v16f e = ct_fast_expf_v16(ct_v16f_load(z + j) - mx);
+    const char *pf = (const char *)(next ? next : z);  // (z: already here, the prefetches cost nothing)
+    for (; j + 32 <= n; j += 32) {  // two vectors of 16 a step, for more independent work in flight
+        _mm_prefetch(pf + 4 * j, _MM_HINT_T0);
+        _mm_prefetch(pf + 4 * j + 64, _MM_HINT_T0);
+        ct_v16f e0 = ct_xent_expf_v16(ct_v16f_load(z + j) - mx);
+        ct_v16f e1 = ct_xent_expf_v16(ct_v16f_load(z + j + 16) - mx);
+        ct_v16f_store(z + j, e0);
+        ct_v16f_store(z + j + 16, e1);
+        ct_xent_acc16(&acc, e0);  // 16 exps summed as two steps of 8 (the same order), twice
+        ct_xent_acc16(&acc, e1);
+    }
+    for (; j + 16 <= n; j += 16) {
+        ct_v16f e = ct_xent_expf_v16(ct_v16f_load(z + j) - mx);
         ct_v16f_store(z + j, e);
         ct_xent_acc16(&acc, e);
     }
     ct_xent_split8(acc, &lo, &hi);
+#else
+    (void)next;
 #endif
     for (; j + 8 <= n; j += 8) {
         ct_v8f e = ct_fast_expf_v8(ct_v8f_load(z + j) - mx);

@@ -30,7 +30,7 @@ void ct_xent_rows_exp_sum(float *z, float *sum, float *zt, const float *mx, cons
         float s = 0.0f, zr_t = 0.0f;
         if (t >= 0) {
             if (tl >= 0 && tl < V) zr_t = zr[tl];  // only the slice that holds the target contributes
-            s = ct_xent_row_exp_sum(zr, V, mx[r]);
+            s = ct_xent_row_exp_sum(zr, V, mx[r], r + 1 < R ? zr + V : NULL);
         }
         sum[r] = s;
         zt[r] = zr_t;

@@ -70,10 +70,8 @@ static inline float ct_v8f_sum(ct_v8f v) {
 // ct_fast_expf's operations on a vector of lanes, for each width (8 lanes below, 16 where the ISA
 // has them): one body, so the widths cannot drift apart and every lane keeps the scalar's bits.
 #define CT_DEFINE_FAST_EXPF(name, vf, vi, splat, select)                         \
-    static inline vf name(vf x) {                                                 \
-        const vf lo = splat(-87.3f), hi = splat(88.3f);                           \
-        vf xc = select(x >= lo, x, lo); /* NaN lanes clamped too (ct_fast_expf) */ \
-        xc = select(xc > hi, hi, xc);                                             \
+    /* the polynomial and the exponent: every lane of xc inside [-87.3, 88.3] */  \
+    static inline vf name##_in_range(vf xc) {                                     \
         vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;           \
         vf r = xc - n * 0.693359375f;                                             \
         r = r + n * 2.12194440e-4f;                                               \
@@ -85,7 +83,13 @@ static inline float ct_v8f_sum(ct_v8f v) {
         p = p * r + 5.0000001201e-1f;                                             \
         p = p * r * r + r + 1.0f;                                                 \
         vi bits = (__builtin_convertvector(n, vi) + 127) << 23;                   \
-        vf y = p * (vf)bits;                                                      \
+        return p * (vf)bits;                                                      \
+    }                                                                             \
+    static inline vf name(vf x) {                                                 \
+        const vf lo = splat(-87.3f), hi = splat(88.3f);                           \
+        vf xc = select(x >= lo, x, lo); /* NaN lanes clamped too (ct_fast_expf) */ \
+        xc = select(xc > hi, hi, xc);                                             \
+        vf y = name##_in_range(xc);                                               \
         y = select(x < lo, splat(0.0f), y);                                       \
         y = select(x > hi, splat(INFINITY), y);                                   \
         return select(x != x, x, y);                                              \
@@ -99,6 +103,7 @@ static inline ct_v8f ct_fast_sigmoidf_v8(ct_v8f x) { return 1.0f / (1.0f + ct_fa
 // the ISA has 16-lane registers (CT_V16: AVX-512; one register instead of two of 8, about half
 // the instructions per float). Every lane still has the scalar function's bits.
 #if defined(__AVX512F__)
+#include <immintrin.h>
 #define CT_V16 1
 typedef float ct_v16f __attribute__((vector_size(64)));
 typedef int32_t ct_v16i __attribute__((vector_size(64)));
@@ -120,5 +125,17 @@ static inline ct_v8f ct_v16f_hi(ct_v16f v) { return __builtin_shufflevector(v, v
 CT_DEFINE_FAST_EXPF(ct_fast_expf_v16, ct_v16f, ct_v16i, ct_v16f_splat, ct_v16f_select)
 
 static inline ct_v16f ct_fast_sigmoidf_v16(ct_v16f x) { return 1.0f / (1.0f + ct_fast_expf_v16(-x)); }
+
+// ct_fast_expf_v16 for the exps of a softmax, whose vectors almost always lie wholly inside
+// [-87.3, 88.3] (a row whose scores span less than 87): for such a vector the clamps and selects
+// are identities (GCC spends about three instructions on each), so one compare decides and the
+// polynomial runs alone; any other vector (a masked -inf, a NaN, a huge span) takes
+// ct_fast_expf_v16 whole. The same bits in every lane either way.
+static inline ct_v16f ct_fast_expf_v16_softmax(ct_v16f x) {
+    __mmask16 out = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3f), _CMP_NGE_UQ) |  // below, or NaN
+                    _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(88.3f), _CMP_GT_OQ);
+    if (__builtin_expect(out != 0, 0)) return ct_fast_expf_v16(x);
+    return ct_fast_expf_v16_in_range(x);
+}
 #endif
 #endif

@@ -66,27 +66,6 @@ static inline void ct_xent_split8(ct_v8d acc, ct_v4d *lo, ct_v4d *hi) {
     *hi = __builtin_shufflevector(acc, acc, 4, 5, 6, 7);
 }
 
-// ct_fast_expf_v16(x), the same bits in every lane. Its two clamps and three selects leave a lane
-// inside [-87.3, 88.3] as it is, and GCC spends three instructions on each; a vector whose lanes
-// are all inside (in a softmax, every vector of a row whose logits span less than 87) goes
-// through the same multiplies and adds without them, any other takes ct_fast_expf_v16 whole.
-static inline ct_v16f ct_xent_expf_v16(ct_v16f x) {
-    __mmask16 out = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3f), _CMP_NGE_UQ) |  // below, or NaN
-                    _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(88.3f), _CMP_GT_OQ);
-    if (__builtin_expect(out != 0, 0)) return ct_fast_expf_v16(x);
-    ct_v16f n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // ct_fast_expf, from here on
-    ct_v16f r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    ct_v16f p = ct_v16f_splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    ct_v16i bits = (__builtin_convertvector(n, ct_v16i) + 127) << 23;
-    return p * (ct_v16f)bits;
-}
 #endif
 
 // Σ_j exp(z[j] - mx), z left as it is
@@ -96,7 +75,7 @@ static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
 #ifdef CT_V16
     ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
     for (; j + 16 <= n; j += 16)  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_xent_acc16(&acc, ct_xent_expf_v16(ct_v16f_load(z + j) - mx));
+        ct_xent_acc16(&acc, ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx));
     ct_xent_split8(acc, &lo, &hi);
 #endif
     for (; j + 8 <= n; j += 8) ct_xent_acc8(&lo, &hi, ct_fast_expf_v8(ct_v8f_load(z + j) - mx));
@@ -118,15 +97,15 @@ static inline float ct_xent_row_exp_sum(float *z, long n, float mx, const float 
     for (; j + 32 <= n; j += 32) {  // two vectors of 16 a step, for more independent work in flight
         _mm_prefetch(pf + 4 * j, _MM_HINT_T0);
         _mm_prefetch(pf + 4 * j + 64, _MM_HINT_T0);
-        ct_v16f e0 = ct_xent_expf_v16(ct_v16f_load(z + j) - mx);
-        ct_v16f e1 = ct_xent_expf_v16(ct_v16f_load(z + j + 16) - mx);
+        ct_v16f e0 = ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx);
+        ct_v16f e1 = ct_fast_expf_v16_softmax(ct_v16f_load(z + j + 16) - mx);
         ct_v16f_store(z + j, e0);
         ct_v16f_store(z + j + 16, e1);
         ct_xent_acc16(&acc, e0);  // 16 exps summed as two steps of 8 (the same order), twice
         ct_xent_acc16(&acc, e1);
     }
     for (; j + 16 <= n; j += 16) {
-        ct_v16f e = ct_xent_expf_v16(ct_v16f_load(z + j) - mx);
+        ct_v16f e = ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx);
         ct_v16f_store(z + j, e);
         ct_xent_acc16(&acc, e);
     }

@@ -50,7 +50,7 @@ typedef ct_v16i attvi;
 #define attv_store ct_v16f_store
 #define attv_splat ct_v16f_splat
 #define attv_select ct_v16f_select
-#define attv_exp ct_fast_expf_v16_softmax
+#define attv_exp ct_fast_expf_v16_quick
 #else
 #define AW 8
 typedef ct_v8f attv;

@@ -124,18 +124,18 @@ static inline ct_v8f ct_v16f_hi(ct_v16f v) { return __builtin_shufflevector(v, v
 
 CT_DEFINE_FAST_EXPF(ct_fast_expf_v16, ct_v16f, ct_v16i, ct_v16f_splat, ct_v16f_select)
 
-static inline ct_v16f ct_fast_sigmoidf_v16(ct_v16f x) { return 1.0f / (1.0f + ct_fast_expf_v16(-x)); }
-
-// ct_fast_expf_v16 for the exps of a softmax, whose vectors almost always lie wholly inside
-// [-87.3, 88.3] (a row whose scores span less than 87): for such a vector the clamps and selects
-// are identities (GCC spends about three instructions on each), so one compare decides and the
-// polynomial runs alone; any other vector (a masked -inf, a NaN, a huge span) takes
+// ct_fast_expf_v16 for arguments that almost always lie wholly inside [-87.3, 88.3] (a softmax
+// row whose scores span less than 87, a sigmoid's activations): for such a vector the clamps and
+// selects are identities (GCC spends about three instructions on each), so one compare decides
+// and the polynomial runs alone; any other vector (a masked -inf, a NaN, a huge span) takes
 // ct_fast_expf_v16 whole. The same bits in every lane either way.
-static inline ct_v16f ct_fast_expf_v16_softmax(ct_v16f x) {
+static inline ct_v16f ct_fast_expf_v16_quick(ct_v16f x) {
     __mmask16 out = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-87.3f), _CMP_NGE_UQ) |  // below, or NaN
                     _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(88.3f), _CMP_GT_OQ);
     if (__builtin_expect(out != 0, 0)) return ct_fast_expf_v16(x);
     return ct_fast_expf_v16_in_range(x);
 }
+
+static inline ct_v16f ct_fast_sigmoidf_v16(ct_v16f x) { return 1.0f / (1.0f + ct_fast_expf_v16_quick(-x)); }
 #endif
 #endif

@@ -75,7 +75,7 @@ static inline float ct_xent_row_sum_exp(const float *z, long n, float mx) {
 #ifdef CT_V16
     ct_v8d acc = {0, 0, 0, 0, 0, 0, 0, 0};
     for (; j + 16 <= n; j += 16)  // 16 exps a step, summed as two steps of 8 (the same order)
-        ct_xent_acc16(&acc, ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx));
+        ct_xent_acc16(&acc, ct_fast_expf_v16_quick(ct_v16f_load(z + j) - mx));
     ct_xent_split8(acc, &lo, &hi);
 #endif
     for (; j + 8 <= n; j += 8) ct_xent_acc8(&lo, &hi, ct_fast_expf_v8(ct_v8f_load(z + j) - mx));
@@ -97,15 +97,15 @@ static inline float ct_xent_row_exp_sum(float *z, long n, float mx, const float 
     for (; j + 32 <= n; j += 32) {  // two vectors of 16 a step, for more independent work in flight
         _mm_prefetch(pf + 4 * j, _MM_HINT_T0);
         _mm_prefetch(pf + 4 * j + 64, _MM_HINT_T0);
-        ct_v16f e0 = ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx);
-        ct_v16f e1 = ct_fast_expf_v16_softmax(ct_v16f_load(z + j + 16) - mx);
+        ct_v16f e0 = ct_fast_expf_v16_quick(ct_v16f_load(z + j) - mx);
+        ct_v16f e1 = ct_fast_expf_v16_quick(ct_v16f_load(z + j + 16) - mx);
         ct_v16f_store(z + j, e0);
         ct_v16f_store(z + j + 16, e1);
         ct_xent_acc16(&acc, e0);  // 16 exps summed as two steps of 8 (the same order), twice
         ct_xent_acc16(&acc, e1);
     }
     for (; j + 16 <= n; j += 16) {
-        ct_v16f e = ct_fast_expf_v16_softmax(ct_v16f_load(z + j) - mx);
+        ct_v16f e = ct_fast_expf_v16_quick(ct_v16f_load(z + j) - mx);
         ct_v16f_store(z + j, e);
         ct_xent_acc16(&acc, e);
     }

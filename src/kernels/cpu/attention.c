@@ -82,14 +82,14 @@ typedef struct {
 } fwd_tiles;
 
 typedef struct {
-    float *qt, *dot;      // (HS, BQ) Q^T, dO^T
-    float *qp_, *dop;     // (BQ, HP) Q, dO, zero columns past HS
-    float *pt;            // (BK, BQ) P^T, then dS^T
-    float *dqa;           // (BQ, HP) dQ accumulator
-    float *kc;            // (BK, HP) the key tile's K, contiguous
-    float *dkp, *dvp;     // (BK, HP) this item's shares of the key tile's dK, dV
-    float *d, *lv;        // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
-    int32_t *qp;          // (BQ) query positions
+    float *qt, *dot;        // (HS, BQ) Q^T, dO^T
+    float *qrows, *dorows;  // (BQ, HP) Q, dO, zero columns past HS
+    float *pt;              // (BK, BQ) P^T, then dS^T
+    float *dqa;             // (BQ, HP) dQ accumulator
+    float *kc;              // (BK, HP) the key tile's K, contiguous
+    float *dkp, *dvp;       // (BK, HP) this item's shares of the key tile's dK, dV
+    float *d, *lv;          // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
+    int32_t *qp;            // (BQ) query positions
 } bwd_tiles;
 
 static float *take(float *base, long *used, long n) {
@@ -115,8 +115,8 @@ static long bwd_carve(float *base, long HS, bwd_tiles *t) {
     long u = 0, HP = pad_hs(HS);
     t->qt = take(base, &u, HS * CT_ATT_BQ);
     t->dot = take(base, &u, HS * CT_ATT_BQ);
-    t->qp_ = take(base, &u, CT_ATT_BQ * HP);
-    t->dop = take(base, &u, CT_ATT_BQ * HP);
+    t->qrows = take(base, &u, CT_ATT_BQ * HP);
+    t->dorows = take(base, &u, CT_ATT_BQ * HP);
     t->pt = take(base, &u, CT_ATT_BK * CT_ATT_BQ);
     t->dqa = take(base, &u, CT_ATT_BQ * HP);
     t->kc = take(base, &u, CT_ATT_BK * HP);
@@ -166,9 +166,6 @@ static void pos_range(const int32_t *pos, long r0, long n, long *lo, long *hi) {
 }
 
 // ---------------------------------------------------------------- packing, once per item
-// (GCC would turn the row copies into memcpy calls of a few hundred bytes each.)
-#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-
 // dst (HS, BQ) = src^T for src (n, HS) with row stride ld; columns n..BQ-1 zero. Whole 8 x 8
 // blocks go through registers (8 loads, 24 shuffles, 8 stores) where the ISA has them.
 NO_LIBCALLS static void pack_t(float *restrict dst, const float *restrict src, long ld, long n, long HS) {
@@ -422,8 +419,8 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
             pack_t(t.qt, Q, ldq, nq, HS);
             pack_t(t.dot, dO, ldo, nq, HS);
-            pack_rows(t.qp_, HP, Q, ldq, nq, HS);
-            pack_rows(t.dop, HP, dO, ldo, nq, HS);
+            pack_rows(t.qrows, HP, Q, ldq, nq, HS);
+            pack_rows(t.dorows, HP, dO, ldo, nq, HS);
             query_positions(t.qp, q_pos, i0, nq);
             for (long i = 0; i < CT_ATT_BQ; i++) {
                 float s = 0.0f;
@@ -448,7 +445,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                     for (long j = 0; j < nk; j++) mask_row(t.pt + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
                 exp_columns(t.pt, t.lv, nk);
                 // dV share (nk, HP) = P^T dO
-                keys_by_queries(t.dvp, t.pt, t.dop, nq, nk, HP, d);
+                keys_by_queries(t.dvp, t.pt, t.dorows, nq, nk, HP, d);
                 // dS^T = scale P^T * (V dO^T - D), in place of P^T
                 for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
                     long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
@@ -460,7 +457,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 pack_rows(t.kc, HP, K, ldk, nk, HS);
                 queries_by_keys(CT_ATT_ADD, t.dqa, t.pt, t.kc, nq, nk, HP, NULL, d);
                 // dK share (nk, HP) = dS^T Q
-                keys_by_queries(t.dkp, t.pt, t.qp_, nq, nk, HP, d);
+                keys_by_queries(t.dkp, t.pt, t.qrows, nq, nk, HP, d);
                 // add the shares in the fixed order: this item's rank among the items of this kv
                 // head that see key tile kt
                 int64_t rank = hl * kcnt[kt];

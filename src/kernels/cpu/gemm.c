@@ -42,10 +42,6 @@
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 
-// (GCC would turn the short copy loops of packing and of partial tiles into calls to memcpy /
-// memmove, each a call for a few floats: NO_LIBCALLS keeps them as moves.)
-#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-
 // ---------------------------------------------------------------- micro-kernel per ISA
 // MR x NR register tile: MR rows of C, NR = 2 vectors wide; every k: 2 vector loads of B, MR
 // broadcasts of A, 2 MR FMAs into 2 MR accumulators.

@@ -11,6 +11,10 @@
 #include <immintrin.h>
 #endif
 
+// GCC turns short copy loops (packing, partial tiles, rows of a few hundred bytes) into calls of
+// memcpy / memmove, each a call for a few floats: NO_LIBCALLS keeps them as moves.
+#define NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+
 #if defined(__AVX512F__)
 #define CT_VL 16
 typedef __m512 vf;

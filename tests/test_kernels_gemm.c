@@ -86,6 +86,37 @@ static void test_gemm_blocked_shapes(void) {
     omp_set_num_threads(saved);
 }
 
+// A read in place (narrow products, N <= 256 on AVX-512) or packed (wide ones) is the same
+// arithmetic: the first N columns of a 512-wide product are bit for bit the N-wide product, for
+// A and A^T, with K past one K block, on 1 and 2 threads; A^T with rows 2,048 apart or more is
+// packed in both.
+static void test_gemm_a_in_place_bits(void) {
+    long shapes[][3] = {{130, 256, 700}, {300, 200, 520}, {61, 32, 300}, {40, 256, 2100}};
+    int saved = omp_get_max_threads();
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t & 1;
+            long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], W = 512;
+            long lda = ta ? (s == 3 ? 2048 : M) : K;  // A^T rows lda apart (2048: packed)
+            float *A = malloc(sizeof(float) * (ta ? K * lda : M * K)), *B = malloc(sizeof(float) * K * W);
+            float *Cw = malloc(sizeof(float) * M * W), *Cn = malloc(sizeof(float) * M * N);
+            for (long i = 0; i < (ta ? K * lda : M * K); i++) A[i] = frand();
+            for (long i = 0; i < K * W; i++) B[i] = frand();
+            for (long i = 0; i < M * W; i++) Cw[i] = frand();
+            for (long i = 0; i < M; i++)
+                for (long j = 0; j < N; j++) Cn[i * N + j] = Cw[i * W + j];
+            omp_set_num_threads(1 + (t >> 1));
+            ct_gemm(ta, 0, M, W, K, 0.75f, A, lda, B, W, -0.5f, Cw, W);
+            ct_gemm(ta, 0, M, N, K, 0.75f, A, lda, B, W, -0.5f, Cn, N);
+            long differ = 0;
+            for (long i = 0; i < M; i++) differ += memcmp(Cn + i * N, Cw + i * W, sizeof(float) * N) != 0;
+            CHECK(differ == 0, "ta %d (%ld, %ld, %ld), %d threads: %ld rows differ from the wide product", ta, M, N,
+                  K, 1 + (t >> 1), differ);
+            free(A), free(B), free(Cw), free(Cn);
+        }
+    omp_set_num_threads(saved);
+}
+
 // The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
 // threads, and every element is computed by the same arithmetic wherever its tile falls).
 static void test_gemm_thread_count_invariance(void) {
@@ -246,6 +277,7 @@ static void test_matmul_peak_positive(void) {
 int main(void) {
     CT_RUN(test_gemm_transposes_and_strides);
     CT_RUN(test_gemm_blocked_shapes);
+    CT_RUN(test_gemm_a_in_place_bits);
     CT_RUN(test_gemm_thread_count_invariance);
     CT_RUN(test_gemm_rows_shared_once);
     CT_RUN(test_gemm_team_timing);

@@ -46,7 +46,8 @@ static double parity_param_tol = 1e-4;
 // mode, since the attention's tiles were transposed and its sums reordered); 4.5e-5 in the AVX2
 // gcc -O3 build.
 // Rounding, not a wrong number: a layout bug moves parameters by far more than 3e-4 (the
-// attention gives bitwise the same outputs and gradients for a head split as for all heads).
+// attention gives bitwise the same outputs and gradients for a head split as for all heads:
+// test_kernels_attention's test_attention_head_split_bitwise).
 // Used by the tp+sp cases and tp x fsdp.
 static const double parity_tp_sp_param_tol = 3e-4;
 static parity_result parity_ref;    // the single-process run

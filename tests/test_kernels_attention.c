@@ -334,6 +334,57 @@ static void test_attention_reference_vs_finite_differences(void) {
         }
 }
 
+// Tensor parallel splits the heads between ranks: each rank calls the kernels on its query heads
+// and their kv heads, with its own (narrower) row strides. Every item (batch, head, query tile)
+// and every kv head's ordered adds are the same work either way, so the outputs and gradients of
+// two half calls are bitwise those of the whole call -- what lets the parity tests put every
+// tensor-parallel difference down to tp's own reductions (tests/parity.h).
+static void test_attention_head_split_bitwise(void) {
+    const long B = 2, T = 150, NH = 8, NKV = 4, HS = 48, H2 = NH / 2, KV2 = NKV / 2;
+    const long ld = (NH + 2 * NKV) * HS, ld2 = (H2 + 2 * KV2) * HS;  // fused qkv rows, whole and half
+    float *qkv = malloc(sizeof(float) * B * T * ld), *g = malloc(sizeof(float) * B * T * ld);
+    float *out = malloc(sizeof(float) * B * T * NH * HS), *lse = malloc(sizeof(float) * B * NH * T);
+    float *dout = malloc(sizeof(float) * B * T * NH * HS);
+    float *q2 = malloc(sizeof(float) * B * T * ld2), *g2 = malloc(sizeof(float) * B * T * ld2);
+    float *o2 = malloc(sizeof(float) * B * T * H2 * HS), *l2 = malloc(sizeof(float) * B * H2 * T);
+    float *do2 = malloc(sizeof(float) * B * T * H2 * HS);
+    float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(T, T, HS));
+    for (long i = 0; i < B * T * ld; i++) qkv[i] = frand(2.0f), g[i] = 0.0f;
+    for (long i = 0; i < B * T * NH * HS; i++) dout[i] = frand(1.0f);
+    ct_attention_forward(out, lse, qkv, ld, qkv + NH * HS, ld, qkv + (NH + NKV) * HS, ld, NULL, NULL, B, T, T, NH,
+                         NKV, HS, scratch);
+    ct_attention_backward(g, g + NH * HS, g + (NH + NKV) * HS, dout, out, lse, qkv, ld, qkv + NH * HS, ld,
+                          qkv + (NH + NKV) * HS, ld, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+    long differ = 0;
+    for (long r = 0; r < 2; r++) {  // rank r: query heads [r H2, (r + 1) H2), kv heads [r KV2, (r + 1) KV2)
+        // the rank's rows: [its q | its k | its v] (and their gradients), and its dout
+        const long part[3][3] = {{r * H2 * HS, 0, H2 * HS},
+                                 {(NH + r * KV2) * HS, H2 * HS, KV2 * HS},
+                                 {(NH + NKV + r * KV2) * HS, (H2 + KV2) * HS, KV2 * HS}};
+        for (long t = 0; t < B * T; t++) {
+            for (int p = 0; p < 3; p++)
+                for (long j = 0; j < part[p][2]; j++) q2[t * ld2 + part[p][1] + j] = qkv[t * ld + part[p][0] + j];
+            for (long j = 0; j < H2 * HS; j++) do2[t * H2 * HS + j] = dout[t * NH * HS + r * H2 * HS + j];
+        }
+        for (long i = 0; i < B * T * ld2; i++) g2[i] = 0.0f;
+        ct_attention_forward(o2, l2, q2, ld2, q2 + H2 * HS, ld2, q2 + (H2 + KV2) * HS, ld2, NULL, NULL, B, T, T, H2,
+                             KV2, HS, scratch);
+        ct_attention_backward(g2, g2 + H2 * HS, g2 + (H2 + KV2) * HS, do2, o2, l2, q2, ld2, q2 + H2 * HS, ld2,
+                              q2 + (H2 + KV2) * HS, ld2, NULL, NULL, B, T, T, H2, KV2, HS, scratch);
+        for (long t = 0; t < B * T; t++) {
+            differ += memcmp(o2 + t * H2 * HS, out + t * NH * HS + r * H2 * HS, sizeof(float) * H2 * HS) != 0;
+            for (int p = 0; p < 3; p++)  // dq, dk, dv
+                differ += memcmp(g2 + t * ld2 + part[p][1], g + t * ld + part[p][0], sizeof(float) * part[p][2]) != 0;
+            for (long h = 0; h < H2; h++)
+                differ += memcmp(l2 + (t / T * H2 + h) * T + t % T, lse + (t / T * NH + r * H2 + h) * T + t % T,
+                                 sizeof(float)) != 0;
+        }
+    }
+    CHECK(differ == 0, "%ld rows of out, lse, dq, dk or dv differ between the whole call and two half calls", differ);
+    free(qkv), free(g), free(out), free(lse), free(dout), free(q2), free(g2), free(o2), free(l2), free(do2);
+    free(scratch);
+}
+
 int main(void) {
     rng_state = 0x9E3779B97F4A7C15ull;
     CT_RUN(test_attention_reference_vs_finite_differences);
@@ -341,5 +392,6 @@ int main(void) {
     CT_RUN(test_attention_random_shapes);
     CT_RUN(test_attention_positions);
     CT_RUN(test_attention_thread_count_invariance);
+    CT_RUN(test_attention_head_split_bitwise);
     CT_TEST_EXIT();
 }

@@ -197,7 +197,8 @@ static void query_positions(int32_t *qp, const int32_t *q_pos, long i0, long nq)
 // Row j of a (BK, BQ) score tile: -inf where key position kp is after the column's query.
 static inline void mask_row(float *s, const int32_t *qp, int32_t kp) {
     const attv ninf = attv_splat(-INFINITY);
-    for (long c = 0; c < CT_ATT_BQ; c += AW) attv_store(s + c, attv_select(attvi_load(qp + c) < kp, ninf, attv_load(s + c)));
+    for (long c = 0; c < CT_ATT_BQ; c += AW)
+        attv_store(s + c, attv_select(attvi_load(qp + c) < kp, ninf, attv_load(s + c)));
 }
 
 static inline int32_t key_position(const int32_t *k_pos, long j) { return k_pos ? k_pos[j] : (int32_t)j; }

@@ -276,16 +276,16 @@ NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0,
                 const __m256 z = _mm256_setzero_ps();
                 for (; k + 8 <= kc; k += 8)
                     ct_transpose8_regs(d + k * CT_MR, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
-                                    _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
-                                    _mm256_loadu_ps(s[5] + k), z, z);
+                                       _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
+                                       _mm256_loadu_ps(s[5] + k), z, z);
 #elif defined(__AVX512F__) && CT_MR == 12
                 // 12 rows x 8 k: rows 0-7 transposed into the first 8 floats of 8 k-rows, rows
                 // 8-11 into their last 4 (each k-row written exactly, nothing past it)
                 for (; k + 8 <= kc; k += 8) {
                     float *dk = d + k * CT_MR;
                     ct_transpose8_regs(dk, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
-                                    _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
-                                    _mm256_loadu_ps(s[5] + k), _mm256_loadu_ps(s[6] + k), _mm256_loadu_ps(s[7] + k));
+                                       _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
+                                       _mm256_loadu_ps(s[5] + k), _mm256_loadu_ps(s[6] + k), _mm256_loadu_ps(s[7] + k));
                     __m256 r8 = _mm256_loadu_ps(s[8] + k), r9 = _mm256_loadu_ps(s[9] + k),
                            r10 = _mm256_loadu_ps(s[10] + k), r11 = _mm256_loadu_ps(s[11] + k);
                     __m256 t0 = _mm256_unpacklo_ps(r8, r9), t1 = _mm256_unpackhi_ps(r8, r9),

@@ -5,6 +5,7 @@
 // baseline) and leaves them as it found them.
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/memory.h"
@@ -171,6 +172,49 @@ static void test_fatal_cases(void) {
     CHECK(rc == 1 && strstr(err, "memory: no such device (kind 1, index 16)"), "rc %d: %s", rc, err);
 }
 
+// A block of 4 MiB or more is advised into transparent huge pages before its first touch: where
+// the kernel grants them on request (madvise or always mode), /proc/self/smaps shows huge pages
+// in the mapping that holds the block. (Where THP is off -- "[never]" -- nothing is granted; then
+// only that the block is usable, zeroed, is checked, and the test says so.)
+static long anon_huge_kib_around(const void *p) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int inside = 0;
+    long kib = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kib) == 1)
+            break;
+    }
+    fclose(f);
+    return kib;
+}
+
+static void test_big_blocks_in_huge_pages(void) {
+    char mode[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f)) mode[0] = 0;
+        mode[strcspn(mode, "\n")] = 0;
+        fclose(f);
+    }
+    size_t bytes = (size_t)16 << 20;
+    unsigned char *b = ct_mem_alloc(CT_MEM_OTHER, bytes);
+    long nonzero = 0;
+    for (size_t i = 0; i < bytes; i += 4096) nonzero += b[i] != 0;
+    CHECK(nonzero == 0, "the block is not zeroed");
+    if (strstr(mode, "[madvise]") || strstr(mode, "[always]")) {
+        long kib = anon_huge_kib_around(b + bytes / 2);
+        CHECK(kib >= 2048, "a 16 MiB block has %ld KiB in huge pages (THP mode: %s)", kib, mode);
+    } else {
+        printf("    transparent huge pages are off here (%s): advice not checked\n", f ? "never" : "no sysfs file");
+    }
+    ct_mem_free(b);
+}
+
 int main(void) {
     CT_RUN(test_host_alloc_as_before);
     CT_RUN(test_devices_and_categories_are_separate);
@@ -178,5 +222,6 @@ int main(void) {
     CT_RUN(test_threads_interleaved);
     CT_RUN(test_peak_behaviour);
     CT_RUN(test_fatal_cases);
+    CT_RUN(test_big_blocks_in_huge_pages);
     CT_TEST_EXIT();
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -213,6 +214,21 @@ static bool device_free(void *p) {
     return true;
 }
 
+// Huge pages for the big host blocks (activations, gradients, optimizer state, the loss's logits
+// chunk, attention's and the kernels' scratch). With 4 KiB pages the hardware prefetchers stop at
+// every page boundary and the strided walks of packing and of the logits chunk miss the TLB;
+// Debian's kernels leave transparent huge pages to regions that ask (madvise mode). Measured at
+// bench S: steps 2-7% faster on one thread (two builds pinned at once, 5 pairs) and about 6% on
+// two (313 of 348 MiB resident in huge pages). The memset below is the first touch.
+#define CT_MEM_HUGE ((uintptr_t)2 << 20)
+#define CT_MEM_HUGE_MIN ((size_t)4 << 20)
+
+void ct_mem_advise_huge_pages(void *p, size_t bytes) {
+    uintptr_t lo = ((uintptr_t)p + CT_MEM_HUGE - 1) & ~(CT_MEM_HUGE - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(CT_MEM_HUGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);  // advice: an error changes nothing
+}
+
 void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const char *func, const char *file,
                          int line) {
     mem_counter *c = counter_of(dev, cat);
@@ -226,6 +242,7 @@ void *ct_mem_alloc_on_at(ct_device dev, ct_mem_category cat, size_t bytes, const
     h->category = (int)cat;
     h->device = dev;
     h->raw = raw;
+    if (bytes >= CT_MEM_HUGE_MIN) ct_mem_advise_huge_pages((void *)user, bytes);
     memset((void *)user, 0, bytes);
     h->entry = reg_add((void *)user, bytes, cat, dev, func, file, line);
     add(c, bytes);

@@ -44,6 +44,10 @@ enum { CT_MEM_MAX_DEVICES = 16 };
 void *ct_mem_alloc_at(ct_mem_category cat, size_t bytes, const char *func, const char *file, int line);
 // Frees a block from ct_mem_alloc or ct_mem_alloc_on (the block knows its device); NULL is ok.
 void ct_mem_free(void *p);
+// Asks the kernel to back the 2 MiB-aligned interior of [p, p + bytes) with huge pages, before
+// it is first touched. ct_mem_alloc does this for every block of 4 MiB or more; call it for big
+// host buffers allocated elsewhere. Advice only: no effect where transparent huge pages are off.
+void ct_mem_advise_huge_pages(void *p, size_t bytes);
 
 size_t ct_mem_current(ct_mem_category cat);  // = ct_mem_current_on(CT_HOST, cat)
 size_t ct_mem_peak(ct_mem_category cat);     // = ct_mem_peak_on(CT_HOST, cat)

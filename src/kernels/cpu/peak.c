@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/memory.h"
 #include "kernels/kernels.h"
 
 double ct_cpu_matmul_peak_gflops(long n, int reps) {
@@ -13,6 +14,10 @@ double ct_cpu_matmul_peak_gflops(long n, int reps) {
     float *A = ct_xmalloc((size_t)n * ld * sizeof(float));
     float *B = ct_xmalloc((size_t)n * ld * sizeof(float));
     float *C = ct_xmalloc((size_t)n * ld * sizeof(float));
+    // the same huge pages as the model's buffers (ct_mem_alloc): the peak is measured like for like
+    ct_mem_advise_huge_pages(A, (size_t)n * ld * sizeof(float));
+    ct_mem_advise_huge_pages(B, (size_t)n * ld * sizeof(float));
+    ct_mem_advise_huge_pages(C, (size_t)n * ld * sizeof(float));
     for (long i = 0; i < n * ld; i++) {  // small values: no overflow, no denormals
         A[i] = (float)((i * 7) % 13) * 0.01f;
         B[i] = (float)((i * 5) % 11) * 0.01f;

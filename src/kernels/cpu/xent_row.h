@@ -6,10 +6,6 @@
 #define CT_CPU_XENT_ROW_H
 #include "kernels/cpu/fastmath.h"
 
-#ifdef CT_V16
-#include <immintrin.h>
-#endif
-
 // max_j z[j] (exact, so the reduction order does not matter)
 static inline float ct_xent_row_max(const float *z, long n) {
 #ifdef CT_V16

@@ -284,6 +284,21 @@ static void keys_by_queries(float *c, const float *pt, const float *b, long nq, 
 }
 
 // ---------------------------------------------------------------- forward
+// Asks for rows [0, n) of x (HS floats each, row stride ld) to be brought into cache ahead of
+// use (rw 1: to be written). The rows are a leading dimension apart in the big (B, T, ...)
+// tensors, so the hardware prefetchers do not fetch them; without this, perf put a third of
+// the backward's own time (outside the products) on the loads of the dK / dV adds and of D,
+// and a tenth of the forward's on the stores of O.
+static void prefetch_rows(const float *x, long ld, long n, long HS, int rw) {
+    for (long r = 0; r < n; r++)
+        for (long d = 0; d < HS; d += 16) {
+            if (rw)
+                __builtin_prefetch(x + r * ld + d, 1, 3);
+            else
+                __builtin_prefetch(x + r * ld + d, 0, 3);
+        }
+}
+
 // The online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T - m_new)
 // in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale. A column that
 // has seen no key yet (max -inf) takes m_new = 0 for the exps: P 0, and l, O stay 0.
@@ -342,6 +357,7 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
             long qlo, qhi;
             pos_range(q_pos, i0, nq, &qlo, &qhi);
             pack_t(t.qt, Q, ldq, nq, HS);
+            prefetch_rows(out + (b * Tq + i0) * ldo + h * HS, ldo, nq, HS, 1);  // written at the end
             query_positions(t.qp, q_pos, i0, nq);
             for (long i = 0; i < CT_ATT_BQ; i++) t.m[i] = -INFINITY, t.l[i] = 0.0f;
             memset(t.o, 0, sizeof(float) * CT_ATT_BQ * HP);
@@ -380,19 +396,6 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
 }
 
 // ---------------------------------------------------------------- backward
-// Asks for rows [0, n) of x (HS floats each, row stride ld) to be brought into cache ahead of
-// use (rw 1: to be written). The rows are a leading dimension apart in the big (B, T, ...)
-// tensors, so the hardware prefetchers do not fetch them; without this, perf put a third of
-// the backward's own time (outside the products) on the loads of the dK / dV adds and of D.
-static void prefetch_rows(const float *x, long ld, long n, long HS, int rw) {
-    for (long r = 0; r < n; r++)
-        for (long d = 0; d < HS; d += 16) {
-            if (rw)
-                __builtin_prefetch(x + r * ld + d, 1, 3);
-            else
-                __builtin_prefetch(x + r * ld + d, 0, 3);
-        }
-}
 
 // Waits until *turn == seq (another thread's item is adding its tile).
 static void wait_turn(const int64_t *turn, int64_t seq) {
@@ -452,6 +455,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
             const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
             prefetch_rows(O, ldo, nq, HS, 0);  // read by D below, after the packs
+            prefetch_rows(dq + (b * Tq + i0) * ldq + h * HS, ldq, nq, HS, 1);  // added to at the end
             pack_t(t.qt, Q, ldq, nq, HS);
             pack_t(t.dot, dO, ldo, nq, HS);
             pack_rows(t.qrows, HP, Q, ldq, nq, HS);

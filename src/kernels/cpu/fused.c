@@ -16,14 +16,15 @@
 // rows; 256 rows of C = 768 floats (768 KiB) still sit in a core's L2.
 //
 // The elementwise steps are the unfused kernels' arithmetic: the norm row is the shared
-// ct_rmsnorm_row, SwiGLU and RoPE use the same expressions as swiglu.c and rope.c (the build
-// does not contract a*b+c into FMAs under -std=c11), so given the gemm's product they give the
-// same bits. Only the gemm on a block may sum in another order than one gemm on all rows.
+// ct_rmsnorm_row, the SwiGLU row the shared ct_swiglu_row, and RoPE uses the same expressions
+// as rope.c (the build does not contract a*b+c into FMAs under -std=c11), so given the gemm's
+// product they give the same bits. Only the gemm on a block may sum in another order than one gemm on all rows.
 #include <omp.h>
 
 #include "core/error.h"
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/rmsnorm_row.h"
+#include "kernels/cpu/swiglu_row.h"
 #include "kernels/kernels.h"
 
 #define CT_FUSED_ROWS_MIN 32
@@ -99,13 +100,9 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
 
 // ------------------------------------------------------------------ linear + SwiGLU
 
-// h (m, F) = silu(gate) * up of m rows of [gate | up] (m, 2F): swiglu.c's expression.
+// h (m, F) = silu(gate) * up of m rows of [gate | up] (m, 2F): the row swiglu.c runs.
 static void swiglu_rows(float *h, const float *h13, long m, long F) {
-    for (long i = 0; i < m; i++) {
-        const float *g = h13 + i * 2 * F, *u = g + F;  // (F), (F)
-        float *o = h + i * F;                          // (F)
-        for (long f = 0; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
-    }
+    for (long i = 0; i < m; i++) ct_swiglu_row(h + i * F, h13 + i * 2 * F, h13 + i * 2 * F + F, F);
 }
 
 long ct_linear_swiglu_scratch_floats(long N, long C, long F) { return scratch_floats(N, 2 * F); }

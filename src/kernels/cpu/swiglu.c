@@ -1,26 +1,12 @@
 // SwiGLU (Shazeer 2020): out = silu(gate) * up, with [gate | up] side by side in one (N, 2F) row
 // so a single fused w1|w3 matmul produces both.
 #include "kernels/cpu/fastmath.h"
+#include "kernels/cpu/swiglu_row.h"
 #include "kernels/kernels.h"
 
 void ct_swiglu_forward(float *out, const float *inp, long N, long F) {
 #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++) {
-        const float *g = inp + n * 2 * F, *u = g + F;  // (F), (F)
-        float *o = out + n * F;                        // (F)
-        long f = 0;
-#ifdef CT_V16
-        for (; f + 16 <= F; f += 16) {  // 16 lanes, each the scalar tail's bits
-            ct_v16f gv = ct_v16f_load(g + f);
-            ct_v16f_store(o + f, gv * ct_fast_sigmoidf_v16(gv) * ct_v16f_load(u + f));
-        }
-#endif
-        for (; f + 8 <= F; f += 8) {  // 8 lanes, each the scalar tail's bits
-            ct_v8f gv = ct_v8f_load(g + f);
-            ct_v8f_store(o + f, gv * ct_fast_sigmoidf_v8(gv) * ct_v8f_load(u + f));
-        }
-        for (; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
-    }
+    for (long n = 0; n < N; n++) ct_swiglu_row(out + n * F, inp + n * 2 * F, inp + n * 2 * F + F, F);
 }
 
 // d silu(g)/dg = sig(g) (1 + g (1 - sig(g)))

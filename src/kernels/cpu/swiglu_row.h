@@ -1,0 +1,22 @@
+// One SwiGLU row (internal to src/kernels/cpu): shared by ct_swiglu_forward and the fused
+// linear + SwiGLU kernel (fused.c), so both run the same vector code and give the same bits.
+#ifndef CT_CPU_SWIGLU_ROW_H
+#define CT_CPU_SWIGLU_ROW_H
+#include "kernels/cpu/fastmath.h"
+
+// o (F) = silu(g) * u = g sigmoid(g) u. The vector loops give each lane the scalar tail's bits.
+static inline void ct_swiglu_row(float *o, const float *g, const float *u, long F) {
+    long f = 0;
+#ifdef CT_V16
+    for (; f + 16 <= F; f += 16) {
+        ct_v16f gv = ct_v16f_load(g + f);
+        ct_v16f_store(o + f, gv * ct_fast_sigmoidf_v16(gv) * ct_v16f_load(u + f));
+    }
+#endif
+    for (; f + 8 <= F; f += 8) {
+        ct_v8f gv = ct_v8f_load(g + f);
+        ct_v8f_store(o + f, gv * ct_fast_sigmoidf_v8(gv) * ct_v8f_load(u + f));
+    }
+    for (; f < F; f++) o[f] = g[f] * ct_fast_sigmoidf(g[f]) * u[f];
+}
+#endif

@@ -3,13 +3,16 @@
 //  - residual_rmsnorm_forward: x_out, norm_out, rstd the same bits as add_inplace + rmsnorm_forward,
 //    with x_out separate, aliasing x, aliasing the delta (how the block calls it);
 //  - rmsnorm_linear_forward: norm_out, rstd the same bits as rmsnorm_forward; out within the fp32
-//    gemm bound of a float64 product of that norm_out; norm_out NULL (rows through scratch) gives
+//    gemm bound of a float64 product of that norm_out, and linear_forward's bits on it (ct_gemm
+//    sums an element alike whatever rows a call covers); norm_out NULL (rows through scratch) gives
 //    the same bits, writing nothing past the *_scratch_floats size; with inputs whose products
 //    and sums are exact in fp32 (so any summation order gives one answer) out is the unfused
 //    chain's bits;
-//  - linear_swiglu_forward: h13 within the gemm bound, h the bits of swiglu_forward(h13); h13 NULL
-//    (through scratch) gives the same h; exact inputs: both the bits of linear_forward +
-//    swiglu_forward;
+//  - rmsnorm_linear_forward on a weight of two K blocks and two column panels: out is
+//    linear_forward's bits;
+//  - linear_swiglu_forward: h13 within the gemm bound and linear_forward's bits, h the bits of
+//    swiglu_forward(h13); h13 NULL (through scratch) gives the same h; exact inputs: both the
+//    bits of linear_forward + swiglu_forward;
 //  - linear_rope_forward: q and k heads within the bound of a float64 product rotated in float64,
 //    v heads and padding columns within the gemm bound; pos NULL and not; exact inputs: the bits
 //    of linear_forward + rope_forward (q heads) + rope_forward (k heads); N != B*T refused;
@@ -140,6 +143,11 @@ static void test_rmsnorm_linear_random(void) {
                   threads[t]);
             double e = gemm_err(out, OC, nr, W, N, C, OC);
             CHECK(e <= 1.0, "out N=%ld C=%ld OC=%ld threads %d: %.3g of the bound", N, C, OC, threads[t], e);
+            float *outr = falloc(N * OC);  // a block's product sums as the product on all rows
+            k->linear_forward(outr, nr, W, N, C, OC);
+            CHECK(same(out, outr, N * OC), "out is not linear_forward's N=%ld C=%ld OC=%ld threads %d", N, C, OC,
+                  threads[t]);
+            free(outr);
             // not kept: the rows go through scratch, the same bits
             float *out2 = fill(N * OC, 9), *ro2 = fill(N, 9);
             k->rmsnorm_linear_forward(out2, NULL, ro2, x, w, W, N, C, OC, eps, scr);
@@ -178,6 +186,28 @@ static void test_rmsnorm_linear_exact_chain(void) {
     omp_set_num_threads(2);
 }
 
+// Row blocks of a product whose weight spans two K blocks (C > 256) and two column panels
+// (OC > 2048): out is still linear_forward's bits.
+static void test_rmsnorm_linear_panels(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    const long N = 260, C = 300, OC = 2100;
+    float *x = fill(N * C, 2), *w = fill(C, 1), *W = fill(OC * C, 1);
+    float *nr = falloc(N * C), *rr = falloc(N), *outr = falloc(N * OC);
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        k->rmsnorm_forward(nr, rr, x, w, N, C, 1e-5f);
+        k->linear_forward(outr, nr, W, N, C, OC);
+        long sf = k->rmsnorm_linear_scratch_floats(N, C, OC);
+        float *scr = scratch_alloc(sf), *out = fill(N * OC, 9), *ro = falloc(N);
+        k->rmsnorm_linear_forward(out, NULL, ro, x, w, W, N, C, OC, 1e-5f, scr);
+        CHECK(same(out, outr, N * OC), "out is not linear_forward's (C %ld, OC %ld) threads %d", C, OC, threads[t]);
+        CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) threads %d", sf, threads[t]);
+        free(scr), free(out), free(ro);
+    }
+    free(x), free(w), free(W), free(nr), free(rr), free(outr);
+    omp_set_num_threads(2);
+}
+
 // ---------------------------------------------------------------- linear + SwiGLU
 static const long swi_shapes[][3] = {{37, 45, 29}, {1, 3, 1}, {300, 45, 13}, {257, 64, 48}};  // N, C, F
 #define NSWI 4
@@ -195,6 +225,11 @@ static void test_linear_swiglu(void) {
             k->linear_swiglu_forward(h13, h, inp, W, N, C, F, NULL);  // no scratch with h13
             double e = gemm_err(h13, 2 * F, inp, W, N, C, 2 * F);
             CHECK(e <= 1.0, "h13 N=%ld C=%ld F=%ld threads %d: %.3g of the bound", N, C, F, threads[t], e);
+            float *h13u = falloc(N * 2 * F);  // a block's product sums as the product on all rows
+            k->linear_forward(h13u, inp, W, N, C, 2 * F);
+            CHECK(same(h13, h13u, N * 2 * F), "h13 is not linear_forward's N=%ld C=%ld F=%ld threads %d", N, C, F,
+                  threads[t]);
+            free(h13u);
             k->swiglu_forward(hr, h13, N, F);
             CHECK(same(h, hr, N * F), "h is not swiglu_forward(h13) N=%ld F=%ld threads %d", N, F, threads[t]);
             float *h2 = fill(N * F, 9);
@@ -369,6 +404,7 @@ int main(void) {
     CT_RUN(test_residual_rmsnorm_bits);
     CT_RUN(test_rmsnorm_linear_random);
     CT_RUN(test_rmsnorm_linear_exact_chain);
+    CT_RUN(test_rmsnorm_linear_panels);
     CT_RUN(test_linear_swiglu);
     CT_RUN(test_linear_rope);
     CT_RUN(test_linear_rope_refuses_bad_rows);

@@ -167,9 +167,10 @@ typedef struct ct_kernels {
     // ---- fused forward chains (fp32; contracts in kernels.h, "fused forward chains"): what
     // --compile.enable runs in place of the unfused calls. The matmuls go by row blocks, so a
     // block's rows are still in cache for the step before or after its gemm; results equal the
-    // unfused chain bit for bit except the matmul, which agrees to fp32 gemm accuracy. Each
-    // matmul kernel takes scratch of its *_scratch_floats size; the cpu uses it only for an
-    // output that is not kept (passed as NULL), so with every output kept it may be NULL there.
+    // unfused chain bit for bit except the matmul, which agrees to fp32 gemm accuracy (on the
+    // cpu it too is bit for bit). Each matmul kernel takes scratch of its *_scratch_floats size;
+    // the cpu uses it only for an output that is not kept (passed as NULL), so with every output
+    // kept it may be NULL there.
     // x_out = x + residual_delta (x_out may alias either), then rmsnorm_forward(norm_out, rstd, x_out).
     void (*residual_rmsnorm_forward)(float *x_out, float *norm_out, float *rstd, const float *x,
                                      const float *residual_delta, const float *weight, long N, long C, float eps);

@@ -132,10 +132,10 @@ void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int
 // row blocks, so a block's rows are still in cache for the next step of the chain. The
 // matmuls run per row block (blocks of at most 256 rows handed out to the threads, one
 // single-threaded ct_gemm each); with fewer blocks than threads (few rows) the chain runs on
-// all rows at once, the gemm on all threads. A block gemm may sum in another order than
-// ct_linear_forward on all rows: results agree to fp32 gemm accuracy; everything else
-// (residual add, norm, SwiGLU, RoPE) is the same float operations as the unfused kernel, bit
-// for bit. scratch (only for an output that is not kept, else it may be NULL): the kernel's
+// all rows at once, the gemm on all threads. A block gemm sums each element as
+// ct_linear_forward on all rows does (ct_gemm's K blocks and kernel do not depend on which rows
+// a call covers), and the residual add, norm, SwiGLU and RoPE are the unfused kernels' float
+// operations: every output is the unfused chain's bits. scratch (only for an output that is not kept, else it may be NULL): the kernel's
 // *_scratch_floats floats, a block per thread, sized for omp_get_max_threads() at the time of
 // the call (as ct_attention_scratch_floats).
 //

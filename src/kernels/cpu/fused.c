@@ -4,8 +4,8 @@
 //
 // The matmul kernels split the rows into blocks of CT_FUSED_ROWS_MIN..CT_FUSED_ROWS_MAX rows,
 // hand the blocks out to the threads, and on each block run the step before the gemm, the gemm
-// (ct_gemm called inside the parallel region, so oneDNN runs it on the calling thread: see
-// gemm.c), and the step after it. A block's rows are normalised straight into the buffer its
+// (ct_gemm called inside the parallel region, so it runs on the calling thread: see gemm.c),
+// and the step after it. A block's rows are normalised straight into the buffer its
 // gemm reads and are still in that core's cache when multiplied; a block's gemm output is still
 // in cache when the SwiGLU / RoPE reads it back. With fewer blocks than threads (few rows) the
 // split would idle threads, so the chain runs on all rows at once instead: the elementwise
@@ -18,7 +18,8 @@
 // The elementwise steps are the unfused kernels' arithmetic: the norm row is the shared
 // ct_rmsnorm_row, the SwiGLU row the shared ct_swiglu_row, and RoPE uses the same expressions
 // as rope.c (the build does not contract a*b+c into FMAs under -std=c11), so given the gemm's
-// product they give the same bits. Only the gemm on a block may sum in another order than one gemm on all rows.
+// product they give the same bits; and a block's gemm sums each element as one gemm on all rows
+// does (gemm.c), so every output is the unfused chain's bits (test_kernels_fused).
 #include <omp.h>
 
 #include "core/error.h"

@@ -117,6 +117,34 @@ static void test_gemm_a_in_place_bits(void) {
     omp_set_num_threads(saved);
 }
 
+// A long K with a wide N takes panels narrower than NC, each packed whole (gemm.c, gemm_packed);
+// A^T keeps NC-wide panels K block by K block. The same product through both (A and a copy of
+// A^T, B and B^T, 1 and 2 threads) gives the same bits: the panels change no element's sums.
+static void test_gemm_narrow_panels_bits(void) {
+    long shapes[][3] = {{130, 1100, 1300}, {2048, 2048, 2048}, {61, 600, 900}};
+    int saved = omp_get_max_threads();
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int tb = t & 1, nt = 1 + (t >> 1);
+            long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            float *A = malloc(sizeof(float) * M * K), *At = malloc(sizeof(float) * K * M);
+            float *B = malloc(sizeof(float) * K * N), *C1 = malloc(sizeof(float) * M * N);
+            float *C2 = malloc(sizeof(float) * M * N);
+            for (long i = 0; i < M * K; i++) A[i] = frand();
+            for (long i = 0; i < M; i++)
+                for (long k = 0; k < K; k++) At[k * M + i] = A[i * K + k];
+            for (long i = 0; i < K * N; i++) B[i] = frand();
+            for (long i = 0; i < M * N; i++) C1[i] = C2[i] = frand();
+            omp_set_num_threads(nt);
+            ct_gemm(0, tb, M, N, K, 1.25f, A, K, B, tb ? K : N, 0.5f, C1, N);   // narrow whole panels
+            ct_gemm(1, tb, M, N, K, 1.25f, At, M, B, tb ? K : N, 0.5f, C2, N);  // NC panels, K block by K block
+            CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0, "(%ld, %ld, %ld) tb %d, %d threads: A and A^T differ", M,
+                  N, K, tb, nt);
+            free(A), free(At), free(B), free(C1), free(C2);
+        }
+    omp_set_num_threads(saved);
+}
+
 // The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
 // threads, and every element is computed by the same arithmetic wherever its tile falls).
 static void test_gemm_thread_count_invariance(void) {
@@ -278,6 +306,7 @@ int main(void) {
     CT_RUN(test_gemm_transposes_and_strides);
     CT_RUN(test_gemm_blocked_shapes);
     CT_RUN(test_gemm_a_in_place_bits);
+    CT_RUN(test_gemm_narrow_panels_bits);
     CT_RUN(test_gemm_thread_count_invariance);
     CT_RUN(test_gemm_rows_shared_once);
     CT_RUN(test_gemm_team_timing);

@@ -536,12 +536,17 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // K, and a panel of at most 256 columns reads A in place (a_in_place). One thread, 2048^3:
 // 199-205 -> 215-221 GFLOP/s; two threads 382-393 -> 430-441, and benchmark M's forward and
 // input-gradient products 2-10% faster (bench_matmul). Not for A^T: there each panel packs A^T
-// again, strided, and the weight gradients ran 5-10% slower.
+// again, strided, and the weight gradients ran 5-10% slower. AVX-512 only: the AVX2 kernel
+// packs A for every panel (it has no in-place path), and 2048^3 ran 2.5% slower that way.
+#if CT_VL == 16
 #define CT_WHOLE_MIN_NC 256  // narrower panels than this would pack A too often
+#else
+#define CT_WHOLE_MIN_NC 0  // off
+#endif
 static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
     const long M = g->M, N = g->N, K = g->K;
     long panel = CT_NC;
-    if (!g->ta && K * min_l(N, CT_NC) > (long)CT_KC * CT_NC) {  // narrower panels, each packed whole
+    if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > (long)CT_KC * CT_NC) {  // narrower, packed whole
         long w = (long)CT_KC * CT_NC / K / CT_NR * CT_NR;
         if (w >= CT_WHOLE_MIN_NC && w < N) {
             long parts = (N + w - 1) / w;

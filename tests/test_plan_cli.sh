@@ -3,7 +3,8 @@
 # --layout evaluates one layout, --tables prints the three reference tables, a model that cannot
 # fit is refused with by how much and what would fit, bad input is one line and exit 2, and the
 # TOML emitted for the best layout of a small case runs with `ctitan train` unchanged (and its
-# memory is what the planner predicted). Needs $BUILD/ctitan (make).
+# memory is what the planner predicted), and --calibrate under mpirun measures every core of the
+# node. Needs $BUILD/ctitan (make).
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_BIN:-${BUILD:-build}/ctitan}
@@ -109,4 +110,21 @@ if "$bin" plan --config configs/llama3_debug.toml --gpus 2 --gpu this_machine --
   fi
 else
   fail emitted_config_runs "$(tail -2 "$tmp/emit.txt")"
+fi
+
+# ---- --calibrate as documented (mpirun -np 2), with mpirun binding each rank to one core (its
+# default): rank 0 widens its own affinity and measures on every core, so the profile holds the
+# node's rate; the profile it writes is one `ctitan plan --gpu FILE` reads
+cores=$(getconf _NPROCESSORS_ONLN)  # (not nproc: it answers OMP_NUM_THREADS, set above)
+bind=core; [ "$cores" -lt 2 ] && bind=none
+out=$tmp/calibrate.txt
+if timeout 300 mpirun $asroot --oversubscribe --bind-to $bind -np 2 "$bin" plan --calibrate --out "$tmp/me.toml" \
+     >"$out" 2>&1; then
+  if grep -q "rank 0 runs on $cores of them" "$out" && grep -q "^devices_per_node = $cores$" "$tmp/me.toml" &&
+     "$bin" plan --config configs/llama3_debug.toml --gpus 2 --gpu "$tmp/me.toml" --seq_len 128 \
+       --global_batch_tokens 1024 >"$tmp/plan_me.txt" 2>&1; then
+    pass "calibrate_measures_every_core ($(grep -o 'bound to [0-9]* when it started' "$out"))"
+  else fail calibrate_measures_every_core "$(grep calibrating "$out"; tail -1 "$tmp/plan_me.txt" 2>/dev/null)"; fi
+else
+  fail calibrate_measures_every_core "$(tail -2 "$out")"
 fi

@@ -13,10 +13,14 @@
 //              elementwise kernels see at activation sizes (the L3 may hold some of it).
 //   MPI        with 2+ ranks: ping-pong between ranks 0 and 1 through the comm layer, 8 bytes for
 //              latency (half the round trip) and 4 MiB for bandwidth.
-// Everything runs with every core of the node on rank 0 while the other ranks wait in a barrier
-// (the comm layer's wait yields the core). About 20-40 seconds.
+// Everything runs with every core of the node on rank 0 while the other ranks wait asleep. mpirun
+// binds each rank to one core by default (OpenMPI, -np at most the cores), so rank 0 first
+// widens its own CPU affinity to every online core: bound, its threads shared one core, and the
+// profile recorded one core's rate as the node's (the time model then predicted the debug
+// model's steps 1.4-1.9 x too slow). About 20-40 seconds.
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +130,22 @@ static double stream_bandwidth(void) {
     return bw;
 }
 
+// Cores this thread may run on (`cores` when the kernel will not say).
+static int allowed_cores(int cores) {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : cores;
+}
+
+// Lets this thread (and the OpenMP threads it starts afterwards) run on every online core.
+static void unbind_from_cores(int cores) {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int c = 0; c < cores && c < CPU_SETSIZE; c++) CPU_SET(c, &all);
+    if (allowed_cores(cores) < cores && sched_setaffinity(0, sizeof all, &all) != 0)
+        fprintf(stderr, "calibrate: bound to %d of %d cores and could not widen that; the figures are for %d\n",
+                allowed_cores(cores), cores, allowed_cores(cores));
+}
+
 // Ranks 0 and 1: round trips of `bytes`; returns the best one-way seconds.
 static double ping_pong(ct_group *g, size_t bytes, int reps) {
     char *buf = calloc(bytes, 1);
@@ -176,9 +196,12 @@ ct_status ct_hw_calibrate(const char *out_path) {
         ct_comm_handle h = ct_comm_recv_start(&world, &token, 1, CT_U8, 0, 9);
         while (!ct_comm_test(&h)) usleep(2000);
     } else {
+        int bound = allowed_cores(cores);
+        unbind_from_cores(cores);
         omp_set_num_threads(cores);
         const ct_kernels *k = ct_kernels_get("cpu");
-        printf("calibrating this machine (%d cores)\n", cores);
+        printf("calibrating this machine (%d cores): rank 0 runs on %d of them (bound to %d when it started)\n",
+               cores, allowed_cores(cores), bound);
         double peak, eff, half;
         double r1024 = fit_matmul(k, &peak, &eff, &half);
         double bf16 = k->matmul_peak_gflops_bf16(1024, 3) * 1e9;

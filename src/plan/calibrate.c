@@ -136,11 +136,13 @@ static int allowed_cores(int cores) {
     return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : cores;
 }
 
-// Lets this thread (and the OpenMP threads it starts afterwards) run on every online core.
+// Lets this thread, and the OpenMP threads it starts afterwards (none has started yet: threads
+// keep the mask they were created with), run on every core it may use: every bit set, which
+// the kernel narrows to the online cores of the process's cpuset.
 static void unbind_from_cores(int cores) {
     cpu_set_t all;
     CPU_ZERO(&all);
-    for (int c = 0; c < cores && c < CPU_SETSIZE; c++) CPU_SET(c, &all);
+    for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &all);
     if (allowed_cores(cores) < cores && sched_setaffinity(0, sizeof all, &all) != 0)
         fprintf(stderr, "calibrate: bound to %d of %d cores and could not widen that; the figures are for %d\n",
                 allowed_cores(cores), cores, allowed_cores(cores));

@@ -10,8 +10,9 @@
 // step, and the ratio of each step to the peak measured just before it is reported as a median
 // (slow drift hits both alike); beside it the ratio of the mean step to the best peak any round
 // saw, and, in fp32, to the best rate oneDNN's dnnl_sgemm reached on the same 2048^3 product in
-// those rounds: ctitan's own sgemm (which replaced it because it allocates) is 5-10% slower than
-// it there on AVX-512, so that is the machine's fp32 matmul peak as far as anything here shows.
+// those rounds, the machine's fp32 matmul peak as far as anything here shows. ctitan's own sgemm
+// (which replaced it because it allocates) was 5-15% below it at 2048^3 on AVX-512 until its
+// long-K products took whole narrow panels (gemm.c); since then the two read within a few percent.
 //
 //   build/bench/bench_train S [steps]     layers 4, dim 256, 4 heads, FFN 768, vocab 8192, 8 x 256
 //   build/bench/bench_train M [steps]     layers 12, dim 768, 12 heads, FFN 2048, vocab 32768, 4 x 512

@@ -128,16 +128,16 @@ void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int
                            long V, long mine, float grad_scale, int dlogits);
 
 // ---------------------------------------------------------------- fused forward chains
-// (kernels/cpu/fused.c) Each does the work of a chain of the kernels above in one pass over
-// row blocks, so a block's rows are still in cache for the next step of the chain. The
-// matmuls run per row block (blocks of at most 256 rows handed out to the threads, one
-// single-threaded ct_gemm each); with fewer blocks than threads (few rows) the chain runs on
-// all rows at once, the gemm on all threads. A block gemm sums each element as
-// ct_linear_forward on all rows does (ct_gemm's K blocks and kernel do not depend on which rows
-// a call covers), and the residual add, norm, SwiGLU and RoPE are the unfused kernels' float
-// operations: every output is the unfused chain's bits. scratch (only for an output that is not kept, else it may be NULL): the kernel's
-// *_scratch_floats floats, a block per thread, sized for omp_get_max_threads() at the time of
-// the call (as ct_attention_scratch_floats).
+// (kernels/cpu/fused.c) Each does the work of a chain of the kernels above in one pass over row
+// blocks, so a block's rows are still in cache for the next step of the chain. The matmuls run per
+// row block (blocks of at most 256 rows handed out to the threads, one single-threaded ct_gemm
+// each); with fewer blocks than threads (few rows) the chain runs on all rows at once, the gemm on
+// all threads. A block gemm sums each element as ct_linear_forward on all rows does (ct_gemm's K
+// blocks and kernel do not depend on which rows a call covers), and the residual add, norm, SwiGLU
+// and RoPE are the unfused kernels' float operations: every output is the unfused chain's bits.
+// scratch (only for an output that is not kept, else it may be NULL): the kernel's *_scratch_floats
+// floats, a block per thread, sized for omp_get_max_threads() at the time of the call (as
+// ct_attention_scratch_floats).
 //
 // x_out (N, C) = x + residual_delta (ct_add_inplace's sum), then norm_out (N, C) and rstd (N)
 // as ct_rmsnorm_forward(norm_out, rstd, x_out, weight, ...): one pass over the rows, the same

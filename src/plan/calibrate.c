@@ -143,9 +143,10 @@ static void unbind_from_cores(int cores) {
     cpu_set_t all;
     CPU_ZERO(&all);
     for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &all);
-    if (allowed_cores(cores) < cores && sched_setaffinity(0, sizeof all, &all) != 0)
+    int bound = allowed_cores(cores);
+    if (bound < cores && sched_setaffinity(0, sizeof all, &all) != 0)
         fprintf(stderr, "calibrate: bound to %d of %d cores and could not widen that; the figures are for %d\n",
-                allowed_cores(cores), cores, allowed_cores(cores));
+                bound, cores, bound);
 }
 
 // Ranks 0 and 1: round trips of `bytes`; returns the best one-way seconds.

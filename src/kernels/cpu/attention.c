@@ -396,7 +396,6 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
 }
 
 // ---------------------------------------------------------------- backward
-
 // Waits until *turn == seq (another thread's item is adding its tile).
 static void wait_turn(const int64_t *turn, int64_t seq) {
     int spins = 0;

@@ -475,18 +475,31 @@ static long next_rows(const row_source *rs, long M, long *own, int steal, long *
 // A packed sliver serves every B sliver of the panel; with few of them (N <= 256: 8 slivers on
 // AVX-512) packing A costs 9-10% of the product (perf, one thread, (2048, 256, 1536): pack_a
 // 8.8%), and reading A in place is 4-9% faster on one thread, 2-6% on two (the model's N = 256
-// products, forward, input and weight gradients). Not for A^T whose rows (k) lie 2,048 floats
-// or more apart: every k then reads its line from another page, and the loss's dW (A^T =
-// dlogits^T, rows 8,192 apart) runs 6% slower in place. Measured on AVX-512 only; AVX2 keeps
-// packing. The same arithmetic either way: the same bits.
+// products, forward, input and weight gradients; Zen 5). On a Sapphire Rapids-class Xeon too,
+// for A not transposed (one thread, pinned pairs: (2048, 256, 1536) 188-207 against
+// 183-198 packed). The same arithmetic either way: the same bits. Measured on AVX-512 only;
+// AVX2 keeps packing.
+//
+// A^T in place reads one row of A per k, lda floats after the last: a constant stride the
+// hardware's stride prefetcher must follow. On Zen 5 in place was faster for rows up to 8 KiB
+// apart (the loss's dW, rows 32 KiB apart, ran 6% slower); Intel's prefetcher follows strides
+// of at most 2 KiB, and on the Xeon the weight gradients with rows 3 and 6 KiB apart ran 12-20%
+// slower in place (one thread, pinned pairs: (1536, 256, 2048) 140-145 against 172-173 GFLOP/s
+// packed; (768, 256, 2048) 152-154 against 169-173). A software prefetch of the row 4-16 ks
+// ahead recovered only half of that (158-170).
 #if CT_VL == 16
 #define CT_A_IN_PLACE_N 256
 #else
 #define CT_A_IN_PLACE_N 0
 #endif
-#define CT_A_IN_PLACE_LDA_T 2048
+static long a_t_in_place_max_lda(void) {
+    static long max_lda;  // 0 until the first call; every thread finds the same value
+    long v = __atomic_load_n(&max_lda, __ATOMIC_RELAXED);
+    if (!v) __atomic_store_n(&max_lda, v = __builtin_cpu_is("amd") ? 2047 : 512, __ATOMIC_RELAXED);
+    return v;
+}
 static int a_in_place(const gemm_args *g, long nsl) {
-    return nsl * CT_NR <= CT_A_IN_PLACE_N && (!g->ta || g->lda < CT_A_IN_PLACE_LDA_T);
+    return nsl * CT_NR <= CT_A_IN_PLACE_N && (!g->ta || g->lda <= a_t_in_place_max_lda());
 }
 
 // C[ic : ic+mc, the panel at jc] over the K blocks pc0..pc1 of the packed panel bp (nsl

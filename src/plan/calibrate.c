@@ -138,12 +138,12 @@ static int allowed_cores(int cores) {
 
 // Lets this thread, and the OpenMP threads it starts afterwards (none has started yet: threads
 // keep the mask they were created with), run on every core it may use: every bit set, which
-// the kernel narrows to the online cores of the process's cpuset.
-static void unbind_from_cores(int cores) {
+// the kernel narrows to the online cores of the process's cpuset. `bound`: how many it may run
+// on now (allowed_cores).
+static void unbind_from_cores(int cores, int bound) {
     cpu_set_t all;
     CPU_ZERO(&all);
     for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &all);
-    int bound = allowed_cores(cores);
     if (bound < cores && sched_setaffinity(0, sizeof all, &all) != 0)
         fprintf(stderr, "calibrate: bound to %d of %d cores and could not widen that; the figures are for %d\n",
                 bound, cores, bound);
@@ -200,7 +200,7 @@ ct_status ct_hw_calibrate(const char *out_path) {
         while (!ct_comm_test(&h)) usleep(2000);
     } else {
         int bound = allowed_cores(cores);
-        unbind_from_cores(cores);
+        unbind_from_cores(cores, bound);
         omp_set_num_threads(cores);
         const ct_kernels *k = ct_kernels_get("cpu");
         printf("calibrating this machine (%d cores): rank 0 runs on %d of them (bound to %d when it started)\n",

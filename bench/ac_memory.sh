@@ -3,7 +3,8 @@
 # no checkpointing, on the debug model at seq_len 1024 and on bench M (bench_train). The memory is
 # the trainer's own accounting (the activations category: slots, shared buffers, scratch); the
 # step time is the median of the logged steps after the first, so the ratio is the recompute
-# overhead (noisy on a shared machine: run twice).
+# overhead (noisy on a shared machine: run twice). The synthetic dataset, as the other benches: the
+# figures do not depend on the tokens, and a fresh clone has no prepared corpus (`make run` makes it).
 #
 #   bench/ac_memory.sh [steps]      (default 4)
 set -u
@@ -27,7 +28,8 @@ base_mem=""; base_t=""
 for p in "${policies[@]}"; do
   name=${p%%:*}; flags=${p#*:}
   # shellcheck disable=SC2086
-  $bin train --config configs/llama3_debug.toml --training.seq_len 1024 --micro_batch_size 2 \
+  $bin train --config configs/llama3_debug.toml --training.dataset synthetic --model.tokenizer_path "" \
+      --training.seq_len 1024 --micro_batch_size 2 \
       --training.steps "$steps" --validation.enable false --metrics.log_freq 1 --job.dump_folder "$tmp/$name" \
       $flags > "$tmp/$name.log" 2>&1 || { echo "  $name: failed: $(tail -1 "$tmp/$name.log")"; continue; }
   mem=$(act_mib "$tmp/$name/metrics.jsonl"); t=$(median_step "$tmp/$name/metrics.jsonl")

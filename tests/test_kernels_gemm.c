@@ -177,10 +177,10 @@ static void test_gemm_thread_count_invariance(void) {
 // Threads share a product's rows in units of 12 (AVX-512; 6 on AVX2) taken as whole blocks, then
 // halves of what is left: for many row counts -- below, at and above whole blocks, ragged last
 // units -- on 2 and 3 threads every row is computed exactly once (beta -0.5: a row done twice or
-// not at all changes C), bitwise as on one thread; through the stealing path (K 300: every K block
-// of the panel at once), the static one (K 2100: a K block at a time, each thread's rows fixed)
-// and the small-product one (K 200: A read in place). In the first and the last, the threads of a
-// row split pack one shared B panel, each its share of the slivers.
+// not at all changes C), bitwise as on one thread; through one pass (K 300: every K block of the
+// panel at once), a pass per K block (K 2100: the rows shared out again in each, so a row's K
+// blocks may fall to different threads) and the small-product path (K 200: A read in place). In
+// each pass the threads of a row split pack one shared B panel, each its share of the slivers.
 static void test_gemm_rows_shared_once(void) {
     const long Ms[] = {13, 97, 121, 240, 241, 359, 601, 1207}, shapes[][2] = {{256, 300}, {256, 2100}, {256, 200}};
     int saved = omp_get_max_threads();

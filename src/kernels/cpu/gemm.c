@@ -20,10 +20,11 @@
 //
 // Threads: outside an OpenMP parallel region a large enough product is cut into block columns
 // of C (on the NR tile grid), each shared by one or more threads that take its blocks of rows
-// from contiguous ranges (relieving one another at the end), each thread running the loops above
-// with its own A buffer; when a block column's whole B panel is packed at once, its threads pack
-// it together into one buffer and wait for one another's shares (the only wait inside). Called
-// inside a parallel region (attention, the fused kernels) it runs on the calling thread alone.
+// from contiguous ranges (relieving one another at the end of each packing of B), each thread
+// running the loops above with its own A buffer; the threads of a block column pack each panel
+// (or K block of one) together into one buffer and wait for one another's shares (the only wait
+// inside). Called inside a parallel region (attention, the fused kernels) it runs on the calling
+// thread alone.
 //
 // Reproducibility: every element of C is summed over K in the same steps, in the same order,
 // by the same operations, whatever the thread count, the block or tile it falls in or the path
@@ -405,66 +406,87 @@ static long take_back(row_range *r, long bu, long *u0) {
     }
 }
 
-// Where this thread's rows come from: all of them (ranges NULL: alone), or the ranges of the nr
-// threads sharing the block column, this thread's being ranges[me].
+// Where this thread's rows come from: all of them (alone: sets NULL), or the row ranges of the
+// nr threads sharing the block column, this thread's being sets[..][me].
+//
+// The threads of a block column run the same passes -- a pass is one packing of B: a whole
+// panel, or one K block of a panel too tall to pack whole -- and in every pass they pack B
+// together and share the rows of C dynamically (row blocks taken as above). Pass q packs into
+// the buffer of the column's thread q mod nr and takes rows from range set q mod 2. A thread
+// packs its share of pass q + 1 only after its rows of pass q are done, so once every share of
+// pass q + 1 is in, every thread has left pass q: the buffer of pass q (reused by pass q + nr)
+// and the range set of pass q - 1 (reset by thread 0 for pass q + 1, after the wait for pass q)
+// are free. One wait per pass, for the packing; none at the end of a pass. (Until this, only a
+// product packed in one pass shared its rows: a K-blocked one -- the loss's dx, K = 8,192 --
+// kept static halves, and the wait at its end was 10-20% of its time.) Rows move between
+// threads only at the end of a pass, as before; a K block adds into C after the previous one
+// whoever computes it: the same bits.
+typedef struct team_column team_column;
 typedef struct {
-    row_range *ranges;
-    struct shared_panel *panel;  // the block column's shared B panel (NULL: alone)
+    team_column *col;  // the block column's shared state (NULL: alone)
     int nr, me;
 } row_source;
 
-// The B panel that the nr threads of a block column share: the first thread's packing buffer,
-// which each of them fills a share of (its slivers, every K block); then all of them multiply
-// with the whole panel. Packing it once instead of once per thread saves the duplicated half of
-// the packing in a two-thread row split. The only wait inside a product: for the other threads'
-// shares of the panel, a short one, at the start.
-struct shared_panel {
-    _Alignas(64) float *buffer;  // published by thread 0 of the column, NULL until then
-    _Alignas(64) int packed;     // threads whose share is in
+struct team_column {
+    row_range *sets[2];          // (nr) each: the row ranges of the passes of parity 0, 1
+    float **bufs;                // (nr) each thread's packing buffer, published at its start
+    _Alignas(64) long packed;    // shares packed so far, over all passes (pass q: (q + 1) nr)
 };
 
-// Packs op(B)[0 : K, jc : jc + nc] (nsl slivers) with the other threads of the block column into
-// the shared panel, K block pc at + pc nsl NR; returns the panel once every share is in.
-static const float *pack_b_shared(const gemm_args *g, const row_source *rs, float *own_buffer, long jc, long nc,
-                                  long nsl) {
-    struct shared_panel *p = rs->panel;
-    if (rs->me == 0) __atomic_store_n(&p->buffer, own_buffer, __ATOMIC_RELEASE);
+// Units of MR rows in M rows.
+#define CT_ROW_UNITS(M) (((M) + CT_MR - 1) / CT_MR)
+
+// The rows of M (in MR units) dealt evenly to the nr ranges of a set.
+static void deal_rows(row_range *set, int nr, long M) {
+    const unsigned long long units = (unsigned long long)CT_ROW_UNITS(M);
+    for (int i = 0; i < nr; i++)
+        __atomic_store_n(&set[i].w, (unsigned long long)i * units / (unsigned long long)nr |
+                                        ((unsigned long long)(i + 1) * units / (unsigned long long)nr) << 32,
+                         __ATOMIC_RELAXED);
+}
+
+// Packs this thread's share of pass q's B -- op(B)[pc0 : pc1, jc : jc + nc], nsl slivers, K
+// block pc at + (pc - pc0) nsl NR -- into the pass's buffer; returns it once every share is in.
+static const float *pack_pass(const gemm_args *g, const row_source *rs, long q, long M, long jc, long nc, long nsl,
+                              long pc0, long pc1) {
+    team_column *c = rs->col;
     float *bp;
     int spins = 0;
-    while (!(bp = __atomic_load_n(&p->buffer, __ATOMIC_ACQUIRE))) ct_spin_turn(&spins);
+    while (!(bp = __atomic_load_n(&c->bufs[q % rs->nr], __ATOMIC_ACQUIRE))) ct_spin_turn(&spins);
     long s0 = rs->me * nsl / rs->nr, s1 = (rs->me + 1) * nsl / rs->nr;
     if (s1 > s0)
-        for (long pc = 0; pc < g->K; pc += CT_KC) {
-            long kc = min_l(CT_KC, g->K - pc);
-            pack_b(bp + pc * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR, min_l(s1 * CT_NR, nc) - s0 * CT_NR);
+        for (long pc = pc0; pc < pc1; pc += CT_KC) {
+            long kc = min_l(CT_KC, pc1 - pc);
+            pack_b(bp + (pc - pc0) * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR,
+                   min_l(s1 * CT_NR, nc) - s0 * CT_NR);
         }
-    __atomic_add_fetch(&p->packed, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&c->packed, 1, __ATOMIC_RELEASE);
     spins = 0;
-    while (__atomic_load_n(&p->packed, __ATOMIC_ACQUIRE) < rs->nr) ct_spin_turn(&spins);
+    while (__atomic_load_n(&c->packed, __ATOMIC_ACQUIRE) < (q + 1) * rs->nr) ct_spin_turn(&spins);
+    // every thread has left pass q - 1: its set is free for pass q + 1 (published by thread 0's
+    // share of that pass, which every thread waits for before taking a row of it)
+    if (rs->me == 0) deal_rows(c->sets[(q + 1) % 2], rs->nr, M);
     return bp;
 }
 
-// Units of MR rows in M rows, and in a whole block.
-#define CT_ROW_UNITS(M) (((M) + CT_MR - 1) / CT_MR)
+// Units of MR rows in a whole block.
 #define CT_BLOCK_UNITS (CT_MC / CT_MR)
 
-// The next rows for this thread: [*r0, *r0 + returned), 0 when none are left. steal 0: only its
-// own share as first dealt, in whole blocks from its front, the same blocks on every pass (loops
-// whose blocks must each stay on one thread from K block to K block); *own (0 before the first
-// call) is where the next block starts.
-static long next_rows(const row_source *rs, long M, long *own, int steal, long *r0) {
-    const long units = CT_ROW_UNITS(M);
+// The next rows of pass q for this thread: [*r0, *r0 + returned), 0 when none are left. Alone,
+// all rows in whole blocks (*own, 0 before the first call, is where the next one starts); in a
+// team, taken from the front of its own range of the pass's set, then from the backs of the others.
+static long next_rows(const row_source *rs, long q, long M, long *own, long *r0) {
     long u0, n;
-    if (!rs->ranges || !steal) {
-        long lo = rs->ranges ? rs->me * units / rs->nr : 0, hi = rs->ranges ? (rs->me + 1) * units / rs->nr : units;
-        if (*own < lo) *own = lo;
-        if (*own >= hi) return 0;
+    if (!rs->col) {
+        const long units = CT_ROW_UNITS(M);
+        if (*own >= units) return 0;
         u0 = *own;
-        n = min_l(CT_BLOCK_UNITS, hi - u0);
+        n = min_l(CT_BLOCK_UNITS, units - u0);
         *own += n;
     } else {
-        n = take_front(&rs->ranges[rs->me], CT_BLOCK_UNITS, &u0);
-        for (int k = 1; !n && k < rs->nr; k++) n = take_back(&rs->ranges[(rs->me + k) % rs->nr], CT_BLOCK_UNITS, &u0);
+        row_range *set = rs->col->sets[q % 2];
+        n = take_front(&set[rs->me], CT_BLOCK_UNITS, &u0);
+        for (int k = 1; !n && k < rs->nr; k++) n = take_back(&set[(rs->me + k) % rs->nr], CT_BLOCK_UNITS, &u0);
         if (!n) return 0;
     }
     *r0 = u0 * CT_MR;
@@ -487,6 +509,12 @@ static long next_rows(const row_source *rs, long M, long *own, int steal, long *
 // slower in place (one thread, pinned pairs: (1536, 256, 2048) 140-145 against 172-173 GFLOP/s
 // packed; (768, 256, 2048) 152-154 against 169-173). A software prefetch of the row 4-16 ks
 // ahead recovered only half of that (158-170).
+//
+// A not transposed in place reads MR rows of A side by side, each contiguous; with rows 8 KiB
+// or more apart (the loss's dx, K = 8,192: the logits' rows) packing was 5% faster on Zen 4
+// (one thread, best of 10: (1024, 256, 8192) 93.0-93.7 in place, 97.8-98.0 packed; K = 2,048
+// and 4,096 2-8%; K = 1,536 either way within noise).
+#define CT_A_IN_PLACE_MAX_LDA 2047
 #if CT_VL == 16
 #define CT_A_IN_PLACE_N 256
 #else
@@ -499,7 +527,7 @@ static long a_t_in_place_max_lda(void) {
     return v;
 }
 static int a_in_place(const gemm_args *g, long nsl) {
-    return nsl * CT_NR <= CT_A_IN_PLACE_N && (!g->ta || g->lda <= a_t_in_place_max_lda());
+    return nsl * CT_NR <= CT_A_IN_PLACE_N && g->lda <= (g->ta ? a_t_in_place_max_lda() : CT_A_IN_PLACE_MAX_LDA);
 }
 
 // C[ic : ic+mc, the panel at jc] over the K blocks pc0..pc1 of the packed panel bp (nsl
@@ -541,8 +569,8 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // block then runs through every K block (ic outside pc), so that block's rows of C stay in cache
 // between the K blocks instead of being streamed from memory once per K block; row blocks are
 // then shared out as they are taken (a block is finished, all of K, by whoever takes it).
-// Otherwise each thread keeps its static share, K block by K block. Either order sums each
-// element over the same K blocks in the same order: the same bits.
+// Otherwise the panel is packed a K block at a time, each a pass of its own over the rows. Either
+// order sums each element over the same K blocks in the same order: the same bits.
 //
 // A long K (over KC) with a wide N makes panels narrower than NC so that each is packed whole:
 // the C block of a row block (MC x the panel, at most 120 KiB) then stays in L2 through all of
@@ -566,20 +594,20 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
             panel = ((N + parts - 1) / parts + CT_NR - 1) / CT_NR * CT_NR;
         }
     }
+    long q = 0;  // passes so far (see row_source)
     for (long jc = 0; jc < N; jc += panel) {
         long nc = min_l(panel, N - jc), nsl = (nc + CT_NR - 1) / CT_NR;
         int whole = K * nsl * CT_NR <= (long)CT_KC * CT_NC;  // every K block of the panel at once
-        int steal = whole && nc == N;                           // (one pass over the row blocks)
-        for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC) {
+        for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC, q++) {
             long pc1 = whole ? K : min_l(pc0 + CT_KC, K);
             const float *bp = buf->bpack;  // B[pc block] at bp + (pc - pc0) nsl NR
-            if (steal && rs->panel)
-                bp = pack_b_shared(g, rs, buf->bpack, jc, nc, nsl);
+            if (rs->col)
+                bp = pack_pass(g, rs, q, M, jc, nc, nsl, pc0, pc1);
             else
                 for (long pc = pc0; pc < pc1; pc += CT_KC)
                     pack_b(buf->bpack + (pc - pc0) * nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), jc, nc);
             long own = 0, r0, mc;
-            while ((mc = next_rows(rs, M, &own, steal, &r0)) > 0)
+            while ((mc = next_rows(rs, q, M, &own, &r0)) > 0)
                 gemm_block(g, buf->apack, bp, nsl, jc, r0, mc, pc0, pc1);
         }
     }
@@ -598,12 +626,12 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
     const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
     const long nsl = (N + CT_NR - 1) / CT_NR;
     const float *bp = bpack;  // (K, N) in NR-wide slivers
-    if (rs->panel)
-        bp = pack_b_shared(g, rs, bpack, 0, N, nsl);
+    if (rs->col)
+        bp = pack_pass(g, rs, 0, M, 0, N, nsl, 0, K);
     else
         pack_b(bpack, g, 0, K, 0, N);
     long own = 0, r0, mc;
-    while ((mc = next_rows(rs, M, &own, 1, &r0)) > 0)
+    while ((mc = next_rows(rs, 0, M, &own, &r0)) > 0)
         for (long i = r0; i < r0 + mc; i += CT_MR) {
             long mr = min_l(CT_MR, M - i);
             const float *a = g->A + i * rs_a;
@@ -620,6 +648,7 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
 
 static void gemm_serial(const gemm_args *g, const row_source *rs) {
     gemm_buffers *buf = thread_buffers();
+    if (rs->col) __atomic_store_n(&rs->col->bufs[rs->me], buf->bpack, __ATOMIC_RELEASE);  // for the passes it serves
     // (A^T in place is read a row of A per k: only when it is small enough to stay in L1)
     if (g->K <= CT_KC && g->K * g->N <= CT_SMALL_B_FLOATS && (!g->ta || g->M * g->K <= CT_SMALL_AT_FLOATS))
         gemm_small(g, buf->bpack, rs);
@@ -629,15 +658,13 @@ static void gemm_serial(const gemm_args *g, const row_source *rs) {
 
 // ---------------------------------------------------------------- threads
 // The team covers C with a tm x tn grid of block columns (cut on the NR tile grid) and rows:
-// the tm threads of a block column share its B panel (packed together when the whole panel is
-// packed at once, else once per thread), A is packed once per block column, whichever of the
-// grid's shapes packs least, and they share its row blocks as above. Each element of C is
-// computed by the same arithmetic whatever the grid (K is never split), so the result does not
-// depend on the thread count or on who took which block.
+// the tm threads of a block column run its passes together, packing each pass's B once between
+// them and sharing its row blocks (row_source). Each element of C is computed by the same
+// arithmetic whatever the grid (K is never split), so the result does not depend on the thread
+// count or on who took which block.
 typedef struct {
     const gemm_args *g;
-    row_range *ranges;             // (tn, tm): the row ranges of each block column's threads
-    struct shared_panel *panels;   // (tn): each block column's shared B panel
+    team_column *cols;  // (tn) each block column's shared state
     int tm, tn;
 } team_gemm;
 
@@ -651,7 +678,7 @@ static void gemm_part(const team_gemm *t, int ithr) {
     s.N = n1 - n0;
     s.B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
     s.C = g->C + n0;
-    row_source rs = {.ranges = t->ranges + in * t->tm, .panel = t->tm > 1 ? t->panels + in : NULL, .nr = t->tm, .me = im};
+    row_source rs = {.col = t->tm > 1 ? t->cols + in : NULL, .nr = t->tm, .me = im};
     gemm_serial(&s, &rs);
 }
 
@@ -689,13 +716,15 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > CT_GEMM_MAX_THREADS) nthr = CT_GEMM_MAX_THREADS;
-    row_source alone = {.ranges = NULL, .panel = NULL};
+    row_source alone = {.col = NULL};
     if (nthr <= 1 || (double)M * N * K < (double)CT_GEMM_PARALLEL_MIN) {
         gemm_serial(&g, &alone);
         return;
     }
-    // the grid: tm x tn = nthr with the least packing (A is packed per block row, B per block
-    // column: minimise M/tm + N/tn), every block at least one tile
+    // The grid: tm x tn = nthr, every block at least one tile, with the least to read per thread:
+    // its rows of A (M / tm) and its columns of B (N / tn: a row split reads all of B, half of
+    // it packed by the other core -- at bench S's (256, 768, 2048) weight gradient that ran
+    // 8-30% slower than a column split, measured).
     long mu = (M + CT_MR - 1) / CT_MR, nu = (N + CT_NR - 1) / CT_NR;
     int tm = 1, tn = nthr;
     double best = -1;
@@ -704,18 +733,18 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
         double cost = (double)M / a + (double)N / (nthr / a);
         if (best < 0 || cost < best) best = cost, tm = a, tn = nthr / a;
     }
-    if (best < 0) {  // too few tiles for every thread: as many as there are
-        tm = (int)min_l(mu, nthr), tn = 1;
+    if (best < 0) tm = (int)min_l(mu, nthr), tn = 1;  // too few tiles for every thread: as many as there are
+    row_range sets[2][CT_GEMM_MAX_THREADS];
+    float *bufs[CT_GEMM_MAX_THREADS];
+    team_column cols[CT_GEMM_MAX_THREADS];
+    for (int c = 0; c < tn; c++) {
+        team_column *col = &cols[c];
+        col->sets[0] = sets[0] + c * tm, col->sets[1] = sets[1] + c * tm, col->bufs = bufs + c * tm;
+        deal_rows(col->sets[0], tm, M);  // (set 1: by thread 0 once pass 0 is packed)
+        for (int i = 0; i < tm; i++) bufs[c * tm + i] = NULL;
+        col->packed = 0;
     }
-    // Each thread's range: an even share of the rows, in units of MR rows.
-    long units = CT_ROW_UNITS(M);
-    row_range ranges[CT_GEMM_MAX_THREADS];
-    for (int c = 0; c < tn; c++)
-        for (int i = 0; i < tm; i++)
-            ranges[c * tm + i].w = (unsigned long long)(i * units / tm) | (unsigned long long)((i + 1) * units / tm) << 32;
-    struct shared_panel panels[CT_GEMM_MAX_THREADS];
-    for (int c = 0; c < tn; c++) panels[c].buffer = NULL, panels[c].packed = 0;
-    team_gemm t = {.g = &g, .ranges = ranges, .panels = panels, .tm = tm, .tn = tn};
+    team_gemm t = {.g = &g, .cols = cols, .tm = tm, .tn = tn};
     const int timed = team_timing;
     double t0 = timed ? omp_get_wtime() : 0.0, first = 1e300, last = 0.0;
 #pragma omp parallel num_threads(tm * tn)

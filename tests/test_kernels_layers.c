@@ -182,6 +182,34 @@ static void test_rope_forward_backward(void) {
     free(c), free(s);
 }
 
+// RoPE against the pair formula in float, bit for bit (a contracted FMA or a reordered sum would
+// show), for head sizes GCC's vector loop covers whole or with a tail, both directions.
+static void test_rope_bits(void) {
+    const long HSs[] = {64, 24, 8, 6, 520}, B = 1, T = 5, H = 2, maxT = 8;
+    for (unsigned k = 0; k < sizeof HSs / sizeof HSs[0]; k++) {
+        long HS = HSs[k], ld = H * HS;
+        float *c = falloc(maxT * HS / 2), *s = falloc(maxT * HS / 2);
+        ct_rope_tables(c, s, maxT, HS, 10000.0, 0.0, 1.0, 4.0, 8192);
+        for (int dir = 1; dir >= -1; dir -= 2) {
+            float *x = falloc(B * T * ld), *ref = falloc(B * T * ld);
+            for (long i = 0; i < B * T * ld; i++) x[i] = frand(1);
+            for (long t = 0; t < T; t++)
+                for (long h = 0; h < H; h++)
+                    for (long i = 0; i < HS / 2; i++) {
+                        long o = t * ld + h * HS + 2 * i;
+                        float x0 = x[o], x1 = x[o + 1], cc = c[t * HS / 2 + i], ss = (float)dir * s[t * HS / 2 + i];
+                        ref[o] = x0 * cc - x1 * ss;
+                        ref[o + 1] = x0 * ss + x1 * cc;
+                    }
+            if (dir > 0) ct_rope_forward(x, c, s, NULL, B, T, H, HS, ld);
+            else ct_rope_backward(x, c, s, NULL, B, T, H, HS, ld);
+            CHECK(memcmp(x, ref, sizeof(float) * B * T * ld) == 0, "HS %ld dir %d: not the pair formula's bits", HS, dir);
+            free(x), free(ref);
+        }
+        free(c), free(s);
+    }
+}
+
 // ---------------------------------------------------------------- SwiGLU
 static double silu(double x) { return x / (1 + exp(-x)); }
 
@@ -216,6 +244,7 @@ int main(void) {
     CT_RUN(test_rmsnorm_forward_backward);
     CT_RUN(test_rope_tables_llama31);
     CT_RUN(test_rope_forward_backward);
+    CT_RUN(test_rope_bits);
     CT_RUN(test_swiglu_forward_backward);
     CT_TEST_EXIT();
 }

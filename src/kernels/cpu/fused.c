@@ -16,15 +16,15 @@
 // rows; 256 rows of C = 768 floats (768 KiB) still sit in a core's L2.
 //
 // The elementwise steps are the unfused kernels' arithmetic: the norm row is the shared
-// ct_rmsnorm_row, the SwiGLU row the shared ct_swiglu_row, and RoPE uses the same expressions
-// as rope.c (the build does not contract a*b+c into FMAs under -std=c11), so given the gemm's
-// product they give the same bits; and a block's gemm sums each element as one gemm on all rows
+// ct_rmsnorm_row, the SwiGLU row the shared ct_swiglu_row, the RoPE row the shared ct_rope_row,
+// so given the gemm's product they give the same bits; and a block's gemm sums each element as one gemm on all rows
 // does (gemm.c), so every output is the unfused chain's bits (test_kernels_fused).
 #include <omp.h>
 
 #include "core/error.h"
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/rmsnorm_row.h"
+#include "kernels/cpu/rope_row.h"
 #include "kernels/cpu/swiglu_row.h"
 #include "kernels/kernels.h"
 
@@ -134,23 +134,14 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 // ------------------------------------------------------------------ linear + RoPE
 
 // Rows [r0, r0 + m) of qkv (row stride ld): q heads (NH) at column 0 and k heads (NKV) at
-// NH*HS rotated by their token's angle, rope.c's arithmetic with dir = +1.
+// NH*HS rotated by their token's angle: rope.c's row (rope_row.h) with dir = +1.
 static void rope_rows(float *qkv, long ld, long r0, long m, const float *cos_tab, const float *sin_tab,
                       const int32_t *pos, long T, long NH, long NKV, long HS) {
     long half = HS / 2;
     for (long n = r0; n < r0 + m; n++) {
         long t = n % T, p = pos ? (long)pos[t] : t;
         const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
-        float *row = qkv + n * ld;                                       // (NH + NKV, HS) rotated
-        for (long h = 0; h < NH + NKV; h++) {
-            float *xh = row + h * HS;
-            for (long i = 0; i < half; i++) {
-                float x0 = xh[2 * i], x1 = xh[2 * i + 1];
-                float c = cs[i], s = 1.0f * sn[i];
-                xh[2 * i] = x0 * c - x1 * s;
-                xh[2 * i + 1] = x0 * s + x1 * c;
-            }
-        }
+        ct_rope_row(qkv + n * ld, NH + NKV, HS, cs, sn, 1.0f);            // (NH + NKV, HS) rotated
     }
 }
 

@@ -3,6 +3,7 @@
 // frequency scaling (Meta's apply_scaling) when scale_factor > 0.
 #include <math.h>
 
+#include "kernels/cpu/rope_row.h"
 #include "kernels/kernels.h"
 
 void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
@@ -41,16 +42,7 @@ static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, con
         for (long t = 0; t < T; t++) {
             long p = pos ? (long)pos[t] : t;
             const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
-            float *row = x + (b * T + t) * ld;                               // (H, HS)
-            for (long h = 0; h < H; h++) {
-                float *xh = row + h * HS;
-                for (long i = 0; i < half; i++) {
-                    float x0 = xh[2 * i], x1 = xh[2 * i + 1];
-                    float c = cs[i], s = dir * sn[i];
-                    xh[2 * i] = x0 * c - x1 * s;
-                    xh[2 * i + 1] = x0 * s + x1 * c;
-                }
-            }
+            ct_rope_row(x + (b * T + t) * ld, H, HS, cs, sn, dir);            // (H, HS)
         }
 }
 

@@ -149,7 +149,11 @@ static void test_gemm_narrow_panels_bits(void) {
 // The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
 // threads, and every element is computed by the same arithmetic wherever its tile falls).
 static void test_gemm_thread_count_invariance(void) {
-    long shapes[][3] = {{2048, 768, 256}, {768, 256, 2048}, {256, 256, 1000}, {130, 2100, 300}, {61, 77, 64}};
+    // (120, 288, 300) and (240, 288, 200): column splits with 4 and 5 tiles a column, so the
+    // narrower column's thread finishes first and helps with the other's rows (help_columns),
+    // through the packed and the small-product path
+    long shapes[][3] = {{2048, 768, 256}, {768, 256, 2048}, {256, 256, 1000}, {130, 2100, 300}, {61, 77, 64},
+                        {120, 288, 300}, {240, 288, 200}};
     int saved = omp_get_max_threads();
     for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++) {

@@ -584,32 +584,51 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 #else
 #define CT_WHOLE_MIN_NC 0  // off
 #endif
-static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
-    const long M = g->M, N = g->N, K = g->K;
-    long panel = CT_NC;
+// One pass: op(B)[pc0 : pc1, jc : jc + nc] (nsl slivers), packed at once.
+typedef struct {
+    long jc, nc, nsl, pc0, pc1;
+} gemm_pass;
+
+static long panel_width(const gemm_args *g) {
+    const long N = g->N, K = g->K;
     if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > (long)CT_KC * CT_NC) {  // narrower, packed whole
         long w = (long)CT_KC * CT_NC / K / CT_NR * CT_NR;
         if (w >= CT_WHOLE_MIN_NC && w < N) {
             long parts = (N + w - 1) / w;
-            panel = ((N + parts - 1) / parts + CT_NR - 1) / CT_NR * CT_NR;
+            return ((N + parts - 1) / parts + CT_NR - 1) / CT_NR * CT_NR;
         }
     }
-    long q = 0;  // passes so far (see row_source)
-    for (long jc = 0; jc < N; jc += panel) {
-        long nc = min_l(panel, N - jc), nsl = (nc + CT_NR - 1) / CT_NR;
-        int whole = K * nsl * CT_NR <= (long)CT_KC * CT_NC;  // every K block of the panel at once
-        for (long pc0 = 0; pc0 < K; pc0 += whole ? K : CT_KC, q++) {
-            long pc1 = whole ? K : min_l(pc0 + CT_KC, K);
-            const float *bp = buf->bpack;  // B[pc block] at bp + (pc - pc0) nsl NR
-            if (rs->col)
-                bp = pack_pass(g, rs, q, M, jc, nc, nsl, pc0, pc1);
-            else
-                for (long pc = pc0; pc < pc1; pc += CT_KC)
-                    pack_b(buf->bpack + (pc - pc0) * nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), jc, nc);
-            long own = 0, r0, mc;
-            while ((mc = next_rows(rs, q, M, &own, &r0)) > 0)
-                gemm_block(g, buf->apack, bp, nsl, jc, r0, mc, pc0, pc1);
-        }
+    return CT_NC;
+}
+
+// The passes in order: the first (first != 0) or the one after *p; 0 when there is none.
+static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
+    const long N = g->N, K = g->K;
+    long jc = 0, pc0 = 0;
+    if (!first) {
+        int whole = p->pc0 == 0 && p->pc1 == K;
+        jc = p->jc, pc0 = whole ? K : p->pc1;
+        if (pc0 >= K) jc += panel, pc0 = 0;
+        if (jc >= N) return 0;
+    }
+    p->jc = jc, p->nc = min_l(panel, N - jc), p->nsl = (p->nc + CT_NR - 1) / CT_NR, p->pc0 = pc0;
+    int whole = K * p->nsl * CT_NR <= (long)CT_KC * CT_NC;  // every K block of the panel at once
+    p->pc1 = whole ? K : min_l(pc0 + CT_KC, K);
+    return 1;
+}
+
+static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
+    const long M = g->M, K = g->K, panel = panel_width(g);
+    gemm_pass p;
+    for (long q = 0; next_pass(g, panel, q == 0, &p); q++) {  // q: passes so far (see row_source)
+        const float *bp = buf->bpack;                           // B[pc block] at bp + (pc - pc0) nsl NR
+        if (rs->col)
+            bp = pack_pass(g, rs, q, M, p.jc, p.nc, p.nsl, p.pc0, p.pc1);
+        else
+            for (long pc = p.pc0; pc < p.pc1; pc += CT_KC)
+                pack_b(buf->bpack + (pc - p.pc0) * p.nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), p.jc, p.nc);
+        long own = 0, r0, mc;
+        while ((mc = next_rows(rs, q, M, &own, &r0)) > 0) gemm_block(g, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
     }
 }
 
@@ -621,36 +640,44 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
 #define CT_SMALL_B_FLOATS (64L * 1024)
 #define CT_SMALL_AT_FLOATS (16L * 1024)
 
-static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
+// (A^T in place is read a row of A per k: only when it is small enough to stay in L1)
+static int is_small(const gemm_args *g) {
+    return g->K <= CT_KC && g->K * g->N <= CT_SMALL_B_FLOATS && (!g->ta || g->M * g->K <= CT_SMALL_AT_FLOATS);
+}
+
+// Rows [r0, r0 + mc) of a small product, B packed whole at bp.
+static void small_rows(const gemm_args *g, const float *bp, long r0, long mc) {
     const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
-    const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1;
-    const long nsl = (N + CT_NR - 1) / CT_NR;
+    const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1, nsl = (N + CT_NR - 1) / CT_NR;
+    for (long i = r0; i < r0 + mc; i += CT_MR) {
+        long mr = min_l(CT_MR, M - i);
+        const float *a = g->A + i * rs_a;
+        for (long s = 0; s < nsl; s++) {
+            long j = s * CT_NR, nr = min_l(CT_NR, N - j);
+            float *c = g->C + i * ldc + j;
+            if (nr < CT_NR)
+                ukernel_cols(mr, nr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+            else
+                ukernel_rows(mr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+        }
+    }
+}
+
+static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
+    const long M = g->M, N = g->N, K = g->K, nsl = (N + CT_NR - 1) / CT_NR;
     const float *bp = bpack;  // (K, N) in NR-wide slivers
     if (rs->col)
         bp = pack_pass(g, rs, 0, M, 0, N, nsl, 0, K);
     else
         pack_b(bpack, g, 0, K, 0, N);
     long own = 0, r0, mc;
-    while ((mc = next_rows(rs, 0, M, &own, &r0)) > 0)
-        for (long i = r0; i < r0 + mc; i += CT_MR) {
-            long mr = min_l(CT_MR, M - i);
-            const float *a = g->A + i * rs_a;
-            for (long s = 0; s < nsl; s++) {
-                long j = s * CT_NR, nr = min_l(CT_NR, N - j);
-                float *c = g->C + i * ldc + j;
-                if (nr < CT_NR)
-                    ukernel_cols(mr, nr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
-                else
-                    ukernel_rows(mr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
-            }
-        }
+    while ((mc = next_rows(rs, 0, M, &own, &r0)) > 0) small_rows(g, bp, r0, mc);
 }
 
 static void gemm_serial(const gemm_args *g, const row_source *rs) {
     gemm_buffers *buf = thread_buffers();
     if (rs->col) __atomic_store_n(&rs->col->bufs[rs->me], buf->bpack, __ATOMIC_RELEASE);  // for the passes it serves
-    // (A^T in place is read a row of A per k: only when it is small enough to stay in L1)
-    if (g->K <= CT_KC && g->K * g->N <= CT_SMALL_B_FLOATS && (!g->ta || g->M * g->K <= CT_SMALL_AT_FLOATS))
+    if (is_small(g))
         gemm_small(g, buf->bpack, rs);
     else
         gemm_packed(g, buf, rs);
@@ -668,18 +695,64 @@ typedef struct {
     int tm, tn;
 } team_gemm;
 
-static void gemm_part(const team_gemm *t, int ithr) {
+// Block column c's part of the product (its columns of B and C); 0 when it has none.
+static int column_args(const team_gemm *t, int c, gemm_args *s) {
     const gemm_args *g = t->g;
     long nu = (g->N + CT_NR - 1) / CT_NR;  // tiles across
+    long n0 = c * nu / t->tn * CT_NR, n1 = min_l((c + 1) * nu / t->tn * CT_NR, g->N);
+    if (n0 >= n1) return 0;
+    *s = *g;
+    s->N = n1 - n0;
+    s->B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
+    s->C = g->C + n0;
+    return 1;
+}
+
+// A thread whose block column is done helps each other column with the rows left in its last
+// pass, from the backs of that column's ranges, multiplying with the panel that column packed.
+// (Only the last pass can be joined: an earlier pass's buffer and row set are reused by the
+// passes after it, which a helper does not take part in.) Without this a column split kept its
+// halves, and the wait at its end was 1-10% of the product on a quiet machine (bench S's
+// weight gradients of N <= 768 and the loss's logits) and 25-50% when another process took
+// part of a core.
+static void help_columns(const team_gemm *t, int in) {
+    gemm_buffers *buf = thread_buffers();
+    for (int k = 1; k < t->tn; k++) {
+        int c = (in + k) % t->tn;
+        gemm_args s;
+        if (!column_args(t, c, &s)) continue;
+        team_column *col = &t->cols[c];
+        const int small = is_small(&s);
+        gemm_pass p = {.jc = 0, .nc = s.N, .nsl = (s.N + CT_NR - 1) / CT_NR, .pc0 = 0, .pc1 = s.K};
+        long q = 0;  // the column's last pass
+        if (!small) {
+            const long panel = panel_width(&s);
+            next_pass(&s, panel, 1, &p);
+            for (gemm_pass nx = p; next_pass(&s, panel, 0, &nx); q++) p = nx;
+        }
+        int spins = 0;
+        while (__atomic_load_n(&col->packed, __ATOMIC_ACQUIRE) < (q + 1) * t->tm) ct_spin_turn(&spins);
+        const float *bp = __atomic_load_n(&col->bufs[q % t->tm], __ATOMIC_ACQUIRE);
+        row_range *set = col->sets[q % 2];
+        for (int i = 0; i < t->tm; i++)
+            for (long u0, n; (n = take_back(&set[i], CT_BLOCK_UNITS, &u0)) > 0;) {
+                long r0 = u0 * CT_MR, mc = min_l(n * CT_MR, s.M - r0);
+                if (small)
+                    small_rows(&s, bp, r0, mc);
+                else
+                    gemm_block(&s, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
+            }
+    }
+}
+
+static void gemm_part(const team_gemm *t, int ithr) {
     int im = ithr / t->tn, in = ithr % t->tn;
-    long n0 = in * nu / t->tn * CT_NR, n1 = min_l((in + 1) * nu / t->tn * CT_NR, g->N);
-    if (n0 >= n1) return;
-    gemm_args s = *g;
-    s.N = n1 - n0;
-    s.B = g->tb ? g->B + n0 * g->ldb : g->B + n0;
-    s.C = g->C + n0;
-    row_source rs = {.col = t->tm > 1 ? t->cols + in : NULL, .nr = t->tm, .me = im};
-    gemm_serial(&s, &rs);
+    gemm_args s;
+    if (column_args(t, in, &s)) {
+        row_source rs = {.col = t->cols + in, .nr = t->tm, .me = im};
+        gemm_serial(&s, &rs);
+    }
+    if (t->tn > 1) help_columns(t, in);
 }
 
 // Team timing (off by default: one predictable branch per product).

@@ -90,7 +90,7 @@ static void test_gemm_blocked_shapes(void) {
 // arithmetic: the first N columns of a 512-wide product are bit for bit the N-wide product, for
 // A and A^T, with K past one K block, on 1 and 2 threads. A^T with rows 1,000 apart is read in
 // place on AMD and packed on Intel (gemm.c, a_in_place); with rows 2,048 apart or more it is
-// packed in both.
+// packed in both, and so is A with rows 2,100 apart (K 2100).
 static void test_gemm_a_in_place_bits(void) {
     long shapes[][3] = {{130, 256, 700}, {300, 200, 520}, {61, 32, 300}, {40, 256, 2100}, {100, 256, 600}};
     int saved = omp_get_max_threads();

@@ -406,7 +406,7 @@ static long take_back(row_range *r, long bu, long *u0) {
     }
 }
 
-// Where this thread's rows come from: all of them (alone: sets NULL), or the row ranges of the
+// Where this thread's rows come from: all of them (alone: col NULL), or the row ranges of the
 // nr threads sharing the block column, this thread's being sets[..][me].
 //
 // The threads of a block column run the same passes -- a pass is one packing of B: a whole
@@ -418,9 +418,10 @@ static long take_back(row_range *r, long bu, long *u0) {
 // and the range set of pass q - 1 (reset by thread 0 for pass q + 1, after the wait for pass q)
 // are free. One wait per pass, for the packing; none at the end of a pass. (Until this, only a
 // product packed in one pass shared its rows: a K-blocked one -- the loss's dx, K = 8,192 --
-// kept static halves, and the wait at its end was 10-20% of its time.) Rows move between
-// threads only at the end of a pass, as before; a K block adds into C after the previous one
-// whoever computes it: the same bits.
+// kept static halves, and the wait at its end was 10-20% of its time.) A thread takes from the
+// front of its own range first, so rows change threads only near the end of a pass; threads of
+// other columns may join a column's last pass (help_columns). A K block adds into C after the
+// previous one whoever computes it: the same bits.
 typedef struct team_column team_column;
 typedef struct {
     team_column *col;  // the block column's shared state (NULL: alone)

@@ -1,4 +1,4 @@
-// Spin waits for another thread of a team (attention's ordered adds, ct_gemm's shared panel).
+// Spin waits for another thread of a team (attention's ordered adds, ct_gemm's shared passes).
 #ifndef CT_KERNELS_CPU_SPIN_H
 #define CT_KERNELS_CPU_SPIN_H
 #include <sched.h>

@@ -514,7 +514,9 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 // A not transposed in place reads MR rows of A side by side, each contiguous; with rows 8 KiB
 // or more apart (the loss's dx, K = 8,192: the logits' rows) packing was 5% faster on Zen 4
 // (one thread, best of 10: (1024, 256, 8192) 93.0-93.7 in place, 97.8-98.0 packed; K = 2,048
-// and 4,096 2-8%; K = 1,536 either way within noise).
+// and 4,096 2-8%; K = 1,536 either way within noise). So were the narrow panels of a long K,
+// though each panel packs A again (one thread, three alternations: 2048^3 89-93 -> 97-99,
+// (2048, 768, 2048) A B and A B^T 93-100 -> 102-106). Measured on Zen 4 only.
 #define CT_A_IN_PLACE_MAX_LDA 2047
 #if CT_VL == 16
 #define CT_A_IN_PLACE_N 256

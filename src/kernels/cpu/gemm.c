@@ -577,9 +577,9 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 //
 // A long K (over KC) with a wide N makes panels narrower than NC so that each is packed whole:
 // the C block of a row block (MC x the panel, at most 120 KiB) then stays in L2 through all of
-// K, and a panel of at most 256 columns reads A in place (a_in_place). One thread, 2048^3:
-// 199-205 -> 215-221 GFLOP/s; two threads 382-393 -> 430-441, and benchmark M's forward and
-// input-gradient products 2-10% faster (bench_matmul). Not for A^T: there each panel packs A^T
+// K, and a panel of at most 256 columns may read A in place (a_in_place). On Zen 5, A then
+// read in place: one thread, 2048^3 199-205 -> 215-221 GFLOP/s; two threads 382-393 ->
+// 430-441, and benchmark M's forward and input-gradient products 2-10% faster (bench_matmul). Not for A^T: there each panel packs A^T
 // again, strided, and the weight gradients ran 5-10% slower. AVX-512 only: the AVX2 kernel
 // packs A for every panel (it has no in-place path), and 2048^3 ran 2.5% slower that way.
 #if CT_VL == 16

@@ -37,29 +37,13 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/cpu/gemm_internal.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/spin.h"
 #include "kernels/kernels.h"
 
-static inline long min_l(long a, long b) { return a < b ? a : b; }
-
 // ---------------------------------------------------------------- micro-kernel per ISA
-// MR x NR register tile: MR rows of C, NR = 2 vectors wide; every k: 2 vector loads of B, MR
-// broadcasts of A, 2 MR FMAs into 2 MR accumulators.
-#if CT_VL == 16
-#define CT_MR 12
-#elif CT_VL == 8
-#define CT_MR 6
-#else
-#define CT_MR 4
-#endif
-#define CT_NR (2 * CT_VL)
-
-// Cache blocking: a B sliver (KC x NR) stays in L1 during a micro-kernel, the A block (MC x KC)
-// in L2, the B panel (KC x NC) in L3.
-#define CT_KC 256
-#define CT_MC (CT_MR * (CT_MR == 6 ? 20 : 10))  // 120 (AVX2), 120 (AVX-512), 40 (portable)
-#define CT_NC 2048
+// (the tile, MR x NR, and the cache blocks: gemm_internal.h)
 
 // C[0:mr, 0:NR] = alpha * sum_k A(r, k) B(k, 0:NR) + beta * C (beta 0: C not read), with
 // A(r, k) = a[r rs_a + k cs_a] and B(k, :) = b[k ldb + 0:NR]: packed slivers (rs_a 1, cs_a MR,
@@ -172,149 +156,6 @@ NO_LIBCALLS static void ukernel_cols(long mr, long nr, long kc, const float *a, 
     ukernel_rows(mr, kc, a, rs_a, cs_a, b, ldb, t, CT_NR, alpha, beta, ks);
     for (long r = 0; r < mr; r++)
         for (long j = 0; j < nr; j++) c[r * ldc + j] = t[r * CT_NR + j];
-}
-
-// ---------------------------------------------------------------- packing
-typedef struct {
-    int ta, tb;
-    long M, N, K;
-    float alpha, beta;
-    const float *A, *B;
-    long lda, ldb, ldc;
-    float *C;
-} gemm_args;
-
-// Rows this far ahead are prefetched while a block is packed: its rows are a leading dimension
-// apart, usually each in its own page, where the hardware prefetchers do not follow.
-#define CT_PREFETCH_ROWS 8
-
-// op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kc NR laid out
-// [k][NR], columns past nc zero.
-NO_LIBCALLS static void pack_b(float *restrict dst, const gemm_args *g, long k0, long kc, long n0, long nc) {
-    const long ldb = g->ldb, full = nc / CT_NR * CT_NR;
-    if (!g->tb) {  // op(B)[k][n] = B[k ldb + n]: row k of the panel is contiguous in B, read once
-        for (long k = 0; k < kc; k++) {
-            const float *s = g->B + (k0 + k) * ldb + n0;
-            if (k + CT_PREFETCH_ROWS < kc)
-                for (long j = 0; j < nc; j += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * ldb + j);
-            float *d = dst + k * CT_NR;
-            for (long j = 0; j < full; j += CT_NR, d += kc * CT_NR) {
-                VSTORE(d, VLOAD(s + j));
-                VSTORE(d + CT_VL, VLOAD(s + j + CT_VL));
-            }
-            if (full < nc) {
-                long j = 0;
-                for (; full + j < nc; j++) d[j] = s[full + j];
-                for (; j < CT_NR; j++) d[j] = 0.0f;
-            }
-        }
-        return;
-    }
-    // op(B)[k][n] = B[n ldb + k]: each column of a sliver is a contiguous row of B
-    for (long n = 0; n < nc; n += CT_NR) {
-        const float *src = g->B + (n0 + n) * ldb + k0;
-        float *d = dst + n * kc;
-        long nr = min_l(CT_NR, nc - n);
-#if defined(__AVX2__)
-        if (nr == CT_NR) {  // 8 x 8 blocks transposed in registers
-            long k = 0;
-            for (; k + 8 <= kc; k += 8)
-                for (long j = 0; j < CT_NR; j += 8) ct_transpose8(d + k * CT_NR + j, CT_NR, src + j * ldb + k, ldb);
-            for (; k < kc; k++)
-                for (long j = 0; j < CT_NR; j++) d[k * CT_NR + j] = src[j * ldb + k];
-            continue;
-        }
-#endif
-        long j = 0;
-        for (; j < nr; j++) {
-            const float *s = src + j * ldb;
-            for (long k = 0; k < kc; k++) d[k * CT_NR + j] = s[k];
-        }
-        for (; j < CT_NR; j++)
-            for (long k = 0; k < kc; k++) d[k * CT_NR + j] = 0.0f;
-    }
-}
-
-// op(A)[m0 : m0+mc, k0 : k0+kc] into MR-high slivers, sliver i at dst + i kc MR laid out
-// [k][MR], rows past mc zero. With AVX2 (MR 6) a whole sliver's k-row is stored as 8 floats,
-// the 2 past it overwritten by the next k-row: dst needs CT_APACK_SLACK floats after the block.
-#define CT_APACK_SLACK 16
-NO_LIBCALLS static void pack_a(float *restrict dst, const gemm_args *g, long m0, long mc, long k0, long kc) {
-    if (g->ta) {  // op(A)[m][k] = A[k lda + m]: row k of the block is contiguous in A, read once
-        long full = mc / CT_MR * CT_MR;
-        for (long k = 0; k < kc; k++) {
-            const float *s = g->A + (k0 + k) * g->lda + m0;
-            if (k + CT_PREFETCH_ROWS < kc)
-                for (long i = 0; i < mc; i += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * g->lda + i);
-            float *d = dst + k * CT_MR;
-            long i = 0;
-#if defined(__AVX2__) && CT_MR == 6
-            // 8 floats in and out: the 2 extra land in this sliver's next k-row, written after
-            // this one (so not for the last k), and are read from within the block (i + 8 <= mc)
-            if (k + 1 < kc)
-                for (; i + 8 <= mc && i < full; i += CT_MR, d += kc * CT_MR) _mm256_storeu_ps(d, _mm256_loadu_ps(s + i));
-#endif
-            for (; i < full; i += CT_MR, d += kc * CT_MR)
-#pragma GCC unroll 16
-                for (int r = 0; r < CT_MR; r++) d[r] = s[i + r];
-            if (full < mc) {
-                long r = 0;
-                for (; full + r < mc; r++) d[r] = s[full + r];
-                for (; r < CT_MR; r++) d[r] = 0.0f;
-            }
-        }
-    } else {  // op(A)[m][k] = A[m lda + k]: MR row streams per sliver
-        for (long i = 0; i < mc; i += CT_MR) {
-            const float *src = g->A + (m0 + i) * g->lda + k0;
-            float *d = dst + i * kc;
-            long mr = min_l(CT_MR, mc - i);
-            if (mr == CT_MR) {
-                const float *s[CT_MR];
-                for (int r = 0; r < CT_MR; r++) s[r] = src + r * g->lda;
-                long k = 0;
-#if defined(__AVX2__) && CT_MR == 6
-                // 6 rows x 8 k transposed in registers into 8 k-rows of 6 (stored as 8, in order)
-                const __m256 z = _mm256_setzero_ps();
-                for (; k + 8 <= kc; k += 8)
-                    ct_transpose8_regs(d + k * CT_MR, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
-                                       _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
-                                       _mm256_loadu_ps(s[5] + k), z, z);
-#elif defined(__AVX512F__) && CT_MR == 12
-                // 12 rows x 8 k: rows 0-7 transposed into the first 8 floats of 8 k-rows, rows
-                // 8-11 into their last 4 (each k-row written exactly, nothing past it)
-                for (; k + 8 <= kc; k += 8) {
-                    float *dk = d + k * CT_MR;
-                    ct_transpose8_regs(dk, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
-                                       _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
-                                       _mm256_loadu_ps(s[5] + k), _mm256_loadu_ps(s[6] + k), _mm256_loadu_ps(s[7] + k));
-                    __m256 r8 = _mm256_loadu_ps(s[8] + k), r9 = _mm256_loadu_ps(s[9] + k),
-                           r10 = _mm256_loadu_ps(s[10] + k), r11 = _mm256_loadu_ps(s[11] + k);
-                    __m256 t0 = _mm256_unpacklo_ps(r8, r9), t1 = _mm256_unpackhi_ps(r8, r9),
-                           t2 = _mm256_unpacklo_ps(r10, r11), t3 = _mm256_unpackhi_ps(r10, r11);
-                    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                    _mm_storeu_ps(dk + 8, _mm256_castps256_ps128(u0));
-                    _mm_storeu_ps(dk + CT_MR + 8, _mm256_castps256_ps128(u1));
-                    _mm_storeu_ps(dk + 2 * CT_MR + 8, _mm256_castps256_ps128(u2));
-                    _mm_storeu_ps(dk + 3 * CT_MR + 8, _mm256_castps256_ps128(u3));
-                    _mm_storeu_ps(dk + 4 * CT_MR + 8, _mm256_extractf128_ps(u0, 1));
-                    _mm_storeu_ps(dk + 5 * CT_MR + 8, _mm256_extractf128_ps(u1, 1));
-                    _mm_storeu_ps(dk + 6 * CT_MR + 8, _mm256_extractf128_ps(u2, 1));
-                    _mm_storeu_ps(dk + 7 * CT_MR + 8, _mm256_extractf128_ps(u3, 1));
-                }
-#endif
-                for (; k < kc; k++)
-#pragma GCC unroll 16
-                    for (int r = 0; r < CT_MR; r++) d[k * CT_MR + r] = s[r][k];
-            } else {
-                for (long k = 0; k < kc; k++) {
-                    long r = 0;
-                    for (; r < mr; r++) d[k * CT_MR + r] = src[r * g->lda + k];
-                    for (; r < CT_MR; r++) d[k * CT_MR + r] = 0.0f;
-                }
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------- per-thread buffers
@@ -458,7 +299,7 @@ static const float *pack_pass(const gemm_args *g, const row_source *rs, long q, 
     if (s1 > s0)
         for (long pc = pc0; pc < pc1; pc += CT_KC) {
             long kc = min_l(CT_KC, pc1 - pc);
-            pack_b(bp + (pc - pc0) * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR,
+            ct_gemm_pack_b(bp + (pc - pc0) * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR,
                    min_l(s1 * CT_NR, nc) - s0 * CT_NR);
         }
     __atomic_add_fetch(&c->packed, 1, __ATOMIC_RELEASE);
@@ -496,7 +337,7 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 
 // ---------------------------------------------------------------- one thread
 // A packed sliver serves every B sliver of the panel; with few of them (N <= 256: 8 slivers on
-// AVX-512) packing A costs 9-10% of the product (perf, one thread, (2048, 256, 1536): pack_a
+// AVX-512) packing A costs 9-10% of the product (perf, one thread, (2048, 256, 1536): packing A
 // 8.8%), and reading A in place is 4-9% faster on one thread, 2-6% on two (the model's N = 256
 // products, forward, input and weight gradients; Zen 5). On a Sapphire Rapids-class Xeon too,
 // for A not transposed (one thread, pinned pairs: (2048, 256, 1536) 188-207 against
@@ -548,7 +389,7 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
         // A's rows in place (rs_a, cs_a) or packed slivers (1, MR)
         const long rs_a = !inplace ? 1 : g->ta ? 1 : g->lda, cs_a = !inplace ? CT_MR : g->ta ? g->lda : 1;
         const float *a0 = !inplace ? apack : g->ta ? g->A + pc * g->lda + ic : g->A + ic * g->lda + pc;
-        if (!inplace) pack_a(apack, g, ic, mc, pc, kc);
+        if (!inplace) ct_gemm_pack_a(apack, g, ic, mc, pc, kc);
         for (long s = 0; s < nsl; s++) {
             long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
             const float *bs = bk + s * kc * CT_NR;
@@ -629,7 +470,7 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
             bp = pack_pass(g, rs, q, M, p.jc, p.nc, p.nsl, p.pc0, p.pc1);
         else
             for (long pc = p.pc0; pc < p.pc1; pc += CT_KC)
-                pack_b(buf->bpack + (pc - p.pc0) * p.nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), p.jc, p.nc);
+                ct_gemm_pack_b(buf->bpack + (pc - p.pc0) * p.nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), p.jc, p.nc);
         long own = 0, r0, mc;
         while ((mc = next_rows(rs, q, M, &own, &r0)) > 0) gemm_block(g, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
     }
@@ -672,7 +513,7 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
     if (rs->col)
         bp = pack_pass(g, rs, 0, M, 0, N, nsl, 0, K);
     else
-        pack_b(bpack, g, 0, K, 0, N);
+        ct_gemm_pack_b(bpack, g, 0, K, 0, N);
     long own = 0, r0, mc;
     while ((mc = next_rows(rs, 0, M, &own, &r0)) > 0) small_rows(g, bp, r0, mc);
 }

@@ -38,43 +38,36 @@ int ct_layout_stages_per_rank(const ct_config *cfg, int pp) {
     return cfg->pipeline_stages_per_rank;
 }
 
-// The next entry of a comma list, trimmed, into entry; false at the end.
-static bool next_entry(const char **p, char *entry, size_t size) {
-    while (**p) {
-        size_t n = strcspn(*p, ",");
-        const char *b = *p, *e = *p + n;
-        *p = e + (*e == ',');
+// Whether an entry of the comma list `list` (each trimmed of spaces) is a substring of name (n
+// chars). (Run for every layer of every layout the planner sizes: no copy, no formatting.)
+static bool entry_in(const char *list, const char *name, size_t n) {
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        const char *b = p, *e = p + len;
+        p = e + (*e == ',');
         while (b < e && *b == ' ') b++;
         while (e > b && e[-1] == ' ') e--;
-        if (e > b) {
-            snprintf(entry, size, "%.*s", (int)(e - b), b);
-            return true;
-        }
+        if (e > b && memmem(name, n, b, (size_t)(e - b))) return true;
     }
     return false;
 }
 
 // TorchTitan's rule: a linear layer stays in high precision when any filter entry is a substring
 // of its name. The fused matrices answer to the names of their parts (wq, wk, wv; w1, w3), so a
-// filter written for TorchTitan's unfused modules means the same here.
-static bool filtered(const char *filter, int layer, ct_block_linear l) {
+// filter written for TorchTitan's unfused modules means the same here. prefix: "layers.<l>.".
+static bool filtered(const char *filter, const char *prefix, ct_block_linear l) {
     static const char *parts[CT_BLOCK_LINEARS][3] = {
         {"attention.wq", "attention.wk", "attention.wv"}, {"attention.wo"},
         {"feed_forward.w1", "feed_forward.w3"}, {"feed_forward.w2"},
     };
-    char entry[CT_STR], name[96];
-    for (const char *p = filter; next_entry(&p, entry, sizeof entry);)
-        for (int i = 0; i < 3 && parts[l][i]; i++) {
-            snprintf(name, sizeof name, "layers.%d.%s", layer, parts[l][i]);
-            if (strstr(name, entry)) return true;
-        }
-    return false;
-}
-
-static bool filter_keeps_output(const char *filter) {
-    char entry[CT_STR];
-    for (const char *p = filter; next_entry(&p, entry, sizeof entry);)
-        if (strstr("output", entry)) return true;
+    char name[96];
+    size_t n = strlen(prefix);
+    for (int i = 0; i < 3 && parts[l][i]; i++) {
+        size_t m = strlen(parts[l][i]);
+        memcpy(name, prefix, n);
+        memcpy(name + n, parts[l][i], m);
+        if (entry_in(filter, name, n + m)) return true;
+    }
     return false;
 }
 
@@ -110,7 +103,7 @@ ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int 
     if (!c->float8 && !c->mxfp8) return CT_OK;
     // The output projection is fused with the loss, which computes in fp32 (a vocabulary-sized
     // 8-bit matmul would also cost the most accuracy); TorchTitan filters it by default too.
-    if (!filter_keeps_output(c->quant_filter))
+    if (!entry_in(c->quant_filter, "output", strlen("output")))
         return ct_set_error("quantization.filter_fqns \"%s\": the output projection cannot run in 8 bits here; "
                             "keep \"output\" in the filter",
                             c->quant_filter);
@@ -125,9 +118,12 @@ ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int 
                 : !strcmp(c->float8_recipe, "rowwise") ? CT_F8_RECIPE_ROWWISE
                                                        : CT_F8_RECIPE_TENSORWISE;
     *f8 = ct_xcalloc((size_t)n_layers, 1);
-    for (int l = 0; l < n_layers; l++)
+    for (int l = 0; l < n_layers; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "layers.%d.", l);
         for (int i = 0; i < CT_BLOCK_LINEARS; i++)
-            if (!filtered(c->quant_filter, l, (ct_block_linear)i)) (*f8)[l] |= (uint8_t)(1u << i);
+            if (!filtered(c->quant_filter, prefix, (ct_block_linear)i)) (*f8)[l] |= (uint8_t)(1u << i);
+    }
     p->f8_layers = *f8;
     unsigned used = 0;  // the block linears some layer runs in 8 bits
     for (int l = 0; l < n_layers; l++) used |= (*f8)[l];

@@ -173,13 +173,13 @@ static void unshard_per_stage(ct_schedule *s, int n_stages) {
     }
     ct_schedule out;
     ct_schedule_init(&out);
-    for (int i = 0; i < s->count; i++) {
+    for (int i = 0; i < s->count; i++) {  // (first[st] and last[st] are actions of stage st)
         const ct_action *a = &s->actions[i];
-        for (int st = 0; st < n_stages; st++)
-            if (first[st] == i) ct_schedule_push(&out, CT_ACT_UNSHARD, st, -1);
+        int st = a->stage;
+        bool counted = st >= 0 && a->mb >= 0;
+        if (counted && first[st] == i) ct_schedule_push(&out, CT_ACT_UNSHARD, st, -1);
         ct_schedule_push(&out, a->kind, a->stage, a->mb);
-        for (int st = 0; st < n_stages; st++)
-            if (last[st] == i) ct_schedule_push(&out, CT_ACT_RESHARD, st, -1);
+        if (counted && last[st] == i) ct_schedule_push(&out, CT_ACT_RESHARD, st, -1);
     }
     ct_schedule_free(s);
     *s = out;

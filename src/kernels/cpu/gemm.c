@@ -248,6 +248,11 @@ static long take_back(row_range *r, long bu, long *u0) {
     }
 }
 
+// One pass: op(B)[pc0 : pc1, jc : jc + nc] (nsl slivers), packed at once.
+typedef struct {
+    long jc, nc, nsl, pc0, pc1;
+} gemm_pass;
+
 // Where this thread's rows come from: all of them (alone: col NULL), or the row ranges of the
 // nr threads sharing the block column, this thread's being sets[..][me].
 //
@@ -288,21 +293,24 @@ static void deal_rows(row_range *set, int nr, long M) {
                          __ATOMIC_RELAXED);
 }
 
-// Packs this thread's share of pass q's B -- op(B)[pc0 : pc1, jc : jc + nc], nsl slivers, K
-// block pc at + (pc - pc0) nsl NR -- into the pass's buffer; returns it once every share is in.
-static const float *pack_pass(const gemm_args *g, const row_source *rs, long q, long M, long jc, long nc, long nsl,
-                              long pc0, long pc1) {
+// Slivers [s0, s1) of pass p's B into bp, K block pc at bp + (pc - pc0) nsl NR.
+static void pack_slivers(float *bp, const gemm_args *g, const gemm_pass *p, long s0, long s1) {
+    if (s1 <= s0) return;
+    for (long pc = p->pc0; pc < p->pc1; pc += CT_KC) {
+        long kc = min_l(CT_KC, p->pc1 - pc);
+        ct_gemm_pack_b(bp + (pc - p->pc0) * p->nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, p->jc + s0 * CT_NR,
+                       min_l(s1 * CT_NR, p->nc) - s0 * CT_NR);
+    }
+}
+
+// Packs this thread's share of pass q's B into the pass's buffer; returns it once every share
+// is in.
+static const float *pack_pass(const gemm_args *g, const row_source *rs, long q, long M, const gemm_pass *p) {
     team_column *c = rs->col;
     float *bp;
     int spins = 0;
     while (!(bp = __atomic_load_n(&c->bufs[q % rs->nr], __ATOMIC_ACQUIRE))) ct_spin_turn(&spins);
-    long s0 = rs->me * nsl / rs->nr, s1 = (rs->me + 1) * nsl / rs->nr;
-    if (s1 > s0)
-        for (long pc = pc0; pc < pc1; pc += CT_KC) {
-            long kc = min_l(CT_KC, pc1 - pc);
-            ct_gemm_pack_b(bp + (pc - pc0) * nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, jc + s0 * CT_NR,
-                   min_l(s1 * CT_NR, nc) - s0 * CT_NR);
-        }
+    pack_slivers(bp, g, p, rs->me * p->nsl / rs->nr, (rs->me + 1) * p->nsl / rs->nr);
     __atomic_add_fetch(&c->packed, 1, __ATOMIC_RELEASE);
     spins = 0;
     while (__atomic_load_n(&c->packed, __ATOMIC_ACQUIRE) < (q + 1) * rs->nr) ct_spin_turn(&spins);
@@ -421,19 +429,15 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // the C block of a row block (MC x the panel, at most 120 KiB) then stays in L2 through all of
 // K, and a panel of at most 256 columns may read A in place (a_in_place). On Zen 5, A then
 // read in place: one thread, 2048^3 199-205 -> 215-221 GFLOP/s; two threads 382-393 ->
-// 430-441, and benchmark M's forward and input-gradient products 2-10% faster (bench_matmul). Not for A^T: there each panel packs A^T
-// again, strided, and the weight gradients ran 5-10% slower. AVX-512 only: the AVX2 kernel
-// packs A for every panel (it has no in-place path), and 2048^3 ran 2.5% slower that way.
+// 430-441, and benchmark M's forward and input-gradient products 2-10% faster (bench_matmul).
+// Not for A^T: there each panel packs A^T again, strided, and the weight gradients ran 5-10%
+// slower. AVX-512 only: the AVX2 kernel packs A for every panel (it has no in-place path), and
+// 2048^3 ran 2.5% slower that way.
 #if CT_VL == 16
 #define CT_WHOLE_MIN_NC 256  // narrower panels than this would pack A too often
 #else
 #define CT_WHOLE_MIN_NC 0  // off
 #endif
-// One pass: op(B)[pc0 : pc1, jc : jc + nc] (nsl slivers), packed at once.
-typedef struct {
-    long jc, nc, nsl, pc0, pc1;
-} gemm_pass;
-
 static long panel_width(const gemm_args *g) {
     const long N = g->N, K = g->K;
     if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > (long)CT_KC * CT_NC) {  // narrower, packed whole
@@ -463,17 +467,17 @@ static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
 }
 
 static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
-    const long M = g->M, K = g->K, panel = panel_width(g);
+    const long M = g->M, panel = panel_width(g);
     gemm_pass p;
     for (long q = 0; next_pass(g, panel, q == 0, &p); q++) {  // q: passes so far (see row_source)
-        const float *bp = buf->bpack;                           // B[pc block] at bp + (pc - pc0) nsl NR
+        const float *bp = buf->bpack;  // B[pc block] at bp + (pc - pc0) nsl NR
         if (rs->col)
-            bp = pack_pass(g, rs, q, M, p.jc, p.nc, p.nsl, p.pc0, p.pc1);
+            bp = pack_pass(g, rs, q, M, &p);
         else
-            for (long pc = p.pc0; pc < p.pc1; pc += CT_KC)
-                ct_gemm_pack_b(buf->bpack + (pc - p.pc0) * p.nsl * CT_NR, g, pc, min_l(CT_KC, K - pc), p.jc, p.nc);
+            pack_slivers(buf->bpack, g, &p, 0, p.nsl);
         long own = 0, r0, mc;
-        while ((mc = next_rows(rs, q, M, &own, &r0)) > 0) gemm_block(g, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
+        while ((mc = next_rows(rs, q, M, &own, &r0)) > 0)
+            gemm_block(g, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
     }
 }
 
@@ -508,15 +512,20 @@ static void small_rows(const gemm_args *g, const float *bp, long r0, long mc) {
     }
 }
 
+// A small product's one pass: all of B, all of K (K <= KC: one K block).
+static gemm_pass small_pass(const gemm_args *g) {
+    return (gemm_pass){.jc = 0, .nc = g->N, .nsl = (g->N + CT_NR - 1) / CT_NR, .pc0 = 0, .pc1 = g->K};
+}
+
 static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
-    const long M = g->M, N = g->N, K = g->K, nsl = (N + CT_NR - 1) / CT_NR;
+    const gemm_pass p = small_pass(g);
     const float *bp = bpack;  // (K, N) in NR-wide slivers
     if (rs->col)
-        bp = pack_pass(g, rs, 0, M, 0, N, nsl, 0, K);
+        bp = pack_pass(g, rs, 0, g->M, &p);
     else
-        ct_gemm_pack_b(bpack, g, 0, K, 0, N);
+        pack_slivers(bpack, g, &p, 0, p.nsl);
     long own = 0, r0, mc;
-    while ((mc = next_rows(rs, 0, M, &own, &r0)) > 0) small_rows(g, bp, r0, mc);
+    while ((mc = next_rows(rs, 0, g->M, &own, &r0)) > 0) small_rows(g, bp, r0, mc);
 }
 
 static void gemm_serial(const gemm_args *g, const row_source *rs) {
@@ -568,7 +577,7 @@ static void help_columns(const team_gemm *t, int in) {
         if (!column_args(t, c, &s)) continue;
         team_column *col = &t->cols[c];
         const int small = is_small(&s);
-        gemm_pass p = {.jc = 0, .nc = s.N, .nsl = (s.N + CT_NR - 1) / CT_NR, .pc0 = 0, .pc1 = s.K};
+        gemm_pass p = small_pass(&s);
         long q = 0;  // the column's last pass
         if (!small) {
             const long panel = panel_width(&s);

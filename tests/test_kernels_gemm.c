@@ -146,6 +146,41 @@ static void test_gemm_narrow_panels_bits(void) {
     omp_set_num_threads(saved);
 }
 
+// A panel too tall to pack whole is packed as many K blocks at a time as the buffer holds (with
+// N = 200, 9 blocks: K 0-2304, 2304-4608, then the rest). The product in one call is, bit for
+// bit, the product of the first 2,304 of K followed by the rest added with beta 1 (two calls,
+// each a different pass structure), for A and A^T, B and B^T, on 1-3 threads; and it is the
+// float64 product within rounding.
+static void test_gemm_span_passes_bits(void) {
+    const long M = 100, N = 200, K = 5000, K1 = 2304;
+    int saved = omp_get_max_threads();
+    for (int t = 0; t < 4; t++) {
+        omp_set_num_threads(1 + t % 3);
+        one_gemm(t >> 1, t & 1, M, N, K, 0.5f, t == 1 ? 1.0f : 0.25f, 0);
+    }
+    for (int t = 0; t < 12; t++) {
+        int ta = t >> 1 & 1, tb = t & 1, nt = 1 + t / 4;
+        long lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N);
+        float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+        for (long i = 0; i < M * K; i++) A[i] = frand();
+        for (long i = 0; i < K * N; i++) B[i] = frand();
+        for (long i = 0; i < M * N; i++) C1[i] = C2[i] = frand();
+        omp_set_num_threads(nt);
+        ct_gemm(ta, tb, M, N, K, 1.25f, A, lda, B, ldb, 0.5f, C1, N);
+        // op(A)[:, k0:] starts at column k0 of A (row k0 of A^T); op(B)[k0:, :] at row k0 of B
+        // (column k0 of B^T)
+        ct_gemm(ta, tb, M, N, K1, 1.25f, A, lda, B, ldb, 0.5f, C2, N);
+        ct_gemm(ta, tb, M, N, K - K1, 1.25f, ta ? A + K1 * lda : A + K1, lda, tb ? B + K1 : B + K1 * ldb, ldb,
+                1.0f, C2, N);
+        CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0,
+              "(%ld, %ld, %ld) ta %d tb %d, %d threads: one call differs from the product split at K %ld", M, N, K, ta,
+              tb, nt, K1);
+        free(A), free(B), free(C1), free(C2);
+    }
+    omp_set_num_threads(saved);
+}
+
 // The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
 // threads, and every element is computed by the same arithmetic wherever its tile falls).
 static void test_gemm_thread_count_invariance(void) {
@@ -312,6 +347,7 @@ int main(void) {
     CT_RUN(test_gemm_blocked_shapes);
     CT_RUN(test_gemm_a_in_place_bits);
     CT_RUN(test_gemm_narrow_panels_bits);
+    CT_RUN(test_gemm_span_passes_bits);
     CT_RUN(test_gemm_thread_count_invariance);
     CT_RUN(test_gemm_rows_shared_once);
     CT_RUN(test_gemm_team_timing);

@@ -2,7 +2,8 @@
 // beta = 0 / 1 / other, K = 0) and the linear layer built on it, against naive float64 loops;
 // shapes past every cache block of the packed loops (K > 256, N > 2048, M > 120) and the small
 // in-place path, on 1, 2 and 3 threads, with bitwise the same result for every thread count;
-// a short product split along K at multiples of 16 gives the whole product's bits.
+// a short product split along K at multiples of 16 gives the whole product's bits; the row hooks
+// of ct_gemm_with_row_hooks see each row once, A's before it is read and C's once final.
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,6 +182,70 @@ static void test_gemm_span_passes_bits(void) {
     omp_set_num_threads(saved);
 }
 
+// ct_gemm_with_row_hooks: before fills rows of A (NaN until then) right before they are read,
+// after copies rows of C out as soon as they are final. For one-pass products (the hooks run on
+// the team's row blocks) and products of several panels or K spans (the hooks run on all rows,
+// around the product), on 1-3 threads: every row through each hook exactly once, before ahead of
+// after for every row, the copies equal to the final C, and C ct_gemm's bits on the filled A.
+typedef struct {
+    float *A;        // (M, K): rows filled by before
+    const float *A0; // (M, K): what they are filled with
+    const float *C;  // (M, N)
+    float *Ccopy;    // (M, N): rows copied by after
+    int *before_n, *after_n;  // (M) calls per row
+    long K, N;
+} hook_rows;
+
+static void hook_before(void *p, long r0, long n) {
+    hook_rows *h = p;
+    for (long i = r0; i < r0 + n; i++) {
+        memcpy(h->A + i * h->K, h->A0 + i * h->K, sizeof(float) * h->K);
+        __atomic_add_fetch(&h->before_n[i], 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void hook_after(void *p, long r0, long n) {
+    hook_rows *h = p;
+    for (long i = r0; i < r0 + n; i++) {
+        if (__atomic_load_n(&h->before_n[i], __ATOMIC_RELAXED) != 1) h->after_n[i] = -1000;  // after before, always
+        memcpy(h->Ccopy + i * h->N, h->C + i * h->N, sizeof(float) * h->N);
+        __atomic_add_fetch(&h->after_n[i], 1, __ATOMIC_RELAXED);
+    }
+}
+
+static void test_gemm_row_hooks(void) {
+    // (M, N, K): one pass, small and packed; several panels (N > 2048); K spans (N = 200, K 5000)
+    long shapes[][3] = {{61, 77, 64}, {1000, 768, 256}, {300, 2100, 100}, {130, 200, 5000}};
+    int saved = omp_get_max_threads();
+    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 6; t++) {
+            int tb = t & 1, nt = 1 + t / 2;
+            long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            float *A = malloc(sizeof(float) * M * K), *A0 = malloc(sizeof(float) * M * K);
+            float *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N);
+            float *Cref = malloc(sizeof(float) * M * N), *Ccopy = malloc(sizeof(float) * M * N);
+            int *bn = calloc((size_t)M, sizeof(int)), *an = calloc((size_t)M, sizeof(int));
+            for (long i = 0; i < M * K; i++) A0[i] = frand(), A[i] = NAN;
+            for (long i = 0; i < K * N; i++) B[i] = frand();
+            for (long i = 0; i < M * N; i++) C[i] = Cref[i] = frand(), Ccopy[i] = NAN;
+            omp_set_num_threads(nt);
+            ct_gemm(0, tb, M, N, K, 0.75f, A0, K, B, tb ? K : N, 0.5f, Cref, N);
+            hook_rows h = {A, A0, C, Ccopy, bn, an, K, N};
+            ct_gemm_row_hooks hooks = {hook_before, hook_after, &h};
+            ct_gemm_with_row_hooks(tb, M, N, K, 0.75f, A, K, B, tb ? K : N, 0.5f, C, N, &hooks);
+            long calls = 0;
+            for (long i = 0; i < M; i++) calls += bn[i] != 1 || an[i] != 1;
+            CHECK(calls == 0, "(%ld, %ld, %ld) tb %d, %d threads: %ld rows not through each hook once, before first",
+                  M, N, K, tb, nt, calls);
+            CHECK(memcmp(C, Cref, sizeof(float) * M * N) == 0, "(%ld, %ld, %ld) tb %d, %d threads: C differs from ct_gemm",
+                  M, N, K, tb, nt);
+            CHECK(memcmp(Ccopy, Cref, sizeof(float) * M * N) == 0,
+                  "(%ld, %ld, %ld) tb %d, %d threads: after saw rows of C before they were final", M, N, K, tb, nt);
+            free(A), free(A0), free(B), free(C), free(Cref), free(Ccopy), free(bn), free(an);
+        }
+    omp_set_num_threads(saved);
+}
+
 // The same product on 1, 2 and 3 threads: bitwise the same C (K is never split between
 // threads, and every element is computed by the same arithmetic wherever its tile falls).
 static void test_gemm_thread_count_invariance(void) {
@@ -348,6 +413,7 @@ int main(void) {
     CT_RUN(test_gemm_a_in_place_bits);
     CT_RUN(test_gemm_narrow_panels_bits);
     CT_RUN(test_gemm_span_passes_bits);
+    CT_RUN(test_gemm_row_hooks);
     CT_RUN(test_gemm_thread_count_invariance);
     CT_RUN(test_gemm_rows_shared_once);
     CT_RUN(test_gemm_team_timing);

@@ -15,6 +15,23 @@
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc);
 
+// ct_gemm with work on whole rows around it, for the fused chains: before(ctx, r0, n) prepares
+// rows [r0, r0 + n) of A (it may write them) right before they are multiplied, after(ctx, r0, n)
+// takes rows [r0, r0 + n) of C right after they are final, on the thread that multiplies those
+// rows, so that they are still in its cache. Either may be NULL. Every row goes through each hook
+// exactly once; calls for disjoint rows run at the same time, on the threads of the product's
+// team (a hook must not start a parallel region). When the product is more than one packing of B
+// (N past one panel, or K too tall for it) the rows of C are not final until the last panel is
+// done: then every row goes through before, then the product runs, then every row goes through
+// after, each step over the threads. A not transposed (trans_a 0); C is ct_gemm's, bit for bit.
+typedef struct {
+    void (*before)(void *ctx, long r0, long n);
+    void (*after)(void *ctx, long r0, long n);
+    void *ctx;
+} ct_gemm_row_hooks;
+void ct_gemm_with_row_hooks(int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+                            const float *B, long ldb, float beta, float *C, long ldc, const ct_gemm_row_hooks *hooks);
+
 // Timing of ct_gemm's thread teams, off unless asked (bench/bench_gemm_team): *total_s sums the
 // wall time of every product run by a team since timing was switched on, *wait_s the time from
 // the first thread's end to the last one's -- what the team spends waiting for its slowest.
@@ -128,13 +145,16 @@ void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int
                            long V, long mine, float grad_scale, int dlogits);
 
 // ---------------------------------------------------------------- fused forward chains
-// (kernels/cpu/fused.c) Each does the work of a chain of the kernels above in one pass over row
-// blocks, so a block's rows are still in cache for the next step of the chain. The matmuls run per
-// row block (blocks of at most 256 rows handed out to the threads, one single-threaded ct_gemm
-// each); with fewer blocks than threads (few rows) the chain runs on all rows at once, the gemm on
-// all threads. A block gemm sums each element as ct_linear_forward on all rows does (ct_gemm's K
-// blocks and kernel do not depend on which rows a call covers), and the residual add, norm, SwiGLU
-// and RoPE are the unfused kernels' float operations: every output is the unfused chain's bits.
+// (kernels/cpu/fused.c) Each does the work of a chain of the kernels above so that a block's rows
+// are still in cache for the next step of the chain. A matmul whose input and output are kept is
+// one ct_gemm_with_row_hooks product on all threads: the thread that multiplies a block of rows
+// runs the step before (the norm) or after (SwiGLU, RoPE) on just those rows (on all rows, around
+// the product, when the product is more than one packing of the weight). When the norm's or the
+// gemm's output is not kept, the chain runs per row block through scratch instead (blocks of at
+// most 256 rows handed out to the threads, one single-threaded ct_gemm each; with fewer blocks than
+// threads, on all rows at once). ct_gemm sums each element the same way whichever rows a call
+// covers and whoever computes them, and the residual add, norm, SwiGLU and RoPE are the unfused
+// kernels' float operations: every output is the unfused chain's bits.
 // scratch (only for an output that is not kept, else it may be NULL): the kernel's *_scratch_floats
 // floats, a block per thread, sized for omp_get_max_threads() at the time of the call (as
 // ct_attention_scratch_floats).
@@ -145,19 +165,20 @@ void ct_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int
 void ct_residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, const float *x,
                                  const float *residual_delta, const float *weight, long N, long C, float eps);
 // norm_out (N, C), rstd (N) = ct_rmsnorm_forward(x, norm_weight) (the same bits), then
-// out (N, OC) = norm_out @ W (OC, C)^T, each row block normalised straight into the rows its
-// gemm reads. norm_out NULL: the normalised rows are not kept (they go through scratch, which
-// may be NULL when norm_out is given).
+// out (N, OC) = norm_out @ W (OC, C)^T, each row block normalised right before the product reads
+// it. norm_out NULL: the normalised rows are not kept (they go through scratch, which may be NULL
+// when norm_out is given).
 long ct_rmsnorm_linear_scratch_floats(long N, long C, long OC);
 void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
                                const float *W, long N, long C, long OC, float eps, float *scratch);
 // h13 (N, 2F) = inp (N, C) @ W13 (2F, C)^T ([gate | up], ct_linear_forward's product), then
-// h (N, F) = ct_swiglu_forward(h13) of each row block right after its gemm (the same bits given
-// h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when h13 is given).
+// h (N, F) = ct_swiglu_forward(h13) of each row block right after its rows of h13 are final (the
+// same bits given h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when
+// h13 is given).
 long ct_linear_swiglu_scratch_floats(long N, long C, long F);
 void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
                               float *scratch);
-// qkv (N, QKV) = inp (N, C) @ W (QKV, C)^T, then RoPE on each row block right after its gemm:
+// qkv (N, QKV) = inp (N, C) @ W (QKV, C)^T, then RoPE on each row block once its rows are final:
 // the NH query heads at column 0 and the NKV key heads at column NH*HS, as
 // ct_rope_forward(qkv, ..., B, T, NH, HS, QKV) and ct_rope_forward(qkv + NH*HS, ..., NKV, HS, QKV)
 // (the same bits given the product); the values (and any columns past (NH + 2 NKV) HS) are left

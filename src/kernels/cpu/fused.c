@@ -2,23 +2,26 @@
 // RMSNorm after it, and the three matmuls of a block with what comes right before or after them
 // (the norm that feeds wqkv / w13, the SwiGLU after w13, the RoPE after wqkv).
 //
-// The matmul kernels split the rows into blocks of CT_FUSED_ROWS_MIN..CT_FUSED_ROWS_MAX rows,
-// hand the blocks out to the threads, and on each block run the step before the gemm, the gemm
-// (ct_gemm called inside the parallel region, so it runs on the calling thread: see gemm.c),
-// and the step after it. A block's rows are normalised straight into the buffer its
-// gemm reads and are still in that core's cache when multiplied; a block's gemm output is still
-// in cache when the SwiGLU / RoPE reads it back. With fewer blocks than threads (few rows) the
-// split would idle threads, so the chain runs on all rows at once instead: the elementwise
-// steps row-parallel, the gemm on all threads.
+// A matmul whose input and output are kept runs as one product on all threads, ct_gemm's team
+// (ct_gemm_with_row_hooks): the thread that takes a block of rows (at most 120) normalises them
+// right before multiplying them, or applies the SwiGLU / RoPE to its rows of the output right
+// after, while they are in its cache. Where the product is more than one packing of the weight
+// (wide or deep weights: bench M's), the step before or after runs on all rows on its own, and
+// the chain costs what the unfused one does. (Until 2026-12 each thread ran its own gemm on
+// blocks of up to 256 rows and packed the weight again for each: 4-10% slower than the unfused
+// chain at S and 9-14% at M on Zen 4, bench_fused.)
 //
-// Blocks are up to 256 rows: each block gemm packs the weight again (ct_gemm packs its B operand
-// per call), a cost spread over the block's rows, so blocks much shorter lose to one gemm on all
-// rows; 256 rows of C = 768 floats (768 KiB) still sit in a core's L2.
+// When a fused step's input or output is not kept (norm_out or h13 NULL), the rows go through
+// scratch instead: the rows are cut into blocks of CT_FUSED_ROWS_MIN..CT_FUSED_ROWS_MAX rows
+// handed out to the threads, and each block runs the step before the gemm, the gemm (ct_gemm
+// called inside the parallel region, so on the calling thread) and the step after it. With
+// fewer blocks than threads (few rows) the chain runs on all rows at once instead.
 //
 // The elementwise steps are the unfused kernels' arithmetic: the norm row is the shared
 // ct_rmsnorm_row, the SwiGLU row the shared ct_swiglu_row, the RoPE row the shared ct_rope_row,
-// so given the gemm's product they give the same bits; and a block's gemm sums each element as one gemm on all rows
-// does (gemm.c), so every output is the unfused chain's bits (test_kernels_fused).
+// so given the gemm's product they give the same bits; and ct_gemm sums each element the same way
+// whichever rows a call covers and whichever thread computes them (gemm.c), so every output is
+// the unfused chain's bits (test_kernels_fused).
 #include <omp.h>
 
 #include "core/error.h"
@@ -75,23 +78,41 @@ void ct_residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, con
 
 long ct_rmsnorm_linear_scratch_floats(long N, long C, long OC) { return scratch_floats(N, C); }
 
+// Rows [r0, r0 + n) of x normalised into norm_out, their rstd kept: ct_rmsnorm_forward's rows.
+typedef struct {
+    float *norm_out, *rstd;
+    const float *x, *weight;
+    long C;
+    float eps;
+} norm_rows_ctx;
+
+static void norm_rows(void *p, long r0, long n) {
+    const norm_rows_ctx *c = p;
+    for (long i = r0; i < r0 + n; i++)
+        c->rstd[i] = ct_rmsnorm_row(c->norm_out + i * c->C, c->x + i * c->C, c->weight, c->C, c->eps);
+}
+
 void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
                                const float *W, long N, long C, long OC, float eps, float *scratch) {
     if (N <= 0) return;
+    if (norm_out) {  // one product; each row block normalised right before it is multiplied
+        norm_rows_ctx c = {norm_out, rstd, x, norm_weight, C, eps};
+        ct_gemm_row_hooks h = {.before = norm_rows, .ctx = &c};
+        ct_gemm_with_row_hooks(1, N, OC, C, 1.0f, norm_out, C, W, C, 0.0f, out, OC, &h);
+        return;
+    }
     row_plan p = plan_rows(N);
     if (!p.per_thread) {
-        float *nrm = norm_out ? norm_out : scratch;  // (N, C)
-        ct_rmsnorm_forward(nrm, rstd, x, norm_weight, N, C, eps);
-        ct_gemm(0, 1, N, OC, C, 1.0f, nrm, C, W, C, 0.0f, out, OC);
+        ct_rmsnorm_forward(scratch, rstd, x, norm_weight, N, C, eps);  // (N, C)
+        ct_gemm(0, 1, N, OC, C, 1.0f, scratch, C, W, C, 0.0f, out, OC);
         return;
     }
     long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
-        float *mine = norm_out ? NULL : scratch + omp_get_thread_num() * slot_floats(N, C);
+        float *nrm = scratch + omp_get_thread_num() * slot_floats(N, C);  // (rows, C)
         for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
             long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
-            float *nrm = norm_out ? norm_out + r0 * C : mine;  // (m, C)
             for (long i = 0; i < m; i++)
                 rstd[r0 + i] = ct_rmsnorm_row(nrm + i * C, x + (r0 + i) * C, norm_weight, C, eps);
             block_gemm(out + r0 * OC, nrm, W, m, C, OC);
@@ -108,23 +129,38 @@ static void swiglu_rows(float *h, const float *h13, long m, long F) {
 
 long ct_linear_swiglu_scratch_floats(long N, long C, long F) { return scratch_floats(N, 2 * F); }
 
+typedef struct {
+    float *h;
+    const float *h13;
+    long F;
+} swiglu_rows_ctx;
+
+static void swiglu_rows_after(void *p, long r0, long n) {
+    const swiglu_rows_ctx *c = p;
+    swiglu_rows(c->h + r0 * c->F, c->h13 + r0 * 2 * c->F, n, c->F);
+}
+
 void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
                               float *scratch) {
     if (N <= 0) return;
+    if (h13) {  // one product; each row block's SwiGLU right after its rows of h13 are final
+        swiglu_rows_ctx c = {h, h13, F};
+        ct_gemm_row_hooks hk = {.after = swiglu_rows_after, .ctx = &c};
+        ct_gemm_with_row_hooks(1, N, 2 * F, C, 1.0f, inp, C, W13, C, 0.0f, h13, 2 * F, &hk);
+        return;
+    }
     row_plan p = plan_rows(N);
     if (!p.per_thread) {
-        float *hh = h13 ? h13 : scratch;  // (N, 2F)
-        ct_gemm(0, 1, N, 2 * F, C, 1.0f, inp, C, W13, C, 0.0f, hh, 2 * F);
-        ct_swiglu_forward(h, hh, N, F);
+        ct_gemm(0, 1, N, 2 * F, C, 1.0f, inp, C, W13, C, 0.0f, scratch, 2 * F);  // (N, 2F)
+        ct_swiglu_forward(h, scratch, N, F);
         return;
     }
     long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
-        float *mine = h13 ? NULL : scratch + omp_get_thread_num() * slot_floats(N, 2 * F);
+        float *hh = scratch + omp_get_thread_num() * slot_floats(N, 2 * F);  // (rows, 2F)
         for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
             long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
-            float *hh = h13 ? h13 + r0 * 2 * F : mine;  // (m, 2F)
             block_gemm(hh, inp + r0 * C, W13, m, C, 2 * F);
             swiglu_rows(h + r0 * F, hh, m, F);
         }
@@ -148,6 +184,18 @@ static void rope_rows(float *qkv, long ld, long r0, long m, const float *cos_tab
 // Nothing to keep aside: the cpu needs no scratch here (the member is there for other backends).
 long ct_linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
 
+typedef struct {
+    float *qkv;
+    long ld, T, NH, NKV, HS;
+    const float *cos_tab, *sin_tab;
+    const int32_t *pos;
+} rope_rows_ctx;
+
+static void rope_rows_after(void *p, long r0, long n) {
+    const rope_rows_ctx *c = p;
+    rope_rows(c->qkv, c->ld, r0, n, c->cos_tab, c->sin_tab, c->pos, c->T, c->NH, c->NKV, c->HS);
+}
+
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
                             const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,
                             long NKV, long HS, float *scratch) {
@@ -155,18 +203,8 @@ void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N
         ct_fatal("ct_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld", N,
                  B, T, NH, NKV, HS, QKV);
     if (N <= 0) return;
-    row_plan p = plan_rows(N);
-    if (!p.per_thread) {
-        ct_gemm(0, 1, N, QKV, C, 1.0f, inp, C, W, C, 0.0f, qkv, QKV);
-#pragma omp parallel for schedule(static)
-        for (long n = 0; n < N; n++) rope_rows(qkv, QKV, n, 1, cos_tab, sin_tab, pos, T, NH, NKV, HS);
-        return;
-    }
-    long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
-#pragma omp parallel
-    for (long b; (b = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED)) < p.nblocks;) {
-        long r0 = b * p.rows, m = N - r0 < p.rows ? N - r0 : p.rows;
-        block_gemm(qkv + r0 * QKV, inp + r0 * C, W, m, C, QKV);
-        rope_rows(qkv, QKV, r0, m, cos_tab, sin_tab, pos, T, NH, NKV, HS);
-    }
+    // one product; each row block's q and k heads rotated right after its rows are final
+    rope_rows_ctx c = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos};
+    ct_gemm_row_hooks h = {.after = rope_rows_after, .ctx = &c};
+    ct_gemm_with_row_hooks(1, N, QKV, C, 1.0f, inp, C, W, C, 0.0f, qkv, QKV, &h);
 }

@@ -470,6 +470,14 @@ static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
     return 1;
 }
 
+// A product's row hooks (ct_gemm_with_row_hooks) around rows [r0, r0 + n): before (after 0) or
+// after them. Set only on products of one pass, where each row block is taken once, whole.
+static inline void row_hook(const gemm_args *g, int after, long r0, long n) {
+    const ct_gemm_row_hooks *h = g->hooks;
+    void (*fn)(void *, long, long) = !h ? NULL : after ? h->after : h->before;
+    if (fn) fn(h->ctx, r0, n);
+}
+
 static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
     const long M = g->M, panel = panel_width(g);
     gemm_pass p;
@@ -480,8 +488,11 @@ static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source 
         else
             pack_slivers(buf->bpack, g, &p, 0, p.nsl);
         long own = 0, r0, mc;
-        while ((mc = next_rows(rs, q, M, &own, &r0)) > 0)
+        while ((mc = next_rows(rs, q, M, &own, &r0)) > 0) {
+            row_hook(g, 0, r0, mc);
             gemm_block(g, buf->apack, bp, p.nsl, p.jc, r0, mc, p.pc0, p.pc1);
+            row_hook(g, 1, r0, mc);
+        }
     }
 }
 
@@ -529,7 +540,20 @@ static void gemm_small(const gemm_args *g, float *bpack, const row_source *rs) {
     else
         pack_slivers(bpack, g, &p, 0, p.nsl);
     long own = 0, r0, mc;
-    while ((mc = next_rows(rs, 0, g->M, &own, &r0)) > 0) small_rows(g, bp, r0, mc);
+    while ((mc = next_rows(rs, 0, g->M, &own, &r0)) > 0) {
+        row_hook(g, 0, r0, mc);
+        small_rows(g, bp, r0, mc);
+        row_hook(g, 1, r0, mc);
+    }
+}
+
+// Whether the product is one pass: one packing of B (all of N, all of K), so that each block of
+// rows is taken once and is final when its thread is done with it.
+static int one_pass(const gemm_args *g) {
+    if (is_small(g)) return 1;
+    gemm_pass p;
+    next_pass(g, panel_width(g), 1, &p);
+    return p.nc == g->N && p.pc1 == g->K;
 }
 
 static void gemm_serial(const gemm_args *g, const row_source *rs) {
@@ -632,6 +656,8 @@ void ct_gemm_team_timing_read(double *total_s, double *wait_s) {
 #define CT_GEMM_PARALLEL_MIN (1L << 21)
 #define CT_GEMM_MAX_THREADS 256  // a larger team runs its products on this many
 
+static void gemm_run(const gemm_args *g);
+
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc) {
     if (M <= 0 || N <= 0) return;
@@ -645,11 +671,47 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
                  N, K, lda, ldb, ldc);
     gemm_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    gemm_run(&g);
+}
+
+// Rows [0, M) through fn, split over the threads (on this one inside a parallel region).
+static void all_rows(void (*fn)(void *, long, long), void *ctx, long M) {
+    if (!fn || M <= 0) return;
+    if (omp_in_parallel()) {
+        fn(ctx, 0, M);
+        return;
+    }
+#pragma omp parallel
+    {
+        long nt = omp_get_num_threads(), i = omp_get_thread_num(), r0 = i * M / nt, r1 = (i + 1) * M / nt;
+        if (r1 > r0) fn(ctx, r0, r1 - r0);
+    }
+}
+
+void ct_gemm_with_row_hooks(int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
+                            const float *B, long ldb, float beta, float *C, long ldc, const ct_gemm_row_hooks *hooks) {
+    gemm_args g = {.ta = 0, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
+                   .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .hooks = hooks};
+    if (hooks && M > 0 && N > 0 && K > 0 && alpha != 0.0f && lda >= K && ldb >= (trans_b ? K : N) && ldc >= N &&
+        one_pass(&g)) {
+        gemm_run(&g);
+        return;
+    }
+    // more than one pass (or nothing to multiply): the hooks over all rows, before and after
+    all_rows(hooks ? hooks->before : NULL, hooks ? hooks->ctx : NULL, M);
+    ct_gemm(0, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    all_rows(hooks ? hooks->after : NULL, hooks ? hooks->ctx : NULL, M);
+}
+
+// A checked product on this thread or a team. With row hooks (one pass) the team is a row
+// split: every thread takes whole rows of C, so each row block is final where it was computed.
+static void gemm_run(const gemm_args *g) {
+    const long M = g->M, N = g->N, K = g->K;
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > CT_GEMM_MAX_THREADS) nthr = CT_GEMM_MAX_THREADS;
     row_source alone = {.col = NULL};
     if (nthr <= 1 || (double)M * N * K < (double)CT_GEMM_PARALLEL_MIN) {
-        gemm_serial(&g, &alone);
+        gemm_serial(g, &alone);
         return;
     }
     // The grid: tm x tn = nthr, every block at least one tile, with the least to read per thread:
@@ -659,12 +721,12 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
     long mu = (M + CT_MR - 1) / CT_MR, nu = (N + CT_NR - 1) / CT_NR;
     int tm = 1, tn = nthr;
     double best = -1;
-    for (int a = 1; a <= nthr; a++) {
+    for (int a = 1; a <= nthr && !g->hooks; a++) {
         if (nthr % a || a > mu || nthr / a > nu) continue;
         double cost = (double)M / a + (double)N / (nthr / a);
         if (best < 0 || cost < best) best = cost, tm = a, tn = nthr / a;
     }
-    if (best < 0) tm = (int)min_l(mu, nthr), tn = 1;  // too few tiles for every thread: as many as there are
+    if (best < 0) tm = (int)min_l(mu, nthr), tn = 1;  // too few tiles for every thread (or hooks): a row split
     row_range sets[2][CT_GEMM_MAX_THREADS];
     float *bufs[CT_GEMM_MAX_THREADS];
     team_column cols[CT_GEMM_MAX_THREADS];
@@ -675,7 +737,7 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
         for (int i = 0; i < tm; i++) bufs[c * tm + i] = NULL;
         col->packed = 0;
     }
-    team_gemm t = {.g = &g, .cols = cols, .tm = tm, .tn = tn};
+    team_gemm t = {.g = g, .cols = cols, .tm = tm, .tn = tn};
     const int timed = team_timing;
     double t0 = timed ? omp_get_wtime() : 0.0, first = 1e300, last = 0.0;
 #pragma omp parallel num_threads(tm * tn)
@@ -683,7 +745,7 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
         if (omp_get_num_threads() == tm * tn)
             gemm_part(&t, omp_get_thread_num());
         else if (omp_get_thread_num() == 0)  // fewer threads than asked (OMP_DYNAMIC, a thread
-            gemm_serial(&g, &alone);         // limit): the grid's parts would wait for the missing
+            gemm_serial(g, &alone);          // limit): the grid's parts would wait for the missing
         if (timed) {
             double end = omp_get_wtime();
 #pragma omp critical(ct_gemm_team_timing)

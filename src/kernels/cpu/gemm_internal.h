@@ -4,6 +4,7 @@
 #ifndef CT_CPU_GEMM_INTERNAL_H
 #define CT_CPU_GEMM_INTERNAL_H
 #include "kernels/cpu/simd.h"
+#include "kernels/kernels.h"
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 
@@ -32,6 +33,7 @@ typedef struct {
     const float *A, *B;
     long lda, ldb, ldc;
     float *C;
+    const ct_gemm_row_hooks *hooks;  // NULL, or run around each block of rows (one-pass products only)
 } gemm_args;
 
 // op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kc NR laid out

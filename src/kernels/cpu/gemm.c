@@ -18,16 +18,16 @@
 // Small products (K <= KC, B small) skip the packing of A and read it in place: the attention's
 // (64, 64, 64) tiles.
 //
-// Threads: outside an OpenMP parallel region a large enough product is cut into block columns
-// of C (on the NR tile grid), each shared by one or more threads that take its blocks of rows
-// from contiguous ranges (relieving one another at the end of each packing of B), each thread
-// running the loops above with its own A buffer; the threads of a block column pack each panel
-// (or K block of one) together into one buffer and wait for one another's shares, and a thread
-// whose column is done waits for another column's last panel to help with its rows (the only
-// waits inside). Called inside a parallel region (attention, the fused kernels) it runs on the
-// calling thread alone. The packing itself is gemm_pack.c. ct_gemm_with_row_hooks runs a
-// caller's step on each block of rows right before or after the thread that takes it multiplies
-// it (the fused chains, fused.c): a product of one pass, as a row split.
+// Threads: outside an OpenMP parallel region a large enough product is cut into block columns of C
+// (on the NR tile grid), each shared by one or more threads that take its blocks of rows from
+// contiguous ranges (relieving one another at the end of each packing of B), each thread running
+// the loops above with its own A buffer; the threads of a block column pack each panel (or a span
+// of its K blocks) together into one buffer and wait for one another's shares, and a thread whose
+// column is done waits for another column's last panel to help with its rows (the only waits
+// inside). Called inside a parallel region (attention, the fused kernels) it runs on the calling
+// thread alone. The packing itself is gemm_pack.c. ct_gemm_with_row_hooks runs a caller's step on
+// each block of rows right before or after the thread that takes it multiplies it (the fused
+// chains, fused.c): a product of one pass, as a row split.
 //
 // Reproducibility: every element of C is summed over K in the same steps, in the same order,
 // by the same operations, whatever the thread count, the block or tile it falls in or the path

@@ -223,21 +223,24 @@ int ct_schedule_max_unsharded(const ct_schedule *s, const int *groups_of_stage, 
 
 int ct_schedule_peak_held(const ct_schedule *s, int stage, int n_stages, int n_mb, const int *last_use) {
     // Each (stage, mb) pair is an interval of list positions [first, end]; the peak is the most
-    // intervals covering one position (a difference array swept once).
-    size_t cells = (size_t)(n_stages > 0 ? n_stages : 1) * (size_t)(n_mb > 0 ? n_mb : 1);
+    // intervals covering one position (a difference array swept once). One stage: only its own
+    // n_mb cells (the planner asks this per stage of every candidate layout and pp rank: with
+    // every stage's cells each time, `ctitan plan --tables` took 17.5-17.9 s, now 15.8-17.0).
+    const size_t per_stage = (size_t)(n_mb > 0 ? n_mb : 1), c0 = stage >= 0 ? (size_t)stage * per_stage : 0;
+    size_t cells = stage >= 0 ? per_stage : (size_t)(n_stages > 0 ? n_stages : 1) * per_stage;
     int *first = ct_xmalloc(cells * sizeof(int)), *last = ct_xmalloc(cells * sizeof(int));
     int *diff = ct_xcalloc((size_t)s->count + 1, sizeof(int));
     for (size_t c = 0; c < cells; c++) first[c] = last[c] = -1;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
         if (!per_mb(a->kind) || (stage >= 0 && a->stage != stage)) continue;
-        size_t c = (size_t)a->stage * (size_t)n_mb + (size_t)a->mb;
+        size_t c = (size_t)a->stage * (size_t)n_mb + (size_t)a->mb - c0;
         if (first[c] < 0) first[c] = i;
         last[c] = i;
     }
     for (size_t c = 0; c < cells; c++) {
         if (first[c] < 0) continue;
-        int end = last_use && last_use[c] > last[c] ? last_use[c] : last[c];
+        int end = last_use && last_use[c0 + c] > last[c] ? last_use[c0 + c] : last[c];
         diff[first[c]]++;
         diff[end + 1]--;
     }

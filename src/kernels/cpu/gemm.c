@@ -660,6 +660,11 @@ void ct_gemm_team_timing_read(double *total_s, double *wait_s) {
 
 static void gemm_run(const gemm_args *g);
 
+// Whether every leading dimension is at least its row's length.
+static int leading_dims_fit(const gemm_args *g) {
+    return g->lda >= (g->ta ? g->M : g->K) && g->ldb >= (g->tb ? g->K : g->N) && g->ldc >= g->N;
+}
+
 void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
              const float *B, long ldb, float beta, float *C, long ldc) {
     if (M <= 0 || N <= 0) return;
@@ -668,11 +673,11 @@ void ct_gemm(int trans_a, int trans_b, long M, long N, long K, float alpha, cons
             for (long j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N)
-        ct_fatal("ct_gemm", "leading dimension below the row length: M=%ld N=%ld K=%ld lda=%ld ldb=%ld ldc=%ld", M,
-                 N, K, lda, ldb, ldc);
     gemm_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                    .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+    if (!leading_dims_fit(&g))
+        ct_fatal("ct_gemm", "leading dimension below the row length: M=%ld N=%ld K=%ld lda=%ld ldb=%ld ldc=%ld", M,
+                 N, K, lda, ldb, ldc);
     gemm_run(&g);
 }
 
@@ -694,8 +699,7 @@ void ct_gemm_with_row_hooks(int trans_b, long M, long N, long K, float alpha, co
                             const float *B, long ldb, float beta, float *C, long ldc, const ct_gemm_row_hooks *hooks) {
     gemm_args g = {.ta = 0, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
                    .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .hooks = hooks};
-    if (hooks && M > 0 && N > 0 && K > 0 && alpha != 0.0f && lda >= K && ldb >= (trans_b ? K : N) && ldc >= N &&
-        one_pass(&g)) {
+    if (hooks && M > 0 && N > 0 && K > 0 && alpha != 0.0f && leading_dims_fit(&g) && one_pass(&g)) {
         gemm_run(&g);
         return;
     }

@@ -481,7 +481,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 for (long i = 0; i < CT_ATT_BQ; i++) {
                     float s = 0.0f;
                     if (i < nq) {
-    #pragma omp simd reduction(+ : s)
+#pragma omp simd reduction(+ : s)
                         for (long d = 0; d < HS; d++) s += dO[i * ldo + d] * O[i * ldo + d];
                     }
                     t.d[i] = s;

@@ -428,6 +428,104 @@ static bool whole_kv_heads(long n_kv_heads, long threads) {
     return n_kv_heads % threads == 0 || n_kv_heads >= 8 * threads;
 }
 
+// What every backward item reads: the call's arguments and its shared header (the position
+// ranges of the tiles, the number of query tiles that see each key tile, the turn counters).
+typedef struct {
+    float *dq, *dk, *dv;
+    const float *dout, *out, *lse, *q, *k, *v;
+    long ldq, ldk, ldv, ldo, Tq, Tk, NH, NKV, HS, HP, group, ntq, ntk, per_kv;
+    const int32_t *q_pos, *k_pos;
+    const int64_t *qlo, *qhi, *klo, *khi, *kcnt;
+    int64_t *turns;
+    float scale;
+} bwd_call;
+
+// One backward item (batch, query head, query tile), on this thread's tiles: its dQ rows, and its
+// shares of dK and dV added in their turn.
+static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
+    float *dq = x->dq, *dk = x->dk, *dv = x->dv;
+    const float *dout = x->dout, *out = x->out, *lse = x->lse, *q = x->q, *k = x->k, *v = x->v;
+    const long ldq = x->ldq, ldk = x->ldk, ldv = x->ldv, ldo = x->ldo, Tq = x->Tq, Tk = x->Tk, NH = x->NH;
+    const long NKV = x->NKV, HS = x->HS, HP = x->HP, group = x->group, ntq = x->ntq, ntk = x->ntk;
+    const long per_kv = x->per_kv;
+    const int32_t *q_pos = x->q_pos, *k_pos = x->k_pos;
+    const int64_t *qlo = x->qlo, *qhi = x->qhi, *klo = x->klo, *khi = x->khi, *kcnt = x->kcnt;
+    int64_t *turns = x->turns;
+    const float scale = x->scale;
+    // kv head by kv head; in each, query head by query head, the last query tile first
+    long bg = it / per_kv, hl = it % per_kv / ntq, qt = ntq - 1 - it % ntq;
+    long b = bg / NKV, g = bg % NKV, h = g * group + hl;
+    int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
+    long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
+    const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
+    const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
+    const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
+    const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
+    prefetch_rows(O, ldo, nq, HS, 0);  // read by D below, after the packs
+    prefetch_rows(dq + (b * Tq + i0) * ldq + h * HS, ldq, nq, HS, 1);  // added to at the end
+    pack_t(t->qt, Q, ldq, nq, HS);
+    pack_t(t->dot, dO, ldo, nq, HS);
+    pack_rows(t->qrows, HP, Q, ldq, nq, HS);
+    pack_rows(t->dorows, HP, dO, ldo, nq, HS);
+    query_positions(t->qp, q_pos, i0, nq);
+    for (long i = 0; i < CT_ATT_BQ; i++) {
+        float s = 0.0f;
+        if (i < nq) {
+#pragma omp simd reduction(+ : s)
+            for (long d = 0; d < HS; d++) s += dO[i * ldo + d] * O[i * ldo + d];
+        }
+        t->d[i] = s;
+        t->lv[i] = i >= nq || L[i] == -INFINITY ? INFINITY : L[i];
+    }
+    memset(t->dqa, 0, sizeof(float) * CT_ATT_BQ * HP);
+    for (long kt = 0; kt < ntk; kt++) {
+        if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
+        long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+        const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
+        const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
+        // P^T = exp(scale K Q^T - lse), 0 where masked or where the query saw no key
+        diag_band d = {0, 0};
+        if (khi[kt] > qlo[qt]) d = band_of(q_pos, i0, nq, k_pos, j0, nk);
+        scores_t(t->pt, K, ldk, t->qt, nk, HS, scale, d);
+        if (khi[kt] > qlo[qt])
+            for (long j = 0; j < nk; j++) mask_row(t->pt + j * CT_ATT_BQ, t->qp, key_position(k_pos, j0 + j));
+        exp_columns(t->pt, t->lv, nk);
+        prefetch_rows(dk + (b * Tk + j0) * ldk + g * HS, ldk, nk, HS, 1);  // added to below
+        prefetch_rows(dv + (b * Tk + j0) * ldv + g * HS, ldv, nk, HS, 1);
+        // dV share (nk, HP) = P^T dO
+        keys_by_queries(t->dvp, t->pt, t->dorows, nq, nk, HP, d);
+        // dS^T = scale P^T * (V dO^T - D), in place of P^T
+        for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
+            long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
+            if (c0 < CT_ATT_BQ)
+                ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv, ldv, 1,
+                          t->dot + c0, CT_ATT_BQ, t->pt + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, scale, t->d + c0);
+        }
+        // dQ (nq, HP) += dS K, dS read down the columns of dS^T
+        pack_rows(t->kc, HP, K, ldk, nk, HS);
+        queries_by_keys(CT_ATT_ADD, t->dqa, t->pt, t->kc, nq, nk, HP, NULL, d);
+        // dK share (nk, HP) = dS^T Q
+        keys_by_queries(t->dkp, t->pt, t->qrows, nq, nk, HP, d);
+        // add the shares in the fixed order: this item's rank among the items of this kv
+        // head that see key tile kt
+        int64_t rank = hl * kcnt[kt];
+        for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
+        int64_t seq = epoch * group * kcnt[kt] + rank;
+        wait_turn(turn + kt, seq);
+        float *dK = dk + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
+        float *dV = dv + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
+        for (long r = 0; r < nk; r++) {
+            float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
+            const float *kp = t->dkp + r * HP, *vp = t->dvp + r * HP;
+            for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
+        }
+        __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
+    }
+    float *dQ = dq + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
+    for (long i = 0; i < nq; i++)
+        for (long d = 0; d < HS; d++) dQ[i * ldq + d] += t->dqa[i * HP + d];
+}
+
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
                            const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
@@ -452,6 +550,11 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
         for (long qt = 0; qt < ntq; qt++) kcnt[kt] += lo <= qhi[qt];
     }
     memset(turns, 0, sizeof(int64_t) * CT_ATT_RING * ntk);
+    const bwd_call x = {.dq = dq, .dk = dk, .dv = dv, .dout = dout, .out = out, .lse = lse, .q = q, .k = k, .v = v,
+                        .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldo = ldo, .Tq = Tq, .Tk = Tk, .NH = NH, .NKV = NKV,
+                        .HS = HS, .HP = HP, .group = group, .ntq = ntq, .ntk = ntk, .per_kv = per_kv,
+                        .q_pos = q_pos, .k_pos = k_pos, .qlo = qlo, .qhi = qhi, .klo = klo, .khi = khi,
+                        .kcnt = kcnt, .turns = turns, .scale = scale};
     const long chunk = whole_kv_heads(B * NKV, omp_get_max_threads()) ? per_kv : 1;
     long next = 0;  // chunks of items are handed out in order (the turns rely on it)
 #pragma omp parallel
@@ -461,80 +564,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
         for (;;) {
             long c = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (c * chunk >= nitems) break;
-            for (long it = c * chunk; it < (c + 1) * chunk; it++) {
-                // kv head by kv head; in each, query head by query head, the last query tile first
-                long bg = it / per_kv, hl = it % per_kv / ntq, qt = ntq - 1 - it % ntq;
-                long b = bg / NKV, g = bg % NKV, h = g * group + hl;
-                int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
-                long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
-                const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
-                const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
-                const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
-                const float *L = lse + (b * NH + h) * Tq + i0;          // (nq)
-                prefetch_rows(O, ldo, nq, HS, 0);  // read by D below, after the packs
-                prefetch_rows(dq + (b * Tq + i0) * ldq + h * HS, ldq, nq, HS, 1);  // added to at the end
-                pack_t(t.qt, Q, ldq, nq, HS);
-                pack_t(t.dot, dO, ldo, nq, HS);
-                pack_rows(t.qrows, HP, Q, ldq, nq, HS);
-                pack_rows(t.dorows, HP, dO, ldo, nq, HS);
-                query_positions(t.qp, q_pos, i0, nq);
-                for (long i = 0; i < CT_ATT_BQ; i++) {
-                    float s = 0.0f;
-                    if (i < nq) {
-#pragma omp simd reduction(+ : s)
-                        for (long d = 0; d < HS; d++) s += dO[i * ldo + d] * O[i * ldo + d];
-                    }
-                    t.d[i] = s;
-                    t.lv[i] = i >= nq || L[i] == -INFINITY ? INFINITY : L[i];
-                }
-                memset(t.dqa, 0, sizeof(float) * CT_ATT_BQ * HP);
-                for (long kt = 0; kt < ntk; kt++) {
-                    if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
-                    long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
-                    const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
-                    const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                    // P^T = exp(scale K Q^T - lse), 0 where masked or where the query saw no key
-                    diag_band d = {0, 0};
-                    if (khi[kt] > qlo[qt]) d = band_of(q_pos, i0, nq, k_pos, j0, nk);
-                    scores_t(t.pt, K, ldk, t.qt, nk, HS, scale, d);
-                    if (khi[kt] > qlo[qt])
-                        for (long j = 0; j < nk; j++) mask_row(t.pt + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
-                    exp_columns(t.pt, t.lv, nk);
-                    prefetch_rows(dk + (b * Tk + j0) * ldk + g * HS, ldk, nk, HS, 1);  // added to below
-                    prefetch_rows(dv + (b * Tk + j0) * ldv + g * HS, ldv, nk, HS, 1);
-                    // dV share (nk, HP) = P^T dO
-                    keys_by_queries(t.dvp, t.pt, t.dorows, nq, nk, HP, d);
-                    // dS^T = scale P^T * (V dO^T - D), in place of P^T
-                    for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
-                        long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
-                        if (c0 < CT_ATT_BQ)
-                            ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv, ldv, 1,
-                                      t.dot + c0, CT_ATT_BQ, t.pt + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, scale, t.d + c0);
-                    }
-                    // dQ (nq, HP) += dS K, dS read down the columns of dS^T
-                    pack_rows(t.kc, HP, K, ldk, nk, HS);
-                    queries_by_keys(CT_ATT_ADD, t.dqa, t.pt, t.kc, nq, nk, HP, NULL, d);
-                    // dK share (nk, HP) = dS^T Q
-                    keys_by_queries(t.dkp, t.pt, t.qrows, nq, nk, HP, d);
-                    // add the shares in the fixed order: this item's rank among the items of this kv
-                    // head that see key tile kt
-                    int64_t rank = hl * kcnt[kt];
-                    for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
-                    int64_t seq = epoch * group * kcnt[kt] + rank;
-                    wait_turn(turn + kt, seq);
-                    float *dK = dk + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
-                    float *dV = dv + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                    for (long r = 0; r < nk; r++) {
-                        float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
-                        const float *kp = t.dkp + r * HP, *vp = t.dvp + r * HP;
-                        for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
-                    }
-                    __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
-                }
-                float *dQ = dq + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
-                for (long i = 0; i < nq; i++)
-                    for (long d = 0; d < HS; d++) dQ[i * ldq + d] += t.dqa[i * HP + d];
-            }
+            for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);
         }
     }
 }

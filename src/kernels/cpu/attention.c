@@ -29,9 +29,9 @@
 // copied contiguous (4K floats) where it is read down its columns. No tile is packed per tile
 // pair, and nothing is transposed per tile pair.
 #include <limits.h>
-#include <stdbool.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 

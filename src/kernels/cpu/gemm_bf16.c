@@ -1,8 +1,8 @@
-// bf16 matmul: on CPUs with AMX through oneDNN's matmul primitive, with primitives created once
-// per shape and kept in a small cache; on CPUs with AVX-512 BF16 but no AMX through ctitan's own
-// kernel (gemm_bf16_avx512.c: as fast as oneDNN's there); elsewhere a fallback that widens the
-// inputs to fp32 and calls ct_gemm. oneDNN's own heap calls inside an execution come from
-// ctitan's buffer (onednn_arena.h).
+// bf16 matmul: on CPUs with bf16 units through ctitan's own kernels (gemm_bf16_avx512.c: AMX
+// tiles where the CPU has them and Linux grants them, gemm_bf16_amx.c; VDPBF16PS otherwise);
+// oneDNN's matmul primitive (created once per shape, kept in a small cache) where this build
+// lacks them, and for tests; elsewhere a fallback that widens the inputs to fp32 and calls
+// ct_gemm. oneDNN's own heap calls inside an execution come from ctitan's buffer (onednn_arena.h).
 // Contracts in gemm_bf16.h.
 //
 // Why a primitive and not a gemm call: oneDNN 2.6 (Debian's) has no bf16 counterpart of
@@ -184,6 +184,8 @@ static void clear_cache(void) {
     for (int i = 0; i < CACHE_SIZE; i++) destroy_entry(&g_cache[i]);
 }
 
+static int native_wanted(void) { return strcmp(g_path, "fallback") != 0 && ct_gemm_bf16_avx512_available(); }
+
 static void init_once(void) {
     check(dnnl_engine_create(&g_engine, dnnl_cpu, 0), "engine");
     check(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags), "stream");
@@ -203,8 +205,9 @@ static void init_once(void) {
         g_scratch = NULL, g_scratch_bytes = 0;
     }
     g_path = p;
-    // AVX-512 BF16 without AMX: ctitan's kernel (oneDNN stays for the test mode's fp32 primitive)
-    g_native = strcmp(p, "avx512_bf16") == 0 && ct_gemm_bf16_avx512_available();
+    // ctitan's kernels where the CPU has bf16 units: AMX tiles where Linux grants them, else
+    // VDPBF16PS (oneDNN stays for the test mode's fp32 primitive and prefer_onednn)
+    g_native = native_wanted();
 }
 
 const char *ct_bf16_gemm_path(void) {
@@ -338,7 +341,7 @@ void ct_gemm_bf16_prefer_onednn(int on) {
     pthread_once(&g_once, init_once);
     pthread_mutex_lock(&g_mu);
     clear_cache();
-    g_native = !on && strcmp(g_path, "avx512_bf16") == 0 && ct_gemm_bf16_avx512_available();
+    g_native = !on && native_wanted();
     pthread_mutex_unlock(&g_mu);
 }
 

@@ -27,9 +27,10 @@
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                   const uint16_t *B, long ldb, float beta, float *C, long ldc);
 
-// Which path ct_gemm_bf16 takes on this CPU, decided once: "amx" (oneDNN's AVX-512 + AMX tiles),
-// "avx512_bf16" (AVX-512 BF16 dot products: ctitan's kernel, gemm_bf16_avx512.c, when this build
-// has it, else oneDNN's), or "fallback" (inputs widened to fp32, then ct_gemm: correct
+// Which units ct_gemm_bf16 uses on this CPU, decided once: "amx" (AMX tiles: ctitan's kernel,
+// gemm_bf16_amx.c, when this build has it and Linux grants the tile state, else VDPBF16PS),
+// "avx512_bf16" (AVX-512 BF16 dot products: ctitan's kernel, gemm_bf16_avx512.c), each through
+// oneDNN when this build lacks ctitan's kernel, or "fallback" (inputs widened to fp32, then ct_gemm: correct
 // everywhere, fp32 speed or a little less). On the oneDNN paths a shape oneDNN only offers
 // through its reference kernel also falls back, silently: see DNNL_VERBOSE=1 for the kernel per
 // shape. (The names stay these three: logs and tests match them.)
@@ -53,8 +54,8 @@ void ct_gemm_bf16_set_user_scratchpad(int user);
 // bf16 into buffers of the same layout, so a CPU without bf16 support still tests the
 // descriptors, strides, alpha and beta handling of that path. Slow; for tests only.
 void ct_gemm_bf16_test_f32_primitive(int on);
-// on != 0: the "avx512_bf16" path runs oneDNN's kernels instead of ctitan's (as the "amx" path
-// always does), so a CPU without AMX tests that path's execution; 0 restores the default.
+// on != 0: the "amx" and "avx512_bf16" paths run oneDNN's kernels instead of ctitan's, so that
+// tests reach that path's execution; 0 restores the default.
 void ct_gemm_bf16_prefer_onednn(int on);
 // How many primitives the cache has created since start (tests: steady state creates none).
 long ct_gemm_bf16_primitives_created(void);
@@ -65,8 +66,8 @@ long ct_gemm_bf16_primitives_created(void);
 // has no call that avoids it (the allocation-free ukernel API came with oneDNN 3.5), hence the
 // buffer of onednn_arena.h. The steady-state allocation test and bench_train count the heap calls
 // made in this window apart from the rest, to name the culprit if one appears; both must be none.
-// Only the "amx" path (and the knobs' oneDNN runs above) enters it: ctitan's AVX-512 BF16 kernel
-// and the fallback never do.
+// Only a build without ctitan's kernels (and the knobs' oneDNN runs above) enters it: ctitan's
+// AMX and AVX-512 BF16 kernels and the fallback never do.
 extern volatile int ct_gemm_bf16_in_onednn;
 
 // ctitan's own AVX-512 BF16 gemm (kernels/cpu/gemm_bf16_avx512.c): ct_gemm_bf16's contract for
@@ -74,6 +75,10 @@ extern volatile int ct_gemm_bf16_in_onednn;
 // this build has AVX-512 BF16 and the CPU too; the "avx512_bf16" path then runs it instead of
 // oneDNN. Allocates only its per-thread packing buffers, once per thread.
 int ct_gemm_bf16_avx512_available(void);
+// Whether ct_gemm_bf16_avx512 runs the AMX tile kernel (gemm_bf16_amx.h) rather than VDPBF16PS:
+// where AMX is usable, unless a test turned it off with allow_amx(0) (call while no gemm runs).
+int ct_gemm_bf16_avx512_uses_amx(void);
+void ct_gemm_bf16_avx512_allow_amx(int on);
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc);
 #endif

@@ -41,6 +41,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_bf16_amx.h"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -63,6 +64,19 @@
 #define BK_PF 512
 #endif
 #define BK_NR (16 * BK_NV)
+// The AMX kernel's blocks: 32-row A slivers, K blocks of 1024 (a 32 x 1024 A sliver, 64 KiB,
+// and a 1024 x 32 B sliver stream from L2 once per 32 x 32 tile of C), B panels of 256 columns
+// (512 KiB: they stay in L2 while the rows go by).
+#define AMX_MR 32
+#ifndef AMX_KC
+#define AMX_KC 1024
+#endif
+#ifndef AMX_MC
+#define AMX_MC 32
+#endif
+#ifndef AMX_NC
+#define AMX_NC 256
+#endif
 #ifndef BK_KC
 #define BK_KC 2048  // k values per K block (1024 pairs)
 #endif
@@ -83,6 +97,7 @@ typedef struct {
     const uint16_t *A, *B;
     long lda, ldb, ldc;
     float *C;
+    int amx;  // the AMX tile kernel (gemm_bf16_amx.c) instead of the VDPBF16PS one
 } bk_args;
 
 // ---------------------------------------------------------------- micro-kernel
@@ -208,10 +223,13 @@ static inline __attribute__((always_inline)) void load_tr16(__m512i out[16], con
     }
 }
 
-// op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kp 2NR (kp = k pairs),
-// laid out [pair][2 NR] interleaved; columns past nc and the odd pad zero.
-static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, long n0, long nc) {
+// op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kps 2NR (kps >= kp,
+// the k pairs, (kc + 1) / 2), laid out [pair][2 NR] interleaved; columns past nc, the odd pad and
+// the pairs from kp to kps zero.
+static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, long n0, long nc, long kps) {
     const long ldb = g->ldb, kp = (kc + 1) / 2;
+    for (long s = 0; s < (nc + BK_NR - 1) / BK_NR && kps > kp; s++)
+        memset(dst + s * kps * 2 * BK_NR + kp * 2 * BK_NR, 0, sizeof(uint16_t) * (kps - kp) * 2 * BK_NR);
     if (!g->tb) {  // op(B)[k][n] = B[k ldb + n]: rows k, k+1 contiguous, widened and merged
         for (long p = 0; p < kp; p++) {
             const uint16_t *r0 = g->B + (k0 + 2 * p) * ldb + n0, *r1 = r0 + ldb;
@@ -223,11 +241,11 @@ static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, l
                 __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + j));
                 __m512i hi = two ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j)) : _mm512_setzero_si512();
                 long s = j / BK_NR, h = j % BK_NR;
-                _mm512_store_si512((void *)(dst + s * kp * 2 * BK_NR + p * 2 * BK_NR + 2 * h),
+                _mm512_store_si512((void *)(dst + s * kps * 2 * BK_NR + p * 2 * BK_NR + 2 * h),
                                    _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
             }
             for (long j = (nc + 15) / 16 * 16; j % BK_NR; j += 16)  // the last sliver's columns past nc
-                _mm512_store_si512((void *)(dst + (j / BK_NR) * kp * 2 * BK_NR + p * 2 * BK_NR + 2 * (j % BK_NR)),
+                _mm512_store_si512((void *)(dst + (j / BK_NR) * kps * 2 * BK_NR + p * 2 * BK_NR + 2 * (j % BK_NR)),
                                    _mm512_setzero_si512());
         }
         return;
@@ -235,7 +253,7 @@ static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, l
     // op(B)[k][n] = B[n ldb + k]: the pair (k, k+1) of column n is one word of row n of B;
     // 16 rows x 16 words at a time, transposed in registers
     for (long n = 0; n < nc; n += BK_NR) {
-        uint32_t *d = (uint32_t *)(dst + n * kp * 2);
+        uint32_t *d = (uint32_t *)(dst + n * kps * 2);
         for (long h = 0; h < BK_NR; h += 16) {
             const uint16_t *src = g->B + (n0 + n + h) * ldb + k0;
             long rows = min_l(16, nc - n - h);
@@ -284,6 +302,46 @@ static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, l
             load_tr16(v, src + 2 * p0, lda, mr, kc - 2 * p0);
             long q1 = min_l(16, kp - p0);
             for (long q = 0; q < q1; q++) _mm512_mask_storeu_epi32(d + (p0 + q) * BK_MR, (__mmask16)((1u << BK_MR) - 1), v[q]);
+        }
+    }
+}
+
+// op(A)[m0 : m0+mc, k0 : k0+kc] for the AMX kernel (gemm_bf16_amx.h): 32-row slivers, sliver i
+// at dst + i 2 kps bf16, each [kps / 16 chunks][32 rows][32 k]: a chunk's rows 0-15 and 16-31
+// are its two A tiles. Rows past mc and k past kc zero.
+static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long mc, long k0, long kc, long kps) {
+    const long lda = g->lda, nch = kps / 16, kp = (kc + 1) / 2;
+    for (long i = 0; i < mc; i += AMX_MR) {
+        uint16_t *sl = dst + i * 2 * kps;
+        if (!g->ta) {  // op(A)[m][k] = A[m lda + k]: each tile row is 32 consecutive k of a row
+            for (long r = 0; r < AMX_MR; r++) {
+                const uint16_t *src = g->A + (m0 + i + r) * lda + k0;
+                for (long q = 0; q < nch; q++) {
+                    long n = i + r < mc ? kc - 32 * q : 0;
+                    __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+                    _mm512_store_si512((void *)(sl + q * 1024 + r * 32), _mm512_maskz_loadu_epi16(m, src + 32 * q));
+                }
+            }
+            continue;
+        }
+        // op(A)[m][k] = A[k lda + m]: 16 rows x 16 pairs at a time, the pairs made as pack_a's
+        // (a lane per row), then transposed so that each row's pairs are consecutive
+        for (long h = 0; h < AMX_MR; h += 16) {
+            __mmask16 m = lane_mask(mc - i - h);
+            for (long q = 0; q < nch; q++) {
+                uint32_t words[16 * 16] __attribute__((aligned(64)));  // [pair][row]
+                for (long p = 0; p < 16; p++) {
+                    long pp = 16 * q + p;
+                    const uint16_t *r0 = g->A + (k0 + 2 * pp) * lda + m0 + i + h;
+                    __m512i lo = pp < kp ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0)) : _mm512_setzero_si512();
+                    __m512i hi = 2 * pp + 1 < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + lda))
+                                                 : _mm512_setzero_si512();
+                    _mm512_store_si512((void *)(words + 16 * p), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+                }
+                __m512i rows[16];
+                load_tr16(rows, (const uint16_t *)words, 32, 16, 32);
+                for (long r = 0; r < 16; r++) _mm512_store_si512((void *)(sl + q * 1024 + (h + r) * 32), rows[r]);
+            }
         }
     }
 }
@@ -338,29 +396,42 @@ static inline long even_block(long n, long max, long q) {
 static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int me, int nt) {
     bk_buffers *buf = thread_buffers();
     const long M = m1 - m0, N = g->N, K = g->K;
-    // (a short K leaves the B buffer room for a wider panel: A is then packed fewer times)
-    const long KCb = even_block(K, BK_KC, 2), MCb = even_block(M > 0 ? M : 1, BK_MC, BK_MR);
-    const long NCb = even_block(N, (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+    const long mr_grid = g->amx ? AMX_MR : BK_MR;
+    // (a short K leaves the B buffer room for a wider panel: A is then packed fewer times; the
+    // AMX kernel's panel stays small enough for L2, its K blocks whole chunks of 32)
+    const long KCb = g->amx ? even_block(K, AMX_KC, 32) : even_block(K, BK_KC, 2);
+    const long MCb = even_block(M > 0 ? M : 1, g->amx ? AMX_MC : BK_MC, mr_grid);
+    const long NCb = even_block(N, g->amx ? AMX_NC : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+    if (g->amx) ct_bf16_amx_begin();
     for (long jc = 0; jc < N; jc += NCb) {
         long nc = min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
         for (long pc = 0; pc < K; pc += KCb) {
-            long kc = min_l(KCb, K - pc), kp = (kc + 1) / 2;
+            long kc = min_l(KCb, K - pc), kp = (kc + 1) / 2, kps = g->amx ? (kp + 15) / 16 * 16 : kp;
             float beta = pc == 0 ? g->beta : 1.0f;
             long s0 = me * nsl / nt, s1 = (me + 1) * nsl / nt;  // this thread's slivers to pack
             if (s0 < s1)
-                pack_b(bpack + s0 * kp * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR, min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR));
+                pack_b(bpack + s0 * kps * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR,
+                       min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR), kps);
             if (nt > 1) {
 #pragma omp barrier
             }
             for (long ic = m0; ic < m1; ic += MCb) {
                 long mc = min_l(MCb, m1 - ic);
-                pack_a(buf->apack, g, ic, mc, pc, kc);
+                if (g->amx)
+                    pack_a_amx((uint16_t *)buf->apack, g, ic, mc, pc, kc, kps);
+                else
+                    pack_a(buf->apack, g, ic, mc, pc, kc);
                 for (long s = 0; s < nsl; s++) {
                     long j = jc + s * BK_NR, nr = min_l(BK_NR, N - j);
-                    const uint16_t *bs = bpack + s * kp * 2 * BK_NR;
-                    for (long ir = 0; ir < mc; ir += BK_MR)
-                        ukernel(min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, g->C + (ic + ir) * g->ldc + j,
-                                g->ldc, g->alpha, beta, nr);
+                    const uint16_t *bs = bpack + s * kps * 2 * BK_NR;
+                    for (long ir = 0; ir < mc; ir += mr_grid) {
+                        float *c = g->C + (ic + ir) * g->ldc + j;
+                        if (g->amx)
+                            ct_bf16_amx_kernel(min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(buf->apack + ir * kps), bs,
+                                               c, g->ldc, g->alpha, beta, nr);
+                        else
+                            ukernel(min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
+                    }
                 }
             }
             if (nt > 1) {  // the panel stays until every thread is done with it
@@ -368,6 +439,7 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
             }
         }
     }
+    if (g->amx) ct_bf16_amx_end();
 }
 
 // ---------------------------------------------------------------- threads
@@ -376,15 +448,22 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
 #define BK_PARALLEL_MIN (1L << 21)
 #define BK_MAX_THREADS 256
 
+static int g_allow_amx = 1;
+
 int ct_gemm_bf16_avx512_available(void) { return __builtin_cpu_supports("avx512bf16"); }
+
+void ct_gemm_bf16_avx512_allow_amx(int on) { g_allow_amx = !!on; }
+
+int ct_gemm_bf16_avx512_uses_amx(void) { return g_allow_amx && ct_bf16_amx_usable(); }
 
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc) {
     bk_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
-                 .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C};
+                 .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .amx = ct_gemm_bf16_avx512_uses_amx()};
+    const long mr_grid = g.amx ? AMX_MR : BK_MR;
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > BK_MAX_THREADS) nthr = BK_MAX_THREADS;
-    long mu = (M + BK_MR - 1) / BK_MR;
+    long mu = (M + mr_grid - 1) / mr_grid;
     if (nthr > mu) nthr = (int)mu;
     uint16_t *bpack = thread_buffers()->bpack;
     if (nthr <= 1 || (double)M * N * K < (double)BK_PARALLEL_MIN) {
@@ -394,12 +473,14 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
 #pragma omp parallel num_threads(nthr)
     {
         int me = omp_get_thread_num(), nt = omp_get_num_threads();  // (nt may be fewer than asked)
-        gemm_rows(&g, bpack, min_l(me * mu / nt * BK_MR, M), min_l((me + 1) * mu / nt * BK_MR, M), me, nt);
+        gemm_rows(&g, bpack, min_l(me * mu / nt * mr_grid, M), min_l((me + 1) * mu / nt * mr_grid, M), me, nt);
     }
 }
 
 #else  // no AVX-512 BF16 in this build: ct_gemm_bf16 keeps oneDNN / the fallback
 int ct_gemm_bf16_avx512_available(void) { return 0; }
+void ct_gemm_bf16_avx512_allow_amx(int on) { (void)on; }
+int ct_gemm_bf16_avx512_uses_amx(void) { return 0; }
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc) {
     ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");

@@ -109,10 +109,11 @@ static void test_table_calls_are_the_kernels(void) {
     int32_t tg[21];
     for (long n = 0; n < Nx; n++) tg[n] = urand() < 0.2 ? -1 : (int32_t)(urand() * V);
     memcpy(dW2, dW1, sizeof(float) * V * Cx);
-    CHECK(k->xent_scratch_floats(chunk, V) == ct_xent_scratch_floats(chunk, V), "xent scratch size");
-    float *xs = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V));
-    double L1 = ct_xent_fused(dx1, dW1, xx, W, tg, Nx, Cx, V, 0.1f, chunk, xs);
-    double L2 = k->xent_fused(dx2, dW2, xx, W, tg, Nx, Cx, V, 0.1f, chunk, xs);
+    CHECK(k->xent_scratch_floats(chunk, V, Cx, false) == ct_xent_scratch_floats(chunk, V, Cx, false),
+          "xent scratch size");
+    float *xs = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, Cx, false));
+    double L1 = ct_xent_fused(dx1, dW1, xx, W, tg, Nx, Cx, V, 0.1f, chunk, false, xs);
+    double L2 = k->xent_fused(dx2, dW2, xx, W, tg, Nx, Cx, V, 0.1f, chunk, false, xs);
     CHECK(L1 == L2 && same(dx1, dx2, Nx * Cx) && same(dW1, dW2, V * Cx), "xent_fused");
 
     const long P = 1001;  // AdamW and the reductions

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 #include "test.h"
@@ -56,10 +57,10 @@ static void one_case(long N, long C, long V, long chunk, float xscale) {
         valid += tg[n] >= 0;
     }
     float s = valid ? 1.0f / (float)valid : 1.0f;
-    float *scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V));
+    float *scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, C, false));
     double *rdx = malloc(sizeof(double) * N * C), *rdW = malloc(sizeof(double) * V * C);
     double rloss = ref_xent(rdx, rdW, x, W, dW0, tg, N, C, V, s);
-    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, s, chunk, scratch);
+    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, s, chunk, false, scratch);
     CHECK(fabs(loss - rloss) <= 1e-5 * (fabs(rloss) + 1), "N=%ld C=%ld V=%ld chunk=%ld: loss %.9g vs %.9g", N, C, V,
           chunk, loss, rloss);
     CHECK(ct_test_max_rel_err(dx, rdx, N * C) < 1e-4, "dx N=%ld chunk=%ld: %g", N, chunk,
@@ -71,12 +72,12 @@ static void one_case(long N, long C, long V, long chunk, float xscale) {
             for (long c = 0; c < C; c++) CHECK(dx[n * C + c] == 0.0f, "ignored row %ld has a gradient", n);
     // forward only: same loss, nothing written
     float keep = dW2[0];
-    double loss_f = ct_xent_fused(NULL, dW2, x, W, tg, N, C, V, s, chunk, scratch);
+    double loss_f = ct_xent_fused(NULL, dW2, x, W, tg, N, C, V, s, chunk, false, scratch);
     CHECK(fabs(loss_f - rloss) <= 1e-5 * (fabs(rloss) + 1), "forward-only loss %.9g vs %.9g", loss_f, rloss);
     CHECK(dW2[0] == keep, "forward-only wrote dW");
     // reproducible
     memcpy(dW2, dW0, sizeof(float) * V * C);
-    double loss2 = ct_xent_fused(dx2, dW2, x, W, tg, N, C, V, s, chunk, scratch);
+    double loss2 = ct_xent_fused(dx2, dW2, x, W, tg, N, C, V, s, chunk, false, scratch);
     CHECK(loss2 == loss && memcmp(dx, dx2, sizeof(float) * N * C) == 0 && memcmp(dW, dW2, sizeof(float) * V * C) == 0,
           "not reproducible");
     free(x), free(W), free(dx), free(dW), free(dW0), free(dW2), free(dx2), free(tg), free(scratch), free(rdx), free(rdW);
@@ -98,8 +99,8 @@ static void test_xent_all_ignored(void) {
     int32_t tg[4] = {-1, -1, -1, -1};
     for (int i = 0; i < 12; i++) x[i] = frand(1);
     for (int i = 0; i < 15; i++) W[i] = frand(1);
-    CHECK(ct_xent_scratch_floats(4, 5) <= (long)(sizeof scratch / sizeof scratch[0]), "scratch size");
-    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, 1.0f, 4, scratch);
+    CHECK(ct_xent_scratch_floats(4, 5, C, false) <= (long)(sizeof scratch / sizeof scratch[0]), "scratch size");
+    double loss = ct_xent_fused(dx, dW, x, W, tg, N, C, V, 1.0f, 4, false, scratch);
     CHECK(loss == 0.0, "loss %g", loss);
     for (int i = 0; i < 12; i++) CHECK(dx[i] == 0.0f, "dx");
     for (int i = 0; i < 15; i++) CHECK(dW[i] == 0.0f, "dW");
@@ -115,7 +116,7 @@ static void test_xent_bad_target_is_fatal(void) {
         if (pid == 0) {
             freopen("/dev/null", "w", stderr);
             float x[6] = {0}, W[15] = {0}, dx[6], dW[15] = {0}, scratch[32];
-            ct_xent_fused(dx, dW, x, W, bad[b], 2, 3, 5, 1.0f, 2, scratch);
+            ct_xent_fused(dx, dW, x, W, bad[b], 2, 3, 5, 1.0f, 2, false, scratch);
             _exit(0);  // reached only if the kernel accepted the bad target
         }
         int st = 0;
@@ -149,8 +150,116 @@ static void test_xent_exp_bits(void) {
 #endif
 }
 
+// x rounded to the nearest bf16, ties to even, worked on the bit pattern here
+static float round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// |got - ref| within fp32 summation of K products whose magnitudes sum to mag
+static int within(double got, double ref, long K, double mag) {
+    return fabs(got - ref) <= (K + 4) * 0x1p-24 * mag + 1e-30;
+}
+
+// The output layer's products (ct_head_products, kernels/backend.h) against float64, in fp32 and
+// in bf16: the bf16 products take x and W as they are (bf16 values already) and the dlogits as
+// two bf16 parts, hi = bf16(z) and lo = bf16(z - hi), worked out here.
+static void test_head_products(void) {
+    const long N = 37, C = 24, V = 70, chunk = 40;
+    const ct_kernels *k = ct_kernels_get("cpu");
+    float *x = malloc(sizeof(float) * N * C), *W = malloc(sizeof(float) * V * C), *z = malloc(sizeof(float) * N * V);
+    float *dW0 = malloc(sizeof(float) * V * C), *dW = malloc(sizeof(float) * V * C);
+    float *dx = malloc(sizeof(float) * N * C), *logits = malloc(sizeof(float) * N * V);
+    float *scratch = malloc(sizeof(float) * (ct_head_products_floats(chunk, V, C, true) + 1));
+    for (long i = 0; i < N * C; i++) x[i] = round_bf16(2 * urand() - 1);
+    for (long i = 0; i < V * C; i++) W[i] = round_bf16(2 * urand() - 1), dW0[i] = 2 * urand() - 1;
+    for (long i = 0; i < N * V; i++) z[i] = (2 * urand() - 1) * 0.01f;  // fp32 dlogits: not bf16 values
+    CHECK(ct_head_products_floats(chunk, V, C, false) == 0, "fp32 needs no copies");
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        ct_head_products h = ct_head_products_begin(k, bf16, W, V, C, chunk, scratch);
+        ct_head_logits(&h, logits, x, W, N);
+        memcpy(dW, dW0, sizeof(float) * V * C);
+        ct_head_backward(&h, dx, dW, z, x, W, N);
+        long bad = 0;
+        for (long n = 0; n < N; n++)
+            for (long v = 0; v < V; v++) {
+                double s = 0, m = 0;
+                for (long c = 0; c < C; c++) {
+                    double p = (double)x[n * C + c] * W[v * C + c];
+                    s += p, m += fabs(p);
+                }
+                bad += !within(logits[n * V + v], s, C, m);
+            }
+        for (long n = 0; n < N; n++)
+            for (long c = 0; c < C; c++) {
+                double s = 0, m = 0;
+                for (long v = 0; v < V; v++) {
+                    float hi = round_bf16(z[n * V + v]), lo = round_bf16(z[n * V + v] - hi);
+                    double d = bf16 ? (double)hi + lo : z[n * V + v];
+                    s += d * W[v * C + c], m += bf16 ? fabs(hi * (double)W[v * C + c]) + fabs(lo * (double)W[v * C + c])
+                                                     : fabs(d * W[v * C + c]);
+                }
+                bad += !within(dx[n * C + c], s, 2 * V, m);
+            }
+        for (long v = 0; v < V; v++)
+            for (long c = 0; c < C; c++) {
+                double s = dW0[v * C + c], m = fabs(s);
+                for (long n = 0; n < N; n++) {
+                    float hi = round_bf16(z[n * V + v]), lo = round_bf16(z[n * V + v] - hi);
+                    double d = bf16 ? (double)hi + lo : z[n * V + v];
+                    s += d * x[n * C + c], m += bf16 ? fabs(hi * (double)x[n * C + c]) + fabs(lo * (double)x[n * C + c])
+                                                     : fabs(d * x[n * C + c]);
+                }
+                bad += !within(dW[v * C + c], s, 2 * N, m);
+            }
+        CHECK(bad == 0, "%s: %ld of %ld results outside fp32 summation error", bf16 ? "bf16" : "fp32", bad,
+              N * V + N * C + V * C);
+    }
+    free(x), free(W), free(z), free(dW0), free(dW), free(dx), free(logits), free(scratch);
+}
+
+// The fused loss in bf16 computes the same softmax on logits that differ from fp32's only in
+// summation order: the same loss to 1e-5, and gradients within the two-part dlogits' 2^-17 or
+// so (one bf16 part alone would leave about 2^-9: the bound tells them apart).
+static void test_xent_bf16(void) {
+    const long N = 29, C = 16, V = 53, chunk = 8;
+    float *x = malloc(sizeof(float) * N * C), *W = malloc(sizeof(float) * V * C);
+    float *dx[2], *dW[2];
+    int32_t tg[29];
+    for (long i = 0; i < N * C; i++) x[i] = round_bf16(2 * urand() - 1);
+    for (long i = 0; i < V * C; i++) W[i] = round_bf16(2 * urand() - 1);
+    for (long n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : (int32_t)(urand() * V);
+    double loss[2];
+    for (int b = 0; b < 2; b++) {
+        dx[b] = malloc(sizeof(float) * N * C), dW[b] = calloc((size_t)(V * C), sizeof(float));
+        float *scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, C, b));
+        loss[b] = ct_xent_fused(dx[b], dW[b], x, W, tg, N, C, V, 1.0f / N, chunk, b, scratch);
+        free(scratch);
+    }
+    CHECK(fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]), "loss bf16 %.9g fp32 %.9g", loss[1], loss[0]);
+    double e = 0, n2 = 0;
+    for (long i = 0; i < N * C; i++) {
+        double d = (double)dx[1][i] - dx[0][i];
+        e += d * d, n2 += (double)dx[0][i] * dx[0][i];
+    }
+    CHECK(sqrt(e / n2) < 0x1p-14, "dx bf16 vs fp32: relative %g (two bf16 parts: < 2^-14)", sqrt(e / n2));
+    e = 0, n2 = 0;
+    for (long i = 0; i < V * C; i++) {
+        double d = (double)dW[1][i] - dW[0][i];
+        e += d * d, n2 += (double)dW[0][i] * dW[0][i];
+    }
+    CHECK(sqrt(e / n2) < 0x1p-14, "dW bf16 vs fp32: relative %g (two bf16 parts: < 2^-14)", sqrt(e / n2));
+    for (int b = 0; b < 2; b++) free(dx[b]), free(dW[b]);
+    free(x), free(W);
+}
+
 int main(void) {
     rng_state = 0xA4093822299F31D0ull;
+    CT_RUN(test_head_products);
+    CT_RUN(test_xent_bf16);
     CT_RUN(test_xent_bad_target_is_fatal);
     CT_RUN(test_xent_shapes_and_chunks);
     CT_RUN(test_xent_large_logits);

@@ -82,25 +82,40 @@ static double rel_err(const float *a, const float *b, long n) {
     return maxd / maxb;
 }
 
-// One comparison: this rank's slice against the full fused kernel.
-static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xscale, bool gather, bool backward) {
+// x rounded to the nearest bf16 (ties to even), computed here on the bit pattern
+static float round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// One comparison: this rank's slice against the full fused kernel. bf16: both with bf16
+// products, on inputs that hold bf16 values (as the model's do).
+static void one_case_in(ct_group *tp, long N, long C, long V, long chunk, float xscale, bool gather, bool backward,
+                        bool bf16) {
     problem p = make_problem(N, C, V, xscale, 0x9E3779B97F4A7C15ull + (uint64_t)(N * 131 + chunk));
+    if (bf16) {
+        for (long i = 0; i < N * C; i++) p.x[i] = round_bf16(p.x[i]);
+        for (long i = 0; i < V * C; i++) p.W[i] = round_bf16(p.W[i]);
+    }
     const int P = tp->size, rank = tp->rank;
     const long Vl = V / P, vs = rank * Vl;
     const float gs = 1.0f / (float)p.valid;
     // reference: the full vocabulary on this rank
     float *dx_ref = malloc(sizeof(float) * N * C), *dW_ref = malloc(sizeof(float) * V * C);
-    float *ref_scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V));
+    float *ref_scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, C, bf16));
     memcpy(dW_ref, p.dW0, sizeof(float) * V * C);
     double loss_ref = ct_xent_fused(backward ? dx_ref : NULL, backward ? dW_ref : NULL, p.x, p.W, p.tg, N, C, V, gs,
-                                    chunk, ref_scratch);
+                                    chunk, bf16, ref_scratch);
     // this rank's slice
     float *dx = malloc(sizeof(float) * N * C), *dWl = malloc(sizeof(float) * Vl * C);
-    float *scratch = malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(chunk, Vl, P, gather));
+    float *scratch = malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(kern, chunk, Vl, C, bf16, P, gather));
     for (long i = 0; i < N * C; i++) dx[i] = NAN;  // dx is overwritten
     memcpy(dWl, p.dW0 + vs * C, sizeof(float) * Vl * C);
-    double loss = ct_xent_vocab_parallel(kern, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg,
-                                           N, C, Vl, vs, gs, chunk, scratch, tp, gather);
+    double loss = ct_xent_vocab_parallel(kern, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg, N,
+                                         C, Vl, vs, gs, chunk, bf16, scratch, tp, gather);
 
     CHECK(isfinite(loss), "loss %g", loss);
     CHECK_CLOSE(loss, loss_ref, 1e-5, 0);
@@ -123,6 +138,19 @@ static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xsc
     }
     free(dx_ref), free(dW_ref), free(ref_scratch), free(dx), free(dWl), free(scratch);
     free_problem(&p);
+}
+
+static void one_case(ct_group *tp, long N, long C, long V, long chunk, float xscale, bool gather, bool backward) {
+    one_case_in(tp, N, C, V, chunk, xscale, gather, backward, false);
+}
+
+// Under bf16 compute the split products take bf16 inputs as the whole-vocabulary kernel's do
+// (kernels/backend.h: ct_head_products): the same loss and gradients, both modes.
+static void test_bf16_matches_full(void) {
+    for (int g = 0; g < 2; g++) {
+        one_case_in(&world, 36, 24, 64, 8, 1.0f, g, true, true);
+        one_case_in(&world, 37, 24, 64, 50, 1.0f, g, false, true);
+    }
 }
 
 static void test_loss_parallel_matches_full(void) {
@@ -161,11 +189,13 @@ static void test_bytes_moved(void) {
     const long Vl = V / tp.size;
     problem p = make_problem(N, C, V, 1.0f, 7);
     float *dx = malloc(sizeof(float) * N * C), *dWl = calloc((size_t)(Vl * C), sizeof(float));
-    float *scratch = malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(chunk, Vl, tp.size, true));
+    float *scratch =
+        malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(kern, chunk, Vl, C, false, tp.size, true));
     const float *Wl = p.W + tp.rank * Vl * C;
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, false);
+    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
+                           false);
     double lp = ct_comm_stats_total_bytes(&tp);
     CHECK(lp < (double)N * Vl * 4, "loss parallel moved %g bytes, logits are %ld", lp, N * Vl * 4);
     CHECK_CLOSE(lp, 2 * (P - 1) / P * 12 * N, 1e-12, 0);
@@ -174,7 +204,8 @@ static void test_bytes_moved(void) {
     CHECK(tp.stats[CT_COMM_ALL_GATHER].calls == 0, "loss parallel must not gather");
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, scratch, &tp, true);
+    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
+                           true);
     double ga = ct_comm_stats_total_bytes(&tp);
     CHECK(ga >= (P - 1) * N * Vl * 4, "gather moved %g bytes", ga);
     CHECK_CLOSE(ga, (P - 1) * N * Vl * 4, 1e-12, 0);
@@ -188,12 +219,16 @@ static void test_bytes_moved(void) {
 
 static void test_scratch_sizes(void) {
     // loss parallel: one chunk of local logits + 3 floats per row, whatever tp is
-    CHECK(ct_xent_vocab_parallel_scratch_floats(8, 16, 4, false) == 8 * 16 + 3 * 8, "loss parallel");
+    CHECK(ct_xent_vocab_parallel_scratch_floats(kern, 8, 16, 4, false, 4, false) == 8 * 16 + 3 * 8, "loss parallel");
     // gather: tp copies of the chunk's local logits
-    CHECK(ct_xent_vocab_parallel_scratch_floats(8, 16, 4, true) == 4 * 8 * 16 + 3 * 8, "gather");
+    CHECK(ct_xent_vocab_parallel_scratch_floats(kern, 8, 16, 4, false, 4, true) == 4 * 8 * 16 + 3 * 8, "gather");
     // a group of one calls ct_xent_fused: its scratch must fit
-    CHECK(ct_xent_vocab_parallel_scratch_floats(8, 64, 1, true) >= ct_xent_scratch_floats(8, 64), "tp 1");
-    CHECK(ct_xent_vocab_parallel_scratch_floats(8, 64, 1, false) >= ct_xent_scratch_floats(8, 64), "tp 1");
+    CHECK(
+        ct_xent_vocab_parallel_scratch_floats(kern, 8, 64, 4, true, 1, true) >= ct_xent_scratch_floats(8, 64, 4, true),
+        "tp 1");
+    CHECK(ct_xent_vocab_parallel_scratch_floats(kern, 8, 64, 4, false, 1, false) >=
+              ct_xent_scratch_floats(8, 64, 4, false),
+          "tp 1");
 }
 
 // Runs the call in a child process with a group that says (rank 1 of 2) but was never connected:
@@ -213,8 +248,8 @@ static int refused(long N, long V_local, long vocab_start, long chunk, int32_t b
         g.rank = 1, g.size = 2;
         float x[8] = {0}, W[16] = {0}, dx[8], dW[16] = {0}, scratch[64];
         int32_t tg[2] = {0, bad_target};
-        ct_xent_vocab_parallel(kern, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk,
-                                 scratch, &g, false);
+        ct_xent_vocab_parallel(kern, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk, false,
+                               scratch, &g, false);
         _exit(0);
     }
     close(fd[1]);
@@ -266,6 +301,7 @@ int main(int argc, char **argv) {
     CT_MPI_RUN(test_loss_parallel_matches_full);
     CT_MPI_RUN(test_gather_matches_full);
     CT_MPI_RUN(test_large_logits);
+    CT_MPI_RUN(test_bf16_matches_full);
     CT_MPI_RUN(test_bytes_moved);
     ct_comm_group_free(&world);
     ct_comm_finalize();

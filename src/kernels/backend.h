@@ -95,9 +95,9 @@ typedef struct ct_kernels {
     void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
 
     // ---- output projection + cross-entropy (whole vocabulary on this rank)
-    long (*xent_scratch_floats)(long chunk_rows, long V);
+    long (*xent_scratch_floats)(long chunk_rows, long V, long C, bool bf16);
     double (*xent_fused)(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
-                         long C, long V, float grad_scale, long chunk_rows, float *scratch);
+                         long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
     // First row n whose target is outside [-1, V), or -1: so a caller can refuse bad targets
     // without reading device memory.
     long (*xent_bad_target)(const int32_t *targets, long N, long V);
@@ -134,6 +134,10 @@ typedef struct ct_kernels {
     const char *(*bf16_gemm_path)(void);
     // dst (n) = src rounded to bf16, nearest even (the narrowing of every compute copy).
     void (*f32_to_bf16)(uint16_t *dst, const float *src, long n);
+    // src (n) as two bf16 parts: hi = src rounded to bf16, lo = (src - hi) rounded (the
+    // difference is exact in fp32), 0 where hi is infinite or NaN; hi + lo holds src to about
+    // 2^-17 of itself (ct_head_backward's dlogits).
+    void (*bf16_split)(uint16_t *hi, uint16_t *lo, const float *src, long n);
 
     // ---- float8 / MXFP8 matmuls (fp8 codes = uint8_t): contracts in kernels/cpu/gemm_f8.h.
     // Products of the 8-bit values, fp32 accumulation, scales applied after (a GPU fp8 matmul).
@@ -193,4 +197,44 @@ typedef struct ct_kernels {
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name.
 const ct_kernels *ct_kernels_get(const char *name);
+
+// ---- the output layer's products (kernels/head_products.c), over a table: the three products
+// of one chunk of rows that every loss kernel runs (the cpu and cuda backends' fused
+// cross-entropy, the vocabulary-parallel loss), in one of two precisions:
+//   fp32  z = x W^T, dx = z W, dW += z^T x, all in fp32 (the table's gemm);
+//   bf16  the same products on the table's gemm_bf16 (bf16 inputs, fp32 accumulation), as the
+//         blocks' linear layers take them under --mixed_precision bf16: x and W hold bf16 values
+//         already (the head's input is rounded before the call, W is the bf16 compute copy), so
+//         narrowing them is exact. The dlogits z (fp32) go in as two bf16 parts, hi = bf16(z)
+//         and lo = bf16(z - hi), each multiplied and the products summed in fp32: z to about
+//         2^-17 of itself, where one bf16 would keep 2^-9 (PyTorch's autocast rounds it so).
+//         Why: the vocabulary-parallel loss reduces the softmax's sums in another order, so its
+//         dlogits differ from one process's in the last fp32 bit; rounded to one bf16, a few
+//         hundred of them per step landed on the other side of a rounding midpoint, which the
+//         8-bit recipes' quantisation then amplified past the 1e-5 parity of the layouts.
+//         The softmax, the loss and the dlogits themselves stay fp32.
+typedef struct {
+    const ct_kernels *k;
+    long V, C;
+    uint16_t *W16;  // (V, C) W narrowed; NULL: fp32 products
+    uint16_t *x16;  // (chunk_rows, C) the chunk's rows narrowed (by ct_head_logits)
+    uint16_t *zhi;  // (chunk_rows, V) the chunk's dlogits, bf16 part (by ct_head_backward)
+    uint16_t *zlo;  // (chunk_rows, V) and what it leaves, in bf16
+} ct_head_products;
+
+// Floats of scratch the bf16 copies take (0 for fp32): W16, x16, zhi and zlo, each 16-float aligned.
+long ct_head_products_floats(long chunk_rows, long V, long C, bool bf16);
+
+// Set up for one loss call over W (V, C): under bf16 narrows W into scratch (which must hold
+// ct_head_products_floats(chunk_rows, V, C, true) floats, on k's device).
+ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const float *W, long V, long C,
+                                        long chunk_rows, float *scratch);
+
+// z (nr, V) = xc W^T for a chunk xc (nr, C), nr <= chunk_rows.
+void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const float *W, long nr);
+
+// dx (nr, C) = z W (when dx) and dW (V, C) += z^T xc, z (nr, V) the chunk's dlogits: after the
+// ct_head_logits call of the same chunk (bf16 reuses its narrowed rows).
+void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const float *z, const float *xc,
+                      const float *W, long nr);
 #endif

@@ -8,6 +8,7 @@
 // gradients are OVERWRITTEN (=) unless the comment says "+=".
 #ifndef CT_KERNELS_H
 #define CT_KERNELS_H
+#include <stdbool.h>
 #include <stdint.h>
 
 // ---------------------------------------------------------------- matmul
@@ -110,10 +111,11 @@ void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N
 // x (N, C), W (V, C), targets (N) with -1 = ignore. Returns sum over valid rows of
 // -log softmax(logits)[target] (in double). When dx != NULL also computes, with
 // dlogits = (softmax - onehot) * grad_scale: dx (N, C) = dlogits @ W and dW (V, C) += dlogits^T x.
-// scratch: ct_xent_scratch_floats(chunk_rows, V) floats.
-long ct_xent_scratch_floats(long chunk_rows, long V);
+// bf16: the three products take bf16 inputs with fp32 accumulation (kernels/backend.h: ct_head_products).
+// scratch: ct_xent_scratch_floats(chunk_rows, V, C, bf16) floats.
+long ct_xent_scratch_floats(long chunk_rows, long V, long C, bool bf16);
 double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
-                     long V, float grad_scale, long chunk_rows, float *scratch);
+                     long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
 // First row n whose target is outside [-1, V) (a caller bug), or -1 when all are valid.
 long ct_xent_bad_target(const int32_t *targets, long N, long V);
 

@@ -202,7 +202,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->xent_chunk_rows = xent_chunk_rows(s->N, m->vocab_size);
     long scratch = n_layers(s) ? s->ops.attention.scratch_floats(s->ops.attention.ctx, s->T, s->T, HS) : 0;
     if (s->has_head) {
-        long xent = s->ops.loss.scratch_floats(s->ops.loss.ctx, s->xent_chunk_rows, m->vocab_size);
+        long xent = s->ops.loss.scratch_floats(s->ops.loss.ctx, s->xent_chunk_rows, m->vocab_size, m->dim,
+                                               s->prec.compute == CT_BF16);
         if (xent > scratch) scratch = xent;
     }
     long total = carve_shared(s, NULL, scratch);
@@ -339,12 +340,12 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     if (!training) {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward");
         a->loss = L->fn(L->ctx, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size, vocab_start(s),
-                        0.0f, s->xent_chunk_rows, s->scratch);
+                        0.0f, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
     } else {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward_backward");
         a->loss = L->fn(L->ctx, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
-                        vocab_start(s), grad_scale, s->xent_chunk_rows, s->scratch);
+                        vocab_start(s), grad_scale, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
         float *dn = norm_out(s, s->dnorm);
         reduce_rows(s, s->dnorm, dn);  // dx of the vocabulary-split projection is partial over tp

@@ -16,11 +16,19 @@
 #include "core/error.h"
 
 // Scratch: logits (R, V_local) -- (tp, R, V_local) in gather mode -- then three per-row float
-// buffers: row max (R), and sum-exp | target logit (2R) reduced together. With a group of one
-// the call is the backend's xent_fused, whose scratch (cpu: R·V_local + 2R) fits in the same size.
-long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp_size, bool gather_logits) {
+// buffers: row max (R), and sum-exp | target logit (2R) reduced together, then the bf16 copies
+// of the products' inputs (bf16 only). With a group of one the call is the backend's xent_fused,
+// with its own scratch size.
+static long rows_floats(long chunk_rows, long V_local, int tp_size, bool gather_logits) {
     long copies = gather_logits && tp_size > 1 ? tp_size : 1;
     return copies * chunk_rows * V_local + 3 * chunk_rows;
+}
+
+long ct_xent_vocab_parallel_scratch_floats(const ct_kernels *k, long chunk_rows, long V_local, long C, bool bf16,
+                                           int tp_size, bool gather_logits) {
+    if (tp_size == 1) return k->xent_scratch_floats(chunk_rows, V_local, C, bf16);
+    return rows_floats(chunk_rows, V_local, tp_size, gather_logits) +
+           ct_head_products_floats(chunk_rows, V_local, C, bf16);
 }
 
 static void check_args(const ct_kernels *k, const float *dx, const float *dW_local, const int32_t *targets, long N,
@@ -44,16 +52,16 @@ static void check_args(const ct_kernels *k, const float *dx, const float *dW_loc
 }
 
 // Loss parallel, one chunk of nr rows starting at r0: the logits never leave this rank.
-static double chunk_loss_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
-                                  const float *W_local, const int32_t *targets, long r0, long nr, long C,
-                                  long V_local, long vocab_start, float grad_scale, float *scratch, long chunk_rows,
-                                  ct_group *tp) {
+static double chunk_loss_parallel(const ct_kernels *k, const ct_head_products *h, float *dx, float *dW_local,
+                                  const float *x, const float *W_local, const int32_t *targets, long r0, long nr,
+                                  long C, long V_local, long vocab_start, float grad_scale, float *scratch,
+                                  long chunk_rows, ct_group *tp) {
     const float *xc = x + r0 * C;                 // (nr, C)
     const int32_t *tc = targets + r0;             // (nr)
     float *z = scratch;                           // (nr, V_local)
     float *mx = scratch + chunk_rows * V_local;   // (nr) row max, MAX over tp
     float *st = mx + chunk_rows;                  // (2, nr): sum-exp | target logit, SUM over tp
-    k->gemm(0, 1, nr, V_local, C, 1.0f, xc, C, W_local, C, 0.0f, z, V_local);
+    ct_head_logits(h, z, xc, W_local, nr);
     k->xent_rows_max(mx, z, tc, nr, V_local);
     ct_comm_all_reduce(tp, mx, mx, (size_t)nr, CT_F32, CT_COMM_MAX);
     k->xent_rows_exp_sum(z, st, st + nr, mx, tc, nr, V_local, vocab_start);
@@ -61,16 +69,15 @@ static double chunk_loss_parallel(const ct_kernels *k, float *dx, float *dW_loca
     double loss = k->xent_rows_loss(mx, st, st + nr, tc, nr);
     if (dx) {
         k->xent_rows_dlogits(z, st, tc, nr, V_local, vocab_start, grad_scale);
-        k->gemm(0, 0, nr, C, V_local, 1.0f, z, V_local, W_local, C, 0.0f, dx + r0 * C, C);   // dx (nr, C)
-        k->gemm(1, 0, V_local, C, nr, 1.0f, z, V_local, xc, C, 1.0f, dW_local, C);           // dW_local +=
+        ct_head_backward(h, dx + r0 * C, dW_local, z, xc, W_local, nr);  // dx (nr, C) and dW_local +=
     }
     return loss;
 }
 
 // Gather mode, one chunk: every rank sees the chunk's full (nr, V) logits as (tp, nr, V_local).
-static double chunk_gather(const ct_kernels *k, float *dx, float *dW_local, const float *x, const float *W_local,
-                           const int32_t *targets, long r0, long nr, long C, long V_local, float grad_scale,
-                           float *scratch, long chunk_rows, ct_group *tp) {
+static double chunk_gather(const ct_kernels *k, const ct_head_products *h, float *dx, float *dW_local, const float *x,
+                           const float *W_local, const int32_t *targets, long r0, long nr, long C, long V_local,
+                           float grad_scale, float *scratch, long chunk_rows, ct_group *tp) {
     const float *xc = x + r0 * C;                             // (nr, C)
     const int32_t *tc = targets + r0;                         // (nr)
     const long P = tp->size, slice = nr * V_local;
@@ -78,30 +85,28 @@ static double chunk_gather(const ct_kernels *k, float *dx, float *dW_local, cons
     float *z = G + tp->rank * slice;                          // (nr, V_local) mine, gathered in place
     float *mx = scratch + P * chunk_rows * V_local;           // (nr)
     float *st = mx + chunk_rows;                              // (2, nr)
-    k->gemm(0, 1, nr, V_local, C, 1.0f, xc, C, W_local, C, 0.0f, z, V_local);
+    ct_head_logits(h, z, xc, W_local, nr);
     ct_comm_all_gather(tp, z, G, (size_t)slice, CT_F32);
     k->xent_rows_gathered(G, mx, st, st + nr, tc, P, nr, V_local, tp->rank, grad_scale, dx != NULL);
     double loss = k->xent_rows_loss(mx, st, st + nr, tc, nr);
-    if (dx) {
-        k->gemm(0, 0, nr, C, V_local, 1.0f, z, V_local, W_local, C, 0.0f, dx + r0 * C, C);   // dx (nr, C)
-        k->gemm(1, 0, V_local, C, nr, 1.0f, z, V_local, xc, C, 1.0f, dW_local, C);           // dW_local +=
-    }
+    if (dx) ct_head_backward(h, dx + r0 * C, dW_local, z, xc, W_local, nr);  // dx (nr, C) and dW_local +=
     return loss;
 }
 
-double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
-                              const float *W_local, const int32_t *targets, long N, long C, long V_local,
-                              long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
-                              bool gather_logits) {
+double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x, const float *W_local,
+                              const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
+                              long chunk_rows, bool bf16, float *scratch, ct_group *tp, bool gather_logits) {
     check_args(k, dx, dW_local, targets, N, C, V_local, vocab_start, chunk_rows, tp);
     if (tp->size == 1)  // the whole vocabulary is here: nothing to reduce
-        return k->xent_fused(dx, dW_local, x, W_local, targets, N, C, V_local, grad_scale, chunk_rows, scratch);
+        return k->xent_fused(dx, dW_local, x, W_local, targets, N, C, V_local, grad_scale, chunk_rows, bf16, scratch);
+    ct_head_products h = ct_head_products_begin(k, bf16, W_local, V_local, C, chunk_rows,
+                                                scratch + rows_floats(chunk_rows, V_local, tp->size, gather_logits));
     double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
-        total += gather_logits ? chunk_gather(k, dx, dW_local, x, W_local, targets, r0, nr, C, V_local, grad_scale,
+        total += gather_logits ? chunk_gather(k, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local, grad_scale,
                                               scratch, chunk_rows, tp)
-                               : chunk_loss_parallel(k, dx, dW_local, x, W_local, targets, r0, nr, C, V_local,
+                               : chunk_loss_parallel(k, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local,
                                                      vocab_start, grad_scale, scratch, chunk_rows, tp);
     }
     return total;

@@ -24,10 +24,11 @@
 #include "kernels/backend.h"
 
 // Floats of scratch ct_xent_vocab_parallel needs for these arguments: the logits of one chunk
-// (gathered over tp in gather mode) plus per-row max / sum-exp / target-logit buffers. With a
-// group of one the call is the backend's xent_fused, whose scratch must fit in this size (the
-// cpu one needs chunk_rows·V_local + 2·chunk_rows).
-long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp_size, bool gather_logits);
+// (gathered over tp in gather mode) plus per-row max / sum-exp / target-logit buffers, and under
+// bf16 the products' bf16 inputs (kernels/backend.h: ct_head_products). With a group of one the call is the
+// backend's xent_fused: its own scratch size.
+long ct_xent_vocab_parallel_scratch_floats(const ct_kernels *k, long chunk_rows, long V_local, long C, bool bf16,
+                                           int tp_size, bool gather_logits);
 
 // Output projection fused with cross-entropy, the vocabulary split over the tp group: this rank
 // holds rows [vocab_start, vocab_start + V_local) of the output weight W (V, C). Same contract
@@ -36,13 +37,14 @@ long ct_xent_vocab_parallel_scratch_floats(long chunk_rows, long V_local, int tp
 // every tp rank); when dx != NULL also dW_local (V_local, C) += dlogits_local^T x and
 // dx (N, C) = dlogits_local @ W_local -- a PARTIAL sum over this rank's vocabulary slice: the
 // caller reduces dx over tp (all-reduce, or reduce-scatter under sequence parallel).
-// dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file.
+// dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file. bf16: the
+// output projection's products take bf16 inputs (kernels/backend.h: ct_head_products), as xent_fused's do.
 // Collective over tp: every rank calls it with the same N, chunk_rows, gather_logits.
 // With a group of one this is the backend's xent_fused. The math runs on the backend k (every
 // buffer lives on its device); this file only sequences k's row pieces and the tp collectives.
 double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
                               const float *W_local, const int32_t *targets, long N, long C, long V_local,
-                              long vocab_start, float grad_scale, long chunk_rows, float *scratch, ct_group *tp,
-                              bool gather_logits);
+                              long vocab_start, float grad_scale, long chunk_rows, bool bf16, float *scratch,
+                              ct_group *tp, bool gather_logits);
 
 #endif

@@ -47,16 +47,17 @@ static void amax_max(void *ctx, float *amax, long n) {
 }
 
 static double output_loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
-                          long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows,
+                          long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows, bool bf16,
                           float *scratch) {
     ct_tp *tp = ctx;
     return ct_xent_vocab_parallel(tp->k, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
-                                    chunk_rows, scratch, tp->group, tp->gather_logits);
+                                    chunk_rows, bf16, scratch, tp->group, tp->gather_logits);
 }
 
-static long output_loss_scratch(void *ctx, long chunk_rows, long V_local) {
+static long output_loss_scratch(void *ctx, long chunk_rows, long V_local, long C, bool bf16) {
     ct_tp *tp = ctx;
-    return ct_xent_vocab_parallel_scratch_floats(chunk_rows, V_local, tp->group->size, tp->gather_logits);
+    return ct_xent_vocab_parallel_scratch_floats(tp->k, chunk_rows, V_local, C, bf16, tp->group->size,
+                                                 tp->gather_logits);
 }
 
 void ct_tp_apply(ct_tp *tp, ct_stage_ops *ops) {

@@ -216,14 +216,14 @@ static void xent_vs_cpu(void) {
     int32_t t[23];
     for (long i = 0; i < N; i++) t[i] = i % 5 == 3 ? -1 : (int32_t)(urand() * V);
     float *x = host_rand(N * C, 1), *W = host_rand(V * C, 1), *dx = malloc(N * C * 4), *dW = host_rand(V * C, 0.1f);
-    float *scr = malloc((size_t)cpu->xent_scratch_floats(chunk, V) * 4);
+    float *scr = malloc((size_t)cpu->xent_scratch_floats(chunk, V, C, false) * 4);
     float *g_x = upf(x, N * C), *g_W = upf(W, V * C), *g_dx = dzeros(N * C), *g_dW = upf(dW, V * C),
-          *g_scr = dzeros(gpu->xent_scratch_floats(chunk, V));
+          *g_scr = dzeros(gpu->xent_scratch_floats(chunk, V, C, false));
     int32_t *g_t = up(t, sizeof t);
     CHECK(gpu->xent_bad_target(g_t, N, V) == -1, "valid targets reported bad");
     CHECK(gpu->xent_bad_target(g_t, N, 50) == cpu->xent_bad_target(t, N, 50), "bad target row differs");
-    double lc = cpu->xent_fused(dx, dW, x, W, t, N, C, V, 0.25f, chunk, scr);
-    double lg = gpu->xent_fused(g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, g_scr);
+    double lc = cpu->xent_fused(dx, dW, x, W, t, N, C, V, 0.25f, chunk, false, scr);
+    double lg = gpu->xent_fused(g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, false, g_scr);
     CHECK_CLOSE(lg, lc, 1e-5, 1e-5);
     cmp("xent dx", g_dx, dx, N * C, 1e-4, 1e-6);
     cmp("xent dW", g_dW, dW, V * C, 1e-4, 1e-6);

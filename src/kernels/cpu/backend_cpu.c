@@ -54,6 +54,7 @@ const ct_kernels ct_kernels_cpu = {
     .matmul_peak_gflops_bf16 = ct_cpu_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_bf16_gemm_path,
     .f32_to_bf16 = ct_f32_to_bf16_array,
+    .bf16_split = ct_bf16_split_array,
 
     .gemm_f8_scratch_floats = ct_gemm_f8_scratch_floats,
     .gemm_f8 = ct_gemm_f8,

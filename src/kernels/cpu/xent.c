@@ -1,31 +1,39 @@
 // Output projection fused with cross-entropy, chunked over rows so the (N, V) logits never exist
 // at once: per chunk, logits = x W^T into scratch, per-row log-sum-exp and loss, then the logits
 // are turned in place into dlogits = (softmax - onehot) * grad_scale and multiplied back:
-// dx = dlogits W, dW += dlogits^T x. The per-row max and sum of exp are xent_row.h's, shared
-// with the vocabulary-slice row pieces (xent_rows.c).
+// dx = dlogits W, dW += dlogits^T x. The three products are kernels/backend.h's (fp32, or bf16
+// inputs under bf16 compute). The per-row max and sum of exp are xent_row.h's, shared with the
+// vocabulary-slice row pieces (xent_rows.c).
 #include <math.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 
-// scratch: logits (chunk_rows, V), then one double per row (as 2 floats) for the row losses.
-long ct_xent_scratch_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows; }
+// scratch: logits (chunk_rows, V), one double per row (as 2 floats) for the row losses, then the
+// bf16 copies of the products' inputs (bf16 only).
+static long own_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows; }
+long ct_xent_scratch_floats(long chunk_rows, long V, long C, bool bf16) {
+    return own_floats(chunk_rows, V) + ct_head_products_floats(chunk_rows, V, C, bf16);
+}
 
 double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
-                     long V, float grad_scale, long chunk_rows, float *scratch) {
+                     long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
     long bad = ct_xent_bad_target(targets, N, V);
     if (bad >= 0)
         ct_fatal("ct_xent_fused", "target %d at row %ld is outside [0, %ld) (and is not -1 = ignore)",
                  (int)targets[bad], bad, V);
     float *logits = scratch;                   // (chunk_rows, V)
     char *row_loss = (char *)(scratch + chunk_rows * V);  // (chunk_rows) doubles, possibly unaligned
+    ct_head_products h =
+        ct_head_products_begin(&ct_kernels_cpu, bf16, W, V, C, chunk_rows, scratch + own_floats(chunk_rows, V));
     double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
         const float *xc = x + r0 * C;  // (nr, C)
-        ct_gemm(0, 1, nr, V, C, 1.0f, xc, C, W, C, 0.0f, logits, V);
+        ct_head_logits(&h, logits, xc, W, nr);
 #pragma omp parallel for schedule(static)
         for (long r = 0; r < nr; r++) {
             float *z = logits + r * V;  // (V)
@@ -58,10 +66,7 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
             memcpy(&loss, row_loss + r * sizeof(double), sizeof(double));
             total += loss;
         }
-        if (dx) {
-            ct_gemm(0, 0, nr, C, V, 1.0f, logits, V, W, C, 0.0f, dx + r0 * C, C);  // dx (nr, C) = dlogits W
-            ct_gemm(1, 0, V, C, nr, 1.0f, logits, V, xc, C, 1.0f, dW, C);          // dW (V, C) += dlogits^T x
-        }
+        if (dx) ct_head_backward(&h, dx + r0 * C, dW, logits, xc, W, nr);
     }
     return total;
 }

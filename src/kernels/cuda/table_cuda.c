@@ -73,11 +73,14 @@ static long xent_bad_target(const int32_t *targets, long N, long V) {
 }
 
 // scratch: logits (chunk_rows, V), then the row losses (chunk_rows doubles, aligned up to 8
-// bytes: two floats of slack).
-static long xent_scratch_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows + 2; }
+// bytes: two floats of slack), then the bf16 copies of the products' inputs (bf16 only).
+static long own_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows + 2; }
+static long xent_scratch_floats(long chunk_rows, long V, long C, bool bf16) {
+    return own_floats(chunk_rows, V) + ct_head_products_floats(chunk_rows, V, C, bf16);
+}
 
 static double xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
-                         long C, long V, float grad_scale, long chunk_rows, float *scratch) {
+                         long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
     long bad = xent_bad_target(targets, N, V);
     if (bad >= 0) {
         int32_t t = 0;
@@ -90,16 +93,15 @@ static double xent_fused(float *dx, float *dW, const float *x, const float *W, c
     double *row_loss = (double *)at;  // (chunk_rows)
     double *host_loss = malloc((size_t)chunk_rows * sizeof(double));
     if (!host_loss) ct_fatal("cuda", "xent_fused: no host memory for %ld row losses", chunk_rows);
+    ct_head_products h =
+        ct_head_products_begin(&ct_kernels_cuda, bf16, W, V, C, chunk_rows, scratch + own_floats(chunk_rows, V));
     double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
         const float *xc = x + r0 * C;  // (nr, C)
-        ct_cuda_gemm(0, 1, nr, V, C, 1.0f, xc, C, W, C, 0.0f, logits, V);
+        ct_head_logits(&h, logits, xc, W, nr);
         ct_cuda_xent_rows_fused(logits, row_loss, targets + r0, nr, V, grad_scale, dx != NULL);
-        if (dx) {
-            ct_cuda_gemm(0, 0, nr, C, V, 1.0f, logits, V, W, C, 0.0f, dx + r0 * C, C);  // dx (nr, C) = dlogits W
-            ct_cuda_gemm(1, 0, V, C, nr, 1.0f, logits, V, xc, C, 1.0f, dW, C);          // dW (V, C) += dlogits^T x
-        }
+        if (dx) ct_head_backward(&h, dx + r0 * C, dW, logits, xc, W, nr);
         ct_cuda_to_host(host_loss, row_loss, (size_t)nr * sizeof(double));
         for (long r = 0; r < nr; r++) total += host_loss[r];  // row order: the cpu's sum
     }
@@ -210,6 +212,7 @@ const ct_kernels ct_kernels_cuda = {
     .matmul_peak_gflops_bf16 = ct_cuda_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_cuda_bf16_gemm_path,
     .f32_to_bf16 = f32_to_bf16,
+    .bf16_split = ct_cuda_bf16_split,
 
     .gemm_f8_scratch_floats = ct_cuda_gemm_f8_scratch_floats,
     .gemm_f8 = ct_cuda_gemm_f8,

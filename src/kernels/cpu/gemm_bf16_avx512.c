@@ -310,7 +310,7 @@ static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, l
 // at dst + i 2 kps bf16, each [kps / 16 chunks][32 rows][32 k]: a chunk's rows 0-15 and 16-31
 // are its two A tiles. Rows past mc and k past kc zero.
 static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long mc, long k0, long kc, long kps) {
-    const long lda = g->lda, nch = kps / 16, kp = (kc + 1) / 2;
+    const long lda = g->lda, nch = kps / 16;
     for (long i = 0; i < mc; i += AMX_MR) {
         uint16_t *sl = dst + i * 2 * kps;
         if (!g->ta) {  // op(A)[m][k] = A[m lda + k]: each tile row is 32 consecutive k of a row
@@ -324,23 +324,28 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
             }
             continue;
         }
-        // op(A)[m][k] = A[k lda + m]: 16 rows x 16 pairs at a time, the pairs made as pack_a's
-        // (a lane per row), then transposed so that each row's pairs are consecutive
-        for (long h = 0; h < AMX_MR; h += 16) {
-            __mmask16 m = lane_mask(mc - i - h);
-            for (long q = 0; q < nch; q++) {
-                uint32_t words[16 * 16] __attribute__((aligned(64)));  // [pair][row]
-                for (long p = 0; p < 16; p++) {
-                    long pp = 16 * q + p;
-                    const uint16_t *r0 = g->A + (k0 + 2 * pp) * lda + m0 + i + h;
-                    __m512i lo = pp < kp ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0)) : _mm512_setzero_si512();
-                    __m512i hi = 2 * pp + 1 < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + lda))
-                                                 : _mm512_setzero_si512();
-                    _mm512_store_si512((void *)(words + 16 * p), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-                }
+        // op(A)[m][k] = A[k lda + m]: 32 rows of A (32 k) x its 32 columns of the sliver (32 m)
+        // at a time, each row one 64-byte line: rows k, k+1 interleaved into pair words (their
+        // lanes hold m = 8L + 0..3 for the low unpack, 8L + 4..7 for the high, L the 128-bit
+        // lane), then 16 pairs x 16 columns transposed as 32-bit words, so that each m gets its
+        // 16 pairs in a row
+        long live = mc - i;
+        __mmask32 m = live >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << live) - 1);
+        for (long q = 0; q < nch; q++) {
+            uint32_t words[16 * 32] __attribute__((aligned(64)));  // [pair][32 columns as unpacked]
+            for (long p = 0; p < 16; p++) {
+                long k = 32 * q + 2 * p;
+                const uint16_t *r0 = g->A + (k0 + k) * lda + m0 + i;
+                __m512i lo = k < kc ? _mm512_maskz_loadu_epi16(m, r0) : _mm512_setzero_si512();
+                __m512i hi = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, r0 + lda) : _mm512_setzero_si512();
+                _mm512_store_si512((void *)(words + 32 * p), _mm512_unpacklo_epi16(lo, hi));
+                _mm512_store_si512((void *)(words + 32 * p + 16), _mm512_unpackhi_epi16(lo, hi));
+            }
+            for (long half = 0; half < 2; half++) {
                 __m512i rows[16];
-                load_tr16(rows, (const uint16_t *)words, 32, 16, 32);
-                for (long r = 0; r < 16; r++) _mm512_store_si512((void *)(sl + q * 1024 + (h + r) * 32), rows[r]);
+                load_tr16(rows, (const uint16_t *)(words + 16 * half), 64, 16, 32);
+                for (long t = 0; t < 16; t++)  // position t of the unpack: column 8 (t / 4) + 4 half + t % 4
+                    _mm512_store_si512((void *)(sl + q * 1024 + (8 * (t / 4) + 4 * half + t % 4) * 32), rows[t]);
             }
         }
     }

@@ -12,6 +12,7 @@
 #include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_bf16.h"
 #include "test_rand.h"
 
 
@@ -148,15 +149,6 @@ static void test_xent_exp_bits(void) {
     }
     CHECK(differ == 0, "%ld vectors of 16 differ from ct_fast_expf_v16", differ);
 #endif
-}
-
-// x rounded to the nearest bf16, ties to even, worked on the bit pattern here
-static float round_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, 4);
-    return x;
 }
 
 // |got - ref| within fp32 summation of K products whose magnitudes sum to mag

@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "mpi_test.h"
+#include "test_bf16.h"
 #include "test_rand.h"
 #include "parallel/loss_parallel.h"
 
@@ -80,15 +81,6 @@ static double rel_err(const float *a, const float *b, long n) {
         maxd = d > maxd || isnan(d) ? (isnan(d) ? INFINITY : d) : maxd;
     }
     return maxd / maxb;
-}
-
-// x rounded to the nearest bf16 (ties to even), computed here on the bit pattern
-static float round_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&x, &u, 4);
-    return x;
 }
 
 // One comparison: this rank's slice against the full fused kernel. bf16: both with bf16

@@ -1,8 +1,11 @@
-// ctitan's own bf16 gemm for AVX-512 BF16 (VDPBF16PS): the loops of the fp32 sgemm in gemm.c
-// (packed A and B slivers, cache blocks MC / KC / NC, an MR x NR register tile) with k taken in
-// pairs. Contract in gemm_bf16.h (ct_gemm_bf16_avx512); ct_gemm_bf16 routes here on CPUs with
-// AVX-512 BF16 but no AMX, instead of oneDNN's matmul primitive, whose every execution
-// allocates (oneDNN 2.6 builds its argument map on the heap).
+// ctitan's own bf16 gemm for AVX-512 BF16 (VDPBF16PS) and AMX: the loops of the fp32 sgemm in
+// gemm.c (packed A and B slivers, cache blocks MC / KC / NC, an MR x NR register tile) with k
+// taken in pairs, around one of two micro-kernels: VDPBF16PS (here), or AMX tiles where the CPU
+// has them and Linux grants them (gemm_bf16_amx.c: 32 x 32 of C per call, its A slivers packed
+// by pack_a_amx, K blocks padded to 32 with zeros, blocks AMX_KC / AMX_MC / AMX_NC). Contract in
+// gemm_bf16.h (ct_gemm_bf16_avx512); ct_gemm_bf16 routes here on CPUs with AVX-512 BF16 or AMX,
+// instead of oneDNN's matmul primitive, whose every execution allocates (oneDNN 2.6 builds its
+// argument map on the heap).
 //
 //   for jc in N step NC:                    B panel (K block, NC) packed into NR-wide slivers,
 //     for pc in K step KC:                    shared by the team (each packs a share)

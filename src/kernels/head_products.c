@@ -16,11 +16,11 @@ ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const fl
                                         float *scratch) {
     ct_head_products h = {.k = k, .V = V, .C = C};
     if (!bf16) return h;
-    h.W16 = (uint16_t *)scratch;
-    h.x16 = (uint16_t *)(scratch + floats_of_bf16(V * C));
-    h.zhi = (uint16_t *)(scratch + floats_of_bf16(V * C) + floats_of_bf16(chunk_rows * C));
-    h.zlo = (uint16_t *)(scratch + floats_of_bf16(V * C) + floats_of_bf16(chunk_rows * C) +
-                         floats_of_bf16(chunk_rows * V));
+    float *at = scratch;  // the four copies in turn, each 16-float aligned
+    h.W16 = (uint16_t *)at, at += floats_of_bf16(V * C);
+    h.x16 = (uint16_t *)at, at += floats_of_bf16(chunk_rows * C);
+    h.zhi = (uint16_t *)at, at += floats_of_bf16(chunk_rows * V);
+    h.zlo = (uint16_t *)at;
     k->f32_to_bf16(h.W16, W, V * C);
     return h;
 }

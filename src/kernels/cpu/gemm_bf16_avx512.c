@@ -92,6 +92,10 @@
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 static inline __mmask16 lane_mask(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+// the first n of 32 bf16 lanes (n clamped to [0, 32])
+static inline __mmask32 lane_mask32(long n) {
+    return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+}
 
 typedef struct {
     int ta, tb;
@@ -199,7 +203,7 @@ static void ukernel(long mr, long kp, const uint32_t *a, const uint16_t *b, floa
 // it zero), words 0..15 of each row; only the first n bf16 of a row are read (the rest zero).
 static inline __attribute__((always_inline)) void load_tr16(__m512i out[16], const uint16_t *src, long ld,
                                                             long nrows, long n) {
-    __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1);
+    __mmask32 m = lane_mask32(n);
     __m512i r[16], t[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) r[i] = i < nrows ? _mm512_maskz_loadu_epi16(m, src + i * ld) : _mm512_setzero_si512();
@@ -320,8 +324,7 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
             for (long r = 0; r < AMX_MR; r++) {
                 const uint16_t *src = g->A + (m0 + i + r) * lda + k0;
                 for (long q = 0; q < nch; q++) {
-                    long n = i + r < mc ? kc - 32 * q : 0;
-                    __mmask32 m = n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1);
+                    __mmask32 m = lane_mask32(i + r < mc ? kc - 32 * q : 0);
                     _mm512_store_si512((void *)(sl + q * 1024 + r * 32), _mm512_maskz_loadu_epi16(m, src + 32 * q));
                 }
             }
@@ -332,8 +335,7 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
         // lanes hold m = 8L + 0..3 for the low unpack, 8L + 4..7 for the high, L the 128-bit
         // lane), then 16 pairs x 16 columns transposed as 32-bit words, so that each m gets its
         // 16 pairs in a row
-        long live = mc - i;
-        __mmask32 m = live >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << live) - 1);
+        __mmask32 m = lane_mask32(mc - i);
         for (long q = 0; q < nch; q++) {
             uint32_t words[16 * 32] __attribute__((aligned(64)));  // [pair][32 columns as unpacked]
             for (long p = 0; p < 16; p++) {

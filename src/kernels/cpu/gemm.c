@@ -1,6 +1,6 @@
 // Matrix multiply (row-major, like the rest of ctitan): ctitan's own packed sgemm, the loops of
 // BLIS (Van Zee & van de Geijn 2015) around an FMA register-tile micro-kernel (6 x 16 on AVX2,
-// 12 x 32 on AVX-512, 4 x 8 portable C elsewhere).
+// 6 x 64 on AVX-512, 4 x 8 portable C elsewhere; gemm_internal.h says why).
 //
 // Why not oneDNN any more: Debian's oneDNN 2.6 allocates inside every sgemm call (its gemm
 // driver mallocs packing buffers and per-thread state). A matmul primitive with a user
@@ -69,24 +69,30 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
                                                        long cs_a, const float *restrict b, long ldb,
                                                        float *restrict c, long ldc, float alpha, float beta,
                                                        long ks) {
-    vf acc[CT_MR][2];
+    vf acc[CT_MR][CT_NV];
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; r++) {
-        __builtin_prefetch(c + r * ldc, 1, 3);  // the tile of C is read at the end: fetch it now
-        __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);
-    }
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < CT_NV; v += 64 / (int)sizeof(float) / CT_VL)  // each line of C's row
+            __builtin_prefetch(c + r * ldc + v * CT_VL, 1, 3);  // the tile of C is read at the end: fetch it now
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++) __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);  // (a row not on a line)
     for (long k0 = 0; k0 < kc; k0 += ks) {
         long ke = k0 + ks < kc ? k0 + ks : kc;
 #pragma GCC unroll 16
-        for (int r = 0; r < mr; r++) acc[r][0] = acc[r][1] = VZERO();
+        for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < CT_NV; v++) acc[r][v] = VZERO();
 #pragma GCC unroll 4
         for (long k = k0; k < ke; k++) {
-            vf b0 = VLOAD(b), b1 = VLOAD(b + CT_VL);
+            vf bv[CT_NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < CT_NV; v++) bv[v] = VLOAD(b + v * CT_VL);
 #pragma GCC unroll 16
             for (int r = 0; r < mr; r++) {
                 vf ar = VSET1(a[r * rs_a]);
-                acc[r][0] = VFMA(ar, b0, acc[r][0]);
-                acc[r][1] = VFMA(ar, b1, acc[r][1]);
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++) acc[r][v] = VFMA(ar, bv[v], acc[r][v]);
             }
             a += cs_a;
             b += ldb;
@@ -94,24 +100,28 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
         if (alpha != 1.0f) {
             vf va = VSET1(alpha);
 #pragma GCC unroll 16
-            for (int r = 0; r < mr; r++) acc[r][0] = VMUL(acc[r][0], va), acc[r][1] = VMUL(acc[r][1], va);
+            for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++) acc[r][v] = VMUL(acc[r][v], va);
         }
         if (beta == 0.0f) {
 #pragma GCC unroll 16
-            for (int r = 0; r < mr; r++) VSTORE(c + r * ldc, acc[r][0]), VSTORE(c + r * ldc + CT_VL, acc[r][1]);
+            for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++) VSTORE(c + r * ldc + v * CT_VL, acc[r][v]);
         } else if (beta == 1.0f) {
 #pragma GCC unroll 16
-            for (int r = 0; r < mr; r++) {
-                vf c0 = VADD(VLOAD(c + r * ldc), acc[r][0]), c1 = VADD(VLOAD(c + r * ldc + CT_VL), acc[r][1]);
-                VSTORE(c + r * ldc, c0), VSTORE(c + r * ldc + CT_VL, c1);
-            }
+            for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++)
+                    VSTORE(c + r * ldc + v * CT_VL, VADD(VLOAD(c + r * ldc + v * CT_VL), acc[r][v]));
         } else {
             vf vb = VSET1(beta);
 #pragma GCC unroll 16
-            for (int r = 0; r < mr; r++) {
-                vf c0 = VFMA(vb, VLOAD(c + r * ldc), acc[r][0]), c1 = VFMA(vb, VLOAD(c + r * ldc + CT_VL), acc[r][1]);
-                VSTORE(c + r * ldc, c0), VSTORE(c + r * ldc + CT_VL, c1);
-            }
+            for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++)
+                    VSTORE(c + r * ldc + v * CT_VL, VFMA(vb, VLOAD(c + r * ldc + v * CT_VL), acc[r][v]));
         }
         beta = 1.0f;  // the later steps add to C
     }
@@ -135,14 +145,6 @@ static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a,
 #if CT_MR > 4
         CT_ROWS_CASE(5)
         CT_ROWS_CASE(6)
-#endif
-#if CT_MR > 6
-        CT_ROWS_CASE(7)
-        CT_ROWS_CASE(8)
-        CT_ROWS_CASE(9)
-        CT_ROWS_CASE(10)
-        CT_ROWS_CASE(11)
-        CT_ROWS_CASE(12)
 #endif
 #undef CT_ROWS_CASE
     }
@@ -347,7 +349,7 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 }
 
 // ---------------------------------------------------------------- one thread
-// A packed sliver serves every B sliver of the panel; with few of them (N <= 256: 8 slivers on
+// A packed sliver serves every B sliver of the panel; with few of them (N <= 256: 4 slivers on
 // AVX-512) packing A costs 9-10% of the product (perf, one thread, (2048, 256, 1536): packing A
 // 8.8%), and reading A in place is 4-9% faster on one thread, 2-6% on two (the model's N = 256
 // products, forward, input and weight gradients; Zen 5). On a Sapphire Rapids-class Xeon too,

@@ -8,22 +8,39 @@
 
 static inline long min_l(long a, long b) { return a < b ? a : b; }
 
-// MR x NR register tile: MR rows of C, NR = 2 vectors wide; every k: 2 vector loads of B, MR
-// broadcasts of A, 2 MR FMAs into 2 MR accumulators.
+// MR x NR register tile: MR rows of C, NR = NV vectors wide; every k: NV vector loads of B, MR
+// broadcasts of A, MR NV FMAs into MR NV accumulators.
+//
+// AVX-512: 6 x 64 (24 accumulators, 4 loads of B and 6 broadcasts per 24 FMAs) rather than 12 x 32
+// (2 + 12 per 24). On the Xeon (AMX) stop where its FMA peak read about half its first
+// stop's -- a host sharing the core -- the kernel with fewer loads per FMA ran 7-12% faster with A
+// streamed from L2 (medians of 20-30 rounds against an FMA-only loop: 12 x 32 0.71-0.85 of it,
+// 6 x 64 0.77-0.91, 8 x 48 about the same; 14 x 32 in between), and in ct_gemm, with NC 1024
+// (below), products of a bench S step ran 1-11% faster (median time ratios of 21 interleaved
+// rounds, two threads; the loss's logits, 1024 x 8192 x 256, 0.94-1.03). 8 x 48 would leave a
+// partial tile on every N = 256. A tile's shape never changes a result: every element is summed in
+// the same order whatever tile it falls in.
 #if CT_VL == 16
-#define CT_MR 12
+#define CT_MR 6
+#define CT_NV 4
 #elif CT_VL == 8
 #define CT_MR 6
+#define CT_NV 2
 #else
 #define CT_MR 4
+#define CT_NV 2
 #endif
-#define CT_NR (2 * CT_VL)
+#define CT_NR (CT_NV * CT_VL)
 
-// Cache blocking: a B sliver (KC x NR) stays in L1 during a micro-kernel, the A block (MC x KC)
-// in L2, the B panel (KC x NC) in L3.
+// Cache blocking: a B sliver (KC x NR) is read by every A sliver of a block (from L1 on AVX2; the
+// AVX-512 sliver, 64 KiB, from L1 and L2), the A block (MC x KC) in L2, the B panel (KC x NC, 1 MiB)
+// in L2 where it is 2 MiB a core (Intel) and L3 elsewhere. NC was 2048 until the Xeon stop of
+// 2026-12-03: there a panel of 2 MiB came from L3, and 1024 ran the loss's logits and 2048^3 3-5%
+// faster (median time ratios, 21 interleaved rounds, one and two threads; other S products within
+// 2%). Not measured on AMD since (Zen 4: L2 1 MiB a core).
 #define CT_KC 256
-#define CT_MC (CT_MR * (CT_MR == 6 ? 20 : 10))  // 120 (AVX2), 120 (AVX-512), 40 (portable)
-#define CT_NC 2048
+#define CT_MC (CT_MR * (CT_MR == 6 ? 20 : 10))  // 120 (AVX2, AVX-512), 40 (portable)
+#define CT_NC 1024
 
 // One product, C = alpha op(A) op(B) + beta C, row-major (op: transposed when ta / tb).
 typedef struct {

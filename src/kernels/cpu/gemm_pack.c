@@ -16,8 +16,8 @@ NO_LIBCALLS void ct_gemm_pack_b(float *restrict dst, const gemm_args *g, long k0
                 for (long j = 0; j < nc; j += 16) __builtin_prefetch(s + CT_PREFETCH_ROWS * ldb + j);
             float *d = dst + k * CT_NR;
             for (long j = 0; j < full; j += CT_NR, d += kc * CT_NR) {
-                VSTORE(d, VLOAD(s + j));
-                VSTORE(d + CT_VL, VLOAD(s + j + CT_VL));
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++) VSTORE(d + v * CT_VL, VLOAD(s + j + v * CT_VL));
             }
             if (full < nc) {
                 long j = 0;
@@ -53,7 +53,8 @@ NO_LIBCALLS void ct_gemm_pack_b(float *restrict dst, const gemm_args *g, long k0
 }
 
 // The A block in MR-high slivers (gemm_internal.h). With AVX2 (MR 6) a whole sliver's k-row is
-// stored as 8 floats, the 2 past it overwritten by the next k-row: hence CT_APACK_SLACK.
+// stored as 8 floats, the 2 past it overwritten by the next k-row: hence CT_APACK_SLACK. (MR 6 on
+// AVX-512 too: the same 256-bit paths.)
 NO_LIBCALLS void ct_gemm_pack_a(float *restrict dst, const gemm_args *g, long m0, long mc, long k0, long kc) {
     if (g->ta) {  // op(A)[m][k] = A[k lda + m]: row k of the block is contiguous in A, read once
         long full = mc / CT_MR * CT_MR;
@@ -94,29 +95,6 @@ NO_LIBCALLS void ct_gemm_pack_a(float *restrict dst, const gemm_args *g, long m0
                     ct_transpose8_regs(d + k * CT_MR, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
                                        _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
                                        _mm256_loadu_ps(s[5] + k), z, z);
-#elif defined(__AVX512F__) && CT_MR == 12
-                // 12 rows x 8 k: rows 0-7 transposed into the first 8 floats of 8 k-rows, rows
-                // 8-11 into their last 4 (each k-row written exactly, nothing past it)
-                for (; k + 8 <= kc; k += 8) {
-                    float *dk = d + k * CT_MR;
-                    ct_transpose8_regs(dk, CT_MR, _mm256_loadu_ps(s[0] + k), _mm256_loadu_ps(s[1] + k),
-                                       _mm256_loadu_ps(s[2] + k), _mm256_loadu_ps(s[3] + k), _mm256_loadu_ps(s[4] + k),
-                                       _mm256_loadu_ps(s[5] + k), _mm256_loadu_ps(s[6] + k), _mm256_loadu_ps(s[7] + k));
-                    __m256 r8 = _mm256_loadu_ps(s[8] + k), r9 = _mm256_loadu_ps(s[9] + k),
-                           r10 = _mm256_loadu_ps(s[10] + k), r11 = _mm256_loadu_ps(s[11] + k);
-                    __m256 t0 = _mm256_unpacklo_ps(r8, r9), t1 = _mm256_unpackhi_ps(r8, r9),
-                           t2 = _mm256_unpacklo_ps(r10, r11), t3 = _mm256_unpackhi_ps(r10, r11);
-                    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                    _mm_storeu_ps(dk + 8, _mm256_castps256_ps128(u0));
-                    _mm_storeu_ps(dk + CT_MR + 8, _mm256_castps256_ps128(u1));
-                    _mm_storeu_ps(dk + 2 * CT_MR + 8, _mm256_castps256_ps128(u2));
-                    _mm_storeu_ps(dk + 3 * CT_MR + 8, _mm256_castps256_ps128(u3));
-                    _mm_storeu_ps(dk + 4 * CT_MR + 8, _mm256_extractf128_ps(u0, 1));
-                    _mm_storeu_ps(dk + 5 * CT_MR + 8, _mm256_extractf128_ps(u1, 1));
-                    _mm_storeu_ps(dk + 6 * CT_MR + 8, _mm256_extractf128_ps(u2, 1));
-                    _mm_storeu_ps(dk + 7 * CT_MR + 8, _mm256_extractf128_ps(u3, 1));
-                }
 #endif
                 for (; k < kc; k++)
 #pragma GCC unroll 16

@@ -196,7 +196,7 @@ static gemm_buffers *thread_buffers(void) {
     pthread_once(&g_key_once, make_key);
     gemm_buffers *b = alloc64(sizeof *b);
     b->apack = alloc64(sizeof(float) * (CT_MC * CT_KC + CT_APACK_SLACK));
-    b->bpack = alloc64(sizeof(float) * CT_KC * CT_NC);
+    b->bpack = alloc64(sizeof(float) * CT_BPACK_FLOATS);
     pthread_setspecific(g_key, b);
     tl_buf = b;
     return b;
@@ -441,15 +441,16 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // Not for A^T: there each panel packs A^T again, strided, and the weight gradients ran 5-10%
 // slower. AVX-512 only: the AVX2 kernel packs A for every panel (it has no in-place path), and
 // 2048^3 ran 2.5% slower that way.
-#if CT_VL == 16
+#ifdef CT_WHOLE_MIN_NC
+#elif CT_VL == 16
 #define CT_WHOLE_MIN_NC 256  // narrower panels than this would pack A too often
 #else
 #define CT_WHOLE_MIN_NC 0  // off
 #endif
 static long panel_width(const gemm_args *g) {
     const long N = g->N, K = g->K;
-    if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > (long)CT_KC * CT_NC) {  // narrower, packed whole
-        long w = (long)CT_KC * CT_NC / K / CT_NR * CT_NR;
+    if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > CT_BPACK_FLOATS) {  // narrower, packed whole
+        long w = CT_BPACK_FLOATS / K / CT_NR * CT_NR;
         if (w >= CT_WHOLE_MIN_NC && w < N) {
             long parts = (N + w - 1) / w;
             return ((N + parts - 1) / parts + CT_NR - 1) / CT_NR * CT_NR;
@@ -469,7 +470,7 @@ static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
     }
     p->jc = jc, p->nc = min_l(panel, N - jc), p->nsl = (p->nc + CT_NR - 1) / CT_NR, p->pc0 = pc0;
     // as many K blocks of the panel as the buffer (KC x NC floats) holds: all of them when they fit
-    long span = (long)CT_KC * CT_NC / (p->nsl * CT_NR) / CT_KC * CT_KC;
+    long span = CT_BPACK_FLOATS / (p->nsl * CT_NR) / CT_KC * CT_KC;
     p->pc1 = min_l(pc0 + span, K);
     return 1;
 }

@@ -38,9 +38,19 @@ static inline long min_l(long a, long b) { return a < b ? a : b; }
 // 2026-12-03: there a panel of 2 MiB came from L3, and 1024 ran the loss's logits and 2048^3 3-5%
 // faster (median time ratios, 21 interleaved rounds, one and two threads; other S products within
 // 2%). Not measured on AMD since (Zen 4: L2 1 MiB a core).
+// (Each can be set with -D for bench/gemm_variants, which builds ct_gemm several ways side by side.)
+#ifndef CT_KC
 #define CT_KC 256
+#endif
+#ifndef CT_MC
 #define CT_MC (CT_MR * (CT_MR == 6 ? 20 : 10))  // 120 (AVX2, AVX-512), 40 (portable)
+#endif
+#ifndef CT_NC
 #define CT_NC 1024
+#endif
+#ifndef CT_BPACK_FLOATS
+#define CT_BPACK_FLOATS ((long)CT_KC * CT_NC)  // a thread's B buffer: one KC x NC panel
+#endif
 
 // One product, C = alpha op(A) op(B) + beta C, row-major (op: transposed when ta / tb).
 typedef struct {

@@ -372,7 +372,8 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 // though each panel packs A again (one thread, three alternations: 2048^3 89-93 -> 97-99,
 // (2048, 768, 2048) A B and A B^T 93-100 -> 102-106). Measured on Zen 4 only.
 #define CT_A_IN_PLACE_MAX_LDA 2047
-#if CT_VL == 16
+#ifdef CT_A_IN_PLACE_N
+#elif CT_VL == 16
 #define CT_A_IN_PLACE_N 256
 #else
 #define CT_A_IN_PLACE_N 0

@@ -1,6 +1,6 @@
 // ct_gemm (all four transpose combinations, leading dimensions wider than the matrices, alpha,
 // beta = 0 / 1 / other, K = 0) and the linear layer built on it, against naive float64 loops;
-// shapes past every cache block of the packed loops (K > 256, N > 2048, M > 120) and the small
+// shapes past every cache block of the packed loops (K > 256, N > 1024, M > 120) and the small
 // in-place path, on 1, 2 and 3 threads, with bitwise the same result for every thread count;
 // a short product split along K at multiples of 16 gives the whole product's bits; the row hooks
 // of ct_gemm_with_row_hooks see each row once, A's before it is read and C's once final.

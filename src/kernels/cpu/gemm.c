@@ -71,12 +71,11 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
                                                        long ks) {
     vf acc[CT_MR][CT_NV];
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; r++)
+    for (int r = 0; r < mr; r++) {  // the tile of C is read at the end: fetch it now
 #pragma GCC unroll 4
-        for (int v = 0; v < CT_NV; v += 64 / (int)sizeof(float) / CT_VL)  // each line of C's row
-            __builtin_prefetch(c + r * ldc + v * CT_VL, 1, 3);  // the tile of C is read at the end: fetch it now
-#pragma GCC unroll 16
-    for (int r = 0; r < mr; r++) __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);  // (a row not on a line)
+        for (int j = 0; j < CT_NR; j += 16) __builtin_prefetch(c + r * ldc + j, 1, 3);  // each 64-byte line
+        __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);  // and the last, for a row not on a line
+    }
     for (long k0 = 0; k0 < kc; k0 += ks) {
         long ke = k0 + ks < kc ? k0 + ks : kc;
 #pragma GCC unroll 16
@@ -372,11 +371,12 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 // though each panel packs A again (one thread, three alternations: 2048^3 89-93 -> 97-99,
 // (2048, 768, 2048) A B and A B^T 93-100 -> 102-106). Measured on Zen 4 only.
 #define CT_A_IN_PLACE_MAX_LDA 2047
-#ifdef CT_A_IN_PLACE_N
-#elif CT_VL == 16
+#ifndef CT_A_IN_PLACE_N  // (settable with -D for bench/gemm_variants)
+#if CT_VL == 16
 #define CT_A_IN_PLACE_N 256
 #else
 #define CT_A_IN_PLACE_N 0
+#endif
 #endif
 static long a_t_in_place_max_lda(void) {
     static long max_lda;  // 0 until the first call; every thread finds the same value
@@ -442,11 +442,12 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // Not for A^T: there each panel packs A^T again, strided, and the weight gradients ran 5-10%
 // slower. AVX-512 only: the AVX2 kernel packs A for every panel (it has no in-place path), and
 // 2048^3 ran 2.5% slower that way.
-#ifdef CT_WHOLE_MIN_NC
-#elif CT_VL == 16
+#ifndef CT_WHOLE_MIN_NC  // (settable with -D for bench/gemm_variants)
+#if CT_VL == 16
 #define CT_WHOLE_MIN_NC 256  // narrower panels than this would pack A too often
 #else
 #define CT_WHOLE_MIN_NC 0  // off
+#endif
 #endif
 static long panel_width(const gemm_args *g) {
     const long N = g->N, K = g->K;

@@ -91,6 +91,27 @@ static double onednn_sgemm_peak(long n, int reps) {
     return best;
 }
 
+// CPU time the hypervisor took from this VM (steal), in clock ticks summed over the CPUs, and
+// all CPU time (the first line of /proc/stat: user nice system idle iowait irq softirq steal).
+// 0 where /proc/stat cannot be read (not Linux): no steal figures are printed then.
+static int cpu_ticks(long long *steal, long long *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    long long v[8];
+    int n = f ? fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                       &v[6], &v[7])
+              : 0;
+    if (f) fclose(f);
+    if (n != 8) return 0;
+    *steal = v[7];
+    *total = 0;
+    for (int i = 0; i < 8; i++) *total += v[i];
+    return 1;
+}
+
+// A paired round counts as quiet when the hypervisor took less than this share of the CPUs'
+// time during it (the peak, the step and oneDNN's peak).
+#define QUIET_STEAL 0.05
+
 int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "S";
     int steps = argc > 2 ? atoi(argv[2]) : 6;
@@ -159,8 +180,12 @@ int main(int argc, char **argv) {
     double fpt = ct_llama_flops_per_token(&t.model, c.seq_len);
     double tokens = (double)c.micro_batch_size * c.seq_len;
     double ratios[64], onednn_ratios[64], best_peak = peak, paired_sum = 0, onednn_peak = 0;
-    int rounds = steps < 64 ? steps : 64;
+    double quiet_ct[64], quiet_dnnl[64];  // the paired ratios of the quiet rounds
+    long long steal_sum = 0, ticks_sum = 0;
+    int rounds = steps < 64 ? steps : 64, quiet = 0, ticks_ok = 1;
     for (int i = 0; i < rounds; i++) {
+        long long s0 = 0, t0_ticks = 0, s1 = 0, t1_ticks = 0;
+        ticks_ok = ticks_ok && cpu_ticks(&s0, &t0_ticks);
         double p = measure_peak(&t, bf16, 1);
         double t0 = ct_now_seconds();
         ct_trainer_step(&t);
@@ -172,6 +197,12 @@ int main(int argc, char **argv) {
             double o = onednn_sgemm_peak(2048, 1);
             if (o > onednn_peak) onednn_peak = o;
             onednn_ratios[i] = tokens / dt * fpt * 1e-9 / o;
+        }
+        ticks_ok = ticks_ok && cpu_ticks(&s1, &t1_ticks);
+        if (ticks_ok && t1_ticks > t0_ticks) {
+            steal_sum += s1 - s0, ticks_sum += t1_ticks - t0_ticks;
+            if ((double)(s1 - s0) < QUIET_STEAL * (double)(t1_ticks - t0_ticks))
+                quiet_ct[quiet] = ratios[i], quiet_dnnl[quiet] = bf16 ? 0 : onednn_ratios[i], quiet++;
         }
     }
     double paired = median(ratios, rounds), onednn_paired = bf16 ? 0 : median(onednn_ratios, rounds);
@@ -195,6 +226,18 @@ int main(int argc, char **argv) {
                onednn_paired, onednn_ratios[0], onednn_ratios[rounds - 1]);
         printf("  mean step against the best oneDNN sgemm 2048^3 in those rounds (%.1f GFLOP/s): %.2f\n", onednn_peak,
                tokens * rounds / paired_sum * fpt * 1e-9 / onednn_peak);
+    }
+    if (ticks_ok && ticks_sum > 0) {
+        // The rounds in which the hypervisor took (almost) nothing: their ratios are the machine's
+        // own, where a slow spell elsewhere lowers the step and the peak unequally.
+        printf("  hypervisor steal over the paired rounds: %.0f%% of the CPUs' time; rounds under %.0f%% steal: %d of %d",
+               100.0 * (double)steal_sum / (double)ticks_sum, 100.0 * QUIET_STEAL, quiet, rounds);
+        if (quiet) {
+            printf(", their paired ratios (ctitan's peak%s):", bf16 ? "" : " / oneDNN's");
+            for (int i = 0; i < quiet; i++)
+                bf16 ? printf(" %.3f", quiet_ct[i]) : printf(" %.3f/%.3f", quiet_ct[i], quiet_dnnl[i]);
+        }
+        printf("\n");
     }
     printf("  activation memory %.1f MiB\n", (double)ct_mem_peak(CT_MEM_ACTIVATIONS) / 1048576.0);
     printf("  allocations in %d steady-state steps: %ld ctitan buffers; %ld heap calls in the process "

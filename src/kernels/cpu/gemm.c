@@ -68,10 +68,10 @@
 static inline __attribute__((always_inline)) void kern(const int mr, long kc, const float *restrict a, long rs_a,
                                                        long cs_a, const float *restrict b, long ldb,
                                                        float *restrict c, long ldc, float alpha, float beta,
-                                                       long ks) {
+                                                       long ks, int stream) {
     vf acc[CT_MR][CT_NV];
 #pragma GCC unroll 16
-    for (int r = 0; r < mr; r++) {  // the tile of C is read at the end: fetch it now
+    for (int r = 0; r < mr && !stream; r++) {  // the tile of C is read at the end: fetch it now
 #pragma GCC unroll 4
         for (int j = 0; j < CT_NR; j += 16) __builtin_prefetch(c + r * ldc + j, 1, 3);  // each 64-byte line
         __builtin_prefetch(c + r * ldc + CT_NR - 1, 1, 3);  // and the last, for a row not on a line
@@ -103,7 +103,12 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
 #pragma GCC unroll 4
                 for (int v = 0; v < CT_NV; v++) acc[r][v] = VMUL(acc[r][v], va);
         }
-        if (beta == 0.0f) {
+        if (beta == 0.0f && stream) {
+#pragma GCC unroll 16
+            for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+                for (int v = 0; v < CT_NV; v++) VSTREAM(c + r * ldc + v * CT_VL, acc[r][v]);
+        } else if (beta == 0.0f) {
 #pragma GCC unroll 16
             for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
@@ -127,16 +132,18 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
 }
 
 // Packed slivers, the whole MR x NR tile.
-static void ukernel(long kc, const float *a, const float *b, float *c, long ldc, float alpha, float beta, long ks) {
-    kern(CT_MR, kc, a, 1, CT_MR, b, CT_NR, c, ldc, alpha, beta, ks);
+// (stream: the tile is final and goes past the cache, stream_c)
+static void ukernel(long kc, const float *a, const float *b, float *c, long ldc, float alpha, float beta, long ks,
+                    int stream) {
+    kern(CT_MR, kc, a, 1, CT_MR, b, CT_NR, c, ldc, alpha, beta, ks, stream);
 }
 
 // mr (1..MR) rows read in place; B in place or packed (ldb).
-static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb, float *c,
-                         long ldc, float alpha, float beta, long ks) {
+static void ukernel_rows_s(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb,
+                           float *c, long ldc, float alpha, float beta, long ks, int stream) {
     switch (mr) {
 #define CT_ROWS_CASE(n) \
-    case n: kern(n, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks); break;
+    case n: kern(n, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks, stream); break;
         CT_ROWS_CASE(1)
         CT_ROWS_CASE(2)
         CT_ROWS_CASE(3)
@@ -147,6 +154,10 @@ static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a,
 #endif
 #undef CT_ROWS_CASE
     }
+}
+static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb, float *c,
+                         long ldc, float alpha, float beta, long ks) {
+    ukernel_rows_s(mr, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks, 0);
 }
 
 // A partial tile (fewer than NR columns): C's part copied into a whole-width local tile, the
@@ -388,6 +399,23 @@ static int a_in_place(const gemm_args *g, long nsl) {
     return nsl * CT_NR <= CT_A_IN_PLACE_N && g->lda <= (g->ta ? a_t_in_place_max_lda() : CT_A_IN_PLACE_MAX_LDA);
 }
 
+// Whether a block's tiles of C are final when stored and go straight to memory (streaming
+// stores), rather than through the cache. A plain store first reads the line it writes
+// (write-allocate): for the products that write their C once -- beta 0 and all of K in one
+// block, the forward products and the loss's logits (12 and 32 MiB at bench S) -- that read
+// is all the traffic there is on the way in, and the line is evicted long before the next
+// operation reads it. Not with row hooks (they read the rows just written), and only where
+// every tile row is aligned for the streaming store. Measured on the Xeon (AMX) stop of
+// 2026-12-03 in a quiet spell (steal under 3%), bench S's step with and without, alternated
+// within one process (bench_train, 16-24 pairs, four runs): 0.980-0.994 of the time.
+#ifndef CT_STREAM_C  // (settable with -D for bench/gemm_variants)
+#define CT_STREAM_C 1
+#endif
+static int stream_c(const gemm_args *g, long kc, long ks, float beta) {
+    return CT_STREAM_C && !g->hooks && beta == 0.0f && kc == g->K && ks >= kc && g->ldc % 16 == 0 &&
+           ((uintptr_t)g->C & 63) == 0;
+}
+
 // C[ic : ic+mc, the panel at jc] over the K blocks pc0..pc1 of the packed panel bp (nsl
 // slivers; K block pc at bp + (pc - pc0) nsl NR): each K block packs the A block (or reads it
 // in place) and runs the micro-kernels. Every element of C is summed over the same K blocks in
@@ -404,6 +432,7 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
         const long rs_a = !inplace ? 1 : g->ta ? 1 : g->lda, cs_a = !inplace ? CT_MR : g->ta ? g->lda : 1;
         const float *a0 = !inplace ? apack : g->ta ? g->A + pc * g->lda + ic : g->A + ic * g->lda + pc;
         if (!inplace) ct_gemm_pack_a(apack, g, ic, mc, pc, kc);
+        const int stream = stream_c(g, kc, ks, beta);
         for (long s = 0; s < nsl; s++) {
             long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
             const float *bs = bk + s * kc * CT_NR;
@@ -412,13 +441,14 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
                 const float *as = a0 + ir * (inplace ? rs_a : kc);
                 float *c = g->C + (ic + ir) * g->ldc + j;
                 if (mr == CT_MR && nr == CT_NR && !inplace)
-                    ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks);
+                    ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks, stream);
                 else if (nr == CT_NR)
-                    ukernel_rows(mr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
+                    ukernel_rows_s(mr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks, stream);
                 else
                     ukernel_cols(mr, nr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
             }
         }
+        if (stream) VSTREAM_FENCE();
     }
 }
 

@@ -26,6 +26,8 @@ typedef __m512 vf;
 #define VADD(a, b) _mm512_add_ps(a, b)
 #define VSUB(a, b) _mm512_sub_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
+#define VSTREAM(p, v) _mm512_stream_ps(p, v)  // p 64-byte aligned; not kept in cache
+#define VSTREAM_FENCE() _mm_sfence()           // orders the streamed stores before later ones
 #elif defined(__AVX2__) && defined(__FMA__)
 #define CT_VL 8
 typedef __m256 vf;
@@ -37,6 +39,8 @@ typedef __m256 vf;
 #define VADD(a, b) _mm256_add_ps(a, b)
 #define VSUB(a, b) _mm256_sub_ps(a, b)
 #define VZERO() _mm256_setzero_ps()
+#define VSTREAM(p, v) _mm256_stream_ps(p, v)  // p 32-byte aligned; not kept in cache
+#define VSTREAM_FENCE() _mm_sfence()
 #else  // portable: GCC vector extension, plain multiply-add
 #define CT_VL 4
 typedef float vf __attribute__((vector_size(16)));
@@ -54,6 +58,8 @@ static inline void vstore_(float *p, vf v) { memcpy(p, &v, sizeof v); }
 #define VADD(a, b) ((a) + (b))
 #define VSUB(a, b) ((a) - (b))
 #define VZERO() ((vf){0})
+#define VSTREAM(p, v) vstore_(p, v)
+#define VSTREAM_FENCE() ((void)0)
 #endif
 
 #if defined(__AVX2__)

@@ -230,7 +230,8 @@ int main(int argc, char **argv) {
     if (ticks_ok && ticks_sum > 0) {
         // The rounds in which the hypervisor took (almost) nothing: their ratios are the machine's
         // own, where a slow spell elsewhere lowers the step and the peak unequally.
-        printf("  hypervisor steal over the paired rounds: %.0f%% of the CPUs' time; rounds under %.0f%% steal: %d of %d",
+        printf("  hypervisor steal over the paired rounds: %.0f%% of the CPUs' time; "
+               "rounds under %.0f%% steal: %d of %d",
                100.0 * (double)steal_sum / (double)ticks_sum, 100.0 * QUIET_STEAL, quiet, rounds);
         if (quiet) {
             printf(", their paired ratios (ctitan's peak%s):", bf16 ? "" : " / oneDNN's");

@@ -304,6 +304,38 @@ static void test_attention_thread_count_invariance(void) {
     free(z.qp), free(z.kp);
 }
 
+// A scratch sized for more keys than the call has (as for a KV cache, or past the size where the
+// backward's per-thread copy of dK / dV rows is not kept) must still hold the call's tiles and
+// copies: the same bits as a scratch sized for the call. Grouped queries on two threads, so the
+// backward takes whole kv heads with the copy. (Under SANITIZE=1 an overrun is caught here.)
+static void test_attention_scratch_sized_for_more_keys(void) {
+    const long B = 2, T = 256, NH = 4, NKV = 2, HS = 64, ldq = NH * HS, ldk = NKV * HS, ldv = NKV * HS;
+    long nq = B * T * ldq, nk = B * T * ldk, no = B * T * NH * HS, nl = B * NH * T;
+    float *q = malloc(sizeof(float) * nq), *k = malloc(sizeof(float) * nk), *v = malloc(sizeof(float) * nk);
+    float *dout = malloc(sizeof(float) * no), *out = malloc(sizeof(float) * no), *lse = malloc(sizeof(float) * nl);
+    for (long i = 0; i < nq; i++) q[i] = frand(2.0f);
+    for (long i = 0; i < nk; i++) k[i] = frand(2.0f), v[i] = frand(1.0f);
+    for (long i = 0; i < no; i++) dout[i] = frand(1.0f);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+    const long sized_for[] = {T, 1000, 2100, 8192};
+    float *g[4];
+    for (int s = 0; s < 4; s++) {
+        float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(T, sized_for[s], HS));
+        g[s] = calloc((size_t)(nq + 2 * nk), sizeof(float));
+        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+        ct_attention_backward(g[s], g[s] + nq, g[s] + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, B,
+                              T, T, NH, NKV, HS, scratch);
+        free(scratch);
+    }
+    omp_set_num_threads(saved);
+    for (int s = 1; s < 4; s++)
+        CHECK(memcmp(g[0], g[s], sizeof(float) * (size_t)(nq + 2 * nk)) == 0,
+              "scratch sized for %ld keys: gradients differ from one sized for the call's %ld", sized_for[s], T);
+    free(q), free(k), free(v), free(dout), free(out), free(lse);
+    for (int s = 0; s < 4; s++) free(g[s]);
+}
+
 // The analytic reference gradients agree with float64 central differences of sum(out * dout).
 static void test_attention_reference_vs_finite_differences(void) {
     att_case c = {1, 5, 5, 2, 1, 4, 0, NULL, NULL};
@@ -392,6 +424,7 @@ int main(void) {
     CT_RUN(test_attention_random_shapes);
     CT_RUN(test_attention_positions);
     CT_RUN(test_attention_thread_count_invariance);
+    CT_RUN(test_attention_scratch_sized_for_more_keys);
     CT_RUN(test_attention_head_split_bitwise);
     CT_TEST_EXIT();
 }

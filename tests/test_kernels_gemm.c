@@ -418,7 +418,8 @@ static void test_gemm_streamed_c_bits(void) {
                 for (long i = 0; i < (ta ? K : M) * lda; i++) A[i] = frand();
                 for (long i = 0; i < (tb ? N : K) * ldb; i++) B[i] = frand();
                 size_t cbytes = sizeof(float) * (size_t)(M * ldc + 16);
-                float *Ca = aligned_alloc(64, (cbytes + 63) / 64 * 64), *Cu_base = aligned_alloc(64, (cbytes + 63) / 64 * 64);
+                size_t abytes = (cbytes + 63) / 64 * 64;  // aligned_alloc wants a multiple of 64
+                float *Ca = aligned_alloc(64, abytes), *Cu_base = aligned_alloc(64, abytes);
                 float *Cu = Cu_base + 1;  // one float off: no streamed stores
                 for (long i = 0; i < M * ldc; i++) Ca[i] = Cu[i] = i % 7 ? NAN : 3.0f;
                 ct_gemm(ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.0f, Ca, ldc);
@@ -433,7 +434,10 @@ static void test_gemm_streamed_c_bits(void) {
                         maxd = isnan(d) ? INFINITY : d > maxd ? d : maxd;
                         same &= memcmp(&Ca[i * ldc + j], &Cu[i * ldc + j], sizeof(float)) == 0;
                     }
-                    for (long j = N; j < ldc; j++) pad_kept &= (i * ldc + j) % 7 ? isnan(Ca[i * ldc + j]) : Ca[i * ldc + j] == 3.0f;
+                    for (long j = N; j < ldc; j++) {
+                        float v = Ca[i * ldc + j];
+                        pad_kept &= (i * ldc + j) % 7 ? isnan(v) : v == 3.0f;
+                    }
                 }
                 CHECK(maxd < 1e-3, "M=%ld N=%ld K=%ld ta=%d tb=%d: off the reference by %g", M, N, K, ta, tb, maxd);
                 CHECK(same, "M=%ld N=%ld K=%ld ta=%d tb=%d: aligned and unaligned C differ", M, N, K, ta, tb);

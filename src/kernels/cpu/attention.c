@@ -17,9 +17,10 @@
 // beside the five products of a tile pair. When the (batch, kv head) pairs spread evenly over the
 // threads, each thread takes all the items of a pair at once, in that order (whole_kv_heads):
 // the same adds, with no waits -- and, where a key tile takes many of them, into a contiguous copy
-// of the pair's dK and dV rows written back once (local_floats). The sums are the same for any thread count and any schedule:
-// bitwise reproducible. (Chosen over the two-pass FA2 scheme -- dK, dV over key tiles,
-// then dQ over query tiles -- which recomputes QK^T and dO V^T: 7 products per tile pair, not 5.)
+// of the pair's dK and dV rows written back once (local_floats). The sums are the same for any
+// thread count and any schedule: bitwise reproducible. (Chosen over the two-pass FA2 scheme --
+// dK, dV over key tiles, then dQ over query tiles -- which recomputes QK^T and dO V^T: 7
+// products per tile pair, not 5.)
 //
 // The tiles are held transposed: keys (or head dimensions) down, the item's 64 queries across.
 // Then every per-query quantity (running max, sum, rescale, lse, D) is a row of vectors, the
@@ -171,13 +172,21 @@ static long att_header_floats(long Tq, long Tk) {
 // The same adds in the same order either way: the same bits.
 #define CT_ATT_LOCAL_MAX_FLOATS (256L * 1024)
 #define CT_ATT_LOCAL_MIN_ADDS 8
+static long local_max_tk(long HS) { return CT_ATT_LOCAL_MAX_FLOATS / (2 * pad_hs(HS)); }
+
+// A thread's copy for Tk keys: 0 past local_max_tk.
 static long local_floats(long Tk, long HS) {
-    long n = 2 * Tk * pad_hs(HS);
-    return n <= CT_ATT_LOCAL_MAX_FLOATS ? (n + 15) & ~15L : 0;
+    return Tk <= local_max_tk(HS) ? (2 * Tk * pad_hs(HS) + 15) & ~15L : 0;
+}
+
+// Reserved for a copy: never less for a larger Tk, so a scratch sized for more keys than a call
+// has also holds that call's copy.
+static long local_reserve(long Tk, long HS) {
+    return local_floats(Tk < local_max_tk(HS) ? Tk : local_max_tk(HS), HS);
 }
 
 long ct_attention_scratch_floats(long Tq, long Tk, long HS) {
-    return att_header_floats(Tq, Tk) + (long)omp_get_max_threads() * (att_thread_floats(HS) + local_floats(Tk, HS));
+    return att_header_floats(Tq, Tk) + (long)omp_get_max_threads() * (att_thread_floats(HS) + local_reserve(Tk, HS));
 }
 
 // Smallest and largest position among rows [r0, r0 + n) (positions need not be sorted).
@@ -591,7 +600,8 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                         .q_pos = q_pos, .k_pos = k_pos, .qlo = qlo, .qhi = qhi, .klo = klo, .khi = khi,
                         .kcnt = kcnt, .turns = turns, .scale = scale};
     const bool whole = whole_kv_heads(B * NKV, omp_get_max_threads());
-    const long chunk = whole ? per_kv : 1, local = whole && group * ntq >= CT_ATT_LOCAL_MIN_ADDS ? local_floats(Tk, HS) : 0;
+    const long chunk = whole ? per_kv : 1;
+    const long local = whole && group * ntq >= CT_ATT_LOCAL_MIN_ADDS ? local_floats(Tk, HS) : 0;
     long next = 0;  // chunks of items are handed out in order (the turns rely on it)
 #pragma omp parallel
     {

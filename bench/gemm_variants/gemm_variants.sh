@@ -25,11 +25,12 @@ for i in "${!flags[@]}"; do
   ren="-Dct_gemm=ct_gemm_v$i -Dct_gemm_with_row_hooks=ct_gemm_rows_v$i -Dct_gemm_team_timing=ct_gemm_tt_v$i"
   ren="$ren -Dct_gemm_team_timing_read=ct_gemm_ttr_v$i -Dct_linear_forward=ct_lf_v$i -Dct_linear_backward=ct_lb_v$i"
   ren="$ren -Dct_gemm_pack_a=ct_gemm_pack_a_v$i -Dct_gemm_pack_b=ct_gemm_pack_b_v$i"
-  for s in gemm gemm_pack; do
+  ren="$ren -Dct_gemm_thread_buffers=ct_gemm_thread_buffers_v$i"  # its sizes follow the -D blocks
+  for s in gemm gemm_pack gemm_buffers; do
     # shellcheck disable=SC2086  # the flags are words
     $cc $ren ${flags[$i]} -c "src/kernels/cpu/$s.c" -o "$tmp/${s}_v$i.o"
   done
-  objs+=("$tmp/gemm_v$i.o" "$tmp/gemm_pack_v$i.o")
+  objs+=("$tmp/gemm_v$i.o" "$tmp/gemm_pack_v$i.o" "$tmp/gemm_buffers_v$i.o")
 done
 for j in $(seq ${#flags[@]} 4); do echo "void ct_gemm_v$j(void) {}" >>"$tmp/stubs.c"; done
 [ -f "$tmp/stubs.c" ] || : >"$tmp/stubs.c"

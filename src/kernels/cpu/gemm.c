@@ -35,7 +35,6 @@
 // and a product over a block of rows or columns gives that part of the whole product bit for bit.
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,45 +170,6 @@ NO_LIBCALLS static void ukernel_cols(long mr, long nr, long kc, const float *a, 
     ukernel_rows(mr, kc, a, rs_a, cs_a, b, ldb, t, CT_NR, alpha, beta, ks);
     for (long r = 0; r < mr; r++)
         for (long j = 0; j < nr; j++) c[r * ldc + j] = t[r * CT_NR + j];
-}
-
-// ---------------------------------------------------------------- per-thread buffers
-typedef struct {
-    float *apack;  // (MC, KC)
-    float *bpack;  // (KC, NC)
-} gemm_buffers;
-
-static pthread_key_t g_key;
-static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
-static _Thread_local gemm_buffers *tl_buf;
-
-static void free_buffers(void *p) {
-    gemm_buffers *b = p;
-    free(b->apack);
-    free(b->bpack);
-    free(b);
-}
-static void make_key(void) {
-    if (pthread_key_create(&g_key, free_buffers)) ct_fatal("ct_gemm", "pthread_key_create failed");
-}
-
-static void *alloc64(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes)) ct_fatal("ct_gemm", "out of memory (%zu bytes of packing buffers)", bytes);
-    return p;
-}
-
-// This thread's buffers, allocated on its first call (fixed sizes: never grown, so a steady
-// state makes no allocation), freed when the thread ends.
-static gemm_buffers *thread_buffers(void) {
-    if (tl_buf) return tl_buf;
-    pthread_once(&g_key_once, make_key);
-    gemm_buffers *b = alloc64(sizeof *b);
-    b->apack = alloc64(sizeof(float) * (CT_MC * CT_KC + CT_APACK_SLACK));
-    b->bpack = alloc64(sizeof(float) * CT_BPACK_FLOATS);
-    pthread_setspecific(g_key, b);
-    tl_buf = b;
-    return b;
 }
 
 // ---------------------------------------------------------------- row blocks
@@ -515,7 +475,7 @@ static inline void row_hook(const gemm_args *g, int after, long r0, long n) {
     if (fn) fn(h->ctx, r0, n);
 }
 
-static void gemm_packed(const gemm_args *g, gemm_buffers *buf, const row_source *rs) {
+static void gemm_packed(const gemm_args *g, ct_gemm_buffers *buf, const row_source *rs) {
     const long M = g->M, panel = panel_width(g);
     gemm_pass p;
     for (long q = 0; next_pass(g, panel, q == 0, &p); q++) {  // q: passes so far (see row_source)
@@ -594,7 +554,7 @@ static int one_pass(const gemm_args *g) {
 }
 
 static void gemm_serial(const gemm_args *g, const row_source *rs) {
-    gemm_buffers *buf = thread_buffers();
+    ct_gemm_buffers *buf = ct_gemm_thread_buffers();
     if (rs->col) __atomic_store_n(&rs->col->bufs[rs->me], buf->bpack, __ATOMIC_RELEASE);  // for the passes it serves
     if (is_small(g))
         gemm_small(g, buf->bpack, rs);
@@ -635,7 +595,7 @@ static int column_args(const team_gemm *t, int c, gemm_args *s) {
 // weight gradients of N <= 768 and the loss's logits) and 25-50% when another process took
 // part of a core.
 static void help_columns(const team_gemm *t, int in) {
-    gemm_buffers *buf = thread_buffers();
+    ct_gemm_buffers *buf = ct_gemm_thread_buffers();
     for (int k = 1; k < t->tn; k++) {
         int c = (in + k) % t->tn;
         gemm_args s;

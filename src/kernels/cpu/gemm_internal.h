@@ -71,4 +71,11 @@ void ct_gemm_pack_b(float *restrict dst, const gemm_args *g, long k0, long kc, l
 // [k][MR], rows past mc zero. dst needs CT_APACK_SLACK floats after the block (see gemm_pack.c).
 #define CT_APACK_SLACK 16
 void ct_gemm_pack_a(float *restrict dst, const gemm_args *g, long m0, long mc, long k0, long kc);
+
+// A thread's packing buffers (gemm_buffers.c): made on its first call, freed when it ends.
+typedef struct {
+    float *apack;  // (MC, KC) + CT_APACK_SLACK
+    float *bpack;  // CT_BPACK_FLOATS: one KC x NC panel
+} ct_gemm_buffers;
+ct_gemm_buffers *ct_gemm_thread_buffers(void);
 #endif

@@ -616,8 +616,11 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             long c = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (c * chunk >= nitems) break;
             // a whole kv head (batch c / NKV, head c % NKV): its dK, dV rows copied in and back
-            float *dK = dk + (c / NKV) * Tk * ldk + c % NKV * HS, *dV = dv + (c / NKV) * Tk * ldv + c % NKV * HS;
-            if (t.dkl) copy_rows(t.dkl, HP, dK, ldk, Tk, HS), copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
+            float *dK = NULL, *dV = NULL;
+            if (t.dkl) {
+                dK = dk + (c / NKV) * Tk * ldk + c % NKV * HS, dV = dv + (c / NKV) * Tk * ldv + c % NKV * HS;
+                copy_rows(t.dkl, HP, dK, ldk, Tk, HS), copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
+            }
             for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);
             if (t.dkl) copy_rows(dK, ldk, t.dkl, HP, Tk, HS), copy_rows(dV, ldv, t.dvl, HP, Tk, HS);
         }

@@ -138,8 +138,8 @@ static void ukernel(long kc, const float *a, const float *b, float *c, long ldc,
 }
 
 // mr (1..MR) rows read in place; B in place or packed (ldb).
-static void ukernel_rows_s(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb,
-                           float *c, long ldc, float alpha, float beta, long ks, int stream) {
+static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb, float *c,
+                         long ldc, float alpha, float beta, long ks, int stream) {
     switch (mr) {
 #define CT_ROWS_CASE(n) \
     case n: kern(n, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks, stream); break;
@@ -154,10 +154,6 @@ static void ukernel_rows_s(long mr, long kc, const float *a, long rs_a, long cs_
 #undef CT_ROWS_CASE
     }
 }
-static void ukernel_rows(long mr, long kc, const float *a, long rs_a, long cs_a, const float *b, long ldb, float *c,
-                         long ldc, float alpha, float beta, long ks) {
-    ukernel_rows_s(mr, kc, a, rs_a, cs_a, b, ldb, c, ldc, alpha, beta, ks, 0);
-}
 
 // A partial tile (fewer than NR columns): C's part copied into a whole-width local tile, the
 // kernel run on that with the same beta, the part copied back -- the same operations on every
@@ -167,7 +163,7 @@ NO_LIBCALLS static void ukernel_cols(long mr, long nr, long kc, const float *a, 
     float t[CT_MR * CT_NR] __attribute__((aligned(64)));
     for (long r = 0; r < mr; r++)
         for (long j = 0; j < CT_NR; j++) t[r * CT_NR + j] = beta != 0.0f && j < nr ? c[r * ldc + j] : 0.0f;
-    ukernel_rows(mr, kc, a, rs_a, cs_a, b, ldb, t, CT_NR, alpha, beta, ks);
+    ukernel_rows(mr, kc, a, rs_a, cs_a, b, ldb, t, CT_NR, alpha, beta, ks, 0);
     for (long r = 0; r < mr; r++)
         for (long j = 0; j < nr; j++) c[r * ldc + j] = t[r * CT_NR + j];
 }
@@ -367,7 +363,7 @@ static int a_in_place(const gemm_args *g, long nsl) {
 // operation reads it. Not with row hooks (they read the rows just written), and only where
 // every tile row is aligned for the streaming store. Measured on the Xeon (AMX) stop of
 // 2026-12-03 in a quiet spell (steal under 3%), bench S's step with and without, alternated
-// within one process (bench_train, 16-24 pairs, four runs): 0.980-0.994 of the time.
+// within one process (bench_train, 16-24 pairs, seven runs): 0.975-1.001 of the time.
 #ifndef CT_STREAM_C  // (settable with -D for bench/gemm_variants)
 #define CT_STREAM_C 1
 #endif
@@ -403,7 +399,7 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
                 if (mr == CT_MR && nr == CT_NR && !inplace)
                     ukernel(kc, as, bs, c, g->ldc, g->alpha, beta, ks, stream);
                 else if (nr == CT_NR)
-                    ukernel_rows_s(mr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks, stream);
+                    ukernel_rows(mr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks, stream);
                 else
                     ukernel_cols(mr, nr, kc, as, rs_a, cs_a, bs, CT_NR, c, g->ldc, g->alpha, beta, ks);
             }
@@ -519,7 +515,7 @@ static void small_rows(const gemm_args *g, const float *bp, long r0, long mc) {
             if (nr < CT_NR)
                 ukernel_cols(mr, nr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
             else
-                ukernel_rows(mr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
+                ukernel_rows(mr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks, 0);
         }
     }
 }

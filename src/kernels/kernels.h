@@ -87,9 +87,9 @@ void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, con
 // (-INFINITY for a row that sees no key; its out row is 0). Query head h uses kv head
 // h / (NH / NKV). Key j is visible to query i iff k_pos[j] <= q_pos[i] (NULL: 0..T-1), so a
 // chunk of queries can attend to any chunk of keys (context parallel). Scale 1/sqrt(HS).
-// scratch: ct_attention_scratch_floats() floats, for per-thread tiles and the backward's copies
-// of dK and dV rows (sized for omp_get_max_threads() at the time of the call; call the kernels
-// with that many threads or fewer).
+// scratch: ct_attention_scratch_floats() floats, for per-thread tiles and copies of a kv head's
+// K, V (and in the backward dK, dV) rows (sized for omp_get_max_threads() at the time of the
+// call; call the kernels with that many threads or fewer).
 long ct_attention_scratch_floats(long Tq, long Tk, long HS);
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                           long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,

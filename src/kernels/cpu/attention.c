@@ -26,10 +26,11 @@
 // Then every per-query quantity (running max, sum, rescale, lse, D) is a row of vectors, the
 // softmax runs down columns with whole-vector operations, and the rescale of O folds into the
 // product that adds P V. Each product is one call of attention_tile.c's kernel, whose B operand
-// is contiguous: the item packs Q^T and dO^T (and Q, dO with padded rows) once, and a key tile
-// K or V is either read in place as the broadcast operand (one element per row per step) or
-// copied contiguous (4K floats) where it is read down its columns. No tile is packed per tile
-// pair, and nothing is transposed per tile pair.
+// is contiguous: the item packs Q^T and dO^T (and Q, dO with padded rows) once. A thread that
+// takes a whole kv head copies its K and V rows contiguous once (copy_head) and every product
+// reads them there; a single item reads a key tile's K or V in place as the broadcast operand (one
+// element per row per step) and copies it contiguous (4K floats) where it is read down its
+// columns. Nothing is transposed per tile pair.
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -105,6 +106,7 @@ typedef struct {
     float *d, *lv;          // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
     int32_t *qp;            // (BQ) query positions
     float *dkl, *dvl;       // (Tk, HP) one kv head's dK, dV while its items run (NULL: added in place)
+    const float *kl, *vl;   // (Tk, HP) the kv head's K, V copied (copy_head), or NULL: read in place
 } bwd_tiles;
 
 static float *take(float *base, long *used, long n) {
@@ -185,8 +187,25 @@ static long local_reserve(long Tk, long HS) {
     return local_floats(Tk < local_max_tk(HS) ? Tk : local_max_tk(HS), HS);
 }
 
+// A thread that takes whole kv heads also copies each head's K and V rows, contiguous and padded
+// to HP (pack_rows), once per head (forward and backward): every product of the head's items then
+// reads them from there, where single items read K in place from the (B, T, ...) tensor, rows a
+// token stride apart, and copy a key tile's K or V rows again for every item that sees it (10
+// copies of the 4 key tiles of a head at T 256). The forward, which took single items only, now
+// takes whole kv heads too where the backward does (whole_kv_heads), all but the last few
+// (forward's tail). The same values multiplied in the same order: the same bits. As much room as
+// the dK / dV copy (local_floats), under the same limit. Measured on the Xeon (AMX) stop of
+// 2026-12-03, two threads, with and without called in turn (medians of 20-60 pairs): B 4, T 512,
+// 12 heads (bench M's) forward 0.875-0.93, backward 0.935-0.96; B 2, T 1024, 8 heads over 2:
+// backward 0.96 (its 4 kv heads are too few to hand out whole in the forward); bench S's shape
+// (B 8, T 256, 4 heads) forward 0.99-1.03, backward 0.985-0.99. (-D for the variants: 0 is off.)
+#ifndef CT_ATT_KV_COPY
+#define CT_ATT_KV_COPY 1
+#endif
+
 long ct_attention_scratch_floats(long Tq, long Tk, long HS) {
-    return att_header_floats(Tq, Tk) + (long)omp_get_max_threads() * (att_thread_floats(HS) + local_reserve(Tk, HS));
+    return att_header_floats(Tq, Tk) +
+           (long)omp_get_max_threads() * (att_thread_floats(HS) + 2 * local_reserve(Tk, HS));
 }
 
 // Smallest and largest position among rows [r0, r0 + n) (positions need not be sorted).
@@ -227,6 +246,11 @@ NO_LIBCALLS static void pack_t(float *restrict dst, const float *restrict src, l
 NO_LIBCALLS static void pack_rows(float *restrict dst, long w, const float *restrict src, long ld, long n, long HS) {
     for (long i = 0; i < n; i++)
         for (long d = 0; d < w; d++) dst[i * w + d] = d < HS ? src[i * ld + d] : 0.0f;
+}
+
+// Rows [0, Tk) of one kv head of x (row stride ld) into dst (Tk, HP), zero columns past HS.
+static void copy_head(float *dst, const float *x, long ld, long Tk, long HS) {
+    pack_rows(dst, pad_hs(HS), x, ld, Tk, HS);
 }
 
 // Query positions of the item's columns; INT_MAX past its nq queries (those columns see every
@@ -316,6 +340,19 @@ static void keys_by_queries(float *c, const float *pt, const float *b, long nq, 
 }
 
 // ---------------------------------------------------------------- forward
+// Whether the backward hands out whole kv heads -- every item of one (batch, kv head), in the
+// adds' order, to one thread -- rather than single items. Then each key tile's dK and dV are
+// added to by one thread only: no turn is ever waited for (perf had the spin on the turn at a
+// fifth of the backward's own time at bench S), and their lines stay in that core's cache
+// instead of moving between cores at every add. The sums, and so the bits, are the same either
+// way. Only when the kv heads spread evenly over the threads (or are many beside them): all of
+// them are the same work, and with fewer, single items keep every thread busy. Measured on Zen 4,
+// two threads, alternating builds (bench_attention): backward 0-5% faster (S with one kv head
+// 4.29-4.30 -> 4.10-4.13 ms; S and M with more heads within noise to 3%).
+static bool whole_kv_heads(long n_kv_heads, long threads) {
+    return n_kv_heads % threads == 0 || n_kv_heads >= 8 * threads;
+}
+
 // Asks for rows [0, n) of x (HS floats each, row stride ld) to be brought into cache ahead of
 // use (rw 1: to be written). The rows are a leading dimension apart in the big (B, T, ...)
 // tensors, so the hardware prefetchers do not fetch them; without this, perf put a third of
@@ -366,63 +403,102 @@ static void softmax_columns(const fwd_tiles *t, long nk) {
     }
 }
 
+// What every forward item reads: the call's arguments.
+typedef struct {
+    float *out, *lse;
+    const float *q, *k, *v;
+    long ldq, ldk, ldv, ldo, Tq, Tk, NH, HS, HP, group, ntq, ntk;
+    const int32_t *q_pos, *k_pos;
+    float scale;
+} fwd_call;
+
+// One forward item (batch, query head, query tile) on this thread's tiles. kl, vl: the kv head's
+// K and V rows copied (copy_head), or NULL: read from k and v.
+static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *kl, const float *vl) {
+    const long ldq = x->ldq, ldo = x->ldo, Tq = x->Tq, Tk = x->Tk, NH = x->NH, HS = x->HS, HP = x->HP;
+    const long ntq = x->ntq, ntk = x->ntk;
+    const int32_t *q_pos = x->q_pos, *k_pos = x->k_pos;
+    // the last query tiles see the most keys: hand them out first
+    long qt = ntq - 1 - it % ntq, bh = it / ntq, b = bh / NH, h = bh % NH, g = h / x->group;
+    long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
+    const float *Q = x->q + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
+    // the kv head's rows (Tk, HS): K with row stride ldk, V contiguous or to be copied per tile
+    const long ldk = kl ? HP : x->ldk;
+    const float *Kh = kl ? kl : x->k + b * Tk * x->ldk + g * HS;
+    long qlo, qhi;
+    pos_range(q_pos, i0, nq, &qlo, &qhi);
+    pack_t(t->qt, Q, ldq, nq, HS);
+    prefetch_rows(x->out + (b * Tq + i0) * ldo + h * HS, ldo, nq, HS, 1);  // written at the end
+    query_positions(t->qp, q_pos, i0, nq);
+    for (long i = 0; i < CT_ATT_BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0.0f;
+    memset(t->o, 0, sizeof(float) * CT_ATT_BQ * HP);
+    for (long kt = 0; kt < ntk; kt++) {
+        long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+        long klo, khi;
+        pos_range(k_pos, j0, nk, &klo, &khi);
+        if (klo > qhi) continue;  // no query of the tile sees any key of this tile
+        const float *K = Kh + j0 * ldk;  // (nk, HS)
+        // S^T (nk, BQ) = scale K Q^T
+        diag_band d = {0, 0};
+        if (khi > qlo) d = band_of(q_pos, i0, nq, k_pos, j0, nk);  // some query must not see some key
+        scores_t(t->st, K, ldk, t->qt, nk, HS, x->scale, d);
+        if (khi > qlo)
+            for (long j = 0; j < nk; j++) mask_row(t->st + j * CT_ATT_BQ, t->qp, key_position(k_pos, j0 + j));
+        softmax_columns(t, nk);
+        // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T; V (nk, HP) contiguous
+        const float *vc = vl ? vl + j0 * HP : t->vc;
+        if (!vl) pack_rows(t->vc, HP, x->v + (b * Tk + j0) * x->ldv + g * HS, x->ldv, nk, HS);
+        queries_by_keys(CT_ATT_RESCALE, t->o, t->st, vc, nq, nk, HP, t->al, d);
+    }
+    float *O = x->out + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
+    float *L = x->lse + (b * NH + h) * Tq + i0;        // (nq)
+    for (long i = 0; i < nq; i++) {
+        if (t->l[i] == 0.0f) {  // saw no key: lse -inf, output row 0
+            L[i] = -INFINITY;
+            for (long d = 0; d < HS; d++) O[i * ldo + d] = 0.0f;
+            continue;
+        }
+        L[i] = t->m[i] + logf(t->l[i]);
+        float inv = 1.0f / t->l[i];
+        for (long d = 0; d < HS; d++) O[i * ldo + d] = t->o[i * HP + d] * inv;
+    }
+}
+
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                           long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
                           long NKV, long HS, float *scratch) {
-    const long group = NH / NKV, ldo = NH * HS, HP = pad_hs(HS);
+    const long group = NH / NKV, HP = pad_hs(HS);
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long nitems = B * NH * ntq, per_thread = att_thread_floats(HS);
-    const float scale = 1.0f / sqrtf((float)HS);
     float *base = scratch + att_header_floats(Tq, Tk);
-    long next = 0;  // items handed out as threads ask (not schedule(dynamic): omp_inline.c)
+    const fwd_call x = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
+                        .ldo = NH * HS, .Tq = Tq, .Tk = Tk, .NH = NH, .HS = HS, .HP = HP, .group = group,
+                        .ntq = ntq, .ntk = ntk, .q_pos = q_pos, .k_pos = k_pos, .scale = 1.0f / sqrtf((float)HS)};
+    // whole kv heads (every item of a (batch, kv head) on one thread) with its K and V copied once,
+    // but the last heads' items one by one (the last query tiles first): a thread that takes a
+    // whole head near the end would leave the others waiting for up to a head's time
+    const long copy = CT_ATT_KV_COPY && whole_kv_heads(B * NKV, omp_get_max_threads()) ? local_floats(Tk, HS) : 0;
+    const long chunk = group * ntq, tail = 2L * omp_get_max_threads();
+    const long whole = copy && B * NKV > tail ? B * NKV - tail : 0;  // heads handed out whole
+    long next = 0;  // handed out as threads ask (not schedule(dynamic): omp_inline.c)
 #pragma omp parallel
     {
         fwd_tiles t;
         fwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
+        // the copies: after every thread's tiles (ct_attention_scratch_floats), K then V
+        float *kl = whole ? base + omp_get_num_threads() * per_thread + omp_get_thread_num() * 2 * copy : NULL;
+        float *vl = whole ? kl + Tk * HP : NULL;
         for (;;) {
-            long it = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            long c = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+            if (c < whole) {  // batch c / NKV, kv head c % NKV
+                copy_head(kl, k + (c / NKV) * Tk * ldk + c % NKV * HS, ldk, Tk, HS);
+                copy_head(vl, v + (c / NKV) * Tk * ldv + c % NKV * HS, ldv, Tk, HS);
+                for (long it = c * chunk; it < (c + 1) * chunk; it++) forward_item(&x, &t, it, kl, vl);
+                continue;
+            }
+            long it = whole * chunk + (c - whole);
             if (it >= nitems) break;
-            // the last query tiles see the most keys: hand them out first
-            long qt = ntq - 1 - it % ntq, bh = it / ntq, b = bh / NH, h = bh % NH, g = h / group;
-            long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
-            const float *Q = q + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
-            long qlo, qhi;
-            pos_range(q_pos, i0, nq, &qlo, &qhi);
-            pack_t(t.qt, Q, ldq, nq, HS);
-            prefetch_rows(out + (b * Tq + i0) * ldo + h * HS, ldo, nq, HS, 1);  // written at the end
-            query_positions(t.qp, q_pos, i0, nq);
-            for (long i = 0; i < CT_ATT_BQ; i++) t.m[i] = -INFINITY, t.l[i] = 0.0f;
-            memset(t.o, 0, sizeof(float) * CT_ATT_BQ * HP);
-            for (long kt = 0; kt < ntk; kt++) {
-                long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
-                long klo, khi;
-                pos_range(k_pos, j0, nk, &klo, &khi);
-                if (klo > qhi) continue;  // no query of the tile sees any key of this tile
-                const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
-                const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
-                // S^T (nk, BQ) = scale K Q^T
-                diag_band d = {0, 0};
-                if (khi > qlo) d = band_of(q_pos, i0, nq, k_pos, j0, nk);  // some query must not see some key
-                scores_t(t.st, K, ldk, t.qt, nk, HS, scale, d);
-                if (khi > qlo)
-                    for (long j = 0; j < nk; j++) mask_row(t.st + j * CT_ATT_BQ, t.qp, key_position(k_pos, j0 + j));
-                softmax_columns(&t, nk);
-                // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T
-                pack_rows(t.vc, HP, V, ldv, nk, HS);
-                queries_by_keys(CT_ATT_RESCALE, t.o, t.st, t.vc, nq, nk, HP, t.al, d);
-            }
-            float *O = out + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
-            float *L = lse + (b * NH + h) * Tq + i0;        // (nq)
-            for (long i = 0; i < nq; i++) {
-                if (t.l[i] == 0.0f) {  // saw no key: lse -inf, output row 0
-                    L[i] = -INFINITY;
-                    for (long d = 0; d < HS; d++) O[i * ldo + d] = 0.0f;
-                    continue;
-                }
-                L[i] = t.m[i] + logf(t.l[i]);
-                float inv = 1.0f / t.l[i];
-                for (long d = 0; d < HS; d++) O[i * ldo + d] = t.o[i * HP + d] * inv;
-            }
+            forward_item(&x, &t, it, NULL, NULL);
         }
     }
 }
@@ -444,18 +520,6 @@ static void exp_columns(float *pt, const float *lv, long nk) {
         }
 }
 
-// Whether the backward hands out whole kv heads -- every item of one (batch, kv head), in the
-// adds' order, to one thread -- rather than single items. Then each key tile's dK and dV are
-// added to by one thread only: no turn is ever waited for (perf had the spin on the turn at a
-// fifth of the backward's own time at bench S), and their lines stay in that core's cache
-// instead of moving between cores at every add. The sums, and so the bits, are the same either
-// way. Only when the kv heads spread evenly over the threads (or are many beside them): all of
-// them are the same work, and with fewer, single items keep every thread busy. Measured on Zen 4,
-// two threads, alternating builds (bench_attention): backward 0-5% faster (S with one kv head
-// 4.29-4.30 -> 4.10-4.13 ms; S and M with more heads within noise to 3%).
-static bool whole_kv_heads(long n_kv_heads, long threads) {
-    return n_kv_heads % threads == 0 || n_kv_heads >= 8 * threads;
-}
 
 // What every backward item reads: the call's arguments and its shared header (the position
 // ranges of the tiles, the number of query tiles that see each key tile, the turn counters).
@@ -525,12 +589,14 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     for (long kt = 0; kt < ntk; kt++) {
         if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
         long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
-        const float *K = k + (b * Tk + j0) * ldk + g * HS;  // (nk, HS)
-        const float *V = v + (b * Tk + j0) * ldv + g * HS;  // (nk, HS)
+        // (nk, HS) each, rows ldk_t, ldv_t apart: copied once for the kv head, or in place
+        const long ldk_t = t->kl ? HP : ldk, ldv_t = t->vl ? HP : ldv;
+        const float *K = t->kl ? t->kl + j0 * HP : k + (b * Tk + j0) * ldk + g * HS;
+        const float *V = t->vl ? t->vl + j0 * HP : v + (b * Tk + j0) * ldv + g * HS;
         // P^T = exp(scale K Q^T - lse), 0 where masked or where the query saw no key
         diag_band d = {0, 0};
         if (khi[kt] > qlo[qt]) d = band_of(q_pos, i0, nq, k_pos, j0, nk);
-        scores_t(t->pt, K, ldk, t->qt, nk, HS, scale, d);
+        scores_t(t->pt, K, ldk_t, t->qt, nk, HS, scale, d);
         if (khi[kt] > qlo[qt])
             for (long j = 0; j < nk; j++) mask_row(t->pt + j * CT_ATT_BQ, t->qp, key_position(k_pos, j0 + j));
         exp_columns(t->pt, t->lv, nk);
@@ -544,12 +610,12 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
         for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
             long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
             if (c0 < CT_ATT_BQ)
-                ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv, ldv, 1,
+                ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv_t, ldv_t, 1,
                           t->dot + c0, CT_ATT_BQ, t->pt + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, scale, t->d + c0);
         }
         // dQ (nq, HP) += dS K, dS read down the columns of dS^T
-        pack_rows(t->kc, HP, K, ldk, nk, HS);
-        queries_by_keys(CT_ATT_ADD, t->dqa, t->pt, t->kc, nq, nk, HP, NULL, d);
+        if (!t->kl) pack_rows(t->kc, HP, K, ldk, nk, HS);
+        queries_by_keys(CT_ATT_ADD, t->dqa, t->pt, t->kl ? K : t->kc, nq, nk, HP, NULL, d);
         // dK share (nk, HP) = dS^T Q
         keys_by_queries(t->dkp, t->pt, t->qrows, nq, nk, HP, d);
         if (t->dkl) {  // this thread runs every item of the kv head, in the adds' order
@@ -602,16 +668,18 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     const bool whole = whole_kv_heads(B * NKV, omp_get_max_threads());
     const long chunk = whole ? per_kv : 1;
     const long local = whole && group * ntq >= CT_ATT_LOCAL_MIN_ADDS ? local_floats(Tk, HS) : 0;
+    const long copy = CT_ATT_KV_COPY && whole ? local_floats(Tk, HS) : 0;  // K and V copied per kv head
     long next = 0;  // chunks of items are handed out in order (the turns rely on it)
 #pragma omp parallel
     {
         bwd_tiles t;
         bwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
         t.dkl = t.dvl = NULL;
-        if (local) {  // after every thread's tiles (ct_attention_scratch_floats)
-            t.dkl = base + omp_get_num_threads() * per_thread + omp_get_thread_num() * local;
-            t.dvl = t.dkl + Tk * HP;
-        }
+        t.kl = t.vl = NULL;
+        // after every thread's tiles (ct_attention_scratch_floats): K, V copies, then dK, dV's
+        float *mine = base + omp_get_num_threads() * per_thread + omp_get_thread_num() * 2 * local_floats(Tk, HS);
+        if (local) t.dkl = mine + local_floats(Tk, HS), t.dvl = t.dkl + Tk * HP;
+        float *kl = copy ? mine : NULL, *vl = copy ? mine + Tk * HP : NULL;
         for (;;) {
             long c = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (c * chunk >= nitems) break;
@@ -620,6 +688,11 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             if (t.dkl) {
                 dK = dk + (c / NKV) * Tk * ldk + c % NKV * HS, dV = dv + (c / NKV) * Tk * ldv + c % NKV * HS;
                 copy_rows(t.dkl, HP, dK, ldk, Tk, HS), copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
+            }
+            if (kl) {
+                copy_head(kl, k + (c / NKV) * Tk * ldk + c % NKV * HS, ldk, Tk, HS);
+                copy_head(vl, v + (c / NKV) * Tk * ldv + c % NKV * HS, ldv, Tk, HS);
+                t.kl = kl, t.vl = vl;
             }
             for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);
             if (t.dkl) copy_rows(dK, ldk, t.dkl, HP, Tk, HS), copy_rows(dV, ldv, t.dvl, HP, Tk, HS);

@@ -337,7 +337,9 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
 // and 4,096 2-8%; K = 1,536 either way within noise). So were the narrow panels of a long K,
 // though each panel packs A again (one thread, three alternations: 2048^3 89-93 -> 97-99,
 // (2048, 768, 2048) A B and A B^T 93-100 -> 102-106). Measured on Zen 4 only.
+#ifndef CT_A_IN_PLACE_MAX_LDA  // (settable with -D for bench/gemm_variants)
 #define CT_A_IN_PLACE_MAX_LDA 2047
+#endif
 #ifndef CT_A_IN_PLACE_N  // (settable with -D for bench/gemm_variants)
 #if CT_VL == 16
 #define CT_A_IN_PLACE_N 256

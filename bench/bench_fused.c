@@ -10,6 +10,7 @@
 //   rmsnorm_linear    rmsnorm_linear_forward (wqkv) vs rmsnorm_forward + linear_forward
 //   linear_swiglu     linear_swiglu_forward (w13)   vs linear_forward + swiglu_forward
 //   linear_rope       linear_rope_forward (wqkv)    vs linear_forward + rope_forward (q) + rope_forward (k)
+//   norm_linear_rope  rmsnorm_linear_rope_forward   vs rmsnorm_forward + linear_forward + the two rope_forward
 //
 // usage: build/bench/bench_fused [S|M|all] [reps]     (default all, 7 reps; the memory-bound
 // residual_rmsnorm runs 5x the reps)
@@ -58,6 +59,10 @@ static void run_fused(ctx *c, int which) {
         k->rmsnorm_linear_forward(c->qkv, c->nrm, c->rstd, c->x, c->w, c->Wqkv, s.N, s.C, s.QKV, 1e-5f, NULL);
         break;
     case 2: k->linear_swiglu_forward(c->h13, c->h, c->nrm, c->W13, s.N, s.C, s.F, NULL); break;
+    case 4:
+        k->rmsnorm_linear_rope_forward(c->qkv, c->nrm, c->rstd, c->x, c->w, c->Wqkv, s.N, s.C, s.QKV, 1e-5f, c->cs,
+                                       c->sn, NULL, s.N / s.T, s.T, c->NH, c->NKV, s.HS, NULL);
+        break;
     default:
         k->linear_rope_forward(c->qkv, c->nrm, c->Wqkv, s.N, s.C, s.QKV, c->cs, c->sn, NULL, s.N / s.T, s.T, c->NH,
                                c->NKV, s.HS, NULL);
@@ -80,6 +85,9 @@ static void run_unfused(ctx *c, int which) {
         k->linear_forward(c->h13, c->nrm, c->W13, s.N, s.C, 2 * s.F);
         k->swiglu_forward(c->h, c->h13, s.N, s.F);
         break;
+    case 4:
+        k->rmsnorm_forward(c->nrm, c->rstd, c->x, c->w, s.N, s.C, 1e-5f);
+        __attribute__((fallthrough));  // then the linear and the rope of case 3
     default:
         k->linear_forward(c->qkv, c->nrm, c->Wqkv, s.N, s.C, s.QKV);
         k->rope_forward(c->qkv, c->cs, c->sn, NULL, s.N / s.T, s.T, c->NH, s.HS, s.QKV);
@@ -97,8 +105,8 @@ static void bench_shape(const ct_kernels *k, shape s, int reps) {
     c.qkv = filled(N * s.QKV, 1, 9), c.h13 = filled(N * 2 * s.F, 1, 10), c.h = filled(N * s.F, 1, 11);
     c.cs = malloc(sizeof(float) * s.T * half), c.sn = malloc(sizeof(float) * s.T * half);
     k->rope_tables(c.cs, c.sn, s.T, s.HS, 500000.0, 0.0, 1.0, 4.0, 8192);
-    const char *names[4] = {"residual_rmsnorm", "rmsnorm_linear", "linear_swiglu", "linear_rope"};
-    for (int which = 0; which < 4; which++) {
+    const char *names[5] = {"residual_rmsnorm", "rmsnorm_linear", "linear_swiglu", "linear_rope", "norm_linear_rope"};
+    for (int which = 0; which < 5; which++) {
         int r = which == 0 ? 5 * reps : reps;
         double best_f = 1e30, best_u = 1e30, cpu_f = 1e30, cpu_u = 1e30;
         run_fused(&c, which), run_unfused(&c, which);  // warm-up (pages, oneDNN kernels)

@@ -16,6 +16,8 @@
 //  - linear_rope_forward: q and k heads within the bound of a float64 product rotated in float64,
 //    v heads and padding columns within the gemm bound; pos NULL and not; exact inputs: the bits
 //    of linear_forward + rope_forward (q heads) + rope_forward (k heads); N != B*T refused;
+//  - rmsnorm_linear_rope_forward (norm -> QKV matmul -> RoPE): norm_out, rstd and qkv the unfused
+//    chain's bits, with the norm kept and through scratch; N != B*T refused;
 //  - adamw_update (already one fused pass, clipping scale folded in): a float64 step, the bits of
 //    a per-element float reference, grad untouched.
 // Each runs at 1, 2 and 3 threads, with shapes around the row blocks (odd N, C, OC; N = 1, which
@@ -332,6 +334,62 @@ static void test_linear_rope(void) {
     omp_set_num_threads(2);
 }
 
+// The whole chain of a block without sequence parallel, norm -> QKV matmul -> RoPE, random
+// values: norm_out and rstd are rmsnorm_forward's bits, qkv the bits of linear_forward on that
+// norm_out then rope_forward on the q and the k heads (ct_gemm sums an element alike whatever rows
+// a call covers; the rotation is rope's row); norm_out NULL (rows through scratch) gives the same
+// bits and stays inside its scratch. Shapes as test_linear_rope's, pos NULL and not, 1-3 threads.
+static void test_rmsnorm_linear_rope(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    long maxT = 400;
+    for (int t = 0; t < NTHREADS; t++) {
+        omp_set_num_threads(threads[t]);
+        for (int s = 0; s < NROPE; s++)
+            for (int use_pos = 0; use_pos < 2; use_pos++) {
+                rope_shape r = rope_shapes[s];
+                long N = r.B * r.T, HS = r.HS, half = HS / 2, QKV = (r.NH + 2 * r.NKV) * HS + r.pad, C = r.C;
+                float eps = 1e-5f, *cs = falloc(maxT * half), *sn = falloc(maxT * half);
+                k->rope_tables(cs, sn, maxT, HS, 10000.0, 8.0, 1.0, 4.0, 16);
+                int32_t *pos = malloc(sizeof(int32_t) * r.T);
+                for (long i = 0; i < r.T; i++) pos[i] = (int32_t)(urand() * maxT);
+                const int32_t *pp = use_pos ? pos : NULL;
+                float *x = fill(N * C, 2), *w = falloc(C), *W = fill(QKV * C, 1);
+                for (long c = 0; c < C; c++) w[c] = 1.0f + frand(0.5f);
+                // the unfused chain
+                float *nr = falloc(N * C), *rr = falloc(N), *ref = falloc(N * QKV);
+                k->rmsnorm_forward(nr, rr, x, w, N, C, eps);
+                k->linear_forward(ref, nr, W, N, C, QKV);
+                k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
+                k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
+                // fused, the norm kept
+                float *qkv = fill(N * QKV, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
+                k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, cs, sn, pp, r.B, r.T, r.NH,
+                                               r.NKV, HS, NULL);
+                CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ B=%ld T=%ld threads %d", r.B,
+                      r.T, threads[t]);
+                CHECK(same(qkv, ref, N * QKV), "qkv is not the unfused chain's B=%ld T=%ld HS=%ld pos %d threads %d",
+                      r.B, r.T, HS, use_pos, threads[t]);
+                // not kept: through scratch
+                long sf = k->rmsnorm_linear_scratch_floats(N, C, QKV);
+                float *scr = scratch_alloc(sf), *qkv2 = fill(N * QKV, 9), *ro2 = fill(N, 9);
+                k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, cs, sn, pp, r.B, r.T, r.NH,
+                                               r.NKV, HS, scr);
+                CHECK(same(qkv2, ref, N * QKV) && same(ro2, rr, N), "norm_out NULL differs B=%ld T=%ld threads %d",
+                      r.B, r.T, threads[t]);
+                CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N,
+                      threads[t]);
+                free(cs), free(sn), free(pos), free(x), free(w), free(W), free(nr), free(rr), free(ref), free(qkv),
+                    free(no), free(ro), free(scr), free(qkv2), free(ro2);
+            }
+    }
+    omp_set_num_threads(2);
+}
+
+static void norm_rope_bad_rows(void) {
+    float x[64] = {0}, w[4] = {1, 1, 1, 1}, cs[4] = {1, 1, 1, 1}, sn[4] = {0}, r[4];
+    ct_rmsnorm_linear_rope_forward(x, x, r, x, w, x, 3, 1, 4, 1e-5f, cs, sn, NULL, 1, 2, 1, 1, 2, NULL);  // N 3 != 2
+}
+
 static void rope_bad_rows(void) {
     float x[64] = {0}, cs[4] = {1, 1, 1, 1}, sn[4] = {0};
     ct_linear_rope_forward(x, x, x, 3, 1, 4, cs, sn, NULL, 1, 2, 1, 1, 2, NULL);  // N 3 != B*T 2
@@ -341,6 +399,8 @@ static void test_linear_rope_refuses_bad_rows(void) {
     char err[512];
     int rc = ct_test_run_fatal_void(rope_bad_rows, err, sizeof err);
     CHECK(rc != 0 && strstr(err, "ct_linear_rope_forward") != NULL, "rc %d, stderr: %s", rc, err);
+    rc = ct_test_run_fatal_void(norm_rope_bad_rows, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "ct_rmsnorm_linear_rope_forward") != NULL, "rc %d, stderr: %s", rc, err);
 }
 
 // ---------------------------------------------------------------- AdamW
@@ -390,6 +450,7 @@ static void test_table(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
     CHECK(k->residual_rmsnorm_forward == ct_residual_rmsnorm_forward &&
               k->rmsnorm_linear_forward == ct_rmsnorm_linear_forward &&
+              k->rmsnorm_linear_rope_forward == ct_rmsnorm_linear_rope_forward &&
               k->rmsnorm_linear_scratch_floats == ct_rmsnorm_linear_scratch_floats &&
               k->linear_swiglu_forward == ct_linear_swiglu_forward &&
               k->linear_swiglu_scratch_floats == ct_linear_swiglu_scratch_floats &&
@@ -407,6 +468,7 @@ int main(void) {
     CT_RUN(test_rmsnorm_linear_panels);
     CT_RUN(test_linear_swiglu);
     CT_RUN(test_linear_rope);
+    CT_RUN(test_rmsnorm_linear_rope);
     CT_RUN(test_linear_rope_refuses_bad_rows);
     CT_RUN(test_adamw_fused_step);
     CT_TEST_EXIT();

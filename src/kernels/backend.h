@@ -183,6 +183,12 @@ typedef struct ct_kernels {
     void (*rmsnorm_linear_forward)(float *out, float *norm_out, float *rstd, const float *x,
                                    const float *norm_weight, const float *W, long N, long C, long OC, float eps,
                                    float *scratch);
+    // rmsnorm_linear_forward into qkv (N, QKV), then RoPE as linear_rope_forward applies it
+    // (scratch: rmsnorm_linear_scratch_floats(N, C, QKV) floats).
+    void (*rmsnorm_linear_rope_forward)(float *qkv, float *norm_out, float *rstd, const float *x,
+                                        const float *norm_weight, const float *W, long N, long C, long QKV,
+                                        float eps, const float *cos_tab, const float *sin_tab, const int32_t *pos,
+                                        long B, long T, long NH, long NKV, long HS, float *scratch);
     // h13 (N, 2F) = inp @ W13^T, h (N, F) = swiglu_forward(h13) (h13 NULL: not kept).
     long (*linear_swiglu_scratch_floats)(long N, long C, long F);
     void (*linear_swiglu_forward)(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,

@@ -174,6 +174,15 @@ void ct_residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, con
 long ct_rmsnorm_linear_scratch_floats(long N, long C, long OC);
 void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
                                const float *W, long N, long C, long OC, float eps, float *scratch);
+// ct_rmsnorm_linear_forward into qkv (N, QKV), then RoPE on each row block once its rows are
+// final, as ct_linear_rope_forward (below) applies it: the whole chain norm -> QKV matmul -> RoPE
+// of a block without sequence parallel, the same bits as the three unfused calls given the
+// product. N == B*T (else ct_fatal). scratch: ct_rmsnorm_linear_scratch_floats(N, C, QKV) floats
+// (only used when norm_out is NULL).
+void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
+                                    const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                    long NH, long NKV, long HS, float *scratch);
 // h13 (N, 2F) = inp (N, C) @ W13 (2F, C)^T ([gate | up], ct_linear_forward's product), then
 // h (N, F) = ct_swiglu_forward(h13) of each row block right after its rows of h13 are final (the
 // same bits given h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when

@@ -132,9 +132,10 @@ static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
     return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
 }
 
-// norm1 -> the QKV matmul -> RoPE. Fused (--compile.enable): without sequence parallel the norm
-// is computed straight into the matmul's input rows (rmsnorm_linear_forward); with it the norm's
-// output is gathered over tp first, so RoPE is fused into the matmul's output instead.
+// norm1 -> the QKV matmul -> RoPE. Fused (--compile.enable): without sequence parallel the whole
+// chain is one product (rmsnorm_linear_rope_forward: the norm computed straight into the
+// matmul's input rows, RoPE applied to its output rows); with it the norm's output is gathered
+// over tp first, so only RoPE is fused into the matmul's output.
 static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
     const ct_llama_config *m = c->cfg;
@@ -142,21 +143,22 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
     long QKV = c->qkv_dim;
     bool fused = fuse(c, layer, CT_LINEAR_WQKV);
     if (fused && !seq_parallel(c)) {
-        int span = op_span("rmsnorm+attention.wqkv.forward", layer);
-        k->rmsnorm_linear_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
-                                  (float)m->norm_eps, c->fuse_scratch);
+        int span = op_span("rmsnorm+attention.wqkv+rope.forward", layer);
+        k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
+                                       (float)m->norm_eps, c->rope_cos, c->rope_sin, c->pos, B, T, NH, NKV, HS,
+                                       c->fuse_scratch);
         ct_trace_end(span);
-    } else {
-        norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
-        if (fused) {
-            int span = op_span("attention.wqkv+rope.forward", layer);
-            k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, c->pos, B, T, NH,
-                                   NKV, HS, c->fuse_scratch);
-            ct_trace_end(span);
-            return;
-        }
-        linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
+        return;
     }
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
+    if (fused) {
+        int span = op_span("attention.wqkv+rope.forward", layer);
+        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, c->pos, B, T, NH, NKV,
+                               HS, c->fuse_scratch);
+        ct_trace_end(span);
+        return;
+    }
+    linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);

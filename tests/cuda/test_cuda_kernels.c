@@ -278,6 +278,10 @@ static void fused_chains_vs_cpu(void) {
     cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, B, T, NH, NKV, HS, NULL);
     gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, B, T, NH, NKV, HS, NULL);
     cmp("linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
+    cpu->rmsnorm_linear_rope_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, cs, sn, NULL, B, T, NH, NKV, HS, scr);
+    gpu->rmsnorm_linear_rope_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_cs, g_sn, NULL, B, T, NH,
+                                     NKV, HS, g_scr);
+    cmp("rmsnorm_linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
 }
 
 // The float8 members go through the cpu reference on the host (phase 1): the same bits.

@@ -69,6 +69,7 @@ const ct_kernels ct_kernels_cpu = {
     .residual_rmsnorm_forward = ct_residual_rmsnorm_forward,
     .rmsnorm_linear_scratch_floats = ct_rmsnorm_linear_scratch_floats,
     .rmsnorm_linear_forward = ct_rmsnorm_linear_forward,
+    .rmsnorm_linear_rope_forward = ct_rmsnorm_linear_rope_forward,
     .linear_swiglu_scratch_floats = ct_linear_swiglu_scratch_floats,
     .linear_swiglu_forward = ct_linear_swiglu_forward,
     .linear_rope_scratch_floats = ct_linear_rope_scratch_floats,

@@ -1,6 +1,7 @@
 // Fused forward chains (contracts in kernels.h, "fused forward chains"): the residual add with the
 // RMSNorm after it, and the three matmuls of a block with what comes right before or after them
-// (the norm that feeds wqkv / w13, the SwiGLU after w13, the RoPE after wqkv).
+// (the norm that feeds wqkv / w13, the SwiGLU after w13, the RoPE after wqkv -- with the norm before
+// it, the whole chain of a block without sequence parallel, in one product).
 //
 // A matmul whose input and output are kept runs as one product on all threads, ct_gemm's team
 // (ct_gemm_with_row_hooks): the thread that takes a block of rows (at most 120) normalises them
@@ -74,6 +75,29 @@ void ct_residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd, con
     }
 }
 
+// ------------------------------------------------------------------ RoPE rows
+
+// The rows of qkv (row stride ld) to rotate, (B, T) of them: q heads (NH) at column 0 and k heads
+// (NKV) at NH*HS, each by its token's angle.
+typedef struct {
+    float *qkv;
+    long ld, T, NH, NKV, HS;
+    const float *cos_tab, *sin_tab;
+    const int32_t *pos;
+} rope_rows_ctx;
+
+// Rows [r0, r0 + m) rotated: rope.c's row (rope_row.h) with dir = +1.
+static void rope_rows(const rope_rows_ctx *c, long r0, long m) {
+    long half = c->HS / 2;
+    for (long n = r0; n < r0 + m; n++) {
+        long t = n % c->T, p = c->pos ? (long)c->pos[t] : t;
+        const float *cs = c->cos_tab + p * half, *sn = c->sin_tab + p * half;  // (HS/2)
+        ct_rope_row(c->qkv + n * c->ld, c->NH + c->NKV, c->HS, cs, sn, 1.0f);   // (NH + NKV, HS) rotated
+    }
+}
+
+static void rope_rows_after(void *p, long r0, long n) { rope_rows(p, r0, n); }
+
 // ------------------------------------------------------------------ RMSNorm + linear
 
 long ct_rmsnorm_linear_scratch_floats(long N, long C, long OC) { return scratch_floats(N, C); }
@@ -86,18 +110,28 @@ typedef struct {
     float eps;
 } norm_rows_ctx;
 
-static void norm_rows(void *p, long r0, long n) {
-    const norm_rows_ctx *c = p;
+static void norm_rows(const norm_rows_ctx *c, long r0, long n) {
     for (long i = r0; i < r0 + n; i++)
         c->rstd[i] = ct_rmsnorm_row(c->norm_out + i * c->C, c->x + i * c->C, c->weight, c->C, c->eps);
 }
 
-void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
-                               const float *W, long N, long C, long OC, float eps, float *scratch) {
+// The norm (before) and, when rope is given, RoPE (after) around one product's row blocks.
+typedef struct {
+    norm_rows_ctx norm;
+    const rope_rows_ctx *rope;
+} norm_rope_ctx;
+
+static void norm_rows_before(void *p, long r0, long n) { norm_rows(&((const norm_rope_ctx *)p)->norm, r0, n); }
+static void rope_rows_after_norm(void *p, long r0, long n) { rope_rows(((const norm_rope_ctx *)p)->rope, r0, n); }
+
+// RMSNorm -> linear, then RoPE on the output rows when rope is not NULL.
+static void rmsnorm_linear_chain(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
+                                 const float *W, long N, long C, long OC, float eps, float *scratch,
+                                 const rope_rows_ctx *rope) {
     if (N <= 0) return;
-    if (norm_out) {  // one product; each row block normalised right before it is multiplied
-        norm_rows_ctx c = {norm_out, rstd, x, norm_weight, C, eps};
-        ct_gemm_row_hooks h = {.before = norm_rows, .ctx = &c};
+    if (norm_out) {  // one product; each row block normalised right before it is multiplied (and rotated after)
+        norm_rope_ctx c = {{norm_out, rstd, x, norm_weight, C, eps}, rope};
+        ct_gemm_row_hooks h = {.before = norm_rows_before, .after = rope ? rope_rows_after_norm : NULL, .ctx = &c};
         ct_gemm_with_row_hooks(1, N, OC, C, 1.0f, norm_out, C, W, C, 0.0f, out, OC, &h);
         return;
     }
@@ -105,6 +139,7 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
     if (!p.per_thread) {
         ct_rmsnorm_forward(scratch, rstd, x, norm_weight, N, C, eps);  // (N, C)
         ct_gemm(0, 1, N, OC, C, 1.0f, scratch, C, W, C, 0.0f, out, OC);
+        if (rope) rope_rows(rope, 0, N);
         return;
     }
     long next = 0;  // blocks handed out as threads ask (not schedule(dynamic): omp_inline.c)
@@ -116,8 +151,25 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
             for (long i = 0; i < m; i++)
                 rstd[r0 + i] = ct_rmsnorm_row(nrm + i * C, x + (r0 + i) * C, norm_weight, C, eps);
             block_gemm(out + r0 * OC, nrm, W, m, C, OC);
+            if (rope) rope_rows(rope, r0, m);
         }
     }
+}
+
+void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x, const float *norm_weight,
+                               const float *W, long N, long C, long OC, float eps, float *scratch) {
+    rmsnorm_linear_chain(out, norm_out, rstd, x, norm_weight, W, N, C, OC, eps, scratch, NULL);
+}
+
+void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
+                                    const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                    long NH, long NKV, long HS, float *scratch) {
+    if (N != B * T || (NH + 2 * NKV) * HS > QKV)
+        ct_fatal("ct_rmsnorm_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld",
+                 N, B, T, NH, NKV, HS, QKV);
+    rope_rows_ctx r = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos};
+    rmsnorm_linear_chain(qkv, norm_out, rstd, x, norm_weight, W, N, C, QKV, eps, scratch, &r);
 }
 
 // ------------------------------------------------------------------ linear + SwiGLU
@@ -169,32 +221,8 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 
 // ------------------------------------------------------------------ linear + RoPE
 
-// Rows [r0, r0 + m) of qkv (row stride ld): q heads (NH) at column 0 and k heads (NKV) at
-// NH*HS rotated by their token's angle: rope.c's row (rope_row.h) with dir = +1.
-static void rope_rows(float *qkv, long ld, long r0, long m, const float *cos_tab, const float *sin_tab,
-                      const int32_t *pos, long T, long NH, long NKV, long HS) {
-    long half = HS / 2;
-    for (long n = r0; n < r0 + m; n++) {
-        long t = n % T, p = pos ? (long)pos[t] : t;
-        const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
-        ct_rope_row(qkv + n * ld, NH + NKV, HS, cs, sn, 1.0f);            // (NH + NKV, HS) rotated
-    }
-}
-
 // Nothing to keep aside: the cpu needs no scratch here (the member is there for other backends).
 long ct_linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
-
-typedef struct {
-    float *qkv;
-    long ld, T, NH, NKV, HS;
-    const float *cos_tab, *sin_tab;
-    const int32_t *pos;
-} rope_rows_ctx;
-
-static void rope_rows_after(void *p, long r0, long n) {
-    const rope_rows_ctx *c = p;
-    rope_rows(c->qkv, c->ld, r0, n, c->cos_tab, c->sin_tab, c->pos, c->T, c->NH, c->NKV, c->HS);
-}
 
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
                             const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,

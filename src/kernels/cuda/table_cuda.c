@@ -147,6 +147,16 @@ static void rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, con
     ct_cuda_linear_forward(out, norm, W, N, C, OC);
 }
 
+static void rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
+                                        const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
+                                        const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                        long NH, long NKV, long HS, float *scratch) {
+    if (N != B * T) ct_fatal("cuda", "rmsnorm_linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
+    rmsnorm_linear_forward(qkv, norm_out, rstd, x, norm_weight, W, N, C, QKV, eps, scratch);
+    ct_cuda_rope(qkv, cos_tab, sin_tab, pos, B, T, NH, HS, QKV, 1.0f);
+    ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, B, T, NKV, HS, QKV, 1.0f);
+}
+
 static long linear_swiglu_scratch_floats(long N, long C, long F) { return N * 2 * F; }
 static void linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
                                   float *scratch) {
@@ -227,6 +237,7 @@ const ct_kernels ct_kernels_cuda = {
     .residual_rmsnorm_forward = residual_rmsnorm_forward,
     .rmsnorm_linear_scratch_floats = rmsnorm_linear_scratch_floats,
     .rmsnorm_linear_forward = rmsnorm_linear_forward,
+    .rmsnorm_linear_rope_forward = rmsnorm_linear_rope_forward,
     .linear_swiglu_scratch_floats = linear_swiglu_scratch_floats,
     .linear_swiglu_forward = linear_swiglu_forward,
     .linear_rope_scratch_floats = linear_rope_scratch_floats,

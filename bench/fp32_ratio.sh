@@ -11,12 +11,16 @@
 # round of all runs pooled (under 5% steal, bench_train.c): on a VM whose host takes a quarter of
 # its CPU time, the rounds the host left alone are the ones that say what the code does.
 #
-#   bench/fp32_ratio.sh [S|M] [runs] [steps]     (defaults: S, 8 runs, 8 steps; M: 3 steps)
+#   bench/fp32_ratio.sh [S|M] [runs] [steps] [key=value ...]
+#     (defaults: S, 8 runs, 8 steps; M: 3 steps; settings after the steps go to bench_train, e.g.
+#     compile.enable=true)
 set -u
 cd "$(dirname "$0")/.."
 bench=${1:-S}
 runs=${2:-8}
 steps=${3:-$([ "$bench" = M ] && echo 3 || echo 8)}
+shift $(($# < 3 ? $# : 3))
+settings=("$@")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 bin=build/bench/bench_train
 [ -x "$bin" ] || { echo "fp32_ratio.sh: $bin is missing (make $bin)" >&2; exit 1; }
@@ -25,10 +29,10 @@ case "$bench" in S | M) ;; *) echo "fp32_ratio.sh: benchmark '$bench' is not S o
 tmp=$(mktemp)
 quiet_tmp=$(mktemp)
 trap 'rm -f "$tmp" "$quiet_tmp"' EXIT
-echo "bench $bench in fp32, $runs runs of $steps steps, $OMP_NUM_THREADS threads"
+echo "bench $bench in fp32, $runs runs of $steps steps, $OMP_NUM_THREADS threads${settings[*]:+, ${settings[*]}}"
 printf '%4s %10s %11s %12s %8s %6s %6s\n' run "step (ms)" ct-paired dnnl-paired strict steal quiet
 for r in $(seq 1 "$runs"); do
-  out=$("$bin" "$bench" "$steps" 2>&1) || { echo "fp32_ratio.sh: bench_train failed:" >&2; echo "$out" >&2; exit 1; }
+  out=$("$bin" "$bench" "$steps" "${settings[@]}" 2>&1) || { echo "fp32_ratio.sh: bench_train failed:" >&2; echo "$out" >&2; exit 1; }
   step=$(echo "$out" | grep -o 'step [0-9.]* ms mean' | awk '{print $2}')
   ct=$(echo "$out" | grep 'paired with the peak measured before' | grep -o 'ratio [0-9.]* median' | awk '{print $2}')
   dn=$(echo "$out" | grep "paired with oneDNN's sgemm" | grep -o 'ratio [0-9.]* median' | awk '{print $2}')

@@ -267,123 +267,135 @@ static const rope_shape rope_shapes[] = {
 };
 #define NROPE 4
 
-static void test_linear_rope(void) {
+// One case of the RoPE chains: a shape, its angle tables, positions (NULL: 0..T-1), the threads.
+typedef struct {
+    const ct_kernels *k;
+    rope_shape r;
+    long N, HS, half, QKV, C;
+    const float *cs, *sn;
+    const int32_t *pp;
+    int use_pos, threads;
+} rope_case;
+
+// Runs check on every shape of rope_shapes, with positions and without, at 1, 2 and 3 threads.
+static void for_each_rope_case(void (*check)(const rope_case *)) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    long maxT = 400;
+    const long maxT = 400;
     for (int t = 0; t < NTHREADS; t++) {
         omp_set_num_threads(threads[t]);
         for (int s = 0; s < NROPE; s++)
             for (int use_pos = 0; use_pos < 2; use_pos++) {
                 rope_shape r = rope_shapes[s];
-                long N = r.B * r.T, HS = r.HS, half = HS / 2, QKV = (r.NH + 2 * r.NKV) * HS + r.pad, C = r.C;
+                long half = r.HS / 2;
                 float *cs = falloc(maxT * half), *sn = falloc(maxT * half);
-                k->rope_tables(cs, sn, maxT, HS, 10000.0, 8.0, 1.0, 4.0, 16);
+                k->rope_tables(cs, sn, maxT, r.HS, 10000.0, 8.0, 1.0, 4.0, 16);
                 int32_t *pos = malloc(sizeof(int32_t) * r.T);
                 for (long i = 0; i < r.T; i++) pos[i] = (int32_t)(urand() * maxT);
-                const int32_t *pp = use_pos ? pos : NULL;
-
-                // random values against float64
-                float *inp = fill(N * C, 1), *W = fill(QKV * C, 1), *qkv = fill(N * QKV, 9);
-                CHECK(k->linear_rope_scratch_floats(N, C, QKV) == 0, "the cpu rope asks for scratch");
-                k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
-                double worst = 0;
-                for (long n = 0; n < N; n++) {
-                    long tt = n % r.T, p = pp ? pp[tt] : tt;
-                    for (long o = 0; o < QKV; o += 2) {
-                        double v[2] = {0, 0}, a[2] = {0, 0};
-                        for (int j = 0; j < 2 && o + j < QKV; j++) {
-                            v[j] = a[j] = 0;
-                            for (long c = 0; c < C; c++) {
-                                double x = (double)inp[n * C + c] * W[(o + j) * C + c];
-                                v[j] += x, a[j] += fabs(x);
-                            }
-                        }
-                        if (o < (r.NH + r.NKV) * HS) {  // a rotated pair
-                            double c = cs[p * half + (o % HS) / 2], sv = sn[p * half + (o % HS) / 2];
-                            double r0 = v[0] * c - v[1] * sv, r1 = v[0] * sv + v[1] * c;
-                            double bound = (C + 8) * U * (fabs(c) * a[0] + fabs(sv) * a[1]) + 1e-300;
-                            double e0 = fabs(qkv[n * QKV + o] - r0) / bound;
-                            bound = (C + 8) * U * (fabs(sv) * a[0] + fabs(c) * a[1]) + 1e-300;
-                            double e1 = fabs(qkv[n * QKV + o + 1] - r1) / bound;
-                            if (!(e0 <= worst)) worst = isnan(e0) ? INFINITY : e0;
-                            if (!(e1 <= worst)) worst = isnan(e1) ? INFINITY : e1;
-                        } else {  // v heads and padding: the product only
-                            for (int j = 0; j < 2 && o + j < QKV; j++) {
-                                double e = fabs(qkv[n * QKV + o + j] - v[j]) / ((C + 4) * U * a[j] + 1e-300);
-                                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
-                            }
-                        }
-                    }
-                }
-                CHECK(worst <= 1.0, "qkv B=%ld T=%ld HS=%ld pos %d threads %d: %.3g of the bound", r.B, r.T, HS,
-                      use_pos, threads[t], worst);
-                free(inp), free(W), free(qkv);
-
-                // exact inputs: the unfused chain's bits
-                inp = fill_dyadic(N * C), W = fill_dyadic(QKV * C), qkv = fill(N * QKV, 9);
-                float *ref = falloc(N * QKV);
-                k->linear_forward(ref, inp, W, N, C, QKV);
-                k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
-                k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
-                k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
-                CHECK(same(qkv, ref, N * QKV), "exact chain differs B=%ld T=%ld pos %d threads %d", r.B, r.T, use_pos,
-                      threads[t]);
-                free(inp), free(W), free(qkv), free(ref), free(cs), free(sn), free(pos);
+                rope_case c = {k, r, r.B * r.T, r.HS, half, (r.NH + 2 * r.NKV) * r.HS + r.pad, r.C, cs, sn,
+                               use_pos ? pos : NULL, use_pos, threads[t]};
+                check(&c);
+                free(cs), free(sn), free(pos);
             }
     }
     omp_set_num_threads(2);
 }
+
+static void linear_rope_case(const rope_case *x) {
+    const ct_kernels *k = x->k;
+    const rope_shape r = x->r;
+    const long N = x->N, HS = x->HS, half = x->half, QKV = x->QKV, C = x->C;
+    const float *cs = x->cs, *sn = x->sn;
+    const int32_t *pp = x->pp;
+    // random values against float64
+    float *inp = fill(N * C, 1), *W = fill(QKV * C, 1), *qkv = fill(N * QKV, 9);
+    CHECK(k->linear_rope_scratch_floats(N, C, QKV) == 0, "the cpu rope asks for scratch");
+    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+    double worst = 0;
+    for (long n = 0; n < N; n++) {
+        long tt = n % r.T, p = pp ? pp[tt] : tt;
+        for (long o = 0; o < QKV; o += 2) {
+            double v[2] = {0, 0}, a[2] = {0, 0};
+            for (int j = 0; j < 2 && o + j < QKV; j++) {
+                v[j] = a[j] = 0;
+                for (long c = 0; c < C; c++) {
+                    double t = (double)inp[n * C + c] * W[(o + j) * C + c];
+                    v[j] += t, a[j] += fabs(t);
+                }
+            }
+            if (o < (r.NH + r.NKV) * HS) {  // a rotated pair
+                double c = cs[p * half + (o % HS) / 2], sv = sn[p * half + (o % HS) / 2];
+                double r0 = v[0] * c - v[1] * sv, r1 = v[0] * sv + v[1] * c;
+                double bound = (C + 8) * U * (fabs(c) * a[0] + fabs(sv) * a[1]) + 1e-300;
+                double e0 = fabs(qkv[n * QKV + o] - r0) / bound;
+                bound = (C + 8) * U * (fabs(sv) * a[0] + fabs(c) * a[1]) + 1e-300;
+                double e1 = fabs(qkv[n * QKV + o + 1] - r1) / bound;
+                if (!(e0 <= worst)) worst = isnan(e0) ? INFINITY : e0;
+                if (!(e1 <= worst)) worst = isnan(e1) ? INFINITY : e1;
+            } else {  // v heads and padding: the product only
+                for (int j = 0; j < 2 && o + j < QKV; j++) {
+                    double e = fabs(qkv[n * QKV + o + j] - v[j]) / ((C + 4) * U * a[j] + 1e-300);
+                    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+                }
+            }
+        }
+    }
+    CHECK(worst <= 1.0, "qkv B=%ld T=%ld HS=%ld pos %d threads %d: %.3g of the bound", r.B, r.T, HS, x->use_pos,
+          x->threads, worst);
+    free(inp), free(W), free(qkv);
+
+    // exact inputs: the unfused chain's bits
+    inp = fill_dyadic(N * C), W = fill_dyadic(QKV * C), qkv = fill(N * QKV, 9);
+    float *ref = falloc(N * QKV);
+    k->linear_forward(ref, inp, W, N, C, QKV);
+    k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
+    k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
+    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+    CHECK(same(qkv, ref, N * QKV), "exact chain differs B=%ld T=%ld pos %d threads %d", r.B, r.T, x->use_pos,
+          x->threads);
+    free(inp), free(W), free(qkv), free(ref);
+}
+
+static void test_linear_rope(void) { for_each_rope_case(linear_rope_case); }
 
 // The whole chain of a block without sequence parallel, norm -> QKV matmul -> RoPE, random
 // values: norm_out and rstd are rmsnorm_forward's bits, qkv the bits of linear_forward on that
 // norm_out then rope_forward on the q and the k heads (ct_gemm sums an element alike whatever rows
 // a call covers; the rotation is rope's row); norm_out NULL (rows through scratch) gives the same
-// bits and stays inside its scratch. Shapes as test_linear_rope's, pos NULL and not, 1-3 threads.
-static void test_rmsnorm_linear_rope(void) {
-    const ct_kernels *k = ct_kernels_get("cpu");
-    long maxT = 400;
-    for (int t = 0; t < NTHREADS; t++) {
-        omp_set_num_threads(threads[t]);
-        for (int s = 0; s < NROPE; s++)
-            for (int use_pos = 0; use_pos < 2; use_pos++) {
-                rope_shape r = rope_shapes[s];
-                long N = r.B * r.T, HS = r.HS, half = HS / 2, QKV = (r.NH + 2 * r.NKV) * HS + r.pad, C = r.C;
-                float eps = 1e-5f, *cs = falloc(maxT * half), *sn = falloc(maxT * half);
-                k->rope_tables(cs, sn, maxT, HS, 10000.0, 8.0, 1.0, 4.0, 16);
-                int32_t *pos = malloc(sizeof(int32_t) * r.T);
-                for (long i = 0; i < r.T; i++) pos[i] = (int32_t)(urand() * maxT);
-                const int32_t *pp = use_pos ? pos : NULL;
-                float *x = fill(N * C, 2), *w = falloc(C), *W = fill(QKV * C, 1);
-                for (long c = 0; c < C; c++) w[c] = 1.0f + frand(0.5f);
-                // the unfused chain
-                float *nr = falloc(N * C), *rr = falloc(N), *ref = falloc(N * QKV);
-                k->rmsnorm_forward(nr, rr, x, w, N, C, eps);
-                k->linear_forward(ref, nr, W, N, C, QKV);
-                k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
-                k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
-                // fused, the norm kept
-                float *qkv = fill(N * QKV, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
-                k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, cs, sn, pp, r.B, r.T, r.NH,
-                                               r.NKV, HS, NULL);
-                CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ B=%ld T=%ld threads %d", r.B,
-                      r.T, threads[t]);
-                CHECK(same(qkv, ref, N * QKV), "qkv is not the unfused chain's B=%ld T=%ld HS=%ld pos %d threads %d",
-                      r.B, r.T, HS, use_pos, threads[t]);
-                // not kept: through scratch
-                long sf = k->rmsnorm_linear_scratch_floats(N, C, QKV);
-                float *scr = scratch_alloc(sf), *qkv2 = fill(N * QKV, 9), *ro2 = fill(N, 9);
-                k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, cs, sn, pp, r.B, r.T, r.NH,
-                                               r.NKV, HS, scr);
-                CHECK(same(qkv2, ref, N * QKV) && same(ro2, rr, N), "norm_out NULL differs B=%ld T=%ld threads %d",
-                      r.B, r.T, threads[t]);
-                CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N,
-                      threads[t]);
-                free(cs), free(sn), free(pos), free(x), free(w), free(W), free(nr), free(rr), free(ref), free(qkv),
-                    free(no), free(ro), free(scr), free(qkv2), free(ro2);
-            }
-    }
-    omp_set_num_threads(2);
+// bits and stays inside its scratch.
+static void rmsnorm_linear_rope_case(const rope_case *c) {
+    const ct_kernels *k = c->k;
+    const rope_shape r = c->r;
+    const long N = c->N, HS = c->HS, QKV = c->QKV, C = c->C;
+    const float eps = 1e-5f;
+    float *x = fill(N * C, 2), *w = falloc(C), *W = fill(QKV * C, 1);
+    for (long i = 0; i < C; i++) w[i] = 1.0f + frand(0.5f);
+    // the unfused chain
+    float *nr = falloc(N * C), *rr = falloc(N), *ref = falloc(N * QKV);
+    k->rmsnorm_forward(nr, rr, x, w, N, C, eps);
+    k->linear_forward(ref, nr, W, N, C, QKV);
+    k->rope_forward(ref, c->cs, c->sn, c->pp, r.B, r.T, r.NH, HS, QKV);
+    k->rope_forward(ref + r.NH * HS, c->cs, c->sn, c->pp, r.B, r.T, r.NKV, HS, QKV);
+    // fused, the norm kept
+    float *qkv = fill(N * QKV, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
+    k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, r.B, r.T, r.NH, r.NKV,
+                                   HS, NULL);
+    CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ B=%ld T=%ld threads %d", r.B, r.T,
+          c->threads);
+    CHECK(same(qkv, ref, N * QKV), "qkv is not the unfused chain's B=%ld T=%ld HS=%ld pos %d threads %d", r.B, r.T,
+          HS, c->use_pos, c->threads);
+    // not kept: through scratch
+    long sf = k->rmsnorm_linear_scratch_floats(N, C, QKV);
+    float *scr = scratch_alloc(sf), *qkv2 = fill(N * QKV, 9), *ro2 = fill(N, 9);
+    k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, r.B, r.T, r.NH,
+                                   r.NKV, HS, scr);
+    CHECK(same(qkv2, ref, N * QKV) && same(ro2, rr, N), "norm_out NULL differs B=%ld T=%ld threads %d", r.B, r.T,
+          c->threads);
+    CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N, c->threads);
+    free(x), free(w), free(W), free(nr), free(rr), free(ref), free(qkv), free(no), free(ro), free(scr), free(qkv2),
+        free(ro2);
 }
+
+static void test_rmsnorm_linear_rope(void) { for_each_rope_case(rmsnorm_linear_rope_case); }
 
 static void norm_rope_bad_rows(void) {
     float x[64] = {0}, w[4] = {1, 1, 1, 1}, cs[4] = {1, 1, 1, 1}, sn[4] = {0}, r[4];

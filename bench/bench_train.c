@@ -17,6 +17,8 @@
 // median against the same oneDNN rates read 0.85-0.89). ctitan's own sgemm
 // (which replaced it because it allocates) was 5-15% below it at 2048^3 on AVX-512 until its
 // long-K products took whole narrow panels (gemm.c); since then the two read within a few percent.
+// Last, what 0.85 would take: the step time that reads 0.85 at the rounds' median oneDNN rate,
+// beside their median step.
 //
 //   build/bench/bench_train S [steps]     layers 4, dim 256, 4 heads, FFN 768, vocab 8192, 8 x 256
 //   build/bench/bench_train M [steps]     layers 12, dim 768, 12 heads, FFN 2048, vocab 32768, 4 x 512
@@ -181,6 +183,7 @@ int main(int argc, char **argv) {
     double tokens = (double)c.micro_batch_size * c.seq_len;
     double ratios[64], onednn_ratios[64], best_peak = peak, paired_sum = 0, onednn_peak = 0;
     double quiet_ct[64], quiet_dnnl[64];  // the paired ratios of the quiet rounds
+    double onednn_rates[64], steps_s[64];  // oneDNN's 2048^3 rate and the step, per round
     long long steal_sum = 0, ticks_sum = 0;
     int rounds = steps < 64 ? steps : 64, quiet = 0, ticks_ok = 1;
     for (int i = 0; i < rounds; i++) {
@@ -191,12 +194,14 @@ int main(int argc, char **argv) {
         ct_trainer_step(&t);
         double dt = ct_now_seconds() - t0;
         paired_sum += dt;
+        steps_s[i] = dt;
         ratios[i] = tokens / dt * fpt * 1e-9 / p;
         if (p > best_peak) best_peak = p;
         if (!bf16) {
             double o = onednn_sgemm_peak(2048, 1);
             if (o > onednn_peak) onednn_peak = o;
             onednn_ratios[i] = tokens / dt * fpt * 1e-9 / o;
+            onednn_rates[i] = o;
         }
         ticks_ok = ticks_ok && cpu_ticks(&s1, &t1_ticks);
         if (ticks_ok && t1_ticks > t0_ticks) {
@@ -226,6 +231,12 @@ int main(int argc, char **argv) {
                onednn_paired, onednn_ratios[0], onednn_ratios[rounds - 1]);
         printf("  mean step against the best oneDNN sgemm 2048^3 in those rounds (%.1f GFLOP/s): %.2f\n", onednn_peak,
                tokens * rounds / paired_sum * fpt * 1e-9 / onednn_peak);
+        // what 0.85 would take: the step at 0.85 of the rounds' median oneDNN rate, beside the
+        // rounds' median step
+        double rate = median(onednn_rates, rounds), step_med = median(steps_s, rounds);
+        printf("  0.85 of oneDNN's median rate in those rounds (%.1f GFLOP/s) is a step of %.1f ms; their median "
+               "step took %.1f ms\n",
+               rate, 1e3 * tokens * fpt * 1e-9 / (0.85 * rate), 1e3 * step_med);
     }
     if (ticks_ok && ticks_sum > 0) {
         // The rounds in which the hypervisor took (almost) nothing: their ratios are the machine's

@@ -357,7 +357,8 @@ static void keys_by_queries(float *c, const float *pt, const float *b, long nq, 
 
 // ---------------------------------------------------------------- forward
 // Whether the backward hands out whole kv heads -- every item of one (batch, kv head), in the
-// adds' order, to one thread -- rather than single items. Then each key tile's dK and dV are
+// adds' order, to one thread -- rather than single items (the forward does too, for its copies of
+// K and V: ct_attention_scratch_floats). Then each key tile's dK and dV are
 // added to by one thread only: no turn is ever waited for (perf had the spin on the turn at a
 // fifth of the backward's own time at bench S), and their lines stay in that core's cache
 // instead of moving between cores at every add. The sums, and so the bits, are the same either

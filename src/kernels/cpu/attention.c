@@ -269,6 +269,19 @@ static void copy_head(float *dst, const float *x, long ld, long Tk, long HS) {
     pack_rows(dst, pad_hs(HS), x, ld, Tk, HS);
 }
 
+// The K and V rows of kv head c (batch c / NKV, head c % NKV) into kl, vl (Tk, HP) each.
+static void copy_kv_head(float *kl, float *vl, const float *k, long ldk, const float *v, long ldv, long c, long NKV,
+                         long Tk, long HS) {
+    copy_head(kl, k + (c / NKV) * Tk * ldk + c % NKV * HS, ldk, Tk, HS);
+    copy_head(vl, v + (c / NKV) * Tk * ldv + c % NKV * HS, ldv, Tk, HS);
+}
+
+// This thread's copies, after every thread's tiles at base (ct_attention_scratch_floats): K, V,
+// then (backward) dK, dV, Tk x HP floats each.
+static float *thread_copies(float *base, long per_thread, long Tk, long HS) {
+    return base + omp_get_num_threads() * per_thread + omp_get_thread_num() * 2 * local_floats(Tk, HS);
+}
+
 // Query positions of the item's columns; INT_MAX past its nq queries (those columns see every
 // key: their zero Q^T columns give finite scores that nothing reads).
 static void query_positions(int32_t *qp, const int32_t *q_pos, long i0, long nq) {
@@ -502,14 +515,12 @@ void ct_attention_forward(float *out, float *lse, const float *q, long ldq, cons
     {
         fwd_tiles t;
         fwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
-        // the copies: after every thread's tiles (ct_attention_scratch_floats), K then V
-        float *kl = whole ? base + omp_get_num_threads() * per_thread + omp_get_thread_num() * 2 * copy : NULL;
+        float *kl = whole ? thread_copies(base, per_thread, Tk, HS) : NULL;
         float *vl = whole ? kl + Tk * HP : NULL;
         for (;;) {
             long c = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
             if (c < whole) {  // batch c / NKV, kv head c % NKV
-                copy_head(kl, k + (c / NKV) * Tk * ldk + c % NKV * HS, ldk, Tk, HS);
-                copy_head(vl, v + (c / NKV) * Tk * ldv + c % NKV * HS, ldv, Tk, HS);
+                copy_kv_head(kl, vl, k, ldk, v, ldv, c, NKV, Tk, HS);
                 for (long it = c * chunk; it < (c + 1) * chunk; it++) forward_item(&x, &t, it, kl, vl);
                 continue;
             }
@@ -536,7 +547,6 @@ static void exp_columns(float *pt, const float *lv, long nk) {
             attv_store(p, attv_exp(attv_load(p) - attv_load(lv + c)));
         }
 }
-
 
 // What every backward item reads: the call's arguments and its shared header (the position
 // ranges of the tiles, the number of query tiles that see each key tile, the turn counters).
@@ -693,8 +703,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
         bwd_carve(base + omp_get_thread_num() * per_thread, HS, &t);
         t.dkl = t.dvl = NULL;
         t.kl = t.vl = NULL;
-        // after every thread's tiles (ct_attention_scratch_floats): K, V copies, then dK, dV's
-        float *mine = base + omp_get_num_threads() * per_thread + omp_get_thread_num() * 2 * local_floats(Tk, HS);
+        float *mine = thread_copies(base, per_thread, Tk, HS);
         if (local) t.dkl = mine + local_floats(Tk, HS), t.dvl = t.dkl + Tk * HP;
         float *kl = copy ? mine : NULL, *vl = copy ? mine + Tk * HP : NULL;
         for (;;) {
@@ -707,8 +716,7 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 copy_rows(t.dkl, HP, dK, ldk, Tk, HS), copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
             }
             if (kl) {
-                copy_head(kl, k + (c / NKV) * Tk * ldk + c % NKV * HS, ldk, Tk, HS);
-                copy_head(vl, v + (c / NKV) * Tk * ldv + c % NKV * HS, ldv, Tk, HS);
+                copy_kv_head(kl, vl, k, ldk, v, ldv, c, NKV, Tk, HS);
                 t.kl = kl, t.vl = vl;
             }
             for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);

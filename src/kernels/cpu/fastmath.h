@@ -6,10 +6,27 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
-// exp(x) for float x, relative error < 1.5 ulp (measured) on [-87.3, 88.3]; 0 below (no denormals),
-// +inf above, NaN stays NaN. Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a
-// degree-6 polynomial for exp(r) (the Cephes coefficients), scaled by 2^n built in the exponent.
+// a * b + c rounded once where the ISA has FMA (the vector widths below use the same
+// instruction, so every lane keeps the scalar's bits); a * b, then + c, rounded twice elsewhere
+// (fmaf would be a slow library call there).
+#if defined(__FMA__)
+#define CT_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define CT_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+// exp(x) for float x, relative error < 1.5 ulp (tests/test_fastmath.c: 1.01 at worst) on
+// [-87.3, 88.3]; 0 below (no denormals), +inf above, NaN stays NaN. Cody-Waite range reduction
+// x = n ln2 + r, |r| <= ln2/2, then a degree-6 polynomial for exp(r) (the Cephes coefficients),
+// scaled by 2^n built in the exponent. The reduction and polynomial are fused multiply-adds where
+// the ISA has them (the build's -std=c11 turns off GCC's own contraction, so they are written
+// out): on the Xeon (AMX) stop of 2026-12-03, two threads, old and new called in turn in one
+// process (30 rounds, medians), bench S's SwiGLU forward took 0.72 of the time, its backward
+// 0.92, the attention forward 0.93 and backward 0.97, the fused loss 0.99.
 static inline float ct_fast_expf(float x) {
     // (ternaries, not fminf: they vectorise.) Written so that NaN fails the test and is clamped
     // too: a NaN reaching (int32_t)n below would be undefined behaviour (and so would shifting
@@ -17,16 +34,16 @@ static inline float ct_fast_expf(float x) {
     float xc = x >= -87.3f ? x : -87.3f;
     xc = xc > 88.3f ? 88.3f : xc;
     // round to nearest by adding 1.5 * 2^23 (floorf would block vectorisation in GCC 12)
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
+    float n = CT_FMA(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+    float r = CT_FMA(-n, 0.693359375f, xc);
+    r = CT_FMA(n, 2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    p = CT_FMA(p, r, 1.3981999507e-3f);
+    p = CT_FMA(p, r, 8.3334519073e-3f);
+    p = CT_FMA(p, r, 4.1665795894e-2f);
+    p = CT_FMA(p, r, 1.6666665459e-1f);
+    p = CT_FMA(p, r, 5.0000001201e-1f);
+    p = CT_FMA(p * r, r, r) + 1.0f;
     int32_t bits = ((int32_t)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -62,6 +79,14 @@ static inline ct_v8f ct_v8f_splat(float x) { return (ct_v8f){x, x, x, x, x, x, x
 static inline ct_v8f ct_v8f_select(ct_v8i m, ct_v8f a, ct_v8f b) {
     return (ct_v8f)(((ct_v8i)a & m) | ((ct_v8i)b & ~m));
 }
+// a * b + c lane by lane, as CT_FMA
+static inline ct_v8f ct_v8f_fma(ct_v8f a, ct_v8f b, ct_v8f c) {
+#if defined(__FMA__)
+    return (ct_v8f)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    return a * b + c;
+#endif
+}
 // Lanes added in a fixed order: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)).
 static inline float ct_v8f_sum(ct_v8f v) {
     return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
@@ -69,19 +94,19 @@ static inline float ct_v8f_sum(ct_v8f v) {
 
 // ct_fast_expf's operations on a vector of lanes, for each width (8 lanes below, 16 where the ISA
 // has them): one body, so the widths cannot drift apart and every lane keeps the scalar's bits.
-#define CT_DEFINE_FAST_EXPF(name, vf, vi, splat, select)                         \
+#define CT_DEFINE_FAST_EXPF(name, vf, vi, splat, select, fma)                       \
     /* the polynomial and the exponent: every lane of xc inside [-87.3, 88.3] */  \
     static inline vf name##_in_range(vf xc) {                                     \
-        vf n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;           \
-        vf r = xc - n * 0.693359375f;                                             \
-        r = r + n * 2.12194440e-4f;                                               \
+        vf n = fma(xc, splat(1.44269504088896341f), splat(12582912.0f)) - 12582912.0f; \
+        vf r = fma(-n, splat(0.693359375f), xc);                                  \
+        r = fma(n, splat(2.12194440e-4f), r);                                     \
         vf p = splat(1.9875691500e-4f);                                           \
-        p = p * r + 1.3981999507e-3f;                                             \
-        p = p * r + 8.3334519073e-3f;                                             \
-        p = p * r + 4.1665795894e-2f;                                             \
-        p = p * r + 1.6666665459e-1f;                                             \
-        p = p * r + 5.0000001201e-1f;                                             \
-        p = p * r * r + r + 1.0f;                                                 \
+        p = fma(p, r, splat(1.3981999507e-3f));                                   \
+        p = fma(p, r, splat(8.3334519073e-3f));                                   \
+        p = fma(p, r, splat(4.1665795894e-2f));                                   \
+        p = fma(p, r, splat(1.6666665459e-1f));                                   \
+        p = fma(p, r, splat(5.0000001201e-1f));                                   \
+        p = fma(p * r, r, r) + 1.0f;                                              \
         vi bits = (__builtin_convertvector(n, vi) + 127) << 23;                   \
         return p * (vf)bits;                                                      \
     }                                                                             \
@@ -95,7 +120,7 @@ static inline float ct_v8f_sum(ct_v8f v) {
         return select(x != x, x, y);                                              \
     }
 
-CT_DEFINE_FAST_EXPF(ct_fast_expf_v8, ct_v8f, ct_v8i, ct_v8f_splat, ct_v8f_select)
+CT_DEFINE_FAST_EXPF(ct_fast_expf_v8, ct_v8f, ct_v8i, ct_v8f_splat, ct_v8f_select, ct_v8f_fma)
 
 static inline ct_v8f ct_fast_sigmoidf_v8(ct_v8f x) { return 1.0f / (1.0f + ct_fast_expf_v8(-x)); }
 
@@ -118,11 +143,14 @@ static inline ct_v16f ct_v16f_splat(float x) { return (ct_v16f){x, x, x, x, x, x
 static inline ct_v16f ct_v16f_select(ct_v16i m, ct_v16f a, ct_v16f b) {
     return (ct_v16f)(((ct_v16i)a & m) | ((ct_v16i)b & ~m));
 }
+static inline ct_v16f ct_v16f_fma(ct_v16f a, ct_v16f b, ct_v16f c) {  // (AVX-512 has FMA)
+    return (ct_v16f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+}
 // lanes 0-7 and 8-15 as two 8-lane vectors
 static inline ct_v8f ct_v16f_lo(ct_v16f v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
 static inline ct_v8f ct_v16f_hi(ct_v16f v) { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); }
 
-CT_DEFINE_FAST_EXPF(ct_fast_expf_v16, ct_v16f, ct_v16i, ct_v16f_splat, ct_v16f_select)
+CT_DEFINE_FAST_EXPF(ct_fast_expf_v16, ct_v16f, ct_v16i, ct_v16f_splat, ct_v16f_select, ct_v16f_fma)
 
 // ct_fast_expf_v16 for arguments that almost always lie wholly inside [-87.3, 88.3] (a softmax
 // row whose scores span less than 87, a sigmoid's activations): for such a vector the clamps and

@@ -284,14 +284,16 @@ static void test_gemm_thread_count_invariance(void) {
 // units -- on 2 and 3 threads every row is computed exactly once (beta -0.5: a row done twice or
 // not at all changes C), bitwise as on one thread; through one pass (K 300: every K block of the
 // panel at once), a pass per K block (K 2100: the rows shared out again in each, so a row's K
-// blocks may fall to different threads) and the small-product path (K 200: A read in place). In
-// each pass the threads of a row split pack one shared B panel, each its share of the slivers.
+// blocks may fall to different threads) and the small-product path (K 200: A read in place); and
+// with A^T, which takes a pass per K block at any K over KC (gemm.c, next_pass). In each pass the
+// threads of a row split pack one shared B panel, each its share of the slivers.
 static void test_gemm_rows_shared_once(void) {
     const long Ms[] = {13, 97, 121, 240, 241, 359, 601, 1207}, shapes[][2] = {{256, 300}, {256, 2100}, {256, 200}};
     int saved = omp_get_max_threads();
-    for (unsigned sh = 0; sh < 3; sh++)
+    for (unsigned sh = 0; sh < 6; sh++)
         for (unsigned mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
-            long M = Ms[mi], N = shapes[sh][0], K = shapes[sh][1];
+            const int ta = sh >= 3;  // A^T: A (K, M), rows M apart
+            long M = Ms[mi], N = shapes[sh % 3][0], K = shapes[sh % 3][1];
             float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C[3];
             for (long i = 0; i < M * K; i++) A[i] = frand();
             for (long i = 0; i < K * N; i++) B[i] = frand();
@@ -299,10 +301,10 @@ static void test_gemm_rows_shared_once(void) {
                 C[n] = malloc(sizeof(float) * M * N);
                 for (long i = 0; i < M * N; i++) C[n][i] = (float)(i % 7) - 3.0f;
                 omp_set_num_threads(n + 1);
-                ct_gemm(0, 0, M, N, K, 1.0f, A, K, B, N, -0.5f, C[n], N);
+                ct_gemm(ta, 0, M, N, K, 1.0f, A, ta ? M : K, B, N, -0.5f, C[n], N);
             }
             CHECK(memcmp(C[0], C[1], sizeof(float) * M * N) == 0 && memcmp(C[0], C[2], sizeof(float) * M * N) == 0,
-                  "M=%ld N=%ld K=%ld: rows differ between 1, 2 and 3 threads", M, N, K);
+                  "ta %d M=%ld N=%ld K=%ld: rows differ between 1, 2 and 3 threads", ta, M, N, K);
             free(A), free(B), free(C[0]), free(C[1]), free(C[2]);
         }
     omp_set_num_threads(saved);

@@ -449,6 +449,20 @@ static long panel_width(const gemm_args *g) {
     return CT_NC;
 }
 
+// A^T B products -- the weight gradients, K the tokens -- pack B one K block a pass, whatever the
+// buffer holds: the pass's panel is then KC x N (256 KiB at N = 256) rather than the buffer's
+// 1 MiB, and the row blocks, shared out again in every pass, multiply it from L2 next to their
+// C block (which goes back to memory between passes: read again once a K block, as it is
+// anyway). The same K blocks in the same order: the same bits. Measured on the Xeon (AMX) stop
+// of 2026-12-03 (bench/gemm_variants, two threads, 21-25 rounds, against the buffer's spans):
+// bench S's weight gradients (768 | 256 | 1536, 256, 2048) 0.918-0.938 / 0.849-0.851 /
+// 0.932-0.944 of the time, (256, 768, 2048) 0.935-0.956, the loss's (8192, 256, 1024) 0.99-1.0;
+// bench M's (N 768, 2048) 0.98-1.0. Not for A not transposed: the input gradients and forward
+// products ran 1.5-7.6% slower that way (only the loss's dx, K = 8,192, faster: 0.966).
+#ifndef CT_TA_ONE_BLOCK  // (settable with -D for bench/gemm_variants)
+#define CT_TA_ONE_BLOCK 1
+#endif
+
 // The passes in order: the first (first != 0) or the one after *p; 0 when there is none.
 static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
     const long N = g->N, K = g->K;
@@ -459,8 +473,9 @@ static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
         if (jc >= N) return 0;
     }
     p->jc = jc, p->nc = min_l(panel, N - jc), p->nsl = (p->nc + CT_NR - 1) / CT_NR, p->pc0 = pc0;
-    // as many K blocks of the panel as the buffer (KC x NC floats) holds: all of them when they fit
-    long span = CT_BPACK_FLOATS / (p->nsl * CT_NR) / CT_KC * CT_KC;
+    // as many K blocks of the panel as the buffer (KC x NC floats) holds -- all of them when they
+    // fit -- or for A^T one
+    long span = CT_TA_ONE_BLOCK && g->ta ? CT_KC : CT_BPACK_FLOATS / (p->nsl * CT_NR) / CT_KC * CT_KC;
     p->pc1 = min_l(pc0 + span, K);
     return 1;
 }

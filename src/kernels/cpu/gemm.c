@@ -454,11 +454,13 @@ static long panel_width(const gemm_args *g) {
 // 1 MiB, and the row blocks, shared out again in every pass, multiply it from L2 next to their
 // C block (which goes back to memory between passes: read again once a K block, as it is
 // anyway). The same K blocks in the same order: the same bits. Measured on the Xeon (AMX) stop
-// of 2026-12-03 (bench/gemm_variants, two threads, 21-25 rounds, against the buffer's spans):
-// bench S's weight gradients (768 | 256 | 1536, 256, 2048) 0.918-0.938 / 0.849-0.851 /
-// 0.932-0.944 of the time, (256, 768, 2048) 0.935-0.956, the loss's (8192, 256, 1024) 0.99-1.0;
-// bench M's (N 768, 2048) 0.98-1.0. Not for A not transposed: the input gradients and forward
-// products ran 1.5-7.6% slower that way (only the loss's dx, K = 8,192, faster: 0.966).
+// of 2026-12-03 (bench/gemm_variants, two threads, 21 rounds, against the buffer's spans):
+// bench S's weight gradients (768 | 256 | 1536, 256, 2048) 0.938 / 0.851 / 0.932 of the time,
+// (256, 768, 2048) 0.956, the loss's (8192, 256, 1024) 0.998; bench M's (N 768, K 2048)
+// 0.981-0.996 (spans of a quarter and a half of the buffer: S's between these and 1.0). Not for
+// A not transposed, where it depends on the shape: S's input-gradient and forward products with
+// K 768-1,536 ran 1.2-7.6% slower that way, the loss's dx (K 8,192) 0.964-0.979 and M's
+// (2048, 768, 2048) 0.970 faster, 2048^3 even.
 #ifndef CT_TA_ONE_BLOCK  // (settable with -D for bench/gemm_variants)
 #define CT_TA_ONE_BLOCK 1
 #endif

@@ -138,32 +138,21 @@ static void residual_rmsnorm_forward(float *x_out, float *norm_out, float *rstd,
 }
 
 static long rmsnorm_linear_scratch_floats(long N, long C, long OC) { return N * C; }
+
+// The norm of x into norm_out, or into scratch when it is not kept; returns where it went (N, C).
+static const float *norm_into(float *norm_out, float *scratch, float *rstd, const float *x, const float *norm_weight,
+                              long N, long C, float eps, const char *who) {
+    float *norm = norm_out ? norm_out : scratch;
+    if (!norm) ct_fatal("cuda", "%s: norm_out and scratch are both NULL", who);
+    ct_cuda_rmsnorm_forward(norm, rstd, x, norm_weight, N, C, eps);
+    return norm;
+}
+
 static void rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const float *x,
                                    const float *norm_weight, const float *W, long N, long C, long OC, float eps,
                                    float *scratch) {
-    float *norm = norm_out ? norm_out : scratch;  // (N, C)
-    if (!norm) ct_fatal("cuda", "rmsnorm_linear_forward: norm_out and scratch are both NULL");
-    ct_cuda_rmsnorm_forward(norm, rstd, x, norm_weight, N, C, eps);
+    const float *norm = norm_into(norm_out, scratch, rstd, x, norm_weight, N, C, eps, "rmsnorm_linear_forward");
     ct_cuda_linear_forward(out, norm, W, N, C, OC);
-}
-
-static void rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
-                                        const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                        const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                        long NH, long NKV, long HS, float *scratch) {
-    if (N != B * T) ct_fatal("cuda", "rmsnorm_linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
-    rmsnorm_linear_forward(qkv, norm_out, rstd, x, norm_weight, W, N, C, QKV, eps, scratch);
-    ct_cuda_rope(qkv, cos_tab, sin_tab, pos, B, T, NH, HS, QKV, 1.0f);
-    ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, B, T, NKV, HS, QKV, 1.0f);
-}
-
-static long linear_swiglu_scratch_floats(long N, long C, long F) { return N * 2 * F; }
-static void linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
-                                  float *scratch) {
-    float *g = h13 ? h13 : scratch;  // (N, 2F)
-    if (!g) ct_fatal("cuda", "linear_swiglu_forward: h13 and scratch are both NULL");
-    ct_cuda_linear_forward(g, inp, W13, N, C, 2 * F);
-    ct_cuda_swiglu_forward(h, g, N, F);
 }
 
 static long linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
@@ -174,6 +163,24 @@ static void linear_rope_forward(float *qkv, const float *inp, const float *W, lo
     ct_cuda_linear_forward(qkv, inp, W, N, C, QKV);
     ct_cuda_rope(qkv, cos_tab, sin_tab, pos, B, T, NH, HS, QKV, 1.0f);
     ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, B, T, NKV, HS, QKV, 1.0f);
+}
+
+static void rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
+                                        const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
+                                        const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
+                                        long NH, long NKV, long HS, float *scratch) {
+    if (N != B * T) ct_fatal("cuda", "rmsnorm_linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
+    const float *norm = norm_into(norm_out, scratch, rstd, x, norm_weight, N, C, eps, "rmsnorm_linear_rope_forward");
+    linear_rope_forward(qkv, norm, W, N, C, QKV, cos_tab, sin_tab, pos, B, T, NH, NKV, HS, NULL);
+}
+
+static long linear_swiglu_scratch_floats(long N, long C, long F) { return N * 2 * F; }
+static void linear_swiglu_forward(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
+                                  float *scratch) {
+    float *g = h13 ? h13 : scratch;  // (N, 2F)
+    if (!g) ct_fatal("cuda", "linear_swiglu_forward: h13 and scratch are both NULL");
+    ct_cuda_linear_forward(g, inp, W13, N, C, 2 * F);
+    ct_cuda_swiglu_forward(h, g, N, F);
 }
 
 const ct_kernels ct_kernels_cuda = {

@@ -64,6 +64,17 @@
 //
 #define CT_SHORT_K 128
 #define CT_SHORT_KS 16
+// B's rows are asked for CT_B_AHEAD k-steps ahead (into L1). On AVX-512 a sliver of B (KC x 64
+// floats, 64 KiB) does not fit L1 beside A's, so every A sliver reads it from L2 again, 256 bytes a
+// step for 24 FMAs. Measured on the Xeon (AMX) stop of 2026-12-03 (bench/gemm_variants, two
+// threads, 41 rounds): 17 of 19 shapes of benches S and M faster, median 0.987 of the time
+// (0.972-0.996; the loss's dx 0.974, logits 0.981), 2048^3 and the largest weight gradient
+// within noise (1.007, 1.005). 4 and 12 steps ahead did no better, 16 and 32 worse; wrapping the
+// prefetch to the sliver's start for the next A sliver was 0.99-1.03. The same arithmetic: the same bits.
+// (Not on AVX2, whose sliver, KC x 16, stays in L1.)
+#ifndef CT_B_AHEAD  // (settable with -D for bench/gemm_variants; 0 is off)
+#define CT_B_AHEAD (CT_VL == 16 ? 8 : 0)
+#endif
 static inline __attribute__((always_inline)) void kern(const int mr, long kc, const float *restrict a, long rs_a,
                                                        long cs_a, const float *restrict b, long ldb,
                                                        float *restrict c, long ldc, float alpha, float beta,
@@ -86,6 +97,10 @@ static inline __attribute__((always_inline)) void kern(const int mr, long kc, co
             vf bv[CT_NV];
 #pragma GCC unroll 4
             for (int v = 0; v < CT_NV; v++) bv[v] = VLOAD(b + v * CT_VL);
+#if CT_B_AHEAD
+#pragma GCC unroll 4
+            for (int v = 0; v < CT_NV; v++) __builtin_prefetch(b + CT_B_AHEAD * ldb + v * CT_VL, 0, 3);
+#endif
 #pragma GCC unroll 16
             for (int r = 0; r < mr; r++) {
                 vf ar = VSET1(a[r * rs_a]);

@@ -184,6 +184,7 @@ int main(int argc, char **argv) {
     double ratios[64], onednn_ratios[64], best_peak = peak, paired_sum = 0, onednn_peak = 0;
     double quiet_ct[64], quiet_dnnl[64];  // the paired ratios of the quiet rounds
     double onednn_rates[64], steps_s[64];  // oneDNN's 2048^3 rate and the step, per round
+    double peak_ratios[64];                 // ctitan's 2048^3 rate over oneDNN's, per round
     long long steal_sum = 0, ticks_sum = 0;
     int rounds = steps < 64 ? steps : 64, quiet = 0, ticks_ok = 1;
     for (int i = 0; i < rounds; i++) {
@@ -202,6 +203,7 @@ int main(int argc, char **argv) {
             if (o > onednn_peak) onednn_peak = o;
             onednn_ratios[i] = tokens / dt * fpt * 1e-9 / o;
             onednn_rates[i] = o;
+            peak_ratios[i] = p / o;
         }
         ticks_ok = ticks_ok && cpu_ticks(&s1, &t1_ticks);
         if (ticks_ok && t1_ticks > t0_ticks) {
@@ -234,6 +236,11 @@ int main(int argc, char **argv) {
         // what 0.85 would take: the step at 0.85 of the rounds' median oneDNN rate, beside the
         // rounds' median step
         double rate = median(onednn_rates, rounds), step_med = median(steps_s, rounds);
+        // how far ctitan's own reference product is from oneDNN's: the gap between the two
+        // paired ratios above (the two are measured a step apart, so this too is per round)
+        double pr = median(peak_ratios, rounds);
+        printf("  ctitan's 2048^3 against oneDNN's in those rounds: %.2f median (%.2f-%.2f)\n", pr, peak_ratios[0],
+               peak_ratios[rounds - 1]);
         printf("  0.85 of oneDNN's median rate in those rounds (%.1f GFLOP/s) is a step of %.1f ms; their median "
                "step took %.1f ms\n",
                rate, 1e3 * tokens * fpt * 1e-9 / (0.85 * rate), 1e3 * step_med);

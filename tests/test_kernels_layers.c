@@ -2,6 +2,7 @@
 // Backward references are float64 central differences of sum(out * dout) (independent of the
 // analytic formulas in the kernels); the row reductions are checked for bitwise reproducibility.
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,56 @@ static void test_rmsnorm_forward_backward(void) {
               "rmsnorm backward not reproducible");
         free(x), free(w), free(y), free(rstd), free(dy), free(dx), free(dx0), free(dw), free(dw0), free(xd), free(wd);
         free(yd), free(rdx), free(rdw), free(dx2), free(dw2);
+    }
+}
+
+// The backward's weight gradient is summed over blocks of rows in a fixed order: the same bits on
+// 1, 2 and 3 threads, each half alone (dinp only, dweight only) the same bits as both together,
+// and rows wider than the 16,384 columns a pass holds (a pass per span) checked against float64.
+static void test_rmsnorm_backward_bits(void) {
+    long shapes[][2] = {{300, 96}, {130, 16384 + 40}};  // N, C
+    for (int s = 0; s < 2; s++) {
+        long N = shapes[s][0], C = shapes[s][1];
+        float *x = falloc(N * C), *w = falloc(C), *rstd = falloc(N), *dy = falloc(N * C);
+        float *dx0 = falloc(N * C), *dw0 = falloc(C);
+        for (long i = 0; i < N * C; i++) x[i] = frand(1), dy[i] = frand(1), dx0[i] = frand(1);
+        for (long c = 0; c < C; c++) w[c] = frand(1), dw0[c] = frand(1);
+        for (long n = 0; n < N; n++) rstd[n] = 0.5f + (float)urand();
+        float *dx[3], *dw[3];
+        int threads = omp_get_max_threads();
+        for (int t = 0; t < 3; t++) {
+            dx[t] = falloc(N * C), dw[t] = falloc(C);
+            memcpy(dx[t], dx0, sizeof(float) * N * C), memcpy(dw[t], dw0, sizeof(float) * C);
+            omp_set_num_threads(t + 1);
+            ct_rmsnorm_backward(dx[t], dw[t], dy, x, w, rstd, N, C);
+        }
+        omp_set_num_threads(threads);
+        for (int t = 1; t < 3; t++)
+            CHECK(memcmp(dx[0], dx[t], sizeof(float) * N * C) == 0 && memcmp(dw[0], dw[t], sizeof(float) * C) == 0,
+                  "rmsnorm backward N=%ld C=%ld: %d threads differ from 1", N, C, t + 1);
+        float *dxs = falloc(N * C), *dws = falloc(C);
+        memcpy(dxs, dx0, sizeof(float) * N * C), memcpy(dws, dw0, sizeof(float) * C);
+        ct_rmsnorm_backward(dxs, NULL, dy, x, w, rstd, N, C);
+        ct_rmsnorm_backward(NULL, dws, dy, x, w, rstd, N, C);
+        CHECK(memcmp(dx[0], dxs, sizeof(float) * N * C) == 0 && memcmp(dw[0], dws, sizeof(float) * C) == 0,
+              "rmsnorm backward N=%ld C=%ld: the halves alone differ from both together", N, C);
+        double *rdx = malloc(sizeof(double) * N * C), *rdw = malloc(sizeof(double) * C);
+        for (long c = 0; c < C; c++) rdw[c] = dw0[c];
+        for (long n = 0; n < N; n++) {
+            double r = rstd[n], dot = 0;
+            for (long c = 0; c < C; c++) dot += (double)dy[n * C + c] * w[c] * x[n * C + c];
+            for (long c = 0; c < C; c++) {
+                long i = n * C + c;
+                rdx[i] = dx0[i] + r * w[c] * dy[i] - r * r * r * dot / (double)C * x[i];
+                rdw[c] += (double)dy[i] * x[i] * r;
+            }
+        }
+        CHECK(ct_test_max_rel_err(dx[0], rdx, N * C) < 1e-4, "rmsnorm dinp N=%ld C=%ld: %g", N, C,
+              ct_test_max_rel_err(dx[0], rdx, N * C));
+        CHECK(ct_test_max_rel_err(dw[0], rdw, C) < 1e-4, "rmsnorm dweight N=%ld C=%ld: %g", N, C,
+              ct_test_max_rel_err(dw[0], rdw, C));
+        for (int t = 0; t < 3; t++) free(dx[t]), free(dw[t]);
+        free(x), free(w), free(rstd), free(dy), free(dx0), free(dw0), free(dxs), free(dws), free(rdx), free(rdw);
     }
 }
 
@@ -242,6 +293,7 @@ int main(void) {
     rng_state = 0x13198A2E03707344ull;
     CT_RUN(test_embedding_window_and_scatter);
     CT_RUN(test_rmsnorm_forward_backward);
+    CT_RUN(test_rmsnorm_backward_bits);
     CT_RUN(test_rope_tables_llama31);
     CT_RUN(test_rope_forward_backward);
     CT_RUN(test_rope_bits);

@@ -6,11 +6,12 @@
 #   ct-paired   each step against ctitan's 2048^3 measured just before it (median of a run)
 #   dnnl-paired each step against oneDNN's 2048^3 measured right after it (median of a run)
 #   strict      the run's mean step against the best oneDNN 2048^3 rate of the run
-# and how many runs of each reached 0.85; then ct/dnnl, ctitan's 2048^3 over oneDNN's (the median of
-# the run's rounds: the gap between the two paired columns). Beside them the share of the CPUs' time the hypervisor
-# took during the run's paired rounds (steal), and at the end the paired ratios of every quiet
-# round of all runs pooled (under 5% steal, bench_train.c): on a VM whose host takes a quarter of
-# its CPU time, the rounds the host left alone are the ones that say what the code does.
+# and how many runs of each reached 0.85; then ct/dnnl, ctitan's 2048^3 over oneDNN's (the median
+# of the run's rounds: the gap between the two paired columns). Beside them the share of the CPUs'
+# time the hypervisor took during the run's paired rounds (steal), and at the end the paired
+# ratios of every quiet round of all runs pooled (under 5% steal, bench_train.c): on a VM whose
+# host takes a quarter of its CPU time, the rounds the host left alone are the ones that say what
+# the code does.
 #
 #   bench/fp32_ratio.sh [S|M] [runs] [steps] [key=value ...]
 #     (defaults: S, 8 runs, 8 steps; M: 3 steps; settings after the steps go to bench_train, e.g.

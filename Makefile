@@ -4,8 +4,17 @@
 #   tests/test_*.c       -> build/tests/test_*   (each a program; tests/run_tests.sh runs them)
 #   bench/bench_*.c      -> build/bench/bench_*
 CC      := mpicc
-OPT     ?= -O3 -march=native
-CFLAGS  ?= $(OPT) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
+# One build for every x86-64-v3 machine (AVX2 + FMA): everything targets that baseline except the
+# cpu kernels, which are built once per kernel set (below) and chosen at start-up. NATIVE=1 builds
+# everything, kernels included, for this machine alone (-march=native): for people who build on
+# the machine they train on; the binary may die on an illegal instruction elsewhere.
+ifeq ($(NATIVE),1)
+MARCH   ?= -march=native
+else
+MARCH   ?= -march=x86-64-v3
+endif
+OPT     ?= -O3
+CFLAGS  ?= $(OPT) $(MARCH) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
 LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
 BUILD   := build
 
@@ -13,6 +22,12 @@ BUILD   := build
 # UndefinedBehaviorSanitizer into build-san/ (never mixed with build/'s objects) and runs the suite
 # there; tests/run_tests.sh sets the sanitizer options (OpenMPI's leaks are suppressed there).
 # -fno-sanitize-recover: a UB report ends the program, so a test cannot pass over one.
+# NATIVE=1's objects go to build-native/ unless BUILD is given (never mixed with build/'s).
+ifeq ($(NATIVE),1)
+ifeq ($(origin BUILD),file)
+BUILD   := build-native
+endif
+endif
 ifeq ($(SANITIZE),1)
 BUILD   := build-san
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -20,9 +35,35 @@ endif
 
 SETUP_STAMP := $(BUILD)/.setup-done
 LIB_SRCS  := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-TEST_SRCS := $(wildcard tests/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+# ---- cpu kernel sets (src/kernels/cpu/kernel_set.h) --------------------------------------------
+# The files of src/kernels/cpu except KSET_SHARED are compiled once per set with that set's
+# instructions into $(BUILD)/kset/SET/, linked into one object per set whose names carry the
+# suffix __SET, and reached through the stubs of $(BUILD)/kset/dispatch.S (scripts/kernel_sets.sh).
+# KSET_SHARED: files every set shares, compiled once at the baseline -- symbols the process must
+# have once (operator new, GOMP_parallel, a flag tests read) and the choosing itself, which is
+# compiled for plain x86-64 so that a CPU below the baseline is told so in one line.
+# KSET_TESTS: test programs that include a set's internal SIMD headers, built once per set
+# (test_NAME-SET; tests/run_tests.sh runs those of the sets the CPU runs).
+KSET_SHARED := src/kernels/cpu/kernel_set.c src/kernels/cpu/onednn_arena.c src/kernels/cpu/omp_inline.c
+KSET_SRCS   := $(filter-out $(KSET_SHARED),$(sort $(wildcard src/kernels/cpu/*.c)))
+KSET_TESTS  := tests/test_fastmath.c tests/test_kernels_xent.c
+ifeq ($(NATIVE),1)
+KSETS := native
+else
+KSETS := avx2 avx512 avx512_bf16 amx
+endif
+KSET_FLAGS_native      := -march=native
+KSET_FLAGS_avx2        := -march=x86-64-v3
+KSET_FLAGS_avx512      := -march=x86-64-v4 -mprefer-vector-width=512
+KSET_FLAGS_avx512_bf16 := $(KSET_FLAGS_avx512) -mavx512bf16
+KSET_FLAGS_amx         := $(KSET_FLAGS_avx512_bf16) -mamx-tile -mamx-bf16
+KSET_OBJS := $(KSETS:%=$(BUILD)/kset/%.o) $(BUILD)/kset/dispatch.o
+LIB_SRCS  := $(filter-out $(KSET_SRCS),$(LIB_SRCS))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS)
+TEST_SRCS := $(filter-out $(KSET_TESTS),$(wildcard tests/test_*.c))
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%) \
+             $(foreach s,$(KSETS),$(KSET_TESTS:tests/%.c=$(BUILD)/tests/%-$(s)))
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
@@ -47,7 +88,7 @@ SETUP_STAMP := $(BUILD)/.setup-done
 endif
 CU_SRCS   := $(shell find src -name '*.cu' | sort)
 CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_OBJS)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS) $(CU_OBJS)
 CFLAGS    += -DCT_HAVE_CUDA -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
 NVCCFLAGS ?= $(NVCC_OPT) -g -std=c++17 $(CUDA_GENCODE) -fmad=false -Isrc -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
@@ -56,7 +97,7 @@ LDLIBS    += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcublas
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.c,$(BUILD)/tests/cuda/%,$(wildcard tests/cuda/test_*.c))
 else
 LIB_SRCS  := $(filter-out src/kernels/cuda/% src/comm/comm_nccl.c,$(LIB_SRCS))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS)
 endif
 
 .PHONY: all test bench run clean setup lint precision-compare fault-drill
@@ -79,6 +120,26 @@ toolchain:
 $(BUILD)/%.o: %.c | toolchain
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# One set: its objects, then one object with the set's names (scripts/kernel_sets.sh merge).
+define KSET_RULES
+$(BUILD)/kset/$(1)/%.o: %.c | toolchain
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(KSET_FLAGS_$(1)) -DCT_KERNEL_SET_NAME='"$(1)"' -MMD -MP -c $$< -o $$@
+$(BUILD)/kset/$(1).o: $$(KSET_SRCS:%.c=$(BUILD)/kset/$(1)/%.o) scripts/kernel_sets.sh
+	bash scripts/kernel_sets.sh merge $(1) $$@ $$(filter %.o,$$^)
+$(BUILD)/tests/%-$(1): tests/%.c $$(wildcard tests/*.h) $(BUILD)/libctitan.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(KSET_FLAGS_$(1)) -Itests $$< -o $$@ $(BUILD)/libctitan.a $$(LDLIBS)
+endef
+$(foreach s,$(KSETS),$(eval $(call KSET_RULES,$(s))))
+
+$(BUILD)/kset/dispatch.S: $(KSETS:%=$(BUILD)/kset/%.o) scripts/kernel_sets.sh
+	bash scripts/kernel_sets.sh dispatch $@ $(KSETS)
+$(BUILD)/kset/dispatch.o: $(BUILD)/kset/dispatch.S
+	$(CC) -c $< -o $@
+# (plain x86-64: see KSET_SHARED)
+$(BUILD)/src/kernels/cpu/kernel_set.o: MARCH := -march=x86-64
 
 $(BUILD)/%.cu.o: %.cu | toolchain
 	@mkdir -p $(dir $@)

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test program ($BUILD/tests/test_*, BUILD defaulting to build) and every shell test
 # (tests/test_*.sh, which see BUILD too).
+# Kernel sets (kernels/cpu/kernel_set.h): the suite runs under the set a process takes by default
+# (the highest this CPU runs, or CTITAN_KERNEL_SET), and the numerics tests (NUMERICS below: the
+# kernels, parity and precision tests) run again under every lower set the CPU runs, named
+# test_x[set]. A program built once per set (test_x-SET, the Makefile's KSET_TESTS) runs under
+# its own set, where the CPU runs it.
 # Each prints PASS/FAIL lines per case; a program that dies without a FAIL line counts as one
 # failure. The last line is "N passed, N failed".
 set -u
@@ -58,13 +63,37 @@ run_one() {
   printf '%-40s %3d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $((SECONDS - t0))
   if [ "$f" -ne 0 ]; then failed_names+=("$name"); grep -E '^FAIL |check failed|error|^  sanitizer: ' "$log" | head -20 | sed 's/^/    /'; fi
 }
+NUMERICS='^test_(kernels_.*|parity_.*|loss_parallel|trainer_reference|precision_cli)$'
+runnable=$("$BUILD/ctitan" kernels --runnable) || { echo "FAIL $BUILD/ctitan kernels --runnable"; exit 1; }
+default_set=${CTITAN_KERNEL_SET:-$(echo "$runnable" | tail -1)}
+others=$(echo "$runnable" | grep -vx "$default_set" | tr '\n' ' ')
+echo "kernel sets this CPU runs: $(echo "$runnable" | tr '\n' ' ')(the suite under $default_set${others:+; numerics again under $others})"
+is_runnable() { echo "$runnable" | grep -qx "$1"; }
+tests=()  # "name|command..." of every test, for the runs under the other sets
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
-  run_one "$(basename "$t")" "$t"
+  name=$(basename "$t")
+  case "$name" in
+    *-*) set_name=${name##*-}
+         is_runnable "$set_name" && CTITAN_KERNEL_SET=$set_name run_one "$name" "$t"
+         continue ;;
+  esac
+  run_one "$name" "$t"
+  tests+=("$name|$t")
 done
 for t in tests/test_*.sh; do
   [ -f "$t" ] || continue
   run_one "$(basename "$t" .sh)" bash "$t"
+  tests+=("$(basename "$t" .sh)|bash $t")
+done
+for set_name in $others; do
+  for entry in "${tests[@]}"; do
+    name=${entry%%|*}
+    [[ $name =~ $NUMERICS ]] || continue
+    # (word splitting of the command is wanted: "bash tests/x.sh")
+    # shellcheck disable=SC2086
+    CTITAN_KERNEL_SET=$set_name run_one "$name[$set_name]" ${entry#*|}
+  done
 done
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
 echo "$passed passed, $failed failed"

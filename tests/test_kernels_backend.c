@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/kernel_set.h"
 #include "kernels/kernels.h"
 #include "test.h"
 #include "test_rand.h"
@@ -41,7 +42,8 @@ static void test_every_member_set(void) {
         CHECK(f != NULL, "member %d (byte offset %zu) is NULL", n, off);
     }
     CHECK(n >= 30, "only %d members", n);
-    CHECK(k->matmul_peak_gflops == ct_cpu_matmul_peak_gflops, "peak is not the cpu measurement");
+    CHECK((const void *)k->matmul_peak_gflops == CT_KERNEL_TARGET(ct_cpu_matmul_peak_gflops),
+          "peak is not the cpu measurement");
 }
 
 // zero / copy / copy_to_host / copy_from_host over sizes below and above the 1 MiB where the

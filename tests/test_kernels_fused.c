@@ -33,6 +33,7 @@
 
 #include "fatal_child.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/kernel_set.h"
 #include "kernels/kernels.h"
 #include "test.h"
 #include "test_rand.h"
@@ -460,14 +461,15 @@ static void test_adamw_fused_step(void) {
 // The table points at the kernels.h functions.
 static void test_table(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    CHECK(k->residual_rmsnorm_forward == ct_residual_rmsnorm_forward &&
-              k->rmsnorm_linear_forward == ct_rmsnorm_linear_forward &&
-              k->rmsnorm_linear_rope_forward == ct_rmsnorm_linear_rope_forward &&
-              k->rmsnorm_linear_scratch_floats == ct_rmsnorm_linear_scratch_floats &&
-              k->linear_swiglu_forward == ct_linear_swiglu_forward &&
-              k->linear_swiglu_scratch_floats == ct_linear_swiglu_scratch_floats &&
-              k->linear_rope_scratch_floats == ct_linear_rope_scratch_floats &&
-              k->linear_rope_forward == ct_linear_rope_forward && k->adamw_update == ct_adamw_update,
+    CHECK((const void *)k->residual_rmsnorm_forward == CT_KERNEL_TARGET(ct_residual_rmsnorm_forward) &&
+              (const void *)k->rmsnorm_linear_forward == CT_KERNEL_TARGET(ct_rmsnorm_linear_forward) &&
+              (const void *)k->rmsnorm_linear_rope_forward == CT_KERNEL_TARGET(ct_rmsnorm_linear_rope_forward) &&
+              (const void *)k->rmsnorm_linear_scratch_floats == CT_KERNEL_TARGET(ct_rmsnorm_linear_scratch_floats) &&
+              (const void *)k->linear_swiglu_forward == CT_KERNEL_TARGET(ct_linear_swiglu_forward) &&
+              (const void *)k->linear_swiglu_scratch_floats == CT_KERNEL_TARGET(ct_linear_swiglu_scratch_floats) &&
+              (const void *)k->linear_rope_scratch_floats == CT_KERNEL_TARGET(ct_linear_rope_scratch_floats) &&
+              (const void *)k->linear_rope_forward == CT_KERNEL_TARGET(ct_linear_rope_forward) &&
+              (const void *)k->adamw_update == CT_KERNEL_TARGET(ct_adamw_update),
           "a fused member is not its kernels.h function");
 }
 

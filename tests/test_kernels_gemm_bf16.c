@@ -17,6 +17,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/kernel_set.h"
 #include "test.h"
 
 static _Thread_local uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -74,8 +75,10 @@ static void test_path(void) {
     printf("  bf16 gemm path: %s\n", p);
     CHECK(!strcmp(p, "amx") || !strcmp(p, "avx512_bf16") || !strcmp(p, "fallback"), "path %s", p);
     const ct_kernels *k = ct_kernels_get("cpu");
-    CHECK(k && k->gemm_bf16 == ct_gemm_bf16 && k->matmul_peak_gflops_bf16 && k->bf16_gemm_path == ct_bf16_gemm_path &&
-              k->f32_to_bf16 == ct_f32_to_bf16_array && k->bf16_split == ct_bf16_split_array,
+    CHECK(k && (const void *)k->gemm_bf16 == CT_KERNEL_TARGET(ct_gemm_bf16) && k->matmul_peak_gflops_bf16 &&
+              (const void *)k->bf16_gemm_path == CT_KERNEL_TARGET(ct_bf16_gemm_path) &&
+              (const void *)k->f32_to_bf16 == CT_KERNEL_TARGET(ct_f32_to_bf16_array) &&
+              (const void *)k->bf16_split == CT_KERNEL_TARGET(ct_bf16_split_array),
           "cpu table members");
 }
 
@@ -255,7 +258,7 @@ static void test_parallel_callers(void) {
 // signs included), which is what a bf16 is.
 static void test_bf16_to_f32_all(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    CHECK(k && k->bf16_to_f32 == ct_bf16_to_f32_array, "cpu table member bf16_to_f32");
+    CHECK(k && (const void *)k->bf16_to_f32 == CT_KERNEL_TARGET(ct_bf16_to_f32_array), "cpu table member bf16_to_f32");
     if (!k || !k->bf16_to_f32) return;
     long n = 3 * 65536;
     uint16_t *h = malloc(n * sizeof(uint16_t));

@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f8.h"
+#include "kernels/cpu/kernel_set.h"
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
 #include "f8_spec.h"
@@ -195,9 +196,11 @@ static void test_gemm_mxfp8(void) {
 // the product), i.e. below 0.1 -- and above 1e-4, so a path that skipped quantisation would fail.
 static void test_linear_forward_f8(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    CHECK(k && k->gemm_f8 == ct_gemm_f8 && k->gemm_mxfp8 == ct_gemm_mxfp8 &&
-              k->linear_forward_f8 == ct_linear_forward_f8 && k->f8_scratch_floats == ct_f8_scratch_floats &&
-              k->gemm_f8_scratch_floats == ct_gemm_f8_scratch_floats,
+    CHECK(k && (const void *)k->gemm_f8 == CT_KERNEL_TARGET(ct_gemm_f8) &&
+              (const void *)k->gemm_mxfp8 == CT_KERNEL_TARGET(ct_gemm_mxfp8) &&
+              (const void *)k->linear_forward_f8 == CT_KERNEL_TARGET(ct_linear_forward_f8) &&
+              (const void *)k->f8_scratch_floats == CT_KERNEL_TARGET(ct_f8_scratch_floats) &&
+              (const void *)k->gemm_f8_scratch_floats == CT_KERNEL_TARGET(ct_gemm_f8_scratch_floats),
           "cpu table members");
     static const long shapes[][3] = {{64, 200, 48}, {1, 1, 1}, {300, 256, 129}};  // N, IC, OC; IC 200: MX tail
     static const char *names[] = {"tensorwise", "rowwise", "mxfp8"};

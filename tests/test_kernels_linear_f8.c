@@ -19,11 +19,12 @@
 #include <string.h>
 
 #include "core/float_formats.h"
+#include "f8_spec.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_f8.h"
+#include "kernels/cpu/kernel_set.h"
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
-#include "f8_spec.h"
 #include "test.h"
 
 #define U 0x1p-24
@@ -179,9 +180,10 @@ static int canary_bad(const float *s, long ns) {
 
 static void test_table(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    CHECK(k && k->linear_backward_f8 == ct_linear_backward_f8 &&
-              k->f8_backward_scratch_floats == ct_f8_backward_scratch_floats &&
-              k->linear_forward_f8 == ct_linear_forward_f8 && k->f8_scratch_floats == ct_f8_scratch_floats,
+    CHECK(k && (const void *)k->linear_backward_f8 == CT_KERNEL_TARGET(ct_linear_backward_f8) &&
+              (const void *)k->f8_backward_scratch_floats == CT_KERNEL_TARGET(ct_f8_backward_scratch_floats) &&
+              (const void *)k->linear_forward_f8 == CT_KERNEL_TARGET(ct_linear_forward_f8) &&
+              (const void *)k->f8_scratch_floats == CT_KERNEL_TARGET(ct_f8_scratch_floats),
           "cpu table members");
 }
 

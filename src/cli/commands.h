@@ -12,4 +12,5 @@ int ct_cmd_convert(int argc, char **argv);    // cli/cmd_convert.c: --to hf | --
 int ct_cmd_checkpoint(int argc, char **argv); // cli/cmd_checkpoint.c: list | verify
 int ct_cmd_plot(int argc, char **argv);       // cli/cmd_plot.c: loss curves of metrics.jsonl files
 int ct_cmd_plan(int argc, char **argv);       // cli/cmd_plan.c: which layout for a model on a cluster
+int ct_cmd_kernels(int argc, char **argv);    // cli/cmd_kernels.c: the cpu kernel sets and which run here
 #endif

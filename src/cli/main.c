@@ -19,7 +19,8 @@ static void usage(FILE *f) {
             "  checkpoint list | verify: distributed checkpoints and their files\n"
             "  plot       loss curves of runs (metrics.jsonl) as SVG / PNG\n"
             "  plan       which layout (pp x dp x fsdp x cp x tp, schedule, checkpointing, precision) for a\n"
-            "             model on a cluster: predicted memory, step time, tokens/s and MFU\n");
+            "             model on a cluster: predicted memory, step time, tokens/s and MFU\n"
+            "  kernels    the cpu kernel sets of this build and which this CPU runs\n");
 }
 
 int main(int argc, char **argv) {
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "checkpoint")) return ct_cmd_checkpoint(argc - 2, argv + 2);
     if (!strcmp(cmd, "plot")) return ct_cmd_plot(argc - 2, argv + 2);
     if (!strcmp(cmd, "plan")) return ct_cmd_plan(argc - 2, argv + 2);
+    if (!strcmp(cmd, "kernels")) return ct_cmd_kernels(argc - 2, argv + 2);
     fprintf(stderr, "ctitan: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -63,6 +63,9 @@ const ct_setting ct_settings[] = {
     // [training]
     ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
          "where the math runs: cpu, or cuda (a GPU per process, NCCL)"),  // + what this build has: config.c
+    ENUM("training.kernel_set", kernel_set, "auto", "auto|avx2|avx512|avx512_bf16|amx|native", NULL, NULL,
+         "the cpu kernels' instruction set: auto (CTITAN_KERNEL_SET, else the best this CPU runs; every rank "
+         "takes the lowest any rank chose), or one the CPU has; a NATIVE=1 build has only native"),
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
     INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),

@@ -3,13 +3,13 @@
 
 #include <string.h>
 
-#include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/kernel_set.h"
 #ifdef CT_HAVE_CUDA
 #include "kernels/cuda/backend_cuda.h"
 #endif
 
 const ct_kernels *ct_kernels_get(const char *name) {
-    if (name && strcmp(name, ct_kernels_cpu.name) == 0) return &ct_kernels_cpu;
+    if (name && strcmp(name, "cpu") == 0) return ct_kernel_set_kernels();
 #ifdef CT_HAVE_CUDA
     if (name && strcmp(name, ct_kernels_cuda.name) == 0) {
         ct_cuda_backend_init();  // lends core/memory its device allocator before any cuda buffer

@@ -201,8 +201,35 @@ typedef struct ct_kernels {
                                 long NH, long NKV, long HS, float *scratch);
 } ct_kernels;
 
-// The backend called `name` ("cpu"), or NULL when this build has none by that name.
+// The backend called `name` ("cpu"), or NULL when this build has none by that name. "cpu" is the
+// chosen kernel set's table (below).
 const ct_kernels *ct_kernels_get(const char *name);
+
+// ---- cpu kernel sets (kernels/cpu/kernel_set.h): the cpu kernels are built once per level of
+// the x86-64 instruction set, lowest first ("avx2", "avx512", "avx512_bf16", "amx"; "native" alone
+// in a NATIVE=1 build), and one set runs at a time. At start-up the process takes the set named
+// by the environment variable CTITAN_KERNEL_SET (a set the CPU lacks ends it with one line), else
+// the highest set this CPU runs; every cpu kernel call, through the table or by a kernels.h name,
+// reaches that set. Change it only while no kernel runs.
+int ct_kernel_set_count(void);
+const char *ct_kernel_set_name(int i);
+// -1 when this build has no set called `name`.
+int ct_kernel_set_find(const char *name);
+// Whether this CPU has every instruction set i was compiled for.
+bool ct_kernel_set_runnable(int i);
+// The highest set this CPU runs, and the one the process took at start-up.
+int ct_kernel_set_best(void);
+int ct_kernel_set_at_start(void);
+int ct_kernel_set_active(void);
+// Checks that this CPU runs the set called `name` ("auto": the start-up choice) and returns its
+// index, or -1 with one line that starts with `what` (the setting and its value, e.g.
+// "training.kernel_set amx") and says what the CPU lacks and which sets it runs, or which sets
+// the build has.
+int ct_kernel_set_resolve(const char *name, const char *what);
+// Makes set i (runnable) the one every call reaches.
+void ct_kernel_set_install(int i);
+// What the CPU lacks for set i, e.g. "AMX-TILE, AMX-BF16" ("" when runnable).
+void ct_kernel_set_missing(int i, char *out, size_t n);
 
 // ---- the output layer's products (kernels/head_products.c), over a table: the three products
 // of one chunk of rows that every loss kernel runs (the cpu and cuda backends' fused

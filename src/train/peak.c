@@ -75,7 +75,9 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
     FILE *in = fopen(file, "r");
     char line[1024];
     size_t kl = strlen(key);
-    if (!in) fprintf(out, "# ctitan: best matmul rate measured per (CPU, threads per rank, ranks per node, dtype), GFLOP/s\n");
+    if (!in)
+        fprintf(out, "# ctitan: best matmul rate measured per (CPU, threads per rank, ranks per node, dtype, cpu "
+                     "kernel set), GFLOP/s\n");
     while (in && fgets(line, sizeof line, in))
         if (!(line[0] == '"' && !strncmp(line + 1, key, kl) && line[1 + kl] == '"')) fputs(line, out);
     if (in) fclose(in);
@@ -112,8 +114,10 @@ void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool co
     for (char *c = cpu; *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '-' && *c != '.') *c = '_';
     const char *threads = getenv("OMP_NUM_THREADS");
-    snprintf(p->key, sizeof p->key, "%s/threads %s/ranks per node %d/%s", cpu, threads && *threads ? threads : "default",
-             ranks_on_node, dtype);
+    // (the kernel set too: a lower set's peak on the same CPU is its own, e.g. avx2 on an AVX-512 CPU)
+    const char *kset = k->device == CT_DEVICE_CPU ? ct_kernel_set_name(ct_kernel_set_active()) : k->name;
+    snprintf(p->key, sizeof p->key, "%s/threads %s/ranks per node %d/%s/%s", cpu,
+             threads && *threads ? threads : "default", ranks_on_node, dtype, kset);
     calibration_file(p->file, sizeof p->file);
     double stored = ct_peak_lookup(p->file, p->key);
     ct_comm_broadcast(world, &stored, 1, CT_F64, 0);  // rank 0's file decides, as it writes it

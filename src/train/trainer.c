@@ -150,6 +150,22 @@ static ct_status resolve_vocab(ct_trainer *t) {
     return CT_OK;
 }
 
+// The cpu kernel set, one for every rank: the set training.kernel_set names (every rank's CPU must
+// run it), or under auto the lowest of the ranks' start-up choices. Ranks running different sets
+// would round differently where a layout relies on their computing the same bits (parameters
+// every rank of a group updates alike, the loss's fixed-order sums), so they never do.
+static ct_status choose_kernel_set(ct_trainer *t, const ct_config *cfg) {
+    char what[64];
+    snprintf(what, sizeof what, "training.kernel_set %s", cfg->kernel_set);
+    int mine = ct_kernel_set_resolve(cfg->kernel_set, what);
+    if (ct_comm_agree(&t->world, mine < 0 ? CT_ERR : CT_OK)) return CT_ERR;
+    int32_t v[3] = {-mine, ct_kernel_set_best(), -ct_kernel_set_best()};  // MAX of -x: the min of x
+    ct_comm_all_reduce(&t->world, v, v, 3, CT_I32, CT_COMM_MAX);
+    t->kernel_set = -v[0], t->kernel_set_best_hi = v[1], t->kernel_set_best_lo = -v[2];
+    ct_kernel_set_install(t->kernel_set);
+    return CT_OK;
+}
+
 // The layout: model dimensions, the mesh, and the checks that the degrees divide what they
 // split. Every rank runs the same configuration (checked first), so every rank meets the same
 // error at the same point, before any collective that could leave another waiting.
@@ -159,6 +175,8 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
 
+    t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
+    if (!strcmp(cfg->train_device, "cpu") && choose_kernel_set(t, cfg)) return CT_ERR;
     t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
     if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
@@ -650,8 +668,21 @@ int ct_trainer_run(ct_trainer *t) {
     if (t->is_logger) {
         char layout[128];
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
-        printf("ranks %d: %s; %d OpenMP thread%s per rank\n", t->world.size, layout, omp_get_max_threads(),
-               omp_get_max_threads() == 1 ? "" : "s");
+        char kernels[160] = "";
+        if (t->kernel_set >= 0) {
+            int lo = t->kernel_set_best_lo, hi = t->kernel_set_best_hi;
+            char best[96];
+            if (lo == hi)
+                snprintf(best, sizeof best, "the CPU%s run%s up to %s", t->world.size > 1 ? "s" : "",
+                         t->world.size > 1 ? "" : "s", ct_kernel_set_name(hi));
+            else
+                snprintf(best, sizeof best, "the CPUs run up to %s on some ranks, %s on others", ct_kernel_set_name(lo),
+                         ct_kernel_set_name(hi));
+            snprintf(kernels, sizeof kernels, "; cpu kernels %s%s (%s)", ct_kernel_set_name(t->kernel_set),
+                     t->world.size > 1 ? " on every rank" : "", best);
+        }
+        printf("ranks %d: %s; %d OpenMP thread%s per rank%s\n", t->world.size, layout, omp_get_max_threads(),
+               omp_get_max_threads() == 1 ? "" : "s", kernels);
         printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
                "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank (%s)\n",
                t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,

@@ -32,6 +32,9 @@ typedef struct ct_trainer {
     bool is_logger;          // rank 0 prints and writes metrics
 
     const ct_kernels *k;     // the kernel backend (training.device)
+    // cpu: the kernel set every rank runs (kernels/backend.h: ct_kernel_set_*), and the lowest and
+    // highest of the sets the ranks' CPUs could run (-1: not a cpu run)
+    int kernel_set, kernel_set_best_lo, kernel_set_best_hi;
     // Parameter state: this rank's FSDP shards (the whole model when the shard group is 1).
     ct_fsdp fsdp;
     ct_tp tp;

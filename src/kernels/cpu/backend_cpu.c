@@ -1,14 +1,16 @@
 // The cpu backend's table: every member is the kernels.h function of the same name (the CPU
 // reference, tested against float64), so a call through the table is the direct call. Host
-// memory is the device: the copies to and from the host are plain copies.
+// memory is the device: the copies to and from the host are plain copies. Compiled once per
+// kernel set (kernel_set.h), with the set's descriptor below.
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/kernel_set.h"
 
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f8.h"
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
 
-const ct_kernels ct_kernels_cpu = {
+static const ct_kernels ct_kernels_cpu = {
     .name = "cpu",
     .device = CT_DEVICE_CPU,
 
@@ -74,4 +76,35 @@ const ct_kernels ct_kernels_cpu = {
     .linear_swiglu_forward = ct_linear_swiglu_forward,
     .linear_rope_scratch_floats = ct_linear_rope_scratch_floats,
     .linear_rope_forward = ct_linear_rope_forward,
+};
+
+// What this set was compiled to use: the instruction-set macros the compiler defined for it.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__BMI2__) && defined(__F16C__)
+#define NEEDS_V3 CT_CPU_X86_64_V3
+#else
+#define NEEDS_V3 0
+#endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__)
+#define NEEDS_V4 CT_CPU_X86_64_V4
+#else
+#define NEEDS_V4 0
+#endif
+#if defined(__AVX512BF16__)
+#define NEEDS_BF16 CT_CPU_AVX512_BF16
+#else
+#define NEEDS_BF16 0
+#endif
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define NEEDS_AMX (CT_CPU_AMX_TILE | CT_CPU_AMX_BF16)
+#else
+#define NEEDS_AMX 0
+#endif
+
+const char *ct_cpu_kernel_set_compiled(void) { return CT_KERNEL_SET_NAME; }
+
+const ct_cpu_kernel_set ct_cpu_kernel_set_this = {
+    .name = CT_KERNEL_SET_NAME,  // -DCT_KERNEL_SET_NAME="avx2" (the Makefile)
+    .needs = NEEDS_V3 | NEEDS_V4 | NEEDS_BF16 | NEEDS_AMX,
+    .kernels = &ct_kernels_cpu,
 };

@@ -1,12 +1,10 @@
-// The cpu kernel backend (internal to src/kernels): its table, for ct_kernels_get, and the
-// memory functions that have no kernels.h counterpart.
+// The cpu kernel backend (internal to src/kernels): the memory functions that have no kernels.h
+// counterpart. Its table is one per kernel set (kernel_set.h: ct_kernel_set_kernels).
 #ifndef CT_CPU_BACKEND_CPU_H
 #define CT_CPU_BACKEND_CPU_H
 #include <stddef.h>
 
 #include "kernels/backend.h"
-
-extern const ct_kernels ct_kernels_cpu;
 
 // dst = 0 / dst = src over `bytes`, parallel for large sizes (memory_cpu.c)
 void ct_cpu_zero(void *dst, size_t bytes);

@@ -31,7 +31,6 @@
 // The scalar conversions are core/float_formats.h's (round to nearest even, NaN kept quiet); the
 // arrays here are the parallel versions the kernels want.
 
-volatile int ct_gemm_bf16_in_onednn;  // see gemm_bf16.h
 static inline uint16_t f32_to_bf16(float f) { return ct_f32_to_bf16(f); }
 static inline float bf16_to_f32(uint16_t h) { return ct_bf16_to_f32(h); }
 
@@ -202,12 +201,28 @@ static void clear_cache(void) {
 
 static int native_wanted(void) { return strcmp(g_path, "fallback") != 0 && ct_gemm_bf16_avx512_available(); }
 
+// The highest oneDNN ISA this kernel set may use: the level it was compiled for (kernel_set.h), so
+// that a set below the CPU's best runs what a CPU of that level runs, oneDNN's calls included.
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define SET_ISA dnnl_cpu_isa_avx512_core_amx
+#elif defined(__AVX512BF16__)
+#define SET_ISA dnnl_cpu_isa_avx512_core_bf16
+#elif defined(__AVX512F__)
+#define SET_ISA dnnl_cpu_isa_avx512_core
+#else
+#define SET_ISA dnnl_cpu_isa_avx2
+#endif
+
 static void init_once(void) {
+    // Caps oneDNN's own dispatch too; refused (harmlessly) when oneDNN has already run in this
+    // process, e.g. under another kernel set: the mask below holds this set to its level anyway.
+    (void)dnnl_set_max_cpu_isa(SET_ISA);
     check(dnnl_engine_create(&g_engine, dnnl_cpu, 0), "engine");
     check(dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags), "stream");
-    // The ISA masks nest (amx ⊃ avx512_core_bf16 ⊃ avx512_core). AVX-512 without BF16 gets only
-    // oneDNN's emulated bf16, no faster than fp32 sgemm, so it takes the fallback.
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    // The ISA masks nest (amx ⊃ avx512_core_bf16 ⊃ avx512_core ⊃ avx2), so & is the lower of two.
+    // AVX-512 without BF16 gets only oneDNN's emulated bf16, no faster than fp32 sgemm, so it
+    // takes the fallback.
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa() & (unsigned)SET_ISA;
     const char *p = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx   ? "amx"
                     : (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16 ? "avx512_bf16"
                                                                                             : "fallback";

@@ -24,6 +24,10 @@ static size_t g_top;                 // next free byte; touched only by the wind
 static long g_served, g_live, g_overflow;  // atomics: a block may be deleted from any thread
 static _Thread_local int tl_in_window;
 
+// Set while a bf16 matmul runs inside oneDNN (gemm_bf16.h): defined here, outside the kernel sets,
+// so that every set raises the one flag a test reads.
+volatile int ct_gemm_bf16_in_onednn;
+
 void ct_onednn_arena_enter(void) {
     if (__atomic_load_n(&g_live, __ATOMIC_ACQUIRE) == 0) g_top = 0;  // nothing of the buffer in use
     tl_in_window = 1;

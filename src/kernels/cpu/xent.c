@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/backend_cpu.h"
+#include "kernels/cpu/kernel_set.h"
 #include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
 
@@ -27,8 +28,8 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const
                  (int)targets[bad], bad, V);
     float *logits = scratch;                   // (chunk_rows, V)
     char *row_loss = (char *)(scratch + chunk_rows * V);  // (chunk_rows) doubles, possibly unaligned
-    ct_head_products h =
-        ct_head_products_begin(&ct_kernels_cpu, bf16, W, V, C, chunk_rows, scratch + own_floats(chunk_rows, V));
+    ct_head_products h = ct_head_products_begin(ct_cpu_kernel_set_this.kernels, bf16, W, V, C, chunk_rows,
+                                                scratch + own_floats(chunk_rows, V));
     double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;

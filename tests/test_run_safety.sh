@@ -145,14 +145,17 @@ fi
 
 # ---- a metrics file that stops taking writes (a full disk) --------------------------------------
 # Finding 12: writes used to go unchecked, so a full disk left metrics.jsonl short without a word.
-# The dump folder is a 16 KiB tmpfs: run.toml and config.toml fit, metrics.jsonl fills its page
-# after about a dozen steps. The run says so once, names the file, and trains on (the final model
+# The dump folder is a tmpfs with room for run.toml and config.toml (sized from a run's own, as
+# the settings grow) and one more page, which metrics.jsonl fills after about a dozen steps. The run says so once, names the file, and trains on (the final model
 # cannot be saved there either; that error is not what this case checks). Mounting needs root, as
 # the checkpoint crash test's full disk does (a file size limit cannot stand in: MPI's start-up
 # writes shared-memory files under the same limit).
 d=$tmp/metrics_full
 mkdir -p "$d"
-if ! mount -t tmpfs -o size=16k tmpfs "$d" 2>"$d.mount"; then
+one "$tmp/sizing" --training.steps 1
+pages=1
+for f in run.toml config.toml; do pages=$((pages + ($(stat -c %s "$tmp/sizing/$f" 2>/dev/null || echo 0) + 4095) / 4096)); done
+if ! mount -t tmpfs -o size=$((pages * 4))k tmpfs "$d" 2>"$d.mount"; then
   fail metrics_write_failure_said_once_and_training_goes_on "cannot mount a tmpfs here: $(head -1 "$d.mount")"
 else
   one "$d" --training.steps 60

@@ -5,8 +5,8 @@
 // tensor's RMS); in bf16 and the 8-bit recipes, where last-bit differences flip narrow roundings
 // and the runs decorrelate, within 4 times the reference's own distance from the same model
 // computed wide (over the steps for losses and gradient norms, per tensor as relative RMS for
-// the parameters). Every rank trains the reference (and, for a narrow base, the wide run) itself on
-// a one-process group. Used by tests/test_parity_*.c.
+// the parameters). Every rank trains the reference (and, for a narrow base, the wide run) itself
+// on a one-process group. Used by tests/test_parity_*.c.
 #ifndef CT_PARITY_H
 #define CT_PARITY_H
 #include <math.h>
@@ -91,7 +91,6 @@ static inline void parity_train_alone(ct_config c, parity_result *out) {
     ct_comm_group_free(&world);
 }
 
-// The single-process run, on every rank (one-process group each).
 // c computed wide: bf16 for a base with 8-bit linears, fp32 for a bf16 base; false for fp32.
 static bool parity_widened(ct_config *c) {
     if (c->float8 || c->mxfp8) {

@@ -1,9 +1,12 @@
 // The parity harness: a layout trains a tiny model for STEPS steps and must follow the
-// single-process run on the same global batch and seed: per-step loss and gradient norm within
-// 1e-5 relative,
-// validation loss after training within 1e-5, and every parameter (gathered) within 1e-4 of the
-// reference, element by element relative to max(|x|, the tensor's RMS). Every rank trains the
-// reference itself on a one-process group. Used by tests/test_parity_*.c.
+// single-process run on the same global batch and seed, within the bounds of tests/error_model.h:
+// in fp32, per-step loss, gradient norm and validation loss within gamma_K relative and every
+// parameter (gathered) within 2 x STEPS x gamma_K, element by element relative to max(|x|, the
+// tensor's RMS); in bf16 and the 8-bit recipes, where last-bit differences flip narrow roundings
+// and the runs decorrelate, within 4 times the reference's own distance from the same model
+// computed wide (over the steps for losses and gradient norms, per tensor as relative RMS for
+// the parameters). Every rank trains the reference (and, for a narrow base, the wide run) itself
+// on a one-process group. Used by tests/test_parity_*.c.
 #ifndef CT_PARITY_H
 #define CT_PARITY_H
 #include <math.h>
@@ -11,6 +14,7 @@
 
 #include "comm/comm.h"
 #include "core/memory.h"
+#include "error_model.h"
 #include "mpi_test.h"
 #include "train/trainer.h"
 
@@ -27,30 +31,11 @@ typedef struct {
 } parity_result;
 
 static ct_config parity_base;       // the tiny model; set by the test before parity_reference()
-// Gradient norms are compared within this relative tolerance (1e-5). Under bf16 a test may
-// widen it: an fp32 difference in the last bit (a gemm blocked differently for another row
-// count, a tp reduction) can flip the bf16 rounding of an output gradient element, which moves
-// the norm by up to about 2^-8 of that element's share; losses keep the 1e-5.
-static double parity_grad_norm_tol = 1e-5;
-// Parameters after training, element by element (relative to max(|x|, RMS)): 1e-4; bf16 tests
-// widen it for the same reason -- Adam divides a flipped gradient element by its own small
-// second moment, so a 2^-8 flip shows in the update.
-static double parity_param_tol = 1e-4;
-// Tensor parallel (with sequence parallel, and under FSDP without it): its reductions sum a
-// block's partial outputs and its gathers reorder rows, so the gemms and the kernels' `omp simd` reductions see other blockings
-// than in one process, and the last-bit differences Adam enlarges (m / sqrt(v) of an element
-// whose gradient is near zero) reach 1.2-1.35e-4 for a few elements: in the sanitizer build
-// (other vectorisation) and in AVX-512 builds (16-lane sums) -- layers.6.feed_forward.w2 under
-// pp2 x tp2, layers.3.feed_forward.w2 under full checkpointing with tp2+sp, one element of
-// layers.3.feed_forward.w2 under tp2 x fsdp2, with or without sp (1.21e-4, every checkpointing
-// mode, since the attention's tiles were transposed and its sums reordered); 4.5e-5 in the AVX2
-// gcc -O3 build.
-// Rounding, not a wrong number: a layout bug moves parameters by far more than 3e-4 (the
-// attention gives bitwise the same outputs and gradients for a head split as for all heads:
-// test_kernels_attention's test_attention_head_split_bitwise).
-// Used by the tp+sp cases and tp x fsdp.
-static const double parity_tp_sp_param_tol = 3e-4;
 static parity_result parity_ref;    // the single-process run
+// For a narrow base (bf16, 8-bit linears): the same model computed wide on one process -- fp32
+// for bf16, bf16 without the 8-bit casts for float8 and MXFP8 -- whose distance from parity_ref
+// scales the bounds (tests/error_model.h). total == 0 for an fp32 base.
+static parity_result parity_wide;
 
 static void parity_set(ct_config *c, const char *key, const char *value) {
     if (ct_config_set(c, key, value)) ct_fatal("test", "%s", ct_last_error());
@@ -106,7 +91,20 @@ static inline void parity_train_alone(ct_config c, parity_result *out) {
     ct_comm_group_free(&world);
 }
 
-// The single-process run, on every rank (one-process group each).
+// c computed wide: bf16 for a base with 8-bit linears, fp32 for a bf16 base; false for fp32.
+static bool parity_widened(ct_config *c) {
+    if (c->float8 || c->mxfp8) {
+        parity_set(c, "quantization.float8.enable", "false");
+        parity_set(c, "quantization.mxfp8.enable", "false");
+        return true;
+    }
+    if (strcmp(c->mixed_precision, "bf16")) return false;
+    parity_set(c, "mixed_precision", "fp32");
+    return true;
+}
+
+// The single-process run, on every rank (one-process group each), and for a narrow base the
+// wide run beside it.
 static void parity_reference(ct_group *world) {
     ct_group self;
     ct_comm_group_split(world, world->rank, 0, "self", &self);
@@ -114,42 +112,100 @@ static void parity_reference(ct_group *world) {
     parity_set_int(&c, "parallelism.data_shard_degree", 1);
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
     parity_train(&c, &self, &parity_ref);
+    free(parity_wide.params);
+    memset(&parity_wide, 0, sizeof parity_wide);
+    if (parity_widened(&c)) parity_train(&c, &self, &parity_wide);
     ct_comm_group_free(&self);
+}
+
+static bool parity_narrow(void) { return parity_wide.total > 0; }
+
+// The bound for the loss (which = 0) or gradient norm (which = 1) of every step: fp32's gamma_K,
+// or for a narrow base 4 times the reference's largest distance from the wide run over the STEPS
+// steps. Over the run, not step by step: one step's distance is a signed sample of the noise and
+// can be near 0 by chance (the 8-bit errors of a step's loss cancel), while another run's noise at
+// that step need not.
+static double parity_step_bound(int which) {
+    if (!parity_narrow()) return ct_em_fp32_stat();
+    const double *ref = which ? parity_ref.grad_norm : parity_ref.loss;
+    const double *wide = which ? parity_wide.grad_norm : parity_wide.loss;
+    double d = 0;
+    for (int t = 0; t < STEPS; t++) d = fmax(d, fabs(ref[t] - wide[t]) / fabs(wide[t]));
+    return ct_em_narrow(d, ct_em_fp32_stat());
+}
+
+static double parity_val_bound(void) {
+    if (!parity_narrow()) return ct_em_fp32_stat();
+    return ct_em_narrow(fabs(parity_ref.val_loss - parity_wide.val_loss) / parity_wide.val_loss, ct_em_fp32_stat());
+}
+
+// ||a - b|| / ||b|| over one tensor.
+static double parity_rel_rms(const float *a, const float *b, long n) {
+    double dd = 0, bb = 0;
+    for (long i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        dd += d * d, bb += (double)b[i] * b[i];
+    }
+    return bb > 0 ? sqrt(dd / bb) : sqrt(dd);
 }
 
 static void parity_compare(const parity_result *r, const char *what) {
     const parity_result *ref = &parity_ref;
-    for (int s = 0; s < STEPS; s++)
-        CHECK(fabs(r->loss[s] - ref->loss[s]) <= 1e-5 * fabs(ref->loss[s]), "%s step %d loss %.9g vs %.9g", what,
-              s + 1, r->loss[s], ref->loss[s]);
-    for (int s = 0; s < STEPS; s++)
-        CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= parity_grad_norm_tol * ref->grad_norm[s],
-              "%s step %d grad norm %.9g vs %.9g",
-              what, s + 1, r->grad_norm[s], ref->grad_norm[s]);
-    CHECK(fabs(r->val_loss - ref->val_loss) <= 1e-5 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
-          r->val_loss, ref->val_loss);
+    for (int s = 0; s < STEPS; s++) {
+        double tol = parity_step_bound(0);
+        CHECK(fabs(r->loss[s] - ref->loss[s]) <= tol * fabs(ref->loss[s]), "%s step %d loss %.9g vs %.9g (bound %.3g)",
+              what, s + 1, r->loss[s], ref->loss[s], tol);
+    }
+    for (int s = 0; s < STEPS; s++) {
+        double tol = parity_step_bound(1);
+        CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= tol * ref->grad_norm[s],
+              "%s step %d grad norm %.9g vs %.9g (bound %.3g)", what, s + 1, r->grad_norm[s], ref->grad_norm[s], tol);
+    }
+    if (getenv("VERBOSE")) {
+        double wl = 0, wg = 0;
+        for (int s = 0; s < STEPS; s++) {
+            wl = fmax(wl, fabs(r->loss[s] - ref->loss[s]) / fabs(ref->loss[s]));
+            wg = fmax(wg, fabs(r->grad_norm[s] - ref->grad_norm[s]) / ref->grad_norm[s]);
+        }
+        printf("    %s: loss %.3g of bound %.3g, grad norm %.3g of bound %.3g\n", what, wl, parity_step_bound(0), wg,
+               parity_step_bound(1));
+    }
+    double vtol = parity_val_bound();
+    CHECK(fabs(r->val_loss - ref->val_loss) <= vtol * ref->val_loss, "%s validation loss %.9g vs %.9g (bound %.3g)",
+          what, r->val_loss, ref->val_loss, vtol);
     ct_llama_config m;
     ct_param_table table;
     ct_llama_config_from(&m, &parity_base);
     ct_param_table_build(&table, &m);
-    long bad = 0, worst = -1;
-    double worst_err = 0;
+    const double ptol = ct_em_fp32_param(STEPS);
     for (int pi = 0; pi < table.count; pi++) {
         const ct_param *p = &table.params[pi];
+        const float *x = r->params + p->offset, *x_ref = ref->params + p->offset;
+        if (parity_narrow()) {
+            // Per tensor: element by element the narrow runs are chaotic (tests/error_model.h).
+            double d = parity_rel_rms(x_ref, parity_wide.params + p->offset, p->numel);
+            double err = parity_rel_rms(x, x_ref, p->numel), tol = ct_em_narrow(d, ptol);
+            if (getenv("VERBOSE"))
+                printf("    %s %s: relative RMS %.3g from the reference, bound %.3g (%.3g from the wide run)\n", what,
+                       p->name, err, tol, d);
+            CHECK(err <= tol, "%s %s: relative RMS difference %.3g from the reference, bound %.3g (4 x %.3g from the "
+                  "wide run + %.3g)", what, p->name, err, tol, d, ptol);
+            continue;
+        }
         double ss = 0;
-        for (long i = 0; i < p->numel; i++) ss += (double)ref->params[p->offset + i] * ref->params[p->offset + i];
-        double rms = sqrt(ss / p->numel);
-        for (long i = p->offset; i < p->offset + p->numel; i++) {
-            double err = fabs((double)r->params[i] - ref->params[i]) / fmax(fabs(ref->params[i]), rms);
-            if (err > parity_param_tol) bad++;
-            if (err > parity_param_tol && getenv("VERBOSE"))
-                printf("    %s [%ld] %.9g vs %.9g\n", p->name, i - p->offset, r->params[i], ref->params[i]);
+        for (long i = 0; i < p->numel; i++) ss += (double)x_ref[i] * x_ref[i];
+        double rms = sqrt(ss / p->numel), worst_err = 0;
+        long bad = 0, worst = -1;
+        for (long i = 0; i < p->numel; i++) {
+            double err = fabs((double)x[i] - x_ref[i]) / fmax(fabs(x_ref[i]), rms);
+            if (err > ptol) bad++;
+            if (err > ptol && getenv("VERBOSE")) printf("    %s [%ld] %.9g vs %.9g\n", p->name, i, x[i], x_ref[i]);
             if (err > worst_err) worst_err = err, worst = i;
         }
+        CHECK(bad == 0, "%s %s: %ld of %ld elements differ by more than %.3g (worst %.3g at %ld)", what, p->name, bad,
+              p->numel, ptol, worst_err, worst);
     }
     ct_param_table_free(&table);
-    CHECK(bad == 0, "%s: %ld of %ld parameters differ by more than %g (worst %.3g at %ld)", what, bad, r->total,
-          parity_param_tol, worst_err, worst);
     CHECK(fabs(r->loss[STEPS - 1] - r->loss[0]) > 1e-3, "%s: loss did not move", what);
 }
 

@@ -52,12 +52,9 @@ static void fsdp2_reshard_always(void) {
     parity_base = saved;
 }
 static void tp2_sp(void) {
-    double tol = parity_param_tol;
-    parity_param_tol = parity_tp_sp_param_tol;  // parity.h: 1.2e-4 for one element in AVX-512 builds
     for (int m = 0; m < NMODES; m++)
         run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true},
                  "tp2+sp");
-    parity_param_tol = tol;
 }
 static void cp2(void) {
     for (int m = 0; m < NMODES; m += 2) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "cp2");
@@ -66,12 +63,9 @@ static void pp2(void) {
     for (int m = 0; m < NMODES; m++) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .pp = 2}, "pp2");
 }
 static void tp2_fsdp2(void) {
-    double tol = parity_param_tol;
-    parity_param_tol = parity_tp_sp_param_tol;  // tp's reductions under FSDP: parity.h
     for (int m = 0; m < NMODES; m++)
         run_mode(m, (parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true},
                  "tp2 x fsdp2");
-    parity_param_tol = tol;
 }
 
 static size_t activation_bytes(int m) {

@@ -1,8 +1,11 @@
 // Parity under bf16 mixed precision (tests/parity.h with mixed_precision = bf16 in the base, so
 // the reference is bf16 in one process): FSDP 2 and 4, tp 2 (with sequence parallel), pp 2,
-// cp 2, tp 2 x FSDP 2, pp 2 x FSDP 2 compute the same operations in the same order on bf16
-// compute copies, so they follow the one-process bf16 run within the harness's 1e-5 (loss,
-// validation loss); gradient norms within 5e-5 and parameters within 2e-3 (parity.h says why). Beside
+// cp 2, tp 2 x FSDP 2, pp 2 x FSDP 2 compute the same operations on bf16 compute copies, their
+// fp32 sums associated differently, so they follow the one-process bf16 run within the narrow
+// bounds of tests/error_model.h: an fp32 last-bit difference flips the bf16 rounding of some
+// element within the first steps on any machine, after which the runs are two samples of bf16
+// noise -- losses and gradient norms within 4 times the reference's distance from fp32, each
+// parameter tensor's relative RMS likewise (not element by element, which is chaotic). Beside
 // parity, what bf16 must show: it differs from fp32 (the narrowing happens) but stays close;
 // FSDP all-gathers move exactly half of fp32's bytes and reduce-scatters stay fp32 unless
 // mixed_precision_reduce = bf16, which halves them too and stays close to the fp32 reduction.
@@ -58,7 +61,8 @@ static void differs_from_fp32_but_close(void) {
 }
 
 // Activation checkpointing recomputes the bf16 activations exactly (the same narrowing of the
-// same fp32 values): full and per-op checkpointing follow the bf16 reference.
+// same fp32 values): full and per-op checkpointing follow the bf16 reference (the harness's
+// bounds; in practice to the bit).
 static void checkpointing(void) {
     const char *modes[][2] = {{"full", "op"}, {"selective", "op"}, {"selective", "2"}};
     for (int m = 0; m < 3; m++) {
@@ -113,8 +117,6 @@ static void gather_bytes_halve(void) {
 }
 
 static void cases(int n) {
-    parity_grad_norm_tol = 5e-5;  // see parity.h; the worst seen here is 1.1e-5
-    parity_param_tol = 2e-3;      // the worst seen here is 3.7e-4, in 21 of 28320 elements
     CT_MPI_RUN(fsdp_all);
     CT_MPI_RUN(gather_bytes_halve);
     if (n == 2) {

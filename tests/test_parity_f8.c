@@ -3,18 +3,26 @@
 //
 // What must hold, and what cannot: the scales are dynamic -- computed from the tensor each
 // matmul sees -- so they depend on which tokens a rank holds. A pipeline stage sees the same
-// micro-batch the one-process run does, so pp 2 follows it within the harness's tolerances. A
-// data-parallel rank sees fewer tokens: its activation amax (tensorwise), its weight-gradient
-// column scales (rowwise) and its 32-token blocks (MXFP8) are its own, as on TorchTitan, so FSDP
-// runs are checked to stay close (loss within 1%), not equal.
+// micro-batch the one-process run does, so pp 2 computes what it computes. A data-parallel rank
+// sees fewer tokens: its activation amax (tensorwise), its weight-gradient column scales
+// (rowwise) and its 32-token blocks (MXFP8) are its own, as on TorchTitan, so an FSDP run is
+// another quantisation of the same model: checked to stay as close to the reference as the
+// narrow error model allows (fsdp_close), not to follow it.
 //
 // Tensor parallel splits the weights (and the row-parallel inputs), not the tokens: its 8-bit
 // matmuls MAX-reduce over tp every amax that spans a split dimension (model/linear.h), so tp 2
-// (with and without sequence parallel, with async comm) follows the one-process run closely (see
-// compare_tp), and FSDP 2 x tp 2 follows FSDP 2 on two ranks. shard_vs_whole shows on one
-// 8-bit linear that the reduction is needed: without it a shard's scales are its own and the
-// results move by quantisation error. An MXFP8 layout whose shards would split a 32-block is
-// refused with one line.
+// (with and without sequence parallel, with async comm) computes what the one-process run
+// computes, its fp32 sums associated differently, and FSDP 2 x tp 2 what FSDP 2 on two ranks
+// computes. The runs still decorrelate: a last-bit fp32 difference moves a value across an e4m3
+// or e5m2 rounding boundary now and then (with probability about 2^-24 / 2^-3 per narrowing,
+// 1e5-1e6 narrowings a step), one element jumps by a whole 8-bit spacing, and the steps after
+// feed that into new narrowings; when, and which element, depends on the machine's fp32 blocking.
+// So these layouts are held to the harness's narrow bounds (tests/error_model.h), which scale
+// with the reference's distance from the same model in bf16, not to equality for some number of
+// steps. What must be exact is checked where it is deterministic: shard_vs_whole shows on one
+// 8-bit linear that with the reduction every piece is the whole layer's up to fp32 order, and
+// that without it a shard's scales are its own and the results move by quantisation error. An
+// MXFP8 layout whose shards would split a 32-block is refused with one line.
 //
 // Also: each recipe differs from bf16 (the quantisation happens) but stays close; the filter
 // leaves the layers it names in bf16; an output projection in 8 bits is refused with one line.
@@ -38,15 +46,21 @@ static void pp2(void) {
 // Trains c on all ranks and returns its per-step losses (no comparison).
 static void train(const ct_config *c, ct_group *parent, parity_result *r) { parity_train(c, parent, r); }
 
+// FSDP quantises with each rank's own scales: another 8-bit run of the same model, so about as far
+// from the bf16 run as the reference is, and by the triangle inequality within the harness's
+// narrow loss bounds of the reference (tests/error_model.h).
 static void fsdp_close(void) {
     ct_config c = parity_base;
     parity_set_int(&c, "parallelism.data_shard_degree", world_size());
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / world_size());
     parity_result r;
     train(&c, NULL, &r);
-    for (int s = 0; s < STEPS; s++)
-        CHECK(fabs(r.loss[s] - parity_ref.loss[s]) <= 1e-2 * parity_ref.loss[s], "%s fsdp%d step %d loss %.9g vs %.9g",
-              recipe_name, world_size(), s + 1, r.loss[s], parity_ref.loss[s]);
+    for (int s = 0; s < STEPS; s++) {
+        double tol = parity_step_bound(0);
+        CHECK(fabs(r.loss[s] - parity_ref.loss[s]) <= tol * parity_ref.loss[s],
+              "%s fsdp%d step %d loss %.9g vs %.9g (bound %.3g)", recipe_name, world_size(), s + 1, r.loss[s],
+              parity_ref.loss[s], tol);
+    }
     CHECK(fabs(r.loss[STEPS - 1] - r.loss[0]) > 1e-3, "loss did not move");
     free(r.params);
 }
@@ -107,47 +121,8 @@ static void filter(void) {
 
 // ---- tensor parallel
 
-// How closely a tp run can follow its reference. Tensorwise scales are not powers of two: an fp32
-// difference in the last bit of an amax (the residual stream after a tp reduction is summed in
-// another order) moves the scale, and with it every dequantised product, by an ulp, and now and
-// then flips one element's 8-bit rounding -- a 2^-4 change that the following Adam steps amplify
-// (seen here from step 3 or 5 on, up to 1.1e-4 in the loss by step 10). Rowwise and MXFP8 scales
-// are powers of two and absorb those ulps, so their tp 2 runs followed the one-process run at
-// every step as the fp32 parity tests do, with two exceptions. MXFP8's 32-element blocks still
-// flip an element's rounding now and then (every MXFP8 tp layout at step 6 of 10 since the
-// attention's sums were reordered: the gradient norm 5.7e-5 off, the loss 2.4e-5 at step 7,
-// within 1e-5 again by step 8). And since the output projection's products run in bf16
-// (kernels/backend.h: ct_head_products) they take the dlogits as two bf16 parts: an ulp of a
-// dlogit (the tp loss sums its softmax in another order) moves the low part by up to 2^-18 of
-// it, 64 times what it moved an fp32 product, and rowwise tp 2, within 1e-5 to step 6, drifts
-// 3.2e-5 off at step 7. So both are held exactly for their first FLIP_EXACT steps. Under FSDP a
-// rank's rowwise weight-gradient scales (over its own tokens) make rare flips too. So a run that
-// can flip is held to the parity tolerances (loss and gradient norm 1e-5) for its first `exact`
-// steps -- where a scale taken on one shard is already off: without the amax reduction
-// tensorwise tp 2 misses by 9.4e-5 (loss) and 4.3e-4 (gradient norm) at step 1 -- and its
-// losses to 5e-4 after that. shard_vs_whole checks every scale exactly at the kernel.
-enum { FLIP_EXACT = 5 };
-static void compare_tp(const parity_result *r, const char *what, int exact) {
-    if (exact >= STEPS) {
-        parity_compare(r, what);
-        return;
-    }
-    const parity_result *ref = &parity_ref;
-    for (int s = 0; s < STEPS; s++) {
-        double tol = s < exact ? 1e-5 : 5e-4;
-        CHECK(fabs(r->loss[s] - ref->loss[s]) <= tol * ref->loss[s], "%s step %d loss %.9g vs %.9g (tolerance %g)",
-              what, s + 1, r->loss[s], ref->loss[s], tol);
-        if (s < exact)
-            CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= 1e-5 * ref->grad_norm[s],
-                  "%s step %d grad norm %.9g vs %.9g", what, s + 1, r->grad_norm[s], ref->grad_norm[s]);
-    }
-    CHECK(fabs(r->val_loss - ref->val_loss) <= 5e-4 * ref->val_loss, "%s validation loss %.9g vs %.9g", what,
-          r->val_loss, ref->val_loss);
-    CHECK(fabs(r->loss[STEPS - 1] - r->loss[0]) > 1e-3, "%s: loss did not move", what);
-}
-
 // Trains tp 2 over all ranks (FSDP over the rest) and compares it with parity_ref.
-static void tp_run(int shard, bool sp, bool async, const char *what, int exact) {
+static void tp_run(int shard, bool sp, bool async, const char *what) {
     ct_config c = parity_base;
     parity_set_int(&c, "parallelism.data_shard_degree", shard);
     parity_set_int(&c, "parallelism.compute_parallel_degree", 2);
@@ -156,14 +131,13 @@ static void tp_run(int shard, bool sp, bool async, const char *what, int exact) 
     parity_set(&c, "parallelism.enable_async_comm", async ? "true" : "false");
     parity_result r;
     parity_train(&c, NULL, &r);
-    compare_tp(&r, what, exact);
+    parity_compare(&r, what);
     free(r.params);
 }
-static bool tensorwise(void) { return !strcmp(recipe_name, "float8 tensorwise"); }
 static void tp_case(bool sp, bool async) {
     char what[64];
     snprintf(what, sizeof what, "%s tp2%s%s", recipe_name, sp ? "+sp" : "", async ? "+async" : "");
-    tp_run(1, sp, async, what, tensorwise() ? 2 : FLIP_EXACT);
+    tp_run(1, sp, async, what);
 }
 static void tp2(void) { tp_case(false, false); }
 static void tp2_sequence_parallel(void) { tp_case(true, false); }
@@ -171,7 +145,8 @@ static void tp2_async(void) { tp_case(true, true); }
 
 // FSDP 2 x tp 2 on 4 ranks against FSDP 2 on ranks {0, 1} and {2, 3}: a data-parallel rank's
 // scales are its own tokens' (see the top), so the reference for the tp split is the same FSDP
-// layout without it.
+// layout without it; the bounds still scale with the one-process reference's distance from bf16
+// (the same recipe and model, so the same size of 8-bit noise).
 static void fsdp2_tp2(void) {
     ct_group world, half;
     ct_comm_group_world(&world, 30);
@@ -186,7 +161,7 @@ static void fsdp2_tp2(void) {
     char what[64];
     snprintf(what, sizeof what, "%s fsdp2 x tp2 vs fsdp2", recipe_name);
     parity_ref = fsdp2;
-    tp_run(2, true, false, what, strcmp(recipe_name, "mxfp8") ? 1 : FLIP_EXACT);
+    tp_run(2, true, false, what);
     parity_ref = one;
     free(fsdp2.params);
 }
@@ -284,7 +259,7 @@ static void shard_vs_whole(void) {
                    err[1], err[2], err[3]);
         for (int p = 0; p < 4; p++) {
             if (with || !reduces[p])
-                CHECK(err[p] <= 1e-5, "%s %s %s the amax reduction: %.3g from the whole layer", recipe_name, piece[p],
+                CHECK(err[p] <= ct_em_fp32_stat(), "%s %s %s the amax reduction: %.3g from the whole layer", recipe_name, piece[p],
                       with ? "with" : "without", err[p]);
             else
                 CHECK(err[p] > 1e-3, "%s %s without the amax reduction: only %.3g from the whole layer (the shards' "

@@ -54,7 +54,8 @@
 // that is itself 8-bit noise of the same size: another choice of scales (each rank's own amax, a
 // tp amax reduction left out) gives another quantisation of the same model, legitimately as far
 // from the reference as the reference is from bf16. Those are checked exactly where they are
-// deterministic, at the kernel (test_parity_f8's shard_vs_whole).
+// deterministic: at the kernel (test_parity_f8's shard_vs_whole), and the trainer's handing every
+// 8-bit linear its tp split by counting the reductions a step makes (tp_amax_reductions_wired).
 #ifndef CT_ERROR_MODEL_H
 #define CT_ERROR_MODEL_H
 

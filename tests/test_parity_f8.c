@@ -323,12 +323,71 @@ static void switch_recipe(const char *name, const char *key, const char *value) 
     ct_comm_group_free(&world);
 }
 
+// The trainer hands every 8-bit block linear its tp split: the amax reductions one tp 2 step makes
+// on the tp group are exactly those its linears' kernels ask for. The parity bounds cannot see a
+// reduction left out (another choice of scales is 8-bit noise of the reference's own size:
+// tests/error_model.h), and shard_vs_whole checks the kernels alone, so this counts them: how
+// many amax_max calls one row-parallel and one column-parallel linear make, forward and
+// backward (a counting hook on the kernels), times the block linears of the model (wqkv and w13
+// column-parallel, wo and w2 row-parallel, per layer), against the tp group's all-reduces in one
+// step beyond those of the same step without the 8-bit casts.
+static long amax_calls;
+static void count_amax(void *ctx, float *amax, long n) { amax_calls++; }
+
+static long long tp_all_reduces_one_step(bool eight_bit) {
+    ct_config c = parity_base;
+    parity_set_int(&c, "parallelism.data_shard_degree", 1);
+    parity_set_int(&c, "parallelism.compute_parallel_degree", 2);
+    parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
+    if (!eight_bit) {
+        parity_set(&c, "quantization.float8.enable", "false");
+        parity_set(&c, "quantization.mxfp8.enable", "false");
+    }
+    static ct_trainer t;
+    if (ct_trainer_init(&t, &c, NULL)) ct_fatal("test", "%s", ct_last_error());
+    ct_group *tp = &t.mesh.dim[CT_MESH_TP];
+    ct_comm_stats_reset(tp);
+    ct_trainer_step(&t);
+    long long calls = tp->stats[CT_COMM_ALL_REDUCE].calls;
+    ct_trainer_free(&t);
+    return calls;
+}
+
+static void tp_amax_reductions_wired(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    ct_f8_recipe recipe = !strcmp(recipe_name, "mxfp8")            ? CT_F8_RECIPE_MXFP8
+                          : !strcmp(recipe_name, "float8 rowwise") ? CT_F8_RECIPE_ROWWISE
+                                                                   : CT_F8_RECIPE_TENSORWISE;
+    enum { N = 16, IC = 64, OC = 64 };
+    static float x[N * IC], w[OC * IC], dy[N * OC], out[N * OC], dx[N * IC], dw[OC * IC];
+    for (long i = 0; i < N * IC; i++) x[i] = uniform();
+    for (long i = 0; i < OC * IC; i++) w[i] = uniform();
+    for (long i = 0; i < N * OC; i++) dy[i] = uniform();
+    long sf = k->f8_scratch_floats(N, IC, OC), sb = k->f8_backward_scratch_floats(N, IC, OC);
+    float *scratch = malloc((size_t)(sf > sb ? sf : sb) * sizeof(float));
+    long per_layer = 0;
+    for (int row = 0; row < 2; row++) {
+        const ct_f8_split sp = {.ic_split = row, .oc_split = !row, .amax_max = count_amax};
+        amax_calls = 0;
+        k->linear_forward_f8(out, x, w, N, IC, OC, recipe, &sp, scratch);
+        k->linear_backward_f8(dx, dw, dy, x, w, N, IC, OC, recipe, &sp, scratch);
+        per_layer += 2 * amax_calls;  // two linears of each kind per layer
+    }
+    free(scratch);
+    long long want = per_layer * parity_base.n_layers;
+    long long got = tp_all_reduces_one_step(true) - tp_all_reduces_one_step(false);
+    CHECK(got == want, "%s tp2: one step made %lld amax reductions on the tp group, its 8-bit linears ask for %lld",
+          recipe_name, got, want);
+    CHECK(recipe == CT_F8_RECIPE_MXFP8 || want > 0, "%s: the kernels asked for no amax reduction", recipe_name);
+}
+
 static void recipe_cases(int n) {
     CT_MPI_RUN(fsdp_close);
     if (n == 2) {
         CT_MPI_RUN(pp2);
         CT_MPI_RUN(differs_from_bf16_but_close);
         CT_MPI_RUN(shard_vs_whole);
+        CT_MPI_RUN(tp_amax_reductions_wired);
         CT_MPI_RUN(tp2);
         CT_MPI_RUN(tp2_sequence_parallel);
         CT_MPI_RUN(tp2_async);

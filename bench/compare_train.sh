@@ -3,7 +3,7 @@
 # alternation on the same machine so drifts in load hit both alike. Prints each run's tokens/s
 # and, per benchmark, the ratio new / old of the best and of the median runs.
 #   bench/compare_train.sh OLD_BIN NEW_BIN [rounds=3] [key=value ...]   (settings for both, e.g.
-#   mixed_precision=bf16)
+#   mixed_precision=bf16); SPECS="S 6;M 3" picks the benchmarks and their steps
 set -u
 old=$1 new=$2 rounds=${3:-3}
 shift $(($# < 3 ? $# : 3))
@@ -11,7 +11,9 @@ settings=("$@")
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 tps() { "$1" "$2" "$3" "${settings[@]}" | sed -n 's/.*tokens\/s \([0-9]*\) mean.*/\1/p'; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-for spec in "S 6" "M 3"; do
+# SPECS: the benchmarks and their step counts, ";"-separated (default "S 6;M 3")
+IFS=';' read -r -a specs <<< "${SPECS:-S 6;M 3}"
+for spec in "${specs[@]}"; do
   set -- $spec
   o=(); n=()
   for ((r = 0; r < rounds; r++)); do

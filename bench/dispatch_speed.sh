@@ -3,7 +3,7 @@
 # chosen at run time) against a NATIVE=1 build (everything -march=native), bench_train S and M
 # in fp32 and bf16, the two binaries run in alternation (bench/compare_train.sh: medians and
 # bests, ratio dispatch / native). Builds build-native/ first when it is missing.
-#   bench/dispatch_speed.sh [rounds=5]
+#   bench/dispatch_speed.sh [rounds=5]        (SPECS="S 6;M 3": see compare_train.sh)
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-5}

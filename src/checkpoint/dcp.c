@@ -1,6 +1,5 @@
 #include "checkpoint/dcp.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -276,84 +275,6 @@ void ct_dcp_manifest_free(ct_dcp_manifest *m) {
     free(m->files);
     m->files = NULL;
     m->n_files = 0;
-}
-
-// ---- the checkpoint folder -------------------------------------------------------------------
-
-void ct_dcp_step_dir(const char *folder, int step, char *out) { snprintf(out, CT_DCP_PATH, "%s/step-%d", folder, step); }
-
-// "step-N" -> N (and *tmp false), "step-N.tmp" -> N (and *tmp true); -1 for anything else.
-static int parse_step_name(const char *name, bool *tmp) {
-    int step = -1, used = 0;
-    if (sscanf(name, "step-%d%n", &step, &used) != 1 || step < 0 || name[5] < '0' || name[5] > '9') return -1;
-    *tmp = !strcmp(name + used, ".tmp");
-    if (name[used] && !*tmp) return -1;
-    return step;
-}
-
-static bool has_manifest(const char *folder, const char *name) {
-    char path[CT_DCP_PATH];
-    snprintf(path, sizeof path, "%s/%s/manifest.toml", folder, name);
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete) {
-    int n = 0, bad = 0;
-    DIR *d = opendir(folder);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            bool tmp;
-            int s = parse_step_name(e->d_name, &tmp);
-            if (s < 0) continue;
-            if (tmp || !has_manifest(folder, e->d_name))
-                bad++;
-            else if (n < cap)
-                steps[n++] = s;
-        }
-        closedir(d);
-    }
-    qsort(steps, (size_t)n, sizeof *steps, cmp_int);
-    if (incomplete) *incomplete = bad;
-    return n;
-}
-
-ct_status ct_dcp_remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? CT_OK : ct_set_error("%s: %s", dir, strerror(errno));
-    struct dirent *e;
-    ct_status st = CT_OK;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char path[CT_DCP_PATH + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) && errno != ENOENT) st = ct_set_error("%s: %s", path, strerror(errno));
-    }
-    closedir(d);
-    if (st == CT_OK && rmdir(dir) && errno != ENOENT) st = ct_set_error("%s: %s", dir, strerror(errno));
-    return st;
-}
-
-int ct_dcp_remove_incomplete(const char *folder) {
-    DIR *d = opendir(folder);
-    if (!d) return 0;
-    int removed = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        bool tmp;
-        if (parse_step_name(e->d_name, &tmp) < 0 || (!tmp && has_manifest(folder, e->d_name))) continue;
-        char path[CT_DCP_PATH];
-        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
-        if (ct_dcp_remove_dir(path) == CT_OK) removed++;
-    }
-    closedir(d);
-    return removed;
 }
 
 // ---- reading --------------------------------------------------------------------------------

@@ -12,7 +12,8 @@
 //     manifest.toml            written last: the training state and every file's size + CRC-32
 //
 // It is written as step-20.tmp/ and renamed to step-20/ once the manifest is on disk, so a
-// folder without a manifest, or still named .tmp, is never taken for a checkpoint.
+// folder without a manifest, or still named .tmp, is never taken for a checkpoint; nor is a
+// step folder that is a symbolic link, or whose manifest holds another step than its name.
 //
 // A piece is the elements of one parameter that one rank holds and owns (among identical
 // copies, the one at coordinate 0 of each replicated dimension writes): three 1-D F32 tensors
@@ -24,6 +25,7 @@
 #define CT_DCP_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/shard_desc.h"
 #include "model/llama_config.h"
@@ -81,18 +83,31 @@ void ct_dcp_manifest_free(ct_dcp_manifest *m);
 // Checks file f of the manifest in dir: present, same size, same CRC-32. The error names it.
 ct_status ct_dcp_verify_file(const char *dir, const ct_dcp_file *f);
 
-// ---- the checkpoint folder ---------------------------------------------------------------------
+// ---- the checkpoint folder (dcp_folder.c) ---------------------------------------------------------
+// A checkpoint is a real folder step-N directly in the checkpoint folder whose manifest says step
+// N. Nothing here follows a symbolic link inside the checkpoint folder, and nothing removes more
+// than the regular files of a real step folder and the folder itself: a step folder that is a
+// link, or holds a link or a subfolder, is refused by name and left as it is.
 // dir/step-N (out must hold CT_DCP_PATH bytes); the .tmp twin adds ".tmp".
 enum { CT_DCP_PATH = 1200 };
 void ct_dcp_step_dir(const char *folder, int step, char *out);
-// Complete checkpoints (folders step-N holding a manifest), ascending. Returns how many (at most
-// cap, in steps); 0 when the folder does not exist. *incomplete (if not NULL) counts step-N
-// folders without a manifest and step-N.tmp folders.
-int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete);
-// Removes step-N.tmp folders and step-N folders without a manifest (a save that died); returns
-// how many were removed.
-int ct_dcp_remove_incomplete(const char *folder);
-// rm -r of one checkpoint folder (its files, then the folder).
+// The step dir's manifest holds; -1 when it has none or it cannot be read.
+int ct_dcp_manifest_step(const char *dir);
+// Complete checkpoints (real folders step-N holding a manifest), ascending by the manifest's step.
+// Returns how many (at most cap, in steps); 0 when the folder does not exist. *incomplete (if
+// not NULL) counts real step-N folders without a manifest and step-N.tmp folders. Skipped, with
+// one line each on report (if not NULL): a step folder that is a symbolic link, and one whose
+// manifest says another step (a copy from another run). A manifest that cannot be read keeps
+// its name's step, so that loading it fails with the manifest's own error.
+int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, FILE *report);
+// Removes real step-N.tmp folders and real step-N folders without a manifest (a save that died);
+// returns how many were removed. One that cannot be removed (it holds a link) is left, with one
+// line on report (if not NULL); a link is left silently (ct_dcp_list_steps reports it).
+int ct_dcp_remove_incomplete(const char *folder, FILE *report);
+// Removes one step folder: its regular files, then the folder, all relative to descriptors (the
+// folder opened with O_NOFOLLOW and checked to be the one looked at), so nothing outside it is
+// touched even when a link is swapped in. A missing folder is no error; a link, or a folder
+// holding anything but regular files, is CT_ERR naming it, with nothing removed.
 ct_status ct_dcp_remove_dir(const char *dir);
 // fsync of a directory (makes a rename or a new file in it durable).
 ct_status ct_dcp_sync_dir(const char *dir);

@@ -80,7 +80,7 @@ int ct_cmd_checkpoint(int argc, char **argv) {
     snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
     if (stat(manifest, &sb) == 0) return check_one(path, verify);
     static int steps[65536];
-    int incomplete = 0, n = ct_dcp_list_steps(path, steps, 65536, &incomplete);
+    int incomplete = 0, n = ct_dcp_list_steps(path, steps, 65536, &incomplete, stdout);
     int bad = 0;
     for (int i = 0; i < n; i++) {
         char dir[CT_DCP_PATH];

@@ -166,17 +166,24 @@ static ct_status publish(ct_trainer *t, const int64_t *records) {
     char final[CT_DCP_PATH];
     ct_dcp_step_dir(c->folder, m->step, final);
     // Saving a step that already has a checkpoint (a run resumed from an older one): the new
-    // one replaces it.
+    // one replaces it -- if it is this run's step: a folder of that name holding another step
+    // (a copy from another run) or a link out of the folder is refused, not removed.
+    int held = ct_dcp_manifest_step(final);
+    if (held >= 0 && held != m->step)
+        return ct_set_error("%s holds step %d (its manifest), not %d: not replaced (a copy from another run? move it "
+                            "out of %s)",
+                            final, held, m->step, c->folder);
     if (ct_dcp_remove_dir(final)) return CT_ERR;
     if (rename(c->pending_dir, final)) return ct_set_error("rename %s -> %s: %s", c->pending_dir, final, strerror(errno));
     if (ct_dcp_sync_dir(c->folder)) return CT_ERR;
     ct_failpoint("ckpt.after_rename", 0);
 
-    // Old checkpoints go only now that a newer one is complete.
+    // Old checkpoints go only now that a newer one is complete: the oldest by their manifests'
+    // steps, never a link or a copy from another run (the listing skips and names those).
     int k = t->cfg.ckpt_keep_latest_k;
     if (k > 0) {
         int steps[4096];
-        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL);
+        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL, stderr);
         for (int i = 0; i + k < n; i++) {
             char old[CT_DCP_PATH];
             ct_dcp_step_dir(c->folder, steps[i], old);
@@ -314,9 +321,9 @@ ct_status ct_checkpoint_finish(ct_trainer *t) {
 // Rank 0 picks the step: checkpoint.load_step, or the newest complete one; -1 for none.
 static ct_status pick_step(ct_trainer *t, int *step, int *removed) {
     ct_checkpointer *c = &t->ckpt;
-    *removed = ct_dcp_remove_incomplete(c->folder);
+    *removed = ct_dcp_remove_incomplete(c->folder, stderr);
     static int steps[65536];
-    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL);
+    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL, stderr);
     int want = t->cfg.ckpt_load_step;
     *step = n ? steps[n - 1] : -1;
     if (want < 0) return CT_OK;
@@ -420,6 +427,11 @@ ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
     ct_dcp_step_dir(c->folder, pick[0], dir);
     ct_dcp_manifest m;
     st = ct_dcp_read_manifest(dir, &m);
+    // The listing took only folders whose manifest holds their name's step; one replaced since
+    // is refused rather than resumed from under the wrong step.
+    if (st == CT_OK && m.step != pick[0])
+        st = ct_set_error("%s holds step %d (its manifest), not %d: not resumed from (move it out of %s)", dir, m.step,
+                          pick[0], c->folder);
     if (st == CT_OK) st = check_fits(t, &m, dir);
     if (ct_comm_agree(&t->world, st)) {
         ct_dcp_manifest_free(&m);

@@ -202,6 +202,47 @@ static void test_missing_pieces_are_named(void) {
     ct_dcp_manifest_free(&m);
 }
 
+// Two rank files whose pieces of W overlap (rows 0-7 and rows 4-11: rows 4-7 saved twice, the
+// count 128 where the tensor has 96) are refused when read, with the one line saying so -- a
+// count of elements copied that only had to reach the need would take either copy silently.
+static void test_overlapping_pieces_are_refused(void) {
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/overlap", root);
+    mkdir(dir, 0755);
+    ct_dcp_manifest m = {.step = 7, .optimizer_step = 7, .world_size = 2, .seq_len = 16, .model_only = true};
+    snprintf(m.layout, sizeof m.layout, "hand-made");
+    snprintf(m.model.flavor, sizeof m.model.flavor, "test");
+    m.model.dim = COLS;
+    m.model.n_layers = m.model.n_heads = m.model.n_kv_heads = m.model.ffn_hidden = m.model.vocab_size = 1;
+    m.model.norm_eps = 1e-5;
+    m.model.rope_theta = 5e5;
+    m.files = calloc(2, sizeof *m.files);
+    static float buf[2][ROWS * COLS];
+    for (int f = 0; f < 2; f++) {
+        ct_dcp_piece p = {.name = "layers.0.w", .desc = ct_shard_desc_make(ROWS, COLS, 0, 4 * f, 8)};
+        gather_truth(&p.desc, W[0], buf[f]);
+        p.data[CT_DCP_PARAM] = buf[f];
+        ct_dcp_file *file = &m.files[m.n_files++];
+        snprintf(file->name, sizeof file->name, "rank-%05d.safetensors", f);
+        char path[CT_DCP_PATH + 80];
+        snprintf(path, sizeof path, "%s/%s", dir, file->name);
+        CHECK(ct_dcp_write_pieces(path, &p, 1, false, file) == CT_OK, "%s", ct_last_error());
+    }
+    CHECK(ct_dcp_write_manifest(dir, &m) == CT_OK, "%s", ct_last_error());
+    ct_dcp_manifest_free(&m);
+    CHECK(ct_dcp_read_manifest(dir, &m) == CT_OK, "%s", ct_last_error());
+    ct_dcp_reader *r = ct_dcp_open(dir, &m);
+    CHECK(r, "%s", ct_last_error());
+    ct_shard_desc whole = ct_shard_desc_make(ROWS, COLS, -1, 0, 0);
+    float got[ROWS * COLS];
+    CHECK(r && ct_dcp_read(r, "layers.0.w", CT_DCP_PARAM, &whole, got) == CT_ERR &&
+              strstr(ct_last_error(), "pieces of layers.0.w overlap") && strstr(ct_last_error(), "128") &&
+              strstr(ct_last_error(), "96") && !strchr(ct_last_error(), '\n'),
+          "%s", r ? ct_last_error() : "not opened");
+    ct_dcp_close(r);
+    ct_dcp_manifest_free(&m);
+}
+
 static void touch_dir(const char *folder, const char *name, bool manifest) {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", folder, name);
@@ -284,6 +325,7 @@ int main(void) {
     CT_RUN(test_manifest_round_trip);
     CT_RUN(test_verification_names_the_bad_file);
     CT_RUN(test_missing_pieces_are_named);
+    CT_RUN(test_overlapping_pieces_are_refused);
     CT_RUN(test_step_folders);
     CT_RUN(test_manifest_refusals);
     char cmd[300];

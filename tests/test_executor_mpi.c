@@ -12,6 +12,10 @@
 //       order per micro-batch, micro-batches' backward in ascending order as in the reference);
 //       the other stage's gradients stay exactly zero. A GPipe order with the backwards reversed
 //       changes the order micro-batches accumulate into each gradient: equal within 1e-5.
+//       Then four one-layer stages round-robin on the two ranks (Interleaved1F1B): every
+//       message of a step between the two ranks has its own tag -- stage 1's activation and
+//       gradient of one micro-batch both come from rank 0 -- and the gradients equal the
+//       reference bit for bit.
 //   (b) tensor parallel 2 (+ sequence parallel, and without it): one stage with the whole local
 //       model, the ops filled as the trainer does (ct_tp_apply, FSDP weight ops over a shard
 //       group of one, both gradient reducers). "F B F B ..." and "F F F I I I W W W" give the
@@ -31,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/backend.h"
 #include "comm/comm.h"
 #include "core/memory.h"
 #include "core/rng.h"
@@ -40,6 +45,7 @@
 #include "mpi_test.h"
 #include "parallel/executor.h"
 #include "parallel/fsdp.h"
+#include "parallel/pipeline_schedules.h"
 #include "parallel/schedule.h"
 #include "parallel/tensor_parallel.h"
 
@@ -199,6 +205,109 @@ static void test_pipeline_two_stages(void) {
     ct_comm_group_free(&pp);
     free(gref);
     rig_free(&r);
+}
+
+// ------------------------------------------------------------------ (a') messages tagged apart
+
+// Every send and receive the pipeline group starts, as (peer, tag): the transport is MPI's,
+// wrapped so the test sees what the executor asked it to match on.
+enum { MAX_MSG = 64 };
+typedef struct {
+    int peer, tag;
+} msg;
+static msg sent[MAX_MSG], received[MAX_MSG];
+static int n_sent, n_received;
+static ct_comm_backend recording;
+
+static void record_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int peer, int tag,
+                        ct_comm_handle *h) {
+    if (n_sent < MAX_MSG) sent[n_sent++] = (msg){peer, tag};
+    ct_comm_backend_mpi.send(g, buf, count, dt, peer, tag, h);
+}
+
+static void record_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag, ct_comm_handle *h) {
+    if (n_received < MAX_MSG) received[n_received++] = (msg){peer, tag};
+    ct_comm_backend_mpi.recv(g, buf, count, dt, peer, tag, h);
+}
+
+// Messages that share peer and tag can only be told apart by the order they travel in.
+static int shared_tags(const msg *m, int n) {
+    int shared = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) shared += m[i].peer == m[j].peer && m[i].tag == m[j].tag;
+    return shared;
+}
+
+// Four one-layer stages, round-robin on two ranks (rank 0: stages 0 and 2, rank 1: 1 and 3), under
+// the generated Interleaved1F1B lists: stage 1 receives micro-batch m's activation from stage 0
+// and its gradient from stage 2, both from rank 0 (stage 2 likewise from rank 1). Each of a
+// step's messages between the two ranks carries its own tag, so a receive can only match the one
+// message meant for it, whatever order they travel in; and the step gives the reference's loss
+// and gradients bit for bit. (Tags alone are checked: MPI matches same-tag messages from one
+// sender in the order sent, and a legal schedule sends these two in order, so a shared tag would
+// still deliver right here -- until a receive is posted further ahead or a transport reorders.)
+static void test_forward_and_backward_messages_tagged_apart(void) {
+    if (world.size != 2) return;
+    rig r;
+    rig_init(&r, 4, 64, 7);
+    const int me = world.rank, n_stages = 4, pp_deg = 2;
+    const long P = r.t.total;
+    const float gs = 1.0f / (float)valid_tokens(r.mbs, N_TOT);
+    float *gref = ct_xmalloc(P * sizeof(float)), *gsum = ct_xmalloc(P * sizeof(float));
+    double lref = reference(&r, r.mbs, N_TOT, gs, gref);
+
+    ct_group pp;
+    CHECK(ct_comm_group_split(&world, 0, world.rank, "pp", &pp) == CT_OK, "%s", ct_last_error());
+    recording = *pp.ops;
+    recording.send = record_send;
+    recording.recv = record_recv;
+    pp.ops = &recording;
+    int stage_rank[4];
+    ct_pp_stage_ranks(CT_PP_ROUND_ROBIN, pp_deg, 2, stage_rank);
+    ct_stage st[4];
+    ct_stage *stages[4] = {NULL, NULL, NULL, NULL};
+    for (int s = 0; s < n_stages; s++) {
+        if (stage_rank[s] != me) continue;
+        ct_stage_spec spec = {.k = kern, .cfg = &r.m, .layer_begin = s, .layer_end = s + 1, .has_embedding = s == 0,
+                              .has_head = s == n_stages - 1, .B = B, .T = T, .ops = ct_stage_ops_local(kern),
+                              .weights = &r.w, .grads = &r.g};
+        ct_stage_init(&st[s], &spec);
+        stages[s] = &st[s];
+    }
+    ct_executor e;
+    ct_executor_init(&e, n_stages, stages, &pp, stage_rank);
+    ct_schedule lists[2];
+    CHECK(ct_pp_generate(CT_PP_INTERLEAVED_1F1B, pp_deg, 2, N_TOT, lists) == CT_OK, "%s", ct_last_error());
+    const ct_schedule *mine[1] = {&lists[me]};
+    int n_mb[1] = {N_TOT};
+    bool training[1] = {true};
+    CHECK(ct_executor_plan(&e, mine, n_mb, training, 1) == CT_OK, "plan: %s", ct_last_error());
+
+    memset(r.grads, 0, P * sizeof(float));
+    n_sent = n_received = 0;
+    double loss = ct_executor_run(&e, &lists[me], r.mbs, N_TOT, true, gs);
+    // Each rank: an activation out of, and a gradient into, every stage whose neighbour is on the
+    // other rank -- 3 of its 4 stage boundaries, N_TOT micro-batches each.
+    CHECK(n_sent == 3 * N_TOT && n_received == 3 * N_TOT, "rank %d sent %d and received %d messages, want %d each",
+          me, n_sent, n_received, 3 * N_TOT);
+    int ss = shared_tags(sent, n_sent), sr = shared_tags(received, n_received);
+    CHECK(ss == 0 && sr == 0, "rank %d: %d pairs of its sends and %d pairs of its receives share peer and tag", me, ss,
+          sr);
+    // Each parameter's gradient is written on one rank and stays zero on the other: the sum is exact.
+    ct_comm_all_reduce(&world, r.grads, gsum, (size_t)P, CT_F32, CT_COMM_SUM);
+    long d = count_differing(gsum, gref, P);
+    CHECK(d == 0, "rank %d: %ld of %ld gradients differ from the reference (rel err %g)", me, d, P,
+          rel_err(gsum, gref, P));
+    if (me == stage_rank[n_stages - 1]) CHECK(loss == lref, "loss %.17g vs reference %.17g", loss, lref);
+
+    ct_pp_lists_free(lists, pp_deg);
+    ct_executor_free(&e);
+    for (int s = 0; s < n_stages; s++)
+        if (stages[s]) ct_stage_free(&st[s]);
+    pp.ops = ct_comm_backend_get("mpi");
+    ct_comm_group_free(&pp);
+    free(gref);
+    free(gsum);
 }
 
 // ------------------------------------------------------------------ (b), (c): tp and FSDP
@@ -489,6 +598,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     CT_MPI_RUN(test_pipeline_two_stages);
+    CT_MPI_RUN(test_forward_and_backward_messages_tagged_apart);
     CT_MPI_RUN(test_tensor_sequence_parallel);
     CT_MPI_RUN(test_tensor_parallel_no_sp);
     CT_MPI_RUN(test_fsdp_two_shards);

@@ -2,7 +2,8 @@
 // permutation against HF's own formula; the streaming safetensors writer against the one-pass
 // writer, byte for byte; ctitan -> HF -> ctitan round trips (fp32 and bf16) that give the same
 // file byte for byte (so identical tensors and metadata), with the HF file checked tensor by
-// tensor through the raw reader; an export from a block in memory equal to one from a file; and
+// tensor through the raw reader; config.json's context (max_position_embeddings) with and without
+// Llama 3.1 scaling; an export from a block in memory equal to one from a file; and
 // the conversions' peak memory a few MiB, not the model.
 #include <stdint.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static unsigned char *slurp(const char *path, long *n) {
 }
 
 static int same_files(const char *a, const char *b) {
-    long na, nb;
+    long na = -1, nb = -1;
     unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
     int same = x && y && na == nb && na >= 0 && !memcmp(x, y, (size_t)na);
     free(x);
@@ -326,6 +327,78 @@ static void round_trip(ct_dtype dtype) {
 static void test_round_trip_fp32(void) { round_trip(CT_F32); }
 static void test_round_trip_bf16(void) { round_trip(CT_BF16); }
 
+static double json_number(const ct_json *o, const char *key) {
+    const ct_json *v = o ? ct_json_get(o, key) : NULL;
+    return v && v->type == CT_JSON_NUMBER ? v->number : -1;
+}
+
+// config.json's context: what the model supports -- with Llama 3.1's rope scaling Meta's
+// 131072, with rope_scaling still saying the original 8192 (transformers warns on every load
+// when the original is not below max_position_embeddings); without scaling Llama 3's 8192; a
+// longer training length as itself. ctitan_max_seq_len keeps the training length, so export
+// then import gives the same model; a config without it (Meta's) reads as its
+// max_position_embeddings.
+static void test_config_context_under_rope_scaling(void) {
+    const struct {
+        int scaling, seq_len, want;
+    } cases[] = {{1, 24, 131072}, {1, 8192, 131072}, {1, 262144, 262144}, {0, 24, 8192}, {0, 16384, 16384}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ct_llama_config m = tiny();
+        m.rope_scaling = cases[i].scaling;
+        m.max_seq_len = cases[i].seq_len;
+        ct_param_table t;
+        ct_param_table_build(&t, &m);
+        float *block = random_block(&t, 20 + i);
+        char name[64];
+        snprintf(name, sizeof name, "ctx%zu", i);
+        const char *a = tmp_path("ctx_a.safetensors"), *b = tmp_path("ctx_b.safetensors"), *dir = tmp_path(name);
+        CHECK(ct_model_save(a, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+        CHECK(ct_hf_export(a, dir, NULL, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
+        char path[300];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        ct_json *c = ct_json_read_file(path);
+        CHECK(c != NULL, "%s", ct_last_error());
+        double max_pos = json_number(c, "max_position_embeddings");
+        CHECK(max_pos == cases[i].want, "scaling %d, trained %d: max_position_embeddings %g, want %d", cases[i].scaling,
+              cases[i].seq_len, max_pos, cases[i].want);
+        CHECK(json_number(c, "ctitan_max_seq_len") == cases[i].seq_len, "ctitan_max_seq_len %g",
+              json_number(c, "ctitan_max_seq_len"));
+        if (cases[i].scaling) {
+            double orig = json_number(c ? ct_json_get(c, "rope_scaling") : NULL, "original_max_position_embeddings");
+            CHECK(orig == 8192 && orig < max_pos, "rope_scaling's original_max_position_embeddings %g (max %g)", orig,
+                  max_pos);
+        }
+        ct_json_free(c);
+        CHECK(ct_hf_import(dir, b, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
+        CHECK(same_files(a, b), "scaling %d, trained %d: export -> import is not the same file", cases[i].scaling,
+              cases[i].seq_len);
+        ct_llama_config back;
+        CHECK(ct_hf_load_config(dir, &back) == CT_OK && back.max_seq_len == m.max_seq_len &&
+                  back.rope_scaling == m.rope_scaling,
+              "read back: max_seq_len %d, rope_scaling %d (%s)", back.max_seq_len, back.rope_scaling, ct_last_error());
+        if (i == 0) {
+            // Meta's form: no ctitan_ keys.
+            long len = 0;
+            char *text = (char *)slurp(path, &len);
+            if (text && len >= 0) text[len] = 0;
+            char *key = text && len >= 0 ? strstr(text, "  \"ctitan_max_seq_len\"") : NULL;
+            CHECK(key != NULL, "no ctitan_max_seq_len in %s", path);
+            if (key) {
+                strcpy(key, "  \"_name_or_path\": \"meta-llama/Llama-3.1-8B\"\n}\n");
+                FILE *f = fopen(path, "w");
+                fputs(text, f);
+                fclose(f);
+                CHECK(ct_hf_load_config(dir, &back) == CT_OK && back.max_seq_len == 131072 && back.rope_scaling == 1,
+                      "Meta's form: max_seq_len %d, rope_scaling %d (%s)", back.max_seq_len, back.rope_scaling,
+                      ct_last_error());
+            }
+            free(text);
+        }
+        free(block);
+        ct_param_table_free(&t);
+    }
+}
+
 // ct_hf_save (the trainer's gathered block) writes what ct_hf_export writes from the file.
 static void test_save_from_block(void) {
     ct_llama_config m = tiny();
@@ -395,6 +468,7 @@ int main(void) {
     CT_RUN(test_streaming_writer);
     CT_RUN(test_round_trip_fp32);
     CT_RUN(test_round_trip_bf16);
+    CT_RUN(test_config_context_under_rope_scaling);
     CT_RUN(test_save_from_block);
     CT_RUN(test_streaming_memory);
     char cmd[128];

@@ -459,6 +459,61 @@ static void test_timeline_and_cost_fn(void) {
     free_run(r);
 }
 
+// A rank's compute actions (F, B, I, W) in its list's order, as text.
+static void compute_text(const ct_schedule *l, char *buf, size_t n) {
+    ct_schedule c;
+    ct_schedule_init(&c);
+    for (int i = 0; i < l->count; i++) {
+        ct_action_kind k = l->actions[i].kind;
+        if (k == CT_ACT_FORWARD || k == CT_ACT_BACKWARD || k == CT_ACT_BACKWARD_INPUT || k == CT_ACT_BACKWARD_WEIGHT)
+            ct_schedule_push(&c, k, l->actions[i].stage, l->actions[i].mb);
+    }
+    ct_schedule_format(&c, buf, n);
+    ct_schedule_free(&c);
+}
+
+// ZBV is PyTorch's ScheduleZBVZeroBubble: the orders below were worked out by hand from its
+// _calculate_single_rank_operations (warm-up, steady F0 I0 W0 F1 I1 W1, then a cool-down of
+// input gradients whose weight gradients follow: the V's return chunk's W before chunk 0's).
+// Every W also comes after its own I on the same rank, at every size.
+static void test_zbv_matches_pytorch_order(void) {
+    struct { int pp, n_mb; const char *rank[2]; } want[] = {
+        {2, 4, {"0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0F3 0I0 0W0 3F2 3I2 3W2 0I1 0W1 3F3 3I3 3W3 0I2 0W2 0I3 0W3",
+                "1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1F3 1I1 1W1 2F3 2I2 2W2 1I2 2I3 1I3 1W2 2W3 1W3"}},
+        // Built for 2pp-1 = 3 micro-batches, micro-batch 2 then dropped.
+        {2, 2, {"0F0 0F1 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 0I1 0W1",
+                "1F0 2F0 1F1 2F1 2I0 2W0 1I0 1W0 2I1 2W1 1I1 1W1"}},
+    };
+    for (size_t c = 0; c < sizeof want / sizeof want[0]; c++) {
+        run *r = make_run(CT_PP_ZBV, want[c].pp, 2, want[c].n_mb);
+        CHECK(r->gen == CT_OK && r->simst == CT_OK, "%s", ct_last_error());
+        for (int rank = 0; !r->gen && rank < want[c].pp; rank++) {
+            char got[1024];
+            compute_text(&r->lists[rank], got, sizeof got);
+            CHECK(!strcmp(got, want[c].rank[rank]), "ZBV pp %d m %d rank %d:\n  got  %s\n  want %s", want[c].pp,
+                  want[c].n_mb, rank, got, want[c].rank[rank]);
+        }
+        free_run(r);
+    }
+    for (int pp = 2; pp <= 4; pp++)
+        for (int m = 1; m <= 3 * pp; m++) {
+            run *r = make_run(CT_PP_ZBV, pp, 2, m);
+            for (int rank = 0; !r->gen && rank < pp; rank++) {
+                const ct_schedule *l = &r->lists[rank];
+                for (int i = 0; i < l->count; i++) {
+                    const ct_action *w = &l->actions[i];
+                    if (w->kind != CT_ACT_BACKWARD_WEIGHT) continue;
+                    bool after = false;
+                    for (int j = 0; j < i && !after; j++)
+                        after = l->actions[j].kind == CT_ACT_BACKWARD_INPUT && l->actions[j].stage == w->stage &&
+                                l->actions[j].mb == w->mb;
+                    CHECK(after, "ZBV pp %d m %d rank %d: %dW%d before its I", pp, m, rank, w->stage, w->mb);
+                }
+            }
+            free_run(r);
+        }
+}
+
 int main(void) {
     CT_RUN(test_placement);
     CT_RUN(test_names);
@@ -473,5 +528,6 @@ int main(void) {
     CT_RUN(test_broken_schedules_refused);
     CT_RUN(test_forward_only_and_no_pipeline);
     CT_RUN(test_timeline_and_cost_fn);
+    CT_RUN(test_zbv_matches_pytorch_order);
     CT_TEST_EXIT();
 }

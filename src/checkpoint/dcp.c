@@ -416,7 +416,11 @@ ct_status ct_dcp_read(const ct_dcp_reader *r, const char *name, ct_dcp_kind kind
         copied += copy_overlap(want, dst, &p->desc, p->data[kind]);
     }
     if (copied != want->flat_count)
-        return ct_set_error("checkpoint holds %ld of the %ld elements of %s%s this rank needs (a rank file missing?)",
-                            copied, want->flat_count, name, kind_suffix[kind]);
+        return copied > want->flat_count
+                   ? ct_set_error("checkpoint's saved pieces of %s%s overlap: they hold %ld elements for the %ld this "
+                                  "rank needs (the same elements saved twice)",
+                                  name, kind_suffix[kind], copied, want->flat_count)
+                   : ct_set_error("checkpoint holds %ld of the %ld elements of %s%s this rank needs (a rank file missing?)",
+                                  copied, want->flat_count, name, kind_suffix[kind]);
     return CT_OK;
 }

@@ -2,7 +2,9 @@
 // LlamaForCausalLM, and such a directory (ours, or a real Llama 3 / 3.1 checkpoint) back.
 //
 // The directory:
-//   config.json             LlamaConfig: dims, rms_norm_eps, rope_theta, max_position_embeddings,
+//   config.json             LlamaConfig: dims, rms_norm_eps, rope_theta, max_position_embeddings
+//                           (the context the model supports: 8192, or 131072 with Llama 3.1
+//                           scaling as in Meta's configs, or the training length when longer),
 //                           rope_scaling {"rope_type": "llama3", factor 8, low_freq_factor 1,
 //                           high_freq_factor 4, original_max_position_embeddings 8192} when the
 //                           model uses Llama 3.1 scaling (the constants of ct_llama_rope_tables),

@@ -12,6 +12,8 @@
 // the only rope_scaling ctitan can run, so the only one written or accepted.
 static const double rope_factor = 8.0, rope_low_freq = 1.0, rope_high_freq = 4.0;
 static const int rope_original_max = 8192;
+// The context Meta's Llama 3.1 configs give that scaling (128K; factor x original would be 64K).
+static const int rope_scaled_max = 131072;
 
 // ---- reading --------------------------------------------------------------------------------
 
@@ -220,9 +222,11 @@ ct_status ct_hf_config_write(const char *dir, const ct_llama_config *m, ct_dtype
     put_double(f, m->norm_eps);
     fputs(",\n  \"rope_theta\": ", f);
     put_double(f, m->rope_theta);
-    // The context: the training length, but at least Llama 3's 8192 (transformers expects a
-    // llama3 rope_scaling's original context to fit); ctitan_max_seq_len keeps the exact one.
-    fprintf(f, ",\n  \"max_position_embeddings\": %d,\n", m->max_seq_len > rope_original_max ? m->max_seq_len : rope_original_max);
+    // The context the model supports: Llama 3's 8192, or Llama 3.1's 131072 under its scaling
+    // (transformers warns on every load unless rope_scaling's original context is below it), or
+    // the training length where that is longer. ctitan_max_seq_len keeps the exact training one.
+    int supported = m->rope_scaling ? rope_scaled_max : rope_original_max;
+    fprintf(f, ",\n  \"max_position_embeddings\": %d,\n", m->max_seq_len > supported ? m->max_seq_len : supported);
     if (m->rope_scaling) {
         fputs("  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": ", f);
         put_double(f, rope_factor);

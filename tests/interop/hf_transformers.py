@@ -7,7 +7,8 @@ line and exits 0, so machines without them pass. Not part of `make test`, which 
 What it checks, on small models trained for a few steps by `ctitan train`:
   1. `ctitan convert --to hf` output loads with LlamaForCausalLM.from_pretrained, and its loss on
      a window of tokens equals `ctitan eval`'s on the same window (fp32: 1e-5 relative), with
-     Llama 3.1 RoPE scaling and with plain RoPE; reading the q/k rows without the permutation
+     Llama 3.1 RoPE scaling and with plain RoPE, and loading warns nothing about RoPE or the
+     context (other warnings are printed as notes); reading the q/k rows without the permutation
      gives another loss (the check can see a layout error; shown with plain RoPE at theta 10000).
   2. A bf16 export gives the loss of ctitan's bf16 model (computed in fp32 by both).
   3. AutoTokenizer on the exported tokenizer encodes texts as `ctitan tokenizer encode` does.
@@ -16,11 +17,13 @@ What it checks, on small models trained for a few steps by `ctitan train`:
 Prints PASS/FAIL lines and "N passed, N failed"; exits 1 when anything failed.
 """
 import argparse
+import logging
 import os
 import struct
 import subprocess
 import sys
 import tempfile
+import warnings
 
 
 def main():
@@ -39,6 +42,32 @@ def main():
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         return Checks(args.bin, tmp).run()
+
+
+class LoadLog(logging.Handler):
+    """What transformers warns while a block runs: its loggers' WARNING lines (they all go
+    through the "transformers" logger) and Python warnings."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines = []
+        self._caught = None
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def __enter__(self):
+        logging.getLogger("transformers").addHandler(self)
+        self._caught = warnings.catch_warnings(record=True)
+        self._records = self._caught.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._caught.__exit__(*exc)
+        logging.getLogger("transformers").removeHandler(self)
+        self.lines += [str(w.message) for w in self._records]
+        return False
 
 
 class Checks:
@@ -107,7 +136,13 @@ class Checks:
         hf = self.path(f"hf_{label}")
         self.ctitan("convert", "--to", "hf", "--model", model_file, "--out", hf, "--tokenizer", tokenizer)
         want = self.ctitan_loss(model_file, data)
-        model = LlamaForCausalLM.from_pretrained(hf, torch_dtype=torch.float32)
+        with LoadLog() as log:
+            model = LlamaForCausalLM.from_pretrained(hf, torch_dtype=torch.float32)
+        about_config = [w for w in log.lines if "rope" in w.lower() or "max_position_embeddings" in w]
+        for w in log.lines:
+            if w not in about_config:
+                print(f"  note: transformers warned: {w}")
+        self.check(f"{label}_config_loads_without_warning", not about_config, " | ".join(about_config))
         got = self.hf_loss(model, tokens)
         self.check(f"{label}_fp32_loss_matches_ctitan_eval", abs(got - want) <= 1e-5 * abs(want),
                    f"transformers {got:.7f}, ctitan {want:.7f}")

@@ -61,7 +61,7 @@ fi
 
 d=$(fresh missing)
 rm "$d/checkpoint/step-20/rank-00000.safetensors"
-refused missing_file_refused "step-20/rank-00000.safetensors: No such file" "$d"
+refused missing_file_refused "step-20/rank-00000.safetensors: cannot open: No such file" "$d"
 
 d=$(fresh truncated)
 f=$d/checkpoint/step-20/rank-00000.safetensors

@@ -234,7 +234,7 @@ static void check_hf_file(const char *dir, const ct_param_table *t, const ct_lla
 static void check_config_json(const char *dir, const ct_llama_config *m, const char *torch_dtype) {
     char path[200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    ct_json *c = ct_json_read_file(path);
+    ct_json *c = ct_json_read_file(path, "config.json", 1u << 20);
     CHECK(c != NULL, "%s", ct_last_error());
     if (!c) return;
     const ct_json *arch = ct_json_get(c, "architectures");

@@ -149,7 +149,7 @@ static void test_tokenizer_files(void) {
     const char *dir = tmp_path("");
     CHECK(ct_hf_write_tokenizer(dir, &w.v) == CT_OK, "%s", ct_last_error());
 
-    ct_json *j = ct_json_read_file(tmp_path("tokenizer.json"));
+    ct_json *j = ct_json_read_file(tmp_path("tokenizer.json"), "tokenizer.json", 1u << 30);
     CHECK(j != NULL, "%s", ct_last_error());
     if (!j) return;
     const ct_json *model = ct_json_get(j, "model"), *vocab = ct_json_get(model, "vocab"),
@@ -222,7 +222,7 @@ static void test_tokenizer_files(void) {
     CHECK(regex && !strcmp(regex->string, CT_TOKENIZER_PATTERN), "pattern");
     ct_json_free(j);
 
-    j = ct_json_read_file(tmp_path("tokenizer_config.json"));
+    j = ct_json_read_file(tmp_path("tokenizer_config.json"), "tokenizer_config.json", 1u << 20);
     const ct_json *cls = ct_json_get(j, "tokenizer_class"), *bos = ct_json_get(j, "bos_token"),
                   *eos = ct_json_get(j, "eos_token");
     CHECK(cls && !strcmp(cls->string, "PreTrainedTokenizerFast") && bos && !strcmp(bos->string, CT_TOKENIZER_BOS_TEXT) &&

@@ -117,6 +117,13 @@ static void test_bad_profiles(void) {
     expect_error("efficiency above 1", "matmul_efficiency");
     write_with("attention_efficiency", "attention_efficiency = 0.5\nattention_half_head_dim = -4\n");
     expect_error("negative half head dimension", "attention_half_head_dim");
+    // Positive yet too small to divide by: subnormal (every planned time came out inf) or tiny.
+    write_with("matmul_efficiency", "matmul_efficiency = 1e-320\n");
+    expect_error("subnormal efficiency", "matmul_efficiency");
+    write_with("inter_node_latency_us", "inter_node_latency_us = 1e-310\n");
+    expect_error("subnormal latency", "inter_node_latency_us");
+    write_with("memory_bandwidth_gbs", "memory_bandwidth_gbs = 1e-12\n");
+    expect_error("tiny bandwidth", "memory_bandwidth_gbs");
     unlink(path);
     // A missing file, by path and by name.
     ct_hw_profile hw;

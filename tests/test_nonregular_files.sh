@@ -6,7 +6,13 @@
 #     opening one for reading used to block forever;
 #   - /dev/zero as a tokenizer, a config file, an `encode --input`: used to be read until memory
 #     ran out (the commands run under `ulimit -v`, so the old code fails fast instead);
-#   - a config file and a tokenizer file over their limits (sparse files, no disk used).
+#   - a config file and a tokenizer file over their limits (sparse files, no disk used);
+#   - in a checkpoint's step folder, a FIFO or a link to /dev/zero as a rank file (resume and
+#     `checkpoint verify` checksummed whatever they were given: blocked, or read without end),
+#     and manifest.toml as a folder;
+#   - a FIFO or /dev/zero as a pipeline schedule CSV (`pipeline show`, `train`): blocked, or grew
+#     memory to gigabytes before a word; a 300 MB sparse config.json; a hardware profile whose
+#     efficiency is 1e-320 (subnormal: every planned time came out inf).
 set -u
 cd "$(dirname "$0")/.."
 bin=${BUILD:-build}/ctitan
@@ -25,11 +31,13 @@ else
   cap_memory() { ulimit -v 4000000; }
 fi
 
-# name, file the message must name, words it must hold, command...
+# name, file the message must name, words it must hold, command... The one line is on stderr; with
+# BOTH=1, on stdout and stderr together (`checkpoint verify` reports each step folder on stdout).
 check() {
   local name=$1 file=$2 word=$3; shift 3
   local err rc
-  err=$( (cap_memory; timeout 20 "$@") 2>&1 >/dev/null); rc=$?
+  if [ "${BOTH:-0}" = 1 ]; then err=$( (cap_memory; timeout 20 "$@") 2>&1); rc=$?
+  else err=$( (cap_memory; timeout 20 "$@") 2>&1 >/dev/null); rc=$?; fi
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] &&
      [[ "$err" == *"$file"* ]] && [[ "$err" == *"$word"* ]]; then
     echo "PASS $name"
@@ -61,3 +69,64 @@ check fifo_to_plot "$tmp/fifo" "$nr" "$bin" plot "$tmp/fifo" --out "$tmp/p.svg"
 truncate -s 2G "$tmp/big.toml" "$tmp/big.tiktoken"
 check config_over_limit "$tmp/big.toml" "limit" "$bin" train --config "$tmp/big.toml"
 check tokenizer_over_limit "$tmp/big.tiktoken" "limit" "$bin" tokenizer encode --tokenizer "$tmp/big.tiktoken" --text hi
+
+# Pipeline schedule CSVs: `pipeline show --schedule_file` and train's
+# parallelism.pipeline_schedule_file (checked at start-up, before any rank waits on another).
+check fifo_as_schedule_csv "$tmp/fifo" "$nr" "$bin" pipeline show --schedule_file "$tmp/fifo" --pp 2
+check dev_zero_as_schedule_csv /dev/zero "$nr" "$bin" pipeline show --schedule_file /dev/zero --pp 2
+# train reads it only with pipeline_degree 2 or more, so under mpirun (whose own report of the
+# failed rank is left out: the one line is ctitan's).
+if command -v mpirun >/dev/null; then
+  asroot=(); [ "$(id -u)" = 0 ] && asroot=(--allow-run-as-root)
+  out=$(OMP_NUM_THREADS=1 timeout 20 mpirun -np 2 "${asroot[@]}" --oversubscribe --bind-to none -x OMP_NUM_THREADS \
+        "$bin" train --training.dataset synthetic --pipeline_schedule_file "$tmp/fifo" \
+        --parallelism.pipeline_parallel_degree 2 --model.n_layers 2 --model.dim 64 --model.n_heads 4 \
+        --model.n_kv_heads 2 --model.vocab_size 128 --training.seq_len 32 --job.dump_folder "$tmp/pp" 2>&1 >/dev/null)
+  rc=$?; mine=$(grep -F "$tmp/fifo" <<<"$out")
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c . <<<"$mine")" -eq 1 ] && [[ "$mine" == *"$nr"* ]]; then
+    echo "PASS fifo_as_train_schedule_csv"
+  else
+    echo "FAIL fifo_as_train_schedule_csv: exit $rc$([ $rc -eq 124 ] && echo ' (timed out: blocked)'): $(head -c 300 <<<"$out")"
+  fi
+fi
+
+# A Hugging Face config.json of 300 MB (sparse): refused by its size, not read whole.
+mkdir -p "$tmp/hfbig" && truncate -s 300M "$tmp/hfbig/config.json"
+check hf_config_over_limit "$tmp/hfbig/config.json" "limit" "$bin" convert --from hf --model "$tmp/hfbig" --out "$tmp/m.safetensors"
+
+# A hardware profile whose matmul_efficiency is subnormal: refused naming the field.
+sed 's/^matmul_efficiency = .*/matmul_efficiency = 1e-320/' profiles/h100_sxm.toml >"$tmp/tiny_eff.toml"
+check subnormal_profile_number "matmul_efficiency" "1e-9" "$bin" plan --model 8b --gpus 8 --gpu "$tmp/tiny_eff.toml"
+check fifo_as_profile "$tmp/fifo" "$nr" "$bin" plan --model 8b --gpus 8 --gpu "$tmp/fifo"
+
+# A checkpoint's step folder: one tiny run saves step 10, then each case is a copy of it.
+job=(--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128
+     --model.ffn_hidden_dim 96 --training.seq_len 32 --training.dataset synthetic --metrics.peak_tflops 1
+     --training.local_batch_size 2 --checkpoint.enable true --checkpoint.interval 10 --training.steps 10
+     --checkpoint.last_save_model_only false)
+if ! timeout 60 "$bin" train "${job[@]}" --job.dump_folder "$tmp/run" >"$tmp/run.out" 2>&1; then
+  echo "FAIL checkpoint_base: $(tail -2 "$tmp/run.out")"
+  exit 0
+fi
+copy() { rm -rf "$tmp/$1"; cp -r "$tmp/run" "$tmp/$1"; echo "$tmp/$1/checkpoint/step-10"; }
+s=$(copy rank_fifo); rm "$s/rank-00000.safetensors"; mkfifo "$s/rank-00000.safetensors"
+BOTH=1 check fifo_as_rank_file_verify "$s/rank-00000.safetensors" "$nr" "$bin" checkpoint verify "$tmp/rank_fifo/checkpoint"
+check fifo_as_rank_file_resume "rank-00000.safetensors" "$nr" "$bin" train "${job[@]}" --training.steps 20 \
+  --job.dump_folder "$tmp/rank_fifo"
+s=$(copy rank_zero); rm "$s/rank-00000.safetensors"; ln -s /dev/zero "$s/rank-00000.safetensors"
+BOTH=1 check dev_zero_as_rank_file_verify "$s/rank-00000.safetensors" "$nr" "$bin" checkpoint verify "$tmp/rank_zero/checkpoint"
+check dev_zero_as_rank_file_resume "rank-00000.safetensors" "$nr" "$bin" train "${job[@]}" --training.steps 20 \
+  --job.dump_folder "$tmp/rank_zero"
+s=$(copy manifest_dir); rm "$s/manifest.toml"; mkdir "$s/manifest.toml"
+BOTH=1 check manifest_as_folder_verify "$s/manifest.toml" "directory" "$bin" checkpoint verify "$tmp/manifest_dir/checkpoint"
+
+# The run folder's metrics log, rewritten on resume to drop the steps after the checkpoint.
+d=$(copy metrics_fifo); rm "$tmp/metrics_fifo/metrics.jsonl"; mkfifo "$tmp/metrics_fifo/metrics.jsonl"
+check fifo_as_metrics_log_resume "$tmp/metrics_fifo/metrics.jsonl" "$nr" "$bin" train "${job[@]}" --training.steps 20 \
+  --job.dump_folder "$tmp/metrics_fifo"
+
+# `tokenizer train` inputs (each read whole while it is split).
+check fifo_as_tokenizer_train_input "$tmp/fifo" "$nr" "$bin" tokenizer train --input "$tmp/fifo" --vocab-size 300 \
+  --out "$tmp/t.tiktoken"
+check dev_zero_as_tokenizer_train_input /dev/zero "$nr" "$bin" tokenizer train --input /dev/zero --vocab-size 300 \
+  --out "$tmp/t.tiktoken"

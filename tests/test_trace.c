@@ -95,7 +95,7 @@ static lane *lane_of(lane *lanes, int *n, double pid, double tid) {
 // Validates path; t->why says what is wrong (and the function returns false).
 static bool check_trace(const char *path, trace *t) {
     memset(t, 0, sizeof *t);
-    t->doc = ct_json_read_file(path);
+    t->doc = ct_json_read_file(path, "trace", 1u << 30);
     if (!t->doc) BAD("not JSON: %s", ct_last_error());
     const ct_json *ev = t->doc->type == CT_JSON_ARRAY ? t->doc : ct_json_get(t->doc, "traceEvents");
     if (!ev || ev->type != CT_JSON_ARRAY) BAD("neither an event array nor an object with traceEvents");

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "checkpoint/safetensors.h"
+#include "core/file_check.h"
 #include "core/toml.h"
 
 static const char *const kind_suffix[CT_DCP_NKINDS] = {"", ".exp_avg", ".exp_avg_sq"};
@@ -20,8 +21,11 @@ const char *ct_dcp_kind_suffix(ct_dcp_kind k) { return kind_suffix[k]; }
 // ---- files on disk ---------------------------------------------------------------------------
 
 ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error("%s: %s", path, strerror(errno));
+    // Read to its end, so only a regular file: a FIFO or a link to /dev/zero in a step folder
+    // would otherwise block the read or never end it.
+    int fd;
+    uint64_t size;
+    if (ct_file_open_regular(path, "checkpoint file", 0, &fd, &size) != CT_OK) return CT_ERR;
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {

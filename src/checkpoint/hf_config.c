@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "checkpoint/hf_internal.h"
+#include "core/file_check.h"
 #include "core/json.h"
 
 // Llama 3.1's frequency scaling as ctitan computes it (ct_llama_rope_tables, model/llama.c):
@@ -167,7 +168,7 @@ ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    ct_json *c = ct_json_read_file(path);
+    ct_json *c = ct_json_read_file(path, "Hugging Face config.json", CT_FILE_TEXT_CONFIG_MAX);
     if (!c) return CT_ERR;
     ct_status st = config_from_json(c, path, m, tied);
     ct_json_free(c);

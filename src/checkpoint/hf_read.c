@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint/hf_internal.h"
+#include "core/file_check.h"
 #include "core/json.h"
 
 enum { HF_NAME = CT_PARAM_NAME + 32 };  // room for an HF name ("model." + a longer suffix)
@@ -98,7 +99,7 @@ static ct_status list_tensors(ct_hf_dir *f, const char *dir, listing *l) {
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (!file_exists(path)) return ct_set_error("%s: no model.safetensors or model.safetensors.index.json", dir);
     snprintf(f->source, sizeof f->source, "%s", path);
-    ct_json *idx = ct_json_read_file(path);
+    ct_json *idx = ct_json_read_file(path, "safetensors index", CT_FILE_JSON_INDEX_MAX);
     if (!idx) return CT_ERR;
     const ct_json *map = ct_json_get(idx, "weight_map");
     ct_status st = CT_OK;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "checkpoint/hf_internal.h"
+#include "core/file_check.h"
 #include "core/json.h"
 
 // ---- GPT-2's byte-to-unicode map ------------------------------------------------------------
@@ -197,8 +198,8 @@ static ct_status copy_rank_file(const char *dir, const char *src) {
     snprintf(sub, sizeof sub, "%s/original", dir);
     if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
     snprintf(path, sizeof path, "%s/tokenizer.model", sub);
-    FILE *in = fopen(src, "rb");
-    if (!in) return ct_set_error("%s: cannot open: %s", src, strerror(errno));
+    FILE *in = ct_file_fopen_read(src, "tokenizer file", CT_FILE_TOKENIZER_MAX);
+    if (!in) return CT_ERR;
     FILE *out = ct_json_file_open(path, tmp, sizeof tmp);
     if (!out) {
         fclose(in);

@@ -3,6 +3,7 @@
 //   ctitan checkpoint verify PATH     every file of every complete checkpoint in a checkpoint
 //                                     folder (or of one step folder) against its manifest
 // verify exits 0 only when everything verifies; one line per checkpoint, naming a bad file.
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,6 +43,32 @@ static int check_one(const char *dir, bool verify) {
                m.model_only ? " (weights only)" : "");
     ct_dcp_manifest_free(&m);
     return bad;
+}
+
+// Step folders whose manifest.toml is there but is not a regular file (a folder, a FIFO, a link):
+// listing counts them with the saves that never finished, which would say "no manifest" of a
+// folder that has one; each is named here with what its manifest is. Returns how many.
+static int report_odd_manifests(const char *folder) {
+    DIR *d = opendir(folder);
+    int odd = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "step-", 5) || (len > 4 && !strcmp(e->d_name + len - 4, ".tmp"))) continue;
+        char dir[CT_DCP_PATH], manifest[CT_DCP_PATH + 16];
+        snprintf(dir, sizeof dir, "%s/%s", folder, e->d_name);
+        snprintf(manifest, sizeof manifest, "%s/manifest.toml", dir);
+        struct stat sb;
+        if (lstat(dir, &sb) || !S_ISDIR(sb.st_mode)) continue;  // links and files: listing names those
+        if (lstat(manifest, &sb) || S_ISREG(sb.st_mode)) continue;
+        odd++;
+        if (S_ISLNK(sb.st_mode))
+            printf("%s: BAD: %s is a symbolic link (a checkpoint's files are regular files)\n", dir, manifest);
+        else
+            check_one(dir, false);  // the manifest's reader names what it is
+    }
+    if (d) closedir(d);
+    return odd;
 }
 
 int ct_cmd_checkpoint(int argc, char **argv) {
@@ -87,10 +114,13 @@ int ct_cmd_checkpoint(int argc, char **argv) {
         ct_dcp_step_dir(path, steps[i], dir);
         bad += check_one(dir, verify);
     }
-    if (incomplete) printf("%s: %d incomplete save%s (no manifest; never loaded)\n", path, incomplete, incomplete == 1 ? "" : "s");
-    if (!n) {
+    int odd = report_odd_manifests(path);
+    incomplete -= odd;
+    if (incomplete > 0)
+        printf("%s: %d incomplete save%s (no manifest; never loaded)\n", path, incomplete, incomplete == 1 ? "" : "s");
+    if (!n && !odd) {
         fprintf(stderr, "ctitan checkpoint: %s holds no complete checkpoint\n", path);
         return 1;
     }
-    return bad ? 1 : 0;
+    return bad || odd ? 1 : 0;
 }

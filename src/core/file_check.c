@@ -42,6 +42,19 @@ ct_status ct_file_open_regular(const char *path, const char *what, uint64_t max_
     return CT_OK;
 }
 
+FILE *ct_file_fopen_read(const char *path, const char *what, uint64_t max_bytes) {
+    int fd;
+    uint64_t size;
+    if (ct_file_open_regular(path, what, max_bytes, &fd, &size) != CT_OK) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        ct_set_error("%s: cannot open: %s", path, strerror(e));
+    }
+    return f;
+}
+
 ct_status ct_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset) {
     for (size_t done = 0; done < n;) {
         ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(offset + done));

@@ -251,13 +251,13 @@ ct_json *ct_json_parse(const char *text, size_t len, const char *what) {
     return j;
 }
 
-// A JSON file a user points at (a model directory's config.json, a metrics file): through
+// A JSON file a user points at (a model directory's config.json, an index): through
 // core/file_check like every reader, so a FIFO or /dev/zero is refused rather than read
-// forever; 1 GiB at most (tokenizer.json files run to tens of MiB).
-ct_json *ct_json_read_file(const char *path) {
+// forever, and a file over the caller's limit before it is read.
+ct_json *ct_json_read_file(const char *path, const char *what, uint64_t max_bytes) {
     char *text;
     size_t len;
-    if (ct_file_read_all(path, "JSON file", (uint64_t)1 << 30, &text, &len)) return NULL;
+    if (ct_file_read_all(path, what, max_bytes, &text, &len)) return NULL;
     ct_json *j = ct_json_parse(text, len, path);
     free(text);
     return j;

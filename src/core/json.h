@@ -31,8 +31,10 @@ typedef struct ct_json {
 
 // Parses len bytes of text. NULL + ct_last_error "what: bad JSON at byte N: reason".
 ct_json *ct_json_parse(const char *text, size_t len, const char *what);
-// Reads and parses a file. NULL + error naming the file ("cannot open", or the parse error).
-ct_json *ct_json_read_file(const char *path);
+// Reads and parses a regular file of at most max_bytes (core/file_check; `what` names the kind of
+// file in the size message). NULL + error naming the file (not a regular file, over the limit,
+// "cannot open", or the parse error).
+ct_json *ct_json_read_file(const char *path, const char *what, uint64_t max_bytes);
 void ct_json_free(ct_json *j);
 
 // The value of `key` in an object (the last one when a key repeats); NULL if absent or j is

@@ -755,14 +755,12 @@ ct_toml_value *ct_toml_parse(const char *text, const char *name) {
     return root;
 }
 
-// A config file is a few kilobytes; the limit keeps a wrong path (a disk image, a dataset) from
-// being read into memory before the first parse error.
-#define CT_TOML_MAX_BYTES (16u << 20)
-
 ct_toml_value *ct_toml_parse_file(const char *path) {
     char *text;
     size_t total;
-    if (ct_file_read_all(path, "config file", CT_TOML_MAX_BYTES, &text, &total) != CT_OK) return NULL;
+    // A config file is a few kilobytes; the limit keeps a wrong path (a disk image, a dataset)
+    // from being read into memory before the first parse error.
+    if (ct_file_read_all(path, "config file", CT_FILE_TEXT_CONFIG_MAX, &text, &total) != CT_OK) return NULL;
     if (strlen(text) != total) {
         free(text);
         ct_set_error("%s: expected a text file, found a NUL byte", path);

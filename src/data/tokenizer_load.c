@@ -9,14 +9,10 @@
 #include "core/file_check.h"
 #include "data/tokenizer_internal.h"
 
-// A rank file holds one short line per token: Llama 3's 128k ranks are 2.2 MB, so 256 MiB is
-// room for vocabularies far beyond any in use, and keeps a wrong path from being read whole.
-#define CT_TOKENIZER_MAX_BYTES (256u << 20)
-
 static char *read_file(const char *path, long *len) {
     char *buf;
     size_t n;
-    if (ct_file_read_all(path, "tokenizer file", CT_TOKENIZER_MAX_BYTES, &buf, &n) != CT_OK) return NULL;
+    if (ct_file_read_all(path, "tokenizer file", CT_FILE_TOKENIZER_MAX, &buf, &n) != CT_OK) return NULL;
     *len = (long)n;
     return buf;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file_check.h"
 #include "data/prepare.h"
 #include "data/tokenizer_internal.h"
 
@@ -374,23 +375,11 @@ ct_status ct_tokenizer_train(const char *const *inputs, int n_inputs, long vocab
     }
     if (!(pt = ct_pretok_new())) goto done;
     for (long i = 0; i < n_files; i++) {
-        FILE *f = fopen(files[i], "rb");
-        if (!f) {
-            ct_set_error("%s: cannot open: %s", files[i], strerror(errno));
-            goto done;
-        }
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
-        int ok = text && (long)fread(text, 1, (size_t)len, f) == len;
-        fclose(f);
-        if (!ok) {
-            free(text);
-            ct_set_error("%s: read error", files[i]);
-            goto done;
-        }
-        ct_status s = ct_pretok_split(pt, text, len, count_piece, &pc);
+        // Each file is held whole while it is split; 1 GiB, as for `tokenizer encode --input`.
+        char *text;
+        size_t len;
+        if (ct_file_read_all(files[i], "tokenizer training file", 1ull << 30, &text, &len) != CT_OK) goto done;
+        ct_status s = ct_pretok_split(pt, text, (long)len, count_piece, &pc);
         free(text);
         if (s != CT_OK || pc.failed) goto done;
     }

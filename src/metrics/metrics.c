@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
+
 ct_status ct_make_dirs(const char *path) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", path);
@@ -25,8 +27,11 @@ ct_status ct_make_dirs(const char *path) {
 // A resumed run keeps the lines of steps up to the checkpoint's and drops later ones (written by
 // the run that died after its last save), so each step appears once.
 static ct_status keep_steps_up_to(const char *path, int last_step) {
-    FILE *in = fopen(path, "r");
-    if (!in) return CT_OK;  // nothing logged yet
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) return CT_OK;  // nothing logged yet
+    // Streamed a line at a time, so no size limit; a FIFO here would block the resume.
+    FILE *in = ct_file_fopen_read(path, "metrics log", 0);
+    if (!in) return CT_ERR;
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *out = fopen(tmp, "w");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file_check.h"
 #include "parallel/pipeline_schedules.h"
 
 char *ct_pp_schedule_format_csv(const ct_schedule *lists, int pp) {
@@ -95,21 +96,9 @@ ct_status ct_pp_schedule_parse_csv(const char *text, int pp, ct_schedule *lists)
 }
 
 ct_status ct_pp_schedule_read_csv(const char *path, int pp, ct_schedule *lists) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ct_set_error("schedule csv: cannot open %s", path);
-    size_t cap = 4096, n = 0;
-    char *text = ct_xmalloc(cap);
-    for (size_t got; (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) {
-            cap *= 2;
-            char *grown = realloc(text, cap);
-            if (!grown) ct_fatal("schedule csv", "out of memory reading %s", path);
-            text = grown;
-        }
-    }
-    fclose(f);
-    text[n] = 0;
+    char *text;
+    size_t n;
+    if (ct_file_read_all(path, "pipeline schedule CSV", CT_FILE_TEXT_CONFIG_MAX, &text, &n) != CT_OK) return CT_ERR;
     ct_status st = ct_pp_schedule_parse_csv(text, pp, lists);
     if (st) {
         char why[320];

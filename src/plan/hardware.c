@@ -78,6 +78,12 @@ static ct_status set_key(ct_hw_profile *hw, const char *path, const key_spec *s,
     if (!(x == x) || x > 1e30 || (s->range == V_POSITIVE ? !(x > 0) : !(x >= 0)))
         return ct_set_error("%s:%d: %s must be %s (got %g)", path, v->line, s->key,
                             s->range == V_POSITIVE ? "positive" : "zero or more", x);
+    // The time model divides by these: a positive number as small as 1e-320 (subnormal) passes
+    // the test above and turns every time into inf. No real rate, efficiency or latency is that
+    // close to 0 in the profile's units, so anything under 1e-9 is taken for a typo.
+    if (x != 0 && x < 1e-9)
+        return ct_set_error("%s:%d: %s must be 0 or at least 1e-9 (got %g: too small to divide by)", path, v->line,
+                            s->key, x);
     if (s->type == K_INT) {
         if (x > INT_MAX) return ct_set_error("%s:%d: %s is too large (%g)", path, v->line, s->key, x);
         *(int *)(base + s->offset) = (int)x;

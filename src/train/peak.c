@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "metrics/metrics.h"
 
 enum { MEASURE_REPS = 5 };
@@ -42,8 +43,14 @@ static void cpu_model(char *out, size_t n) {
     fclose(f);
 }
 
+// The calibration file is a cache: one that is not a regular file of at most 1 MiB (a few
+// hundred lines) reads as empty, and the next store replaces it with a real one.
+static FILE *open_cache(const char *file) {
+    return file && *file ? ct_file_fopen_read(file, "calibration file", 1u << 20) : NULL;
+}
+
 double ct_peak_lookup(const char *file, const char *key) {
-    FILE *f = file && *file ? fopen(file, "r") : NULL;
+    FILE *f = open_cache(file);
     if (!f) return 0;
     char line[1024];
     double best = 0;
@@ -72,7 +79,7 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
     FILE *out = fopen(tmp, "w");
     if (!out) return ct_set_error("%s: %s", tmp, strerror(errno));
-    FILE *in = fopen(file, "r");
+    FILE *in = open_cache(file);
     char line[1024];
     size_t kl = strlen(key);
     if (!in)

@@ -35,7 +35,8 @@ bin=${CT_BIN:-${BUILD:-build}/ctitan}
 [ -x "$bin" ] || { echo "chaos: $bin not built (make)"; exit 1; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+failed=0
+trap '[ $failed -eq 0 ] && rm -rf "$tmp" || echo "chaos: logs and folders kept in $tmp"' EXIT
 asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
 steps=40 interval=2
 job=(--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128
@@ -90,7 +91,7 @@ launch() {
   local dump=$1 log=$2 mode=$3; shift 3
   : >"$log.attempt"
   (env "$@" CTITAN_TTY=0 OMP_NUM_THREADS=1 timeout 120 mpirun $asroot --oversubscribe --bind-to none -np 2 \
-     "$bin" train "${job[@]}" --checkpoint.async_mode "$mode" --job.dump_folder "$dump" >"$log.attempt" 2>&1
+     "$bin" train "${job[@]}" "${extra[@]}" --checkpoint.async_mode "$mode" --job.dump_folder "$dump" >"$log.attempt" 2>&1
    echo $? >"$log.rc") &
   job_pid=$!
 }
@@ -102,6 +103,7 @@ tree_sig() {  # names, types, modes, sizes, mtimes and contents under $1
 }
 
 # Uninterrupted references, one per checkpointing mode.
+extra=()
 declare -A ref_ms ref_first_ms
 for mode in disabled async; do
   r=$tmp/ref_$mode
@@ -140,6 +142,9 @@ while [ $total -lt "$target" ]; do
   while :; do
     attempt=$((attempt + 1))
     last=$(last_step "$d"); last=${last:-0}
+    # Killed before its first checkpoint: the folder holds that attempt's outputs and nothing to
+    # resume from, which the trainer refuses without --job.overwrite true (it starts over).
+    extra=(); [ -d "$d" ] && [ -z "$(last_step "$d")" ] && extra=(--job.overwrite true)
     remaining_saves=$(((steps - last) / interval))
     kind=none
     if [ $run_kills -lt $budget ] && [ $total -lt "$target" ] && [ "$remaining_saves" -gt 0 ]; then
@@ -210,8 +215,8 @@ while [ $total -lt "$target" ]; do
              phase=prune ;;
     esac
     kills[$phase]=$((${kills[$phase]} + 1)); total=$((total + 1)); run_kills=$((run_kills + 1))
-    printf '     run %d attempt %d (%s): %-48s -> %-10s (last complete checkpoint: step-%s)\n' \
-      "$run_i" "$attempt" "$mode" "$how" "$phase" "$(last_step "$d")"
+    printf '     run %d attempt %d (%s): %-48s -> %-10s (last complete checkpoint: %s)\n' \
+      "$run_i" "$attempt" "$mode" "$how" "$phase" "$(l=$(last_step "$d"); echo ${l:+step-$l}${l:-none})"
     # every rank of the killed job is gone before the resume
     for w in $(seq 1 100); do pgrep -f -- "--job.dump_folder $d\$" >/dev/null || break; sleep 0.05; done
   done

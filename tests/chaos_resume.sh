@@ -216,7 +216,7 @@ while [ $total -lt "$target" ]; do
     esac
     kills[$phase]=$((${kills[$phase]} + 1)); total=$((total + 1)); run_kills=$((run_kills + 1))
     printf '     run %d attempt %d (%s): %-48s -> %-10s (last complete checkpoint: %s)\n' \
-      "$run_i" "$attempt" "$mode" "$how" "$phase" "$(l=$(last_step "$d"); echo ${l:+step-$l}${l:-none})"
+      "$run_i" "$attempt" "$mode" "$how" "$phase" "$(l=$(last_step "$d"); [ -n "$l" ] && echo "step-$l" || echo none)"
     # every rank of the killed job is gone before the resume
     for w in $(seq 1 100); do pgrep -f -- "--job.dump_folder $d\$" >/dev/null || break; sleep 0.05; done
   done

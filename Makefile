@@ -194,6 +194,12 @@ precision-compare: $(BUILD)/ctitan
 fault-drill: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash tests/fault_drill.sh 20
 
+# Chaos run (issue 22): KILLS (default 50) kill -9s of a checkpointing job -- in steps, in sync and
+# async saves, in pruning -- each followed by a resume; completed runs must match an uninterrupted one.
+KILLS ?= 50
+chaos: $(BUILD)/ctitan
+	BUILD=$(BUILD) bash tests/chaos_resume.sh $(KILLS)
+
 # ---- Fuzzing (issue 14) -----------------------------------------------------------------------
 # libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
 # built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the layers the parsers live

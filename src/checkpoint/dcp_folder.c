@@ -181,6 +181,10 @@ static ct_status remove_step_at(int pfd, const char *name, const char *shown) {
         st = ct_set_error("%s was replaced while being removed: not removed", shown);
     // Every entry is checked before any is removed: a folder that is refused is left whole.
     if (st == CT_OK) st = check_or_unlink_files(fd, shown, false);
+    // The manifest goes first: a removal cut short (a kill while pruning) leaves a folder without
+    // one, which the next start removes as incomplete, never one that looks complete and is not.
+    if (st == CT_OK && unlinkat(fd, "manifest.toml", 0) && errno != ENOENT)
+        st = ct_set_error("%s/manifest.toml: %s", shown, strerror(errno));
     if (st == CT_OK) st = check_or_unlink_files(fd, shown, true);
     close(fd);
     if (st) return st;

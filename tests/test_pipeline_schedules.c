@@ -344,6 +344,9 @@ static void test_csv_round_trip(void) {
               strstr(ct_last_error(), "row 2, column 1"), "%s", ct_last_error());
     CHECK(ct_pp_schedule_parse_csv("0F0\n1F0\n2F0\n", 2, back) == CT_ERR && strstr(ct_last_error(), "more than 2 rows"),
           "%s", ct_last_error());
+    // A row of empty cells is refused, not read as a rank with no actions (found by fuzz_schedule_csv).
+    CHECK(ct_pp_schedule_parse_csv("0F0,0B0\n, ,\n", 2, back) == CT_ERR &&
+              strstr(ct_last_error(), "row 2 (line 2) has no actions"), "%s", ct_last_error());
 }
 
 // Parses "rank0 | rank1 | ..." and simulates it with stage s on rank s % pp (or `sr`).

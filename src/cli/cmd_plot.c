@@ -1,9 +1,9 @@
 // `ctitan plot METRICS.jsonl [MORE.jsonl ...] --out FILE.svg [--x step|tokens] [--title T] [--logy]
 //  [--smooth N] [--diff] [--png]`
 // The loss curves of one or several runs from their metrics.jsonl (one JSON object per line, as
-// metrics/metrics.c writes it), drawn by metrics/svg_plot.c. Each line gives a training-loss point
-// (step, loss) and, where present, a validation-loss point (step, val_loss); a null (a non-finite
-// number) is a gap, not an error. Input errors are one line naming the file (and the line), exit 1;
+// metrics/metrics.c writes it), read by metrics/metrics_read.c and drawn by metrics/svg_plot.c.
+// Each line gives a training-loss point (step, loss) and, where present, a validation-loss point
+// (step, val_loss); a null (a non-finite number) is a gap, not an error. Input errors are one line naming the file (and the line), exit 1;
 // usage errors exit 2.
 #include <errno.h>
 #include <libgen.h>
@@ -18,9 +18,9 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "core/file_check.h"
 #include "core/json.h"
 #include "core/toml.h"
+#include "metrics/metrics_read.h"
 #include "metrics/svg_plot.h"
 
 static const char plot_about[] =
@@ -37,111 +37,23 @@ typedef struct {
     const char *path;
     char name[256];           // from the path (run_label)
     char label[256];          // the legend's: name, numbered when two runs share it
-    int n, vn, cap, vcap;
+    int n, vn;
     double *x, *y, *vx, *vy;  // x holds the step until --x tokens scales it
     double tok_sum;           // sum over lines of tokens_per_s * step_seconds (tokens of one step)
     int tok_lines;
 } run_data;
 
-static void push(double **xs, double **ys, int *n, int *cap, double x, double y) {
-    if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 256;
-        double *nx = realloc(*xs, (size_t)*cap * sizeof **xs), *ny = nx ? realloc(*ys, (size_t)*cap * sizeof **ys) : NULL;
-        if (!nx || !ny) ct_fatal("ctitan plot", "out of memory");
-        *xs = nx, *ys = ny;
-    }
-    (*xs)[*n] = x, (*ys)[(*n)++] = y;
-}
-
-// A number field: 1 with *v for a finite number, 0 when absent or null (a gap), -1 for anything else.
-static int number(const ct_json *obj, const char *key, double *v) {
-    const ct_json *j = ct_json_get(obj, key);
-    if (!j || j->type == CT_JSON_NULL) return 0;
-    if (j->type != CT_JSON_NUMBER) return -1;
-    *v = j->number;
-    return isfinite(*v) ? 1 : 0;
-}
-
-static int line_error(const char *path, long line, const char *what) {
-    fprintf(stderr, "ctitan plot: %s:%ld: %s\n", path, line, what);
-    return 1;
-}
-
 // Reads one metrics.jsonl into r. Returns 0, or 1 after printing one line naming file and line.
 static int read_run(const char *path, run_data *r) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "ctitan plot: %s: is a folder (its metrics.jsonl?)\n", path);
-        return 1;
-    }
-    // Through core/file_check like every reader: a FIFO is refused instead of blocking.
-    int fd;
-    uint64_t bytes;
-    if (ct_file_open_regular(path, "metrics file", 0, &fd, &bytes)) {
+    r->path = path;
+    ct_metrics_losses l;
+    if (ct_metrics_read_losses(path, &l)) {
         fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
         return 1;
     }
-    FILE *f = fdopen(fd, "r");
-    if (!f) {
-        close(fd);
-        fprintf(stderr, "ctitan plot: %s: cannot open: %s\n", path, strerror(errno));
-        return 1;
-    }
-    r->path = path;
-    char *text = NULL;
-    size_t size = 0;
-    ssize_t len;
-    long lineno = 0, lines = 0;
-    double last_step = -1;
-    int rc = 0;
-    char what[PATH_MAX + 32];
-    while (!rc && (len = getline(&text, &size, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
-        if (strspn(text, " \t") == (size_t)len) continue;  // a blank line (a hand-edited file's last)
-        lines++;
-        snprintf(what, sizeof what, "%s:%ld", path, lineno);
-        ct_json *j = ct_json_parse(text, (size_t)len, what);
-        if (!j) {
-            fprintf(stderr, "ctitan plot: %s (not a JSON line)\n", ct_last_error());
-            rc = 1;
-            break;
-        }
-        double step, loss, val, tps, sec;
-        int has_loss, has_val;
-        if (j->type != CT_JSON_OBJECT) rc = line_error(path, lineno, "not a JSON object");
-        else if (number(j, "step", &step) != 1 || step < 0 || step != floor(step))
-            rc = line_error(path, lineno, "no \"step\" (a whole number)");
-        else if (step <= last_step) {
-            // The trainer keeps one run per file (a resumed run continues its own steps), so a
-            // step going back means two files were joined: drawing it would zigzag.
-            snprintf(what, sizeof what, "step %.0f after step %.0f (two runs in one file?)", step, last_step);
-            rc = line_error(path, lineno, what);
-        } else if ((has_loss = number(j, "loss", &loss)) < 0) rc = line_error(path, lineno, "\"loss\" is not a number");
-        else if ((has_val = number(j, "val_loss", &val)) < 0)
-            rc = line_error(path, lineno, "\"val_loss\" is not a number");
-        else {
-            last_step = step;
-            if (has_loss) push(&r->x, &r->y, &r->n, &r->cap, step, loss);
-            if (has_val) push(&r->vx, &r->vy, &r->vn, &r->vcap, step, val);
-            if (number(j, "tokens_per_s", &tps) == 1 && number(j, "step_seconds", &sec) == 1 && tps > 0 && sec > 0) {
-                r->tok_sum += tps * sec;
-                r->tok_lines++;
-            }
-        }
-        ct_json_free(j);
-    }
-    if (!rc && ferror(f)) {
-        fprintf(stderr, "ctitan plot: %s: read failed after line %ld\n", path, lineno);
-        rc = 1;
-    }
-    free(text);
-    fclose(f);
-    if (!rc && r->n == 0) {
-        fprintf(stderr, "ctitan plot: %s: no loss values (%ld lines)\n", path, lines);
-        rc = 1;
-    }
-    return rc;
+    r->n = l.n, r->vn = l.vn, r->x = l.x, r->y = l.y, r->vx = l.vx, r->vy = l.vy;
+    r->tok_sum = l.tok_sum, r->tok_lines = l.tok_lines;
+    return 0;
 }
 
 // The legend's name: the run's folder for a metrics.jsonl (how runs are told apart: by their

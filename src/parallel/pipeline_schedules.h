@@ -87,8 +87,8 @@ char *ct_pp_schedule_format_csv(const ct_schedule *lists, int pp);
 ct_status ct_pp_schedule_write_csv(const char *path, const ct_schedule *lists, int pp);
 // Reads pp rows into lists[0 .. pp-1] (initialised here; freed with ct_pp_lists_free). Blank lines
 // and lines starting with '#' are skipped, empty cells ignored, spaces around cells trimmed.
-// CT_ERR with "row R, column C" of the first cell that cannot be read, or when the row count is
-// not pp; lists are left empty then.
+// CT_ERR with "row R, column C" of the first cell that cannot be read, a row of only empty cells
+// (a rank with nothing to do), or when the row count is not pp; lists are left empty then.
 ct_status ct_pp_schedule_parse_csv(const char *text, int pp, ct_schedule *lists);
 ct_status ct_pp_schedule_read_csv(const char *path, int pp, ct_schedule *lists);  // errors start with path
 

@@ -85,6 +85,12 @@ ct_status ct_pp_schedule_parse_csv(const char *text, int pp, ct_schedule *lists)
             ct_schedule_push(&lists[rows], act.kind, act.stage, act.mb);
             ct_schedule_free(&one);
         }
+        // A row of empty cells would be a rank with nothing to do -- never a schedule, and what
+        // the writer would put as an empty line, which reads back as no row at all.
+        if (!skip && lists[rows].count == 0) {
+            ct_pp_lists_free(lists, pp);
+            return ct_set_error("schedule csv: row %d (line %d) has no actions, only empty cells", rows + 1, line_no);
+        }
         if (!skip) rows++;
         p += len + (eol ? 1 : 0);
     }

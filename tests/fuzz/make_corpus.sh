@@ -12,7 +12,7 @@ bin=${1:-build}/ctitan
 [ -x "$bin" ] || { echo "make_corpus: $bin not built"; exit 1; }
 c=tests/fuzz/corpus
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-for n in toml cli safetensors tokenizer shard prepare manifest; do mkdir -p "$c/$n"; rm -f "$c/$n"/seed-*; done
+for n in toml cli safetensors tokenizer shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do mkdir -p "$c/$n"; rm -f "$c/$n"/seed-*; done
 # Prefix byte + file, for the targets whose first byte picks options.
 with_byte() { printf "\\x$(printf %02x "$1")" >"$3"; cat "$2" >>"$3"; }
 
@@ -23,6 +23,8 @@ tiny=(--model.dim 8 --model.n_heads 2 --model.vocab_size 16 --model.ffn_hidden_d
   --checkpoint.last_save_model_only false >/dev/null
 "$bin" train "${tiny[@]}" --model.n_layers 2 --model.n_kv_heads 2 --job.dump_folder "$tmp/b" \
   --checkpoint.export_dtype bf16 >/dev/null
+"$bin" train "${tiny[@]}" --model.n_layers 1 --model.n_kv_heads 1 --job.dump_folder "$tmp/c" --training.steps 6 \
+  --checkpoint.enable false --metrics.log_freq 1 --validation.enable --validation.freq 2 --validation.steps 1 >/dev/null
 cp "$tmp/a/model.safetensors" "$c/safetensors/seed-model-f32"
 cp "$tmp/b/model.safetensors" "$c/safetensors/seed-model-bf16"
 cp "$tmp/a/checkpoint/step-1/rank-00000.safetensors" "$c/safetensors/seed-checkpoint-rank"
@@ -82,6 +84,89 @@ with_byte 0 "$tmp/plain.txt" "$c/prepare/seed-plain"
 printf 'one\n%%\n\n%%\ntwo\n%%\nthree\n' >"$tmp/three.txt"
 with_byte 250 "$tmp/three.txt" "$c/prepare/seed-three-docs"   # val 0.25, 248 tokens per shard
 
+# Hugging Face config.json: what ctitan exports (with Llama 3.1 RoPE scaling, the default, and
+# without), and
+# Meta's configs as transformers 4 and 5 write them.
+"$bin" convert --to hf --model "$tmp/a/model.safetensors" --out "$tmp/hf" >/dev/null
+cp "$tmp/hf/config.json" "$c/hf_config/seed-ctitan-export"
+"$bin" train "${tiny[@]}" --model.n_layers 1 --model.n_kv_heads 1 --model.rope_scaling false --job.dump_folder "$tmp/d" \
+  >/dev/null
+"$bin" convert --to hf --model "$tmp/d/model.safetensors" --out "$tmp/hfd" >/dev/null
+cp "$tmp/hfd/config.json" "$c/hf_config/seed-ctitan-no-rope-scaling"
+cat >"$c/hf_config/seed-llama31-8b" <<'JSON'
+{
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256
+}
+JSON
+cat >"$c/hf_config/seed-llama3-8b" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu",
+ "hidden_size": 4096, "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
+ "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+ "rope_scaling": null, "rope_theta": 500000.0, "tie_word_embeddings": false, "vocab_size": 128256}
+JSON
+cat >"$c/hf_config/seed-transformers5-tied" <<'JSON'
+{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+ "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256,
+ "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "tie_word_embeddings": true,
+ "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+ "ctitan_flavor": "1B \u00e9\n", "ctitan_max_seq_len": 2048}
+JSON
+
+# model.safetensors.index.json for the target's own tiny model (fuzz_hf_index.c builds its
+# shards): as transformers writes it, and one sending tensors to the shard of odd copies.
+python3 - "$c/hf_index" <<'PY'
+import json, sys
+d = sys.argv[1]
+def layer(l):
+    return ["model.layers.%d.%s.weight" % (l, s) for s in
+            ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+             "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm")]
+one, two = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+wm = {n: one for n in ["model.embed_tokens.weight"] + layer(0)}
+wm.update({n: two for n in layer(1) + ["model.norm.weight", "lm_head.weight"]})
+json.dump({"metadata": {"total_size": 4608}, "weight_map": dict(sorted(wm.items()))},
+          open(d + "/seed-two-shards", "w"), indent=2)
+wm["model.norm.weight"] = wm["model.layers.0.input_layernorm.weight"] = "odd.safetensors"
+wm["model.layers.1.self_attn.rotary_emb.inv_freq"] = two
+json.dump({"metadata": {}, "weight_map": wm}, open(d + "/seed-odd-copies", "w"))
+wm["model.embed_tokens.weight"] = "odd.safetensors"
+json.dump({"weight_map": wm}, open(d + "/seed-wrong-dtype", "w"))
+PY
+
+# Pipeline schedules as `ctitan pipeline show --csv` writes them, each after its byte:
+# pp - 1 | (vpp - 1) << 2 | (micro-batches - 1) << 3 | V-shape 64.
+sched() {  # NAME BYTE SCHEDULE PP VPP M
+  "$bin" pipeline show --schedule "$3" --pp "$4" --vpp "$5" --microbatches "$6" --csv "$tmp/s.csv" >/dev/null
+  with_byte "$2" "$tmp/s.csv" "$c/schedule_csv/seed-$1"
+}
+sched 1f1b 25 1F1B 2 1 4
+sched gpipe 59 GPipe 4 1 8
+sched interleaved 29 Interleaved1F1B 2 2 4
+sched zb 29 InterleavedZeroBubble 2 2 4
+sched zbv 93 ZBVZeroBubble 2 2 4
+printf '# hand-written: comments, blanks, spaces and empty cells\n\n 0F0 , 0SEND_F0,,0RECV_B0,0B0,REDUCE_GRADS,RESHARD\n1RECV_F0,1F0,1B0,1SEND_B0,REDUCE_GRADS,RESHARD\r\n' >"$tmp/s.csv"
+with_byte 1 "$tmp/s.csv" "$c/schedule_csv/seed-hand"
+
+# Hardware profiles: the shipped ones.
+for p in profiles/*.toml; do cp "$p" "$c/hardware/seed-$(basename "$p" .toml)"; done
+
+# metrics.jsonl: a run with validation, and hand-written gaps, blanks and tokens; first byte:
+# --logy 1, --diff 2, --smooth (byte >> 2 & 7).
+with_byte 0 "$tmp/c/metrics.jsonl" "$c/metrics/seed-run"
+with_byte 13 "$tmp/c/metrics.jsonl" "$c/metrics/seed-run-logy-smooth3"
+printf '{"step": 1, "loss": 10.5, "tokens_per_s": 4096.0, "step_seconds": 0.25}\n{"step": 2, "loss": null}\n\n{"step": 3, "loss": 9.25, "val_loss": 9.5}\n  \n{"step": 5, "loss": 8.0, "val_loss": null, "grad_norm": 1.5}\r\n' >"$tmp/m.jsonl"
+with_byte 2 "$tmp/m.jsonl" "$c/metrics/seed-gaps-diff"
+
 # TOML: the repository's configs and fixtures, and one with every construct the reader knows.
 cp configs/llama3_debug.toml "$c/toml/seed-llama3-debug"
 cp configs/llama3_405b_at_scale.toml "$c/toml/seed-llama3-405b"
@@ -119,4 +204,4 @@ printf -- '--model.dim\n64\n--model.n_layers=2\n--training.steps\n3\n--paralleli
 printf -- '--config\nconfigs/llama3_debug.toml\n--optimizer.lr\n1e-3\n--activation_checkpoint.selective\n--mixed_precision\nbf16\n' >"$c/cli/seed-config-file"
 printf -- '--job.config_file=configs/llama3_8b.toml\n--training.local_batch_size=2\n--quantization.float8.enable\nfalse\n--metrics.device\nh100\n--job.dump_folder\nout dir\n' >"$c/cli/seed-aliases"
 printf -- '--lr_scheduler.decay_type\ncosine\n--lr_scheduler.decay_ratio\n0.5\n--checkpoint.keep_latest_k=0\n--parallelism.pipeline_split_points\nlayers.4,layers.8\n' >"$c/cli/seed-strings"
-for n in toml cli safetensors tokenizer shard prepare manifest; do echo "$n: $(ls "$c/$n" | wc -l) seeds, $(du -sk "$c/$n" | cut -f1) KiB"; done
+for n in toml cli safetensors tokenizer shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do echo "$n: $(ls "$c/$n" | wc -l) seeds, $(du -sk "$c/$n" | cut -f1) KiB"; done

@@ -202,16 +202,20 @@ chaos: $(BUILD)/ctitan
 
 # ---- Fuzzing (issue 14) -----------------------------------------------------------------------
 # libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
-# built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the layers the parsers live
-# in -- core, data, checkpoint, and the model's dimensions and registry -- none of which includes
-# <mpi.h> (only src/comm does), so no mpicc, MPI stub, OpenMP or oneDNN is needed. Not -Werror:
+# built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the files the parsers live
+# in -- core, data, checkpoint, the model's dimensions and registry, the pipeline schedules and
+# their CSV and simulator, the planner's profiles, the metrics reader and SVG plot -- none of which
+# includes <mpi.h> (only src/comm does), so no mpicc, MPI stub, OpenMP or oneDNN is needed. Not -Werror:
 # the product build (gcc) is the one held to that; a clang-only warning must not stop fuzzing.
 #   make fuzz          every target for FUZZ_SECONDS (120) each; prints executions per target
 #   make fuzz-smoke    every target for 5 s (tests/test_fuzz_smoke.sh runs 3 s each in `make test`)
 FUZZ_CC       := clang
 FUZZ_CFLAGS   := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Isrc -Itests/fuzz \
                  -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) src/model/params.c src/model/llama_config.c src/parallel/schedule.c src/parallel/schedule_csv.c src/parallel/pipeline_schedules.c src/parallel/pipeline_sim.c src/plan/hardware.c src/metrics/metrics_read.c src/metrics/svg_plot.c
+FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) \
+                 src/model/params.c src/model/llama_config.c \
+                 src/parallel/schedule.c src/parallel/schedule_csv.c src/parallel/pipeline_schedules.c \
+                 src/parallel/pipeline_sim.c src/plan/hardware.c src/metrics/metrics_read.c src/metrics/svg_plot.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SECONDS  ?= 120

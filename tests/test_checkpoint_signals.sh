@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SIGTERM / SIGINT (what a scheduler or Ctrl-C sends): every rank finishes the step it is in,
 # the state is saved, and each rank exits 0 with one line; running the same command again
-# resumes and ends exactly where an uninterrupted run ends. A second signal ends at once.
-# A 2-rank FSDP job; the signal goes to one rank's process, as `kill` or srun would send it.
+# resumes and ends exactly where an uninterrupted run ends. A second signal ends at once. A stop whose save outlasts
+# checkpoint.signal_grace_seconds ends anyway, and running a finished job again says so and
+# exits 0. A 2-rank FSDP job; the signal goes to one rank's process, as `kill` or srun would send
+# it.
 # Needs $BUILD/ctitan (make).
 set -u
 cd "$(dirname "$0")/.."
@@ -10,7 +12,7 @@ bin=${CT_BIN:-${BUILD:-build}/ctitan}
 [ -x "$bin" ] || { echo "FAIL checkpoint_signals: $bin not built"; exit 1; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 asroot=""; [ "$(id -u)" -eq 0 ] && asroot="--allow-run-as-root"
 
 job=(--model.dim 64 --model.n_layers 4 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128
@@ -93,4 +95,51 @@ if [ -n "$pid" ] && [ "$(cat "$d.rc")" != rc=0 ] && [ "$took" -lt 60 ]; then
   pass second_signal_exits_at_once
 else
   fail second_signal_exits_at_once "$(cat "$d.rc") after ${took}s: $(grep -v '^step' "$d.log" | tail -3)"
+fi
+
+# The start-up line says how long a stop may take to save.
+if grep -q "^checkpoint: SIGINT or SIGTERM finishes the step in flight and saves within 30 s" "$ref.log"; then
+  pass grace_said_at_start_up
+else
+  fail grace_said_at_start_up "$(grep -v '^step' "$ref.log" | head -4 | tr '\n' '|')"
+fi
+
+# A save that outlasts checkpoint.signal_grace_seconds (each rank's write paced to 4 s) does not
+# keep the job: it ends after the grace with a line saying so, and no step folder appears.
+d=$tmp/grace
+start=$(date +%s)
+(CTITAN_PACE=ckpt.write:4000 run2 "$d" --checkpoint.enable true --checkpoint.interval 100000 --training.steps 100000 \
+   --checkpoint.signal_grace_seconds 1; echo "rc=$?" >"$d.rc") &
+pid=$(rank_pid "$d" 1)
+[ -n "$pid" ] && kill -TERM "$pid"
+wait
+took=$(( $(date +%s) - start ))
+if [ -n "$pid" ] && [ "$(cat "$d.rc")" != rc=0 ] && [ "$took" -lt 60 ] &&
+   grep -q "^\[rank 1\] ctitan train: the step and the save after a stop signal took longer than checkpoint.signal_grace_seconds (1 s)" "$d.log" &&
+   [ -z "$(ls "$d/checkpoint" 2>/dev/null | grep -v '\.tmp$')" ]; then
+  pass save_past_the_grace_ends_the_job
+else
+  fail save_past_the_grace_ends_the_job "$(cat "$d.rc") after ${took}s: $(grep -v '^step\|^ \|^--\|^$' "$d.log" | tail -3 | tr '\n' '|'); $(ls "$d/checkpoint" 2>/dev/null)"
+fi
+
+# A run whose checkpoint is already at training.steps has nothing left to do: one line, exit 0,
+# whether its last save holds the full state or (the default) the weights alone.
+: >"$ref.log"
+run2 "$ref" --checkpoint.enable true; rc=$?
+if [ $rc = 0 ] && [ "$(grep -c . "$ref.log")" = 1 ] &&
+   grep -q "^train: nothing left to do: .*/step-600 is at step 600, training.steps is 600" "$ref.log"; then
+  pass finished_run_again_says_nothing_left
+else
+  fail finished_run_again_says_nothing_left "rc $rc: $(head -4 "$ref.log" | tr '\n' '|')"
+fi
+d=$tmp/modelonly
+one=(OMP_NUM_THREADS=1 CTITAN_TTY=0 timeout 60 "$bin" train "${job[@]}" --parallelism.data_shard_degree 1
+     --training.steps 4 --checkpoint.interval 2 --checkpoint.last_save_model_only true --checkpoint.enable true
+     --job.dump_folder "$d")
+env "${one[@]}" >"$d.log1" 2>&1
+out=$(env "${one[@]}" 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$(echo "$out" | grep -c .)" = 1 ] && echo "$out" | grep -q "^train: nothing left to do: .*step-4 is at step 4"; then
+  pass finished_model_only_run_again_says_nothing_left
+else
+  fail finished_model_only_run_again_says_nothing_left "rc $rc: $(echo "$out" | head -3 | tr '\n' '|')"
 fi

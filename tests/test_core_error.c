@@ -54,6 +54,30 @@ static void test_set_error_wraps_the_last_one(void) {
     CHECK(strcmp(ct_last_error(), "step-20 does not fit: disk full (again)") == 0, "%s", ct_last_error());
 }
 
+// The mark that every process holds a message follows it through callers that add context, and
+// goes with the first message that is not a wrap of it.
+static void test_shared_mark_survives_wrapping(void) {
+    ct_set_error("rank 1: step-2/rank-00001.safetensors: CRC-32 mismatch");
+    CHECK(!ct_error_is_shared(), "a new message is not shared");
+    ct_error_mark_shared();
+    ct_set_error("checkpoint refused: %s (earlier: --checkpoint.load_step N)", ct_last_error());
+    ct_set_error("%s", ct_last_error());
+    ct_set_error("ctx: %s", ct_last_error());
+    CHECK(ct_error_is_shared(), "lost through wrapping: %s", ct_last_error());
+    ct_set_error("disk full");
+    CHECK(!ct_error_is_shared(), "an unrelated message kept the mark");
+    ct_set_error("ctx: rank 1: step-2/rank-00001.safetensors: CRC-32 mismatch");
+    CHECK(!ct_error_is_shared(), "a message that once was shared, set anew, is not");
+    // A wrap that fills the buffer cuts the shared message at its end: still the same error.
+    char long_msg[900];
+    memset(long_msg, 'a', sizeof long_msg - 1);
+    long_msg[sizeof long_msg - 1] = 0;
+    ct_set_error("%s", long_msg);
+    ct_error_mark_shared();
+    ct_set_error("%.300s: %s", long_msg, ct_last_error());
+    CHECK(ct_error_is_shared() && strlen(ct_last_error()) == 1023, "cut wrap: %zu", strlen(ct_last_error()));
+}
+
 static void test_fatal_lines_and_endings(void) {
     char err[512];
     int rc = ct_test_run_fatal_void(fatal_without_hook, err, sizeof err);
@@ -73,6 +97,7 @@ static void test_fatal_lines_and_endings(void) {
 int main(void) {
     CT_RUN(test_set_error);
     CT_RUN(test_set_error_wraps_the_last_one);
+    CT_RUN(test_shared_mark_survives_wrapping);
     CT_RUN(test_fatal_lines_and_endings);
     CT_TEST_EXIT();
 }

@@ -363,12 +363,10 @@ void ct_comm_barrier(ct_group *g) {
     ct_comm_wait(&h);
 }
 
-// The last message ct_comm_agree handed every rank (this thread's).
-static _Thread_local char agreed_message[1024];
+// core/error.h keeps the mark, so that it follows the message through every caller that wraps it.
+bool ct_comm_error_is_agreed(void) { return ct_error_is_shared(); }
 
-bool ct_comm_error_is_agreed(void) { return agreed_message[0] && !strcmp(agreed_message, ct_last_error()); }
-
-void ct_comm_mark_agreed(void) { snprintf(agreed_message, sizeof agreed_message, "%s", ct_last_error()); }
+void ct_comm_mark_agreed(void) { ct_error_mark_shared(); }
 
 // Every rank learns the lowest failing rank (a MAX over -rank) and that rank's message.
 ct_status ct_comm_agree(ct_group *g, ct_status local) {
@@ -386,7 +384,7 @@ ct_status ct_comm_agree(ct_group *g, ct_status local) {
         ct_set_error("%s", msg);
     else
         ct_set_error("rank %d: %s", first, msg);
-    snprintf(agreed_message, sizeof agreed_message, "%s", ct_last_error());
+    ct_error_mark_shared();
     return CT_ERR;
 }
 

@@ -146,8 +146,9 @@ void ct_comm_barrier(ct_group *g);
 // rank with the lowest failing rank's message, "rank R: <its message>" (just the message when
 // every rank failed, or in a group of one). Collective over g.
 ct_status ct_comm_agree(ct_group *g, ct_status local);
-// Whether ct_last_error() is a message ct_comm_agree gave every rank of its group (so each rank
-// may end on its own, without aborting the others, and one of them print it).
+// Whether ct_last_error() is a message ct_comm_agree gave every rank of its group, or one that
+// wraps it with more context (so each rank may end on its own, without aborting the others, and
+// one of them print it).
 bool ct_comm_error_is_agreed(void);
 // Marks ct_last_error() as agreed again (after a caller re-set the same message).
 void ct_comm_mark_agreed(void);

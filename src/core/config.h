@@ -121,6 +121,7 @@ typedef struct {
     bool ckpt_last_save_model_only;
     bool ckpt_initial_load_in_hf;
     bool ckpt_last_save_in_hf;
+    double ckpt_signal_grace;         // seconds; 0 = max(30, 3 x the last save's time)
 } ct_config;
 
 // Fills every field with its declared default.

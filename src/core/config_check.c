@@ -120,6 +120,8 @@ ct_status ct_config_validate(const ct_config *c) {
             c->ckpt_keep_latest_k);
     REQUIRE(c->ckpt_load_step >= -1, "checkpoint.load_step: expected a step >= 0, or -1 for the newest, got %d",
             c->ckpt_load_step);
+    REQUIRE(c->ckpt_signal_grace >= 0 && c->ckpt_signal_grace <= 86400,
+            "checkpoint.signal_grace_seconds: expected 0 (automatic) to 86400, got %g", c->ckpt_signal_grace);
     REQUIRE(!c->ckpt_initial_load_in_hf || c->ckpt_initial_load_path[0],
             "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path (the Hugging Face folder)");
     return CT_OK;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local bool last_error_shared;  // see ct_error_mark_shared
 
 // Length of the UTF-8 sequence at p (1..4), or 0 when p does not start a well-formed one
 // (a stray continuation byte, an overlong form, a surrogate, a value past U+10FFFF).
@@ -55,17 +56,37 @@ static void escape_line(char *dst, size_t cap, const char *src) {
     dst[k] = 0;
 }
 
+// Whether `msg` wraps `old`: holds it whole, or ends with its beginning where the wrap filled
+// the buffer and cut it.
+static bool wraps(const char *msg, const char *old) {
+    size_t n_old = strlen(old), n_msg = strlen(msg);
+    if (!n_old) return false;
+    if (strstr(msg, old)) return true;
+    if (n_msg + 8 < sizeof last_error) return false;  // not cut: the old message is not in it
+    for (const char *p = strchr(msg, old[0]); p; p = strchr(p + 1, old[0])) {
+        size_t rest = n_msg - (size_t)(p - msg);
+        if (rest >= 32 && rest < n_old && !strncmp(p, old, rest)) return true;
+    }
+    return false;
+}
+
 // Formats into a scratch buffer first: wrapping the previous message, as in
 // ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces.
 ct_status ct_set_error(const char *fmt, ...) {
-    char msg[sizeof last_error];
+    char msg[sizeof last_error], line[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    escape_line(last_error, sizeof last_error, msg);
+    escape_line(line, sizeof line, msg);
+    last_error_shared = last_error_shared && wraps(line, last_error);
+    memcpy(last_error, line, sizeof line);
     return CT_ERR;
 }
+
+void ct_error_mark_shared(void) { last_error_shared = last_error[0] != 0; }
+
+bool ct_error_is_shared(void) { return last_error_shared; }
 
 const char *ct_last_error(void) { return last_error; }
 

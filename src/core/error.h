@@ -7,6 +7,7 @@
 // process. Without a hook a process is a job of one and ct_fatal simply exits.
 #ifndef CT_ERROR_H
 #define CT_ERROR_H
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
@@ -15,6 +16,14 @@ typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
 // include ct_last_error() itself (wrapping a message with more context).
 ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ct_last_error(void);
+
+// Whether ct_last_error() is a message every process of the job holds (comm/ marks one it handed
+// every rank), so that each may end on its own and one of them print it. The mark survives
+// wrapping: a message set by ct_set_error that contains the marked one (or, cut at the buffer's
+// end, starts to) keeps it, however many callers add their context on the way up; any other
+// message clears it.
+void ct_error_mark_shared(void);
+bool ct_error_is_shared(void);
 
 // How ct_fatal reaches the rest of the job. Each function may be called from any thread, at
 // any moment (also while the job is being torn down), and must not call ct_fatal itself.

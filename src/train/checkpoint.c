@@ -19,23 +19,113 @@
 // ---- signals: the one piece of process-wide state, as a signal handler can only reach that ----
 
 static volatile sig_atomic_t caught_signal;
+static volatile sig_atomic_t grace_seconds = CT_SIGNAL_GRACE_MIN;  // set by ct_checkpoint_set_grace
+static volatile sig_atomic_t signal_rank = -1;                      // named in the lines below; -1: none
+static pid_t launcher_pid;  // the mpirun / orted that started this process; 0: none
 
-static void on_stop_signal(int sig) {
-    if (caught_signal) _exit(128 + sig);  // the second signal: the user means now
-    caught_signal = sig;
+// Appends text or a number to buf (cap bytes, k used), in what a signal handler may call.
+static void put_text(char *buf, size_t cap, size_t *k, const char *text) {
+    for (; *text && *k < cap; text++) buf[(*k)++] = *text;
 }
 
-void ct_checkpoint_catch_signals(void) {
+static void put_num(char *buf, size_t cap, size_t *k, long n) {
+    char digits[24];
+    int d = 0;
+    do digits[d++] = (char)('0' + n % 10);
+    while ((n /= 10) > 0 && d < 20);
+    while (d && *k < cap) buf[(*k)++] = digits[--d];
+}
+
+// One line to stderr from a signal handler (write(2), no stdio): "[rank R] ctitan train: <text>",
+// then, when n >= 0, "<n> s<tail>".
+static void say(const char *text, long n, const char *tail) {
+    char buf[512];
+    size_t k = 0, cap = sizeof buf - 1;
+    if (signal_rank >= 0) {
+        put_text(buf, cap, &k, "[rank ");
+        put_num(buf, cap, &k, signal_rank);
+        put_text(buf, cap, &k, "] ");
+    }
+    put_text(buf, cap, &k, "ctitan train: ");
+    put_text(buf, cap, &k, text);
+    if (n >= 0) {
+        put_num(buf, cap, &k, n);
+        put_text(buf, cap, &k, " s");
+        put_text(buf, cap, &k, tail);
+    }
+    buf[k++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, k);
+    (void)w;  // nothing more to do about a lost line: the process ends next
+}
+
+static void on_stop_signal(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    if (caught_signal) {
+        // The launcher passing on a stop it received itself (a Ctrl-C that the terminal also sent
+        // this rank, where the launcher leaves its ranks in the terminal's process group): the
+        // same stop, not the user's second signal.
+        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid) return;
+        say("a second signal: ending now, without saving (the last complete checkpoint stays)", -1, "");
+        _exit(128 + sig);  // the user means now
+    }
+    caught_signal = sig;
+    alarm((unsigned)grace_seconds);  // a step or a save that does not end must not keep the job
+}
+
+static void on_grace_over(int sig) {
+    (void)sig;
+    say("the step and the save after a stop signal took longer than checkpoint.signal_grace_seconds (",
+        grace_seconds, "): ending now (the last complete checkpoint stays)");
+    _exit(128 + (caught_signal ? caught_signal : SIGALRM));
+}
+
+// The launcher that started this process, when its parent is one: the programs that forward a
+// stop of their own to every rank.
+static pid_t find_launcher(void) {
+    char path[64], name[64] = "";
+    pid_t ppid = getppid();
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)ppid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    if (!fgets(name, sizeof name, f)) name[0] = 0;
+    fclose(f);
+    name[strcspn(name, "\n")] = 0;
+    const char *launchers[] = {"mpirun", "mpiexec", "orterun", "orted", "prterun", "prted", "hydra_pmi_proxy"};
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++)
+        if (!strcmp(name, launchers[i])) return ppid;
+    return 0;
+}
+
+void ct_checkpoint_catch_signals(int rank) {
+    signal_rank = rank;
+    launcher_pid = find_launcher();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
+    sa.sa_sigaction = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    struct sigaction al;
+    memset(&al, 0, sizeof al);
+    al.sa_handler = on_grace_over;
+    sigemptyset(&al.sa_mask);
+    sigaction(SIGALRM, &al, NULL);
 }
 
 int ct_checkpoint_signal(void) { return caught_signal; }
+
+void ct_checkpoint_set_grace(double seconds) {
+    double s = seconds < 1 ? 1 : seconds > 86400 ? 86400 : seconds;
+    grace_seconds = (sig_atomic_t)(s + 0.999);
+}
+
+int ct_checkpoint_grace(void) { return grace_seconds; }
+
+double ct_checkpoint_auto_grace(double save_seconds) {
+    double g = 3 * save_seconds;
+    return g > CT_SIGNAL_GRACE_MIN ? g : CT_SIGNAL_GRACE_MIN;
+}
 
 // ---- set-up ------------------------------------------------------------------------------------
 
@@ -115,6 +205,7 @@ static ct_status write_my_file(ct_trainer *t) {
     char path[CT_DCP_PATH + 80];
     snprintf(path, sizeof path, "%s/%s", c->pending_dir, c->my_file.name);
     double t0 = ct_now_seconds();
+    ct_failpoint_pace("ckpt.write");  // signal tests: a save of a known length on any machine
     ct_status st = ct_dcp_write_pieces(path, c->pieces, c->n_pieces, !c->pending.model_only, &c->my_file);
     c->write_seconds = ct_now_seconds() - t0;
     if (st == CT_OK && ct_failpoint_armed("ckpt.mid_file", rank)) {
@@ -225,8 +316,15 @@ static ct_status complete_save(ct_trainer *t) {
         ct_comm_all_gather(&t->world, mine, all, 5, CT_I64);
         ct_status pub = CT_OK;
         if (t->world.rank == 0) pub = publish(t, all);
+        double write_s = 0;
+        for (int r = 0; r < t->world.size; r++)
+            if (all[5 * r + 3] * 1e-6 > write_s) write_s = (double)all[5 * r + 3] * 1e-6;
         free(all);
         st = ct_comm_agree(&t->world, pub);
+        // What the save took the slowest writer, plus the commit: what a stop must wait for.
+        c->last_save_seconds = write_s + (ct_now_seconds() - t0);
+        if (st == CT_OK && t->cfg.ckpt_signal_grace <= 0)
+            ct_checkpoint_set_grace(ct_checkpoint_auto_grace(c->last_save_seconds));
     }
     if (st && t->world.rank == 0) ct_dcp_remove_dir(c->pending_dir);
     if (st == CT_OK) c->last_saved_step = c->pending_step;
@@ -432,10 +530,24 @@ ct_status ct_checkpoint_resume(ct_trainer *t, bool *resumed) {
     if (st == CT_OK && m.step != pick[0])
         st = ct_set_error("%s holds step %d (its manifest), not %d: not resumed from (move it out of %s)", dir, m.step,
                           pick[0], c->folder);
-    if (st == CT_OK) st = check_fits(t, &m, dir);
+    // A run already finished (run again, or a checkpoint past a shorter training.steps): nothing
+    // to load or train; its last save may hold the weights alone.
+    bool done = st == CT_OK && m.step >= t->cfg.steps;
+    if (done && ct_model_config_match(&m.model, &t->model))
+        st = ct_set_error("%s does not fit this run: %s", dir, ct_last_error());
+    else if (st == CT_OK && !done)
+        st = check_fits(t, &m, dir);
     if (ct_comm_agree(&t->world, st)) {
         ct_dcp_manifest_free(&m);
         return CT_ERR;
+    }
+    if (done) {
+        t->step = m.step;
+        c->last_saved_step = m.step;
+        c->nothing_left = true;
+        *resumed = true;
+        ct_dcp_manifest_free(&m);
+        return CT_OK;
     }
     if (verify_files(t, dir, &m)) {
         char why[1100];

@@ -16,8 +16,9 @@
 // rank's thread is done, or at the next save, which waits for the previous one.
 //
 // Signals: SIGINT / SIGTERM on any rank set a flag; at the next step end every rank learns of it
-// (one small all-reduce per step), saves when checkpointing is on, and stops. A second signal
-// ends the process at once.
+// (one small all-reduce per step), saves when checkpointing is on, and stops -- within
+// checkpoint.signal_grace_seconds, or the process ends anyway. A second signal ends the process
+// at once.
 //
 // Every outcome is agreed over the world (ct_comm_agree): a rank that cannot write stops every
 // rank with its message, and the .tmp folder of the failed save is left for the next start to
@@ -57,6 +58,8 @@ typedef struct {
     double write_seconds;        // this rank's file write + sync
     double pause_seconds;        // what the save took from training on this rank
     int stop_signal;             // the signal that stopped the job (on any rank), once polled
+    double last_save_seconds;    // the last save's write (slowest rank) and commit; 0: none yet
+    bool nothing_left;           // resumed from a checkpoint at (or past) training.steps
     int last_saved_step;         // the newest complete checkpoint this run saved or resumed from; -1
 } ct_checkpointer;
 
@@ -87,8 +90,19 @@ ct_status ct_checkpoint_poll(struct ct_trainer *t, bool *stop);
 // Waits for an async save in flight and commits it (collective). A no-op when none.
 ct_status ct_checkpoint_finish(struct ct_trainer *t);
 
-// SIGINT / SIGTERM handlers (the first sets the flag, a second exits at once), and the flag:
-// the signal number caught, or 0.
-void ct_checkpoint_catch_signals(void);
+// SIGINT / SIGTERM handlers, and the flag: the signal number caught, or 0. The first signal sets
+// the flag and starts the grace (SIGALRM): the step in flight and its save must end within it,
+// or the process ends with a line that says so, leaving the last complete checkpoint. A second
+// signal ends the process at once -- except the SIGTERM the launcher (mpirun, orted: this
+// process's parent) sends every rank when it got a signal itself, which is the same stop.
+// `rank` is named in the lines the handlers write (-1: none).
+void ct_checkpoint_catch_signals(int rank);
 int ct_checkpoint_signal(void);
+
+// The grace, in whole seconds (at least 1): checkpoint.signal_grace_seconds, or with 0 there
+// ct_checkpoint_auto_grace of the last save, which every save updates.
+#define CT_SIGNAL_GRACE_MIN 30
+void ct_checkpoint_set_grace(double seconds);
+int ct_checkpoint_grace(void);
+double ct_checkpoint_auto_grace(double save_seconds);
 #endif

@@ -645,8 +645,31 @@ static int stop_on_signal(ct_trainer *t) {
     return 0;
 }
 
+// The start-up line on stop signals: how long a stop may take to finish its step and save.
+static void say_signal_grace(const ct_trainer *t) {
+    char how[160];
+    if (t->cfg.ckpt_signal_grace > 0)
+        snprintf(how, sizeof how, "checkpoint.signal_grace_seconds");
+    else
+        snprintf(how, sizeof how, "checkpoint.signal_grace_seconds 0: %d s, or 3 x the last save's time once longer",
+                 CT_SIGNAL_GRACE_MIN);
+    printf("checkpoint: SIGINT or SIGTERM finishes the step in flight and saves within %d s (%s); a second signal "
+           "ends at once\n",
+           ct_checkpoint_grace(), how);
+}
+
 int ct_trainer_run(ct_trainer *t) {
     const ct_config *c = &t->cfg;
+    if (t->ckpt.nothing_left) {
+        if (t->is_logger) {
+            char dir[CT_DCP_PATH];
+            ct_dcp_step_dir(t->ckpt.folder, t->step, dir);
+            printf("train: nothing left to do: %s is at step %d, training.steps is %d (to train on, raise "
+                   "--training.steps)\n",
+                   dir, t->step, c->steps);
+        }
+        return 0;
+    }
     // A resumed run continues its metrics: lines of steps after the checkpoint (a run that went on
     // past its last save before it died) are dropped, then new ones appended.
     // Rank 0 alone writes metrics and the effective configuration; every rank learns whether it
@@ -664,7 +687,9 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
-    ct_checkpoint_catch_signals();
+    ct_checkpoint_set_grace(c->ckpt_signal_grace > 0 ? c->ckpt_signal_grace : CT_SIGNAL_GRACE_MIN);
+    ct_checkpoint_catch_signals(t->world.size > 1 ? t->world.rank : -1);
+    if (t->is_logger && t->ckpt.enabled) say_signal_grace(t);
     if (t->is_logger) {
         char layout[128];
         ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);

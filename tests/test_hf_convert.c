@@ -356,7 +356,7 @@ static void test_config_context_under_rope_scaling(void) {
         CHECK(ct_hf_export(a, dir, NULL, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
         char path[300];
         snprintf(path, sizeof path, "%s/config.json", dir);
-        ct_json *c = ct_json_read_file(path);
+        ct_json *c = ct_json_read_file(path, "config.json", 1u << 20);
         CHECK(c != NULL, "%s", ct_last_error());
         double max_pos = json_number(c, "max_position_embeddings");
         CHECK(max_pos == cases[i].want, "scaling %d, trained %d: max_position_embeddings %g, want %d", cases[i].scaling,

@@ -18,7 +18,7 @@ CFLAGS  ?= $(OPT) $(MARCH) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-
 LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
 BUILD   := build
 
-# Sanitizer build (issue 14): `make test SANITIZE=1` builds everything with AddressSanitizer and
+# Sanitizer build: `make test SANITIZE=1` builds everything with AddressSanitizer and
 # UndefinedBehaviorSanitizer into build-san/ (never mixed with build/'s objects) and runs the suite
 # there; tests/run_tests.sh sets the sanitizer options (OpenMPI's leaks are suppressed there).
 # -fno-sanitize-recover: a UB report ends the program, so a test cannot pass over one.
@@ -67,7 +67,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%) \
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-# ---- CUDA backend (issue 17) -------------------------------------------------------------------
+# ---- CUDA backend ------------------------------------------------------------------------------
 # `make CUDA=1` adds the cuda kernel table (src/kernels/cuda: *.cu through nvcc, *.c through $(CC)
 # with the CUDA headers) and the nccl comm backend (src/comm/comm_nccl.c), defines CT_HAVE_CUDA
 # (backend.c / comm.c list them then) and links cudart, cublasLt and nccl. Its objects go to
@@ -189,7 +189,7 @@ bench: $(BUILD)/ctitan $(BENCH_BINS)
 precision-compare: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash bench/precision_compare.sh
 
-# Fault drill (issue 14): 20 runs of a 4-rank job hit by kill -9, SIGSTOP, a read-only or a full
+# Fault drill: 20 runs of a 4-rank job hit by kill -9, SIGSTOP, a read-only or a full
 # disk at random moments; each must end in seconds naming the rank and cause, checkpoints intact.
 fault-drill: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash tests/fault_drill.sh 20
@@ -200,7 +200,7 @@ KILLS ?= 50
 chaos: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash tests/chaos_resume.sh $(KILLS)
 
-# ---- Fuzzing (issue 14) -----------------------------------------------------------------------
+# ---- Fuzzing ----------------------------------------------------------------------------------
 # libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
 # built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the files the parsers live
 # in -- core, data, checkpoint, the model's dimensions and registry, the pipeline schedules and

@@ -366,7 +366,7 @@ static void default_text(const ct_setting *s, char *out, size_t cap) {
 const char *ct_setting_build_note(const ct_setting *s) {
     if (!strcmp(s->name, "training.device")) {
 #ifdef CT_HAVE_CUDA
-        return "this build: the cuda kernels and NCCL comm are built, training on them is not yet (issue 17)";
+        return "this build: the cuda kernels and NCCL comm are built, training on them is not yet";
 #else
         return "this build has no CUDA: cuda needs a build with make CUDA=1";
 #endif

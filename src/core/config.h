@@ -168,7 +168,7 @@ extern const ct_setting ct_settings[];
 extern const int ct_n_settings;
 
 // The setting named `name` (canonical or alias), or NULL. '-' and '_' are the same character in
-// a name (issue 15, item 9: one flag style, as the subcommands' options), wherever it is written:
+// a name (one flag style, as the subcommands' options), wherever it is written:
 // --training.local-batch-size 4 on the command line, local-batch-size = 4 under [training] in a
 // file (one lookup, so a name that works in one place works in the other; a file that sets both
 // spellings sets the setting twice, which the file walk refuses). Values are never folded.

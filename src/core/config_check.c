@@ -127,7 +127,7 @@ ct_status ct_config_validate(const ct_config *c) {
     return CT_OK;
 }
 
-// Features declared in the settings table but not built yet. When a milestone builds one, it
+// Features declared in the settings table but not built yet. When one is built, its change
 // deletes its line here (and the matching case in tests/test_config.c).
 #define NOT_YET(cond, setting) \
     do {                       \

@@ -1,4 +1,4 @@
-// Spans of work for profiling (issue 15, item 5): what ran when, on which thread, recorded into a
+// Spans of work for profiling: what ran when, on which thread, recorded into a
 // fixed buffer and written as a Chrome trace (JSON that Perfetto and chrome://tracing open).
 //
 // The recorder is process-wide, like the memory tracker: the code that opens spans (the

@@ -1,4 +1,4 @@
-// The transformer blocks' linear layers at the run's precision (milestone 8). One place decides
+// The transformer blocks' linear layers at the run's precision. One place decides
 // how a matmul of the model is computed, so block.c reads the same whatever the precision:
 //
 //   fp32      fp32 inputs and weights, fp32 accumulation (the kernels' linear_forward/backward).

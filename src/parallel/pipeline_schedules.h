@@ -1,4 +1,4 @@
-// Pipeline schedules as data (milestone 6): where each stage runs, per-rank action lists for
+// Pipeline schedules as data: where each stage runs, per-rank action lists for
 // GPipe, 1F1B, interleaved 1F1B, looped BFS, zero-bubble (ZB-H1 / interleaved) and ZBV, their
 // CSV form, and a simulator that checks all ranks' lists together before anything runs.
 //

@@ -1,4 +1,4 @@
-// Pictures of a pipeline step (milestone 6): a text grid, an SVG timeline and a Chrome trace
+// Pictures of a pipeline step: a text grid, an SVG timeline and a Chrome trace
 // (JSON that Perfetto and chrome://tracing open), all drawn from the same data: every pp rank's
 // action list plus when each action started and ended. The simulator (ct_pp_simulate) gives
 // those times in its cost units; the executor measures them in seconds (e->t_start / t_end), and

@@ -1,4 +1,4 @@
-// Profiling a training run (issue 15, item 5), TorchTitan's [profiling] settings:
+// Profiling a training run TorchTitan's [profiling] settings:
 //
 //   profiling.enable_profiling     every profiling.profile_freq-th step (N, 2N, ...) each rank
 //                                  records spans (core/trace.h) -- the step, its data, the

@@ -181,7 +181,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
     if (t->k->device != CT_DEVICE_CPU)  // model/ and train/ still allocate their buffers on the host
-        return ct_set_error("training.device %s: the trainer does not place its buffers on the GPU yet (issue 17: "
+        return ct_set_error("training.device %s: the trainer does not place its buffers on the GPU yet ("
                             "the cuda kernels and nccl comm are built; whole-model training on them is not)",
                             cfg->train_device);
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];

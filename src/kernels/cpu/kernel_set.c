@@ -129,7 +129,6 @@ __attribute__((constructor)) static void choose_at_start(void) {
     int chosen = best;
     const char *env = getenv("CTITAN_KERNEL_SET");
     if (env && *env && strcmp(env, "auto")) {
-        g_at_start = best;  // (resolve's "auto")
         char what[96];
         snprintf(what, sizeof what, "CTITAN_KERNEL_SET=%s", env);
         chosen = ct_kernel_set_resolve(env, what);

@@ -10,7 +10,7 @@
 // (core/float_formats.h). Formats: inp and weight e4m3; the gradient dout e5m2 (more range,
 // one bit less precision: torchao's default for grad_output, and what the tensorwise recipe
 // uses). torchao's rowwise and mxfp8 recipes keep grad_output in e4m3; here every recipe casts
-// it to e5m2 (one gradient format for milestone 8), which changes only which fp8 value a
+// it to e5m2 (one gradient format for every recipe), which changes only which fp8 value a
 // gradient element rounds to, not where the scales go.
 #ifndef CT_CPU_LINEAR_F8_H
 #define CT_CPU_LINEAR_F8_H

@@ -1,6 +1,6 @@
 // A buffer owned by ctitan for the heap allocations oneDNN 2.x makes inside each matmul
 // execution (kernels/cpu/onednn_arena.c), so that a steady training step makes no heap call at
-// all on the oneDNN path too (milestone 9).
+// all on the oneDNN path too.
 //
 // What it serves: dnnl_primitive_execute builds each call's argument map as a std::unordered_map
 // -- six operator-new calls of 32 to 104 bytes on the calling thread, freed before it returns --

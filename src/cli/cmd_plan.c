@@ -39,7 +39,7 @@ static const char plan_about[] =
     "         fsdp = shard). --local_batch: sequences per data-parallel rank per step (default 1);\n"
     "         --micro_batch: sequences per micro-batch (default: the local batch, or 1 with a pipeline).\n"
     "Memory per device is what ctitan allocates for the run (by category); times come from the\n"
-    "profile's peaks and links and the pipeline schedule simulator. See README, \"Choosing a layout\".\n";
+    "profile's peaks and links and the pipeline schedule simulator. See docs/parallelism.md, \"Choosing a layout\".\n";
 
 // The model's dimensions: a flavor, or the 10B quick experiment's (configs/llama3_10b_quick_experiment.toml).
 static ct_status set_model(ct_config *c, const char *name) {

@@ -6,7 +6,7 @@
 // emitted TOML will do. The search enumerates legal combinations, keeps those whose memory fits
 // the device, and ranks them by predicted tokens/s per device.
 //
-// Conventions of the search space (documented in README, "Choosing a layout"):
+// Conventions of the search space (documented in docs/parallelism.md, "Choosing a layout"):
 //   tp within a node (at most devices_per_node), sequence parallel on whenever tp > 1;
 //   cp, pp and dp_replicate are powers of two; dp_shard is what the others leave;
 //   the global batch (tokens) is fixed: sequences per data-parallel rank = global sequences /

@@ -139,8 +139,8 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     char path[CT_DCP_PATH], tmp[CT_DCP_PATH + 8];
     snprintf(path, sizeof path, "%s/manifest.toml", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return ct_set_error("%s: %s", tmp, strerror(errno));
+    FILE *f = ct_file_fopen_write(tmp, "checkpoint manifest", CT_FILE_WRITE_NOFOLLOW);
+    if (!f) return CT_ERR;
     fprintf(f, "# ctitan distributed checkpoint: written last, after every file below is on disk\n");
     put_string(f, "format", CT_DCP_FORMAT);
     fprintf(f, "version = %d\nstep = %d\noptimizer_step = %ld\nmodel_only = %s\nworld_size = %d\n", CT_DCP_VERSION,

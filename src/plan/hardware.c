@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "core/toml.h"
 
 // Where each key lands in ct_hw_profile, and how it is converted from the file's unit.
@@ -182,8 +183,8 @@ ct_status ct_hw_profile_load(const char *name_or_path, ct_hw_profile *hw) {
 }
 
 ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("%s: cannot write the hardware profile", path);
+    FILE *f = ct_file_fopen_write(path, "hardware profile", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     fprintf(f, "# Hardware profile for ctitan plan (format: src/plan/hardware.h).\n");
     fprintf(f, "name = \"%s\"\n", hw->name);
     fprintf(f, "kind = \"%s\"\n", hw->cpu ? "cpu" : "gpu");

@@ -10,6 +10,7 @@
 
 #include "checkpoint/model_file.h"
 #include "core/clock.h"
+#include "core/file_check.h"
 #include "core/failpoint.h"
 #include "core/memory.h"
 #include "core/trace.h"
@@ -242,8 +243,8 @@ static ct_status publish(ct_trainer *t, const int64_t *records) {
     }
     char path[CT_DCP_PATH + 32];
     snprintf(path, sizeof path, "%s/config.toml", c->pending_dir);
-    FILE *cf = fopen(path, "w");
-    if (!cf) return ct_set_error("%s: %s", path, strerror(errno));
+    FILE *cf = ct_file_fopen_write(path, "checkpoint config", CT_FILE_WRITE_NOFOLLOW);
+    if (!cf) return CT_ERR;
     ct_config_write_toml(&t->cfg, cf);
     bool ok = fflush(cf) == 0;
     if (fclose(cf) || !ok) return ct_set_error("%s: %s", path, strerror(errno ? errno : EIO));

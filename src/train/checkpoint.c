@@ -62,10 +62,12 @@ static void say(const char *text, long n, const char *tail) {
 static void on_stop_signal(int sig, siginfo_t *si, void *uctx) {
     (void)uctx;
     if (caught_signal) {
-        // The launcher passing on a stop it received itself (a Ctrl-C that the terminal also sent
-        // this rank, where the launcher leaves its ranks in the terminal's process group): the
-        // same stop, not the user's second signal.
-        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid) return;
+        // The launcher passing on the same signal it received itself (a Ctrl-C that the terminal
+        // also sent this rank, where the launcher leaves its ranks in the terminal's process
+        // group): the same stop, not the user's second signal. A different signal from the
+        // launcher is a second stop: scripts/run_train.sh passes the first on as SIGUSR1 and a
+        // second as SIGTERM.
+        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid && sig == caught_signal) return;
         say("a second signal: ending now, without saving (the last complete checkpoint stays)", -1, "");
         _exit(128 + sig);  // the user means now
     }
@@ -107,6 +109,7 @@ void ct_checkpoint_catch_signals(int rank) {
     sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);  // what mpirun passes to its ranks untouched (scripts/run_train.sh)
     struct sigaction al;
     memset(&al, 0, sizeof al);
     al.sa_handler = on_grace_over;
@@ -405,7 +408,7 @@ ct_status ct_checkpoint_poll(ct_trainer *t, bool *stop) {
     int32_t flags[2] = {ct_checkpoint_signal(), busy};  // {a stop signal, a writer still busy}
     ct_comm_all_reduce(&t->world, flags, flags, 2, CT_I32, CT_COMM_MAX);
     *stop = flags[0] != 0;
-    c->stop_signal = flags[0];  // the largest signal number caught: SIGTERM (15) over SIGINT (2)
+    c->stop_signal = flags[0];  // the largest signal number caught: SIGTERM (15), SIGUSR1 (10), SIGINT (2)
     if (c->pending_step >= 0 && !flags[1]) return complete_save(t);
     return CT_OK;
 }

@@ -624,7 +624,10 @@ static bool save_due(const ct_trainer *t) {
 // After a stop signal: the state saved (when checkpointing is on) and one line.
 static int stop_on_signal(ct_trainer *t) {
     int sig = t->ckpt.stop_signal;
-    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a stop signal";
+    const char *name = sig == SIGINT    ? "SIGINT"
+                       : sig == SIGTERM ? "SIGTERM"
+                       : sig == SIGUSR1 ? "SIGUSR1"
+                                        : "a stop signal";
     if (!t->ckpt.enabled) {
         ct_status st = ct_checkpoint_finish(t);
         if (t->is_logger)
@@ -654,8 +657,8 @@ static void say_signal_grace(const ct_trainer *t) {
     else
         snprintf(how, sizeof how, "checkpoint.signal_grace_seconds 0: %d s, or 3 x the last save's time once longer",
                  CT_SIGNAL_GRACE_MIN);
-    printf("checkpoint: SIGINT or SIGTERM finishes the step in flight and saves within %d s (%s); a second signal "
-           "ends at once\n",
+    printf("checkpoint: SIGINT, SIGTERM or SIGUSR1 finishes the step in flight and saves within %d s (%s); a second "
+           "signal ends at once\n",
            ct_checkpoint_grace(), how);
 }
 

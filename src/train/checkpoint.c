@@ -62,12 +62,13 @@ static void say(const char *text, long n, const char *tail) {
 static void on_stop_signal(int sig, siginfo_t *si, void *uctx) {
     (void)uctx;
     if (caught_signal) {
-        // The launcher passing on the same signal it received itself (a Ctrl-C that the terminal
-        // also sent this rank, where the launcher leaves its ranks in the terminal's process
-        // group): the same stop, not the user's second signal. A different signal from the
-        // launcher is a second stop: scripts/run_train.sh passes the first on as SIGUSR1 and a
-        // second as SIGTERM.
-        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid && sig == caught_signal) return;
+        // The launcher passing on a stop it received itself (a Ctrl-C that the terminal also sent
+        // this rank, where the launcher leaves its ranks in the terminal's process group; mpirun
+        // passes SIGINT on as SIGTERM): the same stop, not the user's second signal. After a
+        // SIGUSR1 a SIGTERM from the launcher is a second stop: scripts/run_train.sh passes the
+        // first signal on as SIGUSR1 and a second as SIGTERM.
+        bool same_stop = sig == caught_signal || (sig == SIGTERM && caught_signal == SIGINT);
+        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid && same_stop) return;
         say("a second signal: ending now, without saving (the last complete checkpoint stays)", -1, "");
         _exit(128 + sig);  // the user means now
     }

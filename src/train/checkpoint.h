@@ -94,8 +94,8 @@ ct_status ct_checkpoint_finish(struct ct_trainer *t);
 // scripts/run_train.sh sends it for a Ctrl-C), and the flag: the signal number caught, or 0. The
 // first signal sets the flag and starts the grace (SIGALRM): the step in flight and its save must
 // end within it, or the process ends with a line that says so, leaving the last complete
-// checkpoint. A second signal ends the process at once -- except the same signal again from the
-// launcher (mpirun, orted: this process's parent), passing on a stop it got itself, which is the
+// checkpoint. A second signal ends the process at once -- except the launcher (mpirun, orted:
+// this process's parent) passing on a SIGINT or SIGTERM it got itself (as SIGTERM), which is the
 // same stop.
 // `rank` is named in the lines the handlers write (-1: none).
 void ct_checkpoint_catch_signals(int rank);

@@ -120,8 +120,8 @@ ct_dcp_reader *ct_dcp_open(const char *dir, const ct_dcp_manifest *m);
 void ct_dcp_close(ct_dcp_reader *r);
 // Fills dst (want->flat_count floats) with the elements `want` describes of tensor `name`'s
 // kind, gathered from every piece that holds some of them. CT_ERR naming the tensor when the
-// global shapes differ or some element is in no piece (a model-only checkpoint asked for moments,
-// a missing rank file).
+// global shapes differ, or some element is in no piece (a model-only checkpoint asked for moments,
+// a missing rank file; the message names the first such element) or in two.
 ct_status ct_dcp_read(const ct_dcp_reader *r, const char *name, ct_dcp_kind kind, const ct_shard_desc *want,
                       float *dst);
 #endif

@@ -313,16 +313,16 @@ static void test_step_folders(void) {
     touch_dir(folder, "step-x", true);        // not ours: left alone
     touch_dir(folder, "step-+5", true);
     int steps[8], bad = -1;
-    int n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL);
+    int n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL, NULL);
     CHECK(n == 3 && steps[0] == 10 && steps[1] == 30 && steps[2] == 200 && bad == 2, "n %d bad %d", n, bad);
     CHECK(ct_dcp_remove_incomplete(folder, NULL) == 2, "removed");
     char p[400];
     snprintf(p, sizeof p, "%s/step-x", folder);
     struct stat sb;
     CHECK(stat(p, &sb) == 0, "a folder not named step-N was removed");
-    n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL);
+    n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL, NULL);
     CHECK(n == 3 && bad == 0, "n %d bad %d", n, bad);
-    CHECK(ct_dcp_list_steps("/nonexistent/ckpt", steps, 8, &bad, NULL) == 0 && bad == 0, "missing folder");
+    CHECK(ct_dcp_list_steps("/nonexistent/ckpt", steps, 8, &bad, NULL, NULL) == 0 && bad == 0, "missing folder");
 }
 
 static void test_manifest_refusals(void) {

@@ -96,10 +96,11 @@ int ct_dcp_manifest_step(const char *dir);
 // Complete checkpoints (real folders step-N holding a manifest), ascending by the manifest's step.
 // Returns how many (at most cap, in steps); 0 when the folder does not exist. *incomplete (if
 // not NULL) counts real step-N folders without a manifest and step-N.tmp folders. Skipped, with
-// one line each on report (if not NULL): a step folder that is a symbolic link, and one whose
-// manifest says another step (a copy from another run). A manifest that cannot be read keeps
-// its name's step, so that loading it fails with the manifest's own error.
-int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, FILE *report);
+// one line each on report (if not NULL) and counted in *skipped (if not NULL): a step folder that
+// is a symbolic link, and one whose manifest says another step (a copy from another run). A
+// manifest that cannot be read keeps its name's step, so that loading it fails with the
+// manifest's own error.
+int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, int *skipped, FILE *report);
 // Removes real step-N.tmp folders and real step-N folders without a manifest (a save that died);
 // returns how many were removed. One that cannot be removed (it holds a link) is left, with one
 // line on report (if not NULL); a link is left silently (ct_dcp_list_steps reports it).

@@ -279,7 +279,7 @@ static ct_status publish(ct_trainer *t, const int64_t *records) {
     int k = t->cfg.ckpt_keep_latest_k;
     if (k > 0) {
         int steps[4096];
-        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL, stderr);
+        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL, NULL, stderr);
         for (int i = 0; i + k < n; i++) {
             char old[CT_DCP_PATH];
             ct_dcp_step_dir(c->folder, steps[i], old);
@@ -426,7 +426,7 @@ static ct_status pick_step(ct_trainer *t, int *step, int *removed) {
     ct_checkpointer *c = &t->ckpt;
     *removed = ct_dcp_remove_incomplete(c->folder, stderr);
     static int steps[65536];
-    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL, stderr);
+    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL, NULL, stderr);
     int want = t->cfg.ckpt_load_step;
     *step = n ? steps[n - 1] : -1;
     if (want < 0) return CT_OK;

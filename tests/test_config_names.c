@@ -1,6 +1,6 @@
 // Every setting's names: each product name lands in its field (command line, both forms, and
 // TOML), every TorchTitan alias, '-' and '_' alike, unknown names with suggestions, and --help
-// (one line per setting, aligned, with the build's notes). Expected values are written out here
+// (grouped by section, wrapped, with the build's notes). Expected values are written out here
 // from the specification, not read from the table. The rest of the configuration's tests are in
 // test_config.c.
 #include <string.h>
@@ -112,6 +112,11 @@ static const flag_case product_flags[] = {
     {"training.device", "cuda", "\"cuda\""},
     {"training.kernel_set", "avx2", "\"avx2\""},
     {"checkpoint.signal_grace_seconds", "90", "90"},
+    {"job.print_config", "true", "true"},
+    {"model.name", "llama3", "\"llama3\""},
+    {"model.converters", "float8", "[\"float8\"]"},
+    {"training.global_batch_size", "32", "32"},
+    {"compile.components", "model", "[\"model\"]"},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -212,13 +217,18 @@ static int flag_landed(const ct_config *c, int k) {
     case 91: return !strcmp(c->train_device, "cuda");
     case 92: return !strcmp(c->kernel_set, "avx2");
     case 93: return c->ckpt_signal_grace == 90;
+    case 94: return c->print_config;
+    case 95: return !strcmp(c->model_name, "llama3");
+    case 96: return !strcmp(c->converters, "float8");
+    case 97: return c->global_batch_size == 32;
+    case 98: return !strcmp(c->compile_components, "model");
     }
     return 0;
 }
 
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 94, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 99, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");
@@ -290,6 +300,11 @@ static void test_aliases(void) {
         {"float8.filter_fqns", "output,layers.0", 72},
         {"mx.filter_fqns", "output,layers.0", 72},
         {"checkpoint.async_mode", "async_with_pinned_mem", 75},
+        {"debug.seed", "5", 36},
+        {"quantize.linear.float8.recipe_name", "rowwise", 70},
+        {"quantize.linear.mx.recipe_name", "mxfp8", 71},
+        {"quantize.linear.float8.filter_fqns", "output,layers.0", 72},
+        {"quantize.linear.mx.filter_fqns", "output,layers.0", 72},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ct_config c;
@@ -394,15 +409,33 @@ static void test_dash_or_underscore(void) {
     unlink(path);
 }
 
-static void test_help(void) {
+// --help: grouped by section under a header each, every line within the width asked for.
+static char *help_text(int width, const char *section) {
     FILE *f = tmpfile();
-    ct_config_print_help(f);
+    ct_status st = ct_config_print_help(f, width, section);
     char *text = read_all(f);
     fclose(f);
+    if (st) text[0] = 0;
+    return text;
+}
+
+static int widest_line(const char *text) {
+    int widest = 0;
+    for (const char *line = text; *line;) {
+        int n = (int)strcspn(line, "\n");
+        if (n > widest) widest = n;
+        line += n + (line[n] == '\n');
+    }
+    return widest;
+}
+
+static void test_help(void) {
+    char *text = help_text(80, NULL);
     for (int k = 0; k < N_PRODUCT; k++) {
-        char want[200];
-        snprintf(want, sizeof want, "--%s ", product_flags[k].name);
-        CHECK(strstr(text, want), "help lacks %s", product_flags[k].name);
+        char want[200], alone[200];
+        snprintf(want, sizeof want, "  --%s ", product_flags[k].name);
+        snprintf(alone, sizeof alone, "  --%s\n", product_flags[k].name);  // its type on the next line
+        CHECK(strstr(text, want) || strstr(text, alone), "help lacks %s", product_flags[k].name);
     }
     static const char *aliases[] = {"parallelism.data_parallel_shard_degree", "parallelism.data_parallel_replicate_degree",
                                     "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree",
@@ -414,39 +447,65 @@ static void test_help(void) {
     CHECK(strstr(text, "gpipe|1f1b|interleaved_1f1b"), "enum choices");
     CHECK(strstr(text, "\"outputs/run\""), "string default");
     CHECK(strstr(text, "8e-4"), "float default");
-    // Every setting is one line, and the columns line up: the second column starts at the
-    // same offset on every setting line.
-    int lines = 0, col = -1, aligned = 1;
-    for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        if (strncmp(line, "  --", 4)) continue;
-        lines++;
-        const char *p = line + 2;
-        while (*p != ' ') p++;
-        while (*p == ' ') p++;
-        int c = (int)(p - line);
-        if (col < 0) col = c;
-        aligned &= c == col;
+    // One header per section, each setting under its own section's header.
+    static const char *headers[] = {"\n[top] ", "\n[job]\n", "\n[model]\n", "\n[training]\n", "\n[optimizer]\n",
+                                    "\n[parallelism]\n", "\n[checkpoint]\n", "\n[comm]\n", "\n[ignored] "};
+    for (size_t k = 0; k < sizeof headers / sizeof headers[0]; k++) {
+        const char *h = strstr(text, headers[k]);
+        CHECK(h && !strstr(h + 1, headers[k]), "header %s missing or twice", headers[k] + 1);
     }
-    CHECK(lines == ct_n_settings && lines == N_PRODUCT, "%d setting lines, %d settings", lines, ct_n_settings);
-    CHECK(aligned, "type column not aligned");
-    // What this build lacks is marked on the setting's own line (issue 15, item 8).
+    const char *train = strstr(text, "\n[training]\n"), *seq = strstr(text, "  --training.seq_len ");
+    const char *opt = strstr(text, "\n[optimizer]\n");
+    CHECK(train && seq && opt && train < seq && seq < opt, "training.seq_len is not under [training]");
+    // Wrapped: no line over the width, whatever the width; the TorchTitan names still whole.
+    CHECK(widest_line(text) <= 80, "a help line of %d columns at width 80", widest_line(text));
+    free(text);
+    text = help_text(50, NULL);
+    CHECK(widest_line(text) <= 50, "a help line of %d columns at width 50", widest_line(text));
+    CHECK(strstr(text, "parallelism.pipeline_parallel_schedule"), "an alias was cut at width 50");
+    free(text);
+    // What this build lacks is said with the setting.
+    text = help_text(1000, "training");
     const char *dev = strstr(text, "  --training.device ");
-    const char *eol = dev ? strchr(dev, '\n') : NULL;
-    char line[400] = "";
-    if (dev && eol && eol - dev < (long)sizeof line) memcpy(line, dev, (size_t)(eol - dev));
+    const char *end = dev ? strstr(dev + 1, "  --") : NULL;
+    char entry[600] = "";
+    if (dev && end && end - dev < (long)sizeof entry) memcpy(entry, dev, (size_t)(end - dev));
 #ifdef CT_HAVE_CUDA
-    CHECK(strstr(line, "training on them is not yet") && !strstr(line, "make CUDA=1"), "training.device: %s", line);
+    CHECK(strstr(entry, "training on them is not yet") && !strstr(entry, "make CUDA=1"), "training.device: %s", entry);
 #else
-    CHECK(strstr(line, "cpu|cuda") && strstr(line, "this build has no CUDA: cuda needs a build with make CUDA=1") &&
-              strstr(line, "[job.device]"),
-          "training.device's help line does not say cuda is not built: %s", line);
+    CHECK(strstr(entry, "cpu|cuda") && strstr(entry, "this build has no CUDA: cuda needs a build with make CUDA=1") &&
+              strstr(entry, "job.device"),
+          "training.device's help does not say cuda is not built: %s", entry);
 #endif
     int noted = 0;
     for (int k = 0; k < ct_n_settings; k++) noted += ct_setting_build_note(&ct_settings[k]) != NULL;
     CHECK(noted == 1, "%d settings with a build note", noted);
+    // One section: its settings and no other's.
+    int in_training = 0;
+    for (int k = 0; k < ct_n_settings; k++) {
+        char want[200];
+        snprintf(want, sizeof want, "  --%s ", ct_settings[k].name);
+        bool mine = !strncmp(ct_settings[k].name, "training.", 9);
+        in_training += mine;
+        CHECK(!strstr(text, want) == !mine, "--help training %s %s", mine ? "lacks" : "shows", ct_settings[k].name);
+    }
+    CHECK(in_training >= 8 && !strstr(text, "[model]") && !strstr(text, "[ignored]"), "--help training");
+    free(text);
+    // An unknown section prints nothing and names every section in one line.
+    FILE *f = tmpfile();
+    CHECK(ct_config_print_help(f, 80, "trianing") == CT_ERR, "unknown section accepted");
+    CHECK(ftell(f) == 0, "an unknown section printed something");
+    fclose(f);
+    CHECK(strstr(ct_last_error(), "no section 'trianing'") && strstr(ct_last_error(), "top, job, model, training") &&
+              strstr(ct_last_error(), "checkpoint, ignored") && !strchr(ct_last_error(), '\n'),
+          "%s", ct_last_error());
+    // The ignored section lists TorchTitan's keys with their reasons.
+    text = help_text(80, "ignored");
+    CHECK(strstr(text, "model.hf_assets_path") && strstr(text, "enable_fsdp_float8_all_gather") &&
+              !strstr(text, "  --training.seq_len"),
+          "--help ignored");
     free(text);
 }
-
 
 int main(void) {
     CT_RUN(test_every_product_name);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -21,6 +22,43 @@ static int launcher_rank(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+// Processes in the job as the launcher counts them, before MPI starts (1 without a launcher):
+// training.global_batch_size needs the data-parallel degree before the configuration is checked.
+static int launcher_size(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return 1;
+}
+
+// Columns for text meant for a person: COLUMNS when set, else the terminal's width when stdout or
+// stderr is one, else 80.
+static int text_width(FILE *f) {
+    const char *env = getenv("COLUMNS");
+    if (env && atoi(env) >= 20 && atoi(env) <= 1000) return atoi(env);
+    struct winsize ws;
+    if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    return 80;
+}
+
+// `--help`, `--help SECTION` or `--help=SECTION`.
+static int help(int argc, char **argv, int i) {
+    const char *section = NULL;
+    if (!strncmp(argv[i], "--help=", 7)) section = argv[i] + 7;
+    else if (i + 1 < argc && strncmp(argv[i + 1], "-", 1)) section = argv[i + 1];
+    if (!section) {
+        printf("usage: ctitan train [--config FILE] [--section.key value]...\n"
+               "       ctitan train --help [SECTION]\n\n");
+    }
+    if (ct_config_print_help(stdout, text_width(stdout), section)) {
+        fprintf(stderr, "ctitan train --help: %s\n", ct_last_error());
+        return 2;
     }
     return 0;
 }
@@ -54,21 +92,28 @@ static void choose_threads(void) {
 
 int ct_cmd_train(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: ctitan train [--config FILE] [--section.key value | --section.key=value]...\n\n");
-            ct_config_print_help(stdout);
-            return 0;
-        }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") || !strncmp(argv[i], "--help=", 7))
+            return help(argc, argv, i);
     static ct_config cfg;
-    if (ct_config_parse(&cfg, argc, argv) || ct_config_validate(&cfg) || ct_config_check_implemented(&cfg)) {
-        // Every rank parsed the same arguments and found the same error: the first one says it
+    static ct_config_report rep;
+    // Every problem at once: the file's, the command line's, the contradictions between settings.
+    ct_config_parse_report(&cfg, argc, argv, &rep);
+    ct_config_apply_world(&cfg, launcher_size(), &rep);
+    if (!rep.n_problems && ct_config_check_implemented(&cfg)) ct_config_problem(&rep, "%s", ct_last_error());
+    bool says = launcher_rank() == 0;
+    if (says) ct_config_print_notes(&rep, stderr, text_width(stderr));  // once, by one rank
+    if (rep.n_problems) {
+        // Every rank parsed the same arguments and found the same errors: the first one says them
         // and fails the job; the others end quietly, with status 0. (Had they failed too, mpirun,
-        // which ends the job at the first failure, could stop the first rank before its line was
+        // which ends the job at the first failure, could stop the first rank before its lines were
         // out: tests/test_output.sh once saw the line lost on 2 loaded cores.)
-        if (launcher_rank() != 0) return 0;
-        fprintf(stderr, "ctitan train: %s\n", ct_last_error());
+        if (!says) return 0;
+        int shown = rep.n_problems < CT_CONFIG_MAX_PROBLEMS ? rep.n_problems : CT_CONFIG_MAX_PROBLEMS;
+        for (int i = 0; i < shown; i++) fprintf(stderr, "ctitan train: %s\n", rep.problems[i]);
+        if (rep.n_problems > shown) fprintf(stderr, "ctitan train: ... and %d more\n", rep.n_problems - shown);
         return 2;
     }
+    if (says && cfg.print_config) ct_config_write_toml(&cfg, stdout);
     // Whether stdout is the user's terminal must be known before MPI starts: a singleton MPI
     // start sets the launcher's variables (OMPI_COMM_WORLD_SIZE ...) in this very process.
     setenv("CTITAN_TTY", ct_metrics_user_terminal() ? "1" : "0", 0);
@@ -76,6 +121,18 @@ int ct_cmd_train(int argc, char **argv) {
     if (ct_comm_init(NULL, NULL)) {
         fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 1;
+    }
+    // The launcher's count was a guess where MPI was started some other way: the batch again,
+    // against the world MPI has (every rank reaches the same answer, so rank 0 alone says it).
+    ct_group world;
+    if (cfg.global_batch_size > 0 && ct_comm_group_world(&world, cfg.comm_init_timeout) == CT_OK) {
+        int size = world.size, rank = world.rank;
+        ct_comm_group_free(&world);
+        if (size != launcher_size() && ct_config_apply_world(&cfg, size, NULL)) {
+            if (rank == 0) fprintf(stderr, "ctitan train: %s\n", ct_last_error());
+            ct_comm_finalize();
+            return 2;
+        }
     }
     static ct_trainer t;
     if (ct_trainer_init(&t, &cfg, NULL)) {

@@ -5,6 +5,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -47,6 +49,32 @@ static int enum_match(const ct_setting *s, const char *value, char *out, size_t 
 }
 
 // ---- setting one value ------------------------------------------------------------------------
+
+// A list setting from "a, b,c": the names without the spaces around them, joined by commas.
+static int set_list(char *f, size_t size, const char *value, char *err, size_t cap) {
+    char buf[1024];
+    size_t k = 0;
+    for (const char *p = value; *p;) {
+        while (*p == ' ') p++;
+        size_t w = strcspn(p, ","), e = w;
+        while (e && p[e - 1] == ' ') e--;
+        if (!e) {
+            snprintf(err, cap, "expected names separated by commas, got an empty name in '%s'", value);
+            return 0;
+        }
+        if (k + e + 2 >= sizeof buf || k + e + 1 >= size) {
+            snprintf(err, cap, "expected at most %zu characters, got %zu", size - 1, strlen(value));
+            return 0;
+        }
+        if (k) buf[k++] = ',';
+        memcpy(buf + k, p, e);
+        k += e;
+        p += w + (p[w] == ',');
+    }
+    buf[k] = 0;
+    strcpy(f, buf);
+    return 1;
+}
 
 // Stores `value` (text, as typed on the command line) into the setting's field. On failure
 // writes why into err ("expected an integer, got 'x'") and returns 0.
@@ -100,6 +128,7 @@ static int set_from_text(ct_config *c, const ct_setting *s, const char *value, c
             return 0;
         }
         return 1;
+    case CT_SET_LIST: return set_list(f, s->size, value, err, cap);
     }
     return 0;
 }
@@ -109,16 +138,59 @@ static const char *type_word(const ct_setting *s) {
     case CT_SET_INT: return "an integer";
     case CT_SET_FLOAT: return "a number";
     case CT_SET_BOOL: return "a boolean (true or false)";
+    case CT_SET_LIST: return "a list of strings";
     default: return "a string";
     }
 }
 
+// An array of strings as the command line writes it ("a,b"); 0 with `err` when an item is not a
+// string or holds a comma.
+static int join_array(const ct_toml_value *v, char *out, size_t size, char *err, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int i = 0; i < v->n; i++) {
+        const ct_toml_value *it = v->items[i];
+        if (it->type != CT_TOML_STRING) {
+            snprintf(err, cap, "expected a list of strings, got an array holding %s %s",
+                     it->type == CT_TOML_INT || it->type == CT_TOML_ARRAY ? "an" : "a", ct_toml_type_name(it->type));
+            return 0;
+        }
+        if (strchr(it->s, ',')) {
+            snprintf(err, cap, "expected names without ',', got '%s'", it->s);
+            return 0;
+        }
+        size_t n = strlen(it->s);
+        if (k + n + 2 > size) {
+            snprintf(err, cap, "expected at most %zu characters in all", size - 1);
+            return 0;
+        }
+        if (k) out[k++] = ',';
+        memcpy(out + k, it->s, n + 1);
+        k += n;
+    }
+    return 1;
+}
+
+// The integers TorchTitan writes for a setting that ctitan keeps as text: selective_ac_option = 2
+// (every 2nd block) as well as '2' and "op".
+static bool takes_integer_text(const ct_setting *s) { return !strcmp(s->name, "activation_checkpoint.selective_ac_option"); }
+
 // Stores a TOML value. Types must match, except that an integer may be given for a float.
 static int set_from_toml(ct_config *c, const ct_setting *s, const ct_toml_value *v, char *err, size_t cap) {
+    if (s->type == CT_SET_LIST && v->type == CT_TOML_ARRAY) {
+        char joined[1024];
+        return join_array(v, joined, sizeof joined, err, cap) && set_from_text(c, s, joined, err, cap);
+    }
+    if (takes_integer_text(s) && v->type == CT_TOML_INT) {
+        char text[32];
+        snprintf(text, sizeof text, "%lld", v->i);
+        return set_from_text(c, s, text, err, cap);
+    }
     bool ok = (s->type == CT_SET_INT && v->type == CT_TOML_INT) ||
               (s->type == CT_SET_FLOAT && (v->type == CT_TOML_INT || v->type == CT_TOML_FLOAT)) ||
               (s->type == CT_SET_BOOL && v->type == CT_TOML_BOOL) ||
-              ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM) && v->type == CT_TOML_STRING);
+              ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM || s->type == CT_SET_LIST) &&
+               v->type == CT_TOML_STRING);
     if (!ok) {
         snprintf(err, cap, "expected %s, got %s %s", type_word(s), v->type == CT_TOML_INT || v->type == CT_TOML_ARRAY ? "an" : "a",
                  ct_toml_type_name(v->type));
@@ -218,10 +290,150 @@ void ct_config_defaults(ct_config *c) {
             ct_fatal("config", "bad default of %s: %s", ct_settings[i].name, err);
 }
 
+// ---- the report: problems and notes ----------------------------------------------------------
+
+ct_status ct_config_problem(ct_config_report *rep, const char *fmt, ...) {
+    char msg[ERR_CAP * 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ct_set_error("%s", msg);
+    if (rep) {
+        if (rep->n_problems < CT_CONFIG_MAX_PROBLEMS)
+            snprintf(rep->problems[rep->n_problems], sizeof rep->problems[0], "%s", ct_last_error());
+        rep->n_problems++;
+    }
+    return CT_ERR;
+}
+
+// The first problem in ct_last_error(), CT_ERR; or CT_OK when there is none.
+static ct_status report_status(const ct_config_report *rep) {
+    if (!rep->n_problems) return CT_OK;
+    return ct_set_error("%s", rep->problems[0]);
+}
+
+static void add_note(ct_config_report *rep, const char *key, const char *value, const char *where, const char *why) {
+    if (rep->n_notes >= CT_CONFIG_MAX_NOTES) return;
+    ct_config_note *n = &rep->notes[rep->n_notes++];
+    ct_error_escape(n->key, sizeof n->key, key);
+    ct_error_escape(n->value, sizeof n->value, value);
+    if (strlen(value) >= sizeof n->value - 1) memcpy(n->value + sizeof n->value - 4, "...", 4);
+    ct_error_escape(n->where, sizeof n->where, where);
+    n->why = why;
+}
+
+static int setting_index(const char *name) {
+    const ct_setting *s = ct_setting_find(name);
+    if (!s) ct_fatal("config", "no setting %s in the table", name);
+    return (int)(s - ct_settings);
+}
+
+// A TOML value as written ("\"text\"", 2, [\"a\", \"b\"]); `raw` leaves a string unquoted.
+static void toml_text(const ct_toml_value *v, bool raw, char *out, size_t cap) {
+    switch (v->type) {
+    case CT_TOML_STRING: snprintf(out, cap, raw ? "%s" : "\"%s\"", v->s); break;
+    case CT_TOML_INT: snprintf(out, cap, "%lld", v->i); break;
+    case CT_TOML_FLOAT: snprintf(out, cap, "%g", v->f); break;
+    case CT_TOML_BOOL: snprintf(out, cap, "%s", v->b ? "true" : "false"); break;
+    case CT_TOML_TABLE: snprintf(out, cap, "{...}"); break;
+    case CT_TOML_ARRAY: {
+        size_t k = (size_t)snprintf(out, cap, "[");
+        for (int i = 0; i < v->n && k < cap; i++) {
+            k += (size_t)snprintf(out + k, cap - k, "%s", i ? ", " : "");
+            if (k < cap) toml_text(v->items[i], false, out + k, cap - k);
+            k = strlen(out);
+        }
+        if (k < cap) snprintf(out + k, cap - k, "]");
+        break;
+    }
+    }
+}
+
+// A TorchTitan key ctitan reads without acting on: a note, unless its value is the quiet one.
+static void note_ignored(ct_config_report *rep, const ct_ignored_setting *ig, const char *key, const char *raw,
+                         const char *shown, const char *where) {
+    rep->torchtitan = true;
+    if (ig->quiet && !strcmp(raw, ig->quiet)) return;
+    add_note(rep, key, shown, where, ig->why);
+}
+
+// ---- resolving settings that speak of others --------------------------------------------------
+
+// model.converters: float8 and mx name quantization.float8.enable and quantization.mxfp8.enable,
+// which a file may not also turn off.
+static void resolve_converters(ct_config *c, ct_config_report *rep) {
+    static const struct {
+        const char *name;
+        int kind;  // 1 float8, 2 mx, 0 grouped matmuls (nothing in Llama 3)
+    } known[] = {{"float8", 1}, {"quantize.linear.float8", 1}, {"mx", 2}, {"mxfp8", 2}, {"quantize.linear.mx", 2},
+                 {"quantize.grouped_mm.float8", 0}, {"quantize.grouped_mm.mx", 0}};
+    bool want[3] = {false, false, false};
+    for (const char *p = c->converters; *p; p += strcspn(p, ","), p += *p == ',') {
+        char item[CT_STR];
+        snprintf(item, sizeof item, "%.*s", (int)strcspn(p, ","), p);
+        int kind = -1;
+        for (size_t i = 0; i < sizeof known / sizeof known[0] && kind < 0; i++)
+            if (!strcmp(item, known[i].name)) kind = known[i].kind;
+        if (kind < 0)
+            ct_config_problem(rep, "model.converters: unknown converter '%s' (float8 or mx; quantize.linear.float8 and "
+                                   "quantize.linear.mx say the same)", item);
+        else if (kind == 0)
+            add_note(rep, "model.converters", item, "model.converters",
+                     "Llama 3 has no grouped matmuls (no mixture of experts) to convert");
+        else
+            want[kind] = true;
+    }
+    if (want[1] && want[2]) {
+        ct_config_problem(rep, "model.converters: float8 and mx exclude each other (one 8-bit format per run): keep one");
+        return;
+    }
+    struct {
+        bool on;
+        bool *field;
+        const char *setting, *converter;
+    } turn[] = {{want[1], &c->float8, "quantization.float8.enable", "float8"},
+                {want[2], &c->mxfp8, "quantization.mxfp8.enable", "mx"}};
+    for (int i = 0; i < 2; i++) {
+        if (!turn[i].on) continue;
+        if (rep->set[setting_index(turn[i].setting)] && !*turn[i].field)
+            ct_config_problem(rep, "model.converters holds %s but %s = false: drop one of the two", turn[i].converter,
+                              turn[i].setting);
+        else
+            *turn[i].field = true;
+    }
+}
+
+// compile.components: "model" fuses the blocks' kernels (compile.enable means that alone), "loss"
+// is always fused here.
+static void resolve_compile(ct_config *c, ct_config_report *rep) {
+    bool model = false, loss = false;
+    for (const char *p = c->compile_components; *p; p += strcspn(p, ","), p += *p == ',') {
+        size_t n = strcspn(p, ",");
+        if (n == 5 && !strncmp(p, "model", 5)) model = true;
+        else if (n == 4 && !strncmp(p, "loss", 4)) loss = true;
+        else ct_config_problem(rep, "compile.components: unknown component '%.*s' (model, loss)", (int)n, p);
+    }
+    if (c->compile && !model) c->compile = false;  // nothing else to fuse
+    if (rep->set[setting_index("compile.components")] && !loss)
+        add_note(rep, "compile.components", c->compile_components, "compile.components",
+                 "without loss: the loss is the fused chunked cross-entropy whatever compile says");
+}
+
 // activation_checkpoint.selective = true means mode selective (a conflict with mode = full is
-// left for ct_config_validate to report).
-static void resolve(ct_config *c) {
+// left for ct_config_validate to report); then the settings above.
+static void resolve(ct_config *c, ct_config_report *rep) {
     if (c->ac_selective && !strcmp(c->ac_mode, "none")) strcpy(c->ac_mode, "selective");
+    resolve_converters(c, rep);
+    resolve_compile(c, rep);
+}
+
+// Where a file written for TorchTitan leaves a setting out and the two defaults differ in a way
+// that changes the run, the block says so.
+static void note_defaults(ct_config_report *rep) {
+    if (rep->torchtitan && !rep->set[setting_index("mixed_precision")])
+        add_note(rep, "training.mixed_precision_param", "(not given)", "",
+                 "TorchTitan's default is bfloat16, ctitan's fp32: this run computes in fp32 (give it to choose)");
 }
 
 // ---- TOML files -------------------------------------------------------------------------------
@@ -229,6 +441,7 @@ static void resolve(ct_config *c) {
 typedef struct {
     const char *path;
     int *set_line;  // per setting: line where this file set it (0 = not yet)
+    ct_config_report *rep;
 } file_walk;
 
 static int any_setting_under(const char *prefix) {
@@ -238,45 +451,89 @@ static int any_setting_under(const char *prefix) {
         for (const char *p = ct_settings[i].aliases; p && *p; p += strcspn(p, " "), p += *p == ' ')
             if (ct_setting_name_eq(p, prefix, n) && p[n] == '.') return 1;
     }
+    for (int i = 0; i < ct_n_ignored_settings; i++)
+        for (const char *p = ct_ignored_settings[i].names; *p; p += strcspn(p, " "), p += *p == ' ')
+            if (ct_setting_name_eq(p, prefix, n) && p[n] == '.') return 1;
     return 0;
 }
 
-static ct_status walk_table(ct_config *c, const ct_toml_value *t, const char *prefix, file_walk *w) {
+static void walk_table(ct_config *c, const ct_toml_value *t, const char *prefix, file_walk *w) {
     char err[ERR_CAP];
-    if (t->n == 0 && *prefix && !any_setting_under(prefix))
-        return ct_set_error("%s:%d: unknown section [%s]", w->path, t->line, prefix);
+    if (t->n == 0 && *prefix && !any_setting_under(prefix)) {
+        ct_config_problem(w->rep, "%s:%d: unknown section [%s]", w->path, t->line, prefix);
+        return;
+    }
     for (int k = 0; k < t->n; k++) {
         char name[512];
         snprintf(name, sizeof name, "%s%s%s", prefix, *prefix ? "." : "", t->keys[k]);
         const ct_toml_value *v = t->items[k];
         const ct_setting *s = ct_setting_find(name);
         if (v->type == CT_TOML_TABLE && !s) {
-            if (walk_table(c, v, name, w)) return CT_ERR;
+            walk_table(c, v, name, w);
             continue;
         }
         if (!s) {
+            const ct_ignored_setting *ig = ct_ignored_setting_find(name);
+            if (ig) {
+                char raw[256], shown[256], where[512];
+                toml_text(v, true, raw, sizeof raw);
+                toml_text(v, false, shown, sizeof shown);
+                snprintf(where, sizeof where, "%s:%d", w->path, v->line);
+                note_ignored(w->rep, ig, name, raw, shown, where);
+                continue;
+            }
             unknown_message(name, err, sizeof err);
-            return ct_set_error("%s:%d: %s", w->path, v->line, err);
+            ct_config_problem(w->rep, "%s:%d: %s", w->path, v->line, err);
+            continue;
         }
         int idx = (int)(s - ct_settings);
-        if (w->set_line[idx])
-            return ct_set_error("%s:%d: '%s' sets %s again (already set at line %d)", w->path, v->line, name, s->name,
-                                w->set_line[idx]);
-        if (!set_from_toml(c, s, v, err, sizeof err)) return ct_set_error("%s:%d: %s: %s", w->path, v->line, name, err);
+        if (w->set_line[idx]) {
+            // Two names of one setting with one value (TorchTitan's float8 and mx filter_fqns,
+            // say) say the same thing twice; with two values the file contradicts itself.
+            ct_config *again = ct_xmalloc(sizeof *again);
+            *again = *c;
+            bool same = set_from_toml(again, s, v, err, sizeof err) &&
+                        !memcmp(field_cptr(again, s), field_cptr(c, s), s->size);
+            free(again);
+            if (same) continue;
+            ct_config_problem(w->rep, "%s:%d: '%s' sets %s again (already set at line %d)", w->path, v->line, name,
+                              s->name, w->set_line[idx]);
+            continue;
+        }
+        if (!set_from_toml(c, s, v, err, sizeof err)) {
+            ct_config_problem(w->rep, "%s:%d: %s: %s", w->path, v->line, name, err);
+            continue;
+        }
         w->set_line[idx] = v->line;
+        w->rep->set[idx] = 1;
+        if (s->offset == offsetof(ct_config, model_name)) w->rep->torchtitan = true;
     }
-    return CT_OK;
+}
+
+static void load_file_into(ct_config *c, const char *path, ct_config_report *rep) {
+    ct_toml_value *root = ct_toml_parse_file(path);
+    if (!root) {
+        ct_config_problem(rep, "%s", ct_last_error());
+        return;
+    }
+    int set_line[CT_CONFIG_MAX_SETTINGS] = {0};
+    if (ct_n_settings > CT_CONFIG_MAX_SETTINGS) ct_fatal("config", "settings table larger than the walk's bookkeeping");
+    file_walk w = {path, set_line, rep};
+    walk_table(c, root, "", &w);
+    ct_toml_free(root);
+}
+
+static ct_config_report *new_report(void) {
+    ct_config_report *rep = ct_xcalloc(1, sizeof *rep);
+    return rep;
 }
 
 ct_status ct_config_load_file(ct_config *c, const char *path) {
-    ct_toml_value *root = ct_toml_parse_file(path);
-    if (!root) return CT_ERR;
-    int set_line[256] = {0};
-    if (ct_n_settings > 256) ct_fatal("config", "settings table larger than the walk's bookkeeping");
-    file_walk w = {path, set_line};
-    ct_status st = walk_table(c, root, "", &w);
-    ct_toml_free(root);
-    if (st == CT_OK) resolve(c);
+    ct_config_report *rep = new_report();
+    load_file_into(c, path, rep);
+    resolve(c, rep);
+    ct_status st = report_status(rep);
+    free(rep);
     return st;
 }
 
@@ -296,7 +553,64 @@ static int is_config_flag(const char *arg, const char **inline_value) {
     return 0;
 }
 
-ct_status ct_config_parse(ct_config *c, int argc, char **argv) {
+// The arguments after the file: each --key value sets its setting; problems are collected.
+static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_report *rep) {
+    char err[ERR_CAP];
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        if (is_config_flag(arg, &v)) {
+            i += v == NULL;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) || !arg[2]) {
+            ct_config_problem(rep, "unexpected argument '%s' (settings are written --section.key value)", arg);
+            continue;
+        }
+        char key[256];
+        const char *eq = strchr(arg, '=');
+        size_t klen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        bool has_next = i + 1 < argc && strncmp(argv[i + 1], "--", 2);
+        if (klen >= sizeof key) {
+            ct_config_problem(rep, "unknown setting '%.40s...'", arg + 2);
+            i += !eq && has_next;
+            continue;
+        }
+        memcpy(key, arg + 2, klen);
+        key[klen] = 0;
+        const ct_setting *s = ct_setting_find(key);
+        if (!s) {
+            const ct_ignored_setting *ig = ct_ignored_setting_find(key);
+            const char *value = eq ? eq + 1 : has_next ? argv[++i] : "true";
+            if (ig) {
+                note_ignored(rep, ig, key, value, value, "command line");
+                continue;
+            }
+            unknown_message(key, err, sizeof err);
+            ct_config_problem(rep, "%s", err);
+            continue;
+        }
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else if (has_next) {
+            value = argv[++i];
+        } else if (s->type == CT_SET_BOOL) {
+            value = "true";  // a bare --flag
+        } else {
+            ct_config_problem(rep, "--%s: expected a value (%s)", key, s->type == CT_SET_ENUM ? s->choices : type_word(s));
+            continue;
+        }
+        if (!set_from_text(c, s, value, err, sizeof err)) {
+            ct_config_problem(rep, "--%s: %s", key, err);
+            continue;
+        }
+        rep->set[s - ct_settings] = 1;
+        if (s->offset == offsetof(ct_config, model_name)) rep->torchtitan = true;
+    }
+}
+
+ct_status ct_config_parse_report(ct_config *c, int argc, char **argv, ct_config_report *rep) {
+    memset(rep, 0, sizeof *rep);
     ct_config_defaults(c);
     // The file first, wherever --config sits among the arguments, so that every other
     // argument overrides it.
@@ -305,63 +619,51 @@ ct_status ct_config_parse(ct_config *c, int argc, char **argv) {
         const char *v;
         if (!is_config_flag(argv[i], &v)) continue;
         if (!v) {
-            if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) return ct_set_error("%s: expected a file name", argv[i]);
+            if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+                return ct_config_problem(rep, "%s: expected a file name", argv[i]);
             v = argv[++i];
         }
-        if (path) return ct_set_error("%s: a config file was already given ('%s')", argv[i - (argv[i] == v)], path);
+        if (path)
+            return ct_config_problem(rep, "%s: a config file was already given ('%s')", argv[i - (argv[i] == v)], path);
         path = v;
     }
-    if (path && ct_config_load_file(c, path)) return CT_ERR;
+    if (path) load_file_into(c, path, rep);
+    parse_arguments(c, argc, argv, rep);
+    resolve(c, rep);
+    ct_config_validate_report(c, rep);
+    note_defaults(rep);
+    return report_status(rep);
+}
 
-    char err[ERR_CAP];
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i], *v;
-        if (is_config_flag(arg, &v)) {
-            i += v == NULL;
-            continue;
-        }
-        if (strncmp(arg, "--", 2) || !arg[2])
-            return ct_set_error("unexpected argument '%s' (settings are written --section.key value)", arg);
-        char key[256];
-        const char *eq = strchr(arg, '=');
-        size_t klen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (klen >= sizeof key) return ct_set_error("unknown setting '%.40s...'", arg + 2);
-        memcpy(key, arg + 2, klen);
-        key[klen] = 0;
-        const ct_setting *s = ct_setting_find(key);
-        if (!s) {
-            unknown_message(key, err, sizeof err);
-            return ct_set_error("%s", err);
-        }
-        const char *value;
-        if (eq) {
-            value = eq + 1;
-        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) {
-            value = argv[++i];
-        } else if (s->type == CT_SET_BOOL) {
-            value = "true";  // a bare --flag
-        } else {
-            return ct_set_error("--%s: expected a value (%s)", key, s->type == CT_SET_ENUM ? s->choices : type_word(s));
-        }
-        if (!set_from_text(c, s, value, err, sizeof err)) return ct_set_error("--%s: %s", key, err);
-    }
-    resolve(c);
-    return ct_config_validate(c);
+ct_status ct_config_parse(ct_config *c, int argc, char **argv) {
+    ct_config_report *rep = new_report();
+    ct_status st = ct_config_parse_report(c, argc, argv, rep);
+    free(rep);
+    return st;
+}
+
+ct_status ct_config_apply_world(ct_config *c, int world_size, ct_config_report *rep) {
+    if (c->global_batch_size <= 0 || c->micro_batch_size < 1) return CT_OK;  // validation speaks of bad values
+    int dp = c->data_replicate_degree * ct_config_shard_degree(c, world_size);
+    long per = (long)c->micro_batch_size * (dp > 0 ? dp : 1);
+    if (c->global_batch_size % per)
+        return ct_config_problem(rep,
+                                 "training.global_batch_size %d is not a multiple of micro_batch_size "
+                                 "(training.local_batch_size) %d x data-parallel degree %d = %ld sequences: make it a "
+                                 "multiple of %ld",
+                                 c->global_batch_size, c->micro_batch_size, dp, per, per);
+    long accum = c->global_batch_size / per;
+    if (rep && rep->set[setting_index("gradient_accumulation_steps")] && c->gradient_accumulation_steps != accum)
+        return ct_config_problem(rep,
+                                 "training.global_batch_size %d means gradient_accumulation_steps %ld (%ld sequences "
+                                 "per micro-batch over the job), but gradient_accumulation_steps is %d: give one of "
+                                 "the two",
+                                 c->global_batch_size, accum, per, c->gradient_accumulation_steps);
+    c->gradient_accumulation_steps = (int)accum;
+    return CT_OK;
 }
 
 // ---- help and the effective configuration -----------------------------------------------------
-
-static void type_text(const ct_setting *s, char *out, size_t cap) {
-    static const char *words[] = {"int", "float", "bool", "string", ""};
-    snprintf(out, cap, "%s", s->type == CT_SET_ENUM ? s->choices : words[s->type]);
-}
-
-static void default_text(const ct_setting *s, char *out, size_t cap) {
-    if (s->type == CT_SET_STRING)
-        snprintf(out, cap, "\"%s\"", s->def);
-    else
-        snprintf(out, cap, "%s", s->def);
-}
 
 const char *ct_setting_build_note(const ct_setting *s) {
     if (!strcmp(s->name, "training.device")) {
@@ -372,35 +674,6 @@ const char *ct_setting_build_note(const ct_setting *s) {
 #endif
     }
     return NULL;
-}
-
-void ct_config_print_help(FILE *f) {
-    int wn = 0, wt = 0, wd = 0;
-    char buf[256];
-    for (int i = 0; i < ct_n_settings; i++) {
-        const ct_setting *s = &ct_settings[i];
-        int n = (int)strlen(s->name) + 2;
-        if (n > wn) wn = n;
-        type_text(s, buf, sizeof buf);
-        if ((int)strlen(buf) > wt) wt = (int)strlen(buf);
-        default_text(s, buf, sizeof buf);
-        if ((int)strlen(buf) > wd) wd = (int)strlen(buf);
-    }
-    fprintf(f, "settings (TOML file via --config FILE; override with --name value or --name=value; '-' and '_' in a "
-               "name are the same):\n");
-    fprintf(f, "  %-*s  %-*s  %-*s  %s\n", wn, "name", wt, "type", wd, "default", "description [TorchTitan alias]");
-    for (int i = 0; i < ct_n_settings; i++) {
-        const ct_setting *s = &ct_settings[i];
-        char name[160], type[128], def[300];
-        snprintf(name, sizeof name, "--%s", s->name);
-        type_text(s, type, sizeof type);
-        default_text(s, def, sizeof def);
-        fprintf(f, "  %-*s  %-*s  %-*s  %s", wn, name, wt, type, wd, def, s->desc);
-        const char *note = ct_setting_build_note(s);
-        if (note) fprintf(f, " -- %s", note);
-        if (s->aliases) fprintf(f, " [%s]", s->aliases);
-        fputc('\n', f);
-    }
 }
 
 // Shortest %g spelling that reads back as the same double, always recognisable as a TOML float.
@@ -442,6 +715,18 @@ static void write_value(FILE *f, const ct_config *c, const ct_setting *s) {
         fputs(buf, f);
         break;
     case CT_SET_BOOL: fputs(*(const bool *)field_cptr(c, s) ? "true" : "false", f); break;
+    case CT_SET_LIST: {
+        // ["a", "b"]: what TorchTitan writes, and what a file reads back.
+        char item[CT_STR * 4];
+        fputc('[', f);
+        for (const char *p = field_cptr(c, s); *p; p += strcspn(p, ","), p += *p == ',') {
+            snprintf(item, sizeof item, "%.*s", (int)strcspn(p, ","), p);
+            if (p != (const char *)field_cptr(c, s)) fputs(", ", f);
+            write_string(f, item);
+        }
+        fputc(']', f);
+        break;
+    }
     default: write_string(f, field_cptr(c, s)); break;
     }
 }

@@ -18,8 +18,10 @@ typedef struct {
     char dump_folder[CT_STR];         // job.dump_folder: where metrics, model files, checkpoints go
     bool overwrite;                   // job.overwrite: replace another run's outputs in dump_folder
     char description[CT_STR];         // job.description
+    bool print_config;                // job.print_config: rank 0 prints the effective configuration at start-up
 
     // [model]
+    char model_name[16];              // model.name: llama3 (the one family ctitan trains)
     char flavor[64];                  // model.flavor: debugmodel | 8B | 70B | 405B
     int dim, n_layers, n_heads, n_kv_heads, vocab_size;  // 0 = the flavor's value
     int multiple_of;                  // 0 = the flavor's
@@ -29,6 +31,7 @@ typedef struct {
     double rope_theta;                // 0 = the flavor's (500000)
     bool rope_scaling;                // Llama 3.1 frequency scaling (true)
     char tokenizer_path[CT_STR];      // model.tokenizer_path
+    char converters[CT_STR];          // model.converters: list; float8 / mx turn on quantization.*.enable
 
     // [training] and top-level product settings
     int seq_len;                      // training.seq_len
@@ -40,6 +43,7 @@ typedef struct {
     double comm_train_timeout;        // comm.train_timeout_seconds
     int micro_batch_size;             // micro_batch_size (alias training.local_batch_size)
     int gradient_accumulation_steps;  // gradient_accumulation_steps
+    int global_batch_size;            // training.global_batch_size: sequences per step over the job (-1: no accumulation)
     char mixed_precision[16];         // mixed_precision: fp32 | bf16
     char mixed_precision_reduce[16];  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
     char dataset[CT_STR];             // training.dataset: "synthetic" or a folder of token shards
@@ -80,6 +84,7 @@ typedef struct {
 
     // [compile], [quantization]
     bool compile;                     // compile.enable
+    char compile_components[64];      // compile.components: list of model | loss
     bool float8;                      // quantization.float8.enable
     char float8_recipe[16];           // quantization.float8.recipe: tensorwise | rowwise
     bool mxfp8;                       // quantization.mxfp8.enable
@@ -127,6 +132,50 @@ typedef struct {
 // Fills every field with its declared default.
 void ct_config_defaults(ct_config *c);
 
+// What reading a configuration met besides the values: the settings it reads but does not act on
+// (TorchTitan's keys for features ctitan does without, each with the reason), and every problem --
+// unknown names, wrong types, bad values, settings that contradict each other -- so that one run
+// reports all of them at once instead of one per attempt.
+enum { CT_CONFIG_MAX_NOTES = 48, CT_CONFIG_MAX_PROBLEMS = 24, CT_CONFIG_MAX_SETTINGS = 256 };
+
+typedef struct {
+    char key[96];     // the name as written (one line of printable text, as every message)
+    char value[96];   // the value as written, cut to fit
+    char where[300];  // "file.toml:18" or "command line"
+    const char *why;  // why ctitan does not act on it (a string of ct_ignored_settings, or of config.c)
+} ct_config_note;
+
+typedef struct {
+    int n_notes;  // notes kept (at most CT_CONFIG_MAX_NOTES)
+    ct_config_note notes[CT_CONFIG_MAX_NOTES];
+    int n_problems;  // problems met; the first CT_CONFIG_MAX_PROBLEMS are kept, one line each
+    char problems[CT_CONFIG_MAX_PROBLEMS][512];
+    unsigned char set[CT_CONFIG_MAX_SETTINGS];  // per ct_settings entry: 1 when a file or the command line gave it
+    bool torchtitan;  // a key only TorchTitan writes was met (model.name, an ignored key): see the defaults note
+} ct_config_report;
+
+// ct_config_parse, filling `rep` (zeroed first): every problem of the file, the command line and
+// the checks of ct_config_validate, and every note. Returns CT_ERR when there is any problem, with
+// the first in ct_last_error().
+ct_status ct_config_parse_report(ct_config *c, int argc, char **argv, ct_config_report *rep);
+
+// ct_config_validate, adding every problem to `rep` instead of stopping at the first.
+ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep);
+
+// Adds one problem to `rep`, made one line of printable text as ct_set_error makes its messages
+// (ct_last_error() then holds it too). Returns CT_ERR.
+ct_status ct_config_problem(ct_config_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// training.global_batch_size against the world: gradient_accumulation_steps becomes
+// global_batch_size / (micro_batch_size x data-parallel degree); a batch that does not divide, or
+// that contradicts a gradient_accumulation_steps given too, is a problem added to `rep` (NULL: only
+// ct_last_error). Nothing to do when global_batch_size is -1.
+ct_status ct_config_apply_world(ct_config *c, int world_size, ct_config_report *rep);
+
+// The warning block: every note of `rep`, each with where it was given and why it is not acted
+// on, wrapped to `width` columns. Prints nothing when there is no note.
+void ct_config_print_notes(const ct_config_report *rep, FILE *f, int width);
+
 // Defaults, then the TOML file named by --config / --job.config_file (if any), then every other
 // `--section.key value` / `--section.key=value` argument. argv excludes the program and
 // subcommand names. Unknown keys, wrong types and bad values return CT_ERR with a one-line
@@ -144,14 +193,19 @@ ct_status ct_config_set(ct_config *c, const char *key, const char *value);
 ct_status ct_config_validate(const ct_config *c);
 ct_status ct_config_check_implemented(const ct_config *c);
 
-// `ctitan train --help`: every setting, its type, default, alias and description.
-void ct_config_print_help(FILE *f);
+// `ctitan train --help [SECTION]`: the settings grouped by section ("top" for those outside any
+// section), each with its type, default, TorchTitan alias and description, wrapped to `width`
+// columns. `section` NULL prints every section; an unknown one returns CT_ERR with a line that
+// names the sections, printing nothing.
+ct_status ct_config_print_help(FILE *f, int width, const char *section);
 
 // Writes the effective configuration as TOML (saved beside a run's metrics).
 void ct_config_write_toml(const ct_config *c, FILE *f);
 
 // ---- The settings table (config_settings.c), for help text, the planner and tests. ----
-typedef enum { CT_SET_INT, CT_SET_FLOAT, CT_SET_BOOL, CT_SET_STRING, CT_SET_ENUM } ct_setting_type;
+// CT_SET_LIST: names, stored as one comma-separated string ("model,loss"); a TOML array of strings
+// or a string in a file, "a,b" on the command line; written back as an array.
+typedef enum { CT_SET_INT, CT_SET_FLOAT, CT_SET_BOOL, CT_SET_STRING, CT_SET_ENUM, CT_SET_LIST } ct_setting_type;
 
 typedef struct {
     const char *name;      // canonical dotted name, e.g. "parallelism.data_shard_degree"
@@ -174,6 +228,20 @@ extern const int ct_n_settings;
 // spellings sets the setting twice, which the file walk refuses). Values are never folded.
 // Canonical names and aliases are spelt with '_', and so is every written configuration.
 const ct_setting *ct_setting_find(const char *name);
+
+// TorchTitan settings that ctitan reads without acting on them: a feature ctitan does without (a
+// W&B logger, float8 all-gathers, a Python garbage collector). A file or command line that gives
+// one is not refused; the run lists it, with `why`, in one warning block at start-up -- unless its
+// value is `quiet`, which asks for nothing ctitan lacks (enable_wandb = false).
+typedef struct {
+    const char *names;  // TorchTitan's dotted names of it, space-separated
+    const char *quiet;  // the value, as text ("false", "0"), that is honoured silently; NULL: none
+    const char *why;    // one sentence: why it is not acted on, and what ctitan does instead
+} ct_ignored_setting;
+
+extern const ct_ignored_setting ct_ignored_settings[];
+extern const int ct_n_ignored_settings;
+const ct_ignored_setting *ct_ignored_setting_find(const char *name);
 // Whether the first n characters of a and b are the same name ('-' == '_'), both ending alike
 // before n.
 bool ct_setting_name_eq(const char *a, const char *b, size_t n);

@@ -8,7 +8,7 @@
 #include "core/config.h"
 
 // The enum fields of a struct filled by code (not by parsing) still need checking.
-static ct_status check_enums(const ct_config *c) {
+static void check_enums(const ct_config *c, ct_config_report *rep) {
     for (int i = 0; i < ct_n_settings; i++) {
         const ct_setting *s = &ct_settings[i];
         if (s->type != CT_SET_ENUM) continue;
@@ -17,18 +17,27 @@ static ct_status check_enums(const ct_config *c) {
         int found = 0;
         for (const char *p = s->choices; *p && !found; p += strcspn(p, "|"), p += *p == '|')
             found = strcspn(p, "|") == n && !strncmp(p, v, n);
-        if (!found) return ct_set_error("%s: expected one of %s, got '%s'", s->name, s->choices, v);
+        if (!found) ct_config_problem(rep, "%s: expected one of %s, got '%s'", s->name, s->choices, v);
     }
-    return CT_OK;
 }
 
+// Every rule that fails adds its line to the report; the checks go on.
 #define REQUIRE(cond, ...) \
     do {                   \
-        if (!(cond)) return ct_set_error(__VA_ARGS__); \
+        if (!(cond)) ct_config_problem(rep, __VA_ARGS__); \
     } while (0)
 
 ct_status ct_config_validate(const ct_config *c) {
-    if (check_enums(c)) return CT_ERR;
+    ct_config_report *rep = ct_xcalloc(1, sizeof *rep);
+    ct_status st = ct_config_validate_report(c, rep);
+    if (st) ct_set_error("%s", rep->problems[0]);
+    free(rep);
+    return st;
+}
+
+ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
+    int before = rep->n_problems;
+    check_enums(c, rep);
 
     REQUIRE(c->dump_folder[0], "job.dump_folder: expected a folder name, got \"\"");
     REQUIRE(c->dataset[0], "training.dataset: expected \"synthetic\" or a folder, got \"\"");
@@ -55,6 +64,9 @@ ct_status ct_config_validate(const ct_config *c) {
     REQUIRE(c->micro_batch_size >= 1, "micro_batch_size: expected >= 1, got %d", c->micro_batch_size);
     REQUIRE(c->gradient_accumulation_steps >= 1, "gradient_accumulation_steps: expected >= 1, got %d",
             c->gradient_accumulation_steps);
+    REQUIRE(c->global_batch_size >= 1 || c->global_batch_size == -1,
+            "training.global_batch_size: expected >= 1, or -1 (gradient_accumulation_steps as given), got %d",
+            c->global_batch_size);
 
     REQUIRE(c->lr >= 0 && isfinite(c->lr), "optimizer.lr: expected >= 0, got %g", c->lr);
     REQUIRE(c->beta1 >= 0 && c->beta1 < 1, "optimizer.beta1: expected a value in [0, 1), got %g", c->beta1);
@@ -124,7 +136,7 @@ ct_status ct_config_validate(const ct_config *c) {
             "checkpoint.signal_grace_seconds: expected 0 (automatic) to 86400, got %g", c->ckpt_signal_grace);
     REQUIRE(!c->ckpt_initial_load_in_hf || c->ckpt_initial_load_path[0],
             "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path (the Hugging Face folder)");
-    return CT_OK;
+    return rep->n_problems > before ? CT_ERR : CT_OK;
 }
 
 // Features declared in the settings table but not built yet. When one is built, its change

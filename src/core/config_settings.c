@@ -18,6 +18,7 @@
 #define STR(name, field, def, alias, desc) {name, CT_SET_STRING, FIELD_OF(field, char *), def, NULL, NULL, alias, desc}
 #define ENUM(name, field, def, choices, synonyms, alias, desc) \
     {name, CT_SET_ENUM, FIELD_OF(field, char *), def, choices, synonyms, alias, desc}
+#define LIST(name, field, def, alias, desc) {name, CT_SET_LIST, FIELD_OF(field, char *), def, NULL, NULL, alias, desc}
 
 const ct_setting ct_settings[] = {
     // Top-level product settings (written before any [section] in a TOML file).
@@ -28,7 +29,7 @@ const ct_setting ct_settings[] = {
     INT("micro_batch_size", micro_batch_size, "8", "training.local_batch_size",
         "sequences per micro-batch on each data-parallel rank"),
     INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
-        "micro-batches whose gradients are summed before each optimizer step"),
+        "micro-batches whose gradients are summed before each optimizer step (training.global_batch_size sets it)"),
     ENUM("pipeline_schedule", pipeline_schedule, "1f1b",
          "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|interleaved_zb|zbv",
          "interleaved1f1b=interleaved_1f1b|loopedbfs=looped_bfs|zbh1=zb_h1|zb1p=zb_h1|"
@@ -43,8 +44,10 @@ const ct_setting ct_settings[] = {
     STR("job.description", description, "", NULL, "free text describing the run"),
     BOOL("job.overwrite", overwrite, "false", NULL,
          "start a new run in a job.dump_folder that holds another run's outputs (its metrics are kept aside)"),
+    BOOL("job.print_config", print_config, "false", NULL, "print the effective configuration (as TOML) at start-up"),
 
     // [model]
+    ENUM("model.name", model_name, "llama3", "llama3", NULL, NULL, "model family: llama3, the one ctitan trains"),
     ENUM("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
          "Llama 3 size preset; the model.* numbers below override it"),
     INT("model.dim", dim, "0", NULL, "hidden size (0 = the flavor's)"),
@@ -59,6 +62,9 @@ const ct_setting ct_settings[] = {
     FLT("model.rope_theta", rope_theta, "0", NULL, "RoPE base frequency (0 = the flavor's, 500000)"),
     BOOL("model.rope_scaling", rope_scaling, "true", NULL, "Llama 3.1 long-context RoPE frequency scaling"),
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
+    LIST("model.converters", converters, "", NULL,
+         "model converters: float8 turns on quantization.float8.enable, mx quantization.mxfp8.enable "
+         "(also as quantize.linear.float8 / quantize.linear.mx)"),
 
     // [training]
     ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
@@ -68,11 +74,14 @@ const ct_setting ct_settings[] = {
          "takes the lowest any rank chose), or one the CPU has; a NATIVE=1 build has only native"),
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
-    INT("training.seed", seed, "42", NULL, "seed of parameter initialisation and synthetic data"),
+    INT("training.seed", seed, "42", "debug.seed", "seed of parameter initialisation and synthetic data"),
     FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
     BOOL("training.skip_nonfinite_steps", skip_nonfinite, "false", NULL,
          "a step whose loss or gradient norm is NaN / Inf is skipped (no update) instead of stopping the run"),
     STR("training.dataset", dataset, "synthetic", NULL, "\"synthetic\" or a folder of token shards"),
+    INT("training.global_batch_size", global_batch_size, "-1", NULL,
+        "sequences per optimizer step over the job: gradient_accumulation_steps becomes this / (micro_batch_size x "
+        "data-parallel degree), which must divide it (-1: gradient_accumulation_steps as given)"),
 
     // [optimizer]
     ENUM("optimizer.name", optimizer_name, "AdamW", "AdamW", NULL, NULL, "optimizer"),
@@ -117,7 +126,7 @@ const ct_setting ct_settings[] = {
         "sequences per pipeline micro-batch (0 = micro_batch_size); must divide micro_batch_size"),
     INT("parallelism.pipeline_layers_per_stage", pipeline_layers_per_stage, "0",
         "parallelism.pipeline_parallel_layers_per_stage", "transformer blocks per pipeline stage (0 = an even split)"),
-    STR("parallelism.pipeline_split_points", pipeline_split_points, "", "parallelism.pipeline_parallel_split_points",
+    LIST("parallelism.pipeline_split_points", pipeline_split_points, "", "parallelism.pipeline_parallel_split_points",
         "first block of each stage after the first, e.g. \"layers.4,layers.8\" (\"\" = an even split)"),
     BOOL("sequence_parallel.enable", sequence_parallel, "false", NULL,
          "split norms and residuals over the sequence across compute-parallel ranks"),
@@ -131,13 +140,17 @@ const ct_setting ct_settings[] = {
 
     // [compile], [quantization]
     BOOL("compile.enable", compile, "false", NULL, "fused kernels for norm, RoPE and activations"),
+    LIST("compile.components", compile_components, "model,loss", NULL,
+         "what compile.enable fuses: model (the blocks' kernels); loss is always the fused chunked cross-entropy"),
     BOOL("quantization.float8.enable", float8, "false", NULL, "float8 (e4m3/e5m2) matmuls with dynamic scaling"),
-    ENUM("quantization.float8.recipe", float8_recipe, "tensorwise", "tensorwise|rowwise", NULL, "float8.recipe_name",
+    ENUM("quantization.float8.recipe", float8_recipe, "tensorwise", "tensorwise|rowwise", NULL,
+         "float8.recipe_name quantize.linear.float8.recipe_name",
          "float8 scaling: one scale per tensor, or per row / column"),
     BOOL("quantization.mxfp8.enable", mxfp8, "false", NULL, "MXFP8 matmuls (blocks of 32 with e8m0 scales)"),
     ENUM("quantization.mxfp8.recipe", mx_recipe, "mxfp8", "mxfp8", "mxfp8_cublas=mxfp8|mxfp8_emulated=mxfp8",
-         "mx.recipe_name", "MX recipe: e4m3 elements, 32-element blocks, e8m0 scales"),
-    STR("quantization.filter_fqns", quant_filter, "output", "float8.filter_fqns mx.filter_fqns",
+         "mx.recipe_name quantize.linear.mx.recipe_name", "MX recipe: e4m3 elements, 32-element blocks, e8m0 scales"),
+    LIST("quantization.filter_fqns", quant_filter, "output",
+         "float8.filter_fqns mx.filter_fqns quantize.linear.float8.filter_fqns quantize.linear.mx.filter_fqns",
         "linear layers left in high precision: comma list of names (\"output\", \"attention.wo\", \"layers.0\", ...)"),
 
     // [metrics]
@@ -229,5 +242,62 @@ static int in_word_list(const char *list, const char *name) {
 const ct_setting *ct_setting_find(const char *name) {
     for (int i = 0; i < ct_n_settings; i++)
         if (same_name(ct_settings[i].name, name) || in_word_list(ct_settings[i].aliases, name)) return &ct_settings[i];
+    return NULL;
+}
+
+// TorchTitan's settings for what ctitan does without. Each reason says what ctitan does instead;
+// a setting ctitan does act on belongs in the table above (as a setting or an alias), never here.
+const ct_ignored_setting ct_ignored_settings[] = {
+    {"model.hf_assets_path", NULL,
+     "the tokenizer is model.tokenizer_path and the vocabulary comes from it, the data or the flavor; Hugging Face "
+     "weights load through checkpoint.initial_load_path with checkpoint.initial_load_in_hf"},
+    {"model.print_after_conversion", "false", "the start-up precision line counts the layers float8 or MXFP8 converts"},
+    {"metrics.disable_color_printing", "true", "ctitan's log has no colours"},
+    {"metrics.enable_wandb", "false",
+     "no Weights & Biases logger: metrics.jsonl and TensorBoard (metrics.enable_tensorboard) hold the numbers"},
+    {"metrics.save_for_all_ranks", "false",
+     "rank 0 writes the metrics, which are global (loss, norms); profiling.enable_profiling traces every rank"},
+    {"profiling.profiler_active profiling.profiler_warmup", NULL,
+     "a profiled step is recorded whole, every profiling.profile_freq steps, with no warm-up steps"},
+    {"optimizer.implementation", NULL, "AdamW has one implementation: over each rank's shard on the backend"},
+    {"optimizer.early_step_in_backward", "false",
+     "the optimizer steps after the whole backward: clipping needs the global gradient norm"},
+    {"training.enable_cpu_offload", "false", "parameters, gradients and optimizer state stay on the training device"},
+    {"training.gc_freq training.gc_debug", NULL,
+     "there is no garbage collector: buffers are planned at start-up and the step allocates nothing"},
+    {"activation_checkpoint.preserve_rng_state", NULL,
+     "recomputation draws no random numbers (there is no dropout), so there is no RNG state to keep"},
+    {"activation_checkpoint.determinism_check", NULL,
+     "recomputation runs the same kernels on the same inputs and gives the same bits"},
+    {"activation_checkpoint.early_stop activation_checkpoint.debug", "false",
+     "a recomputed block runs whole, with no debug mode"},
+    {"compile.backend", NULL, "the fused kernels are C compiled into ctitan: there is no compiler backend to pick"},
+    {"quantize.linear.float8.enable_fsdp_float8_all_gather float8.enable_fsdp_float8_all_gather", "false",
+     "FSDP gathers parameters in the compute precision (bf16 or fp32), not in float8"},
+    {"quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp float8.precompute_float8_dynamic_scale_for_fsdp",
+     "false", "goes with float8 all-gathers, which FSDP does not do: each matmul computes its own scales"},
+    {"quantize.linear.float8.emulate float8.emulate", "true",
+     "float8 is always emulated here: the 8-bit values are multiplied in bf16 or fp32 with fp32 sums"},
+    {"parallelism.expert_parallel_degree parallelism.expert_tensor_parallel_degree", "1",
+     "Llama 3 has no experts (no mixture of experts) to place"},
+    {"comm.trace_buf_size", "0",
+     "no NCCL flight recorder: a collective that times out names the rank, the group and the operation"},
+    {"comm.save_traces_folder comm.save_traces_file_prefix", NULL,
+     "no NCCL flight recorder: a collective that times out names the rank, the group and the operation"},
+    {"comm.mode", "default", "collectives always run for real (no fake backend)"},
+    {"memory_estimation.enable", "false",
+     "every start-up estimates memory (and refuses a run that cannot fit); ctitan plan shows the estimate"},
+    {"validation.local_batch_size", NULL, "validation reads micro_batch_size sequences per data-parallel rank"},
+    {"validation.seq_len", NULL, "validation reads sequences of training.seq_len tokens"},
+    {"checkpoint.initial_load_model_only", "true",
+     "checkpoint.initial_load_path loads the weights only; a run resumes from its own checkpoints "
+     "(checkpoint.enable with the same job.dump_folder)"},
+};
+
+const int ct_n_ignored_settings = (int)(sizeof ct_ignored_settings / sizeof ct_ignored_settings[0]);
+
+const ct_ignored_setting *ct_ignored_setting_find(const char *name) {
+    for (int i = 0; i < ct_n_ignored_settings; i++)
+        if (in_word_list(ct_ignored_settings[i].names, name)) return &ct_ignored_settings[i];
     return NULL;
 }

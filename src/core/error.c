@@ -56,6 +56,10 @@ static void escape_line(char *dst, size_t cap, const char *src) {
     dst[k] = 0;
 }
 
+void ct_error_escape(char *dst, size_t cap, const char *src) {
+    if (cap) escape_line(dst, cap, src);
+}
+
 // Whether `msg` wraps `old`: holds it whole, or ends with its beginning where the wrap filled
 // the buffer and cut it.
 static bool wraps(const char *msg, const char *old) {

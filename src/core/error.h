@@ -17,6 +17,10 @@ typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
 ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ct_last_error(void);
 
+// Copies src into dst (cap bytes, always NUL-terminated) as one line of printable text, escaped as
+// ct_set_error escapes its messages (control characters as \n, \xNN, ...; bad UTF-8 as \xNN).
+void ct_error_escape(char *dst, size_t cap, const char *src);
+
 // Whether ct_last_error() is a message every process of the job holds (comm/ marks one it handed
 // every rank), so that each may end on its own and one of them print it. The mark survives
 // wrapping: a message set by ct_set_error that contains the marked one (or, cut at the buffer's

@@ -93,15 +93,22 @@ static void pp2_tp2_fsdp2(void) {
                "pp2 x tp2+sp x fsdp2 interleaved");
 }
 
-// Refused before any work, with one line that says what would work.
+// Refused before any work, with one line that names the setting to change and what would work.
 static void refusals(void) {
     static const struct {
         const char *key, *value, *want;
     } cases[] = {
-        {"parallelism.pipeline_stages_per_rank", "8", "pipeline: 8 layers cannot give each of 16 stages"},
+        {"parallelism.pipeline_stages_per_rank", "8",
+         "parallelism.pipeline_degree 2 x parallelism.pipeline_stages_per_rank 8 = 16 stages, more than the model's 8 "
+         "blocks: lower parallelism.pipeline_stages_per_rank"},
+        {"parallelism.pipeline_stages_per_rank", "2",
+         "pipeline_schedule 1f1b runs one stage per rank, not 2: set parallelism.pipeline_stages_per_rank 1"},
         {"parallelism.pipeline_split_points", "layers.0", "leaves stage 0 without blocks"},
         {"parallelism.pipeline_layers_per_stage", "3", "parallelism.pipeline_layers_per_stage: 3 x 2 stages = 6 blocks"},
-        {"gradient_accumulation_steps", "3", "needs micro-batches to be a multiple of pipeline_degree 2 (got 3)"},
+        {"gradient_accumulation_steps", "3",
+         "needs a multiple of parallelism.pipeline_degree 2 micro-batches per step, and this run has 3 "
+         "(gradient_accumulation_steps 3 x micro_batch_size 1 / 1 sequences per pipeline micro-batch): set "
+         "gradient_accumulation_steps 2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ct_config c = parity_base;

@@ -258,11 +258,44 @@ static ct_status place_stages(const ct_config *cfg, int n_layers, ct_layout_stag
 
 // ------------------------------------------------------------------ stages
 
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+// A pipeline that does not fit its stages or its micro-batches, said with the settings that make
+// it fit: the schedule generators speak of vpp and micro-batches, a run of what it was given.
+static ct_status check_pipeline_fits(const ct_config *cfg, int n_layers, int pp, int vpp, int n_mb, int per_mb) {
+    if (pp * vpp > n_layers)
+        return ct_set_error("parallelism.pipeline_degree %d x parallelism.pipeline_stages_per_rank %d = %d stages, more "
+                            "than the model's %d blocks: lower parallelism.pipeline_stages_per_rank (or the degree) to "
+                            "at most %d stages",
+                            pp, vpp, pp * vpp, n_layers, n_layers);
+    ct_pp_kind kind;
+    if (pp == 1 || cfg->pipeline_schedule_file[0]) return CT_OK;  // a file is checked by simulation
+    if (ct_pp_kind_parse(cfg->pipeline_schedule, &kind)) return ct_set_error("pipeline_schedule: %s", ct_last_error());
+    if (ct_pp_validate(kind, pp, vpp, n_mb) == CT_OK) return CT_OK;
+    if (ct_pp_validate(kind, pp, vpp, pp) != CT_OK) {  // pp micro-batches suit every schedule: the stages do not
+        int fits = ct_pp_validate(kind, pp, 1, pp) == CT_OK ? 1 : 2;
+        return ct_set_error("pipeline_schedule %s runs %s stage%s per rank, not %d: set "
+                            "parallelism.pipeline_stages_per_rank %d, or choose another pipeline_schedule",
+                            cfg->pipeline_schedule, fits == 1 ? "one" : kind == CT_PP_ZBV ? "exactly 2" : "2 or more",
+                            fits == 1 ? "" : "s", vpp, fits);
+    }
+    int accum = pp / gcd(per_mb, pp);  // the fewest accumulation steps that fill whole rounds of pp
+    return ct_set_error("pipeline_schedule %s needs a multiple of parallelism.pipeline_degree %d micro-batches per "
+                        "step, and this run has %d (gradient_accumulation_steps %d x micro_batch_size %d / %d sequences "
+                        "per pipeline micro-batch): set gradient_accumulation_steps %d (or a multiple; "
+                        "training.global_batch_size sets it too), or lower parallelism.pipeline_microbatch_size",
+                        cfg->pipeline_schedule, pp, n_mb, cfg->gradient_accumulation_steps, cfg->micro_batch_size,
+                        cfg->micro_batch_size / per_mb, accum);
+}
+
 ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *o) {
     const ct_config *cfg = env->cfg;
     int pp = env->pp->size, me = env->pp->rank, vpp = ct_layout_stages_per_rank(cfg, pp);
     if (pp == 1 && vpp > 1)
         return ct_set_error("parallelism.pipeline_stages_per_rank %d needs parallelism.pipeline_degree > 1", vpp);
+    int per_mb = cfg->micro_batch_size / env->mb_seqs;
+    if (check_pipeline_fits(cfg, env->model->n_layers, pp, vpp, cfg->gradient_accumulation_steps * per_mb, per_mb))
+        return CT_ERR;
     if (place_stages(cfg, env->model->n_layers, o, pp, vpp)) return CT_ERR;
 
     // Data sharding holds the parameter groups of this rank's stages only.

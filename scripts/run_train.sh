@@ -12,8 +12,10 @@
 #                   PATH (or --config PATH), which is taken out of the arguments and passed as
 #                   --config. Two of these naming different files are refused.
 #   HOSTFILE        passed to mpirun as --hostfile (multi-node).
-#   OMP_NUM_THREADS threads per rank; default max(1, cores / NRANKS) so ranks do not fight
-#                   over cores.
+#   OMP_NUM_THREADS threads per rank. Default on one host: max(1, cores / NRANKS) so ranks do
+#                   not fight over cores; with HOSTFILE each rank takes its own node's cores
+#                   divided by the ranks on that node (ctitan train reads mpirun's
+#                   OMPI_COMM_WORLD_LOCAL_SIZE), since the hosts' cores and slots are not this one's.
 #   MPIRUN_ARGS     extra mpirun arguments (word-split), e.g. "--mca btl tcp,self".
 #   CTITAN_BIN      the program (default build/ctitan beside this script's repo).
 #   DRY_RUN=1       print the command (shell-quoted, one line) instead of running it.
@@ -82,13 +84,15 @@ config=${config:-$root/configs/llama3_debug.toml}
 if [ -n "${HOSTFILE:-}" ]; then [ -f "$HOSTFILE" ] || die "hostfile '$HOSTFILE' not found"; fi
 
 cores=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-if [ -z "${OMP_NUM_THREADS:-}" ]; then
+if [ -z "${OMP_NUM_THREADS:-}" ] && [ -z "${HOSTFILE:-}" ]; then
   threads=$((cores / nranks))
   [ "$threads" -ge 1 ] || threads=1
   export OMP_NUM_THREADS=$threads
 fi
-[[ $OMP_NUM_THREADS =~ ^[0-9]+$ ]] && [ "$OMP_NUM_THREADS" -ge 1 ] ||
-  die "OMP_NUM_THREADS must be a positive integer, got '$OMP_NUM_THREADS'"
+if [ -n "${OMP_NUM_THREADS:-}" ]; then
+  [[ $OMP_NUM_THREADS =~ ^[0-9]+$ ]] && [ "$OMP_NUM_THREADS" -ge 1 ] ||
+    die "OMP_NUM_THREADS must be a positive integer, got '$OMP_NUM_THREADS'"
+fi
 
 # Under mpirun a rank's stdout is a pipe or pty whatever the user's terminal is, so the trainer
 # learns from here whether to draw a progress bar (1) or print plain lines (0).
@@ -102,7 +106,9 @@ if [ "$nranks" -gt 1 ]; then
   # needs --oversubscribe or OpenMPI refuses to start.
   if [ -z "${HOSTFILE:-}" ] && [ "$nranks" -gt "$cores" ]; then cmd+=(--oversubscribe); fi
   [ -n "${HOSTFILE:-}" ] && cmd+=(--hostfile "$HOSTFILE")
-  cmd+=(--bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY)
+  cmd+=(--bind-to none)
+  [ -n "${OMP_NUM_THREADS:-}" ] && cmd+=(-x OMP_NUM_THREADS)
+  cmd+=(-x CTITAN_TTY)
   if [ -n "${MPIRUN_ARGS:-}" ]; then
     read -r -a extra <<<"$MPIRUN_ARGS"
     cmd+=("${extra[@]}")
@@ -111,8 +117,9 @@ fi
 cmd+=("$bin" train --config "$config" "$@")
 
 if [ "${DRY_RUN:-0}" = 1 ]; then
-  printf 'OMP_NUM_THREADS=%s' "$OMP_NUM_THREADS"
-  printf ' %q' "${cmd[@]}"
+  [ -n "${OMP_NUM_THREADS:-}" ] && printf 'OMP_NUM_THREADS=%s ' "$OMP_NUM_THREADS"
+  printf '%q' "${cmd[0]}"
+  printf ' %q' "${cmd[@]:1}"
   printf '\n'
   exit 0
 fi

@@ -42,6 +42,13 @@ got=$(OMP_NUM_THREADS=1 HOSTFILE=$tmp/hosts MPIRUN_ARGS="--mca btl_base_verbose 
 expect launcher_hostfile_and_extra_args \
   "OMP_NUM_THREADS=1 mpirun -np 8 ${asroot}--hostfile $tmp/hosts --bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY --mca btl_base_verbose 0 $root/build/ctitan train --config $cfg" "$got"
 
+# Over several hosts the script sets no thread count: each rank takes its own node's cores divided
+# by the ranks on that node (ctitan train; tests/test_threads_per_rank.sh), not this host's cores
+# divided by every rank of the job.
+got=$(env -u OMP_NUM_THREADS HOSTFILE=$tmp/hosts NRANKS=16 CONFIG=$cfg DRY_RUN=1 $launch)
+expect launcher_hostfile_leaves_threads_to_each_node \
+  "mpirun -np 16 ${asroot}--hostfile $tmp/hosts --bind-to none -x CTITAN_TTY $root/build/ctitan train --config $cfg" "$got"
+
 # TorchTitan's habits: NGPU for NRANKS, CONFIG_FILE for CONFIG, --job.config_file among the
 # arguments (taken out, passed as the one --config; '-' or '_' in the name, PATH after it or =PATH).
 got=$(env -u OMP_NUM_THREADS -u NRANKS -u CONFIG NGPU=2 CONFIG_FILE=$cfg DRY_RUN=1 $launch --x 1)

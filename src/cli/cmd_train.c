@@ -63,25 +63,46 @@ static int help(int argc, char **argv, int i) {
     return 0;
 }
 
-// OpenMP threads per rank when the user set none: the cores this process may run on, shared
-// with the other ranks on the node (a plain `mpirun -np N` otherwise starts one thread per core
-// in every rank, and N ranks fight over each core).
-static void choose_threads(void) {
-    const char *set = getenv("OMP_NUM_THREADS");
-    if (set && *set) return;
-    int local = 1;
+// Ranks of this job on this node as the launcher says (1 without one): OpenMPI's and MPICH's
+// counts, Slurm's --ntasks-per-node, or srun's tasks per node of the step ("2(x3),1": two on each
+// of the first three nodes, one on the fourth), this node being SLURM_NODEID.
+static int ranks_on_this_node(void) {
     const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0) {
-            local = atoi(v);
-            break;
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    const char *per = getenv("SLURM_STEP_TASKS_PER_NODE"), *id = getenv("SLURM_NODEID");
+    if (per && id && *id) {
+        long node = strtol(id, NULL, 10), first = 0;
+        for (const char *p = per; *p && node >= 0;) {
+            char *end;
+            long tasks = strtol(p, &end, 10), times = 1;
+            if (end == p || tasks < 1) break;
+            if (!strncmp(end, "(x", 2)) times = strtol(end + 2, &end, 10), end += *end == ')';
+            if (times < 1) break;
+            if (node < first + times) return (int)tasks;
+            first += times;
+            p = end + (*end == ',');
         }
     }
+    return 1;
+}
+
+// OpenMP threads per rank when the user set none: this node's cores shared by the ranks on this
+// node (not by every rank of a job over several nodes), or Slurm's --cpus-per-task; never more
+// than the cores this process may run on (a launcher that binds each rank gives it its own).
+// A plain `mpirun -np N` otherwise starts one thread per core in every rank, and N ranks fight
+// over each core.
+static void choose_threads(void) {
+    const char *set = getenv("OMP_NUM_THREADS");
+    if (set && *set) return;
+    int local = ranks_on_this_node();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t mask;
     int allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : (int)cores;
-    int threads = (int)(cores / local);
+    const char *per_task = getenv("SLURM_CPUS_PER_TASK");
+    int threads = per_task && atoi(per_task) > 0 ? atoi(per_task) : (int)(cores / local);
     if (threads > allowed) threads = allowed;  // bound to fewer cores by the launcher
     if (threads < 1) threads = 1;
     char buf[16];

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "plan/hardware.h"
+#include "plan/plan.h"
 #include "test.h"
 
 static void test_shipped_profiles_load(void) {
@@ -140,6 +141,7 @@ static void test_round_trip_keeps_every_digit(void) {
         {"peak_tflops_fp32", hw.peak_fp32, again.peak_fp32},
         {"peak_tflops_bf16", hw.peak_bf16, again.peak_bf16},
         {"memory_gib", hw.memory_bytes, again.memory_bytes},
+        {"memory_headroom_gib", hw.memory_headroom, again.memory_headroom},
         {"memory_bandwidth_gbs", hw.memory_bandwidth, again.memory_bandwidth},
         {"intra_node_bandwidth_gbs", hw.intra_bw, again.intra_bw},
         {"inter_node_bandwidth_gbs", hw.inter_bw, again.inter_bw},
@@ -179,6 +181,10 @@ static void test_bad_profiles(void) {
     expect_error("subnormal latency", "inter_node_latency_us");
     write_with("memory_bandwidth_gbs", "memory_bandwidth_gbs = 1e-12\n");
     expect_error("tiny bandwidth", "memory_bandwidth_gbs");
+    write_with("memory_gib", "memory_gib = 80\nmemory_headroom_gib = 80\n");
+    expect_error("headroom of all the memory", "memory_headroom_gib");
+    write_with("memory_gib", "memory_gib = 80\nmemory_headroom_gib = -1\n");
+    expect_error("negative headroom", "memory_headroom_gib");
     unlink(path);
     // A missing file, by path and by name.
     ct_hw_profile hw;
@@ -189,10 +195,32 @@ static void test_bad_profiles(void) {
           "%s", ct_last_error());
 }
 
+// The headroom: a profile's own, else 0 on a cpu and 5% (at least 2 GiB) on a gpu; the planner's
+// budget is the memory less it.
+static void test_memory_headroom(void) {
+    const double gib = 1073741824.0;
+    ct_hw_profile h;
+    CHECK(ct_hw_profile_load("h100", &h) == CT_OK && h.memory_headroom == 4 * gib, "h100 headroom %g", h.memory_headroom / gib);
+    CHECK(ct_plan_budget(&h, 8) == h.memory_bytes - 4 * gib, "gpu budget");
+    write_profile(good);  // no headroom key: 5% of 80 GiB
+    CHECK(ct_hw_profile_load(path, &h) == CT_OK && fabs(h.memory_headroom - 4 * gib) < 1, "default %g", h.memory_headroom / gib);
+    write_with("memory_gib", "memory_gib = 16\n");  // 5% is 0.8: at least 2
+    CHECK(ct_hw_profile_load(path, &h) == CT_OK && h.memory_headroom == 2 * gib, "small gpu %g", h.memory_headroom / gib);
+    write_with("kind", "kind = \"cpu\"\n");
+    CHECK(ct_hw_profile_load(path, &h) == CT_OK && h.memory_headroom == 0, "cpu %g", h.memory_headroom / gib);
+    write_with("memory_gib", "memory_gib = 20\nmemory_headroom_gib = 0.5\n");
+    CHECK(ct_hw_profile_load(path, &h) == CT_OK && h.memory_headroom == 0.5 * gib, "given %g", h.memory_headroom / gib);
+    CHECK(ct_plan_budget(&h, 4) == 19.5 * gib, "gpu budget with headroom");
+    h.cpu = true;
+    CHECK(ct_plan_budget(&h, 4) == 19.5 * gib / 4, "cpu: the node's memory less the headroom, over the ranks");
+    unlink(path);
+}
+
 int main(void) {
     CT_RUN(test_shipped_profiles_load);
     CT_RUN(test_round_trip);
     CT_RUN(test_round_trip_keeps_every_digit);
     CT_RUN(test_bad_profiles);
+    CT_RUN(test_memory_headroom);
     CT_TEST_EXIT();
 }

@@ -28,6 +28,21 @@ else
   fail search_ranks_by_tokens_per_s "$(tail -2 "$out")"
 fi
 
+# ---- memory headroom: the profile keeps memory free for the runtime, the header says how much,
+# and no layout that fills the device past it is ranked as fitting (8B on 8 x 79.6 GiB: some
+# layouts need 78.7 GiB)
+out=$tmp/headroom.txt
+if "$bin" plan --model 8b --gpus 8 --all >"$out" 2>&1 &&
+   grep -q "(79.6 GiB each, 4.0 of it kept free for the runtime (memory_headroom_gib), 75.6 for the run)" "$out" &&
+   awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) bad = 1; n++ } END { exit bad || !n }' "$out"; then
+  pass plan_keeps_memory_headroom
+else fail plan_keeps_memory_headroom "$(head -1 "$out"; awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) print }' "$out" | head -2)"; fi
+"$bin" plan --model 8b --gpus 8 --all --memory_headroom_gib 0 >"$tmp/nohead.txt" 2>&1
+if grep -q "(79.6 GiB each)" "$tmp/nohead.txt" &&
+   awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) more = 1 } END { exit !more }' "$tmp/nohead.txt"; then
+  pass plan_headroom_is_a_setting
+else fail plan_headroom_is_a_setting "$(head -1 "$tmp/nohead.txt")"; fi
+
 # ---- --explain: the five steps, each with predicted figures
 out=$tmp/explain.txt
 "$bin" plan --model 70b --gpus 64 --gpu h100_sxm --seq_len 8192 --global_batch_tokens 1M --explain >"$out" 2>&1
@@ -78,7 +93,7 @@ fi
 bad_input() {  # NAME EXPECTED-TEXT ARGS...
   local name=$1 want=$2; shift 2
   "$bin" plan "$@" >"$tmp/bad.out" 2>"$tmp/bad.err"; local rc=$?
-  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && grep -q "$want" "$tmp/bad.err"; then pass "$name"
+  if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] && grep -q -- "$want" "$tmp/bad.err"; then pass "$name"
   else fail "$name" "exit $rc: $(head -2 "$tmp/bad.err")"; fi
 }
 bad_input bad_model_is_named "unknown model 'llama9'" --model llama9 --gpus 8
@@ -87,6 +102,8 @@ bad_input layout_product_must_match "uses 16 devices, --gpus is 8" --model 8b --
 bad_input unknown_profile_is_named "nosuchgpu" --model 8b --gpus 8 --gpu nosuchgpu
 bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --global_batch_tokens 12Q
 bad_input devices_are_required "how many devices" --model 8b
+bad_input headroom_must_leave_memory "--memory_headroom_gib 80.0 leaves nothing of the 79.6 GiB" --model 8b --gpus 8 \
+  --memory_headroom_gib 80
 
 # ---- the emitted TOML of a small case runs unchanged, with the memory predicted
 cfg=$tmp/best.toml

@@ -21,7 +21,7 @@ static const double GIB = 1024.0 * 1024.0 * 1024.0;
 typedef struct {
     const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset;
     long gpus, seq_len, local_batch, micro_batch, top, steps, stages_per_rank;
-    double memory_gib;
+    double memory_gib, headroom_gib;
     bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all;
 } plan_args;
 
@@ -73,14 +73,27 @@ static ct_status parse_tokens(const char *text, long *out) {
     return CT_OK;
 }
 
+// "79.6 GiB each, 4.0 of it kept free for the runtime (memory_headroom_gib), 75.6 for the run"
+static void memory_text(const ct_plan_request *r, char *out, size_t n) {
+    double budget = ct_plan_budget(&r->hw, r->devices);
+    if (r->hw.memory_headroom > 0)
+        snprintf(out, n, "%.1f GiB %s, %.1f of it kept free for the runtime (memory_headroom_gib), %.1f for the run",
+                 (r->hw.cpu ? r->hw.memory_bytes / (r->devices > 0 ? r->devices : 1) : r->hw.memory_bytes) / GIB,
+                 r->hw.cpu ? "per rank" : "each", r->hw.memory_headroom / GIB / (r->hw.cpu ? r->devices : 1),
+                 budget / GIB);
+    else
+        snprintf(out, n, "%.1f GiB %s", budget / GIB, r->hw.cpu ? "per rank" : "each");
+}
+
 static void print_header(const ct_plan_request *r, FILE *f) {
     long seqs = r->global_batch_tokens / r->base.seq_len;
-    fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%.1f GiB %s), "
+    char mem[160];
+    memory_text(r, mem, sizeof mem);
+    fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%s), "
                "sequence %d, global batch %ld tokens (%ld sequences)\n",
             r->model.flavor, ct_llama_num_params(&r->model) / 1e9, r->model.dim, r->model.n_layers, r->model.n_heads,
-            r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name,
-            ct_plan_budget(&r->hw, r->devices) / GIB, r->hw.cpu ? "per rank" : "each", r->base.seq_len,
-            r->global_batch_tokens, seqs);
+            r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name, mem,
+            r->base.seq_len, r->global_batch_tokens, seqs);
     fprintf(f, "(MFU: model FLOPs per second over the device's dense peak at the matmul precision: bf16, or fp8 "
                "for float8 layouts)\n");
 }
@@ -112,8 +125,8 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
     char opts[160];
     ct_plan_options_name(&c->cfg, opts, sizeof opts);
     fprintf(f, "layout %s (%s)\n", c->layout, opts);
-    fprintf(f, "memory per device: %.2f GiB of %.2f%s (pipeline rank %d)\n", c->mem.total / GIB, c->budget / GIB,
-            c->fits ? "" : ": DOES NOT FIT", c->mem.worst_pp_rank);
+    fprintf(f, "memory per device: %.2f GiB of the %.2f the run may fill%s (pipeline rank %d)\n", c->mem.total / GIB,
+            c->budget / GIB, c->fits ? "" : ": DOES NOT FIT", c->mem.worst_pp_rank);
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++)
         fprintf(f, "  %-12s %9.2f GiB\n", ct_mem_category_name((ct_mem_category)k), c->mem.bytes[k] / GIB);
     const ct_plan_time *t = &c->time;
@@ -150,6 +163,10 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     if (a->dataset) snprintf(b->dataset, sizeof b->dataset, "%s", a->dataset);
     if (ct_hw_profile_load(a->gpu ? a->gpu : "h100_sxm", &r->hw)) return CT_ERR;
     if (a->memory_gib > 0) r->hw.memory_bytes = a->memory_gib * GIB;
+    if (a->headroom_gib >= 0) r->hw.memory_headroom = a->headroom_gib * GIB;
+    if (r->hw.memory_headroom >= r->hw.memory_bytes)
+        return ct_set_error("--memory_headroom_gib %.1f leaves nothing of the %.1f GiB per device: give less",
+                            r->hw.memory_headroom / GIB, r->hw.memory_bytes / GIB);
     // Precision: bf16 mixed precision on a GPU; the configuration's own on a cpu profile.
     if (a->precision) {
         if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
@@ -286,6 +303,7 @@ static int tables(const plan_args *a) {
 
 int ct_cmd_plan(int argc, char **argv) {
     plan_args a = {0};
+    a.headroom_gib = -1;  // the profile's
     const ct_opt opts[] = {
         {"model", 0, CT_OPT_STR, &a.model, "NAME", "debugmodel | 8b | 10b | 70b | 405b", 0, 0},
         {"config", 0, CT_OPT_STR, &a.config, "FILE", "take the model (and training settings) from a ctitan TOML", 0, 0},
@@ -307,6 +325,8 @@ int ct_cmd_plan(int argc, char **argv) {
         {"no_async_comm", 0, CT_OPT_FLAG, &a.no_async, NULL, "communication not overlapped", 0, 0},
         {"precision", 0, CT_OPT_STR, &a.precision, "P", "fp32 | bf16 (default: bf16 on a GPU, the config's on a CPU)", 0, 0},
         {"memory_gib", 0, CT_OPT_DOUBLE, &a.memory_gib, "GIB", "override the profile's memory per device", 0.001, 1e6},
+        {"memory_headroom_gib", 0, CT_OPT_DOUBLE, &a.headroom_gib, "GIB",
+         "memory kept free of the run's buffers: CUDA context, NCCL, allocator (default: the profile's)", 0, 1e6},
         {"top", 0, CT_OPT_LONG, &a.top, "N", "rows to print (default 10)", 1, 100000},
         {"all", 0, CT_OPT_FLAG, &a.all, NULL, "print every layout that fits", 0, 0},
         {"explain", 0, CT_OPT_FLAG, &a.explain, NULL, "walk the decision for the best layout", 0, 0},

@@ -29,6 +29,7 @@ static const key_spec keys[] = {
     {"name", K_STRING, V_POSITIVE, 1, OFF(name), false},
     {"kind", K_STRING, V_POSITIVE, 1, 0, false},  // gpu | cpu -> hw->cpu (handled apart)
     {"memory_gib", K_NUM, V_POSITIVE, 1073741824.0, OFF(memory_bytes), false},
+    {"memory_headroom_gib", K_NUM, V_NONNEG, 1073741824.0, OFF(memory_headroom), true},
     {"devices_per_node", K_INT, V_POSITIVE, 1, OFF(devices_per_node), false},
     {"peak_tflops_fp32", K_NUM, V_POSITIVE, 1e12, OFF(peak_fp32), false},
     {"peak_tflops_bf16", K_NUM, V_POSITIVE, 1e12, OFF(peak_bf16), false},
@@ -103,7 +104,7 @@ static ct_status load_file(const char *path, ct_hw_profile *hw) {
     for (int i = 0; i < root->n && st == CT_OK; i++) {
         const key_spec *s = find_key(root->keys[i]);
         if (!s) {
-            st = ct_set_error("%s:%d: unknown key '%s' (a profile has: name, kind, memory_gib, devices_per_node, "
+            st = ct_set_error("%s:%d: unknown key '%s' (a profile has: name, kind, memory_gib, memory_headroom_gib, devices_per_node, "
                               "peak_tflops_*, matmul_*, attention_efficiency, *_bandwidth_gbs, *_latency_us, "
                               "kernel_launch_us)", path, root->items[i]->line, root->keys[i]);
             break;
@@ -113,6 +114,15 @@ static ct_status load_file(const char *path, ct_hw_profile *hw) {
     }
     for (int i = 0; i < N_KEYS && st == CT_OK; i++)
         if (!seen[i] && !keys[i].optional) st = ct_set_error("%s: missing key '%s'", path, keys[i].key);
+    const key_spec *headroom = find_key("memory_headroom_gib");
+    if (st == CT_OK && !seen[headroom - keys]) {
+        double gib = 1073741824.0, dflt = 0.05 * hw->memory_bytes;
+        hw->memory_headroom = hw->cpu ? 0 : dflt > 2 * gib ? dflt : 2 * gib;
+        if (hw->memory_headroom >= hw->memory_bytes) hw->memory_headroom = 0;  // a tiny test device
+    }
+    if (st == CT_OK && hw->memory_headroom >= hw->memory_bytes)
+        st = ct_set_error("%s: memory_headroom_gib (%g) must be less than memory_gib (%g)", path,
+                          hw->memory_headroom / 1073741824.0, hw->memory_bytes / 1073741824.0);
     if (st == CT_OK && hw->matmul_efficiency > 1)
         st = ct_set_error("%s: matmul_efficiency must be at most 1 (got %g)", path, hw->matmul_efficiency);
     if (st == CT_OK && hw->attention_efficiency > 1)
@@ -191,6 +201,7 @@ ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
     // %.17g: every number reads back as the double it was (a measured efficiency of 3e-5 must
     // not come back as 0, nor 0.6180339887 as 0.6180).
     fprintf(f, "memory_gib = %.17g\n", hw->memory_bytes / 1073741824.0);
+    fprintf(f, "memory_headroom_gib = %.17g\n", hw->memory_headroom / 1073741824.0);
     fprintf(f, "devices_per_node = %d\n", hw->devices_per_node);
     fprintf(f, "peak_tflops_fp32 = %.17g\n", hw->peak_fp32 / 1e12);
     fprintf(f, "peak_tflops_bf16 = %.17g\n", hw->peak_bf16 / 1e12);

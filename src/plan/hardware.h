@@ -9,7 +9,10 @@
 // File format (every key required unless marked optional; unknown keys are refused):
 //   name = "H100 SXM 80GB"
 //   kind = "gpu"                      # gpu | cpu
-//   memory_gib = 80.0                 # per device, usable by the run
+//   memory_gib = 80.0                 # per device
+//   memory_headroom_gib = 4.0         # optional: kept free of the run's buffers (the CUDA context,
+//                                     # NCCL's buffers, the allocator's fragmentation); default 0
+//                                     # on cpu, on gpu 5% of memory_gib and at least 2
 //   devices_per_node = 8
 //   peak_tflops_fp32 = 67.0           # dense, per device (cpu: per node, all cores)
 //   peak_tflops_bf16 = 989.0
@@ -39,6 +42,7 @@ typedef struct {
     char id[64];               // the file's stem: "h100_sxm"
     bool cpu;                  // kind = "cpu": ranks of a node share its compute
     double memory_bytes;       // per device
+    double memory_headroom;    // bytes of memory_bytes the run's buffers must leave free (cpu: per node)
     int devices_per_node;      // gpu: GPUs per node; cpu: cores per node
     double peak_fp32, peak_bf16, peak_fp8;  // dense FLOP/s per device (cpu: per node)
     double matmul_efficiency, matmul_half_size, attention_efficiency, attention_half_head_dim;

@@ -40,7 +40,7 @@ typedef struct {
     ct_config cfg;             // runnable: `ctitan train --config` of ct_config_write_toml(cfg)
     ct_plan_memory mem;
     ct_plan_time time;
-    double budget;             // bytes a rank may use (the device's memory; a cpu node's / ranks)
+    double budget;             // bytes a rank may use: the device's memory less its headroom (a cpu node's / ranks)
     bool fits;                 // mem.total <= budget
     char layout[96];           // "pp8,fsdp4,cp2,tp4" (ct_plan_layout_name)
 } ct_plan_candidate;

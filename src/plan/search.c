@@ -9,8 +9,11 @@
 #include "plan/plan.h"
 
 double ct_plan_budget(const ct_hw_profile *hw, int devices) {
-    // A cpu profile's memory is the node's, shared by every rank of the run (all on this node).
-    return hw->cpu ? hw->memory_bytes / (devices > 0 ? devices : 1) : hw->memory_bytes;
+    // What the run's buffers may fill: the memory less the headroom kept for the runtime (CUDA
+    // context, NCCL, the allocator). A cpu profile's memory is the node's, shared by every rank
+    // of the run (all on this node).
+    double usable = hw->memory_bytes - hw->memory_headroom;
+    return hw->cpu ? usable / (devices > 0 ? devices : 1) : usable;
 }
 
 ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan_candidate *out) {

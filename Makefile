@@ -100,7 +100,7 @@ LIB_SRCS  := $(filter-out src/kernels/cuda/% src/comm/comm_nccl.c,$(LIB_SRCS))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS)
 endif
 
-.PHONY: all test bench run clean setup lint precision-compare fault-drill
+.PHONY: all test bench run data clean setup lint precision-compare fault-drill
 all: $(BUILD)/ctitan
 
 # `make` only builds. scripts/setup.sh installs the Debian packages (idempotent; the stamp makes it
@@ -244,6 +244,11 @@ fuzz-smoke: fuzz-build
 run: setup
 	$(MAKE) $(BUILD)/ctitan
 	bash scripts/main_job.sh
+
+# The default corpus alone (scripts/prepare_data.sh): what configs/llama3_debug.toml trains on.
+data: setup
+	$(MAKE) $(BUILD)/ctitan
+	bash scripts/prepare_data.sh
 
 # Optional, not part of `make test`: transformers loads what `ctitan convert --to hf` writes,
 # without a warning, and computes ctitan's loss, and ctitan reads what save_pretrained writes

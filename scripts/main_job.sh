@@ -5,24 +5,12 @@
 #   STEPS=50 make run       a shorter run
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORPUS=/usr/share/games/fortunes
 DATA=data/fortunes
 TOKENIZER=$DATA/tokenizer.tiktoken
 NRANKS=${NRANKS:-2}
 STEPS=${STEPS:-300}
 
-# The corpus's plain-text files (the package also ships index files *.dat and *.u8 duplicates).
-mapfile -t TEXTS < <(find "$CORPUS" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
-
-if [ ! -f "$TOKENIZER" ]; then
-  echo "== training a 2048-token BPE tokenizer on $CORPUS"
-  mkdir -p "$DATA"
-  build/ctitan tokenizer train --input "${TEXTS[@]}" --vocab-size 2048 --out "$TOKENIZER"
-fi
-if [ ! -f "$DATA/shards/train_000.bin" ]; then
-  echo "== tokenising the corpus into $DATA/shards"
-  build/ctitan data prepare --input "$CORPUS" --tokenizer "$TOKENIZER" --out "$DATA/shards"
-fi
+bash scripts/prepare_data.sh
 
 echo "== training the debug model: $NRANKS rank(s) of data sharding, $STEPS steps"
 # --job.overwrite: `make run` again replaces the previous main job's outputs (its metrics kept aside).

@@ -94,10 +94,18 @@ static int merges_of(const lookup *L, int32_t id, merge *m) {
     return n;
 }
 
+// By id: tokenizers numbers the added tokens that are not in the vocabulary in file order, from
+// the vocabulary's size on, whatever ids the file gives them.
 static void write_added_tokens(FILE *f, const ct_hf_vocab *v) {
     fputs("  \"added_tokens\": [", f);
-    for (int i = 0; i < v->n_special; i++) {
-        fprintf(f, "%s\n    {\"id\": %d, \"content\": ", i ? "," : "", (int)v->special_id[i]);
+    int32_t last = -1;
+    for (int k = 0; k < v->n_special; k++) {
+        int i = -1;  // the special with the smallest id above the last one written
+        for (int j = 0; j < v->n_special; j++)
+            if (v->special_id[j] > last && (i < 0 || v->special_id[j] < v->special_id[i])) i = j;
+        if (i < 0) break;
+        last = v->special_id[i];
+        fprintf(f, "%s\n    {\"id\": %d, \"content\": ", k ? "," : "", (int)v->special_id[i]);
         ct_json_write_string(f, v->special[i], strlen(v->special[i]));
         fputs(", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
               "\"special\": true}",

@@ -38,8 +38,8 @@ long ct_base64_decode(const char *in, long n, uint8_t *out);
 // ---- tokenizer_pretok.c: PCRE2 pre-tokeniser ------------------------------------------------
 // A compiled split pattern. Matches are found left to right as `tokenizers` (and tiktoken) find
 // them; text between two matches is a piece too, so the pieces always tile the text. `\s` and
-// `\S` are read as Oniguruma and Rust's regex read them (Unicode White_Space, which holds U+0085;
-// PCRE2's does not). literal: the pattern is a plain string (tokenizers' Split {"String": ...}).
+// `\S` are read as Oniguruma and Rust's regex read them (Unicode White_Space; PCRE2's also holds
+// U+180E). literal: the pattern is a plain string (tokenizers' Split {"String": ...}).
 typedef struct ct_pretok ct_pretok;
 ct_pretok *ct_pretok_compile(const char *pattern, int literal);  // NULL + error (with the offset)
 ct_pretok *ct_pretok_new(void);  // CT_TOKENIZER_PATTERN

@@ -20,13 +20,14 @@ struct ct_pretok {
     int jit;  // pcre2_jit_compile succeeded: use the JIT fast path
 };
 
-// The pattern in PCRE2's reading of what Oniguruma (tokenizers) and Rust's regex (tiktoken) mean:
-// their \s is Unicode White_Space, which holds U+0085 (NEXT LINE); PCRE2's (with UCP) is the
-// separators plus tab to carriage return, without it. So \s becomes [\s\x{85}] (inside a class,
-// \s\x{85}) and \S becomes [^\s\x{85}]. A \S inside a class is left as PCRE2 reads it.
-static char *widen_spaces(const char *pat) {
+// The pattern in PCRE2's reading of what Oniguruma (tokenizers) and Rust's regex (tiktoken) mean
+// by \s: Unicode White_Space. PCRE2's \s (with UCP) is its \h and \v, which hold U+180E (MONGOLIAN
+// VOWEL SEPARATOR, a format character since Unicode 6.3, not white space), so \s becomes the
+// White_Space list itself and \S its complement. A \S inside a class is left as PCRE2 reads it.
+#define WHITE_SPACE "\\t-\\r\\x20\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+static char *unicode_spaces(const char *pat) {
     size_t n = strlen(pat);
-    char *out = malloc(6 * n + 1), *o = out;  // "\s" (2 bytes) -> at most 12
+    char *out = malloc(64 * n + 1), *o = out;  // "\s" (2 bytes) -> at most sizeof WHITE_SPACE + 3
     if (!out) return NULL;
     int in_class = 0;
     for (size_t i = 0; i < n; i++) {
@@ -39,13 +40,10 @@ static char *widen_spaces(const char *pat) {
                 memcpy(o, pat + i - 1, k - (i - 1) + 1);
                 o += k - (i - 1) + 1;
                 i = k;
-            } else if (e == 's') {
-                const char *w = in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+            } else if (e == 's' || (e == 'S' && !in_class)) {
+                const char *w = e == 'S' ? "[^" WHITE_SPACE "]" : in_class ? WHITE_SPACE : "[" WHITE_SPACE "]";
                 memcpy(o, w, strlen(w));
                 o += strlen(w);
-            } else if (e == 'S' && !in_class) {
-                memcpy(o, "[^\\s\\x{85}]", 11);
-                o += 11;
             } else {
                 *o++ = '\\';
                 *o++ = e;
@@ -78,7 +76,7 @@ static char *widen_spaces(const char *pat) {
 ct_pretok *ct_pretok_compile(const char *pattern, int literal) {
     int err;
     PCRE2_SIZE erroff;
-    char *pat = literal ? strdup(pattern) : widen_spaces(pattern);
+    char *pat = literal ? strdup(pattern) : unicode_spaces(pattern);
     if (!pat) {
         ct_set_error("tokenizer: out of memory");
         return NULL;

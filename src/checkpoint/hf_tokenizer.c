@@ -200,13 +200,10 @@ static ct_status write_tokenizer_config(const char *dir, const ct_hf_vocab *v) {
     return ct_json_file_close(f, tmp, path);
 }
 
-// Copies the rank file byte for byte to dir/original/tokenizer.model.
-static ct_status copy_rank_file(const char *dir, const char *src) {
-    char sub[1024], path[1100], tmp[1200];
-    snprintf(sub, sizeof sub, "%s/original", dir);
-    if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
-    snprintf(path, sizeof path, "%s/tokenizer.model", sub);
-    FILE *in = ct_file_fopen_read(src, "tokenizer file", CT_FILE_TOKENIZER_MAX);
+// Copies src byte for byte to path (through path.tmp).
+static ct_status copy_file(const char *src, const char *path, uint64_t max) {
+    char tmp[1200];
+    FILE *in = ct_file_fopen_read(src, "tokenizer file", max);
     if (!in) return CT_ERR;
     FILE *out = ct_json_file_open(path, tmp, sizeof tmp);
     if (!out) {
@@ -226,8 +223,25 @@ static ct_status copy_rank_file(const char *dir, const char *src) {
     return ct_json_file_close(out, tmp, path);
 }
 
+// Copies the rank file byte for byte to dir/original/tokenizer.model.
+static ct_status copy_rank_file(const char *dir, const char *src) {
+    char sub[1024], path[1100];
+    snprintf(sub, sizeof sub, "%s/original", dir);
+    if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
+    snprintf(path, sizeof path, "%s/tokenizer.model", sub);
+    return copy_file(src, path, CT_FILE_TOKENIZER_MAX);
+}
+
 ct_status ct_hf_write_tokenizer(const char *dir, const ct_hf_vocab *v) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
+    if (v->tokenizer_json) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        ct_status st = copy_file(v->tokenizer_json, path, CT_FILE_TOKENIZER_MAX);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        if (st == CT_OK && v->tokenizer_config) st = copy_file(v->tokenizer_config, path, CT_FILE_TEXT_CONFIG_MAX);
+        return st;
+    }
     if (v->n_tokens < 256 || !v->pattern) return ct_set_error("%s: tokenizer: fewer than 256 tokens or no pattern", dir);
     lookup L;
     lookup_build(&L, v);

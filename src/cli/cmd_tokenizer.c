@@ -104,15 +104,11 @@ static char *read_all(const char *path, long *len) {
 static int encode_one(const ct_tokenizer *tok, const char *text, long len, bool specials, bool bos, bool eos) {
     int32_t *ids = NULL;
     long n = 0, cap = 0, r = 0;
-    if ((bos && ct_tokenizer_bos(tok) < 0) || (eos && ct_tokenizer_eos(tok) < 0)) {
-        r = ct_tokenizer_encode_doc(tok, "", 0, bos, eos, &ids, &n, &cap);  // its one-line refusal
-    } else {
-        if (bos) r = ct_tokenizer_encode_doc(tok, "", 0, 1, 0, &ids, &n, &cap);
-        if (r >= 0)
-            r = specials ? ct_tokenizer_encode_special(tok, text, len, &ids, &n, &cap)
-                         : ct_tokenizer_encode(tok, text, len, &ids, &n, &cap);
-        if (r >= 0 && eos) r = ct_tokenizer_encode_doc(tok, "", 0, 0, 1, &ids, &n, &cap);
-    }
+    if (bos) r = ct_tokenizer_encode_doc(tok, "", 0, 1, 0, &ids, &n, &cap);
+    if (r >= 0)
+        r = specials ? ct_tokenizer_encode_special(tok, text, len, &ids, &n, &cap)
+                     : ct_tokenizer_encode(tok, text, len, &ids, &n, &cap);
+    if (r >= 0 && eos) r = ct_tokenizer_encode_doc(tok, "", 0, 0, 1, &ids, &n, &cap);
     if (r >= 0) {
         for (long i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
         printf("\n");
@@ -177,7 +173,12 @@ static int cmd_encode(int argc, char **argv) {
         return fail("%s", ct_last_error());
     }
     int rc = 0;
-    if (jsonl) rc = encode_lines(tok, input, buf, len, specials, bos, eos);
+    if ((bos && ct_tokenizer_bos(tok) < 0) || (eos && ct_tokenizer_eos(tok) < 0)) {
+        fprintf(stderr, "ctitan tokenizer encode: %s names no %s token: give %s in the tokenizer_config.json beside it\n",
+                tok_path, bos && ct_tokenizer_bos(tok) < 0 ? "BOS" : "EOS",
+                bos && ct_tokenizer_bos(tok) < 0 ? "bos_token" : "eos_token");
+        rc = 1;
+    } else if (jsonl) rc = encode_lines(tok, input, buf, len, specials, bos, eos);
     else if (encode_one(tok, text ? text : buf, len, specials, bos, eos)) rc = fail("%s", ct_last_error());
     free(buf);
     ct_tokenizer_free(tok);

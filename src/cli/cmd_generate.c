@@ -45,8 +45,11 @@ static int print_token(void *vctx, int32_t id) {
 }
 
 // The tokenizer is the one the model was trained with (its file records the training data's
-// tokenizer; where it records none, a note says the check cannot be made), and it has an EOS.
-static ct_status check_tokenizer(const ct_tokenizer *tok, const char *tok_path, const char *model_path) {
+// tokenizer; where it records none, `note` says the check cannot be made: printed once the run
+// starts, so that a refusal stays one line), and it has an EOS.
+static ct_status check_tokenizer(const ct_tokenizer *tok, const char *tok_path, const char *model_path, char *note,
+                                 size_t note_size) {
+    note[0] = 0;
     if (ct_tokenizer_eos(tok) < 0)
         return ct_set_error("%s: the tokenizer names no EOS token, which starts the prompt and ends generation: give "
                             "eos_token in the tokenizer_config.json beside it",
@@ -56,8 +59,9 @@ static ct_status check_tokenizer(const ct_tokenizer *tok, const char *tok_path, 
     char hex[2 * CT_TOKENIZER_HASH_BYTES + 1];
     if (ct_tokenizer_hash_hex(tok, hex)) return CT_ERR;
     if (!mt.present) {
-        fprintf(stderr, "ctitan generate: note: model %s records no tokenizer (saved before models recorded one, or "
-                        "converted): --tokenizer %s cannot be checked against it\n", model_path, tok_path);
+        snprintf(note, note_size, "ctitan generate: note: model %s records no tokenizer (saved before models recorded "
+                                  "one, or converted): --tokenizer %s cannot be checked against it\n",
+                 model_path, tok_path);
         return CT_OK;
     }
     int32_t bos = ct_tokenizer_bos(tok), eos = ct_tokenizer_eos(tok);
@@ -93,8 +97,9 @@ int ct_cmd_generate(int argc, char **argv) {
         return 2;
     }
 
+    char note[1200];
     ct_tokenizer *tok = ct_tokenizer_load(tok_path);
-    if (!tok || check_tokenizer(tok, tok_path, model_path)) {
+    if (!tok || check_tokenizer(tok, tok_path, model_path, note, sizeof note)) {
         fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
         ct_tokenizer_free(tok);
         return 1;
@@ -172,6 +177,7 @@ int ct_cmd_generate(int argc, char **argv) {
     ct_gen_init(&gen, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
     out = malloc((size_t)(max_new > 0 ? max_new : 1) * sizeof *out);
 
+    fputs(note, stderr);
     fputs(prompt, stdout);
     fflush(stdout);
     print_ctx pc = {tok, eos};

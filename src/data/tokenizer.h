@@ -109,8 +109,10 @@ ct_tokenizer *ct_tokenizer_train_texts(const char *const *texts, const long *len
 ct_status ct_tokenizer_train(const char *const *inputs, int n_inputs, long vocab_size, const char *out_path);
 
 // ---- Pre-tokeniser (exposed for tests and tools) -------------------------------------------
-// Calls fn(ctx, piece, len) for each piece of text in order; the pieces tile the text exactly.
-// fn returns 0 to go on, non-zero to stop. Returns CT_ERR if the regex engine failed.
+// Calls fn(ctx, piece, len) for each piece BPE would see, in order (an added token that is not
+// special is one piece); the pieces tile the text exactly, unless a tokenizer.json's normalizer
+// or prefix space changed it. fn returns 0 to go on, non-zero to stop. Returns CT_ERR if the
+// regex engine failed.
 typedef int (*ct_tokenizer_piece_fn)(void *ctx, const char *piece, long len);
 ct_status ct_tokenizer_pretokenize(const ct_tokenizer *tok, const char *text, long len, ct_tokenizer_piece_fn fn,
                                    void *ctx);

@@ -53,6 +53,16 @@ else fail encode_eos_refused_without_config "rc $rc: $out"; fi
 info=$("$bin" data info "$tmp/dj/train_000.bin" 2>&1)
 if [[ "$info" == *"tokenizer $h4, bos 266, eos 266"* ]]; then pass prepare_records_tokenizer_json
 else fail prepare_records_tokenizer_json "$info (want $h4)"; fi
+# add_bos_token true: every document starts with BOS ([A], 267) and ends with EOS (266). The first
+# document of the corpus is a_fortunes' first fortune; the first shard token is at byte 64.
+mkdir "$tmp/bos" && cp $F/hand_json/tokenizer.json "$tmp/bos/" &&
+  printf '{"bos_token": "[A]", "eos_token": "<|endoftext|>", "add_bos_token": true}' >"$tmp/bos/tokenizer_config.json"
+"$bin" data prepare --input tests/fixtures/data/corpus --tokenizer "$tmp/bos" --out "$tmp/dbos" --val-fraction 0 --quiet >/dev/null 2>&1
+first=$(od -An -tu2 -j64 -N2 "$tmp/dbos/train_000.bin" 2>/dev/null | tr -d ' ')
+count=$(od -An -tu2 -v -j64 "$tmp/dbos/train_000.bin" 2>/dev/null | tr -s ' ' '\n' | grep -c '^267$')
+ends=$(od -An -tu2 -v -j64 "$tmp/dbos/train_000.bin" 2>/dev/null | tr -s ' ' '\n' | grep -c '^266$')
+if [ "$first" = 267 ] && [ "$count" = 4 ] && [ "$ends" = 4 ]; then pass prepare_adds_bos_when_config_says
+else fail prepare_adds_bos_when_config_says "first token $first, $count BOS and $ends EOS for 4 documents"; fi
 out=$("$bin" data prepare --input tests/fixtures/data/corpus --tokenizer $F/hand_pairs.tokenizer.json --out "$tmp/dx" \
       --quiet 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && [[ "$out" == *"names no EOS token"* ]]; then

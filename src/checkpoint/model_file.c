@@ -23,6 +23,11 @@ ct_status ct_model_dtype_parse(const char *s, ct_dtype *out) {
 
 ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
                         ct_dtype dtype) {
+    return ct_model_save_tok(path, t, m, full, dtype, NULL);
+}
+
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                            ct_dtype dtype, const ct_model_tok *tok) {
     if (dtype != CT_F32 && dtype != CT_BF16)
         return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
     ct_st_writer *w = ct_st_writer_new();
@@ -45,6 +50,11 @@ ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llam
     META_DBL("rope_theta", m->rope_theta);
     META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
     META_INT("max_seq_len", m->max_seq_len);
+    if (tok && tok->present) {
+        ct_st_writer_metadata(w, "tokenizer", tok->hash);
+        META_INT("tokenizer_bos", tok->bos);
+        META_INT("tokenizer_eos", tok->eos);
+    }
 #undef META_INT
 #undef META_DBL
     ct_status st = CT_OK;
@@ -168,6 +178,28 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
         return ct_set_error("%s: metadata norm_eps and rope_theta must be positive", path);
     if (m->max_seq_len < 0) m->max_seq_len = 0;
     return check_counts(f, path, m);
+}
+
+ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
+    memset(tok, 0, sizeof *tok);
+    tok->bos = tok->eos = -1;
+    ct_st_file *f = ct_st_open(path);
+    if (!f) return CT_ERR;
+    const char *h = ct_st_metadata(f, "tokenizer");
+    ct_status st = CT_OK;
+    if (h) {
+        int hex = strlen(h) == 32;
+        for (int i = 0; hex && i < 32; i++) hex = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f');
+        if (!hex) st = ct_set_error("%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
+        if (st == CT_OK && (meta_int(f, path, "tokenizer_bos", &tok->bos) || meta_int(f, path, "tokenizer_eos", &tok->eos)))
+            st = CT_ERR;
+        if (st == CT_OK) {
+            memcpy(tok->hash, h, 33);
+            tok->present = 1;
+        }
+    }
+    ct_st_close(f);
+    return st;
 }
 
 ct_status ct_model_load_config(const char *path, ct_llama_config *m) {

@@ -48,7 +48,7 @@ int ct_cmd_convert(int argc, char **argv) {
         {"from", 0, CT_OPT_STR, &from, "hf", "read a Hugging Face directory into a ctitan model file", 0, 0},
         {"model", 0, CT_OPT_STR, &model, "PATH", "the source: MODEL.safetensors (--to hf) or DIR (--from hf)", 0, 0},
         {"out", 0, CT_OPT_STR, &out, "PATH", "the result: DIR (--to hf) or MODEL.safetensors (--from hf)", 0, 0},
-        {"tokenizer", 0, CT_OPT_STR, &tok, "TOK", "--to hf: a tiktoken rank file, written as HF tokenizer files", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &tok, "TOK", "--to hf: a tiktoken rank file (written as HF tokenizer files) or a tokenizer.json / its folder (copied)", 0, 0},
         {"dtype", 0, CT_OPT_STR, &dtype_name, "bf16|fp32", "stored precision (default: the source's)", 0, 0},
     };
     const ct_opt_spec spec = {

@@ -12,14 +12,16 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ctitan data prepare --input FILE|DIR [FILE|DIR ...] --tokenizer FILE --out DIR\n"
+            "usage: ctitan data prepare --input FILE|DIR [FILE|DIR ...] --tokenizer TOK --out DIR\n"
             "                           [--val-fraction F] [--shard-tokens N] [--quiet]\n"
             "       ctitan data info SHARD [SHARD ...]\n"
             "prepare: splits text into documents (a fortune per document in fortune files, else a file\n"
-            "         per document), encodes them with <|end_of_text|> after each, and writes\n"
+            "         per document), encodes them with the tokenizer's EOS after each, and writes\n"
             "         DIR/train_000.bin ... and DIR/val_000.bin ... (every round(1/F)-th document goes\n"
             "         to validation; F defaults to 0.05). Formats: docs/data_format.md.\n"
-            "info:    prints a shard's format, token width, count and vocab size (checks it too).\n");
+            "         TOK: a tiktoken rank file, a tokenizer.json, or a folder holding one; the shards\n"
+            "         record its hash, BOS and EOS.\n"
+            "info:    prints a shard's format, token width, count, vocab size and tokenizer (checks it too).\n");
 }
 
 static int cmd_prepare(int argc, char **argv) {
@@ -29,15 +31,15 @@ static int cmd_prepare(int argc, char **argv) {
     bool quiet = false;
     const ct_opt opts[] = {
         {"input", 0, CT_OPT_LIST, &in, "FILE|DIR", "text files; a DIR means its regular files", 0, 0},
-        {"tokenizer", 0, CT_OPT_STR, &o.tokenizer_path, "FILE", "the tiktoken rank file", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &o.tokenizer_path, "TOK", "a tiktoken rank file, a tokenizer.json, or a folder holding one", 0, 0},
         {"out", 0, CT_OPT_STR, &o.out_dir, "DIR", "where the shards go", 0, 0},
         {"val-fraction", 0, CT_OPT_DOUBLE, &o.val_fraction, "F", "share of documents for validation (0.05)", 0, 1},
         {"shard-tokens", 0, CT_OPT_LONG, &shard_tokens, "N", "tokens per shard", 1, (double)LONG_MAX},
         {"quiet", 0, CT_OPT_FLAG, &quiet, NULL, "no progress lines", 0, 0},
     };
-    const ct_opt_spec spec = {"ctitan data prepare", "--input FILE|DIR [FILE|DIR ...] --tokenizer FILE --out DIR [options]",
+    const ct_opt_spec spec = {"ctitan data prepare", "--input FILE|DIR [FILE|DIR ...] --tokenizer TOK --out DIR [options]",
                               "Splits text into documents (a fortune per document in fortune files, else a file per\n"
-                              "document), encodes them with <|end_of_text|> after each, and writes DIR/train_000.bin ...\n"
+                              "document), encodes them with the tokenizer's EOS after each, and writes DIR/train_000.bin ...\n"
                               "and DIR/val_000.bin ... (every round(1/F)-th document goes to validation).\n"
                               "Formats: docs/data_format.md.\n",
                               opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
@@ -81,7 +83,7 @@ static int cmd_info(int argc, char **argv) {
     const char **shards = calloc((size_t)argc + 1, sizeof *shards);
     int n = 0;
     const ct_opt_spec spec = {"ctitan data info", "SHARD [SHARD ...]",
-                              "Prints a shard's format, token width, count and vocab size (checks it too).\n", NULL, 0,
+                              "Prints a shard's format, token width, count, vocab size and tokenizer (checks it too).\n", NULL, 0,
                               shards, &n};
     int prc = ct_opt_parse(&spec, argc, argv);
     if (prc || !n) {
@@ -99,8 +101,11 @@ static int cmd_info(int argc, char **argv) {
             rc = 1;
             continue;
         }
-        printf("%s: %s format, %d-byte tokens, %llu tokens, vocab %u\n", argv[i], s.format == CT_SHARD_LLMC ? "llm.c" : "ctitan",
-               s.token_width, (unsigned long long)s.n_tokens, s.vocab_size);
+        char tok[160];
+        ct_shard_tok_describe(&s.tok, tok, sizeof tok);
+        printf("%s: %s format, %d-byte tokens, %llu tokens, vocab %u, %s\n", argv[i],
+               s.format == CT_SHARD_LLMC ? "llm.c" : "ctitan", s.token_width, (unsigned long long)s.n_tokens,
+               s.vocab_size, tok);
         ct_shard_close(&s);
     }
     free(shards);

@@ -18,6 +18,46 @@
 #include "model/llama.h"
 #include "model/runner.h"
 
+// The model and the data agree: the data's vocabulary fits the model's, and the tokenizer the
+// model was trained with (its file records the training data's) is the one the data was made with.
+// Where either side records none, `note` says the check cannot be made (printed once the run
+// starts, so that a refusal stays one line).
+static ct_status check_tokenizer(const char *model_path, const ct_llama_config *m, const char *data, const char *split,
+                                 const ct_loader *loader, char *note, size_t note_size) {
+    note[0] = 0;
+    uint32_t vocab = ct_loader_peek_vocab(data, split);
+    if (vocab > (uint32_t)m->vocab_size)
+        return ct_set_error("%s (%s split) was made with a vocabulary of %u ids, more than model %s's %d: evaluate on "
+                            "data prepared with the model's tokenizer",
+                            data, split, vocab, model_path, m->vocab_size);
+    ct_model_tok mt;
+    if (ct_model_read_tok(model_path, &mt)) return CT_ERR;
+    ct_shard_tok dt = ct_loader_tokenizer(loader);
+    if (mt.present && dt.present) {
+        ct_shard_tok as_shard = {.present = 1, .bos = mt.bos, .eos = mt.eos};
+        for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) {
+            unsigned v;
+            sscanf(mt.hash + 2 * i, "%2x", &v);
+            as_shard.hash[i] = (uint8_t)v;
+        }
+        if (!ct_shard_tok_same(&as_shard, &dt)) {
+            char a[160], b[160];
+            ct_shard_tok_describe(&as_shard, a, sizeof a);
+            ct_shard_tok_describe(&dt, b, sizeof b);
+            return ct_set_error("model %s was trained on data of %s, but %s (%s split) was made with %s: evaluate on data "
+                                "prepared with the model's tokenizer",
+                                model_path, a, data, split, b);
+        }
+    } else if (mt.present) {
+        snprintf(note, note_size, "ctitan eval: note: %s records no tokenizer (shards from before shard version 2, or "
+                                  "llm.c's): it cannot be checked against model %s's\n", data, model_path);
+    } else if (dt.present) {
+        snprintf(note, note_size, "ctitan eval: note: model %s records no tokenizer (saved before models recorded one, "
+                                  "or converted): it cannot be checked against %s's\n", model_path, data);
+    }
+    return CT_OK;
+}
+
 int ct_cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *split = "val";
     long T = 0, B = 1, steps = 0;
@@ -75,9 +115,11 @@ int ct_cmd_eval(int argc, char **argv) {
         .vocab_size = (uint32_t)m.vocab_size,
         .sequential = true,
     };
+    char note[1200];
     ct_loader *loader = ct_loader_open(&lc);
-    if (!loader) {
+    if (!loader || check_tokenizer(model_path, &m, data, split, loader, note, sizeof note)) {
         fprintf(stderr, "ctitan eval: %s\n", ct_last_error());
+        ct_loader_free(loader);
         free(block);
         ct_param_table_free(&table);
         return 1;
@@ -102,6 +144,7 @@ int ct_cmd_eval(int argc, char **argv) {
     int32_t *inputs = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));   // (B, T)
     int32_t *targets = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));  // (B, T)
     struct timespec t0, t1;
+    fputs(note, stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double loss_sum = 0;
     long valid = 0;

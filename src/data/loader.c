@@ -32,6 +32,7 @@ struct ct_loader {
     uint64_t *starts;         // (n_shards + 1,) stream offset of each shard's first token
     uint64_t n_tokens, n_windows;
 
+    ct_shard_tok tok;         // the tokenizer the shards record (present 0: none does)
     uint32_t *perm;           // (n_windows,) window order of epoch perm_epoch; NULL when sequential
     uint64_t perm_epoch;
     int32_t *window;          // (T + 1,) scratch: one window, split into inputs and targets
@@ -82,6 +83,26 @@ static void ensure_fds(int n_shards) {
     }
 }
 
+// Every shard of a split that records a tokenizer records the same one (a shard that records
+// none, written before shard version 2, cannot be checked and is let be).
+static ct_status same_tokenizer(ct_loader *l, int i) {
+    const ct_shard *s = &l->shards[i];
+    if (!s->tok.present) return CT_OK;
+    if (!l->tok.present) {  // the first shard that records one
+        l->tok = s->tok;
+        return CT_OK;
+    }
+    if (ct_shard_tok_same(&l->tok, &s->tok)) return CT_OK;
+    int first = 0;
+    while (!l->shards[first].tok.present) first++;
+    char a[160], b[160];
+    ct_shard_tok_describe(&l->tok, a, sizeof a);
+    ct_shard_tok_describe(&s->tok, b, sizeof b);
+    return ct_set_error("%s: made with %s, but %s with %s: the split mixes data of two tokenizers; prepare it again "
+                        "with one",
+                        s->path, b, l->shards[first].path, a);
+}
+
 static ct_status open_shards(ct_loader *l) {
     struct stat st;
     if (stat(l->source, &st) != 0) return ct_set_error("%s: dataset not found", l->source);
@@ -109,6 +130,7 @@ static ct_status open_shards(ct_loader *l) {
             if (rc == CT_OK) {
                 l->n_shards = i + 1;
                 l->starts[i + 1] = l->starts[i] + l->shards[i].n_tokens;
+                rc = same_tokenizer(l, i);
             }
         }
         free(names[i]);
@@ -159,6 +181,39 @@ uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
     free(names);
     return vocab;
 }
+
+ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
+    ct_shard_tok none = {0};
+    struct stat st;
+    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return none;
+    char **names = NULL;
+    int n = 0;
+    if (S_ISDIR(st.st_mode)) {
+        n = list_shards(source, split, &names);
+        if (n <= 0) {
+            free(names);
+            return none;
+        }
+    }
+    // The header alone (ct_shard_open would scan every token): the fields ct_shard_open reads.
+    const char *first = n > 0 ? names[0] : source;
+    ct_shard_tok tok = none;
+    int fd = open(first, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
+        !memcmp(h, CT_SHARD_MAGIC, 8) && h[8] >= 2 && (h[28] & 1)) {
+        tok.present = 1;
+        memcpy(&tok.bos, h + 32, 4);  // little-endian host (data/shard.c)
+        memcpy(&tok.eos, h + 36, 4);
+        memcpy(tok.hash, h + 40, CT_SHARD_TOK_HASH_BYTES);
+    }
+    if (fd >= 0) close(fd);
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return tok;
+}
+
+ct_shard_tok ct_loader_tokenizer(const ct_loader *l) { return l->tok; }
 
 ct_loader *ct_loader_open(const ct_loader_config *cfg) {
     if (cfg->seq_len < 1 || cfg->global_batch < 1 || cfg->dp_size < 1 || cfg->dp_rank < 0 || cfg->dp_rank >= cfg->dp_size) {

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/shard.h"
 
 typedef struct {
     const char *source;  // "synthetic", a folder of shards, or one shard file
@@ -49,6 +50,12 @@ void ct_loader_next_batch(ct_loader *l, int32_t *inputs /* (B/dp, T) */, int32_t
 // The vocabulary the split's shards were made with (the first shard's header), without opening
 // the split: 0 for synthetic data, llm.c shards (no such field) or anything unreadable.
 uint32_t ct_loader_peek_vocab(const char *source, const char *split);
+// The tokenizer the split's first shard records, likewise (present 0: none recorded, or unreadable).
+ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split);
+
+// The tokenizer the split's shards record (present 0 when none does; shards that record
+// different tokenizers are refused at open, naming both files).
+ct_shard_tok ct_loader_tokenizer(const ct_loader *l);
 
 ct_loader_state ct_loader_get_state(const ct_loader *l);
 ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st);  // CT_ERR if position is out of range

@@ -154,6 +154,7 @@ int ct_data_for_each_document(const char *text, size_t len, ct_data_doc_fn fn, v
 typedef struct {
     const char *out_dir, *name;  // "train" | "val"
     uint32_t vocab;
+    const ct_shard_tok *tok;     // recorded in every shard's header
     uint64_t shard_tokens;
     ct_shard_writer *w;
     int shards;
@@ -166,6 +167,7 @@ static ct_status split_append(split_out *s, const int32_t *ids, uint64_t n) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s_%03d.bin", s->out_dir, s->name, s->shards);
             if (!(s->w = ct_shard_writer_open(path, s->vocab))) return CT_ERR;
+            ct_shard_writer_set_tokenizer(s->w, s->tok);
             s->shards++;
         }
         uint64_t room = s->shard_tokens - ct_shard_writer_count(s->w);
@@ -313,6 +315,7 @@ static void progress_update(progress *p, const ct_data_prepare_result *r, const 
 typedef struct {
     const ct_tokenizer *tok;
     int32_t eos;
+    int add_bos;   // tokenizer_config.json's add_bos_token: each document starts with BOS
     int32_t *ids;  // (cap,) encoder output, reused for every document
     long n, cap;
     uint64_t doc_index;
@@ -325,7 +328,7 @@ typedef struct {
 static int on_document(const char *doc, size_t len, void *vctx) {
     prep_ctx *c = vctx;
     c->n = 0;
-    long got = ct_tokenizer_encode(c->tok, doc, (long)len, &c->ids, &c->n, &c->cap);
+    long got = ct_tokenizer_encode_doc(c->tok, doc, (long)len, c->add_bos, 0, &c->ids, &c->n, &c->cap);
     if (got >= 0) c->n = got;
     else {
         char why[512];  // copied first: the message buffer is the one being written
@@ -363,6 +366,20 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         return CT_ERR;
     }
     long vocab = ct_tokenizer_vocab_size(tok);
+    // Documents are separated by EOS; the shards record the tokenizer (data/shard.h).
+    if (ct_tokenizer_eos(tok) < 0) {
+        ct_tokenizer_free(tok);
+        ct_data_free_list(files, n_files);
+        return ct_set_error("%s: the tokenizer names no EOS token, which ends every document: give eos_token in the "
+                            "tokenizer_config.json beside it",
+                            o->tokenizer_path);
+    }
+    ct_shard_tok rec = {.present = 1, .bos = ct_tokenizer_bos(tok), .eos = ct_tokenizer_eos(tok)};
+    if (ct_tokenizer_hash(tok, rec.hash) != CT_OK) {
+        ct_tokenizer_free(tok);
+        ct_data_free_list(files, n_files);
+        return CT_ERR;
+    }
     // The first folder of out_dir's path that does not exist yet: a failed prepare removes what
     // it created, from out_dir up to that one (only folders left empty).
     char created[4096] = "";
@@ -375,10 +392,10 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
     snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
     ct_status st = make_dirs(o->out_dir);
     if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
-    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .res = res};
+    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .add_bos = ct_tokenizer_add_bos(tok), .res = res};
     c.val_every = o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
     for (int k = 0; k < 2; k++)
-        c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab,
+        c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab, .tok = &rec,
                                .shard_tokens = o->shard_tokens ? o->shard_tokens : CT_DEFAULT_SHARD_TOKENS};
     progress pr = {.mode = o->progress == 0 ? 0 : o->progress > 0 ? o->progress : (isatty(2) ? 2 : 1), .last = -1};
     for (int i = 0; i < n_files; i++) {

@@ -1,6 +1,8 @@
 // Corpus -> token shards (`ctitan data prepare`). Text files (or folders of them) are split into
-// documents, each document is encoded and followed by <|end_of_text|>, and the tokens go to
-// train_NNN.bin / val_NNN.bin shards (format in data/shard.h).
+// documents, each document is encoded (special-token text in it stays text) and followed by the
+// tokenizer's EOS (<|end_of_text|> for a rank file; preceded by BOS when tokenizer_config.json says
+// add_bos_token), and the tokens go to train_NNN.bin / val_NNN.bin shards (format in
+// data/shard.h), which record the tokenizer.
 //
 // Documents: in a fortune-format file (some line is exactly "%") each fortune is a document;
 // otherwise the whole file is one. Document i (counted over the whole corpus, in file order)

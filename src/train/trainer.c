@@ -118,12 +118,16 @@ static ct_status resolve_vocab(ct_trainer *t) {
     ct_config *c = &t->cfg;
     bool synthetic = !strcmp(c->dataset, "synthetic");
     long tok_ids = 0;
+    ct_shard_tok tok_rec = {0};
     if (c->tokenizer_path[0]) {
         if (access(c->tokenizer_path, R_OK) == 0) {
             ct_tokenizer *tok = ct_tokenizer_load(c->tokenizer_path);
             if (!tok) return ct_set_error("model.tokenizer_path: %s", ct_last_error());
             tok_ids = ct_tokenizer_vocab_size(tok);
+            tok_rec = (ct_shard_tok){.present = 1, .bos = ct_tokenizer_bos(tok), .eos = ct_tokenizer_eos(tok)};
+            ct_status hs = ct_tokenizer_hash(tok, tok_rec.hash);
             ct_tokenizer_free(tok);
+            if (hs != CT_OK) return CT_ERR;
         } else if (!synthetic) {  // synthetic ids need no tokenizer
             return ct_set_error("model.tokenizer_path %s: %s (the tokenizer training.dataset was made with; \"\" for "
                                 "none)",
@@ -131,6 +135,23 @@ static ct_status resolve_vocab(ct_trainer *t) {
         }
     }
     uint32_t shard_vocab = synthetic ? 0 : ct_loader_peek_vocab(c->dataset, "train");
+    // The tokenizer and the data agree: the shards record the tokenizer they were made with.
+    if (!synthetic) {
+        ct_shard_tok data = ct_loader_peek_tokenizer(c->dataset, "train");
+        if (tok_rec.present && data.present && !ct_shard_tok_same(&tok_rec, &data)) {
+            char a[160], b[160];
+            ct_shard_tok_describe(&tok_rec, a, sizeof a);
+            ct_shard_tok_describe(&data, b, sizeof b);
+            return ct_set_error("model.tokenizer_path %s (%s, %ld ids) is not the tokenizer training.dataset %s was "
+                                "made with (%s, vocab %u): give that tokenizer, or prepare the data again with this one",
+                                c->tokenizer_path, a, tok_ids, c->dataset, b, shard_vocab);
+        }
+        if (tok_rec.present && !data.present && t->world.rank == 0)
+            fprintf(stderr, "note: training.dataset %s records no tokenizer (shards from before shard version 2, or "
+                            "llm.c's): model.tokenizer_path %s cannot be checked against it\n",
+                    c->dataset, c->tokenizer_path);
+        t->data_tok = data.present ? data : tok_rec;
+    }
     if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
     ct_llama_config m;
     if (ct_llama_config_from(&m, c)) return CT_ERR;
@@ -283,9 +304,21 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     ct_status st = CT_OK;
     t->train_data = open_loader(t, cfg->dataset, "train", false);
     if (!t->train_data) st = CT_ERR;
+    else if (ct_loader_tokenizer(t->train_data).present) t->data_tok = ct_loader_tokenizer(t->train_data);
     if (st == CT_OK && cfg->val_enable) {
-        t->val_data = open_loader(t, cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset, "val", true);
+        const char *val = cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset;
+        t->val_data = open_loader(t, val, "val", true);
         if (!t->val_data) st = CT_ERR;
+        ct_shard_tok a = t->val_data ? ct_loader_tokenizer(t->train_data) : (ct_shard_tok){0};
+        ct_shard_tok b = t->val_data ? ct_loader_tokenizer(t->val_data) : (ct_shard_tok){0};
+        if (st == CT_OK && a.present && b.present && !ct_shard_tok_same(&a, &b)) {
+            char da[160], db[160];
+            ct_shard_tok_describe(&a, da, sizeof da);
+            ct_shard_tok_describe(&b, db, sizeof db);
+            st = ct_set_error("the validation split of %s was made with %s, the training split of %s with %s: give "
+                              "validation data of the same tokenizer",
+                              val, db, cfg->dataset, da);
+        }
     }
     if (ct_comm_agree(&t->world, st)) return CT_ERR;  // each rank opens its own files
     // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
@@ -525,7 +558,9 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
     ct_trainer_gather_model(t, full);
     int32_t ok = 1;
-    if (t->world.rank == 0) ok = ct_model_save(path, &t->global_table, &t->model, full, dtype) == CT_OK;
+    ct_model_tok tok = {.present = t->data_tok.present, .bos = t->data_tok.bos, .eos = t->data_tok.eos};
+    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) snprintf(tok.hash + 2 * i, 3, "%02x", t->data_tok.hash[i]);
+    if (t->world.rank == 0) ok = ct_model_save_tok(path, &t->global_table, &t->model, full, dtype, &tok) == CT_OK;
     free(full);
     // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
     ct_comm_broadcast(&t->world, &ok, 1, CT_I32, 0);

@@ -58,6 +58,8 @@ typedef struct ct_trainer {
 
     ct_loader *train_data;
     ct_loader *val_data;     // NULL when validation is off
+    ct_shard_tok data_tok;   // the tokenizer the data was made with (its shards' record, else
+                             // model.tokenizer_path's): recorded in the exported model file
     int32_t *seq_inputs;     // (accum, B, T) this step's micro-batches, whole sequences as read
     int32_t *seq_targets;    // (accum, B, T)
     int32_t *inputs;         // (accum, B, T / cp) this rank's tokens of them (= seq_* without cp)

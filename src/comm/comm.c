@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/trace.h"
 
 #include "comm/backend.h"
@@ -182,7 +183,9 @@ ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *rec
     check_dtype(g, k, dt);
     check_op(g, k, op);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->all_reduce(g, send, recv, count, dt, op, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -192,7 +195,9 @@ ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *rec
     check_group(g, k);
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->all_gather(g, send, recv, count, dt, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -209,7 +214,9 @@ ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void 
         ct_fatal("comm", "%s on group %s: send and recv buffers overlap", kind_names[k], g->name);
     check_op(g, k, op);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->reduce_scatter(g, send, recv, count, dt, op, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -220,7 +227,9 @@ ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_
     check_peer(g, k, root, "root");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->broadcast(g, buf, count, dt, root, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -233,7 +242,9 @@ ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct
     check_peer(g, k, peer, "peer");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->send(g, buf, count, dt, peer, tag, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -244,7 +255,9 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
     check_peer(g, k, peer, "peer");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->recv(g, buf, count, dt, peer, tag, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -252,7 +265,9 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
 
 bool ct_comm_test(ct_comm_handle *h) {
     if (!h->group) return true;
+    ct_mem_device_open();
     bool done = h->group->ops->test(h);
+    ct_mem_device_close();
     if (done) handle_done(h, 0);
     return done;
 }
@@ -299,7 +314,10 @@ void ct_comm_wait(ct_comm_handle *h) {
     const double deadline = t0 + g->timeout_s;
     char waiting_on[64] = "";
     for (long spins = 0;; spins++) {
-        if (g->ops->test(h)) break;
+        ct_mem_device_open();
+        bool done = g->ops->test(h);
+        ct_mem_device_close();
+        if (done) break;
         double now = ct_now_seconds();
         if (g->timeout_s > 0 && now > deadline) timed_out(h);
         // A wait longer than a moment may be one a timed-out rank asks about.
@@ -359,7 +377,9 @@ void ct_comm_barrier(ct_group *g) {
     const ct_comm_kind k = CT_COMM_BARRIER;
     check_group(g, k);
     ct_comm_handle h = handle_new(g, k, 0);
+    ct_mem_device_open();  // the buffers may be on a guarded device
     g->ops->barrier(g, &h);
+    ct_mem_device_close();
     ct_comm_wait(&h);
 }
 

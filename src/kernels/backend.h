@@ -201,6 +201,10 @@ typedef struct ct_kernels {
                                 long NH, long NKV, long HS, float *scratch);
 } ct_kernels;
 
+// Where a backend's buffers live: its kind of device, the one this process drives (a rank drives
+// one GPU, index 0 in memory accounting).
+static inline ct_device ct_kernels_device(const ct_kernels *k) { return (ct_device){k->device, 0}; }
+
 // The backend called `name` ("cpu"), or NULL when this build has none by that name. "cpu" is the
 // chosen kernel set's table (below).
 const ct_kernels *ct_kernels_get(const char *name);

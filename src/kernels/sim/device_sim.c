@@ -13,6 +13,7 @@
 // handler that was there before.
 #include "kernels/sim/device_sim.h"
 
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -55,6 +56,8 @@ static void on_segv(int sig, siginfo_t *si, void *uctx) {
                          "cpu_sim: the host touched device memory outside a backend call, at %p: %s\n",
                          si->si_addr, what);
         if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        void *frames[32];  // where: addr2line -e <program> turns the offsets into lines
+        backtrace_symbols_fd(frames, backtrace(frames, 32), 2);
         signal(SIGSEGV, SIG_DFL);  // the faulting access runs again and ends the process
         return;
     }

@@ -186,6 +186,14 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libctitan.a
 test: setup
 	$(MAKE) test-build
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_tests.sh
+# The whole suite on the test device (training.device cpu_sim: device memory the host cannot touch
+# outside backend calls), as a GPU run would place its buffers: a host access to a device buffer
+# ends the test that made it. MPI's single-copy transfers read a peer's memory outside its calls,
+# so they are off (the ranks copy through shared memory; comm_mpi.c does the same for a cpu_sim run).
+.PHONY: test-sim
+test-sim: setup
+	$(MAKE) test-build
+	CTITAN_DEVICE=cpu_sim OMPI_MCA_btl_vader_single_copy_mechanism=none BUILD=$(BUILD) bash tests/run_tests.sh
 .PHONY: test-build
 test-build: $(BUILD)/ctitan $(TEST_BINS)
 

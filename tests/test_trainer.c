@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "device_test.h"
 #include "test.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
@@ -51,11 +52,11 @@ static void run(const ct_config *c, int steps, double *loss, double *gnorm, floa
     if (ct_trainer_init(&t, c, NULL)) ct_fatal("test", "%s", ct_last_error());
     // An element whose gradient is never zero (a norm weight): its update shows the gradient.
     long k = ct_param_find(&t.table, "norm.weight")->offset;
-    float before = t.fsdp.params[k];
+    float before = ct_test_read1(t.k, t.fsdp.params + k);
     for (int i = 0; i < steps; i++) {
         loss[i] = ct_trainer_step(&t);
         if (gnorm) gnorm[i] = t.last.grad_norm;
-        if (i == 0 && first_param_delta) *first_param_delta = t.fsdp.params[k] - before;
+        if (i == 0 && first_param_delta) *first_param_delta = ct_test_read1(t.k, t.fsdp.params + k) - before;
     }
     ct_trainer_free(&t);
 }

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#include "kernels/backend.h"
 #include "metrics/metrics.h"
 #include "train/trainer.h"
 
@@ -73,6 +74,7 @@ int ct_cmd_train(int argc, char **argv) {
     // start sets the launcher's variables (OMPI_COMM_WORLD_SIZE ...) in this very process.
     setenv("CTITAN_TTY", ct_metrics_user_terminal() ? "1" : "0", 0);
     choose_threads();
+    (void)ct_kernels_get(cfg.train_device);  // a device's set-up that MPI's start must know of (cpu_sim)
     if (ct_comm_init(NULL, NULL)) {
         fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 1;

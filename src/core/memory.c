@@ -313,6 +313,8 @@ void ct_mem_device_open(void) {
     if (g) g->open();
 }
 
+bool ct_mem_device_guarded(void) { return atomic_load(&guard) != NULL; }
+
 void ct_mem_device_close(void) {
     const ct_mem_access_guard *g = atomic_load_explicit(&guard, memory_order_acquire);
     if (g) g->close();

@@ -94,6 +94,9 @@ typedef struct {
 void ct_mem_set_access_guard(const ct_mem_access_guard *g);
 void ct_mem_device_open(void);
 void ct_mem_device_close(void);
+// Whether a guard is installed (a transport must then not let another process read this one's
+// memory directly, outside this process's own calls).
+bool ct_mem_device_guarded(void);
 // Which live block holds address p, as "N bytes of CATEGORY on DEVICE from FUNC (FILE:LINE),
 // offset M" into buf; false (buf "") when none does. Takes no lock and allocates nothing: a crash
 // handler may call it.

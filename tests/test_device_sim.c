@@ -1,7 +1,9 @@
 // The test device, cpu_sim (kernels/sim): its table wraps every cpu member, its memory is not the
 // host's (a host read or write outside a backend call ends the process with a line naming the
 // buffer), fresh blocks are not zero, and kernels and copies through it give the cpu's bits.
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,26 @@ static void test_host_access_caught(void) {
     CHECK(rc == -1 && strstr(buf, "256 bytes of grads"), "a host read after a kernel: exit %d, %s", rc, buf);
 }
 
+// A thread started outside any backend call (a checkpoint writer, a loader) is closed too.
+static void *thread_touch(void *p) {
+    ((volatile float *)p)[1] = 3.0f;
+    return NULL;
+}
+static void touch_from_thread(void *arg) {
+    (void)arg;
+    ct_kernels_get("cpu_sim");
+    float *d = ct_mem_alloc_on(SIM, CT_MEM_OPTIM, 1024 * sizeof(float));
+    pthread_t th;
+    pthread_create(&th, NULL, thread_touch, d);
+    pthread_join(th, NULL);
+    _exit(0);
+}
+static void test_other_thread_caught(void) {
+    char buf[2048];
+    int rc = ct_test_run_fatal(touch_from_thread, NULL, buf, sizeof buf);
+    CHECK(rc == -1 && strstr(buf, "4096 bytes of optim"), "a write from another thread: exit %d, %s", rc, buf);
+}
+
 // Opens nest: memory stays reachable until the outermost close.
 static void test_nesting(void) {
     float *d = ct_mem_alloc_on(SIM, CT_MEM_OTHER, 16 * sizeof(float));
@@ -144,11 +166,28 @@ static void test_nesting(void) {
     ct_mem_free(d);
 }
 
-int main(void) {
+static const char *self;
+
+// Both ways of closing the memory: this program again, told not to use protection keys.
+static void test_without_protection_keys(void) {
+    if (!ct_sim_uses_protection_keys()) {
+        printf("  (this machine has no protection keys: the cases above ran with mprotect)\n");
+        return;
+    }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "CTITAN_SIM_NO_PKEYS=1 '%s' --no-recurse > /dev/null 2>&1", self);
+    int rc = system(cmd);
+    CHECK(rc == 0, "the cases with mprotect failed (status %d): run CTITAN_SIM_NO_PKEYS=1 %s", rc, self);
+}
+
+int main(int argc, char **argv) {
+    self = argv[0];
     CT_RUN(test_lookup_and_members);
     CT_RUN(test_memory);
     CT_RUN(test_kernels_same_bits);
     CT_RUN(test_host_access_caught);
     CT_RUN(test_nesting);
+    CT_RUN(test_other_thread_caught);
+    if (!(argc > 1 && !strcmp(argv[1], "--no-recurse"))) CT_RUN(test_without_protection_keys);
     CT_TEST_EXIT();
 }

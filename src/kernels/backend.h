@@ -91,6 +91,8 @@ typedef struct ct_kernels {
                                const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                                long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
                                long NH, long NKV, long HS, float *scratch);
+    void (*attention_merge)(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
+                            long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);
     void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
 

@@ -1,9 +1,16 @@
-// The test device's memory: one reserved stretch of address space, PROT_NONE except while a
-// backend call runs (ct_sim_open .. ct_sim_close), carved into page-aligned blocks first fit.
-//
-// Why a reservation rather than one mapping per block: opening and closing is then two mprotect
-// calls over one range, whatever the number of blocks, and a stray pointer into a freed block
-// still faults. Blocks are handed out as CUDA's are: not zeroed -- filled with 0xff bytes (a NaN
+// The test device's memory: one reserved stretch of address space that the host can reach only
+// while a backend call runs (ct_sim_open .. ct_sim_close), carved into page-aligned blocks first
+// fit. Two ways to close it, chosen at start-up:
+//   protection keys (x86 PKU, where the CPU and kernel have them): the reservation carries its own
+//     key; closing denies the calling thread access through that key (WRPKRU: a register write,
+//     no system call). Rights are per thread: the main thread is closed outside calls, and so are
+//     threads it starts outside a call (a checkpoint writer, the loader); OpenMP's workers are
+//     opened once for good, since they run only inside kernels -- a host loop that an OpenMP
+//     team runs over device memory is still caught in the master thread's share of it.
+//   mprotect (elsewhere, or CTITAN_SIM_NO_PKEYS=1): PROT_NONE for every thread, lifted while any
+//     thread is in a call; two system calls per call over the range in use.
+// Why a reservation rather than one mapping per block: one key or one mprotect range covers every
+// block, and a stray pointer into a freed block still faults. Blocks are handed out as CUDA's are: not zeroed -- filled with 0xff bytes (a NaN
 // in every float format), so code that trusts fresh device memory to be zero computes NaNs in a
 // test rather than garbage on a GPU.
 //
@@ -35,6 +42,8 @@ typedef struct {
 } sim_block;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int pkey = -1;                // the reservation's protection key, -1: the mprotect way
+static _Thread_local int depth;      // this thread's open calls (protection keys)
 static char *base;             // the reservation
 static size_t high;            // bytes below the end of the highest block ever handed out
 static sim_block *blocks;      // live blocks by offset
@@ -75,6 +84,18 @@ static void reserve_once(void) {
     void *p = mmap(NULL, RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) ct_fatal("cpu_sim", "cannot reserve %zu GiB of address space", RESERVE >> 30);
     base = p;
+    const char *no = getenv("CTITAN_SIM_NO_PKEYS");
+    if (!(no && *no && strcmp(no, "0"))) pkey = pkey_alloc(0, PKEY_DISABLE_ACCESS);
+    if (pkey >= 0 && pkey_mprotect(base, RESERVE, PROT_READ | PROT_WRITE, pkey) != 0) {
+        pkey_free(pkey);
+        pkey = -1;
+    }
+    if (pkey >= 0) {
+        // OpenMP's workers: open for good (see the top of the file); the master thread closes again.
+#pragma omp parallel
+        pkey_set(pkey, 0);
+        pkey_set(pkey, PKEY_DISABLE_ACCESS);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_segv;
@@ -109,6 +130,13 @@ static void *sim_alloc(int index, size_t bytes) {
     blocks[i] = (sim_block){at, need};
     n_blocks++;
     if (at + need > high) high = at + need;
+    if (pkey >= 0) {
+        pthread_mutex_unlock(&mu);
+        ct_sim_open();
+        memset(base + at, 0xff, need);
+        ct_sim_close();
+        return base + at;
+    }
     protect(at, need, PROT_READ | PROT_WRITE);
     memset(base + at, 0xff, need);
     if (!opened) protect(at, need, PROT_NONE);
@@ -130,17 +158,28 @@ static void sim_free(int index, void *p) {
 }
 
 void ct_sim_open(void) {
+    if (pkey >= 0) {
+        if (depth++ == 0) pkey_set(pkey, 0);
+        return;
+    }
     pthread_mutex_lock(&mu);
     if (opened++ == 0) protect(0, high, PROT_READ | PROT_WRITE);
     pthread_mutex_unlock(&mu);
 }
 
 void ct_sim_close(void) {
+    if (pkey >= 0) {
+        if (depth <= 0) ct_fatal("cpu_sim", "closing device memory that is not open");
+        if (--depth == 0) pkey_set(pkey, PKEY_DISABLE_ACCESS);
+        return;
+    }
     pthread_mutex_lock(&mu);
     if (opened <= 0) ct_fatal("cpu_sim", "closing device memory that is not open");
     if (--opened == 0) protect(0, high, PROT_NONE);
     pthread_mutex_unlock(&mu);
 }
+
+bool ct_sim_uses_protection_keys(void) { return pkey >= 0; }
 
 bool ct_sim_is_device_pointer(const void *p) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)base;

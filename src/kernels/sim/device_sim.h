@@ -18,6 +18,8 @@ void ct_sim_backend_init(void);
 // table does around its cpu call, and core/memory's access guard.
 void ct_sim_open(void);
 void ct_sim_close(void);
-// Whether p points into the device's address range (tests).
+// Whether the device closes its memory with protection keys (else with mprotect), and whether p
+// points into its address range (tests).
+bool ct_sim_uses_protection_keys(void);
 bool ct_sim_is_device_pointer(const void *p);
 #endif

@@ -174,7 +174,8 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->is_logger = t->world.rank == 0;
 
     t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
-    if (!strcmp(cfg->train_device, "cpu") && choose_kernel_set(t, cfg)) return CT_ERR;
+    bool cpu_kernels = !strcmp(cfg->train_device, "cpu") || !strcmp(cfg->train_device, "cpu_sim");
+    if (cpu_kernels && choose_kernel_set(t, cfg)) return CT_ERR;
     t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
     if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);

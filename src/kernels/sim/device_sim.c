@@ -33,8 +33,10 @@
 #include "core/error.h"
 #include "core/memory.h"
 
-// 256 GiB of address space (no memory: PROT_NONE and MAP_NORESERVE until a block is touched).
-#define RESERVE ((size_t)256 << 30)
+// Up to 256 GiB of address space (no memory until a block is touched): halved until the
+// address-space limit (ulimit -v) lets it through.
+#define RESERVE_MAX ((size_t)256 << 30)
+#define RESERVE_MIN ((size_t)64 << 20)
 #define PAGE ((size_t)4096)
 
 typedef struct {
@@ -45,6 +47,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int pkey = -1;                // the reservation's protection key, -1: the mprotect way
 static _Thread_local int depth;      // this thread's open calls (protection keys)
 static char *base;             // the reservation
+static size_t reserved;        // its bytes
 static size_t high;            // bytes below the end of the highest block ever handed out
 static sim_block *blocks;      // live blocks by offset
 static int n_blocks, cap_blocks;
@@ -58,7 +61,7 @@ static void protect(size_t off, size_t bytes, int prot) {
 
 static void on_segv(int sig, siginfo_t *si, void *uctx) {
     uintptr_t a = (uintptr_t)si->si_addr, lo = (uintptr_t)base;
-    if (base && a >= lo && a - lo < RESERVE) {
+    if (base && a >= lo && a - lo < reserved) {
         char what[256], line[512];
         if (!ct_mem_describe(si->si_addr, what, sizeof what)) snprintf(what, sizeof what, "no live block");
         int n = snprintf(line, sizeof line,
@@ -81,12 +84,15 @@ static void on_segv(int sig, siginfo_t *si, void *uctx) {
 // Under mu.
 static void reserve_once(void) {
     if (base) return;
-    void *p = mmap(NULL, RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) ct_fatal("cpu_sim", "cannot reserve %zu GiB of address space", RESERVE >> 30);
+    void *p = MAP_FAILED;
+    for (reserved = RESERVE_MAX; p == MAP_FAILED && reserved >= RESERVE_MIN; reserved /= 2)
+        p = mmap(NULL, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) ct_fatal("cpu_sim", "cannot reserve %zu MiB of address space", RESERVE_MIN >> 20);
+    reserved *= 2;  // the size that succeeded
     base = p;
     const char *no = getenv("CTITAN_SIM_NO_PKEYS");
     if (!(no && *no && strcmp(no, "0"))) pkey = pkey_alloc(0, PKEY_DISABLE_ACCESS);
-    if (pkey >= 0 && pkey_mprotect(base, RESERVE, PROT_READ | PROT_WRITE, pkey) != 0) {
+    if (pkey >= 0 && pkey_mprotect(base, reserved, PROT_READ | PROT_WRITE, pkey) != 0) {
         pkey_free(pkey);
         pkey = -1;
     }
@@ -116,7 +122,7 @@ static void *sim_alloc(int index, size_t bytes) {
         if (blocks[i].off - at >= need) break;
         at = blocks[i].off + blocks[i].bytes;
     }
-    if (at + need > RESERVE) {
+    if (at + need > reserved) {
         pthread_mutex_unlock(&mu);
         return NULL;
     }
@@ -183,7 +189,7 @@ bool ct_sim_uses_protection_keys(void) { return pkey >= 0; }
 
 bool ct_sim_is_device_pointer(const void *p) {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)base;
-    return base && a >= lo && a - lo < RESERVE;
+    return base && a >= lo && a - lo < reserved;
 }
 
 static const ct_mem_device_allocator allocator = {sim_alloc, sim_free};

@@ -261,15 +261,18 @@ run: setup
 	$(MAKE) $(BUILD)/ctitan
 	bash scripts/main_job.sh
 
-# Optional, not part of `make test`: transformers loads what `ctitan convert --to hf` writes and
-# computes ctitan's loss, and ctitan reads what save_pretrained writes (tests/interop/). Skips with
-# one line where python3, torch or transformers is missing; PYTHON=... picks the interpreter.
+# Optional, not part of `make test`: transformers loads what `ctitan convert --to hf` writes,
+# without a warning, and computes ctitan's loss, and ctitan reads what save_pretrained writes
+# (tests/interop/). Skips with one line where python3, torch or transformers is missing.
+# PYTHON=... picks the interpreter; without it $(BUILD)/venv's when there is one
+# (python3 -m venv build/venv && build/venv/bin/pip install torch transformers numpy), else python3.
 # tensorboard_read.py reads our TensorBoard event files (a fixture, a training run) with the
 # tensorboard package (pip-installed into $(BUILD)/interop-pylib when missing; one SKIP line when
 # that fails). Both scripts run whatever the first one's outcome.
 .PHONY: test-interop
 test-interop: $(BUILD)/ctitan $(BUILD)/tests/test_tensorboard
-	@py=$${PYTHON:-python3}; if command -v $$py >/dev/null; then rc=0; \
+	@py=$${PYTHON:-$$([ -x $(BUILD)/venv/bin/python ] && echo $(BUILD)/venv/bin/python || echo python3)}; \
+	if command -v $$py >/dev/null; then rc=0; \
 	BUILD=$(BUILD) $$py tests/interop/hf_transformers.py --bin $(BUILD)/ctitan || rc=1; \
 	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
 	else echo "SKIP test-interop: no $$py"; fi

@@ -109,3 +109,23 @@ if train "$d" --training.steps 40 --checkpoint.keep_latest_k 2 &&
 else
   fail copied_step_folder_is_not_pruned "left: $(ls "$d/checkpoint" | tr '\n' ' ')"
 fi
+
+# `checkpoint verify` of a folder where something was skipped unchecked is not a pass: a step
+# folder that is a link, or a copy from another run, gives exit status 3 (not 0), after the
+# run's own checkpoints verify, with a line saying how many were skipped. A bad file still gives 1.
+verify_status() {  # verify_status NAME WANT FOLDER
+  local out rc
+  out=$("$bin" checkpoint verify "$3" 2>&1); rc=$?
+  if [ $rc = "$2" ] && { [ "$2" != 3 ] || grep -q "skipped, not verified (exit status 3)" <<<"$out"; }; then pass "$1"
+  else fail "$1" "exit $rc, want $2: $(tr '\n' '|' <<<"$out" | head -c 400)"; fi
+}
+d=$(fresh verify_link)
+ln -s "$out/other_run_step" "$d/checkpoint/step-30"
+verify_status verify_with_a_linked_step_folder_is_not_a_pass 3 "$d/checkpoint"
+d=$(fresh verify_copy)
+cp -r "$d/checkpoint/step-10" "$d/checkpoint/step-50"
+verify_status verify_with_a_copied_step_folder_is_not_a_pass 3 "$d/checkpoint"
+f=$(ls "$d/checkpoint/step-20"/rank-*.safetensors | head -1)
+truncate -s -1 "$f"
+verify_status verify_bad_file_outranks_skipped 1 "$d/checkpoint"
+verify_status verify_clean_folder_passes 0 "$(fresh verify_clean)/checkpoint"

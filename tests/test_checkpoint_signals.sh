@@ -98,7 +98,7 @@ else
 fi
 
 # The start-up line says how long a stop may take to save.
-if grep -q "^checkpoint: SIGINT or SIGTERM finishes the step in flight and saves within 30 s" "$ref.log"; then
+if grep -q "^checkpoint: SIGINT, SIGTERM or SIGUSR1 finishes the step in flight and saves within 30 s" "$ref.log"; then
   pass grace_said_at_start_up
 else
   fail grace_said_at_start_up "$(grep -v '^step' "$ref.log" | head -4 | tr '\n' '|')"

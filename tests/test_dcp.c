@@ -202,45 +202,93 @@ static void test_missing_pieces_are_named(void) {
     ct_dcp_manifest_free(&m);
 }
 
-// Two rank files whose pieces of W overlap (rows 0-7 and rows 4-11: rows 4-7 saved twice, the
-// count 128 where the tensor has 96) are refused when read, with the one line saying so -- a
-// count of elements copied that only had to reach the need would take either copy silently.
-static void test_overlapping_pieces_are_refused(void) {
+// A hand-made checkpoint in root/NAME: two rank files, each one piece of W (layers.0.w) as
+// `descs` describe it. Returns a reader (NULL on failure) and the manifest in *m.
+static ct_dcp_reader *two_pieces(const char *name, const ct_shard_desc descs[2], ct_dcp_manifest *m) {
     char dir[200];
-    snprintf(dir, sizeof dir, "%s/overlap", root);
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
     mkdir(dir, 0755);
-    ct_dcp_manifest m = {.step = 7, .optimizer_step = 7, .world_size = 2, .seq_len = 16, .model_only = true};
-    snprintf(m.layout, sizeof m.layout, "hand-made");
-    snprintf(m.model.flavor, sizeof m.model.flavor, "test");
-    m.model.dim = COLS;
-    m.model.n_layers = m.model.n_heads = m.model.n_kv_heads = m.model.ffn_hidden = m.model.vocab_size = 1;
-    m.model.norm_eps = 1e-5;
-    m.model.rope_theta = 5e5;
-    m.files = calloc(2, sizeof *m.files);
+    *m = (ct_dcp_manifest){.step = 7, .optimizer_step = 7, .world_size = 2, .seq_len = 16, .model_only = true};
+    snprintf(m->layout, sizeof m->layout, "hand-made");
+    snprintf(m->model.flavor, sizeof m->model.flavor, "test");
+    m->model.dim = COLS;
+    m->model.n_layers = m->model.n_heads = m->model.n_kv_heads = m->model.ffn_hidden = m->model.vocab_size = 1;
+    m->model.norm_eps = 1e-5;
+    m->model.rope_theta = 5e5;
+    m->files = calloc(2, sizeof *m->files);
     static float buf[2][ROWS * COLS];
     for (int f = 0; f < 2; f++) {
-        ct_dcp_piece p = {.name = "layers.0.w", .desc = ct_shard_desc_make(ROWS, COLS, 0, 4 * f, 8)};
+        ct_dcp_piece p = {.name = "layers.0.w", .desc = descs[f]};
         gather_truth(&p.desc, W[0], buf[f]);
         p.data[CT_DCP_PARAM] = buf[f];
-        ct_dcp_file *file = &m.files[m.n_files++];
+        ct_dcp_file *file = &m->files[m->n_files++];
         snprintf(file->name, sizeof file->name, "rank-%05d.safetensors", f);
         char path[CT_DCP_PATH + 80];
         snprintf(path, sizeof path, "%s/%s", dir, file->name);
         CHECK(ct_dcp_write_pieces(path, &p, 1, false, file) == CT_OK, "%s", ct_last_error());
     }
-    CHECK(ct_dcp_write_manifest(dir, &m) == CT_OK, "%s", ct_last_error());
-    ct_dcp_manifest_free(&m);
-    CHECK(ct_dcp_read_manifest(dir, &m) == CT_OK, "%s", ct_last_error());
-    ct_dcp_reader *r = ct_dcp_open(dir, &m);
+    CHECK(ct_dcp_write_manifest(dir, m) == CT_OK, "%s", ct_last_error());
+    ct_dcp_manifest_free(m);
+    CHECK(ct_dcp_read_manifest(dir, m) == CT_OK, "%s", ct_last_error());
+    ct_dcp_reader *r = ct_dcp_open(dir, m);
     CHECK(r, "%s", ct_last_error());
+    return r;
+}
+
+// Two rank files whose pieces of W overlap (rows 0-7 and rows 4-11: rows 4-7 saved twice, the
+// count 128 where the tensor has 96) are refused when read, with the one line saying so -- a
+// count of elements copied that only had to reach the need would take either copy silently.
+static void test_overlapping_pieces_are_refused(void) {
+    ct_shard_desc descs[2] = {ct_shard_desc_make(ROWS, COLS, 0, 0, 8), ct_shard_desc_make(ROWS, COLS, 0, 4, 8)};
+    ct_dcp_manifest m;
+    ct_dcp_reader *r = two_pieces("overlap", descs, &m);
     ct_shard_desc whole = ct_shard_desc_make(ROWS, COLS, -1, 0, 0);
     float got[ROWS * COLS];
     CHECK(r && ct_dcp_read(r, "layers.0.w", CT_DCP_PARAM, &whole, got) == CT_ERR &&
               strstr(ct_last_error(), "pieces of layers.0.w overlap") && strstr(ct_last_error(), "128") &&
-              strstr(ct_last_error(), "96") && !strchr(ct_last_error(), '\n'),
+              strstr(ct_last_error(), "96") && strstr(ct_last_error(), "element 32 (row 4, column 0) twice") &&
+              !strchr(ct_last_error(), '\n'),
           "%s", r ? ct_last_error() : "not opened");
     ct_dcp_close(r);
     ct_dcp_manifest_free(&m);
+}
+
+// Pieces that overlap by exactly as much as they leave out: as many elements copied as the
+// tensor has, yet a hole. Rows 0-5 and 3-8 (rows 3-5 twice, rows 9-11 in neither), and columns
+// 0-4 and 3-5 (columns 3-4 twice, 6-7 in neither: a column slice is one run per row). Each is
+// refused naming the tensor and the first element no piece holds; a count alone passed both.
+static void test_overlap_hiding_a_gap_is_refused(void) {
+    const struct {
+        const char *name;
+        ct_shard_desc descs[2];
+        const char *first;
+    } cases[] = {
+        {"gap_rows", {ct_shard_desc_make(ROWS, COLS, 0, 0, 6), ct_shard_desc_make(ROWS, COLS, 0, 3, 6)},
+         "element 72 (row 9, column 0) is in no saved piece"},
+        {"gap_cols", {ct_shard_desc_make(ROWS, COLS, 1, 0, 5), ct_shard_desc_make(ROWS, COLS, 1, 3, 3)},
+         "element 6 (row 0, column 6) is in no saved piece"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ct_dcp_manifest m;
+        ct_dcp_reader *r = two_pieces(cases[c].name, cases[c].descs, &m);
+        ct_shard_desc whole = ct_shard_desc_make(ROWS, COLS, -1, 0, 0);
+        float got[ROWS * COLS];
+        CHECK(r && ct_dcp_read(r, "layers.0.w", CT_DCP_PARAM, &whole, got) == CT_ERR &&
+                  strstr(ct_last_error(), "96 of the 96 elements of layers.0.w") &&
+                  strstr(ct_last_error(), cases[c].first) && strstr(ct_last_error(), "saved twice") &&
+                  !strchr(ct_last_error(), '\n'),
+              "%s: %s", cases[c].name, r ? ct_last_error() : "not opened");
+        // A request inside what the pieces hold is still read, and right.
+        ct_shard_desc part = ct_shard_desc_make(ROWS, COLS, 0, 0, 2);
+        if (c == 1) part = ct_shard_desc_make(ROWS, COLS, 1, 0, 3);
+        float want[ROWS * COLS];
+        gather_truth(&part, W[0], want);
+        CHECK(r && ct_dcp_read(r, "layers.0.w", CT_DCP_PARAM, &part, got) == CT_OK &&
+                  !memcmp(got, want, (size_t)part.flat_count * sizeof *got),
+              "%s: a covered part: %s", cases[c].name, ct_last_error());
+        ct_dcp_close(r);
+        ct_dcp_manifest_free(&m);
+    }
 }
 
 static void touch_dir(const char *folder, const char *name, bool manifest) {
@@ -265,16 +313,16 @@ static void test_step_folders(void) {
     touch_dir(folder, "step-x", true);        // not ours: left alone
     touch_dir(folder, "step-+5", true);
     int steps[8], bad = -1;
-    int n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL);
+    int n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL, NULL);
     CHECK(n == 3 && steps[0] == 10 && steps[1] == 30 && steps[2] == 200 && bad == 2, "n %d bad %d", n, bad);
     CHECK(ct_dcp_remove_incomplete(folder, NULL) == 2, "removed");
     char p[400];
     snprintf(p, sizeof p, "%s/step-x", folder);
     struct stat sb;
     CHECK(stat(p, &sb) == 0, "a folder not named step-N was removed");
-    n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL);
+    n = ct_dcp_list_steps(folder, steps, 8, &bad, NULL, NULL);
     CHECK(n == 3 && bad == 0, "n %d bad %d", n, bad);
-    CHECK(ct_dcp_list_steps("/nonexistent/ckpt", steps, 8, &bad, NULL) == 0 && bad == 0, "missing folder");
+    CHECK(ct_dcp_list_steps("/nonexistent/ckpt", steps, 8, &bad, NULL, NULL) == 0 && bad == 0, "missing folder");
 }
 
 static void test_manifest_refusals(void) {
@@ -326,6 +374,7 @@ int main(void) {
     CT_RUN(test_verification_names_the_bad_file);
     CT_RUN(test_missing_pieces_are_named);
     CT_RUN(test_overlapping_pieces_are_refused);
+    CT_RUN(test_overlap_hiding_a_gap_is_refused);
     CT_RUN(test_step_folders);
     CT_RUN(test_manifest_refusals);
     char cmd[300];

@@ -128,11 +128,12 @@ static void test_links_are_never_followed(void) {
     write_manifest_at(p, 20);
 
     unsigned long long before = fingerprint(base, "", "ckpt");
-    int steps[8], bad = -1;
+    int steps[8], bad = -1, skipped = -1;
     ct_dcp_remove_incomplete(ckpt, NULL);
     CHECK(fingerprint(base, "", "ckpt") == before, "the cleanup changed something outside the checkpoint folder");
-    int n = ct_dcp_list_steps(ckpt, steps, 8, &bad, NULL);
+    int n = ct_dcp_list_steps(ckpt, steps, 8, &bad, &skipped, NULL);
     CHECK(n == 1 && steps[0] == 20, "n %d (first %d): a link was taken for a checkpoint", n, n ? steps[0] : -1);
+    CHECK(skipped == 4, "%d skipped, not the 4 step-named links", skipped);
     const char *links[] = {"step-5", "step-6.tmp", "step-7", "step-40"};
     for (int i = 0; i < 4; i++) {
         join(p, sizeof p, ckpt, links[i]);
@@ -190,14 +191,14 @@ static void test_manifest_step_is_the_truth(void) {
     // step-010 holds step 10 too, but is not the name step 10 is saved under: not a step folder.
     join(p, sizeof p, ckpt, "step-010");
     write_manifest_at(p, 10);
-    int steps[8], bad = -1;
+    int steps[8], bad = -1, skipped = -1;
     char *text = NULL;
     size_t len = 0;
     FILE *report = open_memstream(&text, &len);
-    int n = ct_dcp_list_steps(ckpt, steps, 8, &bad, report);
+    int n = ct_dcp_list_steps(ckpt, steps, 8, &bad, &skipped, report);
     fclose(report);
-    CHECK(n == 2 && steps[0] == 10 && steps[1] == 30 && bad == 0, "n %d, latest %d, bad %d", n,
-          n ? steps[n - 1] : -1, bad);
+    CHECK(n == 2 && steps[0] == 10 && steps[1] == 30 && bad == 0 && skipped == 1, "n %d, latest %d, bad %d, skipped %d",
+          n, n ? steps[n - 1] : -1, bad, skipped);
     // One line, naming the folder and both steps.
     const char *nl = text ? strchr(text, '\n') : NULL;
     CHECK(text && nl && !nl[1] && strstr(text, "/step-50 holds step 10") && strstr(text, "not 50"), "report: %s",

@@ -98,6 +98,61 @@ static void test_round_trip(void) {
     unlink(path);
 }
 
+// Every number a profile holds reads back as written. The calibrated efficiencies are small or
+// long fractions; written with four decimals 3.3e-5 came back as 0 (refused: not positive) and
+// 0.61803398874989 as 0.6180. Numbers stored as they are read back exactly; those the file holds
+// in other units (TFLOP/s, GB/s, us, GiB) go through one division when written and one
+// multiplication when read, each rounded once: at most 2 units in the last place apart.
+static void test_round_trip_keeps_every_digit(void) {
+    write_profile(good);
+    ct_hw_profile hw, again;
+    CHECK(ct_hw_profile_load(path, &hw) == CT_OK, "%s", ct_last_error());
+    hw.matmul_efficiency = 3.3e-5;
+    hw.attention_efficiency = 0.61803398874989485;
+    hw.matmul_half_size = 1234.5678901234567;
+    hw.attention_half_head_dim = 47.123456789012345;
+    hw.peak_fp32 = 1.2345678901234567e13;
+    hw.peak_bf16 = 9.8765432109876543e14;
+    hw.peak_fp8 = 0;
+    hw.memory_bytes = 81559831552.0 + 0.5;
+    hw.memory_bandwidth = 3.35e12 / 7;
+    hw.intra_bw = 4.5e11 / 3;
+    hw.inter_bw = 5e10 / 7;
+    hw.intra_latency = 1.1e-6 / 3;
+    hw.inter_latency = 7.7e-6 / 3;
+    hw.kernel_launch = 4.4e-6 / 7;
+    CHECK(ct_hw_profile_write(path, &hw) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_hw_profile_load(path, &again) == CT_OK, "reading back: %s", ct_last_error());
+    CHECK(again.matmul_efficiency == hw.matmul_efficiency, "matmul_efficiency %.17g -> %.17g", hw.matmul_efficiency,
+          again.matmul_efficiency);
+    CHECK(again.attention_efficiency == hw.attention_efficiency, "attention_efficiency %.17g -> %.17g",
+          hw.attention_efficiency, again.attention_efficiency);
+    CHECK(again.matmul_half_size == hw.matmul_half_size, "matmul_half_size %.17g -> %.17g", hw.matmul_half_size,
+          again.matmul_half_size);
+    CHECK(again.attention_half_head_dim == hw.attention_half_head_dim, "attention_half_head_dim %.17g -> %.17g",
+          hw.attention_half_head_dim, again.attention_half_head_dim);
+    CHECK(again.peak_fp8 == 0, "peak_fp8 %.17g", again.peak_fp8);
+    const double ulp2 = 2 * 2.220446049250313e-16;  // 2 units in the last place, relative
+    const struct {
+        const char *key;
+        double wrote, read;
+    } scaled[] = {
+        {"peak_tflops_fp32", hw.peak_fp32, again.peak_fp32},
+        {"peak_tflops_bf16", hw.peak_bf16, again.peak_bf16},
+        {"memory_gib", hw.memory_bytes, again.memory_bytes},
+        {"memory_bandwidth_gbs", hw.memory_bandwidth, again.memory_bandwidth},
+        {"intra_node_bandwidth_gbs", hw.intra_bw, again.intra_bw},
+        {"inter_node_bandwidth_gbs", hw.inter_bw, again.inter_bw},
+        {"intra_node_latency_us", hw.intra_latency, again.intra_latency},
+        {"inter_node_latency_us", hw.inter_latency, again.inter_latency},
+        {"kernel_launch_us", hw.kernel_launch, again.kernel_launch},
+    };
+    for (size_t k = 0; k < sizeof scaled / sizeof scaled[0]; k++)
+        CHECK(fabs(scaled[k].read - scaled[k].wrote) <= ulp2 * fabs(scaled[k].wrote), "%s %.17g -> %.17g",
+              scaled[k].key, scaled[k].wrote, scaled[k].read);
+    unlink(path);
+}
+
 static void test_bad_profiles(void) {
     write_with("peak_tflops_bf16", "");
     expect_error("missing key", "peak_tflops_bf16");
@@ -137,6 +192,7 @@ static void test_bad_profiles(void) {
 int main(void) {
     CT_RUN(test_shipped_profiles_load);
     CT_RUN(test_round_trip);
+    CT_RUN(test_round_trip_keeps_every_digit);
     CT_RUN(test_bad_profiles);
     CT_TEST_EXIT();
 }

@@ -13,6 +13,11 @@
 #   - a FIFO or /dev/zero as a pipeline schedule CSV (`pipeline show`, `train`): blocked, or grew
 #     memory to gigabytes before a word; a 300 MB sparse config.json; a hardware profile whose
 #     efficiency is 1e-320 (subnormal: every planned time came out inf).
+# And every writer refuses a FIFO where it writes (opening one for writing blocks until someone
+# reads it): a fresh run's metrics.jsonl, run.toml and config.toml (and a folder or a link there),
+# the pipeline trace, profiler traces and timeline, memory snapshots, `pipeline show` outputs,
+# `plan --emit-config`, `tokenizer train --out` (and /dev/full), and the temporary NAME.tmp of
+# the writers that rename into place (`plot`, the Hugging Face export).
 set -u
 cd "$(dirname "$0")/.."
 bin=${BUILD:-build}/ctitan
@@ -130,3 +135,56 @@ check fifo_as_tokenizer_train_input "$tmp/fifo" "$nr" "$bin" tokenizer train --i
   --out "$tmp/t.tiktoken"
 check dev_zero_as_tokenizer_train_input /dev/zero "$nr" "$bin" tokenizer train --input /dev/zero --vocab-size 300 \
   --out "$tmp/t.tiktoken"
+
+# ---- Writers: a FIFO (or a folder) where ctitan writes is refused in one line, never opened for
+# writing (that blocks until someone reads it). Each command runs under `timeout`, so a writer
+# that blocks fails its case instead of hanging the suite.
+small=(--model.dim 64 --model.n_layers 2 --model.n_heads 4 --model.n_kv_heads 2 --model.vocab_size 128
+       --model.ffn_hidden_dim 96 --training.seq_len 32 --training.dataset synthetic --metrics.peak_tflops 1
+       --training.local_batch_size 2 --training.steps 3)
+# A fresh run's folder holding a FIFO under one of the names the run writes; the run stops at
+# start-up with the one line.
+for name in metrics.jsonl run.toml config.toml; do
+  d="$tmp/w_${name%%.*}"; mkdir -p "$d"; mkfifo "$d/$name"
+  check "fifo_as_written_$name" "$d/$name" "$nr" "$bin" train "${small[@]}" --job.dump_folder "$d"
+done
+d="$tmp/w_dir"; mkdir -p "$d/metrics.jsonl"
+check folder_as_written_metrics_log "$d/metrics.jsonl" "directory" "$bin" train "${small[@]}" --job.dump_folder "$d"
+# A link under a name the run owns: refused, and the file it points to left as it was.
+d="$tmp/w_link"; mkdir -p "$d"; echo keep >"$tmp/outside.txt"; ln -s "$tmp/outside.txt" "$d/run.toml"
+check link_as_written_run_toml "$d/run.toml" "symbolic link" "$bin" train "${small[@]}" --job.dump_folder "$d"
+[ "$(cat "$tmp/outside.txt")" = keep ] && echo "PASS link_target_left_alone" || echo "FAIL link_target_left_alone: written through"
+
+# Outputs a run writes on the side (traces, the timeline picture, memory snapshots): the run goes
+# on and says once that this one could not be written.
+warn() {
+  local name=$1 file=$2; shift 2
+  local err rc
+  err=$(timeout 20 "$@" 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == *"$file"* ]] && [[ "$err" == *"$nr"* ]]
+  then echo "PASS $name"
+  else echo "FAIL $name: exit $rc$([ $rc -eq 124 ] && echo ' (timed out: blocked)'): $(printf '%s' "$err" | head -c 300)"; fi
+}
+side=(--profiling.enable_profiling true --profiling.profile_freq 2 --profiling.enable_memory_snapshot true)
+for f in pp.json profile_traces/iteration_2/rank0_trace.json profile_traces/iteration_2/timeline.svg \
+         memory_snapshot/rank0.txt; do
+  d="$tmp/w_side_$(basename "$f")"; mkdir -p "$d/$(dirname "$f")"; mkfifo "$d/$f"
+  warn "fifo_as_written_$(basename "$f")" "$d/$f" "$bin" train "${small[@]}" "${side[@]}" \
+    --metrics.pipeline_trace "$d/pp.json" --job.dump_folder "$d"
+done
+
+# Files commands write where the user says.
+check fifo_as_pipeline_svg "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --svg "$tmp/fifo"
+check fifo_as_pipeline_trace "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --trace "$tmp/fifo"
+check fifo_as_pipeline_csv "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --csv "$tmp/fifo"
+check fifo_as_plan_emit_config "$tmp/fifo" "$nr" "$bin" plan --model 8b --gpus 8 --gpu h100_sxm --emit-config "$tmp/fifo"
+check fifo_as_tokenizer_train_out "$tmp/fifo" "$nr" "$bin" tokenizer train --input $tok --vocab-size 300 --out "$tmp/fifo"
+check dev_full_as_tokenizer_train_out /dev/full "character device" "$bin" tokenizer train --input $tok --vocab-size 300 \
+  --out /dev/full
+# Written to NAME.tmp, then renamed: a FIFO under the temporary name is refused too.
+mkfifo "$tmp/p.svg.tmp"
+check fifo_as_plot_temp "$tmp/p.svg.tmp" "$nr" "$bin" plot "$tmp/run/metrics.jsonl" --out "$tmp/p.svg"
+for f in config.json.tmp model.safetensors.tmp; do
+  d="$tmp/w_hf_${f%%.*}"; mkdir -p "$d"; mkfifo "$d/$f"
+  check "fifo_as_hf_export_$f" "$d/$f" "$nr" "$bin" convert --to hf --model "$tmp/run/model.safetensors" --out "$d"
+done

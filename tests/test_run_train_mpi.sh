@@ -42,6 +42,19 @@ got=$(OMP_NUM_THREADS=1 HOSTFILE=$tmp/hosts MPIRUN_ARGS="--mca btl_base_verbose 
 expect launcher_hostfile_and_extra_args \
   "OMP_NUM_THREADS=1 mpirun -np 8 ${asroot}--hostfile $tmp/hosts --bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY --mca btl_base_verbose 0 $root/build/ctitan train --config $cfg" "$got"
 
+# TorchTitan's habits: NGPU for NRANKS, CONFIG_FILE for CONFIG, --job.config_file among the
+# arguments (taken out, passed as the one --config; '-' or '_' in the name, PATH after it or =PATH).
+got=$(env -u OMP_NUM_THREADS -u NRANKS -u CONFIG NGPU=2 CONFIG_FILE=$cfg DRY_RUN=1 $launch --x 1)
+expect launcher_takes_ngpu_and_config_file \
+  "OMP_NUM_THREADS=$t mpirun -np 2 ${asroot}${over}--bind-to none -x OMP_NUM_THREADS -x CTITAN_TTY $root/build/ctitan train --config $cfg --x 1" "$got"
+for form in "--job.config_file $cfg" "--job.config-file=$cfg" "--config $cfg"; do
+  read -r -a words <<<"$form"
+  got=$(env -u CONFIG -u CONFIG_FILE OMP_NUM_THREADS=1 NRANKS=1 DRY_RUN=1 $launch --a 1 "${words[@]}" --b 2)
+  expect "launcher_takes_config_argument ($form)" "OMP_NUM_THREADS=1 $root/build/ctitan train --config $cfg --a 1 --b 2" "$got"
+done
+got=$(OMP_NUM_THREADS=1 NRANKS=1 CONFIG=$cfg DRY_RUN=1 $launch --job.config_file "$cfg")
+expect launcher_same_config_twice_is_one "OMP_NUM_THREADS=1 $root/build/ctitan train --config $cfg" "$got"
+
 # Refusals: one line on stderr, exit 2, nothing run.
 refuse() {
   local name=$1 want=$2; shift 2
@@ -51,9 +64,23 @@ refuse() {
 }
 refuse launcher_refuses_zero_ranks "run_train.sh: NRANKS must be a positive integer, got '0'" NRANKS=0 CONFIG=$cfg
 refuse launcher_refuses_bad_ranks "run_train.sh: NRANKS must be a positive integer, got 'four'" NRANKS=four CONFIG=$cfg
-refuse launcher_refuses_missing_config "run_train.sh: config file '$tmp/none.toml' not found (set CONFIG)" NRANKS=2 CONFIG=$tmp/none.toml
+refuse launcher_refuses_missing_config "run_train.sh: config file '$tmp/none.toml' not found (set CONFIG or --job.config_file)" NRANKS=2 CONFIG=$tmp/none.toml
 refuse launcher_refuses_missing_hostfile "run_train.sh: hostfile '$tmp/nohosts' not found" NRANKS=2 CONFIG=$cfg HOSTFILE=$tmp/nohosts
 refuse launcher_refuses_bad_threads "run_train.sh: OMP_NUM_THREADS must be a positive integer, got 'x'" NRANKS=2 CONFIG=$cfg OMP_NUM_THREADS=x
+refuse launcher_refuses_nranks_ngpu_disagreeing "run_train.sh: NRANKS=2 and NGPU=4 disagree (they are one setting: set one)" \
+  NRANKS=2 NGPU=4 CONFIG=$cfg
+echo '# other' >"$tmp/other.toml"
+refuse launcher_refuses_config_config_file_disagreeing \
+  "run_train.sh: CONFIG=$cfg and CONFIG_FILE=$tmp/other.toml disagree (they are one setting: set one)" \
+  NRANKS=1 CONFIG=$cfg CONFIG_FILE=$tmp/other.toml
+err=$(env -u CONFIG_FILE NRANKS=1 CONFIG=$cfg DRY_RUN=1 $launch --job.config_file "$tmp/other.toml" 2>&1 >/dev/null); rc=$?
+expect launcher_refuses_config_and_other_argument \
+  "2 run_train.sh: --job.config_file $tmp/other.toml and CONFIG ($cfg) name different config files: give one" "$rc $err"
+err=$(env -u CONFIG -u CONFIG_FILE NRANKS=1 DRY_RUN=1 $launch --job.config_file "$tmp/none.toml" 2>&1 >/dev/null); rc=$?
+expect launcher_refuses_missing_config_argument \
+  "2 run_train.sh: config file '$tmp/none.toml' not found (set CONFIG or --job.config_file)" "$rc $err"
+err=$(env -u CONFIG -u CONFIG_FILE NRANKS=1 DRY_RUN=1 $launch --x 1 --job.config_file 2>&1 >/dev/null); rc=$?
+expect launcher_refuses_config_argument_without_file "2 run_train.sh: --job.config_file: expected a file name after it" "$rc $err"
 err=$(NRANKS=1 CONFIG=$cfg CTITAN_BIN=$tmp/missing $launch 2>&1); rc=$?
 expect launcher_refuses_unbuilt_binary "2 run_train.sh: '$tmp/missing' is not built (run make)" "$rc $err"
 

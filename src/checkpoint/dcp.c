@@ -139,8 +139,8 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     char path[CT_DCP_PATH], tmp[CT_DCP_PATH + 8];
     snprintf(path, sizeof path, "%s/manifest.toml", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return ct_set_error("%s: %s", tmp, strerror(errno));
+    FILE *f = ct_file_fopen_write(tmp, "checkpoint manifest", CT_FILE_WRITE_NOFOLLOW);
+    if (!f) return CT_ERR;
     fprintf(f, "# ctitan distributed checkpoint: written last, after every file below is on disk\n");
     put_string(f, "format", CT_DCP_FORMAT);
     fprintf(f, "version = %d\nstep = %d\noptimizer_step = %ld\nmodel_only = %s\nworld_size = %d\n", CT_DCP_VERSION,
@@ -376,26 +376,76 @@ void ct_dcp_close(ct_dcp_reader *r) {
 static long min_l(long a, long b) { return a < b ? a : b; }
 static long max_l(long a, long b) { return a > b ? a : b; }
 
+// The global ranges [lo, hi) copied into one request, to check that they cover it exactly.
+typedef struct {
+    long (*iv)[2];
+    long n, cap;
+    bool oom;
+} copied_ranges;
+
+static void note_range(copied_ranges *c, long lo, long hi) {
+    if (c->n == c->cap) {
+        long cap = c->cap ? 2 * c->cap : 64;
+        long(*iv)[2] = realloc(c->iv, (size_t)cap * sizeof *iv);
+        if (!iv) {
+            c->oom = true;
+            return;
+        }
+        c->iv = iv;
+        c->cap = cap;
+    }
+    c->iv[c->n][0] = lo;
+    c->iv[c->n][1] = hi;
+    c->n++;
+}
+
 // Copies the elements `want` and piece p have in common. Both run lists ascend in global index
 // (a flat range of a row-major slice maps monotonically into the global tensor), so one merge
-// pass finds every overlap. Returns the number of elements copied.
-static long copy_overlap(const ct_shard_desc *want, float *dst, const ct_shard_desc *have, const float *src) {
+// pass finds every overlap; each one copied is noted in `ranges`.
+static void copy_overlap(const ct_shard_desc *want, float *dst, const ct_shard_desc *have, const float *src,
+                         copied_ranges *ranges) {
     ct_shard_iter iw = CT_SHARD_ITER_INIT, ih = CT_SHARD_ITER_INIT;
     ct_shard_run rw, rh;
     bool w = ct_shard_next_run(want, &iw, &rw), h = ct_shard_next_run(have, &ih, &rh);
-    long copied = 0;
     while (w && h) {
         long lo = max_l(rw.global, rh.global), hi = min_l(rw.global + rw.len, rh.global + rh.len);
         if (lo < hi) {
             memcpy(dst + rw.local + (lo - rw.global), src + rh.local + (lo - rh.global), (size_t)(hi - lo) * sizeof *dst);
-            copied += hi - lo;
+            note_range(ranges, lo, hi);
         }
         if (rw.global + rw.len <= rh.global + rh.len)
             w = ct_shard_next_run(want, &iw, &rw);
         else
             h = ct_shard_next_run(have, &ih, &rh);
     }
-    return copied;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    long x = ((const long *)a)[0], y = ((const long *)b)[0];
+    return (x > y) - (x < y);
+}
+
+// Whether the copied ranges cover want's elements exactly once. Each range lies inside one of
+// want's runs (it was cut from one), so with the ranges sorted, one walk along want's runs finds
+// the first element no range holds (*gap) and the first that two hold (*twice); -1: none.
+static void check_cover(const ct_shard_desc *want, copied_ranges *c, long *gap, long *twice, long *copied) {
+    *gap = *twice = -1;
+    *copied = 0;
+    if (c->n > 1) qsort(c->iv, (size_t)c->n, sizeof *c->iv, cmp_range);
+    ct_shard_iter it = CT_SHARD_ITER_INIT;
+    ct_shard_run run;
+    long k = 0;
+    while (ct_shard_next_run(want, &it, &run)) {
+        long pos = run.global, end = run.global + run.len;  // [run.global, pos) is covered
+        for (; k < c->n && c->iv[k][0] < end; k++) {
+            long lo = c->iv[k][0], hi = c->iv[k][1];
+            *copied += hi - lo;
+            if (lo > pos && *gap < 0) *gap = pos;
+            if (lo < pos && *twice < 0) *twice = lo;
+            pos = max_l(pos, hi);
+        }
+        if (pos < end && *gap < 0) *gap = pos;
+    }
 }
 
 ct_status ct_dcp_read(const ct_dcp_reader *r, const char *name, ct_dcp_kind kind, const ct_shard_desc *want,
@@ -409,22 +459,39 @@ ct_status ct_dcp_read(const ct_dcp_reader *r, const char *name, ct_dcp_kind kind
         else
             hi = mid;
     }
-    long copied = 0;
+    copied_ranges ranges = {0};
     for (int i = lo; i < r->n_pieces && !strcmp(r->pieces[i].name, name); i++) {
         const piece_ref *p = &r->pieces[i];
-        if (p->desc.global_shape[0] != want->global_shape[0] || p->desc.global_shape[1] != want->global_shape[1])
+        if (p->desc.global_shape[0] != want->global_shape[0] || p->desc.global_shape[1] != want->global_shape[1]) {
+            free(ranges.iv);
             return ct_set_error("checkpoint tensor %s is %ld x %ld, this run's is %ld x %ld", name,
                                 p->desc.global_shape[0], p->desc.global_shape[1], want->global_shape[0],
                                 want->global_shape[1]);
-        if (!p->data[kind]) return ct_set_error("checkpoint has no %s%s (a model-only checkpoint?)", name, kind_suffix[kind]);
-        copied += copy_overlap(want, dst, &p->desc, p->data[kind]);
+        }
+        if (!p->data[kind]) {
+            free(ranges.iv);
+            return ct_set_error("checkpoint has no %s%s (a model-only checkpoint?)", name, kind_suffix[kind]);
+        }
+        copy_overlap(want, dst, &p->desc, p->data[kind], &ranges);
     }
-    if (copied != want->flat_count)
-        return copied > want->flat_count
-                   ? ct_set_error("checkpoint's saved pieces of %s%s overlap: they hold %ld elements for the %ld this "
-                                  "rank needs (the same elements saved twice)",
-                                  name, kind_suffix[kind], copied, want->flat_count)
-                   : ct_set_error("checkpoint holds %ld of the %ld elements of %s%s this rank needs (a rank file missing?)",
-                                  copied, want->flat_count, name, kind_suffix[kind]);
+    if (ranges.oom) {
+        free(ranges.iv);
+        return ct_set_error("out of memory checking which elements of %s%s the checkpoint holds", name, kind_suffix[kind]);
+    }
+    // Exactly once, not just as many as needed: pieces that overlap and leave a gap of the same
+    // size would otherwise load with a hole.
+    long gap, twice, copied;
+    check_cover(want, &ranges, &gap, &twice, &copied);
+    free(ranges.iv);
+    long cols = want->global_shape[1] > 0 ? want->global_shape[1] : 1;
+    if (gap >= 0)
+        return ct_set_error("checkpoint holds %ld of the %ld elements of %s%s this rank needs: element %ld (row %ld, "
+                            "column %ld) is in no saved piece%s (a rank file missing?)",
+                            copied, want->flat_count, name, kind_suffix[kind], gap, gap / cols, gap % cols,
+                            twice >= 0 ? ", and some elements are saved twice" : "");
+    if (twice >= 0)
+        return ct_set_error("checkpoint's saved pieces of %s%s overlap: they hold %ld elements for the %ld this rank "
+                            "needs, element %ld (row %ld, column %ld) twice",
+                            name, kind_suffix[kind], copied, want->flat_count, twice, twice / cols, twice % cols);
     return CT_OK;
 }

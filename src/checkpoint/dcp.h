@@ -96,10 +96,11 @@ int ct_dcp_manifest_step(const char *dir);
 // Complete checkpoints (real folders step-N holding a manifest), ascending by the manifest's step.
 // Returns how many (at most cap, in steps); 0 when the folder does not exist. *incomplete (if
 // not NULL) counts real step-N folders without a manifest and step-N.tmp folders. Skipped, with
-// one line each on report (if not NULL): a step folder that is a symbolic link, and one whose
-// manifest says another step (a copy from another run). A manifest that cannot be read keeps
-// its name's step, so that loading it fails with the manifest's own error.
-int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, FILE *report);
+// one line each on report (if not NULL) and counted in *skipped (if not NULL): a step folder that
+// is a symbolic link, and one whose manifest says another step (a copy from another run). A
+// manifest that cannot be read keeps its name's step, so that loading it fails with the
+// manifest's own error.
+int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, int *skipped, FILE *report);
 // Removes real step-N.tmp folders and real step-N folders without a manifest (a save that died);
 // returns how many were removed. One that cannot be removed (it holds a link) is left, with one
 // line on report (if not NULL); a link is left silently (ct_dcp_list_steps reports it).
@@ -120,8 +121,8 @@ ct_dcp_reader *ct_dcp_open(const char *dir, const ct_dcp_manifest *m);
 void ct_dcp_close(ct_dcp_reader *r);
 // Fills dst (want->flat_count floats) with the elements `want` describes of tensor `name`'s
 // kind, gathered from every piece that holds some of them. CT_ERR naming the tensor when the
-// global shapes differ or some element is in no piece (a model-only checkpoint asked for moments,
-// a missing rank file).
+// global shapes differ, or some element is in no piece (a model-only checkpoint asked for moments,
+// a missing rank file; the message names the first such element) or in two.
 ct_status ct_dcp_read(const ct_dcp_reader *r, const char *name, ct_dcp_kind kind, const ct_shard_desc *want,
                       float *dst);
 #endif

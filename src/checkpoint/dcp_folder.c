@@ -81,8 +81,8 @@ static DIR *open_folder(const char *folder, int *dfd) {
     return d;
 }
 
-int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, FILE *report) {
-    int n = 0, bad = 0, dfd = -1;
+int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, int *skipped, FILE *report) {
+    int n = 0, bad = 0, passed_over = 0, dfd = -1;
     DIR *d = open_folder(folder, &dfd);
     struct dirent *e;
     while (d && (e = readdir(d))) {
@@ -91,6 +91,7 @@ int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, 
         struct stat sb;
         if (s < 0 || fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW)) continue;
         if (S_ISLNK(sb.st_mode)) {
+            passed_over++;
             if (report)
                 fprintf(report,
                         "checkpoint: %s/%s is a symbolic link: skipped (never resumed from, pruned or removed; "
@@ -109,6 +110,7 @@ int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, 
         snprintf(dir, sizeof dir, "%s/%s", folder, e->d_name);
         int held = ct_dcp_manifest_step(dir);
         if (held >= 0 && held != s) {
+            passed_over++;
             if (report)
                 fprintf(report,
                         "checkpoint: %s holds step %d (its manifest), not %d as its name says: skipped (never the "
@@ -121,6 +123,7 @@ int ct_dcp_list_steps(const char *folder, int *steps, int cap, int *incomplete, 
     if (d) closedir(d);
     qsort(steps, (size_t)n, sizeof *steps, cmp_int);
     if (incomplete) *incomplete = bad;
+    if (skipped) *skipped = passed_over;
     return n;
 }
 

@@ -204,10 +204,10 @@ static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, 
         return ct_set_error("%.60s...: path too long (%zu characters)", path, strlen(path));
     ct_strbuf h;
     build_header(w, &h);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = ct_file_fopen_write(tmp, "safetensors file", CT_FILE_WRITE_NOFOLLOW);  // our own temporary name
     if (!f) {
         free(h.s);
-        return ct_set_error("%s: cannot create: %s", tmp, strerror(errno));
+        return CT_ERR;
     }
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));

@@ -2,7 +2,10 @@
 //   ctitan checkpoint list FOLDER     every complete checkpoint: step, writers, layout, size
 //   ctitan checkpoint verify PATH     every file of every complete checkpoint in a checkpoint
 //                                     folder (or of one step folder) against its manifest
-// verify exits 0 only when everything verifies; one line per checkpoint, naming a bad file.
+// verify exits 0 only when everything verifies; one line per checkpoint, naming a bad file. Exit
+// status: 0 every checkpoint verified; 1 a bad or unreadable checkpoint, or none; 3 every
+// checkpoint checked verified but some step folder was skipped unchecked (a link, a copy from
+// another run).
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +21,9 @@ static void usage(FILE *f) {
             "       ctitan checkpoint verify FOLDER|FOLDER/step-N\n"
             "  list    the complete checkpoints in FOLDER (a run's <job.dump_folder>/<checkpoint.folder>)\n"
             "  verify  size and CRC-32 of every file of every complete checkpoint against its manifest;\n"
-            "          exit status 0 only when all verify\n");
+            "          exit status 0 when all verify, 1 when one is bad (or there is none), 3 when all\n"
+            "          that were checked verify but a step folder was skipped unchecked (a symbolic link,\n"
+            "          a copy from another run whose manifest holds another step)\n");
 }
 
 // One step folder: "step-N: ok (W files, X MB)" or the first problem. Returns 1 when bad.
@@ -86,8 +91,9 @@ int ct_cmd_checkpoint(int argc, char **argv) {
     int n_pos = 0;
     const ct_opt_spec spec = {
         is_verify ? "ctitan checkpoint verify" : "ctitan checkpoint list", is_verify ? "FOLDER|FOLDER/step-N" : "FOLDER",
-        is_verify ? "Size and CRC-32 of every file of every complete checkpoint against its manifest; exit status\n"
-                    "0 only when all verify.\n"
+        is_verify ? "Size and CRC-32 of every file of every complete checkpoint against its manifest. Exit status:\n"
+                    "0 all verify; 1 one is bad, or there is none; 3 all that were checked verify, but a step\n"
+                    "folder was skipped unchecked (a symbolic link, a copy from another run).\n"
                   : "The complete checkpoints in FOLDER (a run's <job.dump_folder>/<checkpoint.folder>).\n",
         NULL, 0, pos, &n_pos};
     int prc = ct_opt_parse(&spec, argc - 1, argv + 1);
@@ -107,7 +113,7 @@ int ct_cmd_checkpoint(int argc, char **argv) {
     snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
     if (stat(manifest, &sb) == 0) return check_one(path, verify);
     static int steps[65536];
-    int incomplete = 0, n = ct_dcp_list_steps(path, steps, 65536, &incomplete, stdout);
+    int incomplete = 0, skipped = 0, n = ct_dcp_list_steps(path, steps, 65536, &incomplete, &skipped, stdout);
     int bad = 0;
     for (int i = 0; i < n; i++) {
         char dir[CT_DCP_PATH];
@@ -122,5 +128,11 @@ int ct_cmd_checkpoint(int argc, char **argv) {
         fprintf(stderr, "ctitan checkpoint: %s holds no complete checkpoint\n", path);
         return 1;
     }
-    return bad || odd ? 1 : 0;
+    if (bad || odd) return 1;
+    if (verify && skipped) {
+        // Not a pass: something in the folder was not checked (each is named above).
+        printf("%s: %d step folder%s skipped, not verified (exit status 3)\n", path, skipped, skipped == 1 ? "" : "s");
+        return 3;
+    }
+    return 0;
 }

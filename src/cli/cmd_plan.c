@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/file_check.h"
 #include "core/version.h"
 #include "plan/explain.h"
 #include "plan/plan.h"
@@ -127,8 +128,8 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
 }
 
 static ct_status emit(const char *path, const ct_plan_candidate *c, const ct_plan_request *r) {
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("--emit-config %s: cannot write", path);
+    FILE *f = ct_file_fopen_write(path, "--emit-config file", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     fprintf(f, "# ctitan plan (ctitan %s): layout %s on %d x %s; predicted %.0f tokens/s per device, MFU %.1f%%, "
                "%.1f MiB per device.\n# Run with: mpirun -np %d ctitan train --config %s\n",
             ct_version(), c->layout, r->devices, r->hw.name, c->time.tokens_per_s_per_device, 100 * c->time.mfu,

@@ -198,7 +198,7 @@ const ct_setting ct_settings[] = {
     BOOL("checkpoint.last_save_in_hf", ckpt_last_save_in_hf, "false", NULL,
          "also write the final model as a Hugging Face folder <job.dump_folder>/hf"),
     FLT("checkpoint.signal_grace_seconds", ckpt_signal_grace, "0", NULL,
-        "after SIGINT / SIGTERM, the seconds the step in flight and its save may take before the process ends "
+        "after SIGINT / SIGTERM / SIGUSR1, the seconds the step in flight and its save may take before the process ends "
         "anyway (0 = max(30, 3 x the last save's time))"),
 };
 

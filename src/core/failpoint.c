@@ -30,8 +30,12 @@ void ct_failpoint(const char *name, int rank) {
 
 void ct_failpoint_pace(const char *name) {
     const char *want = getenv("CTITAN_PACE");
+    if (!want) return;
     size_t n = strlen(name);
-    if (!want || strncmp(want, name, n) || want[n] != ':') return;
+    // "name:ms" entries separated by commas.
+    for (; *want; want += strcspn(want, ","), want += *want == ',')
+        if (!strncmp(want, name, n) && want[n] == ':') break;
+    if (!*want) return;
     long ms = atol(want + n + 1);
     if (ms <= 0) return;
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

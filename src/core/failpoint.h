@@ -21,6 +21,7 @@ bool ct_failpoint_armed(const char *name, int rank);
 void ct_failpoint(const char *name, int rank);
 // Dies by SIGKILL now (after a caller has staged the damage an armed point stands for).
 _Noreturn void ct_failpoint_die(void);
-// Sleeps the milliseconds CTITAN_PACE names for this point ("name:ms"); nothing when unset.
+// Sleeps the milliseconds CTITAN_PACE names for this point ("name:ms", several separated by
+// commas: "train.step_end:5,ckpt.write:1500"); nothing when unset.
 void ct_failpoint_pace(const char *name);
 #endif

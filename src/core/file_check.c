@@ -1,6 +1,7 @@
 #include "core/file_check.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,78 @@ FILE *ct_file_fopen_read(const char *path, const char *what, uint64_t max_bytes)
         int e = errno;
         close(fd);
         ct_set_error("%s: cannot open: %s", path, strerror(e));
+    }
+    return f;
+}
+
+// Why a name cannot be written: "" when it can (absent, or a regular file).
+static const char *unwritable(const struct stat *st) { return S_ISREG(st->st_mode) ? "" : kind(st->st_mode); }
+
+static ct_status refuse_write(const char *path, const char *what, const char *is) {
+    return ct_set_error("%s: not a regular file (%s): the %s cannot be written there; remove it or choose another path",
+                        path, is, what);
+}
+
+ct_status ct_file_open_write(const char *path, const char *what, int flags, int *fd) {
+    *fd = -1;
+    bool nofollow = flags & CT_FILE_WRITE_NOFOLLOW, excl = flags & CT_FILE_WRITE_EXCL;
+    // Look first, so a device is never opened at all (opening one can have effects of its own).
+    struct stat st;
+    if (!excl && (nofollow ? lstat(path, &st) : stat(path, &st)) == 0) {
+        ct_status s = CT_OK;
+        int e = 0;
+        if (S_ISLNK(st.st_mode))
+            e = ELOOP, s = ct_set_error("%s: a symbolic link where ctitan writes its own %s: remove the link", path, what);
+        else if (*unwritable(&st))
+            e = S_ISDIR(st.st_mode) ? EISDIR : ENXIO, s = refuse_write(path, what, unwritable(&st));
+        if (s != CT_OK) {
+            errno = e;
+            return s;
+        }
+    }
+    int o = O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC;
+    o |= excl ? O_EXCL : (flags & CT_FILE_WRITE_APPEND) ? O_APPEND : O_TRUNC;
+    if (nofollow) o |= O_NOFOLLOW;
+    int f = open(path, o, 0644);
+    if (f < 0) {
+        int e = errno;
+        ct_status s;
+        if (e == ENXIO) s = refuse_write(path, what, "a FIFO");  // a FIFO with no reader
+        else if (e == EISDIR) s = refuse_write(path, what, "a directory");
+        else if (e == ELOOP && nofollow)
+            s = ct_set_error("%s: a symbolic link where ctitan writes its own %s: remove the link", path, what);
+        else s = ct_set_error("%s: cannot write the %s: %s", path, what, strerror(e));
+        errno = e;
+        return s;
+    }
+    if (fstat(f, &st) != 0) {
+        int e = errno;
+        close(f);
+        ct_status s = ct_set_error("%s: cannot stat: %s", path, strerror(e));
+        errno = e;
+        return s;
+    }
+    if (*unwritable(&st)) {  // it became one between the look and the open
+        close(f);
+        ct_status s = refuse_write(path, what, unwritable(&st));
+        errno = ENXIO;
+        return s;
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0) fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    *fd = f;
+    return CT_OK;
+}
+
+FILE *ct_file_fopen_write(const char *path, const char *what, int flags) {
+    int fd;
+    if (ct_file_open_write(path, what, flags, &fd) != CT_OK) return NULL;
+    FILE *f = fdopen(fd, (flags & CT_FILE_WRITE_APPEND) ? "ab" : "wb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        ct_set_error("%s: cannot write the %s: %s", path, what, strerror(e));
+        errno = e;
     }
     return f;
 }

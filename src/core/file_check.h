@@ -37,6 +37,31 @@ ct_status ct_file_read_all(const char *path, const char *what, uint64_t max_byte
 // ct_file_open_regular as a stdio stream for reading ("rb"); NULL with the same one-line error.
 FILE *ct_file_fopen_read(const char *path, const char *what, uint64_t max_bytes);
 
+// ---- writing -----------------------------------------------------------------------------------
+// Every writer of a user-named or run-folder path (metrics logs, TensorBoard events, traces,
+// memory snapshots, run.toml, schedule CSVs and SVGs, profiles, tokenizers, token shards,
+// checkpoint and export files, and the temporary names written before a rename) opens it here,
+// so a FIFO, a device or a folder in its place is refused in one line instead of blocking (a
+// FIFO with no reader) or writing where nothing can read it back.
+enum {
+    CT_FILE_WRITE_TRUNC = 0,     // create or empty the file (fopen "w")
+    CT_FILE_WRITE_APPEND = 1,    // create or append (fopen "a")
+    CT_FILE_WRITE_EXCL = 2,      // create; an existing name of any kind fails with errno EEXIST
+    CT_FILE_WRITE_NOFOLLOW = 4,  // the run owns the name: a symbolic link there is refused, not followed
+};
+
+// Opens path for writing (created 0644, umask applied) if it is, or becomes, a regular file;
+// `what` names the kind of file in the message ("metrics log"). Nothing can block: an existing
+// non-regular name is refused before it is opened, and the open itself is O_NONBLOCK (cleared
+// again before returning), so a FIFO that appears in between is refused too. On success *fd is
+// set; on failure CT_ERR with one line "path: why", nothing left open and errno that of the
+// failing call (EEXIST for CT_FILE_WRITE_EXCL on a taken name).
+ct_status ct_file_open_write(const char *path, const char *what, int flags, int *fd);
+
+// ct_file_open_write as a stdio stream ("wb", or "ab" with CT_FILE_WRITE_APPEND); NULL with the
+// same one-line error.
+FILE *ct_file_fopen_write(const char *path, const char *what, int flags);
+
 // Exactly n bytes at offset, retrying short reads. CT_ERR naming path when the file ends first
 // (it was truncated since it was opened) or the read fails.
 ct_status ct_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset);

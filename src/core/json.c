@@ -283,9 +283,7 @@ void ct_json_write_string(FILE *f, const char *s, size_t len) {
 
 FILE *ct_json_file_open(const char *path, char *tmp, size_t tmp_size) {
     snprintf(tmp, tmp_size, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) ct_set_error("%s: cannot create: %s", tmp, strerror(errno));
-    return f;
+    return ct_file_fopen_write(tmp, "file", CT_FILE_WRITE_NOFOLLOW);  // our own temporary name
 }
 
 ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path) {

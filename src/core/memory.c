@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file_check.h"
 
 // Each block carries a small header in front of the aligned user pointer: what ct_mem_free needs
 // to give the bytes back to the right counter and the right allocator.
@@ -384,8 +385,8 @@ static int sorted_entries(int *idx) {
 }
 
 ct_status ct_mem_snapshot_write(const char *path, const char *why) {
-    snap_out o = {open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644), 0};
-    if (o.fd < 0) return ct_set_error("%s: cannot write the memory snapshot: %s", path, strerror(errno));
+    snap_out o = {-1, 0};
+    if (ct_file_open_write(path, "memory snapshot", CT_FILE_WRITE_TRUNC, &o.fd)) return CT_ERR;
     static int idx[REG_CAP];  // under the lock: one snapshot at a time
     lock();
     int n = sorted_entries(idx);

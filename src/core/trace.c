@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "core/memory.h"
 
 _Atomic bool ct_trace_recording_;
@@ -149,8 +150,7 @@ static void separator(ct_chrome_writer *w) {
 ct_status ct_chrome_open(ct_chrome_writer *w, const char *path, char *buf, size_t cap) {
     *w = (ct_chrome_writer){.fd = -1, .buf = buf, .cap = cap, .first = true, .path = path};
     if (cap < 256) return ct_set_error("%s: trace writer buffer of %zu bytes is too small", path, cap);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) return ct_set_error("%s: cannot write: %s", path, strerror(errno));
+    if (ct_file_open_write(path, "trace", CT_FILE_WRITE_TRUNC, &w->fd)) return CT_ERR;
     put(w, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     return CT_OK;
 }

@@ -59,11 +59,8 @@ ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
         ct_set_error("%s: vocab size 0", path);
         return NULL;
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        ct_set_error("%s: cannot create: %s", path, strerror(errno));
-        return NULL;
-    }
+    FILE *f = ct_file_fopen_write(path, "token shard", CT_FILE_WRITE_TRUNC);
+    if (!f) return NULL;
     ct_shard_writer *w = ct_xcalloc(1, sizeof *w);
     w->f = f;
     snprintf(w->path, sizeof w->path, "%s", path);
@@ -131,8 +128,8 @@ ct_status ct_shard_write(const char *path, const int32_t *tokens, uint64_t n, ui
 
 ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t n) {
     if (n > INT32_MAX) return ct_set_error("%s: %llu tokens do not fit an llm.c header", path, (unsigned long long)n);
-    FILE *f = fopen(path, "wb");
-    if (!f) return ct_set_error("%s: cannot create: %s", path, strerror(errno));
+    FILE *f = ct_file_fopen_write(path, "token shard", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     int32_t h[256] = {0};
     h[0] = CT_SHARD_LLMC_MAGIC;
     h[1] = 1;

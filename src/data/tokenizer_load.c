@@ -260,8 +260,8 @@ fail:
 }
 
 ct_status ct_tokenizer_save(const ct_tokenizer *tok, const char *path) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return ct_set_error("%s: cannot create: %s", path, strerror(errno));
+    FILE *f = ct_file_fopen_write(path, "tokenizer file", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     char *b64 = NULL;
     long b64_cap = 0;
     for (int32_t r = 0; r < tok->vocab.n; r++) {

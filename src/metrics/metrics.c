@@ -34,10 +34,10 @@ static ct_status keep_steps_up_to(const char *path, int last_step) {
     if (!in) return CT_ERR;
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
+    FILE *out = ct_file_fopen_write(tmp, "metrics log", CT_FILE_WRITE_NOFOLLOW);
     if (!out) {
         fclose(in);
-        return ct_set_error("cannot write %s: %s", tmp, strerror(errno));
+        return CT_ERR;
     }
     char line[4096];
     while (fgets(line, sizeof line, in)) {
@@ -52,9 +52,11 @@ static ct_status keep_steps_up_to(const char *path, int last_step) {
 }
 
 // A previous run's metrics in the same folder are kept under the time they were last written.
+// Only a regular file is moved: anything else under the name (a folder, a FIFO, a link) stays
+// where it is, for the writer to refuse by name.
 static ct_status set_aside(const char *folder, const char *path) {
     struct stat sb;
-    if (stat(path, &sb) || sb.st_size == 0) return CT_OK;
+    if (lstat(path, &sb) || !S_ISREG(sb.st_mode) || sb.st_size == 0) return CT_OK;
     struct tm tm;
     localtime_r(&sb.st_mtime, &tm);
     char stamp[32], old[1200];
@@ -101,8 +103,11 @@ ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_s
     if (resume_step > 0 && keep_steps_up_to(path, resume_step)) return CT_ERR;
     if (resume_step == 0 && set_aside(folder, path)) return CT_ERR;
     snprintf(lg->path, sizeof lg->path, "%s", path);
-    lg->jsonl = fopen(path, resume_step > 0 ? "a" : "w");
-    if (!lg->jsonl) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    // A FIFO or folder here is refused (a FIFO would block the first write; set_aside leaves one
+    // of size 0 in place), and so is a link: the run owns this name.
+    lg->jsonl = ct_file_fopen_write(path, "metrics log",
+                                    CT_FILE_WRITE_NOFOLLOW | (resume_step > 0 ? CT_FILE_WRITE_APPEND : 0));
+    if (!lg->jsonl) return CT_ERR;
     return CT_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "metrics/metrics.h"  // ct_make_dirs
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -175,8 +176,9 @@ ct_status ct_tb_open(ct_tb_writer *w, const char *folder) {
     for (int tries = 0; fd < 0 && tries < 1000; tries++) {
         unsigned n = atomic_fetch_add(&tb_file_counter, 1);
         snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%ld.%u", folder, now, host, (long)getpid(), n);
-        fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) return ct_set_error("cannot create TensorBoard events %s: %s", w->path, strerror(errno));
+        if (ct_file_open_write(w->path, "TensorBoard events file", CT_FILE_WRITE_EXCL | CT_FILE_WRITE_NOFOLLOW, &fd) &&
+            errno != EEXIST)
+            return CT_ERR;
     }
     if (fd < 0) return ct_set_error("cannot create TensorBoard events in %s: 1000 names taken", folder);
     w->f = fdopen(fd, "wb");

@@ -26,10 +26,10 @@ char *ct_pp_schedule_format_csv(const ct_schedule *lists, int pp) {
 
 ct_status ct_pp_schedule_write_csv(const char *path, const ct_schedule *lists, int pp) {
     char *text = ct_pp_schedule_format_csv(lists, pp);
-    FILE *f = fopen(path, "w");
+    FILE *f = ct_file_fopen_write(path, "schedule CSV", CT_FILE_WRITE_TRUNC);
     if (!f) {
         free(text);
-        return ct_set_error("schedule csv: cannot write %s", path);
+        return CT_ERR;
     }
     size_t n = strlen(text);
     bool ok = fwrite(text, 1, n, f) == n;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/file_check.h"
 #include "core/toml.h"
 
 // Where each key lands in ct_hw_profile, and how it is converted from the file's unit.
@@ -182,26 +183,28 @@ ct_status ct_hw_profile_load(const char *name_or_path, ct_hw_profile *hw) {
 }
 
 ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("%s: cannot write the hardware profile", path);
+    FILE *f = ct_file_fopen_write(path, "hardware profile", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     fprintf(f, "# Hardware profile for ctitan plan (format: src/plan/hardware.h).\n");
     fprintf(f, "name = \"%s\"\n", hw->name);
     fprintf(f, "kind = \"%s\"\n", hw->cpu ? "cpu" : "gpu");
-    fprintf(f, "memory_gib = %.3f\n", hw->memory_bytes / 1073741824.0);
+    // %.17g: every number reads back as the double it was (a measured efficiency of 3e-5 must
+    // not come back as 0, nor 0.6180339887 as 0.6180).
+    fprintf(f, "memory_gib = %.17g\n", hw->memory_bytes / 1073741824.0);
     fprintf(f, "devices_per_node = %d\n", hw->devices_per_node);
-    fprintf(f, "peak_tflops_fp32 = %.6g\n", hw->peak_fp32 / 1e12);
-    fprintf(f, "peak_tflops_bf16 = %.6g\n", hw->peak_bf16 / 1e12);
-    fprintf(f, "peak_tflops_fp8 = %.6g\n", hw->peak_fp8 / 1e12);
-    fprintf(f, "matmul_efficiency = %.4f\n", hw->matmul_efficiency);
-    fprintf(f, "matmul_half_size = %.1f\n", hw->matmul_half_size);
-    fprintf(f, "attention_efficiency = %.4f\n", hw->attention_efficiency);
-    fprintf(f, "attention_half_head_dim = %.1f\n", hw->attention_half_head_dim);
-    fprintf(f, "memory_bandwidth_gbs = %.4g\n", hw->memory_bandwidth / 1e9);
-    fprintf(f, "intra_node_bandwidth_gbs = %.4g\n", hw->intra_bw / 1e9);
-    fprintf(f, "intra_node_latency_us = %.4g\n", hw->intra_latency / 1e-6);
-    fprintf(f, "inter_node_bandwidth_gbs = %.4g\n", hw->inter_bw / 1e9);
-    fprintf(f, "inter_node_latency_us = %.4g\n", hw->inter_latency / 1e-6);
-    fprintf(f, "kernel_launch_us = %.4g\n", hw->kernel_launch / 1e-6);
+    fprintf(f, "peak_tflops_fp32 = %.17g\n", hw->peak_fp32 / 1e12);
+    fprintf(f, "peak_tflops_bf16 = %.17g\n", hw->peak_bf16 / 1e12);
+    fprintf(f, "peak_tflops_fp8 = %.17g\n", hw->peak_fp8 / 1e12);
+    fprintf(f, "matmul_efficiency = %.17g\n", hw->matmul_efficiency);
+    fprintf(f, "matmul_half_size = %.17g\n", hw->matmul_half_size);
+    fprintf(f, "attention_efficiency = %.17g\n", hw->attention_efficiency);
+    fprintf(f, "attention_half_head_dim = %.17g\n", hw->attention_half_head_dim);
+    fprintf(f, "memory_bandwidth_gbs = %.17g\n", hw->memory_bandwidth / 1e9);
+    fprintf(f, "intra_node_bandwidth_gbs = %.17g\n", hw->intra_bw / 1e9);
+    fprintf(f, "intra_node_latency_us = %.17g\n", hw->intra_latency / 1e-6);
+    fprintf(f, "inter_node_bandwidth_gbs = %.17g\n", hw->inter_bw / 1e9);
+    fprintf(f, "inter_node_latency_us = %.17g\n", hw->inter_latency / 1e-6);
+    fprintf(f, "kernel_launch_us = %.17g\n", hw->kernel_launch / 1e-6);
     if (fclose(f)) return ct_set_error("%s: write failed", path);
     return CT_OK;
 }

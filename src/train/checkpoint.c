@@ -10,6 +10,7 @@
 
 #include "checkpoint/model_file.h"
 #include "core/clock.h"
+#include "core/file_check.h"
 #include "core/failpoint.h"
 #include "core/memory.h"
 #include "core/trace.h"
@@ -62,9 +63,12 @@ static void on_stop_signal(int sig, siginfo_t *si, void *uctx) {
     (void)uctx;
     if (caught_signal) {
         // The launcher passing on a stop it received itself (a Ctrl-C that the terminal also sent
-        // this rank, where the launcher leaves its ranks in the terminal's process group): the
-        // same stop, not the user's second signal.
-        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid) return;
+        // this rank, where the launcher leaves its ranks in the terminal's process group; mpirun
+        // passes SIGINT on as SIGTERM): the same stop, not the user's second signal. After a
+        // SIGUSR1 a SIGTERM from the launcher is a second stop: scripts/run_train.sh passes the
+        // first signal on as SIGUSR1 and a second as SIGTERM.
+        bool same_stop = sig == caught_signal || (sig == SIGTERM && caught_signal == SIGINT);
+        if (launcher_pid && si && si->si_code == SI_USER && si->si_pid == launcher_pid && same_stop) return;
         say("a second signal: ending now, without saving (the last complete checkpoint stays)", -1, "");
         _exit(128 + sig);  // the user means now
     }
@@ -106,6 +110,7 @@ void ct_checkpoint_catch_signals(int rank) {
     sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);  // what mpirun passes to its ranks untouched (scripts/run_train.sh)
     struct sigaction al;
     memset(&al, 0, sizeof al);
     al.sa_handler = on_grace_over;
@@ -244,8 +249,8 @@ static ct_status publish(ct_trainer *t, const int64_t *records) {
     }
     char path[CT_DCP_PATH + 32];
     snprintf(path, sizeof path, "%s/config.toml", c->pending_dir);
-    FILE *cf = fopen(path, "w");
-    if (!cf) return ct_set_error("%s: %s", path, strerror(errno));
+    FILE *cf = ct_file_fopen_write(path, "checkpoint config", CT_FILE_WRITE_NOFOLLOW);
+    if (!cf) return CT_ERR;
     ct_config_write_toml(&t->cfg, cf);
     bool ok = fflush(cf) == 0;
     if (fclose(cf) || !ok) return ct_set_error("%s: %s", path, strerror(errno ? errno : EIO));
@@ -276,7 +281,7 @@ static ct_status publish(ct_trainer *t, const int64_t *records) {
     int k = t->cfg.ckpt_keep_latest_k;
     if (k > 0) {
         int steps[4096];
-        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL, stderr);
+        int n = ct_dcp_list_steps(c->folder, steps, 4096, NULL, NULL, stderr);
         for (int i = 0; i + k < n; i++) {
             char old[CT_DCP_PATH];
             ct_dcp_step_dir(c->folder, steps[i], old);
@@ -406,7 +411,7 @@ ct_status ct_checkpoint_poll(ct_trainer *t, bool *stop) {
     int32_t flags[2] = {ct_checkpoint_signal(), busy};  // {a stop signal, a writer still busy}
     ct_comm_all_reduce(&t->world, flags, flags, 2, CT_I32, CT_COMM_MAX);
     *stop = flags[0] != 0;
-    c->stop_signal = flags[0];  // the largest signal number caught: SIGTERM (15) over SIGINT (2)
+    c->stop_signal = flags[0];  // the largest signal number caught: SIGTERM (15), SIGUSR1 (10), SIGINT (2)
     if (c->pending_step >= 0 && !flags[1]) return complete_save(t);
     return CT_OK;
 }
@@ -423,7 +428,7 @@ static ct_status pick_step(ct_trainer *t, int *step, int *removed) {
     ct_checkpointer *c = &t->ckpt;
     *removed = ct_dcp_remove_incomplete(c->folder, stderr);
     static int steps[65536];
-    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL, stderr);
+    int n = ct_dcp_list_steps(c->folder, steps, 65536, NULL, NULL, stderr);
     int want = t->cfg.ckpt_load_step;
     *step = n ? steps[n - 1] : -1;
     if (want < 0) return CT_OK;

@@ -15,7 +15,7 @@
 // training goes on; the commit (manifest, rename) follows at the first step end where every
 // rank's thread is done, or at the next save, which waits for the previous one.
 //
-// Signals: SIGINT / SIGTERM on any rank set a flag; at the next step end every rank learns of it
+// Signals: SIGINT / SIGTERM / SIGUSR1 on any rank set a flag; at the next step end every rank learns of it
 // (one small all-reduce per step), saves when checkpointing is on, and stops -- within
 // checkpoint.signal_grace_seconds, or the process ends anyway. A second signal ends the process
 // at once.
@@ -90,11 +90,13 @@ ct_status ct_checkpoint_poll(struct ct_trainer *t, bool *stop);
 // Waits for an async save in flight and commits it (collective). A no-op when none.
 ct_status ct_checkpoint_finish(struct ct_trainer *t);
 
-// SIGINT / SIGTERM handlers, and the flag: the signal number caught, or 0. The first signal sets
-// the flag and starts the grace (SIGALRM): the step in flight and its save must end within it,
-// or the process ends with a line that says so, leaving the last complete checkpoint. A second
-// signal ends the process at once -- except the SIGTERM the launcher (mpirun, orted: this
-// process's parent) sends every rank when it got a signal itself, which is the same stop.
+// SIGINT / SIGTERM / SIGUSR1 handlers (SIGUSR1: the stop mpirun passes on untouched, which
+// scripts/run_train.sh sends it for a Ctrl-C), and the flag: the signal number caught, or 0. The
+// first signal sets the flag and starts the grace (SIGALRM): the step in flight and its save must
+// end within it, or the process ends with a line that says so, leaving the last complete
+// checkpoint. A second signal ends the process at once -- except the launcher (mpirun, orted:
+// this process's parent) passing on a SIGINT or SIGTERM it got itself (as SIGTERM), which is the
+// same stop.
 // `rank` is named in the lines the handlers write (-1: none).
 void ct_checkpoint_catch_signals(int rank);
 int ct_checkpoint_signal(void);

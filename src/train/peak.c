@@ -77,8 +77,8 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
     }
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
-    FILE *out = fopen(tmp, "w");
-    if (!out) return ct_set_error("%s: %s", tmp, strerror(errno));
+    FILE *out = ct_file_fopen_write(tmp, "matmul rate cache", CT_FILE_WRITE_NOFOLLOW);
+    if (!out) return CT_ERR;
     FILE *in = open_cache(file);
     char line[1024];
     size_t kl = strlen(key);

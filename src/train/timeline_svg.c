@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/file_check.h"
+
 // Text as SVG character data: the markup characters escaped (titles may hold "<", names "&").
 static void put_text(FILE *f, const char *s) {
     for (; s && *s; s++) {
@@ -33,8 +35,8 @@ ct_status ct_svg_timeline_write(const char *path, const ct_svg_timeline *tl) {
     const int left = 70, plot_w = 1100, top = 40, gap = 10;
     int height = top + tl->n_lanes * (lane_h + gap) + 70 + 18 * ((tl->n_legend + 7) / 8 - 1),
         width = left + plot_w + 20;
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("%s: cannot write: %s", path, strerror(errno));
+    FILE *f = ct_file_fopen_write(path, "timeline SVG", CT_FILE_WRITE_TRUNC);
+    if (!f) return CT_ERR;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
                "font-size=\"10\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             width, height);

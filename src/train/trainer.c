@@ -15,6 +15,7 @@
 #include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "core/toml.h"
+#include "core/file_check.h"
 #include "core/failpoint.h"
 #include "core/trace.h"
 #include "data/tokenizer.h"
@@ -591,8 +592,8 @@ static ct_status claim_dump_folder(const ct_trainer *t) {
     strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%S%z", &tm);
     snprintf(id, sizeof id, "%04d%02d%02d-%02d%02d%02d-%05d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
              tm.tm_min, tm.tm_sec, (int)getpid() % 100000);
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    FILE *f = ct_file_fopen_write(path, "run record", CT_FILE_WRITE_NOFOLLOW);
+    if (!f) return CT_ERR;
     fprintf(f, "# written by ctitan train: which run these outputs belong to\n");
     fprintf(f, "run_id = \"%s\"\nstarted = \"%s\"\nctitan_version = \"%s\"\nranks = %d\nresumed_from_step = %d\n", id,
             started, ct_version(), t->world.size, t->step);
@@ -605,8 +606,8 @@ static ct_status claim_dump_folder(const ct_trainer *t) {
 static ct_status write_effective_config(const ct_trainer *t) {
     char path[CT_STR + 16];
     snprintf(path, sizeof path, "%s/config.toml", t->cfg.dump_folder);
-    FILE *f = fopen(path, "w");
-    if (!f) return ct_set_error("cannot write %s: %s", path, strerror(errno));
+    FILE *f = ct_file_fopen_write(path, "effective config", CT_FILE_WRITE_NOFOLLOW);
+    if (!f) return CT_ERR;
     ct_config_write_toml(&t->cfg, f);
     bool ok = fflush(f) == 0 && !ferror(f);
     if (fclose(f) || !ok) return ct_set_error("cannot write %s: %s", path, strerror(errno));
@@ -638,7 +639,10 @@ static bool save_due(const ct_trainer *t) {
 // After a stop signal: the state saved (when checkpointing is on) and one line.
 static int stop_on_signal(ct_trainer *t) {
     int sig = t->ckpt.stop_signal;
-    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a stop signal";
+    const char *name = sig == SIGINT    ? "SIGINT"
+                       : sig == SIGTERM ? "SIGTERM"
+                       : sig == SIGUSR1 ? "SIGUSR1"
+                                        : "a stop signal";
     if (!t->ckpt.enabled) {
         ct_status st = ct_checkpoint_finish(t);
         if (t->is_logger)
@@ -668,8 +672,8 @@ static void say_signal_grace(const ct_trainer *t) {
     else
         snprintf(how, sizeof how, "checkpoint.signal_grace_seconds 0: %d s, or 3 x the last save's time once longer",
                  CT_SIGNAL_GRACE_MIN);
-    printf("checkpoint: SIGINT or SIGTERM finishes the step in flight and saves within %d s (%s); a second signal "
-           "ends at once\n",
+    printf("checkpoint: SIGINT, SIGTERM or SIGUSR1 finishes the step in flight and saves within %d s (%s); a second "
+           "signal ends at once\n",
            ct_checkpoint_grace(), how);
 }
 

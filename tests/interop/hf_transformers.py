@@ -7,11 +7,12 @@ line and exits 0, so machines without them pass. Not part of `make test`, which 
 What it checks, on small models trained for a few steps by `ctitan train`:
   1. `ctitan convert --to hf` output loads with LlamaForCausalLM.from_pretrained, and its loss on
      a window of tokens equals `ctitan eval`'s on the same window (fp32: 1e-5 relative), with
-     Llama 3.1 RoPE scaling and with plain RoPE, and loading warns nothing about RoPE or the
-     context (other warnings are printed as notes); reading the q/k rows without the permutation
+     Llama 3.1 RoPE scaling and with plain RoPE; reading the q/k rows without the permutation
      gives another loss (the check can see a layout error; shown with plain RoPE at theta 10000).
   2. A bf16 export gives the loss of ctitan's bf16 model (computed in fp32 by both).
   3. AutoTokenizer on the exported tokenizer encodes texts as `ctitan tokenizer encode` does.
+  Loading an export (fp32 and bf16 models, the tokenizer) warns nothing at all: every WARNING of
+  transformers' loggers and every Python warning raised meanwhile fails the check, listed.
   4. Directories written by transformers' save_pretrained -- sharded, bf16, tied embeddings --
      read by `ctitan convert --from hf` give transformers' loss under `ctitan eval`.
 Prints PASS/FAIL lines and "N passed, N failed"; exits 1 when anything failed.
@@ -46,7 +47,8 @@ def main():
 
 class LoadLog(logging.Handler):
     """What transformers warns while a block runs: its loggers' WARNING lines (they all go
-    through the "transformers" logger) and Python warnings."""
+    through the "transformers" logger, here at WARNING level whatever TRANSFORMERS_VERBOSITY
+    says) and Python warnings of any category."""
 
     def __init__(self):
         super().__init__(logging.WARNING)
@@ -54,9 +56,13 @@ class LoadLog(logging.Handler):
         self._caught = None
 
     def emit(self, record):
-        self.lines.append(record.getMessage())
+        self.lines.append(f"{record.name}: {record.getMessage()}")
 
     def __enter__(self):
+        from transformers.utils import logging as hf_logging
+
+        self._level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_warning()
         logging.getLogger("transformers").addHandler(self)
         self._caught = warnings.catch_warnings(record=True)
         self._records = self._caught.__enter__()
@@ -64,9 +70,12 @@ class LoadLog(logging.Handler):
         return self
 
     def __exit__(self, *exc):
+        from transformers.utils import logging as hf_logging
+
         self._caught.__exit__(*exc)
         logging.getLogger("transformers").removeHandler(self)
-        self.lines += [str(w.message) for w in self._records]
+        hf_logging.set_verbosity(self._level)
+        self.lines += [f"{w.category.__name__}: {w.message}" for w in self._records]
         return False
 
 
@@ -74,8 +83,15 @@ class Checks:
     T = 32  # tokens per window
 
     def __init__(self, binary, tmp):
+        import torch
+        import transformers
+
         self.bin, self.tmp = binary, tmp
         self.passed = self.failed = 0
+        # from_pretrained's fp32 argument: `dtype` since transformers 4.56, which warns about the
+        # older `torch_dtype` (a warning of the test's own making, not of the export).
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        self.fp32 = {"dtype" if (major, minor) >= (4, 56) else "torch_dtype": torch.float32}
 
     def ctitan(self, *argv):
         r = subprocess.run([self.bin, *argv], capture_output=True, text=True)
@@ -137,12 +153,8 @@ class Checks:
         self.ctitan("convert", "--to", "hf", "--model", model_file, "--out", hf, "--tokenizer", tokenizer)
         want = self.ctitan_loss(model_file, data)
         with LoadLog() as log:
-            model = LlamaForCausalLM.from_pretrained(hf, torch_dtype=torch.float32)
-        about_config = [w for w in log.lines if "rope" in w.lower() or "max_position_embeddings" in w]
-        for w in log.lines:
-            if w not in about_config:
-                print(f"  note: transformers warned: {w}")
-        self.check(f"{label}_config_loads_without_warning", not about_config, " | ".join(about_config))
+            model = LlamaForCausalLM.from_pretrained(hf, **self.fp32)
+        self.check(f"{label}_fp32_export_loads_without_warning", not log.lines, " | ".join(log.lines))
         got = self.hf_loss(model, tokens)
         self.check(f"{label}_fp32_loss_matches_ctitan_eval", abs(got - want) <= 1e-5 * abs(want),
                    f"transformers {got:.7f}, ctitan {want:.7f}")
@@ -154,7 +166,10 @@ class Checks:
         self.ctitan("convert", "--to", "hf", "--model", model_file, "--out", hf16, "--dtype", "bf16")
         self.ctitan("convert", "--from", "hf", "--model", hf16, "--out", back16)
         want16 = self.ctitan_loss(back16, data)
-        got16 = self.hf_loss(LlamaForCausalLM.from_pretrained(hf16, torch_dtype=torch.float32), tokens)
+        with LoadLog() as log:
+            model16 = LlamaForCausalLM.from_pretrained(hf16, **self.fp32)
+        self.check(f"{label}_bf16_export_loads_without_warning", not log.lines, " | ".join(log.lines))
+        got16 = self.hf_loss(model16, tokens)
         self.check(f"{label}_bf16_loss_matches_ctitan_eval", abs(got16 - want16) <= 1e-5 * abs(want16),
                    f"transformers {got16:.7f}, ctitan {want16:.7f}")
         return hf
@@ -180,10 +195,12 @@ class Checks:
         try:
             from transformers import AutoTokenizer
 
-            tok = AutoTokenizer.from_pretrained(hf)
+            with LoadLog() as log:
+                tok = AutoTokenizer.from_pretrained(hf)
         except Exception as e:  # tokenizers missing or too old for ignore_merges
             self.check("tokenizer_loads", False, repr(e))
             return
+        self.check("tokenizer_loads_without_warning", not log.lines, " | ".join(log.lines))
         texts = ["Hello world, this is a test.", "Numbers 12345 and  double  spaces\n\nnew lines",
                  "Caf\u00e9 na\u00efve \u2014 \u65e5\u672c\u8a9e \U0001F600", "don't won't they'll I'm"]
         for i, text in enumerate(texts):
@@ -197,16 +214,17 @@ class Checks:
         import torch
         from transformers import LlamaConfig, LlamaForCausalLM
 
+        # The contexts of Llama 3.1 (131072, scaled from 8192) and Llama 3 (8192).
         cases = [
             ("sharded_fp32_llama31", torch.float32, False,
              {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-              "original_max_position_embeddings": 8192}, 500000.0),
-            ("sharded_bf16_tied", torch.bfloat16, True, None, 10000.0),
+              "original_max_position_embeddings": 8192}, 500000.0, 131072),
+            ("sharded_bf16_tied", torch.bfloat16, True, None, 10000.0, 8192),
         ]
-        for label, dtype, tied, rope_scaling, theta in cases:
+        for label, dtype, tied, rope_scaling, theta, context in cases:
             torch.manual_seed(len(label))
             cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
-                              num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=8192,
+                              num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=context,
                               rms_norm_eps=1e-5, rope_theta=theta, rope_scaling=rope_scaling,
                               tie_word_embeddings=tied)
             model = LlamaForCausalLM(cfg).to(dtype)
@@ -222,7 +240,7 @@ class Checks:
             shards = os.path.exists(os.path.join(d, "model.safetensors.index.json"))
             # The reference is the directory as transformers loads it in fp32: model.float() would
             # keep the RoPE inv_freq buffer that .to(bfloat16) rounded.
-            want = self.hf_loss(LlamaForCausalLM.from_pretrained(d, torch_dtype=torch.float32), tokens)
+            want = self.hf_loss(LlamaForCausalLM.from_pretrained(d, **self.fp32), tokens)
             got = self.ctitan_loss(out, data)
             self.check(f"{label}_import_loss_matches_transformers", shards and abs(got - want) <= 1e-5 * abs(want),
                        f"ctitan {got:.7f}, transformers {want:.7f}, sharded {shards}")

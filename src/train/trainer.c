@@ -180,10 +180,10 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
     if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
-    if (t->k->device == CT_DEVICE_CUDA)
-        return ct_set_error("training.device %s: the trainer does not place its buffers on the GPU yet ("
-                            "the cuda kernels and nccl comm are built; whole-model training on them is not)",
-                            cfg->train_device);
+    if (t->k->device == CT_DEVICE_CUDA && strcmp(ct_comm_backend_name(), "nccl"))
+        return ct_set_error("training.device cuda: the job's communication is %s, not nccl (ctitan train selects "
+                            "nccl for cuda before it starts the transport)",
+                            ct_comm_backend_name());
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,

@@ -12,6 +12,7 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/model_device.h"
 #include "cli/options.h"
 #include "core/memory.h"
 #include "data/loader.h"
@@ -59,7 +60,7 @@ static ct_status check_tokenizer(const char *model_path, const ct_llama_config *
 }
 
 int ct_cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *data = NULL, *split = "val";
+    const char *model_path = NULL, *data = NULL, *split = "val", *device = NULL;
     long T = 0, B = 1, steps = 0;
     const ct_opt opts[] = {
         {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
@@ -68,6 +69,7 @@ int ct_cmd_eval(int argc, char **argv) {
         {"seq_len", 0, CT_OPT_LONG, &T, "T", "window length (the model's training length; 256 if unknown)", 1, 1 << 30},
         {"batch", 0, CT_OPT_LONG, &B, "B", "windows per forward pass (1)", 1, 1 << 30},
         {"steps", 0, CT_OPT_LONG, &steps, "N", "batches (one pass over the split)", 1, 1 << 30},
+        {"device", 0, CT_OPT_STR, &device, "NAME", CT_CLI_DEVICE_HELP, 0, 0},
     };
     const ct_opt_spec spec = {"ctitan eval", "--model FILE --data DIR|SHARD [options]",
                               "Prints the mean next-token loss and perplexity. A --seq_len past the length the model\n"
@@ -83,6 +85,8 @@ int ct_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "ctitan eval: needs --model and --data\n");
         return 2;
     }
+    const ct_kernels *k = ct_cli_device("ctitan eval", device);
+    if (!k) return 2;
 
     ct_llama_config m;
     ct_param_table table;
@@ -138,11 +142,14 @@ int ct_cmd_eval(int argc, char **argv) {
                 windows);
 
     ct_llama_weights w;
-    ct_llama_weights_init(&w, &table, &m, block);
+    float *placed = ct_cli_weights_on(k, block, table.total);
+    ct_llama_weights_init(&w, &table, &m, placed);
     ct_llama_acts acts;
-    ct_llama_acts_init(&acts, &m, B, T);
-    int32_t *inputs = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));   // (B, T)
-    int32_t *targets = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));  // (B, T)
+    ct_llama_acts_init_on(&acts, k, &m, B, T);
+    size_t tok_bytes = (size_t)(B * T) * sizeof(int32_t);
+    int32_t *inputs = ct_xmalloc(tok_bytes);   // (B, T) as read
+    int32_t *targets = ct_xmalloc(tok_bytes);  // (B, T)
+    int32_t *dev_tok = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, 2 * tok_bytes);  // (2, B, T) on the device
     struct timespec t0, t1;
     fputs(note, stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -151,7 +158,9 @@ int ct_cmd_eval(int argc, char **argv) {
     for (long s = 0; s < steps; s++) {
         ct_loader_next_batch(loader, inputs, targets);
         for (long j = 0; j < B * T; j++) valid += targets[j] >= 0;
-        loss_sum += ct_llama_step(&acts, &w, NULL, inputs, targets, 0.0f);
+        k->copy_from_host(dev_tok, inputs, tok_bytes);
+        k->copy_from_host(dev_tok + B * T, targets, tok_bytes);
+        loss_sum += ct_llama_step(&acts, &w, NULL, dev_tok, dev_tok + B * T, 0.0f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -167,8 +176,10 @@ int ct_cmd_eval(int argc, char **argv) {
 done_eval:
     free(inputs);
     free(targets);
+    ct_mem_free(dev_tok);
     ct_llama_acts_free(&acts);
     ct_llama_weights_free(&w);
+    ct_cli_weights_free(placed, block);
 done_loader:
     ct_loader_free(loader);
     free(block);

@@ -16,6 +16,7 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/model_device.h"
 #include "cli/options.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
@@ -73,7 +74,7 @@ static ct_status check_tokenizer(const ct_tokenizer *tok, const char *tok_path, 
 }
 
 int ct_cmd_generate(int argc, char **argv) {
-    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL;
+    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL, *device = NULL;
     long max_new = 64, top_k = 0;
     double temperature = 0.8;
     unsigned long long seed = 1;
@@ -85,6 +86,7 @@ int ct_cmd_generate(int argc, char **argv) {
         {"temperature", 0, CT_OPT_DOUBLE, &temperature, "T", "sampling temperature (0.8; 0 = greedy)", 0, 1e300},
         {"top_k", 0, CT_OPT_LONG, &top_k, "K", "sample from the K likeliest tokens (0 = all)", 0, (double)LONG_MAX},
         {"seed", 0, CT_OPT_U64, &seed, "S", "sampling seed (1)", 0, 0},
+        {"device", 0, CT_OPT_STR, &device, "NAME", CT_CLI_DEVICE_HELP, 0, 0},
     };
     const ct_opt_spec spec = {"ctitan generate", "--model FILE --tokenizer TOK --prompt TEXT [options]",
                               "Stops at the tokenizer's EOS, after N tokens, or at the length the model was trained at\n"
@@ -96,6 +98,8 @@ int ct_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "ctitan generate: needs --model, --tokenizer and --prompt\n");
         return 2;
     }
+    const ct_kernels *k = ct_cli_device("ctitan generate", device);
+    if (!k) return 2;
 
     char note[1200];
     ct_tokenizer *tok = ct_tokenizer_load(tok_path);
@@ -124,7 +128,8 @@ int ct_cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL, *out = NULL;
     long n = 0, cap = 0;
     ct_llama_weights w;
-    ct_llama_weights_init(&w, &table, &m, block);
+    float *placed = ct_cli_weights_on(k, block, table.total);
+    ct_llama_weights_init(&w, &table, &m, placed);
     if (eos >= m.vocab_size) {
         fprintf(stderr, "ctitan generate: the tokenizer's EOS id %d is outside the model's vocabulary %d "
                         "(was the model trained with this tokenizer?)\n", eos, m.vocab_size);
@@ -174,7 +179,7 @@ int ct_cmd_generate(int argc, char **argv) {
     ct_sampler sampler;
     ct_sampler_init(&sampler, V, (float)temperature, (int)(top_k > V ? V : top_k), (uint64_t)seed);
     ct_generator gen;
-    ct_gen_init(&gen, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
+    ct_gen_init_on(&gen, k, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
     out = malloc((size_t)(max_new > 0 ? max_new : 1) * sizeof *out);
 
     fputs(note, stderr);
@@ -198,6 +203,7 @@ done:
     free(out);
     free(ids);
     ct_llama_weights_free(&w);
+    ct_cli_weights_free(placed, block);
     free(block);
     ct_param_table_free(&table);
     ct_tokenizer_free(tok);

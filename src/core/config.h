@@ -90,7 +90,7 @@ typedef struct {
     int log_freq;                     // metrics.log_freq
     double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
     char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
-    char train_device[8];             // training.device: cpu | cuda (the kernel table and comm backend)
+    char train_device[8];             // training.device: cpu | cuda | cpu_sim (the kernel table and comm backend)
     char kernel_set[16];              // training.kernel_set: auto | avx2 | avx512 | avx512_bf16 | amx | native
     bool enable_tensorboard;          // metrics.enable_tensorboard
     char tb_folder[CT_STR];           // metrics.save_tb_folder, inside dump_folder

@@ -61,8 +61,9 @@ const ct_setting ct_settings[] = {
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
 
     // [training]
-    ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
-         "where the math runs: cpu, or cuda (a GPU per process, NCCL)"),  // + what this build has: config.c
+    ENUM("training.device", train_device, "cpu", "cpu|cuda|cpu_sim", NULL, "job.device",
+         "where the math runs: cpu, cuda (a GPU per process, NCCL), or cpu_sim (tests: device memory the host "
+         "cannot touch)"),  // + what this build has: config.c
     ENUM("training.kernel_set", kernel_set, "auto", "auto|avx2|avx512|avx512_bf16|amx|native", NULL, NULL,
          "the cpu kernels' instruction set: auto (CTITAN_KERNEL_SET, else the best this CPU runs; every rank "
          "takes the lowest any rank chose), or one the CPU has; a NATIVE=1 build has only native"),

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/dcp.h"
 
 struct ct_model_file {
     ct_st_file *st;
@@ -183,6 +186,7 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
 ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
     memset(tok, 0, sizeof *tok);
     tok->bos = tok->eos = -1;
+    if (ct_model_is_step_folder(path)) return CT_OK;  // a checkpoint records no tokenizer
     ct_st_file *f = ct_st_open(path);
     if (!f) return CT_ERR;
     const char *h = ct_st_metadata(f, "tokenizer");
@@ -323,8 +327,51 @@ ct_status ct_model_load(const char *path, const ct_param_table *t, float *full) 
     return CT_OK;
 }
 
+bool ct_model_is_step_folder(const char *path) {
+    char manifest[4096];
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
+    snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
+    return stat(manifest, &sb) == 0;
+}
+
+// A checkpoint's step folder: every tensor whole, gathered from the pieces of whatever layout
+// saved it (dcp.h resharding), after every file's size and CRC-32 is checked.
+static ct_status load_step_folder(const char *dir, ct_llama_config *m, ct_param_table *t, float **full) {
+    ct_dcp_manifest man;
+    if (ct_dcp_read_manifest(dir, &man)) return CT_ERR;
+    ct_status st = CT_OK;
+    for (int i = 0; i < man.n_files && st == CT_OK; i++) st = ct_dcp_verify_file(dir, &man.files[i]);
+    *m = man.model;
+    if (m->max_seq_len <= 0) m->max_seq_len = man.seq_len;  // the length it was trained at
+    ct_dcp_reader *r = st == CT_OK ? ct_dcp_open(dir, &man) : NULL;
+    if (st == CT_OK && !r) st = CT_ERR;
+    if (st == CT_OK) {
+        ct_param_table_build(t, m);
+        *full = malloc((size_t)t->total * sizeof(float));
+        if (!*full) st = ct_set_error("%s: out of memory for %ld parameters", dir, t->total);
+        for (int i = 0; i < t->count && st == CT_OK; i++) {
+            const ct_param *p = &t->params[i];
+            ct_shard_desc whole = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], -1, 0, 0);
+            st = ct_dcp_read(r, p->name, CT_DCP_PARAM, &whole, *full + p->offset);
+        }
+        if (st) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            free(*full);
+            *full = NULL;
+            ct_param_table_free(t);
+            st = strstr(why, dir) ? ct_set_error("%s", why) : ct_set_error("%s: %s", dir, why);
+        }
+    }
+    if (r) ct_dcp_close(r);
+    ct_dcp_manifest_free(&man);
+    return st;
+}
+
 ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full) {
     *full = NULL;
+    if (ct_model_is_step_folder(path)) return load_step_folder(path, m, t, full);
     if (ct_model_load_config(path, m)) return CT_ERR;
     ct_param_table_build(t, m);
     *full = malloc((size_t)t->total * sizeof(float));

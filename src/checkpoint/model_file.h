@@ -10,6 +10,8 @@
 // expected tensor must be there with its shape, and nothing else may be.
 #ifndef CT_MODEL_FILE_H
 #define CT_MODEL_FILE_H
+#include <stdbool.h>
+
 #include "checkpoint/safetensors.h"
 #include "model/llama_config.h"
 #include "model/params.h"
@@ -48,7 +50,10 @@ ct_status ct_model_load_config(const char *path, ct_llama_config *m);
 ct_status ct_model_load(const char *path, const ct_param_table *t, float *full);
 
 // Everything at once for a tool: the config, its registry and a malloc'd block (free with
-// free()). max_seq_len is left as the file says (0 when absent).
+// free()). max_seq_len is left as the file says (0 when absent). path may also be a checkpoint's
+// step folder (step-N: a manifest.toml inside), saved under any layout: its files are verified
+// and every tensor gathered whole; max_seq_len is then the length it was trained at.
+bool ct_model_is_step_folder(const char *path);
 ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full);
 
 // ---- partial reads (the trainer: each rank copies its own FSDP shard ranges) -------------

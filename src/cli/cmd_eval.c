@@ -63,7 +63,7 @@ int ct_cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *data = NULL, *split = "val", *device = NULL;
     long T = 0, B = 1, steps = 0;
     const ct_opt opts[] = {
-        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
+        {"model", 0, CT_OPT_STR, &model_path, "PATH", "the saved model (.safetensors), or a checkpoint's step-N folder", 0, 0},
         {"data", 0, CT_OPT_STR, &data, "DIR|SHARD", "token shards (ctitan data prepare)", 0, 0},
         {"split", 0, CT_OPT_STR, &split, "val|train", "which split of DIR (val)", 0, 0},
         {"seq_len", 0, CT_OPT_LONG, &T, "T", "window length (the model's training length; 256 if unknown)", 1, 1 << 30},

@@ -79,7 +79,7 @@ int ct_cmd_generate(int argc, char **argv) {
     double temperature = 0.8;
     unsigned long long seed = 1;
     const ct_opt opts[] = {
-        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
+        {"model", 0, CT_OPT_STR, &model_path, "PATH", "the saved model (.safetensors), or a checkpoint's step-N folder", 0, 0},
         {"tokenizer", 0, CT_OPT_STR, &tok_path, "TOK", "the tokenizer it was trained with (rank file, tokenizer.json or its folder)", 0, 0},
         {"prompt", 0, CT_OPT_STR, &prompt, "TEXT", "the text to continue", 0, 0},
         {"max_new_tokens", 0, CT_OPT_LONG, &max_new, "N", "tokens to add at most (64)", 0, (double)LONG_MAX},

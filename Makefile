@@ -15,7 +15,7 @@ MARCH   ?= -march=x86-64-v3
 endif
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) $(MARCH) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
+LDLIBS  := -ldnnl -lpcre2-8 -lz -lzstd -lsnappy -lpthread -lm
 BUILD   := build
 
 # Sanitizer build: `make test SANITIZE=1` builds everything with AddressSanitizer and
@@ -233,7 +233,7 @@ $(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
 # found by absolute path: data/fortunes/ is made by `make run`, not in a fresh clone.
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/tests/fuzz/corpus/tokenizer/seed-trained"' \
-		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lpthread -lm
+		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lzstd -lsnappy -lpthread -lm
 
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build

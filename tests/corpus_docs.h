@@ -36,7 +36,7 @@ static const char *const CT_TEST_DOCS[CT_TEST_N_DOCS] = {
 
 // ---- files ------------------------------------------------------------------------------------
 
-static void ct_test_write_file(const char *path, const void *data, size_t n) {
+static inline void ct_test_write_file(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || (n && fwrite(data, 1, n, f) != n) || fclose(f)) {
         perror(path);
@@ -45,7 +45,7 @@ static void ct_test_write_file(const char *path, const void *data, size_t n) {
 }
 
 // Reads a whole file (malloc'd, NUL after it); NULL if it cannot.
-static char *ct_test_read_file(const char *path, size_t *n) {
+static inline char *ct_test_read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -62,7 +62,7 @@ static char *ct_test_read_file(const char *path, size_t *n) {
 // ---- the containers ---------------------------------------------------------------------------
 
 // Fortune format: documents separated by lines holding only "%".
-static void ct_test_write_text(const char *path) {
+static inline void ct_test_write_text(const char *path) {
     FILE *f = fopen(path, "wb");
     for (int i = 0; i < CT_TEST_N_DOCS; i++) fprintf(f, "%s%s", i ? "%\n" : "", CT_TEST_DOCS[i]);
     fclose(f);
@@ -71,7 +71,7 @@ static void ct_test_write_text(const char *path) {
 // s as a JSON string literal (RFC 8259): '"' and '\' escaped, control characters as \n, \r, \t
 // or \u00XX; with `escape_all`, every non-ASCII character as \uXXXX (a surrogate pair above
 // U+FFFF), else raw UTF-8.
-static void ct_test_json_string(FILE *f, const char *str, int escape_all) {
+static inline void ct_test_json_string(FILE *f, const char *str, int escape_all) {
     const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
     while (*s) {
@@ -99,7 +99,7 @@ static void ct_test_json_string(FILE *f, const char *str, int escape_all) {
 
 // One object per line; the text under `field`, after an "id" and before a nested "meta" (other
 // fields are read past).
-static void ct_test_write_jsonl(const char *path, const char *field, int escape_all) {
+static inline void ct_test_write_jsonl(const char *path, const char *field, int escape_all) {
     FILE *f = fopen(path, "wb");
     for (int i = 0; i < CT_TEST_N_DOCS; i++) {
         fprintf(f, "{\"id\": %d, ", i);
@@ -113,7 +113,7 @@ static void ct_test_write_jsonl(const char *path, const char *field, int escape_
 
 // gzip of a file through zlib; `members` > 1 writes it as that many concatenated gzip members
 // (what `cat a.gz b.gz` gives).
-static void ct_test_gzip(const char *src, const char *dst, int members) {
+static inline void ct_test_gzip(const char *src, const char *dst, int members) {
     size_t n;
     char *data = ct_test_read_file(src, &n);
     remove(dst);
@@ -126,8 +126,9 @@ static void ct_test_gzip(const char *src, const char *dst, int members) {
     free(data);
 }
 
-// zstd of a file through libzstd, as `frames` concatenated frames.
-static void ct_test_zstd(const char *src, const char *dst, int frames) {
+// zstd of a file through libzstd, as `frames` concatenated frames, each with its content
+// checksum (as the zstd command writes by default).
+static inline void ct_test_zstd(const char *src, const char *dst, int frames) {
     size_t n;
     char *data = ct_test_read_file(src, &n);
     FILE *f = fopen(dst, "wb");
@@ -135,15 +136,19 @@ static void ct_test_zstd(const char *src, const char *dst, int frames) {
         size_t a = n * (size_t)m / (size_t)frames, b = n * (size_t)(m + 1) / (size_t)frames;
         size_t cap = ZSTD_compressBound(b - a);
         char *out = malloc(cap);
-        size_t k = ZSTD_compress(out, cap, data + a, b - a, 3);
-        fwrite(out, 1, k, f);
+        ZSTD_CCtx *cc = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 3);
+        ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+        size_t k = ZSTD_compress2(cc, out, cap, data + a, b - a);
+        ZSTD_freeCCtx(cc);
+        if (!ZSTD_isError(k)) fwrite(out, 1, k, f);
         free(out);
     }
     fclose(f);
     free(data);
 }
 
-static void ct_test_put_le(FILE *f, uint64_t v, int bytes) {
+static inline void ct_test_put_le(FILE *f, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) fputc((int)(v >> (8 * i) & 0xff), f);
 }
 
@@ -152,7 +157,7 @@ static void ct_test_put_le(FILE *f, uint64_t v, int bytes) {
 // is stored as `seqs_per_doc` sequences (Megatron's sentence splitting), an empty document as
 // none. Index layout: "MMIDIDX\0\0", u64 version 1, u8 dtype code, u64 sequence count, u64
 // document-index count, i32 lengths, i64 byte offsets, i64 document index (0, ..., count).
-static void ct_test_write_megatron(const char *prefix, const int32_t *ids, const long *starts, int n_docs,
+static inline void ct_test_write_megatron(const char *prefix, const int32_t *ids, const long *starts, int n_docs,
                                    int dtype_code, int seqs_per_doc) {
     char path[1024];
     int item = dtype_code == 8 ? 2 : 4;
@@ -190,7 +195,7 @@ static void ct_test_write_megatron(const char *prefix, const int32_t *ids, const
 // ---- shards -----------------------------------------------------------------------------------
 
 // FNV-1a (64 bits) of every file of a folder, in name order, names included; *files = how many.
-static uint64_t ct_test_hash_folder(const char *dir, int *files) {
+static inline uint64_t ct_test_hash_folder(const char *dir, int *files) {
     struct dirent **names;
     int n = scandir(dir, &names, NULL, alphasort);
     uint64_t h = 1469598103934665603ull;

@@ -123,7 +123,10 @@ ct_corpus *ct_corpus_open(const char *path, const ct_corpus_opts *opts) {
         goto fail;
     }
     // Megatron: the index, or the .bin with its index beside it.
-    bool idx = k == 9 && !memcmp(head, MEGATRON_MAGIC, 9);
+    // (An index by name, with its .bin beside it, is one too: a bad magic is then refused as
+    // the index's, not as a binary file of no known kind.)
+    bool idx = (k == 9 && !memcmp(head, MEGATRON_MAGIC, 9)) ||
+               (sibling(path, ".idx", ".bin", other, sizeof other) && access(other, F_OK) == 0);
     if (idx || (sibling(path, ".bin", ".idx", other, sizeof other) && is_megatron_index(other))) {
         close(fd);
         c->format = CT_CORPUS_MEGATRON;

@@ -25,6 +25,7 @@ struct ct_cstream {
     bool z_ready;
     ZSTD_DStream *zs;
     size_t z_last;          // zstd: the last return of ZSTD_decompressStream (0: a frame ended)
+    uint64_t frame_at;      // zstd: compressed offset of the frame being decoded
     bool done;
 };
 
@@ -148,13 +149,14 @@ static long read_zstd(ct_cstream *s, char *buf, size_t n) {
             s->done = true;
             break;
         }
+        if (s->z_last == 0) s->frame_at = consumed(s);  // a frame begins here
         ZSTD_inBuffer in = {s->in, s->in_len, s->in_pos};
         ZSTD_outBuffer out = {buf, n, 0};
         size_t rc = ZSTD_decompressStream(s->zs, &out, &in);
         s->in_pos = in.pos;
         if (ZSTD_isError(rc)) {
-            ct_set_error("%s: compressed byte %llu: corrupt zstd data (%s)", s->path, (unsigned long long)consumed(s),
-                         ZSTD_getErrorName(rc));
+            ct_set_error("%s: compressed byte %llu: corrupt zstd data in the frame that starts at byte %llu (%s)", s->path,
+                         (unsigned long long)consumed(s), (unsigned long long)s->frame_at, ZSTD_getErrorName(rc));
             return -1;
         }
         s->z_last = rc;
@@ -238,9 +240,11 @@ const char *ct_lines_where(const ct_lines *l, uint64_t off, char *buf, size_t ca
 }
 
 static int bad_bytes(const ct_lines *l, const char *line, uint64_t off, size_t at) {
-    char where[96];
+    char where[128];
     unsigned char c = (unsigned char)line[at];
     ct_lines_where(l, off + at, where, sizeof where);
+    size_t k = strlen(where);
+    snprintf(where + k, sizeof where - k, " (line %llu)", (unsigned long long)l->line_no);
     if (c == 0)
         ct_set_error("%s: %s: a NUL byte, so this is not text; binary input is not tokenised (give text, JSONL, "
                      "Parquet or a Megatron .bin/.idx pair)",

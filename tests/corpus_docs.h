@@ -46,6 +46,7 @@ static inline void ct_test_write_file(const char *path, const void *data, size_t
 
 // Reads a whole file (malloc'd, NUL after it); NULL if it cannot.
 static inline char *ct_test_read_file(const char *path, size_t *n) {
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -205,7 +206,7 @@ static inline uint64_t ct_test_hash_folder(const char *dir, int *files) {
         if (strcmp(nm, ".") && strcmp(nm, "..")) {
             char path[1024];
             snprintf(path, sizeof path, "%s/%s", dir, nm);
-            size_t len;
+            size_t len = 0;
             char *data = ct_test_read_file(path, &len);
             for (const char *p = nm; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
             for (size_t k = 0; data && k < len; k++) h = (h ^ (unsigned char)data[k]) * 1099511628211ull;

@@ -231,7 +231,7 @@ $(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
 
 # The prepare target encodes with a committed rank file (the tokenizer target's trained seed),
 # found by absolute path: data/fortunes/ is made by `make run`, not in a fresh clone.
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(BUILD)/fuzz/libctitan-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/tests/fuzz/corpus/tokenizer/seed-trained"' \
 		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lzstd -lsnappy -lpthread -lm
 

@@ -45,11 +45,6 @@ static long head_of(const char *path, uint8_t *buf, size_t n) {
     return st == CT_OK ? (long)k : -1;
 }
 
-static bool is_megatron_index(const char *path) {
-    uint8_t h[9];
-    return head_of(path, h, 9) == 9 && !memcmp(h, MEGATRON_MAGIC, 9);
-}
-
 // PREFIX.idx for PREFIX.bin (into out); false when the name does not end in .bin.
 static bool sibling(const char *path, const char *from, const char *to, char *out, size_t cap) {
     if (!ends_with(path, from)) return false;
@@ -122,12 +117,11 @@ ct_corpus *ct_corpus_open(const char *path, const ct_corpus_opts *opts) {
         close(fd);
         goto fail;
     }
-    // Megatron: the index, or the .bin with its index beside it.
-    // (An index by name, with its .bin beside it, is one too: a bad magic is then refused as
-    // the index's, not as a binary file of no known kind.)
+    // Megatron: the index (by its magic, or by name with its .bin beside it), or the .bin with
+    // its .idx beside it; a bad index is then refused as an index, not as a binary of no kind.
     bool idx = (k == 9 && !memcmp(head, MEGATRON_MAGIC, 9)) ||
                (sibling(path, ".idx", ".bin", other, sizeof other) && access(other, F_OK) == 0);
-    if (idx || (sibling(path, ".bin", ".idx", other, sizeof other) && is_megatron_index(other))) {
+    if (idx || (sibling(path, ".bin", ".idx", other, sizeof other) && access(other, F_OK) == 0)) {
         close(fd);
         c->format = CT_CORPUS_MEGATRON;
         if (idx && !sibling(path, ".idx", ".bin", other, sizeof other)) {

@@ -20,6 +20,7 @@ typedef struct {
 } text_state;
 
 static int append(ct_corpus *c, text_state *s, const char *p, size_t n) {
+    if (n == 0) return 0;
     if (s->len + n > CT_CORPUS_DOC_MAX) {
         char where[96];
         ct_set_error("%s: %s: a document of more than %llu bytes starts here; split it (a line holding only %% "

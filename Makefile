@@ -250,12 +250,16 @@ run: setup
 # one line where python3, torch or transformers is missing; PYTHON=... picks the interpreter.
 # tensorboard_read.py reads our TensorBoard event files (a fixture, a training run) with the
 # tensorboard package (pip-installed into $(BUILD)/interop-pylib when missing; one SKIP line when
-# that fails). Both scripts run whatever the first one's outcome.
+# that fails). parquet_corpus.py writes Parquet with pyarrow (every compression, dictionary on and
+# off, data pages v1 and v2) and with `datasets`, and checks that `data prepare` gives the shards
+# of the same documents as text (pyarrow and datasets pip-installed into $(BUILD)/interop-venv
+# when missing; one SKIP line when that fails). Every script runs whatever the others' outcome.
 .PHONY: test-interop
 test-interop: $(BUILD)/ctitan $(BUILD)/tests/test_tensorboard
 	@py=$${PYTHON:-python3}; if command -v $$py >/dev/null; then rc=0; \
 	BUILD=$(BUILD) $$py tests/interop/hf_transformers.py --bin $(BUILD)/ctitan || rc=1; \
-	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
+	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; \
+	BUILD=$(BUILD) $$py tests/interop/parquet_corpus.py --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
 	else echo "SKIP test-interop: no $$py"; fi
 
 # The include graph points one way (core <- kernels|comm <- model <- parallel <- train <- cli).

@@ -5,8 +5,8 @@
 //   gzip (1f 8b) or zstd (28 b5 2f fd) magic  -> decompressed as a stream (zlib / libzstd), and
 //                                                what comes out is JSONL or text, as below
 //   "PAR1" at both ends                       -> Apache Parquet (corpus_parquet.c)
-//   "MMIDIDX\0\0" (a .idx), or a .bin beside   -> Megatron-LM indexed dataset (corpus_megatron.c):
-//     such an .idx                                token ids, already tokenised
+//   "MMIDIDX\0\0", or PREFIX.idx / PREFIX.bin  -> Megatron-LM indexed dataset (corpus_megatron.c):
+//     with its partner beside it                  token ids, already tokenised
 //   otherwise, text: JSON Lines when the name (less .gz / .zst) ends .jsonl, .ndjson or .json, or
 //     when the first non-blank line is a JSON object (corpus_jsonl.c); else plain text, fortune
 //     format or one document per file (corpus_text.c)

@@ -15,7 +15,7 @@ MARCH   ?= -march=x86-64-v3
 endif
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) $(MARCH) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  := -ldnnl -lpcre2-8 -lutf8proc -lz -lpthread -lm
+LDLIBS  := -ldnnl -lpcre2-8 -lutf8proc -lz -lzstd -lsnappy -lpthread -lm
 BUILD   := build
 
 # Sanitizer build: `make test SANITIZE=1` builds everything with AddressSanitizer and
@@ -247,9 +247,9 @@ $(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
 
 # The prepare target encodes with a committed rank file (the tokenizer target's trained seed),
 # found by absolute path: data/fortunes/ is made by `make run`, not in a fresh clone.
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(BUILD)/fuzz/libctitan-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/tests/fuzz/corpus/tokenizer/seed-trained"' \
-		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lutf8proc -lz -lpthread -lm
+		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lutf8proc -lz -lzstd -lsnappy -lpthread -lm
 
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
@@ -269,15 +269,19 @@ run: setup
 # tensorboard_read.py reads our TensorBoard event files (a fixture, a training run) with the
 # tensorboard package (pip-installed into $(BUILD)/interop-pylib when missing; one SKIP line when
 # that fails). hf_tokenizer_json.py compares `ctitan tokenizer encode` with tokenizers' ids on
-# tokenizer.json files it trains and converts (tokenizers, transformers and tiktoken pip-installed
-# into the venv $(BUILD)/interop-venv when missing). The scripts run whatever the others' outcome.
+# tokenizer.json files it trains and converts; parquet_corpus.py writes Parquet with pyarrow (every
+# compression, dictionary on and off, data pages v1 and v2) and with `datasets`, and checks that
+# `data prepare` gives the shards of the same documents as text (their packages pip-installed into
+# $(BUILD)/interop-venv when missing; one SKIP line when that fails). Every script runs whatever
+# the others' outcome.
 .PHONY: test-interop
 test-interop: $(BUILD)/ctitan $(BUILD)/tests/test_tensorboard
 	@py=$${PYTHON:-$$([ -x $(BUILD)/venv/bin/python ] && echo $(BUILD)/venv/bin/python || echo python3)}; \
 	if command -v $$py >/dev/null; then rc=0; \
 	BUILD=$(BUILD) $$py tests/interop/hf_transformers.py --bin $(BUILD)/ctitan || rc=1; \
 	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; \
-	BUILD=$(BUILD) $$py tests/interop/hf_tokenizer_json.py --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
+	BUILD=$(BUILD) $$py tests/interop/hf_tokenizer_json.py --bin $(BUILD)/ctitan || rc=1; \
+	BUILD=$(BUILD) $$py tests/interop/parquet_corpus.py --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
 	else echo "SKIP test-interop: no $$py"; fi
 
 # The include graph points one way (core <- kernels|comm <- model <- parallel <- train <- cli).

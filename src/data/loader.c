@@ -113,6 +113,12 @@ static ct_status open_shards(ct_loader *l) {
         if (n < 0) return ct_set_error("%s: cannot read folder", l->source);
         if (n == 0) {
             free(names);
+            // The validation split is made by `data prepare`; say how, rather than only what is missing.
+            if (!strcmp(l->split, "val"))
+                return ct_set_error("%s: no val shards (val_*.bin or *_val_*.bin) in folder; make them with `ctitan data "
+                                    "prepare ... --val-docs N` (the last N documents) or --val-fraction F, or give "
+                                    "validation.dataset, or set validation.enable false",
+                                    l->source);
             return ct_set_error("%s: no %s shards (%s_*.bin or *_%s_*.bin) in folder", l->source, l->split, l->split, l->split);
         }
     } else {
@@ -263,8 +269,11 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
         return NULL;
     }
     if (l->n_tokens < (uint64_t)l->seq_len + 1) {
-        ct_set_error("%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)", l->source,
-                     (unsigned long long)l->n_tokens, l->split, l->seq_len + 1);
+        ct_set_error("%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)%s", l->source,
+                     (unsigned long long)l->n_tokens, l->split, l->seq_len + 1,
+                     strcmp(l->split, "val") ? ""
+                                             : "; prepare a larger validation split (`ctitan data prepare --val-docs N` "
+                                               "or a larger --val-fraction F)");
         ct_loader_free(l);
         return NULL;
     }

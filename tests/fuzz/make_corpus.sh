@@ -210,3 +210,6 @@ printf -- '--config\nconfigs/llama3_debug.toml\n--optimizer.lr\n1e-3\n--activati
 printf -- '--job.config_file=configs/llama3_8b.toml\n--training.local_batch_size=2\n--quantization.float8.enable\nfalse\n--metrics.device\nh100\n--job.dump_folder\nout dir\n' >"$c/cli/seed-aliases"
 printf -- '--lr_scheduler.decay_type\ncosine\n--lr_scheduler.decay_ratio\n0.5\n--checkpoint.keep_latest_k=0\n--parallelism.pipeline_split_points\nlayers.4,layers.8\n' >"$c/cli/seed-strings"
 for n in toml cli safetensors tokenizer tokenizer_json shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do echo "$n: $(ls "$c/$n" | wc -l) seeds, $(du -sk "$c/$n" | cut -f1) KiB"; done
+
+# The corpus readers' targets (text, JSONL, Parquet, Megatron): their own script.
+bash tests/fuzz/make_corpus_readers.sh

@@ -42,7 +42,7 @@ typedef struct {
     int gradient_accumulation_steps;  // gradient_accumulation_steps
     char mixed_precision[16];         // mixed_precision: fp32 | bf16
     char mixed_precision_reduce[16];  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
-    char dataset[CT_STR];             // training.dataset: "synthetic" or a folder of token shards
+    char dataset[CT_STR];             // training.dataset: "synthetic", a folder of token shards, or a blend
 
     // [optimizer]
     char optimizer_name[32];          // optimizer.name: AdamW

@@ -73,7 +73,8 @@ const ct_setting ct_settings[] = {
     FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
     BOOL("training.skip_nonfinite_steps", skip_nonfinite, "false", NULL,
          "a step whose loss or gradient norm is NaN / Inf is skipped (no update) instead of stopping the run"),
-    STR("training.dataset", dataset, "synthetic", NULL, "\"synthetic\" or a folder of token shards"),
+    STR("training.dataset", dataset, "synthetic", NULL,
+        "\"synthetic\", a folder of token shards, or a blend \"W1 PATH1 W2 PATH2 ...\" (Megatron's form)"),
 
     // [optimizer]
     ENUM("optimizer.name", optimizer_name, "AdamW", "AdamW", NULL, NULL, "optimizer"),

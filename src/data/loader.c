@@ -13,6 +13,7 @@
 
 #include "core/memory.h"
 #include "core/rng.h"
+#include "data/loader_blend.h"
 #include "data/shard.h"
 
 // Nominal length of the synthetic stream: large enough that no run finishes an epoch.
@@ -37,6 +38,13 @@ struct ct_loader {
     uint64_t perm_epoch;
     int32_t *window;          // (T + 1,) scratch: one window, split into inputs and targets
     ct_loader_state st;
+
+    // A blend (data/loader_blend.h): its datasets' loaders, and how many sequences each has given
+    // to the first `cursor` sequences of the blend's order.
+    ct_blend_spec *blend;
+    ct_loader *parts[CT_BLEND_MAX];
+    uint64_t drawn[CT_BLEND_MAX];
+    uint64_t cursor;
 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -162,7 +170,20 @@ static void build_perm(ct_loader *l, uint64_t epoch) {
     l->perm_epoch = epoch;
 }
 
+ct_status ct_loader_check_source(const char *source) {
+    ct_blend_spec tmp;
+    return ct_blend_is_blend(source) ? ct_blend_parse(source, &tmp) : CT_OK;
+}
+
+// A blend's first dataset stands for it in the peeks below (the loader checks that all agree).
+static const char *first_source(const char *source, ct_blend_spec *tmp) {
+    if (!ct_blend_is_blend(source)) return source;
+    return ct_blend_parse(source, tmp) == CT_OK ? tmp->path[0] : NULL;
+}
+
 uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
+    ct_blend_spec tmp;
+    source = first_source(source, &tmp);
     struct stat st;
     if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return 0;
     char **names = NULL;
@@ -190,6 +211,8 @@ uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
 
 ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
     ct_shard_tok none = {0};
+    ct_blend_spec tmp;
+    source = first_source(source, &tmp);
     struct stat st;
     if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return none;
     char **names = NULL;
@@ -221,6 +244,40 @@ ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
 
 ct_shard_tok ct_loader_tokenizer(const ct_loader *l) { return l->tok; }
 
+// A blend: each dataset opened as a loader of its own (it is read by sequence index, so its batch
+// and data-parallel place do not matter); the blend's epoch is the sum of their windows, which
+// only gives the position a range. The datasets must record one tokenizer.
+static ct_loader *open_blend(ct_loader *l, const ct_loader_config *cfg) {
+    l->blend = ct_xcalloc(1, sizeof *l->blend);
+    if (ct_blend_parse(l->source, l->blend)) {
+        ct_loader_free(l);
+        return NULL;
+    }
+    for (int d = 0; d < l->blend->n; d++) {
+        ct_loader_config pc = *cfg;
+        pc.source = l->blend->path[d];
+        pc.global_batch = 1, pc.dp_rank = 0, pc.dp_size = 1;
+        if (!(l->parts[d] = ct_loader_open(&pc))) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            ct_set_error("training.dataset blend, dataset %d: %s", d + 1, why);
+            ct_loader_free(l);
+            return NULL;
+        }
+        const ct_shard_tok *a = &l->parts[0]->tok, *b = &l->parts[d]->tok;
+        if (a->present != b->present || (a->present && memcmp(a->hash, b->hash, CT_SHARD_TOK_HASH_BYTES))) {
+            ct_set_error("training.dataset blend: %s and %s were made with different tokenizers", l->blend->path[0],
+                         l->blend->path[d]);
+            ct_loader_free(l);
+            return NULL;
+        }
+        l->n_windows += l->parts[d]->n_windows;
+        l->n_tokens += l->parts[d]->n_tokens;
+    }
+    l->tok = l->parts[0]->tok;
+    return l;
+}
+
 ct_loader *ct_loader_open(const ct_loader_config *cfg) {
     if (cfg->seq_len < 1 || cfg->global_batch < 1 || cfg->dp_size < 1 || cfg->dp_rank < 0 || cfg->dp_rank >= cfg->dp_size) {
         ct_set_error("data loader: bad configuration (seq_len %d, global batch %d, dp rank %d of %d)", cfg->seq_len,
@@ -250,6 +307,7 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
     l->sequential = cfg->sequential;
     l->synthetic = !strcmp(l->source, "synthetic");
     l->perm_epoch = UINT64_MAX;
+    if (ct_blend_is_blend(l->source)) return open_blend(l, cfg);
     char name[64];
     snprintf(name, sizeof name, "loader/order/%s", l->split);
     l->order_key = ct_rng_key(cfg->seed, name);
@@ -294,6 +352,8 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
 
 void ct_loader_free(ct_loader *l) {
     if (!l) return;
+    for (int d = 0; l->blend && d < l->blend->n; d++) ct_loader_free(l->parts[d]);
+    free(l->blend);
     for (int i = 0; i < l->n_shards; i++) ct_shard_close(&l->shards[i]);
     free(l->shards);
     free(l->starts);
@@ -327,26 +387,63 @@ static void copy_stream(const ct_loader *l, uint64_t off, uint64_t n, int32_t *o
     }
 }
 
+// Sequence p of epoch `epoch` of this loader's order (p < n_windows) into inputs, targets (T each).
+static void read_sequence(ct_loader *l, uint64_t epoch, uint64_t p, int32_t *inputs, int32_t *targets) {
+    const int T = l->seq_len;
+    uint64_t w = p;
+    if (!l->sequential) {
+        if (l->perm_epoch != epoch) build_perm(l, epoch);  // at most once per epoch boundary
+        w = l->perm[p];
+    }
+    copy_stream(l, w * (uint64_t)T, (uint64_t)T + 1, l->window);
+    memcpy(inputs, l->window, sizeof(int32_t) * (size_t)T);
+    memcpy(targets, l->window + 1, sizeof(int32_t) * (size_t)T);
+}
+
+// A blend's sequences n0 .. n0 + B - 1: the rule picks each one's dataset (every rank walks the
+// whole global batch, so all agree), this rank reads its own B / dp of them.
+static void blend_next_batch(ct_loader *l, int32_t *inputs, int32_t *targets) {
+    const int T = l->seq_len;
+    uint64_t mine = (uint64_t)l->dp_rank * (uint64_t)l->local_batch;
+    for (uint64_t s = 0; s < (uint64_t)l->global_batch; s++) {
+        int d = ct_blend_next(l->blend, l->cursor + s, l->drawn);
+        if (s < mine || s >= mine + (uint64_t)l->local_batch) continue;
+        ct_loader *part = l->parts[d];
+        uint64_t k = l->drawn[d] - 1;  // this dataset's k-th sequence
+        size_t at = (size_t)(s - mine) * (size_t)T;
+        read_sequence(part, k / part->n_windows, k % part->n_windows, inputs + at, targets + at);
+    }
+    l->cursor += (uint64_t)l->global_batch;
+}
+
 void ct_loader_next_batch(ct_loader *l, int32_t *inputs, int32_t *targets) {
     const int T = l->seq_len;
-    for (int b = 0; b < l->local_batch; b++) {
-        // Index of this sequence in the global order, counted from the current state.
-        uint64_t p = l->st.position + (uint64_t)l->dp_rank * (uint64_t)l->local_batch + (uint64_t)b;
-        uint64_t epoch = l->st.epoch + p / l->n_windows;
-        p %= l->n_windows;
-        uint64_t w = p;
-        if (!l->sequential) {
-            if (l->perm_epoch != epoch) build_perm(l, epoch);  // at most once per epoch boundary
-            w = l->perm[p];
+    if (l->blend) {
+        blend_next_batch(l, inputs, targets);
+    } else {
+        for (int b = 0; b < l->local_batch; b++) {
+            // Index of this sequence in the global order, counted from the current state.
+            uint64_t p = l->st.position + (uint64_t)l->dp_rank * (uint64_t)l->local_batch + (uint64_t)b;
+            read_sequence(l, l->st.epoch + p / l->n_windows, p % l->n_windows, inputs + (size_t)b * T,
+                          targets + (size_t)b * T);
         }
-        copy_stream(l, w * (uint64_t)T, (uint64_t)T + 1, l->window);
-        memcpy(inputs + (size_t)b * T, l->window, sizeof(int32_t) * (size_t)T);
-        memcpy(targets + (size_t)b * T, l->window + 1, sizeof(int32_t) * (size_t)T);
     }
     uint64_t p = l->st.position + (uint64_t)l->global_batch;
     l->st.epoch += p / l->n_windows;
     l->st.position = p % l->n_windows;
 }
+
+// The blend's counts after its first n sequences, by replaying the rule.
+static void blend_seek(ct_loader *l, uint64_t n) {
+    memset(l->drawn, 0, sizeof l->drawn);
+    for (uint64_t i = 0; i < n; i++) ct_blend_next(l->blend, i, l->drawn);
+    l->cursor = n;
+}
+
+int ct_loader_blend_parts(const ct_loader *l) { return l->blend ? l->blend->n : 0; }
+const char *ct_loader_blend_path(const ct_loader *l, int d) { return l->blend->path[d]; }
+double ct_loader_blend_weight(const ct_loader *l, int d) { return l->blend->w[d]; }
+uint64_t ct_loader_blend_tokens(const ct_loader *l, int d) { return l->drawn[d] * (uint64_t)l->seq_len; }
 
 ct_loader_state ct_loader_get_state(const ct_loader *l) { return l->st; }
 
@@ -355,12 +452,20 @@ ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st) {
         return ct_set_error("%s: loader position %llu out of range (%llu windows per epoch)", l->source,
                             (unsigned long long)st.position, (unsigned long long)l->n_windows);
     l->st = st;
+    if (l->blend) blend_seek(l, st.epoch * l->n_windows + st.position);
     return CT_OK;
 }
 
-void ct_loader_reset(ct_loader *l) { l->st = (ct_loader_state){0, 0}; }
+void ct_loader_reset(ct_loader *l) {
+    l->st = (ct_loader_state){0, 0};
+    if (l->blend) blend_seek(l, 0);
+}
 
 uint64_t ct_loader_num_tokens(const ct_loader *l) { return l->n_tokens; }
 uint64_t ct_loader_num_windows(const ct_loader *l) { return l->n_windows; }
-int ct_loader_num_shards(const ct_loader *l) { return l->n_shards; }
+int ct_loader_num_shards(const ct_loader *l) {
+    int n = l->n_shards;
+    for (int d = 0; l->blend && d < l->blend->n; d++) n += l->parts[d]->n_shards;
+    return n;
+}
 int ct_loader_local_batch(const ct_loader *l) { return l->local_batch; }

@@ -115,6 +115,7 @@ static int ranks_on_node(void) {
 static ct_status resolve_vocab(ct_trainer *t) {
     ct_config *c = &t->cfg;
     bool synthetic = !strcmp(c->dataset, "synthetic");
+    if (ct_loader_check_source(c->dataset)) return CT_ERR;
     long tok_ids = 0;
     ct_shard_tok tok_rec = {0};
     if (c->tokenizer_path[0]) {
@@ -425,6 +426,15 @@ static long read_step(ct_trainer *t, ct_loader *data) {
 
 static double step_on_tokens(ct_trainer *t, long valid, double t0);
 
+// A blend's dataset as the metrics name it: its path's last part ("data/web/" -> "web").
+static void dataset_name(const char *path, char *out, size_t n) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && path[start - 1] != '/') start--;
+    snprintf(out, n, "%.*s", (int)(len - start), path + start);
+}
+
 // The mesh groups whose communication a step reports (TensorBoard comm/<group>/...), in a fixed
 // order (comm_prev's): pp, dp_replicate, fsdp (dp_shard x cp), cp, tp.
 static void comm_groups(ct_trainer *t, ct_group *g[5]) {
@@ -541,6 +551,11 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     m->tflops = m->tokens_per_s_rank * t->flops_per_token * 1e-12;
     m->mfu = ct_peak_mfu(&t->peak, m->tflops * 1e12);
     m->val_loss = -1;
+    m->n_data = ct_loader_blend_parts(t->train_data);
+    for (int d = 0; d < m->n_data && d < (int)(sizeof m->data / sizeof m->data[0]); d++) {
+        dataset_name(ct_loader_blend_path(t->train_data, d), m->data[d].name, sizeof m->data[d].name);
+        m->data[d].tokens = (double)ct_loader_blend_tokens(t->train_data, d);
+    }
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak_on(ct_kernels_device(t->k), (ct_mem_category)k) / 1048576.0;
     return m->loss;
 }

@@ -175,70 +175,45 @@ ct_status ct_loader_check_source(const char *source) {
     return ct_blend_is_blend(source) ? ct_blend_parse(source, &tmp) : CT_OK;
 }
 
-// A blend's first dataset stands for it in the peeks below (the loader checks that all agree).
-static const char *first_source(const char *source, ct_blend_spec *tmp) {
-    if (!ct_blend_is_blend(source)) return source;
-    return ct_blend_parse(source, tmp) == CT_OK ? tmp->path[0] : NULL;
-}
-
-uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
+// The header of the split's first shard (a blend's first dataset standing for the blend: the
+// loader checks that all agree), without opening the split; false when there is none to read.
+static bool peek_header(const char *source, const char *split, unsigned char h[CT_SHARD_HEADER_BYTES]) {
     ct_blend_spec tmp;
-    source = first_source(source, &tmp);
+    if (ct_blend_is_blend(source)) source = ct_blend_parse(source, &tmp) == CT_OK ? tmp.path[0] : NULL;
     struct stat st;
-    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return 0;
+    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return false;
     char **names = NULL;
     int n = 0;
-    if (S_ISDIR(st.st_mode)) {
-        n = list_shards(source, split, &names);
-        if (n <= 0) {
-            free(names);
-            return 0;
-        }
+    if (S_ISDIR(st.st_mode) && (n = list_shards(source, split, &names)) <= 0) {
+        free(names);
+        return false;
     }
-    const char *first = n > 0 ? names[0] : source;
-    uint32_t vocab = 0;
-    int fd = open(first, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    unsigned char h[28];
-    // Only ctitan's own header names its vocabulary (bytes 24..27, little-endian).
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
-        !memcmp(h, CT_SHARD_MAGIC, 8))
-        vocab = (uint32_t)h[24] | (uint32_t)h[25] << 8 | (uint32_t)h[26] << 16 | (uint32_t)h[27] << 24;
+    int fd = open(n > 0 ? names[0] : source, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              pread(fd, h, CT_SHARD_HEADER_BYTES, 0) == (ssize_t)CT_SHARD_HEADER_BYTES && !memcmp(h, CT_SHARD_MAGIC, 8);
     if (fd >= 0) close(fd);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    return vocab;
+    return ok;
 }
 
-ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
-    ct_shard_tok none = {0};
-    ct_blend_spec tmp;
-    source = first_source(source, &tmp);
-    struct stat st;
-    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return none;
-    char **names = NULL;
-    int n = 0;
-    if (S_ISDIR(st.st_mode)) {
-        n = list_shards(source, split, &names);
-        if (n <= 0) {
-            free(names);
-            return none;
-        }
-    }
-    // The header alone (ct_shard_open would scan every token): the fields ct_shard_open reads.
-    const char *first = n > 0 ? names[0] : source;
-    ct_shard_tok tok = none;
-    int fd = open(first, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
     unsigned char h[CT_SHARD_HEADER_BYTES];
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
-        !memcmp(h, CT_SHARD_MAGIC, 8) && h[8] >= 2 && (h[28] & 1)) {
+    // Only ctitan's own header names its vocabulary (bytes 24..27, little-endian).
+    if (!peek_header(source, split, h)) return 0;
+    return (uint32_t)h[24] | (uint32_t)h[25] << 8 | (uint32_t)h[26] << 16 | (uint32_t)h[27] << 24;
+}
+
+// The header alone (ct_shard_open would scan every token): the fields ct_shard_open reads.
+ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
+    ct_shard_tok tok = {0};
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    if (peek_header(source, split, h) && h[8] >= 2 && (h[28] & 1)) {
         tok.present = 1;
         memcpy(&tok.bos, h + 32, 4);  // little-endian host (data/shard.c)
         memcpy(&tok.eos, h + 36, 4);
         memcpy(tok.hash, h + 40, CT_SHARD_TOK_HASH_BYTES);
     }
-    if (fd >= 0) close(fd);
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
     return tok;
 }
 

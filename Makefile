@@ -15,7 +15,7 @@ MARCH   ?= -march=x86-64-v3
 endif
 OPT     ?= -O3
 CFLAGS  ?= $(OPT) $(MARCH) -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  := -ldnnl -lpcre2-8 -lz -lpthread -lm
+LDLIBS  := -ldnnl -lpcre2-8 -lutf8proc -lz -lzstd -lsnappy -lpthread -lm
 BUILD   := build
 
 # Sanitizer build: `make test SANITIZE=1` builds everything with AddressSanitizer and
@@ -60,7 +60,9 @@ KSET_FLAGS_avx512_bf16 := $(KSET_FLAGS_avx512) -mavx512bf16
 KSET_FLAGS_amx         := $(KSET_FLAGS_avx512_bf16) -mamx-tile -mamx-bf16
 KSET_OBJS := $(KSETS:%=$(BUILD)/kset/%.o) $(BUILD)/kset/dispatch.o
 LIB_SRCS  := $(filter-out $(KSET_SRCS),$(LIB_SRCS))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS)
+# Generated sources: the test device's kernel table (scripts/sim_table.sh, from kernels/backend.h).
+GEN_OBJS  := $(BUILD)/gen/table_sim.o
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS) $(GEN_OBJS)
 TEST_SRCS := $(filter-out $(KSET_TESTS),$(wildcard tests/test_*.c))
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%) \
              $(foreach s,$(KSETS),$(KSET_TESTS:tests/%.c=$(BUILD)/tests/%-$(s)))
@@ -88,7 +90,7 @@ SETUP_STAMP := $(BUILD)/.setup-done
 endif
 CU_SRCS   := $(shell find src -name '*.cu' | sort)
 CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS) $(CU_OBJS)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS) $(GEN_OBJS) $(CU_OBJS)
 CFLAGS    += -DCT_HAVE_CUDA -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
 NVCCFLAGS ?= $(NVCC_OPT) -g -std=c++17 $(CUDA_GENCODE) -fmad=false -Isrc -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter
@@ -97,7 +99,7 @@ LDLIBS    += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcublas
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.c,$(BUILD)/tests/cuda/%,$(wildcard tests/cuda/test_*.c))
 else
 LIB_SRCS  := $(filter-out src/kernels/cuda/% src/comm/comm_nccl.c,$(LIB_SRCS))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(KSET_OBJS) $(GEN_OBJS)
 endif
 
 .PHONY: all test bench run data clean setup lint precision-compare fault-drill
@@ -138,6 +140,12 @@ $(BUILD)/kset/dispatch.S: $(KSETS:%=$(BUILD)/kset/%.o) scripts/kernel_sets.sh
 	bash scripts/kernel_sets.sh dispatch $@ $(KSETS)
 $(BUILD)/kset/dispatch.o: $(BUILD)/kset/dispatch.S
 	$(CC) -c $< -o $@
+
+$(BUILD)/gen/table_sim.c: src/kernels/backend.h scripts/sim_table.sh
+	@mkdir -p $(dir $@)
+	bash scripts/sim_table.sh $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c | toolchain
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 # (plain x86-64: see KSET_SHARED)
 $(BUILD)/src/kernels/cpu/kernel_set.o: MARCH := -march=x86-64
 
@@ -178,6 +186,14 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libctitan.a
 test: setup
 	$(MAKE) test-build
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_tests.sh
+# The whole suite on the test device (training.device cpu_sim: device memory the host cannot touch
+# outside backend calls), as a GPU run would place its buffers: a host access to a device buffer
+# ends the test that made it. MPI's single-copy transfers read a peer's memory outside its calls,
+# so they are off (the ranks copy through shared memory; comm_mpi.c does the same for a cpu_sim run).
+.PHONY: test-sim
+test-sim: setup
+	$(MAKE) test-build
+	CTITAN_DEVICE=cpu_sim OMPI_MCA_btl_vader_single_copy_mechanism=none BUILD=$(BUILD) bash tests/run_tests.sh
 .PHONY: test-build
 test-build: $(BUILD)/ctitan $(TEST_BINS)
 
@@ -231,9 +247,9 @@ $(BUILD)/fuzz/libctitan-fuzz.a: $(FUZZ_LIB_OBJS)
 
 # The prepare target encodes with a committed rank file (the tokenizer target's trained seed),
 # found by absolute path: data/fortunes/ is made by `make run`, not in a fresh clone.
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h $(BUILD)/fuzz/libctitan-fuzz.a
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(BUILD)/fuzz/libctitan-fuzz.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DCT_FUZZ_TOKENIZER='"$(CURDIR)/tests/fuzz/corpus/tokenizer/seed-trained"' \
-		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lz -lpthread -lm
+		$< -o $@ $(BUILD)/fuzz/libctitan-fuzz.a -lpcre2-8 -lutf8proc -lz -lzstd -lsnappy -lpthread -lm
 
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
@@ -257,13 +273,20 @@ data: setup
 # (python3 -m venv build/venv && build/venv/bin/pip install torch transformers numpy), else python3.
 # tensorboard_read.py reads our TensorBoard event files (a fixture, a training run) with the
 # tensorboard package (pip-installed into $(BUILD)/interop-pylib when missing; one SKIP line when
-# that fails). Both scripts run whatever the first one's outcome.
+# that fails). hf_tokenizer_json.py compares `ctitan tokenizer encode` with tokenizers' ids on
+# tokenizer.json files it trains and converts; parquet_corpus.py writes Parquet with pyarrow (every
+# compression, dictionary on and off, data pages v1 and v2) and with `datasets`, and checks that
+# `data prepare` gives the shards of the same documents as text (their packages pip-installed into
+# $(BUILD)/interop-venv when missing; one SKIP line when that fails). Every script runs whatever
+# the others' outcome.
 .PHONY: test-interop
 test-interop: $(BUILD)/ctitan $(BUILD)/tests/test_tensorboard
 	@py=$${PYTHON:-$$([ -x $(BUILD)/venv/bin/python ] && echo $(BUILD)/venv/bin/python || echo python3)}; \
 	if command -v $$py >/dev/null; then rc=0; \
 	BUILD=$(BUILD) $$py tests/interop/hf_transformers.py --bin $(BUILD)/ctitan || rc=1; \
-	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
+	BUILD=$(BUILD) $$py tests/interop/tensorboard_read.py --writer $(BUILD)/tests/test_tensorboard --bin $(BUILD)/ctitan || rc=1; \
+	BUILD=$(BUILD) $$py tests/interop/hf_tokenizer_json.py --bin $(BUILD)/ctitan || rc=1; \
+	BUILD=$(BUILD) $$py tests/interop/parquet_corpus.py --bin $(BUILD)/ctitan || rc=1; exit $$rc; \
 	else echo "SKIP test-interop: no $$py"; fi
 
 # The include graph points one way (core <- kernels|comm <- model <- parallel <- train <- cli).

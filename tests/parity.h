@@ -14,6 +14,7 @@
 
 #include "comm/comm.h"
 #include "core/memory.h"
+#include "device_test.h"
 #include "error_model.h"
 #include "mpi_test.h"
 #include "train/trainer.h"
@@ -58,7 +59,7 @@ static void parity_common(ct_config *c) {
 }
 
 static size_t parity_state_now(void) {
-    return ct_mem_current(CT_MEM_PARAMS) + ct_mem_current(CT_MEM_GRADS) + ct_mem_current(CT_MEM_OPTIM);
+    return ct_test_mem_current(CT_MEM_PARAMS) + ct_test_mem_current(CT_MEM_GRADS) + ct_test_mem_current(CT_MEM_OPTIM);
 }
 
 static void parity_train(const ct_config *c, ct_group *parent, parity_result *out) {

@@ -320,7 +320,7 @@ static void test_merge(void) {
                                                     : exp(l[li] - L) * (l[li] == -INFINITY ? 0 : o[oi + d]) +
                                                           exp(lp[li] - L) * (lp[li] == -INFINITY ? 0 : op[oi + d]);
             }
-    ct_cp_merge(o, l, op, lp, B, C, NH, HS);
+    ct_kernels_get("cpu")->attention_merge(o, l, op, lp, B, C, NH, HS);
     for (long i = 0; i < nl; i++)
         CHECK(want_l[i] == -INFINITY ? l[i] == -INFINITY : fabs(l[i] - want_l[i]) < 1e-5 * (1 + fabs(want_l[i])),
               "lse[%ld] %g want %g", i, l[i], want_l[i]);

@@ -100,6 +100,18 @@ g1=$($bin generate --model "$E" --tokenizer $tok --prompt "The" --max_new_tokens
 g2=$($bin generate --model "$E" --tokenizer $tok --prompt "The" --max_new_tokens 10 --temperature 0.9 --top_k 20 --seed 3 2>/dev/null)
 if [ -n "$g1" ] && [ "$g1" = "$g2" ] && [ "${g1:0:3}" = "The" ]; then pass generate_cli_seeded; else fail generate_cli_seeded "[$g1] [$g2]"; fi
 
+# The same numbers on the test device (memory the host cannot touch outside backend calls).
+ls=$($bin eval --device cpu_sim --model "$E" --data "$tmp/shards" --split train --seq_len 16 --batch 2 2>&1 | awk '/^loss /{print $2}')
+lc=$($bin eval --device cpu --model "$E" --data "$tmp/shards" --split train --seq_len 16 --batch 2 2>&1 | awk '/^loss /{print $2}')
+if [ -n "$lc" ] && [ "$ls" = "$lc" ]; then pass eval_on_cpu_sim_equals_cpu; else fail eval_on_cpu_sim_equals_cpu "cpu_sim [$ls] cpu [$lc]"; fi
+gen_args=(--model "$E" --tokenizer "$tok" --prompt "The" --max_new_tokens 10 --temperature 0.9 --top_k 20 --seed 3)
+gs=$($bin generate --device cpu_sim "${gen_args[@]}" 2>/dev/null)
+gc=$($bin generate --device cpu "${gen_args[@]}" 2>/dev/null)
+if [ -n "$gc" ] && [ "$gs" = "$gc" ]; then pass generate_on_cpu_sim_equals_cpu; else fail generate_on_cpu_sim_equals_cpu "[$gs] vs [$gc]"; fi
+out=$($bin eval --device tpu --model "$E" --data "$tmp/shards" 2>&1); rc=$?
+if [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q -- "--device tpu"; then
+  pass eval_unknown_device_one_line; else fail eval_unknown_device_one_line "rc $rc: $out"; fi
+
 out=$($bin eval --model "$tmp/nope.safetensors" --data "$tmp/shards" 2>&1); rc=$?
 lines=$(printf '%s\n' "$out" | wc -l)
 if [ $rc -ne 0 ] && [ "$lines" -eq 1 ]; then pass eval_missing_model_one_line; else fail eval_missing_model_one_line "rc $rc: $out"; fi

@@ -506,6 +506,116 @@ static void test_prepare(void) {
     CHECK(ct_data_prepare(&o, &r) == CT_ERR, "missing tokenizer accepted");
 }
 
+// ---- blends ("W1 PATH1 W2 PATH2 ...")
+
+static void make_second_dataset(void) {
+    sh("mkdir -p %s/ds2", tmpdir);
+    int32_t *s2 = malloc(sizeof(int32_t) * 1500);
+    for (long i = 0; i < 1500; i++) s2[i] = (int32_t)((i * 7 + 3) % (V - 1));
+    CHECK(ct_shard_write(tmp_path("ds2/train_000.bin"), s2, 1500, V) == CT_OK, "%s", ct_last_error());
+    free(s2);
+}
+
+static const char *blend_source(void) {
+    static char src[1200];
+    snprintf(src, sizeof src, "0.75 %s 0.25 %s", tmp_path("ds"), tmp_path("ds2"));
+    return src;
+}
+
+// Every sequence a blend gives is the next one of its dataset's own order (read with a loader of
+// that dataset alone), each dataset's count stays within one sequence of its share after every
+// sequence, and the metrics' counts are the sequences drawn times T.
+static void test_blend_draws_each_dataset_in_its_order(void) {
+    enum { B = 4, STEPS = 40 };
+    ct_loader_config c = cfg_for(blend_source(), B, 0, 1, 5);
+    ct_loader *l = ct_loader_open(&c);
+    CHECK(l != NULL, "%s", ct_last_error());
+    if (!l) return;
+    CHECK(ct_loader_blend_parts(l) == 2 && fabs(ct_loader_blend_weight(l, 0) - 0.75) < 1e-15, "parts / weights");
+    ct_loader_config c0 = cfg_for(tmp_path("ds"), 1, 0, 1, 5), c1 = cfg_for(tmp_path("ds2"), 1, 0, 1, 5);
+    ct_loader *own[2] = {ct_loader_open(&c0), ct_loader_open(&c1)};
+    int32_t in[B * T], tg[B * T], oin[T], otg[T];
+    long count[2] = {0, 0}, worst_gap_x4 = 0, unmatched = 0;
+    for (int step = 0; step < STEPS; step++) {
+        ct_loader_next_batch(l, in, tg);
+        for (int b = 0; b < B; b++) {
+            // Which dataset: the one whose next own sequence this is.
+            int found = -1;
+            for (int d = 0; d < 2 && found < 0; d++) {
+                ct_loader_state keep = ct_loader_get_state(own[d]);
+                ct_loader_next_batch(own[d], oin, otg);
+                if (!memcmp(oin, in + b * T, sizeof oin) && !memcmp(otg, tg + b * T, sizeof otg)) found = d;
+                else ct_loader_set_state(own[d], keep);
+            }
+            if (found < 0) { unmatched++; continue; }
+            count[found]++;
+            long n = (long)step * B + b + 1;  // sequences so far; shares 3n/4 and n/4
+            long gap = labs(4 * count[0] - 3 * n);
+            if (gap > worst_gap_x4) worst_gap_x4 = gap;
+        }
+    }
+    CHECK(unmatched == 0, "%ld sequences are not the next of either dataset's order", unmatched);
+    CHECK(worst_gap_x4 < 4, "a dataset's count strayed %.2f sequences from its share", worst_gap_x4 / 4.0);
+    CHECK((uint64_t)count[0] * T == ct_loader_blend_tokens(l, 0) && (uint64_t)count[1] * T == ct_loader_blend_tokens(l, 1),
+          "tokens drawn %llu / %llu, sequences %ld / %ld", (unsigned long long)ct_loader_blend_tokens(l, 0),
+          (unsigned long long)ct_loader_blend_tokens(l, 1), count[0], count[1]);
+    ct_loader_free(own[0]);
+    ct_loader_free(own[1]);
+    ct_loader_free(l);
+}
+
+// Two data-parallel ranks read the one-rank batches between them; a loader set to a saved state
+// (a resume, here under another layout) continues with the same sequences.
+static void test_blend_layouts_and_resume(void) {
+    enum { B = 4 };
+    ct_loader_config c = cfg_for(blend_source(), B, 0, 1, 9);
+    ct_loader *one = ct_loader_open(&c);
+    c.dp_size = 2;
+    ct_loader *r0 = ct_loader_open(&c);
+    c.dp_rank = 1;
+    ct_loader *r1 = ct_loader_open(&c);
+    CHECK(one && r0 && r1, "%s", ct_last_error());
+    if (!one || !r0 || !r1) return;
+    int32_t in[B * T], tg[B * T], in2[B * T], tg2[B * T];
+    long differ = 0;
+    for (int step = 0; step < 30; step++) {
+        ct_loader_next_batch(one, in, tg);
+        ct_loader_next_batch(r0, in2, tg2);
+        ct_loader_next_batch(r1, in2 + 2 * T, tg2 + 2 * T);
+        differ += memcmp(in, in2, sizeof in) != 0 || memcmp(tg, tg2, sizeof tg) != 0;
+    }
+    CHECK(differ == 0, "%ld of 30 batches differ between 1 and 2 data-parallel ranks", differ);
+    ct_loader_state st = ct_loader_get_state(one);
+    c.dp_rank = 0, c.dp_size = 1;
+    ct_loader *resumed = ct_loader_open(&c);
+    CHECK(resumed && ct_loader_set_state(resumed, st) == CT_OK, "%s", ct_last_error());
+    for (int step = 0; resumed && step < 10; step++) {
+        ct_loader_next_batch(one, in, tg);
+        ct_loader_next_batch(resumed, in2, tg2);
+        CHECK(!memcmp(in, in2, sizeof in) && !memcmp(tg, tg2, sizeof tg), "resumed batch %d differs", step);
+    }
+    CHECK(resumed && ct_loader_blend_tokens(resumed, 0) == ct_loader_blend_tokens(one, 0), "token counts after resume");
+    ct_loader_free(resumed);
+    ct_loader_free(one);
+    ct_loader_free(r0);
+    ct_loader_free(r1);
+}
+
+static void test_blend_refusals(void) {
+    char src[1400];
+    const char *bad[][2] = {{"0.5 %s 0.5", "weight-path pairs"},
+                            {"0.5 %s -1 x", "not a positive number"},
+                            {"0.5 %s 0.5 synthetic", "'synthetic' cannot be one of them"},
+                            {"1 %s 1 /nonexistent/blend", "dataset 2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(src, sizeof src, bad[i][0], tmp_path("ds"));
+        ct_loader_config c = cfg_for(src, 4, 0, 1, 1);
+        ct_loader *l = ct_loader_open(&c);
+        CHECK(!l && strstr(ct_last_error(), bad[i][1]), "'%s': %s", src, l ? "accepted" : ct_last_error());
+        ct_loader_free(l);
+    }
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ct_test_loader_%d", (int)getpid());
     sh("mkdir -p %s", tmpdir);
@@ -522,6 +632,10 @@ int main(void) {
     CT_RUN(test_corpus_listing);
     CT_RUN(test_documents);
     CT_RUN(test_prepare);
+    make_second_dataset();
+    CT_RUN(test_blend_draws_each_dataset_in_its_order);
+    CT_RUN(test_blend_layouts_and_resume);
+    CT_RUN(test_blend_refusals);
     sh("rm -rf %s", tmpdir);
     free(stream);
     CT_TEST_EXIT();

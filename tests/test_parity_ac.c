@@ -75,9 +75,9 @@ static size_t activation_bytes(int m) {
     ct_config c = m < 0 ? parity_base : with_mode(parity_base, m);
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH);
     static ct_trainer t;
-    size_t before = ct_mem_current(CT_MEM_ACTIVATIONS);
+    size_t before = ct_test_mem_current(CT_MEM_ACTIVATIONS);
     if (ct_trainer_init(&t, &c, &self)) ct_fatal("test", "%s", ct_last_error());
-    size_t bytes = ct_mem_current(CT_MEM_ACTIVATIONS) - before;
+    size_t bytes = ct_test_mem_current(CT_MEM_ACTIVATIONS) - before;
     ct_trainer_free(&t);
     ct_comm_group_free(&self);
     ct_comm_group_free(&world);

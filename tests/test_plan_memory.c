@@ -122,7 +122,10 @@ static void check_layout(void) {
         set(&c, key, strcmp(eq + 1, "$TMP") ? eq + 1 : tmp ? tmp : "/tmp");
     }
     size_t base[CT_MEM_NCATEGORIES];
-    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) base[k] = ct_mem_current((ct_mem_category)k);
+    // On the run's device: what the memory model predicts (on the cpu the host, staging included).
+    const ct_kernels *kern = ct_kernels_get(c.train_device);
+    ct_device dev = ct_kernels_device(kern);
+    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) base[k] = ct_mem_current_on(dev, (ct_mem_category)k);
     ct_mem_reset_peaks();
     static ct_trainer t;
     if (ct_trainer_init(&t, &c, NULL)) {
@@ -132,7 +135,7 @@ static void check_layout(void) {
     ct_trainer_step(&t);
     double measured[CT_MEM_NCATEGORIES];
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++)
-        measured[k] = (double)ct_mem_peak((ct_mem_category)k) - (double)base[k];
+        measured[k] = (double)ct_mem_peak_on(dev, (ct_mem_category)k) - (double)base[k];
     // The prediction for this rank's pipeline rank, from the trainer's effective configuration
     // (the vocabulary resolved as start-up resolved it).
     ct_plan_memory want, worst;

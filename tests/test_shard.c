@@ -35,14 +35,18 @@ static void test_roundtrip_u16(void) {
     toks[999] = 50256;  // the largest legal id
     CHECK(ct_shard_write(p, toks, 1000, 50257) == CT_OK, "%s", ct_last_error());
     CHECK(file_size(p) == 64 + 2 * 1000, "size %ld", file_size(p));
-    // Header bytes, checked by hand: magic, version 1, width 2, count 1000, vocab 50257.
+    // Header bytes, checked by hand: magic, version 2, width 2, count 1000, vocab 50257, no tokenizer
+    // recorded (flags and everything after them zero).
     unsigned char h[64];
     FILE *f = fopen(p, "rb");
     CHECK(f && fread(h, 1, 64, f) == 64, "read header");
     if (f) fclose(f);
     CHECK(!memcmp(h, "CTTOKENS", 8), "magic");
-    CHECK(h[8] == 1 && h[9] == 0 && h[12] == 2 && h[16] == (1000 & 255) && h[17] == (1000 >> 8), "version/width/count");
+    CHECK(h[8] == 2 && h[9] == 0 && h[12] == 2 && h[16] == (1000 & 255) && h[17] == (1000 >> 8), "version/width/count");
     CHECK(h[24] == (50257 & 255) && h[25] == ((50257 >> 8) & 255) && h[26] == 0, "vocab bytes");
+    int zeros = 1;
+    for (int i = 28; i < 64; i++) zeros &= h[i] == 0;
+    CHECK(zeros, "bytes 28..63 not zero without a tokenizer");
     ct_shard s;
     CHECK(ct_shard_open(&s, p, 0) == CT_OK, "%s", ct_last_error());
     CHECK(s.format == CT_SHARD_CTITAN && s.token_width == 2 && s.n_tokens == 1000 && s.vocab_size == 50257, "info");
@@ -196,6 +200,77 @@ static void test_token_out_of_vocab(void) {
     CHECK(open_fails(p, 0, "token id 100 at index 123"), "header vocab");
 }
 
+static void patch(const char *p, long off, const void *bytes, size_t n) {
+    FILE *f = fopen(p, "r+b");
+    fseek(f, off, SEEK_SET);
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+}
+
+// Version 2 records the tokenizer: flags bit 0 at 28, BOS at 32, EOS at 36, the hash at 40..55.
+static void test_tokenizer_record(void) {
+    int32_t toks[5] = {1, 2, 3, 299, 0};
+    const char *p = tmp_path("tok.bin");
+    ct_shard_writer *w = ct_shard_writer_open(p, 300);
+    ct_shard_tok rec = {.present = 1, .bos = 298, .eos = 299};
+    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) rec.hash[i] = (uint8_t)(0xa0 + i);
+    ct_shard_writer_set_tokenizer(w, &rec);
+    CHECK(w && ct_shard_writer_append(w, toks, 5) == CT_OK && ct_shard_writer_close(w) == CT_OK, "%s", ct_last_error());
+    unsigned char h[64];
+    FILE *f = fopen(p, "rb");
+    CHECK(f && fread(h, 1, 64, f) == 64, "read header");
+    if (f) fclose(f);
+    CHECK(h[8] == 2 && h[28] == 1 && h[29] == 0 && h[32] == (298 & 255) && h[33] == 1 && h[36] == (299 & 255) && h[37] == 1,
+          "flags/bos/eos bytes");
+    CHECK(h[40] == 0xa0 && h[55] == 0xaf && h[56] == 0 && h[63] == 0, "hash bytes");
+    ct_shard s;
+    CHECK(ct_shard_open(&s, p, 0) == CT_OK, "%s", ct_last_error());
+    CHECK(s.version == 2 && s.tok.present && s.tok.bos == 298 && s.tok.eos == 299 && !memcmp(s.tok.hash, rec.hash, 16),
+          "record read back");
+    ct_shard_close(&s);
+    char d[160];
+    ct_shard_tok_describe(&rec, d, sizeof d);
+    CHECK(!strcmp(d, "tokenizer a0a1a2a3a4a5a6a7a8a9aaabacadaeaf, bos 298, eos 299"), "%s", d);
+    ct_shard_tok other = rec;
+    CHECK(ct_shard_tok_same(&rec, &other), "same");
+    other.hash[15] ^= 1;
+    CHECK(!ct_shard_tok_same(&rec, &other), "another hash");
+    other = rec, other.eos = 1;
+    CHECK(!ct_shard_tok_same(&rec, &other), "another eos");
+    other = rec, other.bos = -1;  // one side names no BOS: nothing to compare there
+    CHECK(ct_shard_tok_same(&rec, &other), "bos -1");
+
+    // Unknown flags, and a BOS the vocabulary does not hold, are refused.
+    uint32_t flags = 3;
+    patch(p, 28, &flags, 4);
+    CHECK(open_fails(p, 0, "unknown header flags 0x3"), "flags");
+    flags = 1;
+    patch(p, 28, &flags, 4);
+    int32_t bos = 300;
+    patch(p, 32, &bos, 4);
+    CHECK(open_fails(p, 0, "header bos id 300 is outside the vocabulary of 300"), "bos");
+    uint32_t version = 3;
+    patch(p, 8, &version, 4);
+    CHECK(open_fails(p, 0, "unsupported shard version 3 (expected 1 or 2)"), "version 3");
+}
+
+// A version 1 shard (written before the tokenizer fields; 28..63 reserved) still reads, recording
+// no tokenizer.
+static void test_version_1(void) {
+    int32_t toks[4] = {5, 6, 7, 8};
+    const char *p = tmp_path("v1.bin");
+    CHECK(ct_shard_write(p, toks, 4, 10) == CT_OK, "%s", ct_last_error());
+    uint32_t version = 1;
+    patch(p, 8, &version, 4);
+    ct_shard s;
+    CHECK(ct_shard_open(&s, p, 0) == CT_OK, "%s", ct_last_error());
+    CHECK(s.version == 1 && !s.tok.present && s.n_tokens == 4 && ct_shard_token(&s, 3) == 8, "v1 read");
+    ct_shard_close(&s);
+    char d[160];
+    ct_shard_tok_describe(&s.tok, d, sizeof d);
+    CHECK(!strcmp(d, "no tokenizer recorded"), "%s", d);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ct_test_shard_%d", (int)getpid());
     char cmd[300];
@@ -208,6 +283,8 @@ int main(void) {
     CT_RUN(test_bad_magic);
     CT_RUN(test_truncated);
     CT_RUN(test_token_out_of_vocab);
+    CT_RUN(test_tokenizer_record);
+    CT_RUN(test_version_1);
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) return 1;
     CT_TEST_EXIT();

@@ -139,6 +139,11 @@ static void test_pretokenize(void) {
     SPLIT(t, "\t\tfoo", "\t", "\tfoo");
     // Trailing spaces at the end of the text: \s+(?!\S) takes them all.
     SPLIT(t, "a  ", "a", "  ");
+    // \s is Unicode White_Space, as tiktoken's and tokenizers' regex engines read it: NEL (U+0085)
+    // is a space, so the run keeps all but the last, which leads the word; U+180E (a format
+    // character, which PCRE2's own \s would take) is not, so the two form a punctuation run.
+    SPLIT(t, "a\xc2\x85\xc2\x85" "b", "a", "\xc2\x85", "\xc2\x85" "b");
+    SPLIT(t, "a\xe1\xa0\x8e\xe1\xa0\x8e" "b", "a", "\xe1\xa0\x8e\xe1\xa0\x8e", "b");
     // Invalid UTF-8 bytes are pieces of their own; the valid spans around them split normally.
     SPLIT(t, "ab\xff" "cd", "ab", "\xff", "cd");
     SPLIT(t, "\xe2\x82" " ok", "\xe2", "\x82", " ok");  // a truncated 3-byte sequence

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "device_test.h"
 #include "test.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
@@ -51,11 +52,11 @@ static void run(const ct_config *c, int steps, double *loss, double *gnorm, floa
     if (ct_trainer_init(&t, c, NULL)) ct_fatal("test", "%s", ct_last_error());
     // An element whose gradient is never zero (a norm weight): its update shows the gradient.
     long k = ct_param_find(&t.table, "norm.weight")->offset;
-    float before = t.fsdp.params[k];
+    float before = ct_test_read1(t.k, t.fsdp.params + k);
     for (int i = 0; i < steps; i++) {
         loss[i] = ct_trainer_step(&t);
         if (gnorm) gnorm[i] = t.last.grad_norm;
-        if (i == 0 && first_param_delta) *first_param_delta = t.fsdp.params[k] - before;
+        if (i == 0 && first_param_delta) *first_param_delta = ct_test_read1(t.k, t.fsdp.params + k) - before;
     }
     ct_trainer_free(&t);
 }
@@ -84,6 +85,21 @@ static void test_clipping(void) {
     CHECK(fabsf(d_clip) < 0.5f * fabsf(d_free), "clipped update %g not smaller than unclipped %g", d_clip, d_free);
 }
 
+// The test device (training.device cpu_sim: memory the host cannot touch outside backend calls)
+// computes the cpu's bits: every buffer placed there, the tokens copied once per step.
+static void test_cpu_sim_same_bits(void) {
+    ct_config c;
+    double a[3], b[3], ga[3], gb[3];
+    tiny(&c, "1.0");
+    if (ct_config_set(&c, "training.device", "cpu")) ct_fatal("test", "%s", ct_last_error());
+    run(&c, 3, a, ga, NULL);
+    if (ct_config_set(&c, "training.device", "cpu_sim")) ct_fatal("test", "%s", ct_last_error());
+    run(&c, 3, b, gb, NULL);
+    for (int i = 0; i < 3; i++)
+        CHECK(a[i] == b[i] && ga[i] == gb[i], "step %d: loss %.17g / norm %.17g on cpu, %.17g / %.17g on cpu_sim", i + 1,
+              a[i], ga[i], b[i], gb[i]);
+}
+
 int main(int argc, char **argv) {
     if (ct_comm_init(&argc, &argv)) return 1;
     CT_RUN(test_lr_linear_decay);
@@ -91,6 +107,7 @@ int main(int argc, char **argv) {
     CT_RUN(test_lr_sqrt);
     CT_RUN(test_identical_runs);
     CT_RUN(test_clipping);
+    CT_RUN(test_cpu_sim_same_bits);
     ct_comm_finalize();
     CT_TEST_EXIT();
 }

@@ -94,10 +94,18 @@ static int merges_of(const lookup *L, int32_t id, merge *m) {
     return n;
 }
 
+// By id: tokenizers numbers the added tokens that are not in the vocabulary in file order, from
+// the vocabulary's size on, whatever ids the file gives them.
 static void write_added_tokens(FILE *f, const ct_hf_vocab *v) {
     fputs("  \"added_tokens\": [", f);
-    for (int i = 0; i < v->n_special; i++) {
-        fprintf(f, "%s\n    {\"id\": %d, \"content\": ", i ? "," : "", (int)v->special_id[i]);
+    int32_t last = -1;
+    for (int k = 0; k < v->n_special; k++) {
+        int i = -1;  // the special with the smallest id above the last one written
+        for (int j = 0; j < v->n_special; j++)
+            if (v->special_id[j] > last && (i < 0 || v->special_id[j] < v->special_id[i])) i = j;
+        if (i < 0) break;
+        last = v->special_id[i];
+        fprintf(f, "%s\n    {\"id\": %d, \"content\": ", k ? "," : "", (int)v->special_id[i]);
         ct_json_write_string(f, v->special[i], strlen(v->special[i]));
         fputs(", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
               "\"special\": true}",
@@ -192,13 +200,10 @@ static ct_status write_tokenizer_config(const char *dir, const ct_hf_vocab *v) {
     return ct_json_file_close(f, tmp, path);
 }
 
-// Copies the rank file byte for byte to dir/original/tokenizer.model.
-static ct_status copy_rank_file(const char *dir, const char *src) {
-    char sub[1024], path[1100], tmp[1200];
-    snprintf(sub, sizeof sub, "%s/original", dir);
-    if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
-    snprintf(path, sizeof path, "%s/tokenizer.model", sub);
-    FILE *in = ct_file_fopen_read(src, "tokenizer file", CT_FILE_TOKENIZER_MAX);
+// Copies src byte for byte to path (through path.tmp).
+static ct_status copy_file(const char *src, const char *path, uint64_t max) {
+    char tmp[1200];
+    FILE *in = ct_file_fopen_read(src, "tokenizer file", max);
     if (!in) return CT_ERR;
     FILE *out = ct_json_file_open(path, tmp, sizeof tmp);
     if (!out) {
@@ -218,8 +223,25 @@ static ct_status copy_rank_file(const char *dir, const char *src) {
     return ct_json_file_close(out, tmp, path);
 }
 
+// Copies the rank file byte for byte to dir/original/tokenizer.model.
+static ct_status copy_rank_file(const char *dir, const char *src) {
+    char sub[1024], path[1100];
+    snprintf(sub, sizeof sub, "%s/original", dir);
+    if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
+    snprintf(path, sizeof path, "%s/tokenizer.model", sub);
+    return copy_file(src, path, CT_FILE_TOKENIZER_MAX);
+}
+
 ct_status ct_hf_write_tokenizer(const char *dir, const ct_hf_vocab *v) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
+    if (v->tokenizer_json) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        ct_status st = copy_file(v->tokenizer_json, path, CT_FILE_TOKENIZER_MAX);
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+        if (st == CT_OK && v->tokenizer_config) st = copy_file(v->tokenizer_config, path, CT_FILE_TEXT_CONFIG_MAX);
+        return st;
+    }
     if (v->n_tokens < 256 || !v->pattern) return ct_set_error("%s: tokenizer: fewer than 256 tokens or no pattern", dir);
     lookup L;
     lookup_build(&L, v);

@@ -29,6 +29,10 @@ typedef struct {
     int32_t bos, eos;               // ids of the begin / end of text tokens, -1 when none
     const char *pattern;            // the pre-tokenisation regex (PCRE syntax, as HF's Split takes it)
     const char *rank_file;          // optional: copied as original/tokenizer.model
+    // A tokenizer that came from a tokenizer.json (its merges are its own, not the ones ranks
+    // imply): that file and its tokenizer_config.json (when there is one) are copied as they are,
+    // in place of the files above.
+    const char *tokenizer_json, *tokenizer_config;
 } ct_hf_vocab;
 
 // Writes the files above into dir (which must exist). Every one of the 256 single bytes must

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/dcp.h"
 
 struct ct_model_file {
     ct_st_file *st;
@@ -23,6 +26,11 @@ ct_status ct_model_dtype_parse(const char *s, ct_dtype *out) {
 
 ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
                         ct_dtype dtype) {
+    return ct_model_save_tok(path, t, m, full, dtype, NULL);
+}
+
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                            ct_dtype dtype, const ct_model_tok *tok) {
     if (dtype != CT_F32 && dtype != CT_BF16)
         return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
     ct_st_writer *w = ct_st_writer_new();
@@ -45,6 +53,11 @@ ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llam
     META_DBL("rope_theta", m->rope_theta);
     META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
     META_INT("max_seq_len", m->max_seq_len);
+    if (tok && tok->present) {
+        ct_st_writer_metadata(w, "tokenizer", tok->hash);
+        META_INT("tokenizer_bos", tok->bos);
+        META_INT("tokenizer_eos", tok->eos);
+    }
 #undef META_INT
 #undef META_DBL
     ct_status st = CT_OK;
@@ -170,6 +183,29 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
     return check_counts(f, path, m);
 }
 
+ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
+    memset(tok, 0, sizeof *tok);
+    tok->bos = tok->eos = -1;
+    if (ct_model_is_step_folder(path)) return CT_OK;  // a checkpoint records no tokenizer
+    ct_st_file *f = ct_st_open(path);
+    if (!f) return CT_ERR;
+    const char *h = ct_st_metadata(f, "tokenizer");
+    ct_status st = CT_OK;
+    if (h) {
+        int hex = strlen(h) == 32;
+        for (int i = 0; hex && i < 32; i++) hex = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f');
+        if (!hex) st = ct_set_error("%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
+        if (st == CT_OK && (meta_int(f, path, "tokenizer_bos", &tok->bos) || meta_int(f, path, "tokenizer_eos", &tok->eos)))
+            st = CT_ERR;
+        if (st == CT_OK) {
+            memcpy(tok->hash, h, 33);
+            tok->present = 1;
+        }
+    }
+    ct_st_close(f);
+    return st;
+}
+
 ct_status ct_model_load_config(const char *path, ct_llama_config *m) {
     ct_st_file *f = ct_st_open(path);
     if (!f) return CT_ERR;
@@ -291,8 +327,51 @@ ct_status ct_model_load(const char *path, const ct_param_table *t, float *full) 
     return CT_OK;
 }
 
+bool ct_model_is_step_folder(const char *path) {
+    char manifest[4096];
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return false;
+    snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
+    return stat(manifest, &sb) == 0;
+}
+
+// A checkpoint's step folder: every tensor whole, gathered from the pieces of whatever layout
+// saved it (dcp.h resharding), after every file's size and CRC-32 is checked.
+static ct_status load_step_folder(const char *dir, ct_llama_config *m, ct_param_table *t, float **full) {
+    ct_dcp_manifest man;
+    if (ct_dcp_read_manifest(dir, &man)) return CT_ERR;
+    ct_status st = CT_OK;
+    for (int i = 0; i < man.n_files && st == CT_OK; i++) st = ct_dcp_verify_file(dir, &man.files[i]);
+    *m = man.model;
+    if (m->max_seq_len <= 0) m->max_seq_len = man.seq_len;  // the length it was trained at
+    ct_dcp_reader *r = st == CT_OK ? ct_dcp_open(dir, &man) : NULL;
+    if (st == CT_OK && !r) st = CT_ERR;
+    if (st == CT_OK) {
+        ct_param_table_build(t, m);
+        *full = malloc((size_t)t->total * sizeof(float));
+        if (!*full) st = ct_set_error("%s: out of memory for %ld parameters", dir, t->total);
+        for (int i = 0; i < t->count && st == CT_OK; i++) {
+            const ct_param *p = &t->params[i];
+            ct_shard_desc whole = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], -1, 0, 0);
+            st = ct_dcp_read(r, p->name, CT_DCP_PARAM, &whole, *full + p->offset);
+        }
+        if (st) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            free(*full);
+            *full = NULL;
+            ct_param_table_free(t);
+            st = strstr(why, dir) ? ct_set_error("%s", why) : ct_set_error("%s: %s", dir, why);
+        }
+    }
+    if (r) ct_dcp_close(r);
+    ct_dcp_manifest_free(&man);
+    return st;
+}
+
 ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full) {
     *full = NULL;
+    if (ct_model_is_step_folder(path)) return load_step_folder(path, m, t, full);
     if (ct_model_load_config(path, m)) return CT_ERR;
     ct_param_table_build(t, m);
     *full = malloc((size_t)t->total * sizeof(float));

@@ -3,11 +3,15 @@
 // ([rows, cols], or [rows] for norm weights), stored fp32 or bf16, and the model's dimensions
 // in `__metadata__` (string values):
 //   format "ctitan-llama3", flavor, dim, n_layers, n_heads, n_kv_heads, vocab_size,
-//   ffn_hidden, norm_eps, rope_theta, rope_scaling (0|1), max_seq_len (the training length).
+//   ffn_hidden, norm_eps, rope_theta, rope_scaling (0|1), max_seq_len (the training length),
+//   and, when the run knew it, the tokenizer its data was made with: tokenizer (the tokenizer
+//   hash, 32 hex digits; docs/data_format.md), tokenizer_bos, tokenizer_eos.
 // A file is loaded against the parameter registry of the dimensions it declares: every
 // expected tensor must be there with its shape, and nothing else may be.
 #ifndef CT_MODEL_FILE_H
 #define CT_MODEL_FILE_H
+#include <stdbool.h>
+
 #include "checkpoint/safetensors.h"
 #include "model/llama_config.h"
 #include "model/params.h"
@@ -22,6 +26,21 @@ ct_status ct_model_dtype_parse(const char *s, ct_dtype *out);
 ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
                         ct_dtype dtype);
 
+// The tokenizer a model was trained with, as its metadata records it. present 0: not recorded
+// (a file saved before these keys, or converted from a Hugging Face folder).
+typedef struct {
+    int present;
+    char hash[33];      // 32 lower-case hex digits
+    int32_t bos, eos;   // -1: none
+} ct_model_tok;
+
+// ct_model_save, recording the tokenizer too (tok may be NULL or not present: the same file).
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                            ct_dtype dtype, const ct_model_tok *tok);
+// The recorded tokenizer (present 0 when the file has none). CT_ERR naming the file and key when
+// the file does not open or a recorded value is malformed.
+ct_status ct_model_read_tok(const char *path, ct_model_tok *tok);
+
 // Reads the dimensions from the metadata (head_dim derived; max_seq_len 0 when absent) and
 // checks them as ct_llama_config_from does. The error names the file and the key.
 ct_status ct_model_load_config(const char *path, ct_llama_config *m);
@@ -31,7 +50,10 @@ ct_status ct_model_load_config(const char *path, ct_llama_config *m);
 ct_status ct_model_load(const char *path, const ct_param_table *t, float *full);
 
 // Everything at once for a tool: the config, its registry and a malloc'd block (free with
-// free()). max_seq_len is left as the file says (0 when absent).
+// free()). max_seq_len is left as the file says (0 when absent). path may also be a checkpoint's
+// step folder (step-N: a manifest.toml inside), saved under any layout: its files are verified
+// and every tensor gathered whole; max_seq_len is then the length it was trained at.
+bool ct_model_is_step_folder(const char *path);
 ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full);
 
 // ---- partial reads (the trainer: each rank copies its own FSDP shard ranges) -------------

@@ -1,4 +1,4 @@
-// `ctitan convert --to hf --model MODEL.safetensors --out DIR [--tokenizer TOK] [--dtype bf16|fp32]`
+// `ctitan convert --to hf --model MODEL.safetensors|STEP_DIR --out DIR [--tokenizer TOK] [--dtype bf16|fp32]`
 // `ctitan convert --from hf --model DIR --out MODEL.safetensors [--dtype bf16|fp32]`
 // Moves a model to and from the Hugging Face layout (checkpoint/hf.h): a directory that
 // transformers loads as LlamaForCausalLM, and such a directory (also a sharded one) back into
@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint/hf.h"
+#include "checkpoint/model_file.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "train/hf_vocab.h"
@@ -18,7 +20,38 @@ static int fail(const char *msg) {
     return 1;
 }
 
+static int to_hf_file(const char *model, const char *named, const char *out, const char *tok_path, ct_dtype dtype);
+
+// A checkpoint's step folder as a model file beside `out` (the exporter streams from a file),
+// into tmp; CT_ERR with the reason.
+static ct_status step_folder_as_model_file(const char *dir, const char *out, char *tmp, size_t n) {
+    ct_llama_config m;
+    ct_param_table t;
+    float *full;
+    if (ct_model_load_all(dir, &m, &t, &full)) return CT_ERR;
+    snprintf(tmp, n, "%s.from-checkpoint.safetensors", out);
+    ct_status st = ct_model_save(tmp, &t, &m, full, CT_F32);
+    free(full);
+    ct_param_table_free(&t);
+    return st;
+}
+
 static int to_hf(const char *model, const char *out, const char *tok_path, ct_dtype dtype) {
+    char tmp[4096] = "";
+    const char *src = model;
+    if (ct_model_is_step_folder(model)) {
+        if (step_folder_as_model_file(model, out, tmp, sizeof tmp)) {
+            if (tmp[0]) unlink(tmp);
+            return fail(ct_last_error());
+        }
+        src = tmp;
+    }
+    int rc = to_hf_file(src, model, out, tok_path, dtype);
+    if (tmp[0]) unlink(tmp);
+    return rc;
+}
+
+static int to_hf_file(const char *model, const char *named, const char *out, const char *tok_path, ct_dtype dtype) {
     ct_hf_vocab_view vv = {0};
     if (tok_path) {
         ct_llama_config m;
@@ -30,7 +63,7 @@ static int to_hf(const char *model, const char *out, const char *tok_path, ct_dt
     ct_status st = ct_hf_export(model, out, tok_path ? &vv.v : NULL, dtype);
     ct_hf_vocab_free(&vv);
     if (st) return fail(ct_last_error());
-    printf("convert: %s -> %s (Hugging Face LlamaForCausalLM%s)\n", model, out, tok_path ? ", with tokenizer" : "");
+    printf("convert: %s -> %s (Hugging Face LlamaForCausalLM%s)\n", named, out, tok_path ? ", with tokenizer" : "");
     return 0;
 }
 
@@ -46,9 +79,9 @@ int ct_cmd_convert(int argc, char **argv) {
     const ct_opt opts[] = {
         {"to", 0, CT_OPT_STR, &to, "hf", "write a Hugging Face directory from a ctitan model file", 0, 0},
         {"from", 0, CT_OPT_STR, &from, "hf", "read a Hugging Face directory into a ctitan model file", 0, 0},
-        {"model", 0, CT_OPT_STR, &model, "PATH", "the source: MODEL.safetensors (--to hf) or DIR (--from hf)", 0, 0},
+        {"model", 0, CT_OPT_STR, &model, "PATH", "the source: MODEL.safetensors or a checkpoint's step-N folder (--to hf), or DIR (--from hf)", 0, 0},
         {"out", 0, CT_OPT_STR, &out, "PATH", "the result: DIR (--to hf) or MODEL.safetensors (--from hf)", 0, 0},
-        {"tokenizer", 0, CT_OPT_STR, &tok, "TOK", "--to hf: a tiktoken rank file, written as HF tokenizer files", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &tok, "TOK", "--to hf: a tiktoken rank file (written as HF tokenizer files) or a tokenizer.json / its folder (copied)", 0, 0},
         {"dtype", 0, CT_OPT_STR, &dtype_name, "bf16|fp32", "stored precision (default: the source's)", 0, 0},
     };
     const ct_opt_spec spec = {

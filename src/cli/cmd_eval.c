@@ -12,22 +12,64 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/model_device.h"
 #include "cli/options.h"
 #include "core/memory.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "model/runner.h"
 
+// The model and the data agree: the data's vocabulary fits the model's, and the tokenizer the
+// model was trained with (its file records the training data's) is the one the data was made with.
+// Where either side records none, `note` says the check cannot be made (printed once the run
+// starts, so that a refusal stays one line).
+static ct_status check_tokenizer(const char *model_path, const ct_llama_config *m, const char *data, const char *split,
+                                 const ct_loader *loader, char *note, size_t note_size) {
+    note[0] = 0;
+    uint32_t vocab = ct_loader_peek_vocab(data, split);
+    if (vocab > (uint32_t)m->vocab_size)
+        return ct_set_error("%s (%s split) was made with a vocabulary of %u ids, more than model %s's %d: evaluate on "
+                            "data prepared with the model's tokenizer",
+                            data, split, vocab, model_path, m->vocab_size);
+    ct_model_tok mt;
+    if (ct_model_read_tok(model_path, &mt)) return CT_ERR;
+    ct_shard_tok dt = ct_loader_tokenizer(loader);
+    if (mt.present && dt.present) {
+        ct_shard_tok as_shard = {.present = 1, .bos = mt.bos, .eos = mt.eos};
+        for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) {
+            unsigned v;
+            sscanf(mt.hash + 2 * i, "%2x", &v);
+            as_shard.hash[i] = (uint8_t)v;
+        }
+        if (!ct_shard_tok_same(&as_shard, &dt)) {
+            char a[160], b[160];
+            ct_shard_tok_describe(&as_shard, a, sizeof a);
+            ct_shard_tok_describe(&dt, b, sizeof b);
+            return ct_set_error("model %s was trained on data of %s, but %s (%s split) was made with %s: evaluate on data "
+                                "prepared with the model's tokenizer",
+                                model_path, a, data, split, b);
+        }
+    } else if (mt.present) {
+        snprintf(note, note_size, "ctitan eval: note: %s records no tokenizer (shards from before shard version 2, or "
+                                  "llm.c's): it cannot be checked against model %s's\n", data, model_path);
+    } else if (dt.present) {
+        snprintf(note, note_size, "ctitan eval: note: model %s records no tokenizer (saved before models recorded one, "
+                                  "or converted): it cannot be checked against %s's\n", model_path, data);
+    }
+    return CT_OK;
+}
+
 int ct_cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *data = NULL, *split = "val";
+    const char *model_path = NULL, *data = NULL, *split = "val", *device = NULL;
     long T = 0, B = 1, steps = 0;
     const ct_opt opts[] = {
-        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
+        {"model", 0, CT_OPT_STR, &model_path, "PATH", "the saved model (.safetensors), or a checkpoint's step-N folder", 0, 0},
         {"data", 0, CT_OPT_STR, &data, "DIR|SHARD", "token shards (ctitan data prepare)", 0, 0},
         {"split", 0, CT_OPT_STR, &split, "val|train", "which split of DIR (val)", 0, 0},
         {"seq_len", 0, CT_OPT_LONG, &T, "T", "window length (the model's training length; 256 if unknown)", 1, 1 << 30},
         {"batch", 0, CT_OPT_LONG, &B, "B", "windows per forward pass (1)", 1, 1 << 30},
         {"steps", 0, CT_OPT_LONG, &steps, "N", "batches (one pass over the split)", 1, 1 << 30},
+        {"device", 0, CT_OPT_STR, &device, "NAME", CT_CLI_DEVICE_HELP, 0, 0},
     };
     const ct_opt_spec spec = {"ctitan eval", "--model FILE --data DIR|SHARD [options]",
                               "Prints the mean next-token loss and perplexity. A --seq_len past the length the model\n"
@@ -43,6 +85,8 @@ int ct_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "ctitan eval: needs --model and --data\n");
         return 2;
     }
+    const ct_kernels *k = ct_cli_device("ctitan eval", device);
+    if (!k) return 2;
 
     ct_llama_config m;
     ct_param_table table;
@@ -75,9 +119,11 @@ int ct_cmd_eval(int argc, char **argv) {
         .vocab_size = (uint32_t)m.vocab_size,
         .sequential = true,
     };
+    char note[1200];
     ct_loader *loader = ct_loader_open(&lc);
-    if (!loader) {
+    if (!loader || check_tokenizer(model_path, &m, data, split, loader, note, sizeof note)) {
         fprintf(stderr, "ctitan eval: %s\n", ct_last_error());
+        ct_loader_free(loader);
         free(block);
         ct_param_table_free(&table);
         return 1;
@@ -96,19 +142,25 @@ int ct_cmd_eval(int argc, char **argv) {
                 windows);
 
     ct_llama_weights w;
-    ct_llama_weights_init(&w, &table, &m, block);
+    float *placed = ct_cli_weights_on(k, block, table.total);
+    ct_llama_weights_init(&w, &table, &m, placed);
     ct_llama_acts acts;
-    ct_llama_acts_init(&acts, &m, B, T);
-    int32_t *inputs = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));   // (B, T)
-    int32_t *targets = ct_xmalloc((size_t)(B * T) * sizeof(int32_t));  // (B, T)
+    ct_llama_acts_init_on(&acts, k, &m, B, T);
+    size_t tok_bytes = (size_t)(B * T) * sizeof(int32_t);
+    int32_t *inputs = ct_xmalloc(tok_bytes);   // (B, T) as read
+    int32_t *targets = ct_xmalloc(tok_bytes);  // (B, T)
+    int32_t *dev_tok = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, 2 * tok_bytes);  // (2, B, T) on the device
     struct timespec t0, t1;
+    fputs(note, stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double loss_sum = 0;
     long valid = 0;
     for (long s = 0; s < steps; s++) {
         ct_loader_next_batch(loader, inputs, targets);
         for (long j = 0; j < B * T; j++) valid += targets[j] >= 0;
-        loss_sum += ct_llama_step(&acts, &w, NULL, inputs, targets, 0.0f);
+        k->copy_from_host(dev_tok, inputs, tok_bytes);
+        k->copy_from_host(dev_tok + B * T, targets, tok_bytes);
+        loss_sum += ct_llama_step(&acts, &w, NULL, dev_tok, dev_tok + B * T, 0.0f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -124,8 +176,10 @@ int ct_cmd_eval(int argc, char **argv) {
 done_eval:
     free(inputs);
     free(targets);
+    ct_mem_free(dev_tok);
     ct_llama_acts_free(&acts);
     ct_llama_weights_free(&w);
+    ct_cli_weights_free(placed, block);
 done_loader:
     ct_loader_free(loader);
     free(block);

@@ -1,10 +1,12 @@
-// `ctitan generate --model FILE --tokenizer FILE --prompt TEXT [--max_new_tokens N]
+// `ctitan generate --model FILE --tokenizer TOK --prompt TEXT [--max_new_tokens N]
 //                  [--temperature T] [--top_k K] [--seed S]`
 // Samples a continuation from a saved model with the KV-cache generator. The prompt is
-// preceded by <|end_of_text|>, the separator every training document follows, so the model
-// reads it as the start of a document. Prints the prompt, then each new token as it comes;
-// stops at <|end_of_text|> (not printed), after N tokens, or at the model's max sequence length
-// (N is capped there, with a note). Timing goes to stderr.
+// preceded by the tokenizer's EOS (<|end_of_text|> for a rank file), the separator every training
+// document follows, and by BOS where the tokenizer adds one (tokenizer_config.json's
+// add_bos_token), so the model reads it as the start of a document. The tokenizer must be the one
+// the model file records (the tokenizer of its training data), where it records one. Prints the
+// prompt, then each new token as it comes; stops at EOS (not printed), after N tokens, or at the
+// model's max sequence length (N is capped there, with a note). Timing goes to stderr.
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 
 #include "checkpoint/model_file.h"
 #include "cli/commands.h"
+#include "cli/model_device.h"
 #include "cli/options.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
@@ -42,22 +45,51 @@ static int print_token(void *vctx, int32_t id) {
     return 0;
 }
 
+// The tokenizer is the one the model was trained with (its file records the training data's
+// tokenizer; where it records none, `note` says the check cannot be made: printed once the run
+// starts, so that a refusal stays one line), and it has an EOS.
+static ct_status check_tokenizer(const ct_tokenizer *tok, const char *tok_path, const char *model_path, char *note,
+                                 size_t note_size) {
+    note[0] = 0;
+    if (ct_tokenizer_eos(tok) < 0)
+        return ct_set_error("%s: the tokenizer names no EOS token, which starts the prompt and ends generation: give "
+                            "eos_token in the tokenizer_config.json beside it",
+                            tok_path);
+    ct_model_tok mt;
+    if (ct_model_read_tok(model_path, &mt)) return CT_ERR;
+    char hex[2 * CT_TOKENIZER_HASH_BYTES + 1];
+    if (ct_tokenizer_hash_hex(tok, hex)) return CT_ERR;
+    if (!mt.present) {
+        snprintf(note, note_size, "ctitan generate: note: model %s records no tokenizer (saved before models recorded "
+                                  "one, or converted): --tokenizer %s cannot be checked against it\n",
+                 model_path, tok_path);
+        return CT_OK;
+    }
+    int32_t bos = ct_tokenizer_bos(tok), eos = ct_tokenizer_eos(tok);
+    if (strcmp(hex, mt.hash) || (mt.eos >= 0 && mt.eos != eos) || (mt.bos >= 0 && bos >= 0 && mt.bos != bos))
+        return ct_set_error("--tokenizer %s (tokenizer %s, bos %d, eos %d) is not the one model %s was trained with "
+                            "(tokenizer %s, bos %d, eos %d): give that tokenizer",
+                            tok_path, hex, bos, eos, model_path, mt.hash, mt.bos, mt.eos);
+    return CT_OK;
+}
+
 int ct_cmd_generate(int argc, char **argv) {
-    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL;
+    const char *model_path = NULL, *tok_path = NULL, *prompt = NULL, *device = NULL;
     long max_new = 64, top_k = 0;
     double temperature = 0.8;
     unsigned long long seed = 1;
     const ct_opt opts[] = {
-        {"model", 0, CT_OPT_STR, &model_path, "FILE", "the saved model (.safetensors)", 0, 0},
-        {"tokenizer", 0, CT_OPT_STR, &tok_path, "FILE", "the tokenizer it was trained with", 0, 0},
+        {"model", 0, CT_OPT_STR, &model_path, "PATH", "the saved model (.safetensors), or a checkpoint's step-N folder", 0, 0},
+        {"tokenizer", 0, CT_OPT_STR, &tok_path, "TOK", "the tokenizer it was trained with (rank file, tokenizer.json or its folder)", 0, 0},
         {"prompt", 0, CT_OPT_STR, &prompt, "TEXT", "the text to continue", 0, 0},
         {"max_new_tokens", 0, CT_OPT_LONG, &max_new, "N", "tokens to add at most (64)", 0, (double)LONG_MAX},
         {"temperature", 0, CT_OPT_DOUBLE, &temperature, "T", "sampling temperature (0.8; 0 = greedy)", 0, 1e300},
         {"top_k", 0, CT_OPT_LONG, &top_k, "K", "sample from the K likeliest tokens (0 = all)", 0, (double)LONG_MAX},
         {"seed", 0, CT_OPT_U64, &seed, "S", "sampling seed (1)", 0, 0},
+        {"device", 0, CT_OPT_STR, &device, "NAME", CT_CLI_DEVICE_HELP, 0, 0},
     };
-    const ct_opt_spec spec = {"ctitan generate", "--model FILE --tokenizer FILE --prompt TEXT [options]",
-                              "Stops at <|end_of_text|>, after N tokens, or at the length the model was trained at\n"
+    const ct_opt_spec spec = {"ctitan generate", "--model FILE --tokenizer TOK --prompt TEXT [options]",
+                              "Stops at the tokenizer's EOS, after N tokens, or at the length the model was trained at\n"
                               "(its max_seq_len; a warning says so when prompt + N would pass it).\n",
                               opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
     int prc = ct_opt_parse(&spec, argc, argv);
@@ -66,10 +98,14 @@ int ct_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "ctitan generate: needs --model, --tokenizer and --prompt\n");
         return 2;
     }
+    const ct_kernels *k = ct_cli_device("ctitan generate", device);
+    if (!k) return 2;
 
+    char note[1200];
     ct_tokenizer *tok = ct_tokenizer_load(tok_path);
-    if (!tok) {
+    if (!tok || check_tokenizer(tok, tok_path, model_path, note, sizeof note)) {
         fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
+        ct_tokenizer_free(tok);
         return 1;
     }
     ct_llama_config m;
@@ -92,16 +128,18 @@ int ct_cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL, *out = NULL;
     long n = 0, cap = 0;
     ct_llama_weights w;
-    ct_llama_weights_init(&w, &table, &m, block);
+    float *placed = ct_cli_weights_on(k, block, table.total);
+    ct_llama_weights_init(&w, &table, &m, placed);
     if (eos >= m.vocab_size) {
-        fprintf(stderr, "ctitan generate: the tokenizer's <|end_of_text|> id %d is outside the model's vocabulary %d "
+        fprintf(stderr, "ctitan generate: the tokenizer's EOS id %d is outside the model's vocabulary %d "
                         "(was the model trained with this tokenizer?)\n", eos, m.vocab_size);
         goto done;
     }
     ids = malloc(sizeof *ids);
     cap = 1;
     ids[n++] = eos;
-    if (ct_tokenizer_encode(tok, prompt, (long)strlen(prompt), &ids, &n, &cap) < 0) {
+    // A document the model saw in training: [BOS when the tokenizer adds one] text EOS.
+    if (ct_tokenizer_encode_doc(tok, prompt, (long)strlen(prompt), ct_tokenizer_add_bos(tok), 0, &ids, &n, &cap) < 0) {
         fprintf(stderr, "ctitan generate: %s\n", ct_last_error());
         goto done;
     }
@@ -118,7 +156,7 @@ int ct_cmd_generate(int argc, char **argv) {
     // generation stops.
     const long limit = m.max_seq_len > 0 ? m.max_seq_len : CT_GENERATE_DEFAULT_LEN;
     if (n > limit) {
-        fprintf(stderr, "ctitan generate: the prompt is %ld tokens (with <|end_of_text|> before it), more than the "
+        fprintf(stderr, "ctitan generate: the prompt is %ld tokens (with EOS before it), more than the "
                         "model's max sequence length %ld\n", n, limit);
         goto done;
     }
@@ -141,9 +179,10 @@ int ct_cmd_generate(int argc, char **argv) {
     ct_sampler sampler;
     ct_sampler_init(&sampler, V, (float)temperature, (int)(top_k > V ? V : top_k), (uint64_t)seed);
     ct_generator gen;
-    ct_gen_init(&gen, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
+    ct_gen_init_on(&gen, k, &m, &w, n + (max_new > 0 ? max_new : 1), 0);
     out = malloc((size_t)(max_new > 0 ? max_new : 1) * sizeof *out);
 
+    fputs(note, stderr);
     fputs(prompt, stdout);
     fflush(stdout);
     print_ctx pc = {tok, eos};
@@ -164,6 +203,7 @@ done:
     free(out);
     free(ids);
     ct_llama_weights_free(&w);
+    ct_cli_weights_free(placed, block);
     free(block);
     ct_param_table_free(&table);
     ct_tokenizer_free(tok);

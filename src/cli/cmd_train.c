@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#include "kernels/backend.h"
 #include "metrics/metrics.h"
 #include "train/trainer.h"
 
@@ -139,6 +140,15 @@ int ct_cmd_train(int argc, char **argv) {
     // start sets the launcher's variables (OMPI_COMM_WORLD_SIZE ...) in this very process.
     setenv("CTITAN_TTY", ct_metrics_user_terminal() ? "1" : "0", 0);
     choose_threads();
+    // A device's set-up that MPI's start must know of (cpu_sim); a build without it is told so by
+    // the trainer, in its own words.
+    const ct_kernels *k = ct_kernels_get(cfg.train_device);
+    // GPU buffers travel by NCCL (host scalars still by MPI: comm_nccl.c's control plane).
+    if (k && k->device == CT_DEVICE_CUDA && ct_comm_select("nccl")) {
+        if (launcher_rank() != 0) return 0;
+        fprintf(stderr, "ctitan train: training.device cuda: %s\n", ct_last_error());
+        return 2;
+    }
     if (ct_comm_init(NULL, NULL)) {
         fprintf(stderr, "ctitan train: %s\n", ct_last_error());
         return 1;

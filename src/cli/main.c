@@ -10,7 +10,7 @@ static void usage(FILE *f) {
             "usage: ctitan <command> [options]\n"
             "commands:\n"
             "  train      train a model (ctitan train --help lists every setting)\n"
-            "  tokenizer  train | encode | decode a byte-level BPE tokenizer\n"
+            "  tokenizer  train | encode | decode | info a byte-level BPE tokenizer (rank file or tokenizer.json)\n"
             "  data       prepare: tokenise text into training shards\n"
             "  generate   sample text from a saved model\n"
             "  eval       mean loss of a saved model on a token set\n"

@@ -1,6 +1,11 @@
 // The backend-neutral half of comm.h: backend selection, the argument checks every transport
 // shares, the byte statistics, blocking = start + wait, and the one timeout path. Every
 // operation dispatches to the backend of the group it is given (g->ops), see comm/backend.h.
+//
+// Every call into a transport is bracketed by ct_mem_device_open / close (core/memory.h): the
+// buffers may be on a device whose memory the host reaches only inside backend calls (the test
+// device), and any MPI call may move any operation in flight, so not only the call that names
+// a buffer touches it.
 #include "comm/comm.h"
 
 #include <sched.h>
@@ -9,6 +14,7 @@
 #include <time.h>
 
 #include "core/clock.h"
+#include "core/memory.h"
 #include "core/trace.h"
 
 #include "comm/backend.h"
@@ -65,7 +71,9 @@ ct_status ct_comm_init(int *argc, char ***argv) {
 void ct_comm_finalize(void) {
     // The hook goes first: once the transport is down it can neither name ranks nor abort them.
     ct_set_abort_hook(NULL);
+    ct_mem_device_open();
     chosen()->finalize();
+    ct_mem_device_close();
     running = false;
 }
 
@@ -116,7 +124,10 @@ static void group_begin(ct_group *out, const ct_comm_backend *b, const char *nam
 ct_status ct_comm_group_world(ct_group *out, double timeout_s) {
     if (!running) return ct_set_error("comm: ct_comm_init must run before ct_comm_group_world");
     group_begin(out, chosen(), "world", timeout_s);
-    if (out->ops->group_world(out) != CT_OK) {
+    ct_mem_device_open();
+    ct_status made = out->ops->group_world(out);
+    ct_mem_device_close();
+    if (made != CT_OK) {
         memset(out, 0, sizeof *out);
         return CT_ERR;
     }
@@ -130,14 +141,21 @@ ct_status ct_comm_group_split(ct_group *parent, int color, int key, const char *
     // Built aside and copied at the end, so that out may be parent itself.
     ct_group g;
     group_begin(&g, parent->ops, name, parent->timeout_s);
-    if (g.ops->group_split(parent, color, key, &g) != CT_OK) return CT_ERR;
+    ct_mem_device_open();
+    ct_status made = g.ops->group_split(parent, color, key, &g);
+    ct_mem_device_close();
+    if (made != CT_OK) return CT_ERR;
     *out = g;
     return CT_OK;
 }
 
 void ct_comm_group_free(ct_group *g) {
     if (!g || g->size == 0) return;
-    if (g->ops) g->ops->group_free(g);
+    if (g->ops) {
+        ct_mem_device_open();
+        g->ops->group_free(g);
+        ct_mem_device_close();
+    }
     memset(g, 0, sizeof *g);
 }
 
@@ -182,7 +200,9 @@ ct_comm_handle ct_comm_all_reduce_start(ct_group *g, const void *send, void *rec
     check_dtype(g, k, dt);
     check_op(g, k, op);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->all_reduce(g, send, recv, count, dt, op, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -192,7 +212,9 @@ ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *rec
     check_group(g, k);
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->all_gather(g, send, recv, count, dt, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -209,7 +231,9 @@ ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void 
         ct_fatal("comm", "%s on group %s: send and recv buffers overlap", kind_names[k], g->name);
     check_op(g, k, op);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->reduce_scatter(g, send, recv, count, dt, op, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -220,7 +244,9 @@ ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_
     check_peer(g, k, root, "root");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->broadcast(g, buf, count, dt, root, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -233,7 +259,9 @@ ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct
     check_peer(g, k, peer, "peer");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->send(g, buf, count, dt, peer, tag, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -244,7 +272,9 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
     check_peer(g, k, peer, "peer");
     check_dtype(g, k, dt);
     ct_comm_handle h = handle_new(g, k, ring_bytes(k, g->size, count, dt));
+    ct_mem_device_open();
     g->ops->recv(g, buf, count, dt, peer, tag, &h);
+    ct_mem_device_close();
     return h;
 }
 
@@ -252,7 +282,9 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
 
 bool ct_comm_test(ct_comm_handle *h) {
     if (!h->group) return true;
+    ct_mem_device_open();
     bool done = h->group->ops->test(h);
+    ct_mem_device_close();
     if (done) handle_done(h, 0);
     return done;
 }
@@ -270,7 +302,9 @@ static _Noreturn void timed_out(const ct_comm_handle *h) {
     static char what[CAP][64];
     char mine[64];
     snprintf(mine, sizeof mine, "%s on %s, timed out", kind_names[h->kind], g->name);
+    ct_mem_device_open();
     int n = g->ops->watch_ask ? g->ops->watch_ask(3.0, mine, what, CAP) : 0;
+    ct_mem_device_close();
     const ct_abort_hook *hook = g->ops->abort_hook;
     int me = hook ? hook->rank(hook->ctx) : -1;  // the job rank the watchdog numbers by
     char silent[512] = "", waiting[512] = "";
@@ -299,13 +333,18 @@ void ct_comm_wait(ct_comm_handle *h) {
     const double deadline = t0 + g->timeout_s;
     char waiting_on[64] = "";
     for (long spins = 0;; spins++) {
-        if (g->ops->test(h)) break;
+        ct_mem_device_open();
+        bool done = g->ops->test(h);
+        ct_mem_device_close();
+        if (done) break;
         double now = ct_now_seconds();
         if (g->timeout_s > 0 && now > deadline) timed_out(h);
         // A wait longer than a moment may be one a timed-out rank asks about.
         if (g->ops->watch_answer && now - t0 > 0.05 && (spins & 63) == 0) {
             if (!waiting_on[0]) snprintf(waiting_on, sizeof waiting_on, "%s on %s", kind_names[h->kind], g->name);
+            ct_mem_device_open();
             g->ops->watch_answer(waiting_on);
+            ct_mem_device_close();
         }
         if (spins < 200) continue;
         if (now - t0 < 0.005) {
@@ -359,7 +398,9 @@ void ct_comm_barrier(ct_group *g) {
     const ct_comm_kind k = CT_COMM_BARRIER;
     check_group(g, k);
     ct_comm_handle h = handle_new(g, k, 0);
+    ct_mem_device_open();
     g->ops->barrier(g, &h);
+    ct_mem_device_close();
     ct_comm_wait(&h);
 }
 

@@ -18,11 +18,13 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/float_formats.h"
+#include "core/memory.h"
 
 _Static_assert(sizeof(MPI_Comm) <= sizeof(ct_comm_opaque), "MPI_Comm must fit ct_comm_opaque");
 _Static_assert(sizeof(MPI_Request) <= sizeof(ct_comm_opaque), "MPI_Request must fit ct_comm_opaque");
@@ -147,6 +149,10 @@ static ct_status mpi_init(int *argc, char ***argv) {
         MPI_Finalized(&down);
         if (down) return ct_set_error("comm: MPI was already finalized");
     } else {
+        // Open MPI's shared-memory transport copies a large message by reading the sender's
+        // memory from the receiving process (CMA), at a moment the sender may be outside any
+        // call -- with a guarded device's memory closed. Copy through the shared segment instead.
+        if (ct_mem_device_guarded()) setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
         int provided = 0;
         if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
             return ct_set_error("comm: MPI_Init_thread failed");

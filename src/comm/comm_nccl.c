@@ -12,6 +12,11 @@
 // compute stream wait for it, so kernels queued afterwards see the result, and the handle is
 // finished. Compute queued between start and wait overlaps the transfer.
 //
+// The control plane. The step also reduces a few host scalars over its groups (the loss, the
+// gradient norm, token counts, the flags errors are agreed with). NCCL moves device memory only,
+// so an operation whose buffers are host memory goes through the group's MPI communicator
+// instead, blocking, and its handle is finished at once; one buffer on each side is refused.
+//
 // Differences from the MPI backend: tags are not passed on (NCCL matches sends and receives
 // between a pair of ranks in the order they are issued, which is how ctitan's schedules issue
 // them); bf16 reductions are NCCL's (its own accumulation order and rounding, not comm.h's
@@ -20,6 +25,7 @@
 #include "comm/backend.h"
 
 #include <cuda_runtime_api.h>
+#include <limits.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <string.h>
@@ -147,6 +153,46 @@ static void nccl_group_free(ct_group *g) {
     memset(&g->backend, 0, sizeof g->backend);
 }
 
+// ---- the control plane: host buffers through MPI
+
+// Whether p is ordinary host memory (not a device or managed allocation NCCL can use).
+static bool host_memory(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();  // an unregistered host pointer on older runtimes
+        return true;
+    }
+    return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+// True when the operation's buffers are on the host (then done here, h finished); false when
+// both are on the device. One of each is fatal.
+static bool control_plane(ct_group *g, ct_comm_kind k, const void *send, const void *recv, ct_comm_handle *h) {
+    bool hs = host_memory(send), hr = host_memory(recv);
+    if (hs != hr)
+        ct_fatal("comm", "%s on group %s: one buffer is in host memory and the other on the GPU", ct_comm_kind_name(k),
+                 g->name);
+    if (hs) memset(&h->backend, 0, sizeof h->backend);  // no event: finished
+    return hs;
+}
+
+static MPI_Datatype mpi_type(const ct_group *g, ct_comm_kind k, ct_dtype dt) {
+    switch (dt) {
+    case CT_F32: return MPI_FLOAT;
+    case CT_F64: return MPI_DOUBLE;
+    case CT_I32: return MPI_INT32_T;
+    case CT_I64: return MPI_INT64_T;
+    case CT_U8: return MPI_UINT8_T;
+    default:
+        ct_fatal("comm", "%s on group %s: %s data in host memory (the control plane moves f32, f64, i32, i64, u8)",
+                 ct_comm_kind_name(k), g->name, ct_dtype_name(dt));
+    }
+}
+
+static void check_mpi(int rc, const char *what, const ct_group *g) {
+    if (rc != MPI_SUCCESS) ct_fatal("comm", "%s on group %s (host memory, through MPI) failed", what, g->name);
+}
+
 // ---- starts: order after the compute stream, run on the comm stream, remember `done`
 
 static ncclComm_t begin(ct_group *g, const char *what) {
@@ -168,6 +214,14 @@ static void end(ct_group *g, ct_comm_handle *h, const char *what) {
 
 static void nccl_all_reduce(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt, ct_comm_op op,
                             ct_comm_handle *h) {
+    if (control_plane(g, CT_COMM_ALL_REDUCE, send, recv, h)) {
+        if (count > (size_t)INT_MAX) ct_fatal("comm", "all_reduce on group %s: %zu host values", g->name, count);
+        check_mpi(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                                mpi_type(g, CT_COMM_ALL_REDUCE, dt), op == CT_COMM_MAX ? MPI_MAX : MPI_SUM,
+                                group_of(g).mpi),
+                  "all_reduce", g);
+        return;
+    }
     ncclComm_t c = begin(g, "all_reduce");
     check_nccl(ncclAllReduce(send, recv, count, nccl_type(g, CT_COMM_ALL_REDUCE, dt),
                              nccl_op(g, CT_COMM_ALL_REDUCE, dt, op), c, comm_stream),
@@ -177,6 +231,14 @@ static void nccl_all_reduce(ct_group *g, const void *send, void *recv, size_t co
 
 static void nccl_all_gather(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt,
                             ct_comm_handle *h) {
+    if (control_plane(g, CT_COMM_ALL_GATHER, send, recv, h)) {
+        if (count > (size_t)INT_MAX) ct_fatal("comm", "all_gather on group %s: %zu host values", g->name, count);
+        MPI_Datatype t = mpi_type(g, CT_COMM_ALL_GATHER, dt);
+        bool in_place = (const char *)send == (const char *)recv + (size_t)g->rank * count * ct_dtype_size(dt);
+        check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send, (int)count, t, recv, (int)count, t, group_of(g).mpi),
+                  "all_gather", g);
+        return;
+    }
     ncclComm_t c = begin(g, "all_gather");
     check_nccl(ncclAllGather(send, recv, count, nccl_type(g, CT_COMM_ALL_GATHER, dt), c, comm_stream), "all_gather",
                g);
@@ -193,6 +255,12 @@ static void nccl_reduce_scatter(ct_group *g, const void *send, void *recv, size_
 }
 
 static void nccl_broadcast(ct_group *g, void *buf, size_t count, ct_dtype dt, int root, ct_comm_handle *h) {
+    if (control_plane(g, CT_COMM_BROADCAST, buf, buf, h)) {
+        if (count > (size_t)INT_MAX) ct_fatal("comm", "broadcast on group %s: %zu host values", g->name, count);
+        check_mpi(MPI_Bcast(buf, (int)count, mpi_type(g, CT_COMM_BROADCAST, dt), root, group_of(g).mpi), "broadcast",
+                  g);
+        return;
+    }
     ncclComm_t c = begin(g, "broadcast");
     check_nccl(ncclBroadcast(buf, buf, count, nccl_type(g, CT_COMM_BROADCAST, dt), root, c, comm_stream),
                "broadcast", g);
@@ -222,6 +290,7 @@ static void nccl_barrier(ct_group *g, ct_comm_handle *h) {
 static bool nccl_test(ct_comm_handle *h) {
     cudaEvent_t done;
     memcpy(&done, h->backend.raw, sizeof done);
+    if (!done) return true;  // the control plane finished it at its start
     cudaError_t e = cudaEventQuery(done);
     if (e == cudaErrorNotReady) {
         ncclResult_t async = ncclSuccess;  // a peer that failed shows here, not as a hang

@@ -288,6 +288,11 @@ void ct_config_defaults(ct_config *c) {
     for (int i = 0; i < ct_n_settings; i++)
         if (!set_from_text(c, &ct_settings[i], ct_settings[i].def, err, sizeof err))
             ct_fatal("config", "bad default of %s: %s", ct_settings[i].name, err);
+    // CTITAN_DEVICE sets the default of training.device for every run started in this
+    // environment (the test suite on the test device: make test-sim); a file or flag still wins.
+    const char *dev = getenv("CTITAN_DEVICE");
+    if (dev && *dev && !set_from_text(c, ct_setting_find("training.device"), dev, err, sizeof err))
+        ct_fatal("config", "the environment variable CTITAN_DEVICE=%s: %s", dev, err);
 }
 
 // ---- the report: problems and notes ----------------------------------------------------------

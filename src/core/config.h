@@ -46,7 +46,7 @@ typedef struct {
     int global_batch_size;            // training.global_batch_size: sequences per step over the job (-1: no accumulation)
     char mixed_precision[16];         // mixed_precision: fp32 | bf16
     char mixed_precision_reduce[16];  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
-    char dataset[CT_STR];             // training.dataset: "synthetic" or a folder of token shards
+    char dataset[CT_STR];             // training.dataset: "synthetic", a folder of token shards, or a blend
 
     // [optimizer]
     char optimizer_name[32];          // optimizer.name: AdamW
@@ -95,7 +95,7 @@ typedef struct {
     int log_freq;                     // metrics.log_freq
     double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
     char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
-    char train_device[8];             // training.device: cpu | cuda (the kernel table and comm backend)
+    char train_device[8];             // training.device: cpu | cuda | cpu_sim (the kernel table and comm backend)
     char kernel_set[16];              // training.kernel_set: auto | avx2 | avx512 | avx512_bf16 | amx | native
     bool enable_tensorboard;          // metrics.enable_tensorboard
     char tb_folder[CT_STR];           // metrics.save_tb_folder, inside dump_folder

@@ -67,8 +67,9 @@ const ct_setting ct_settings[] = {
          "(also as quantize.linear.float8 / quantize.linear.mx)"),
 
     // [training]
-    ENUM("training.device", train_device, "cpu", "cpu|cuda", NULL, "job.device",
-         "where the math runs: cpu, or cuda (a GPU per process, NCCL)"),  // + what this build has: config.c
+    ENUM("training.device", train_device, "cpu", "cpu|cuda|cpu_sim", NULL, "job.device",
+         "where the math runs: cpu, cuda (a GPU per process, NCCL), or cpu_sim (tests: device memory the host "
+         "cannot touch)"),  // + what this build has: config.c
     ENUM("training.kernel_set", kernel_set, "auto", "auto|avx2|avx512|avx512_bf16|amx|native", NULL, NULL,
          "the cpu kernels' instruction set: auto (CTITAN_KERNEL_SET, else the best this CPU runs; every rank "
          "takes the lowest any rank chose), or one the CPU has; a NATIVE=1 build has only native"),
@@ -78,7 +79,8 @@ const ct_setting ct_settings[] = {
     FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
     BOOL("training.skip_nonfinite_steps", skip_nonfinite, "false", NULL,
          "a step whose loss or gradient norm is NaN / Inf is skipped (no update) instead of stopping the run"),
-    STR("training.dataset", dataset, "synthetic", NULL, "\"synthetic\" or a folder of token shards"),
+    STR("training.dataset", dataset, "synthetic", NULL,
+        "\"synthetic\", a folder of token shards, or a blend \"W1 PATH1 W2 PATH2 ...\" (Megatron's form)"),
     INT("training.global_batch_size", global_batch_size, "-1", NULL,
         "sequences per optimizer step over the job: gradient_accumulation_steps becomes this / (micro_batch_size x "
         "data-parallel degree), which must divide it (-1: gradient_accumulation_steps as given)"),

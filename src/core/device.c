@@ -3,7 +3,8 @@
 #include <stdio.h>
 
 const char *ct_device_kind_name(ct_device_kind k) {
-    static const char *const names[CT_DEVICE_NKINDS] = {[CT_DEVICE_CPU] = "cpu", [CT_DEVICE_CUDA] = "cuda"};
+    static const char *const names[CT_DEVICE_NKINDS] = {[CT_DEVICE_CPU] = "cpu", [CT_DEVICE_CUDA] = "cuda",
+                                                          [CT_DEVICE_SIM] = "cpu_sim"};
     return (unsigned)k < CT_DEVICE_NKINDS ? names[k] : "?";
 }
 

@@ -19,7 +19,8 @@ static inline void *ct_mem_sizing_add(ct_mem_sizing *s, ct_mem_category cat, siz
     return NULL;
 }
 
+// dev: where the buffer lives (the run's device; the sizing counts every device's bytes alike).
 // A macro, so that an allocation keeps its call site (function, file, line) in memory snapshots.
-#define ct_mem_take(sizing, cat, bytes) \
-    ((sizing) ? ct_mem_sizing_add((sizing), (cat), (bytes)) : ct_mem_alloc((cat), (bytes)))
+#define ct_mem_take(sizing, dev, cat, bytes) \
+    ((sizing) ? ct_mem_sizing_add((sizing), (cat), (bytes)) : ct_mem_alloc_on((dev), (cat), (bytes)))
 #endif

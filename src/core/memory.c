@@ -303,6 +303,40 @@ const char *ct_mem_category_name(ct_mem_category cat) {
     return (unsigned)cat < CT_MEM_NCATEGORIES ? names[cat] : "?";
 }
 
+// ------------------------------------------------------------------ access guard
+
+static const ct_mem_access_guard *_Atomic guard;
+
+void ct_mem_set_access_guard(const ct_mem_access_guard *g) { atomic_store(&guard, g); }
+
+void ct_mem_device_open(void) {
+    const ct_mem_access_guard *g = atomic_load_explicit(&guard, memory_order_acquire);
+    if (g) g->open();
+}
+
+bool ct_mem_device_guarded(void) { return atomic_load(&guard) != NULL; }
+
+void ct_mem_device_close(void) {
+    const ct_mem_access_guard *g = atomic_load_explicit(&guard, memory_order_acquire);
+    if (g) g->close();
+}
+
+bool ct_mem_describe(const void *p, char *buf, size_t n) {
+    if (n) buf[0] = 0;
+    uintptr_t a = (uintptr_t)p;
+    for (int e = 0; e < reg_top && e < REG_CAP; e++) {
+        const reg_entry *r = &reg[e];
+        uintptr_t lo = (uintptr_t)r->p;
+        if (!r->p || a < lo || a - lo >= (r->bytes ? r->bytes : 1)) continue;
+        char d[32];
+        ct_device_format(r->device, d, sizeof d);
+        snprintf(buf, n, "%zu bytes of %s on %s from %s (%s:%d), offset %zu", r->bytes,
+                 ct_mem_category_name((ct_mem_category)r->category), d, r->func, r->file, r->line, (size_t)(a - lo));
+        return true;
+    }
+    return false;
+}
+
 // ------------------------------------------------------------------ snapshots
 
 // Output without stdio (a FILE allocates its buffer, and a snapshot may be written because an

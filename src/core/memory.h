@@ -16,6 +16,7 @@
 // by the profiler after a run's first step, and by ct_mem_alloc itself when an allocation fails.
 #ifndef CT_MEMORY_H
 #define CT_MEMORY_H
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/device.h"
@@ -79,6 +80,27 @@ size_t ct_mem_peak_on(ct_device dev, ct_mem_category cat);
 // Accounts `delta` bytes (> 0: allocated, < 0: freed) that a backend manages itself. Freeing
 // more than is recorded is fatal: it means the backend's books and ours disagree.
 void ct_mem_record_on(ct_device dev, ct_mem_category cat, long long delta);
+
+// ---- host access to device memory --------------------------------------------------------
+// A device whose memory the host must not touch outside backend calls (the test device,
+// kernels/sim) installs a guard: its kernel table opens it around every kernel, comm/ around
+// every transport call, so memory is reachable exactly while a backend works on it. Opens nest
+// and may come from several threads; the memory closes when the last open is closed. Without a
+// guard (cpu, cuda) both calls do nothing.
+typedef struct {
+    void (*open)(void);
+    void (*close)(void);
+} ct_mem_access_guard;
+void ct_mem_set_access_guard(const ct_mem_access_guard *g);
+void ct_mem_device_open(void);
+void ct_mem_device_close(void);
+// Whether a guard is installed (a transport must then not let another process read this one's
+// memory directly, outside this process's own calls).
+bool ct_mem_device_guarded(void);
+// Which live block holds address p, as "N bytes of CATEGORY on DEVICE from FUNC (FILE:LINE),
+// offset M" into buf; false (buf "") when none does. Takes no lock and allocates nothing: a crash
+// handler may call it.
+bool ct_mem_describe(const void *p, char *buf, size_t n);
 
 // ---- snapshots ---------------------------------------------------------------------------
 // Writes where host memory goes now to `path`: a header (why: "end of step 1"), then per

@@ -13,6 +13,7 @@
 
 #include "core/memory.h"
 #include "core/rng.h"
+#include "data/loader_blend.h"
 #include "data/shard.h"
 
 // Nominal length of the synthetic stream: large enough that no run finishes an epoch.
@@ -32,10 +33,18 @@ struct ct_loader {
     uint64_t *starts;         // (n_shards + 1,) stream offset of each shard's first token
     uint64_t n_tokens, n_windows;
 
+    ct_shard_tok tok;         // the tokenizer the shards record (present 0: none does)
     uint32_t *perm;           // (n_windows,) window order of epoch perm_epoch; NULL when sequential
     uint64_t perm_epoch;
     int32_t *window;          // (T + 1,) scratch: one window, split into inputs and targets
     ct_loader_state st;
+
+    // A blend (data/loader_blend.h): its datasets' loaders, and how many sequences each has given
+    // to the first `cursor` sequences of the blend's order.
+    ct_blend_spec *blend;
+    ct_loader *parts[CT_BLEND_MAX];
+    uint64_t drawn[CT_BLEND_MAX];
+    uint64_t cursor;
 };
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -82,6 +91,26 @@ static void ensure_fds(int n_shards) {
     }
 }
 
+// Every shard of a split that records a tokenizer records the same one (a shard that records
+// none, written before shard version 2, cannot be checked and is let be).
+static ct_status same_tokenizer(ct_loader *l, int i) {
+    const ct_shard *s = &l->shards[i];
+    if (!s->tok.present) return CT_OK;
+    if (!l->tok.present) {  // the first shard that records one
+        l->tok = s->tok;
+        return CT_OK;
+    }
+    if (ct_shard_tok_same(&l->tok, &s->tok)) return CT_OK;
+    int first = 0;
+    while (!l->shards[first].tok.present) first++;
+    char a[160], b[160];
+    ct_shard_tok_describe(&l->tok, a, sizeof a);
+    ct_shard_tok_describe(&s->tok, b, sizeof b);
+    return ct_set_error("%s: made with %s, but %s with %s: the split mixes data of two tokenizers; prepare it again "
+                        "with one",
+                        s->path, b, l->shards[first].path, a);
+}
+
 static ct_status open_shards(ct_loader *l) {
     struct stat st;
     if (stat(l->source, &st) != 0) return ct_set_error("%s: dataset not found", l->source);
@@ -92,6 +121,12 @@ static ct_status open_shards(ct_loader *l) {
         if (n < 0) return ct_set_error("%s: cannot read folder", l->source);
         if (n == 0) {
             free(names);
+            // The validation split is made by `data prepare`; say how, rather than only what is missing.
+            if (!strcmp(l->split, "val"))
+                return ct_set_error("%s: no val shards (val_*.bin or *_val_*.bin) in folder; make them with `ctitan data "
+                                    "prepare ... --val-docs N` (the last N documents) or --val-fraction F, or give "
+                                    "validation.dataset, or set validation.enable false",
+                                    l->source);
             return ct_set_error("%s: no %s shards (%s_*.bin or *_%s_*.bin) in folder", l->source, l->split, l->split, l->split);
         }
     } else {
@@ -109,6 +144,7 @@ static ct_status open_shards(ct_loader *l) {
             if (rc == CT_OK) {
                 l->n_shards = i + 1;
                 l->starts[i + 1] = l->starts[i] + l->shards[i].n_tokens;
+                rc = same_tokenizer(l, i);
             }
         }
         free(names[i]);
@@ -134,30 +170,87 @@ static void build_perm(ct_loader *l, uint64_t epoch) {
     l->perm_epoch = epoch;
 }
 
-uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
+ct_status ct_loader_check_source(const char *source) {
+    ct_blend_spec tmp;
+    return ct_blend_is_blend(source) ? ct_blend_parse(source, &tmp) : CT_OK;
+}
+
+// The header of the split's first shard (a blend's first dataset standing for the blend: the
+// loader checks that all agree), without opening the split; false when there is none to read.
+static bool peek_header(const char *source, const char *split, unsigned char h[CT_SHARD_HEADER_BYTES]) {
+    ct_blend_spec tmp;
+    if (ct_blend_is_blend(source)) source = ct_blend_parse(source, &tmp) == CT_OK ? tmp.path[0] : NULL;
     struct stat st;
-    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return 0;
+    if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return false;
     char **names = NULL;
     int n = 0;
-    if (S_ISDIR(st.st_mode)) {
-        n = list_shards(source, split, &names);
-        if (n <= 0) {
-            free(names);
-            return 0;
-        }
+    if (S_ISDIR(st.st_mode) && (n = list_shards(source, split, &names)) <= 0) {
+        free(names);
+        return false;
     }
-    const char *first = n > 0 ? names[0] : source;
-    uint32_t vocab = 0;
-    int fd = open(first, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    unsigned char h[28];
-    // Only ctitan's own header names its vocabulary (bytes 24..27, little-endian).
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h &&
-        !memcmp(h, CT_SHARD_MAGIC, 8))
-        vocab = (uint32_t)h[24] | (uint32_t)h[25] << 8 | (uint32_t)h[26] << 16 | (uint32_t)h[27] << 24;
+    int fd = open(n > 0 ? names[0] : source, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              pread(fd, h, CT_SHARD_HEADER_BYTES, 0) == (ssize_t)CT_SHARD_HEADER_BYTES && !memcmp(h, CT_SHARD_MAGIC, 8);
     if (fd >= 0) close(fd);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    return vocab;
+    return ok;
+}
+
+uint32_t ct_loader_peek_vocab(const char *source, const char *split) {
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    // Only ctitan's own header names its vocabulary (bytes 24..27, little-endian).
+    if (!peek_header(source, split, h)) return 0;
+    return (uint32_t)h[24] | (uint32_t)h[25] << 8 | (uint32_t)h[26] << 16 | (uint32_t)h[27] << 24;
+}
+
+// The header alone (ct_shard_open would scan every token): the fields ct_shard_open reads.
+ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split) {
+    ct_shard_tok tok = {0};
+    unsigned char h[CT_SHARD_HEADER_BYTES];
+    if (peek_header(source, split, h) && h[8] >= 2 && (h[28] & 1)) {
+        tok.present = 1;
+        memcpy(&tok.bos, h + 32, 4);  // little-endian host (data/shard.c)
+        memcpy(&tok.eos, h + 36, 4);
+        memcpy(tok.hash, h + 40, CT_SHARD_TOK_HASH_BYTES);
+    }
+    return tok;
+}
+
+ct_shard_tok ct_loader_tokenizer(const ct_loader *l) { return l->tok; }
+
+// A blend: each dataset opened as a loader of its own (it is read by sequence index, so its batch
+// and data-parallel place do not matter); the blend's epoch is the sum of their windows, which
+// only gives the position a range. The datasets must record one tokenizer.
+static ct_loader *open_blend(ct_loader *l, const ct_loader_config *cfg) {
+    l->blend = ct_xcalloc(1, sizeof *l->blend);
+    if (ct_blend_parse(l->source, l->blend)) {
+        ct_loader_free(l);
+        return NULL;
+    }
+    for (int d = 0; d < l->blend->n; d++) {
+        ct_loader_config pc = *cfg;
+        pc.source = l->blend->path[d];
+        pc.global_batch = 1, pc.dp_rank = 0, pc.dp_size = 1;
+        if (!(l->parts[d] = ct_loader_open(&pc))) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            ct_set_error("training.dataset blend, dataset %d: %s", d + 1, why);
+            ct_loader_free(l);
+            return NULL;
+        }
+        const ct_shard_tok *a = &l->parts[0]->tok, *b = &l->parts[d]->tok;
+        if (a->present != b->present || (a->present && memcmp(a->hash, b->hash, CT_SHARD_TOK_HASH_BYTES))) {
+            ct_set_error("training.dataset blend: %s and %s were made with different tokenizers", l->blend->path[0],
+                         l->blend->path[d]);
+            ct_loader_free(l);
+            return NULL;
+        }
+        l->n_windows += l->parts[d]->n_windows;
+        l->n_tokens += l->parts[d]->n_tokens;
+    }
+    l->tok = l->parts[0]->tok;
+    return l;
 }
 
 ct_loader *ct_loader_open(const ct_loader_config *cfg) {
@@ -189,6 +282,7 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
     l->sequential = cfg->sequential;
     l->synthetic = !strcmp(l->source, "synthetic");
     l->perm_epoch = UINT64_MAX;
+    if (ct_blend_is_blend(l->source)) return open_blend(l, cfg);
     char name[64];
     snprintf(name, sizeof name, "loader/order/%s", l->split);
     l->order_key = ct_rng_key(cfg->seed, name);
@@ -208,8 +302,11 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
         return NULL;
     }
     if (l->n_tokens < (uint64_t)l->seq_len + 1) {
-        ct_set_error("%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)", l->source,
-                     (unsigned long long)l->n_tokens, l->split, l->seq_len + 1);
+        ct_set_error("%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)%s", l->source,
+                     (unsigned long long)l->n_tokens, l->split, l->seq_len + 1,
+                     strcmp(l->split, "val") ? ""
+                                             : "; prepare a larger validation split (`ctitan data prepare --val-docs N` "
+                                               "or a larger --val-fraction F)");
         ct_loader_free(l);
         return NULL;
     }
@@ -230,6 +327,8 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
 
 void ct_loader_free(ct_loader *l) {
     if (!l) return;
+    for (int d = 0; l->blend && d < l->blend->n; d++) ct_loader_free(l->parts[d]);
+    free(l->blend);
     for (int i = 0; i < l->n_shards; i++) ct_shard_close(&l->shards[i]);
     free(l->shards);
     free(l->starts);
@@ -263,26 +362,63 @@ static void copy_stream(const ct_loader *l, uint64_t off, uint64_t n, int32_t *o
     }
 }
 
+// Sequence p of epoch `epoch` of this loader's order (p < n_windows) into inputs, targets (T each).
+static void read_sequence(ct_loader *l, uint64_t epoch, uint64_t p, int32_t *inputs, int32_t *targets) {
+    const int T = l->seq_len;
+    uint64_t w = p;
+    if (!l->sequential) {
+        if (l->perm_epoch != epoch) build_perm(l, epoch);  // at most once per epoch boundary
+        w = l->perm[p];
+    }
+    copy_stream(l, w * (uint64_t)T, (uint64_t)T + 1, l->window);
+    memcpy(inputs, l->window, sizeof(int32_t) * (size_t)T);
+    memcpy(targets, l->window + 1, sizeof(int32_t) * (size_t)T);
+}
+
+// A blend's sequences n0 .. n0 + B - 1: the rule picks each one's dataset (every rank walks the
+// whole global batch, so all agree), this rank reads its own B / dp of them.
+static void blend_next_batch(ct_loader *l, int32_t *inputs, int32_t *targets) {
+    const int T = l->seq_len;
+    uint64_t mine = (uint64_t)l->dp_rank * (uint64_t)l->local_batch;
+    for (uint64_t s = 0; s < (uint64_t)l->global_batch; s++) {
+        int d = ct_blend_next(l->blend, l->cursor + s, l->drawn);
+        if (s < mine || s >= mine + (uint64_t)l->local_batch) continue;
+        ct_loader *part = l->parts[d];
+        uint64_t k = l->drawn[d] - 1;  // this dataset's k-th sequence
+        size_t at = (size_t)(s - mine) * (size_t)T;
+        read_sequence(part, k / part->n_windows, k % part->n_windows, inputs + at, targets + at);
+    }
+    l->cursor += (uint64_t)l->global_batch;
+}
+
 void ct_loader_next_batch(ct_loader *l, int32_t *inputs, int32_t *targets) {
     const int T = l->seq_len;
-    for (int b = 0; b < l->local_batch; b++) {
-        // Index of this sequence in the global order, counted from the current state.
-        uint64_t p = l->st.position + (uint64_t)l->dp_rank * (uint64_t)l->local_batch + (uint64_t)b;
-        uint64_t epoch = l->st.epoch + p / l->n_windows;
-        p %= l->n_windows;
-        uint64_t w = p;
-        if (!l->sequential) {
-            if (l->perm_epoch != epoch) build_perm(l, epoch);  // at most once per epoch boundary
-            w = l->perm[p];
+    if (l->blend) {
+        blend_next_batch(l, inputs, targets);
+    } else {
+        for (int b = 0; b < l->local_batch; b++) {
+            // Index of this sequence in the global order, counted from the current state.
+            uint64_t p = l->st.position + (uint64_t)l->dp_rank * (uint64_t)l->local_batch + (uint64_t)b;
+            read_sequence(l, l->st.epoch + p / l->n_windows, p % l->n_windows, inputs + (size_t)b * T,
+                          targets + (size_t)b * T);
         }
-        copy_stream(l, w * (uint64_t)T, (uint64_t)T + 1, l->window);
-        memcpy(inputs + (size_t)b * T, l->window, sizeof(int32_t) * (size_t)T);
-        memcpy(targets + (size_t)b * T, l->window + 1, sizeof(int32_t) * (size_t)T);
     }
     uint64_t p = l->st.position + (uint64_t)l->global_batch;
     l->st.epoch += p / l->n_windows;
     l->st.position = p % l->n_windows;
 }
+
+// The blend's counts after its first n sequences, by replaying the rule.
+static void blend_seek(ct_loader *l, uint64_t n) {
+    memset(l->drawn, 0, sizeof l->drawn);
+    for (uint64_t i = 0; i < n; i++) ct_blend_next(l->blend, i, l->drawn);
+    l->cursor = n;
+}
+
+int ct_loader_blend_parts(const ct_loader *l) { return l->blend ? l->blend->n : 0; }
+const char *ct_loader_blend_path(const ct_loader *l, int d) { return l->blend->path[d]; }
+double ct_loader_blend_weight(const ct_loader *l, int d) { return l->blend->w[d]; }
+uint64_t ct_loader_blend_tokens(const ct_loader *l, int d) { return l->drawn[d] * (uint64_t)l->seq_len; }
 
 ct_loader_state ct_loader_get_state(const ct_loader *l) { return l->st; }
 
@@ -291,12 +427,20 @@ ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st) {
         return ct_set_error("%s: loader position %llu out of range (%llu windows per epoch)", l->source,
                             (unsigned long long)st.position, (unsigned long long)l->n_windows);
     l->st = st;
+    if (l->blend) blend_seek(l, st.epoch * l->n_windows + st.position);
     return CT_OK;
 }
 
-void ct_loader_reset(ct_loader *l) { l->st = (ct_loader_state){0, 0}; }
+void ct_loader_reset(ct_loader *l) {
+    l->st = (ct_loader_state){0, 0};
+    if (l->blend) blend_seek(l, 0);
+}
 
 uint64_t ct_loader_num_tokens(const ct_loader *l) { return l->n_tokens; }
 uint64_t ct_loader_num_windows(const ct_loader *l) { return l->n_windows; }
-int ct_loader_num_shards(const ct_loader *l) { return l->n_shards; }
+int ct_loader_num_shards(const ct_loader *l) {
+    int n = l->n_shards;
+    for (int d = 0; l->blend && d < l->blend->n; d++) n += l->parts[d]->n_shards;
+    return n;
+}
 int ct_loader_local_batch(const ct_loader *l) { return l->local_batch; }

@@ -12,15 +12,20 @@
 // rank r reads sequences [r·B/dp, (r+1)·B/dp) of it, so the ranks' samples are disjoint and
 // together equal the single-rank batch. The state (epoch, position) is the same on every rank
 // and, restored, makes a resumed run read exactly the tokens it would have read.
+//
+// A source written "W1 PATH1 W2 PATH2 ..." is a blend of datasets (data/loader_blend.h): each
+// sequence of the global order comes from one of them, in proportion to the weights, by a rule
+// that depends only on the sequence's index -- so layouts, resumes and reshards read the same.
 #ifndef CT_LOADER_H
 #define CT_LOADER_H
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/shard.h"
 
 typedef struct {
-    const char *source;  // "synthetic", a folder of shards, or one shard file
+    const char *source;  // "synthetic", a folder of shards, one shard file, or a blend "W1 PATH1 W2 PATH2 ..."
     const char *split;   // "train" | "val": train_*.bin / val_*.bin (or llm.c's *_train_*.bin)
     int seq_len;         // T
     int global_batch;    // B: sequences per optimizer step over all data-parallel ranks
@@ -46,9 +51,18 @@ void ct_loader_free(ct_loader *l);
 // Fills this rank's B/dp sequences of the next global batch. No allocation.
 void ct_loader_next_batch(ct_loader *l, int32_t *inputs /* (B/dp, T) */, int32_t *targets /* (B/dp, T) */);
 
+// CT_ERR naming the problem when source is a malformed blend (its datasets are checked at open).
+ct_status ct_loader_check_source(const char *source);
+
 // The vocabulary the split's shards were made with (the first shard's header), without opening
 // the split: 0 for synthetic data, llm.c shards (no such field) or anything unreadable.
 uint32_t ct_loader_peek_vocab(const char *source, const char *split);
+// The tokenizer the split's first shard records, likewise (present 0: none recorded, or unreadable).
+ct_shard_tok ct_loader_peek_tokenizer(const char *source, const char *split);
+
+// The tokenizer the split's shards record (present 0 when none does; shards that record
+// different tokenizers are refused at open, naming both files).
+ct_shard_tok ct_loader_tokenizer(const ct_loader *l);
 
 ct_loader_state ct_loader_get_state(const ct_loader *l);
 ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st);  // CT_ERR if position is out of range
@@ -58,4 +72,11 @@ uint64_t ct_loader_num_tokens(const ct_loader *l);   // tokens in the stream (sy
 uint64_t ct_loader_num_windows(const ct_loader *l);  // samples per epoch
 int ct_loader_num_shards(const ct_loader *l);        // 0 for synthetic
 int ct_loader_local_batch(const ct_loader *l);       // B / dp
+
+// A blend's datasets (0 when the source is not a blend): path, normalised weight, and tokens
+// drawn from each so far by all data-parallel ranks together (targets: sequences x T).
+int ct_loader_blend_parts(const ct_loader *l);
+const char *ct_loader_blend_path(const ct_loader *l, int d);
+double ct_loader_blend_weight(const ct_loader *l, int d);
+uint64_t ct_loader_blend_tokens(const ct_loader *l, int d);
 #endif

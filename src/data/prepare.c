@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "data/corpus.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -40,18 +42,15 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-// True when the first 64 KiB of the file hold a NUL byte: text corpora never do, binaries
-// (fortune's .dat index files, images, archives) almost always do early on.
-// (Opened through ct_file_open_regular: the entry may have become a FIFO since it was listed.)
-static bool looks_binary(const char *path) {
-    int fd;
-    uint64_t size;
-    if (ct_file_open_regular(path, "corpus file", 0, &fd, &size) != CT_OK) return false;
-    char buf[65536];
-    ssize_t n = read(fd, buf, sizeof buf);
-    close(fd);
-    return n > 0 && memchr(buf, 0, (size_t)n) != NULL;
+// A Megatron pair is read once however it was named (PREFIX, PREFIX.bin, PREFIX.idx, or the
+// folder holding it): its index's path is listed, and only once.
+static void push_once(strlist *l, const char *path) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], path)) return;
+    list_push(l, path);
 }
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 void ct_data_free_list(char **list, int n) {
     for (int i = 0; i < n; i++) free(list[i]);
@@ -62,7 +61,15 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
     strlist all = {0};
     for (int i = 0; i < n_inputs; i++) {
         struct stat st;
+        char pair[4096], other[4096];
         if (stat(inputs[i], &st) != 0) {
+            // Megatron names a dataset by its prefix: PREFIX.idx + PREFIX.bin.
+            snprintf(pair, sizeof pair, "%s.idx", inputs[i]);
+            snprintf(other, sizeof other, "%s.bin", inputs[i]);
+            if (exists(pair) && exists(other)) {
+                push_once(&all, pair);
+                continue;
+            }
             ct_set_error("%s: cannot read: %s", inputs[i], strerror(errno));
             ct_data_free_list(all.v, all.n);
             return -1;
@@ -77,7 +84,14 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
                 return -1;
             }
             close(fd);
-            list_push(&all, inputs[i]);
+            ct_corpus_sniff_result k = ct_corpus_sniff(inputs[i]);
+            if (k == CT_SNIFF_MEGATRON_BIN) {
+                snprintf(pair, sizeof pair, "%.*s.idx", (int)(strlen(inputs[i]) - 4), inputs[i]);
+                push_once(&all, pair);
+            } else if (k == CT_SNIFF_MEGATRON_IDX)
+                push_once(&all, inputs[i]);
+            else
+                list_push(&all, inputs[i]);
             continue;
         }
         DIR *d = opendir(inputs[i]);
@@ -91,12 +105,19 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             if (e->d_name[0] == '.' || ends_with(e->d_name, ".u8")) continue;
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", inputs[i], e->d_name);
-            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || looks_binary(path)) continue;
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+            // (Opened through ct_file_open_regular: the entry may have become a FIFO since it was
+            // listed; such an entry is kept, and refused with its reason when read.)
+            ct_corpus_sniff_result k = ct_corpus_sniff(path);
+            if (k == CT_SNIFF_MEGATRON_BIN || k == CT_SNIFF_BINARY) continue;
             list_push(&here, path);
         }
         closedir(d);
         qsort(here.v, (size_t)here.n, sizeof(char *), cmp_str);
-        for (int k = 0; k < here.n; k++) list_push(&all, here.v[k]);
+        for (int k = 0; k < here.n; k++) {
+            if (ct_corpus_sniff(here.v[k]) == CT_SNIFF_MEGATRON_IDX) push_once(&all, here.v[k]);
+            else list_push(&all, here.v[k]);
+        }
         ct_data_free_list(here.v, here.n);
     }
     *out = all.v;
@@ -154,6 +175,7 @@ int ct_data_for_each_document(const char *text, size_t len, ct_data_doc_fn fn, v
 typedef struct {
     const char *out_dir, *name;  // "train" | "val"
     uint32_t vocab;
+    const ct_shard_tok *tok;     // recorded in every shard's header
     uint64_t shard_tokens;
     ct_shard_writer *w;
     int shards;
@@ -166,6 +188,7 @@ static ct_status split_append(split_out *s, const int32_t *ids, uint64_t n) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s_%03d.bin", s->out_dir, s->name, s->shards);
             if (!(s->w = ct_shard_writer_open(path, s->vocab))) return CT_ERR;
+            ct_shard_writer_set_tokenizer(s->w, s->tok);
             s->shards++;
         }
         uint64_t room = s->shard_tokens - ct_shard_writer_count(s->w);
@@ -313,49 +336,148 @@ static void progress_update(progress *p, const ct_data_prepare_result *r, const 
 typedef struct {
     const ct_tokenizer *tok;
     int32_t eos;
+    int add_bos;   // tokenizer_config.json's add_bos_token: each text document starts with BOS
+    uint32_t vocab;
     int32_t *ids;  // (cap,) encoder output, reused for every document
     long n, cap;
     uint64_t doc_index;
-    long val_every;  // k: document i goes to val when i % k == k - 1; 0 = no validation
+    long val_every;      // k: document i goes to val when i % k == k - 1; 0 = no spread split
+    uint64_t val_docs;   // > 0: the last val_docs documents go to val (moved there at the end)
+    uint64_t *starts;    // (min(val_docs, docs),) train token offset where each of the last
+    uint64_t n_starts;   //   val_docs documents began: document i at starts[i % val_docs]
     split_out out[2];
     ct_data_prepare_result *res;
     const char *file;
 } prep_ctx;
 
-static int on_document(const char *doc, size_t len, void *vctx) {
-    prep_ctx *c = vctx;
+static void reserve_ids(prep_ctx *c, long need) {
+    if (need <= c->cap) return;
+    c->cap = need + need / 2 + 16;
+    c->ids = realloc(c->ids, sizeof(int32_t) * (size_t)c->cap);
+    if (!c->ids) ct_fatal("data prepare", "out of memory");
+}
+
+static int on_document(prep_ctx *c, const ct_corpus_doc *doc) {
     c->n = 0;
-    long got = ct_tokenizer_encode(c->tok, doc, (long)len, &c->ids, &c->n, &c->cap);
-    if (got >= 0) c->n = got;
-    else {
-        char why[512];  // copied first: the message buffer is the one being written
-        snprintf(why, sizeof why, "%s", ct_last_error());
-        ct_set_error("%s: cannot encode document %llu: %s", c->file, (unsigned long long)c->doc_index, why);
-        return 1;
+    if (doc->text) {
+        long got = ct_tokenizer_encode_doc(c->tok, doc->text, (long)doc->len, c->add_bos, 0, &c->ids, &c->n, &c->cap);
+        if (got < 0) {
+            char why[512];  // copied first: the message buffer is the one being written
+            snprintf(why, sizeof why, "%s", ct_last_error());
+            ct_set_error("%s: cannot encode document %llu: %s", c->file, (unsigned long long)c->doc_index, why);
+            return 1;
+        }
+        c->n = got;
+    } else {  // already tokenised (ids checked against the vocabulary by the reader)
+        reserve_ids(c, (long)doc->n_ids + 1);
+        memcpy(c->ids, doc->ids, sizeof(int32_t) * doc->n_ids);
+        c->n = (long)doc->n_ids;
     }
-    if (c->n == c->cap) {
-        c->cap = c->cap * 2 + 16;
-        c->ids = realloc(c->ids, sizeof(int32_t) * (size_t)c->cap);
-        if (!c->ids) ct_fatal("data prepare", "out of memory");
+    // <|end_of_text|> after each document; a pre-tokenised one that ends with it already (as
+    // Megatron's preprocessing writes with --append-eod) keeps the one it has.
+    if (doc->text || c->n == 0 || c->ids[c->n - 1] != c->eos) {
+        reserve_ids(c, c->n + 1);
+        c->ids[c->n++] = c->eos;
     }
-    c->ids[c->n++] = c->eos;
     int which = c->val_every > 0 && (long)(c->doc_index % (uint64_t)c->val_every) == c->val_every - 1;
+    if (c->val_docs) {
+        if (c->n_starts < c->val_docs) {  // grows to val_docs entries, then wraps
+            c->starts = realloc(c->starts, sizeof(uint64_t) * (size_t)(c->n_starts + 1));
+            if (!c->starts) ct_fatal("data prepare", "out of memory");
+            c->n_starts++;
+        }
+        c->starts[c->doc_index % c->val_docs] = c->out[0].tokens;
+    }
     c->doc_index++;
     c->res->docs[which]++;
     return split_append(&c->out[which], c->ids, (uint64_t)c->n) != CT_OK;
+}
+
+// Moves the train stream's tokens from position `cut` on into the (empty) validation split: the
+// train shards past the cut are copied and deleted, the one the cut falls in is rewritten with
+// its head only. Everything happens in the staging folder, through the shard reader and writer.
+static ct_status move_tail_to_val(prep_ctx *c, const char *staging, uint64_t cut) {
+    split_out *t = &c->out[0], *v = &c->out[1];
+    uint64_t per = t->shard_tokens, k0 = cut / per, head = cut % per;
+    enum { CHUNK = 1 << 20 };
+    int32_t *buf = ct_xmalloc(sizeof(int32_t) * CHUNK);
+    ct_status st = CT_OK;
+    for (int k = (int)k0; k < t->shards && st == CT_OK; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/train_%03d.bin", staging, k);
+        ct_shard sh;
+        if ((st = ct_shard_open(&sh, path, 0)) != CT_OK) break;
+        for (uint64_t x = (uint64_t)k == k0 ? head : 0; x < sh.n_tokens && st == CT_OK;) {
+            uint64_t m = sh.n_tokens - x < CHUNK ? sh.n_tokens - x : CHUNK;
+            ct_shard_copy(&sh, x, m, buf);
+            st = split_append(v, buf, m);
+            x += m;
+        }
+        // The shard read stays open (it reads by descriptor) while its name is rewritten.
+        if (st == CT_OK && unlink(path) != 0) st = ct_set_error("%s: cannot remove: %s", path, strerror(errno));
+        if (st == CT_OK && (uint64_t)k == k0 && head > 0) {
+            ct_shard_writer *w = ct_shard_writer_open(path, c->vocab);
+            if (!w) st = CT_ERR;
+            else ct_shard_writer_set_tokenizer(w, t->tok);  // the rewritten head records it as before
+            for (uint64_t x = 0; x < head && st == CT_OK;) {
+                uint64_t m = head - x < CHUNK ? head - x : CHUNK;
+                ct_shard_copy(&sh, x, m, buf);
+                st = ct_shard_writer_append(w, buf, m);
+                x += m;
+            }
+            if (w && ct_shard_writer_close(w) != CT_OK) st = CT_ERR;
+        }
+        ct_shard_close(&sh);
+    }
+    free(buf);
+    t->tokens = cut;
+    t->shards = (int)k0 + (head > 0);
+    return st;
+}
+
+// The validation split's final form: the last val_docs documents, or, when the spread rule
+// picked no document, the last ceil(F x tokens) tokens. CT_ERR when val_docs leaves no training.
+static ct_status finish_val(prep_ctx *c, const ct_data_prepare_opts *o, const char *staging) {
+    ct_data_prepare_result *r = c->res;
+    uint64_t docs = r->docs[0] + r->docs[1], tokens = c->out[0].tokens;
+    if (c->val_docs) {
+        if (docs <= c->val_docs)
+            return ct_set_error("--val-docs %llu: the corpus has %llu document%s, so none would be left to train on; give "
+                                "fewer, or --val-fraction F (which takes the last tokens of a corpus of few documents)",
+                                (unsigned long long)c->val_docs, (unsigned long long)docs, docs == 1 ? "" : "s");
+        uint64_t cut = c->starts[(docs - c->val_docs) % c->val_docs];
+        r->docs[0] = docs - c->val_docs;
+        r->docs[1] = c->val_docs;
+        r->val = CT_VAL_LAST_DOCS;
+        return move_tail_to_val(c, staging, cut);
+    }
+    if (c->val_every == 0) return CT_OK;
+    if (r->docs[1] > 0) {
+        r->val = CT_VAL_SPREAD;
+        return CT_OK;
+    }
+    uint64_t want = (uint64_t)ceil(o->val_fraction * (double)tokens);
+    if (want == 0 || want >= tokens) return CT_OK;  // too small to split: no validation
+    r->val = CT_VAL_LAST_TOKENS;
+    return move_tail_to_val(c, staging, tokens - want);
 }
 
 ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result *res) {
     memset(res, 0, sizeof *res);
     if (!(o->val_fraction >= 0 && o->val_fraction <= 0.5))
         return ct_set_error("--val-fraction %g outside [0, 0.5]", o->val_fraction);
+    if (o->val_docs && o->val_fraction > 0)
+        return ct_set_error("--val-docs and --val-fraction both given; the validation split is one or the other");
+    if (o->val_docs > CT_PREPARE_MAX_VAL_DOCS)
+        return ct_set_error("--val-docs %llu: more than %llu", (unsigned long long)o->val_docs,
+                            (unsigned long long)CT_PREPARE_MAX_VAL_DOCS);
     if (o->n_inputs < 1) return ct_set_error("no input files");
     char **files;
     int n_files = ct_data_list_files(o->inputs, o->n_inputs, &files);
     if (n_files < 0) return CT_ERR;
     if (n_files == 0) {
         ct_data_free_list(files, 0);
-        return ct_set_error("no text files in the inputs (%s%s)", o->inputs[0], o->n_inputs > 1 ? ", ..." : "");
+        return ct_set_error("no corpus files in the inputs (%s%s)", o->inputs[0], o->n_inputs > 1 ? ", ..." : "");
     }
     ct_tokenizer *tok = ct_tokenizer_load(o->tokenizer_path);
     if (!tok) {
@@ -363,6 +485,20 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         return CT_ERR;
     }
     long vocab = ct_tokenizer_vocab_size(tok);
+    // Documents are separated by EOS; the shards record the tokenizer (data/shard.h).
+    if (ct_tokenizer_eos(tok) < 0) {
+        ct_tokenizer_free(tok);
+        ct_data_free_list(files, n_files);
+        return ct_set_error("%s: the tokenizer names no EOS token, which ends every document: give eos_token in the "
+                            "tokenizer_config.json beside it",
+                            o->tokenizer_path);
+    }
+    ct_shard_tok rec = {.present = 1, .bos = ct_tokenizer_bos(tok), .eos = ct_tokenizer_eos(tok)};
+    if (ct_tokenizer_hash(tok, rec.hash) != CT_OK) {
+        ct_tokenizer_free(tok);
+        ct_data_free_list(files, n_files);
+        return CT_ERR;
+    }
     // The first folder of out_dir's path that does not exist yet: a failed prepare removes what
     // it created, from out_dir up to that one (only folders left empty).
     char created[4096] = "";
@@ -375,53 +511,64 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
     snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
     ct_status st = make_dirs(o->out_dir);
     if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
-    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .res = res};
-    c.val_every = o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
+    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .add_bos = ct_tokenizer_add_bos(tok), .vocab = (uint32_t)vocab,
+                  .res = res, .val_docs = o->val_docs};
+    c.val_every = !o->val_docs && o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
     for (int k = 0; k < 2; k++)
-        c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab,
+        c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab, .tok = &rec,
                                .shard_tokens = o->shard_tokens ? o->shard_tokens : CT_DEFAULT_SHARD_TOKENS};
     progress pr = {.mode = o->progress == 0 ? 0 : o->progress > 0 ? o->progress : (isatty(2) ? 2 : 1), .last = -1};
     for (int i = 0; i < n_files; i++) {
         struct stat sb;
         if (stat(files[i], &sb) == 0) pr.total += (uint64_t)sb.st_size;
     }
+    ct_corpus_opts copts = {.text_field = o->text_field, .vocab_size = (uint32_t)vocab};
     for (int i = 0; i < n_files && st == CT_OK; i++) {
-        int fd;
-        uint64_t file_bytes;
-        if (ct_file_open_regular(files[i], "corpus file", 0, &fd, &file_bytes) != CT_OK) {
+        ct_corpus *cr = ct_corpus_open(files[i], &copts);
+        if (!cr) {
             st = CT_ERR;
             break;
         }
-        size_t size = (size_t)file_bytes;
+        struct stat sb;
+        uint64_t size = stat(files[i], &sb) == 0 ? (uint64_t)sb.st_size : 0, done = pr.done;
         res->files++;
+        res->files_of[ct_corpus_format_of(cr)]++;
         res->bytes += size;
-        if (size > 0) {
-            char *text = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (text == MAP_FAILED) {
-                st = ct_set_error("%s: mmap failed: %s", files[i], strerror(errno));
-            } else {
-                c.file = files[i];
-                if (ct_data_for_each_document(text, size, on_document, &c)) st = CT_ERR;
-                munmap(text, size);
+        c.file = files[i];
+        ct_corpus_doc doc;
+        int rc;
+        while ((rc = ct_corpus_next(cr, &doc)) > 0) {
+            if (on_document(&c, &doc)) {
+                st = CT_ERR;
+                break;
             }
+            uint64_t at = ct_corpus_position(cr);
+            pr.done = done + (at < size ? at : size);
+            for (int k = 0; k < 2; k++) res->tokens[k] = c.out[k].tokens;
+            progress_update(&pr, res, files[i]);
         }
-        close(fd);
-        pr.done += size;
+        if (rc < 0) st = CT_ERR;
+        ct_corpus_close(cr);
+        pr.done = done + size;
         for (int k = 0; k < 2; k++) res->tokens[k] = c.out[k].tokens;
         progress_update(&pr, res, files[i]);
     }
-    for (int k = 0; k < 2; k++) {
-        ct_status cs = split_close(&c.out[k]);
-        if (st == CT_OK) st = cs;
-        res->tokens[k] = c.out[k].tokens;
-        res->shards[k] = c.out[k].shards;
-    }
+    // The train split is complete (closed) before its tail may move to validation.
+    ct_status cs = split_close(&c.out[0]);
+    if (st == CT_OK) st = cs;
     // A corpus of empty or blank files gives no shards: a dataset the loader would refuse, so
     // refuse it here rather than replace a good one with it.
     if (st == CT_OK && res->docs[0] + res->docs[1] == 0)
         st = ct_set_error("no documents in the inputs (%s%s: %llu file%s, every one empty or blank); nothing written",
                           o->inputs[0], o->n_inputs > 1 ? ", ..." : "", (unsigned long long)res->files,
                           res->files == 1 ? "" : "s");
+    if (st == CT_OK) st = finish_val(&c, o, staging);
+    cs = split_close(&c.out[1]);
+    if (st == CT_OK) st = cs;
+    for (int k = 0; k < 2; k++) {
+        res->tokens[k] = c.out[k].tokens;
+        res->shards[k] = c.out[k].shards;
+    }
     int replaced = 0;
     bool swap_failed = false;
     if (st == CT_OK) swap_failed = (st = swap_in(o->out_dir, staging, &replaced)) != CT_OK;
@@ -434,6 +581,7 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         for (char *slash; strlen(dir) >= strlen(created) && rmdir(dir) == 0 && (slash = strrchr(dir, '/'));) *slash = 0;
     }
     free(c.ids);
+    free(c.starts);
     ct_tokenizer_free(tok);
     ct_data_free_list(files, n_files);
     return st;

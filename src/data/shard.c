@@ -36,23 +36,49 @@ static uint64_t get_u64(const unsigned char *p) {
 
 // ---- writing --------------------------------------------------------------------------------
 
+void ct_shard_tok_describe(const ct_shard_tok *t, char *buf, size_t n) {
+    if (!t->present) {
+        snprintf(buf, n, "no tokenizer recorded");
+        return;
+    }
+    char hex[2 * CT_SHARD_TOK_HASH_BYTES + 1];
+    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) snprintf(hex + 2 * i, 3, "%02x", t->hash[i]);
+    snprintf(buf, n, "tokenizer %s, bos %d, eos %d", hex, t->bos, t->eos);
+}
+
+int ct_shard_tok_same(const ct_shard_tok *a, const ct_shard_tok *b) {
+    if (!a->present || !b->present || memcmp(a->hash, b->hash, CT_SHARD_TOK_HASH_BYTES)) return 0;
+    if (a->bos >= 0 && b->bos >= 0 && a->bos != b->bos) return 0;
+    return !(a->eos >= 0 && b->eos >= 0 && a->eos != b->eos);
+}
+
 struct ct_shard_writer {
     FILE *f;
     char path[512];
     uint32_t vocab_size;
     int width;
     uint64_t count;
+    ct_shard_tok tok;
     unsigned char buf[1 << 16];  // conversion buffer: int32 ids -> u16/u32 in pieces
 };
 
-static void fill_header(unsigned char h[CT_SHARD_HEADER_BYTES], int width, uint64_t count, uint32_t vocab) {
+static void fill_header(unsigned char h[CT_SHARD_HEADER_BYTES], int width, uint64_t count, uint32_t vocab,
+                        const ct_shard_tok *tok) {
     memset(h, 0, CT_SHARD_HEADER_BYTES);
     memcpy(h, CT_SHARD_MAGIC, 8);
     put_u32(h + 8, CT_SHARD_VERSION);
     put_u32(h + 12, (uint32_t)width);
     put_u64(h + 16, count);
     put_u32(h + 24, vocab);
+    if (tok->present) {
+        put_u32(h + 28, 1);
+        put_u32(h + 32, (uint32_t)tok->bos);
+        put_u32(h + 36, (uint32_t)tok->eos);
+        memcpy(h + 40, tok->hash, CT_SHARD_TOK_HASH_BYTES);
+    }
 }
+
+void ct_shard_writer_set_tokenizer(ct_shard_writer *w, const ct_shard_tok *tok) { w->tok = *tok; }
 
 ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
     if (vocab_size == 0) {
@@ -67,7 +93,7 @@ ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
     w->vocab_size = vocab_size;
     w->width = ct_shard_token_width(vocab_size);
     unsigned char h[CT_SHARD_HEADER_BYTES];
-    fill_header(h, w->width, 0, vocab_size);  // count patched by close()
+    fill_header(h, w->width, 0, vocab_size, &w->tok);  // count (and tokenizer) patched by close()
     if (fwrite(h, 1, sizeof h, f) != sizeof h) {
         ct_set_error("%s: write failed: %s", path, strerror(errno));
         fclose(f);
@@ -105,7 +131,7 @@ uint64_t ct_shard_writer_count(const ct_shard_writer *w) { return w->count; }
 
 ct_status ct_shard_writer_close(ct_shard_writer *w) {
     unsigned char h[CT_SHARD_HEADER_BYTES];
-    fill_header(h, w->width, w->count, w->vocab_size);
+    fill_header(h, w->width, w->count, w->vocab_size, &w->tok);
     ct_status st = CT_OK;
     if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->f) != sizeof h)
         st = ct_set_error("%s: cannot write header: %s", w->path, strerror(errno));
@@ -224,8 +250,10 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
             return fail(s, ct_set_error("%s: truncated file: %llu bytes, header needs %d", path, (unsigned long long)size,
                                         CT_SHARD_HEADER_BYTES));
         uint32_t version = get_u32(p + 8), width = get_u32(p + 12);
-        if (version != CT_SHARD_VERSION)
-            return fail(s, ct_set_error("%s: unsupported shard version %u (expected %d)", path, version, CT_SHARD_VERSION));
+        if (version != 1 && version != CT_SHARD_VERSION)
+            return fail(s, ct_set_error("%s: unsupported shard version %u (expected 1 or %d)", path, version,
+                                        CT_SHARD_VERSION));
+        s->version = version;
         if (width != 2 && width != 4) return fail(s, ct_set_error("%s: bad token width %u (expected 2 or 4)", path, width));
         s->format = CT_SHARD_CTITAN;
         s->token_width = (int)width;
@@ -234,6 +262,23 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
         if (s->vocab_size == 0) return fail(s, ct_set_error("%s: vocab size 0 in header", path));
         if (width == 2 && s->vocab_size > 65536)
             return fail(s, ct_set_error("%s: vocab size %u does not fit 2-byte tokens", path, s->vocab_size));
+        if (version >= 2) {
+            uint32_t flags = get_u32(p + 28);
+            if (flags & ~1u)
+                return fail(s, ct_set_error("%s: unknown header flags 0x%x (this ctitan knows bit 0, the tokenizer)",
+                                            path, flags));
+            if (flags & 1u) {
+                s->tok.present = 1;
+                s->tok.bos = (int32_t)get_u32(p + 32);
+                s->tok.eos = (int32_t)get_u32(p + 36);
+                memcpy(s->tok.hash, p + 40, CT_SHARD_TOK_HASH_BYTES);
+                const char *which = s->tok.bos < -1 || s->tok.bos >= (int64_t)s->vocab_size ? "bos" : NULL;
+                if (!which && (s->tok.eos < -1 || s->tok.eos >= (int64_t)s->vocab_size)) which = "eos";
+                if (which)
+                    return fail(s, ct_set_error("%s: header %s id %d is outside the vocabulary of %u", path, which,
+                                                which[0] == 'b' ? s->tok.bos : s->tok.eos, s->vocab_size));
+            }
+        }
         header = CT_SHARD_HEADER_BYTES;
     } else if ((int32_t)get_u32(p) == CT_SHARD_LLMC_MAGIC) {
         if (size < CT_SHARD_LLMC_HEADER_BYTES)
@@ -244,6 +289,7 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
         int32_t count = (int32_t)get_u32(p + 8);
         if (count < 0) return fail(s, ct_set_error("%s: negative token count %d in llm.c header", path, count));
         s->format = CT_SHARD_LLMC;
+        s->version = 1;
         s->token_width = 2;
         s->n_tokens = (uint64_t)count;
         s->vocab_size = 65536;  // llm.c headers carry no vocabulary size

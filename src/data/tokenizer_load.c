@@ -1,10 +1,13 @@
-// Tokenizer construction and persistence: reading and validating tiktoken rank files, the
-// special tokens, and writing rank files back (what training produces).
+// Tokenizer construction and persistence: telling a tokenizer.json (tokenizer_json.c) from a
+// tiktoken rank file, reading and validating rank files, the special tokens, and writing rank
+// files back (what training produces).
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/file_check.h"
 #include "data/tokenizer_internal.h"
@@ -16,6 +19,8 @@ static char *read_file(const char *path, long *len) {
     *len = (long)n;
     return buf;
 }
+
+static int build_table(ct_tokenizer *t);
 
 ct_tokenizer *ct_tokenizer_from_vocab(ct_vocab *v, const ct_special *special, int n_special) {
     for (int b = 0; b < 256; b++) {
@@ -48,6 +53,7 @@ ct_tokenizer *ct_tokenizer_from_vocab(ct_vocab *v, const ct_special *special, in
         s->text[special[i].len] = 0;
         s->len = special[i].len;
         s->id = special[i].id;
+        s->special = 1;
         if (!strcmp(s->text, CT_TOKENIZER_BOS_TEXT)) t->bos = s->id;
         if (!strcmp(s->text, CT_TOKENIZER_EOS_TEXT)) t->eos = s->id;
         if (s->id >= next_id) next_id = s->id + 1L;
@@ -69,10 +75,20 @@ ct_tokenizer *ct_tokenizer_from_vocab(ct_vocab *v, const ct_special *special, in
         if (!s->text) goto oom_t;
         s->len = (long)strlen(texts[k]);
         s->id = (int32_t)free_id++;
+        s->special = 1;
         *ids[k] = s->id;
         if (s->id >= next_id) next_id = s->id + 1L;
     }
     t->vocab_size = next_id;
+    t->n_ranks = t->vocab.n;
+    t->ignore_merges = 1;  // tiktoken looks a whole piece up before merging
+    // One pre-tokenisation step: the split by CT_TOKENIZER_PATTERN.
+    t->steps = calloc(1, sizeof *t->steps);
+    if (!t->steps) goto oom_t;
+    t->n_steps = 1;
+    t->steps[0] = (ct_pre_step){CT_STEP_REGEX, strdup(CT_TOKENIZER_PATTERN), t->pre};
+    t->pre = NULL;  // owned by the step now
+    if (!t->steps[0].pattern || build_table(t) || ct_tokenizer_index_added(t)) goto oom_t;
     return t;
 oom_t:
     ct_tokenizer_free(t);
@@ -84,19 +100,86 @@ oom:
     return NULL;
 }
 
+// The id table of a rank-file tokenizer: ranks from the vocab, then the specials.
+static int build_table(ct_tokenizer *t) {
+    long nb = t->vocab.nbytes + t->vocab_size;  // + a NUL after each
+    for (int i = 0; i < t->n_special; i++) nb += t->special[i].len;
+    t->tbytes = calloc((size_t)nb + 1, 1);
+    t->toff = calloc((size_t)t->vocab_size + 1, sizeof *t->toff);
+    t->tkind = calloc((size_t)t->vocab_size, 1);
+    if (!t->tbytes || !t->toff || !t->tkind) return -1;
+    // Lengths first (specials may come in any id order), then offsets, then bytes.
+    for (long id = 0; id < t->vocab_size; id++) t->toff[id + 1] = 1;
+    for (long id = 0; id < t->vocab.n; id++) t->toff[id + 1] += t->vocab.off[id + 1] - t->vocab.off[id];
+    for (int i = 0; i < t->n_special; i++) t->toff[t->special[i].id + 1] += t->special[i].len;
+    for (long id = 0; id < t->vocab_size; id++) t->toff[id + 1] += t->toff[id];
+    for (long id = 0; id < t->vocab.n; id++) {
+        long len;
+        const uint8_t *b = ct_vocab_get(&t->vocab, (int32_t)id, &len);
+        memcpy(t->tbytes + t->toff[id], b, (size_t)len);
+    }
+    memset(t->tkind, CT_ID_TOKEN, (size_t)t->vocab.n);
+    for (int i = 0; i < t->n_special; i++) {
+        memcpy(t->tbytes + t->toff[t->special[i].id], t->special[i].text, (size_t)t->special[i].len);
+        t->tkind[t->special[i].id] = CT_ID_SPECIAL;
+    }
+    return 0;
+}
+
+int ct_tokenizer_index_added(ct_tokenizer *t) {
+    for (int set = 0; set < 2; set++) {
+        int32_t *off = calloc(257, sizeof *off), *idx = malloc(((size_t)t->n_special + 1) * sizeof *idx);
+        if (!off || !idx) {
+            free(off), free(idx);
+            return -1;
+        }
+        t->match_off[set] = off, t->match_idx[set] = idx;
+        // Counting sort of the set's tokens by first byte (file order within one byte).
+        for (int i = 0; i < t->n_special; i++) {
+            const ct_special *a = &t->special[i];
+            if (a->normalized != set) continue;
+            off[(uint8_t)(set && a->norm ? a->norm[0] : a->text[0]) + 1]++;
+            t->match_n[set]++;
+            t->match_special_n[set] += a->special;
+        }
+        for (int b = 0; b < 256; b++) off[b + 1] += off[b];
+        int32_t fill[256];
+        memcpy(fill, off, sizeof fill);
+        for (int i = 0; i < t->n_special; i++) {
+            const ct_special *a = &t->special[i];
+            if (a->normalized == set) idx[fill[(uint8_t)(set && a->norm ? a->norm[0] : a->text[0])]++] = i;
+        }
+    }
+    return 0;
+}
+
 void ct_tokenizer_free(ct_tokenizer *tok) {
     if (!tok) return;
     ct_vocab_free(&tok->vocab);
-    for (int i = 0; i < tok->n_special; i++) free(tok->special[i].text);
+    free(tok->vocab_id);
+    ct_merges_free(&tok->merges);
+    free(tok->tbytes);
+    free(tok->toff);
+    free(tok->tkind);
+    for (int i = 0; i < tok->n_special; i++) free(tok->special[i].text), free(tok->special[i].norm);
     free(tok->special);
+    for (int s = 0; s < 2; s++) free(tok->match_off[s]), free(tok->match_idx[s]);
+    for (int i = 0; i < tok->n_steps; i++) free(tok->steps[i].pattern), ct_pretok_free(tok->steps[i].re);
+    free(tok->steps);
     ct_pretok_free(tok->pre);
+    free(tok->path);
+    free(tok->config_path);
     free(tok);
 }
 
 long ct_tokenizer_vocab_size(const ct_tokenizer *tok) { return tok->vocab_size; }
 int32_t ct_tokenizer_bos(const ct_tokenizer *tok) { return tok->bos; }
 int32_t ct_tokenizer_eos(const ct_tokenizer *tok) { return tok->eos; }
-long ct_tokenizer_n_ranks(const ct_tokenizer *tok) { return tok->vocab.n; }
+long ct_tokenizer_n_ranks(const ct_tokenizer *tok) { return tok->n_ranks; }
+int ct_tokenizer_add_bos(const ct_tokenizer *tok) { return tok->add_bos; }
+int ct_tokenizer_is_json(const ct_tokenizer *tok) { return tok->kind == CT_TOK_MERGES; }
+const char *ct_tokenizer_json_path(const ct_tokenizer *tok) { return tok->kind == CT_TOK_MERGES ? tok->path : NULL; }
+const char *ct_tokenizer_config_path(const ct_tokenizer *tok) { return tok->config_path; }
 
 // Parses a non-negative decimal that fits int32; returns -1 otherwise.
 static long parse_id(const char *s, long n) {
@@ -115,10 +198,35 @@ typedef struct {
     long tok_off, tok_len;  // bytes in the scratch buffer
 } rank_line;
 
+// A tokenizer.json is a JSON object: its first byte that is not white space is '{'. No rank-file
+// line starts with one (base64 has no '{'; comments start with '#').
+static int is_json(const char *text, long len) {
+    long i = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
+    return i < len && text[i] == '{';
+}
+
 ct_tokenizer *ct_tokenizer_load(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        // A folder: its tokenizer.json (a Hugging Face model folder).
+        char json[4096];
+        snprintf(json, sizeof json, "%s/tokenizer.json", path);
+        if (access(json, F_OK) != 0) {
+            ct_set_error("%s: a folder without a tokenizer.json: give the tokenizer.json, the folder holding one, or "
+                         "a tiktoken rank file",
+                         path);
+            return NULL;
+        }
+        return ct_tokenizer_load_json(json);
+    }
     long len;
     char *text = read_file(path, &len);
     if (!text) return NULL;
+    if (is_json(text, len)) {
+        free(text);
+        return ct_tokenizer_load_json(path);
+    }
     rank_line *rows = NULL;
     uint8_t *tokbytes = NULL;
     ct_special *special = NULL;
@@ -156,7 +264,7 @@ ct_tokenizer *ct_tokenizer_load(const char *path) {
             ct_special *s2 = realloc(special, (size_t)(n_special + 1) * sizeof *special);
             if (!s2) goto oom;
             special = s2;
-            special[n_special++] = (ct_special){line + 9, sp - 1 - (line + 9), (int32_t)id};
+            special[n_special++] = (ct_special){.text = line + 9, .len = sp - 1 - (line + 9), .id = (int32_t)id};
             // Kept pointing into `text`; copied by ct_tokenizer_from_vocab.
             continue;
         }
@@ -260,6 +368,8 @@ fail:
 }
 
 ct_status ct_tokenizer_save(const ct_tokenizer *tok, const char *path) {
+    if (tok->kind != CT_TOK_RANKS)
+        return ct_set_error("%s: a tokenizer.json tokenizer has no rank-file form (its merges are its own)", path);
     FILE *f = ct_file_fopen_write(path, "tokenizer file", CT_FILE_WRITE_TRUNC);
     if (!f) return CT_ERR;
     char *b64 = NULL;

@@ -1,5 +1,6 @@
 // Pre-tokenisation: splits text into the pieces BPE runs on, with PCRE2 (UTF + UCP, JIT when
-// the library has it) and the Llama 3 / cl100k pattern.
+// the library has it) and a tokenizer's pattern (the Llama 3 / cl100k one for rank files; a
+// tokenizer.json's Split patterns, or GPT-2's for its ByteLevel step).
 //
 // Invalid UTF-8: PCRE2 in UTF mode refuses (or, with PCRE2_NO_UTF_CHECK, misreads) invalid
 // input, so the text is first cut into maximal valid UTF-8 spans. The regex runs over each span
@@ -8,6 +9,7 @@
 // which is what makes decode(encode(x)) == x hold for every byte string.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,18 +20,74 @@ struct ct_pretok {
     int jit;  // pcre2_jit_compile succeeded: use the JIT fast path
 };
 
-ct_pretok *ct_pretok_new(void) {
+// The pattern in PCRE2's reading of what Oniguruma (tokenizers) and Rust's regex (tiktoken) mean
+// by \s: Unicode White_Space. PCRE2's \s (with UCP) is its \h and \v, which hold U+180E (MONGOLIAN
+// VOWEL SEPARATOR, a format character since Unicode 6.3, not white space), so \s becomes the
+// White_Space list itself and \S its complement. A \S inside a class is left as PCRE2 reads it.
+#define WHITE_SPACE "\\t-\\r\\x20\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+static char *unicode_spaces(const char *pat) {
+    size_t n = strlen(pat);
+    char *out = malloc(64 * n + 1), *o = out;  // "\s" (2 bytes) -> at most sizeof WHITE_SPACE + 3
+    if (!out) return NULL;
+    int in_class = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < n) {
+            char e = pat[++i];
+            if (e == 'Q') {  // \Q...\E: literal text, copied as it is
+                const char *q = strstr(pat + i + 1, "\\E");
+                size_t k = q ? (size_t)(q - pat) + 1 : n - 1;  // the E, or the last byte
+                memcpy(o, pat + i - 1, k - (i - 1) + 1);
+                o += k - (i - 1) + 1;
+                i = k;
+            } else if (e == 's' || (e == 'S' && !in_class)) {
+                const char *w = e == 'S' ? "[^" WHITE_SPACE "]" : in_class ? WHITE_SPACE : "[" WHITE_SPACE "]";
+                memcpy(o, w, strlen(w));
+                o += strlen(w);
+            } else {
+                *o++ = '\\';
+                *o++ = e;
+            }
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < n && pat[i + 1] == ':') {  // [:alpha:] inside a class
+            const char *q = strstr(pat + i + 2, ":]");
+            size_t k = q ? (size_t)(q - pat) + 1 : i;
+            memcpy(o, pat + i, k - i + 1);
+            o += k - i + 1;
+            i = k;
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = 1;
+            *o++ = c;
+            // A ']' first in the class (after an optional '^') is a literal.
+            if (i + 1 < n && pat[i + 1] == '^') *o++ = pat[++i];
+            if (i + 1 < n && pat[i + 1] == ']') *o++ = pat[++i];
+            continue;
+        }
+        if (in_class && c == ']') in_class = 0;
+        *o++ = c;
+    }
+    *o = 0;
+    return out;
+}
+
+ct_pretok *ct_pretok_compile(const char *pattern, int literal) {
     int err;
     PCRE2_SIZE erroff;
-    // ANCHORED: every match must start where the previous one ended. The pattern matches any
-    // character somewhere, so this never skips text; and it lets a failed match fail fast.
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)CT_TOKENIZER_PATTERN, PCRE2_ZERO_TERMINATED,
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &err, &erroff, NULL);
+    char *pat = literal ? strdup(pattern) : unicode_spaces(pattern);
+    if (!pat) {
+        ct_set_error("tokenizer: out of memory");
+        return NULL;
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &err, &erroff, NULL);
+    free(pat);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        ct_set_error("tokenizer: pre-tokenisation pattern does not compile at offset %zu: %s", (size_t)erroff,
-                     (char *)msg);
+        ct_set_error("pattern does not compile (PCRE2, near byte %zu): %s", (size_t)erroff, (char *)msg);
         return NULL;
     }
     ct_pretok *p = calloc(1, sizeof *p);
@@ -40,6 +98,16 @@ ct_pretok *ct_pretok_new(void) {
     }
     p->re = re;
     p->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    return p;
+}
+
+ct_pretok *ct_pretok_new(void) {
+    ct_pretok *p = ct_pretok_compile(CT_TOKENIZER_PATTERN, 0);
+    if (!p) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_set_error("tokenizer: pre-tokenisation %s", msg);
+    }
     return p;
 }
 
@@ -89,7 +157,9 @@ long ct_utf8_valid_prefix(const uint8_t *s, long n) {
 // Length in bytes of the UTF-8 character at s (s is valid UTF-8).
 static long char_len(uint8_t c) { return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4; }
 
-// Splits one valid UTF-8 span. Returns 1 if fn asked to stop, -1 on a regex engine error.
+// Splits one valid UTF-8 span: each match is a piece, and so is the text between two matches
+// (tokenizers' Split with behaviour Isolated; an empty match gives no piece). Returns 1 if fn
+// asked to stop, -1 on a regex engine error.
 static int split_span(const ct_pretok *p, pcre2_match_data *md, pcre2_match_context *mc, const uint8_t *s, long n,
                       ct_tokenizer_piece_fn fn, void *ctx) {
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -99,28 +169,31 @@ static int split_span(const ct_pretok *p, pcre2_match_data *md, pcre2_match_cont
     // still stops a runaway.
     unsigned long limit = 10000000ul + 16ul * (unsigned long)n;
     pcre2_set_match_limit(mc, limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit);
-    long pos = 0;
+    long pos = 0, from = 0;  // pieces end at pos; the next search starts at from
     while (pos < n) {
-        int rc = p->jit ? pcre2_jit_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, 0, md, mc)
-                        : PCRE2_ERROR_JIT_BADOPTION;
-        // The JIT can run out of its (machine) stack on pathological inputs; the interpreter
-        // keeps its backtracking frames on the heap, so retry there.
-        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
-            rc = pcre2_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
-        long end;
-        if (rc >= 0 && ov[1] > (PCRE2_SIZE)pos) {
-            end = (long)ov[1];
-        } else if (rc == PCRE2_ERROR_NOMATCH || rc >= 0) {
-            // Cannot happen with this pattern (it matches every character); stay total anyway.
-            end = pos + char_len(s[pos]);
-        } else {
+        int rc = PCRE2_ERROR_NOMATCH;
+        if (from < n) {
+            rc = p->jit ? pcre2_jit_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)from, 0, md, mc) : PCRE2_ERROR_JIT_BADOPTION;
+            // The JIT can run out of its (machine) stack on pathological inputs; the interpreter
+            // keeps its backtracking frames on the heap, so retry there.
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+                rc = pcre2_match(p->re, s, (PCRE2_SIZE)n, (PCRE2_SIZE)from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+        }
+        if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            ct_set_error("tokenizer: pre-tokenisation regex failed at byte %ld: %s", pos, (char *)msg);
+            ct_set_error("tokenizer: pre-tokenisation regex failed at byte %ld: %s", from, (char *)msg);
             return -1;
         }
-        if (fn(ctx, (const char *)s + pos, end - pos)) return 1;
-        pos = end;
+        long ms = rc >= 0 ? (long)ov[0] : n, me = rc >= 0 ? (long)ov[1] : n;
+        if (ms > pos && fn(ctx, (const char *)s + pos, ms - pos)) return 1;  // the text before the match
+        if (me > ms) {
+            if (fn(ctx, (const char *)s + ms, me - ms)) return 1;
+            pos = from = me;
+        } else {  // an empty match (or none): no piece; search again one character on
+            pos = ms;
+            from = ms < n ? ms + char_len(s[ms]) : n;
+        }
     }
     return 0;
 }

@@ -91,6 +91,8 @@ typedef struct ct_kernels {
                                const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
                                long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
                                long NH, long NKV, long HS, float *scratch);
+    void (*attention_merge)(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
+                            long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);
     void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
 
@@ -200,6 +202,10 @@ typedef struct ct_kernels {
                                 const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
                                 long NH, long NKV, long HS, float *scratch);
 } ct_kernels;
+
+// Where a backend's buffers live: its kind of device, the one this process drives (a rank drives
+// one GPU, index 0 in memory accounting).
+static inline ct_device ct_kernels_device(const ct_kernels *k) { return (ct_device){k->device, 0}; }
 
 // The backend called `name` ("cpu"), or NULL when this build has none by that name. "cpu" is the
 // chosen kernel set's table (below).

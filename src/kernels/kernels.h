@@ -100,6 +100,13 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
                            const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
                            long HS, float *scratch);
+// Exact merge of a partial attention result into an accumulated one over the same queries (the
+// context-parallel ring): o (B, C, NH, HS), l (B, NH, C) := the attention over the union of both
+// key sets, l = log(exp l + exp l_part), o = exp(l - l_new) o + exp(l_part - l_new) o_part, with
+// the weights taken relative to the larger lse in double. A row with l_part = -inf (its part saw
+// no key) keeps o, l; a row with l = -inf takes the part's.
+void ct_attention_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
+                        long HS);
 
 // ---------------------------------------------------------------- SwiGLU
 // inp (N, 2F) holds [gate | up] = [w1 x | w3 x]; out (N, F) = silu(gate) * up.

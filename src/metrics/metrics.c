@@ -120,6 +120,18 @@ static void put_number(FILE *f, const char *key, const char *fmt, double v) {
         fputs("null", f);
 }
 
+// s as a JSON string (quotes, backslashes and control characters escaped).
+static void put_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
 static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     fprintf(f, "{\"step\": %d", m->step);
     put_number(f, "loss", "%.6f", m->loss);
@@ -132,6 +144,15 @@ static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     put_number(f, "mfu", "%.4f", m->mfu);
     if (m->val_loss >= 0 || isnan(m->val_loss)) put_number(f, "val_loss", "%.6f", m->val_loss);
     if (m->skipped_steps) fprintf(f, ", \"skipped_steps\": %d", m->skipped_steps);
+    if (m->n_data) {
+        fprintf(f, ", \"data_tokens\": {");
+        for (int d = 0; d < m->n_data; d++) {
+            fputs(d ? ", " : "", f);
+            put_json_string(f, m->data[d].name);
+            fprintf(f, ": %.0f", m->data[d].tokens);
+        }
+        fputc('}', f);
+    }
     fprintf(f, ", \"memory_peak_mib\": {");
     for (int c = 0; c < CT_MEM_NCATEGORIES; c++)
         fprintf(f, "%s\"%s\": %.2f", c ? ", " : "", ct_mem_category_name((ct_mem_category)c), m->mem_peak_mib[c]);
@@ -175,6 +196,11 @@ static void log_tensorboard(ct_metrics_logger *lg, const ct_step_metrics *m) {
         st = ct_tb_add_scalar(w, tag, m->step, m->comm[g].bytes, now);
         snprintf(tag, sizeof tag, "comm/%s/wait_s", m->comm[g].group);
         if (!st) st = ct_tb_add_scalar(w, tag, m->step, m->comm[g].wait_s, now);
+    }
+    for (int d = 0; d < m->n_data && !st; d++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "data/%s/tokens", m->data[d].name);
+        st = ct_tb_add_scalar(w, tag, m->step, m->data[d].tokens, now);
     }
     if (!st) st = ct_tb_flush(w);
     if (st) {

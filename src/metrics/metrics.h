@@ -30,6 +30,13 @@ typedef struct {
         char group[16];
         double bytes, wait_s;
     } comm[8];
+    // A dataset blend (training.dataset "W1 PATH1 ..."): per dataset, its name (the path's last
+    // part, as written) and the target tokens drawn from it so far by the whole job.
+    int n_data;
+    struct {
+        char name[48];
+        double tokens;
+    } data[16];
 } ct_step_metrics;
 
 typedef struct {

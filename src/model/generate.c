@@ -43,10 +43,15 @@ static long kv_attention_scratch(void *ctx, long Tq, long Tk, long HS) {
 // ------------------------------------------------------------------ buffers
 
 void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    if (!k) ct_fatal("generate", "no cpu kernel backend in this build");
+    ct_gen_init_on(g, k, m, w, max_T, max_rows);
+}
+
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+                    long max_T, long max_rows) {
     memset(g, 0, sizeof *g);
-    g->k = ct_kernels_get("cpu");
-    if (!g->k) ct_fatal("generate", "no cpu kernel backend in this build");
-    const ct_kernels *k = g->k;
+    g->k = k;
     g->cfg = *m;
     g->w = w;
     g->ops = ct_stage_ops_local(k);
@@ -67,7 +72,7 @@ void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weigh
                  + 3 * R16(P * C) + 2 * R16(P) + R16(P * g->qkv_dim) + R16(P * NH * HS)  // norm1, x_mid, norm2,
                  + R16(NH * P) + R16(P * 2 * F) + R16(P * F)                           //   rstd1/2, qkv, att, lse, h13, h
                  + R16(V) + 2 * R16(max_T * HS / 2) + R16(scratch);                    // logits, rope, scratch
-    g->arena = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    g->arena = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     float *p = g->arena;
 #define TAKE(ptr, n)  \
     do {              \
@@ -97,7 +102,7 @@ void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weigh
     if (p - g->arena > total) ct_fatal("generate", "arena overflow");
     s->x = g->x;  // each block reads and overwrites the residual stream in place
 
-    g->ints = ct_mem_alloc(CT_MEM_ACTIVATIONS, (size_t)(max_T + P) * sizeof(int32_t));
+    g->ints = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_ACTIVATIONS, (size_t)(max_T + P) * sizeof(int32_t));
     g->pos = g->ints;
     g->tokens = g->ints + max_T;
     int32_t *pos = ct_xmalloc((size_t)max_T * sizeof(int32_t));

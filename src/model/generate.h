@@ -41,8 +41,10 @@ typedef struct {
 } ct_generator;
 
 // Plans buffers for up to max_T tokens (prompt + continuation). max_rows <= 0: min(max_T, 256).
-// Runs on the "cpu" kernel backend (fatal when the build has none). g must not move afterwards:
-// its attention operation points at it.
+// Runs on backend k, with w on its device (ct_gen_init: the "cpu" backend, fatal when the build
+// has none). g must not move afterwards: its attention operation points at it.
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+                    long max_T, long max_rows);
 void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows);
 void ct_gen_free(ct_generator *g);
 void ct_gen_reset(ct_generator *g);  // empties the cache

@@ -7,6 +7,10 @@
 void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
     const ct_kernels *k = ct_kernels_get("cpu");
     if (!k) ct_fatal("model", "no cpu kernel backend in this build");
+    ct_llama_acts_init_on(a, k, m, B, T);
+}
+
+void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama_config *m, long B, long T) {
     ct_stage_spec spec = {
         .k = k, .cfg = m, .layer_begin = 0, .layer_end = m->n_layers, .has_embedding = true, .has_head = true,
         .B = B, .T = T, .ops = ct_stage_ops_local(k),

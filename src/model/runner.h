@@ -11,7 +11,10 @@ typedef struct {
     ct_stage stage;
 } ct_llama_acts;
 
-// Plans a stage of the whole model m for micro-batches (B, T) on the CPU kernel backend.
+// Plans a stage of the whole model m for micro-batches (B, T) on backend k (its buffers on k's
+// device; the weights, inputs and targets given to ct_llama_step must be there too), or on the
+// cpu backend (the tests' reference).
+void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama_config *m, long B, long T);
 void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T);
 void ct_llama_acts_free(ct_llama_acts *a);
 

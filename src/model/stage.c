@@ -207,7 +207,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
         if (xent > scratch) scratch = xent;
     }
     long total = carve_shared(s, NULL, scratch);
-    s->arena = ct_mem_take(s->sizing, CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
+    s->arena = ct_mem_take(s->sizing, ct_kernels_device(s->k), CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     if (s->sizing) return;  // sizing only: nothing to carve or fill
     carve_shared(s, s->arena, scratch);
     ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
@@ -243,7 +243,7 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
         if (split) a->wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_wgrad_inputs));
         per_slot = carve_slot(s, a, NULL);
     }
-    s->slot_arena = ct_mem_take(s->sizing, CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
+    s->slot_arena = ct_mem_take(s->sizing, ct_kernels_device(s->k), CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
     if (s->sizing) return;
     for (int i = 0; i < n; i++) carve_slot(s, &s->slots[i], s->slot_arena + per_slot * i);
 }

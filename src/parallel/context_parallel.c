@@ -1,6 +1,6 @@
 // Context parallel attention: layout (positions, sequence-length check), planning, the op table
 // entry, the analytic byte counts, and the pieces both rotate methods share (chunk-major
-// packing, the log-sum-exp merge). The methods themselves: cp_ring.c, cp_allgather.c.
+// packing). The methods themselves: cp_ring.c, cp_allgather.c.
 #include "parallel/context_parallel.h"
 
 #include <math.h>
@@ -99,32 +99,6 @@ void ct_cp_unpack_lse(const ct_cp *cp, float *dst, const float *src, long B) {
                             src + (((long)c * B + b) * cp->NH + h) * cp->C, run);
 }
 
-// ------------------------------------------------------------------ merge
-
-void ct_cp_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH, long HS) {
-#pragma omp parallel for collapse(2) schedule(static)
-    for (long b = 0; b < B; b++)
-        for (long t = 0; t < C; t++)
-            for (long h = 0; h < NH; h++) {
-                float *L = l + (b * NH + h) * C + t;
-                const float Lp = l_part[(b * NH + h) * C + t];
-                float *O = o + ((b * C + t) * NH + h) * HS;                  // (HS)
-                const float *Op = o_part + ((b * C + t) * NH + h) * HS;      // (HS)
-                if (Lp == -INFINITY) continue;  // the part saw no key for this row
-                if (*L == -INFINITY) {          // nothing yet: take the part
-                    *L = Lp;
-                    for (long d = 0; d < HS; d++) O[d] = Op[d];
-                    continue;
-                }
-                // weights exp(l_i - l_new) relative to the larger lse, so neither overflows
-                const double m = *L > Lp ? *L : Lp;
-                const double wa = exp((double)*L - m), wb = exp((double)Lp - m), s = wa + wb;
-                const double ca = wa / s, cb = wb / s;
-                for (long d = 0; d < HS; d++) O[d] = (float)(ca * O[d] + cb * Op[d]);
-                *L = (float)(m + log(s));
-            }
-}
-
 // ------------------------------------------------------------------ planning
 
 // A buffer on the backend's device, or (sizing) only its bytes counted.
@@ -150,10 +124,6 @@ ct_status ct_cp_init_sizing(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, 
                             NKV, HS);
     if (rotate != CT_CP_RING && rotate != CT_CP_ALLGATHER)
         return ct_set_error("context parallel: unknown rotate method %d", (int)rotate);
-    if (P > 1 && k->device != CT_DEVICE_CPU)
-        return ct_set_error("context parallel: the %s backend's buffers are not host memory, and merging partial "
-                            "attention results needs a kernel it does not have yet",
-                            k->name);
     *cp = (ct_cp){.k = k, .group = cp_group, .rotate = rotate, .balance = balance, .B = B, .T = T_global,
                   .T_local = T_global / P, .NH = NH, .NKV = NKV, .HS = HS,
                   .nch = balance == CT_CP_HEADTAIL ? 2 : 1};

@@ -18,10 +18,8 @@
 //              call; backward gathers again and reduce-scatters dK/dV to their owners.
 // Only the kv heads travel (GQA); every buffer is planned in ct_cp_init, the step allocates
 // nothing.
-//
-// Device note: the ring merges partial outputs (a per-row rescale) on host memory, which the
-// kernel table has no entry for yet; ct_cp_init refuses a backend whose buffers are not host
-// memory (a CUDA backend needs an attention_merge kernel first).
+// Every buffer is on the backend's device: packing goes through its copies, the ring's merge of
+// partial results through its attention_merge.
 #ifndef CT_CONTEXT_PARALLEL_H
 #define CT_CONTEXT_PARALLEL_H
 #include <stdbool.h>

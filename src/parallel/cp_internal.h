@@ -26,13 +26,6 @@ void ct_cp_unpack(const ct_cp *cp, float *dst, long ld, const float *src, long B
 void ct_cp_pack_lse(const ct_cp *cp, float *dst, const float *src, long B);
 void ct_cp_unpack_lse(const ct_cp *cp, float *dst, const float *src, long B);
 
-// Exact merge of a partial attention result into an accumulated one over the same queries:
-// o (B, C, NH, HS), l (B, NH, C) := the attention over the union of both key sets, i.e.
-//   l = log(exp l + exp l_part),  o = exp(l - l_new) o + exp(l_part - l_new) o_part.
-// A row with l_part = -inf (saw no key in the part) keeps o, l; a row with l = -inf takes the
-// part's. Host memory (see context_parallel.h's device note).
-void ct_cp_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH, long HS);
-
 void ct_cp_ring_forward(ct_cp *cp, const ct_attention_args *a);
 void ct_cp_ring_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk, float *dv);
 void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a);

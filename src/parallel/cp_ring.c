@@ -9,7 +9,7 @@
 // of work; a contiguous split gives rank r only r + 1 calls.
 //
 // Forward: each call's (out, lse) merges into the chunk's running result through the
-// log-sum-exp (ct_cp_merge). Backward: the kernel recomputes probabilities from the FINAL out
+// log-sum-exp (the backend's attention_merge). Backward: the kernel recomputes probabilities from the FINAL out
 // and lse, so each block's dQ, dK, dV contributions are exact on their own; dQ stays here, the
 // dK|dV accumulator of block src travels with the blocks one step behind (rank r adds its part
 // and sends it to r + 1, which holds block src next) and after the last step it is at the
@@ -59,7 +59,7 @@ void ct_cp_ring_forward(ct_cp *cp, const ct_attention_args *a) {
                                      NKV * HS, ct_cp_chunk_pos(cp, r, i), ct_cp_chunk_pos(cp, src, j), B, C, C, NH,
                                      NKV, HS, a->scratch);
                 cp->counts.forward_calls++;
-                if (has[i]) ct_cp_merge(O, L, cp->part_o, cp->part_l, B, C, NH, HS);
+                if (has[i]) cp->k->attention_merge(O, L, cp->part_o, cp->part_l, B, C, NH, HS);
                 has[i] = true;
                 progress(&hr, &hs);
             }

@@ -66,7 +66,7 @@ static void grow_slots(ct_fsdp *f, int n) {
     f->send16 = grow_array(f->send16, n, sizeof(uint16_t *));
     f->recv16 = grow_array(f->recv16, n, sizeof(uint16_t *));
     for (int s = f->n_slots; s < n; s++) {
-        f->slot[s] = ct_mem_take(f->sizing, CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
+        f->slot[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
         f->slot_group[s] = -1;
         memset(&f->gather_h[s], 0, sizeof f->gather_h[s]);
         f->gather_open[s] = f->prefetched[s] = false;
@@ -87,8 +87,8 @@ static void plan_buffers(ct_fsdp *f) {
     bool own16 = f->async && f->param_dtype == CT_BF16 && N > 1;
     for (int s = f->n_own16; s < f->n_slots; s++) {
         if (own16) {
-            f->send16[s] = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_shard_numel));
-            f->recv16[s] = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_group_numel));
+            f->send16[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_shard_numel));
+            f->recv16[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_group_numel));
         } else {
             f->send16[s] = f->shard16;
             f->recv16[s] = f->comm16;
@@ -101,7 +101,7 @@ static void plan_buffers(ct_fsdp *f) {
             f->full = grow_array(f->full, want, sizeof(float *));
             for (int b = f->n_full; b < want; b++)
                 f->full[b] = b == 0 ? f->full_grad
-                                    : ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+                                    : ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
             f->n_full = want;
         }
         if (want > f->n_lanes) {
@@ -109,7 +109,7 @@ static void plan_buffers(ct_fsdp *f) {
             for (int l = f->n_lanes; l < want; l++) {
                 memset(&f->lanes[l], 0, sizeof f->lanes[l]);
                 f->lanes[l].group = -1;
-                if (l > 0) f->lanes[l].out = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(float));
+                if (l > 0) f->lanes[l].out = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(float));
             }
             f->n_lanes = want;
         }
@@ -119,8 +119,8 @@ static void plan_buffers(ct_fsdp *f) {
         f->lanes[0].recv16 = f->shard16;
         for (int l = 1; l < f->n_lanes && f->reduce_dtype == CT_BF16; l++)
             if (!f->lanes[l].own16) {
-                f->lanes[l].send16 = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_group_numel));
-                f->lanes[l].recv16 = ct_mem_take(f->sizing, CT_MEM_COMM, bytes16(f->max_shard_numel));
+                f->lanes[l].send16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_group_numel));
+                f->lanes[l].recv16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_shard_numel));
                 f->lanes[l].own16 = true;
             }
     }
@@ -140,6 +140,7 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
     memset(f, 0, sizeof *f);
     f->sizing = sizing;
     f->k = k;
+    f->dev = ct_kernels_device(k);
     f->table = t;
     f->param_dtype = f->reduce_dtype = CT_F32;
     f->shard_group = shard_group;
@@ -171,8 +172,12 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
     }
     f->max_group_numel = max_shard * N;
     f->max_shard_numel = max_shard;
-    f->params = ct_mem_take(f->sizing, CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
-    f->grads = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
+    f->params = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
+    f->grads = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
+    if (!sizing) {  // device memory is not zeroed, and the padding between shards must read zero
+        k->zero(f->params, (size_t)f->local_numel * sizeof(float));
+        k->zero(f->grads, (size_t)f->local_numel * sizeof(float));
+    }
     build_store(f);
     if (N == 1) {
         // One shard is the whole group: the views point at it for good.
@@ -186,8 +191,8 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
     f->via_slots = true;
     // Two slots suffice when groups are freed after use; `never` keeps every group whole.
     grow_slots(f, base_slots(f));
-    f->full_grad = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
-    f->rs_out = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)max_shard * sizeof(float));
+    f->full_grad = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+    f->rs_out = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)max_shard * sizeof(float));
     plan_buffers(f);
 }
 
@@ -210,12 +215,12 @@ void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
     f->reduce_dtype = reduce;
     bool narrow = param == CT_BF16 || (reduce == CT_BF16 && nshards(f) > 1);
     if (narrow && !f->has16) {
-        f->shard16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(uint16_t));
-        f->comm16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->max_group_numel * sizeof(uint16_t));
+        f->shard16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)f->max_shard_numel * sizeof(uint16_t));
+        f->comm16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)f->max_group_numel * sizeof(uint16_t));
         f->has16 = true;
     }
     if (reduce == CT_BF16 && f->replicate_group && f->replicate_group->size > 1 && !f->has_replica16) {
-        f->replica16 = ct_mem_take(f->sizing, CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
+        f->replica16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
         f->has_replica16 = true;
     }
     if (param == CT_BF16 && !f->via_slots) {
@@ -275,7 +280,7 @@ void ct_fsdp_free(ct_fsdp *f) {
     memset(f, 0, sizeof *f);
 }
 
-void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) { ct_param_store_init_values(&f->store, seed); }
+void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) { ct_param_store_init_values(&f->store, f->k, seed); }
 
 // ------------------------------------------------------------------ gather / release
 
@@ -548,7 +553,7 @@ static void reserve(void *ctx, int n) {
         f->pin_grads = bufs;
         f->pin_grad_user = users;
         for (int b = f->n_pin_grads; b < n; b++) {
-            f->pin_grads[b] = ct_mem_take(f->sizing, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
+            f->pin_grads[b] = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
             f->pin_grad_user[b] = -1;
         }
         f->n_pin_grads = n;

@@ -59,6 +59,7 @@ typedef struct {
 
 typedef struct {
     const ct_kernels *k;         // the kernel backend the buffers belong to
+    ct_device dev;               // and its device, where every buffer below lives
     const ct_param_table *table;
     ct_group *shard_group;       // fsdp: dp_shard × cp (size N)
     ct_group *replicate_group;   // dp_replicate (size R), gradients all-reduced over it

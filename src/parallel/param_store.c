@@ -5,14 +5,29 @@
 
 #include "core/error.h"
 
-void ct_param_store_init_values(const ct_param_store *s, uint64_t seed) {
+void ct_param_store_fill(const ct_param_store *s, const ct_kernels *k, ct_param_fill_fn fill, void *ctx) {
+    long most = 0;
+    for (int i = 0; i < s->count; i++)
+        if (s->shards[i].desc.flat_count > most) most = s->shards[i].desc.flat_count;
+    float *host = ct_xmalloc((size_t)(most > 0 ? most : 1) * sizeof(float));  // (most) one tensor's staging
     for (int i = 0; i < s->count; i++) {
         const ct_param_shard *sh = &s->shards[i];
+        size_t bytes = (size_t)sh->desc.flat_count * sizeof(float);
+        memset(host, 0, bytes);
         ct_shard_iter it = CT_SHARD_ITER_INIT;
         ct_shard_run run;
-        while (ct_shard_next_run(&sh->desc, &it, &run))
-            ct_param_init_global(sh->param, seed, run.global, run.len, s->params + sh->offset + run.local);
+        while (ct_shard_next_run(&sh->desc, &it, &run)) fill(ctx, sh, &run, host + run.local);
+        k->copy_from_host(s->params + sh->offset, host, bytes);
     }
+    free(host);
+}
+
+static void init_run(void *ctx, const ct_param_shard *sh, const ct_shard_run *run, float *dst) {
+    ct_param_init_global(sh->param, *(const uint64_t *)ctx, run->global, run->len, dst);
+}
+
+void ct_param_store_init_values(const ct_param_store *s, const ct_kernels *k, uint64_t seed) {
+    ct_param_store_fill(s, k, init_run, &seed);
 }
 
 double ct_param_store_grad_sum_squares(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT]) {

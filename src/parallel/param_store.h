@@ -26,8 +26,15 @@ typedef struct {
     int count;
 } ct_param_store;
 
+// How the host writes the store (initialisation, loading): fill(ctx, shard, run, dst) puts the
+// run's run->len values (global elements run->global.. of shard->param) at dst, host memory; each
+// tensor's values then go to the device in one copy. A tensor's elements that no run covers
+// become zero.
+typedef void (*ct_param_fill_fn)(void *ctx, const ct_param_shard *sh, const ct_shard_run *run, float *dst);
+void ct_param_store_fill(const ct_param_store *s, const ct_kernels *k, ct_param_fill_fn fill, void *ctx);
+
 // Fills every held element from (seed, name, global index): the numbers one process has.
-void ct_param_store_init_values(const ct_param_store *s, uint64_t seed);
+void ct_param_store_init_values(const ct_param_store *s, const ct_kernels *k, uint64_t seed);
 
 // Sum of squared gradients over the elements this rank counts (the copies it owns: coordinate
 // 0 in every mesh dimension a tensor is replicated over); summed over every rank this is the

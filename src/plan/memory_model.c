@@ -15,19 +15,25 @@
 #include "model/params.h"
 #include "plan/layout.h"
 
-// Everything but the stages, for one rank, added to sz. owned: elements of the parameter
-// shards this rank writes to a checkpoint (train/checkpoint.c).
+// Everything but the stages, for one rank, added to sz: what the run's device holds (on the cpu,
+// where the device is the host, its staging too). owned: elements of the parameter shards this
+// rank writes to a checkpoint (train/checkpoint.c).
 static void outside_stages(const ct_config *c, int cp, long local_numel, long owned, ct_mem_sizing *sz) {
-    // train/trainer.c build(): the step's tokens as read, and with cp > 1 this rank's part.
+    // train/trainer.c build(): the step's tokens as read and, with cp > 1, this rank's part of
+    // them and its positions -- on the host; on another device only this rank's part, copied.
     long tokens = ct_layout_step_tokens(c);
-    ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)tokens * sizeof(int32_t));
-    if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)(tokens / cp) * sizeof(int32_t));
+    const ct_kernels *k = ct_kernels_get(c->train_device);
+    bool on_host = !k || ct_device_host_visible(k->device);
+    if (on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)tokens * sizeof(int32_t));
+    if (cp > 1 || !on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, 2 * (size_t)(tokens / cp) * sizeof(int32_t));
+    if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)(c->seq_len / cp) * sizeof(int32_t));
     // train/adamw.c ct_adamw_init: m and v, one float per element of the local shards each.
     ct_mem_sizing_add(sz, CT_MEM_OPTIM, 2 * (size_t)local_numel * sizeof(float));
     // data/loader.c ct_loader_open: one window of seq_len + 1 tokens per open split (train, and
     // val when validation is on). A shuffled file source also keeps its epoch's order, 4 bytes per
     // window of the dataset, which depends on the files and is not counted here.
     int loaders = 1 + (c->val_enable ? 1 : 0);
+    if (!on_host) return;  // the rest is host staging
     ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)loaders * ((size_t)c->seq_len + 1) * sizeof(int32_t));
     // train/checkpoint.c: async saves copy into staging planned at start-up.
     if (c->ckpt_enable && !strcmp(c->ckpt_async_mode, "async"))
@@ -85,8 +91,9 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     if (resolve(c, world, &l)) return CT_ERR;
     int pp = l.degree[CT_MESH_PP], tp = l.degree[CT_MESH_TP], cp = l.degree[CT_MESH_CP];
     if (pp_rank < 0 || pp_rank >= pp) return ct_set_error("memory model: pp rank %d of %d", pp_rank, pp);
-    const ct_kernels *k = ct_kernels_get("cpu");  // the trainer's only backend (train/trainer.c)
-    if (!k) return ct_set_error("no cpu kernel backend in this build");
+    // The run's backend sizes its scratch (a build without it plans with the cpu's sizes).
+    const ct_kernels *k = ct_kernels_get(c->train_device);
+    if (!k) k = ct_kernels_get("cpu");
 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
     ct_llama_config local;

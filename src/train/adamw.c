@@ -5,11 +5,14 @@
 #include "core/memory.h"
 #include "core/trace.h"
 
-void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay) {
+void ct_adamw_init(ct_adamw *opt, const ct_kernels *k, long n, double beta1, double beta2, double eps,
+                   double weight_decay) {
     memset(opt, 0, sizeof *opt);
     opt->n = n;
-    opt->m = ct_mem_alloc(CT_MEM_OPTIM, (size_t)n * sizeof(float));
-    opt->v = ct_mem_alloc(CT_MEM_OPTIM, (size_t)n * sizeof(float));
+    opt->m = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OPTIM, (size_t)n * sizeof(float));
+    opt->v = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OPTIM, (size_t)n * sizeof(float));
+    k->zero(opt->m, (size_t)n * sizeof(float));  // device memory is not zeroed
+    k->zero(opt->v, (size_t)n * sizeof(float));
     opt->beta1 = (float)beta1;
     opt->beta2 = (float)beta2;
     opt->eps = (float)eps;

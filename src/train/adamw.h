@@ -11,7 +11,9 @@ typedef struct {
     float beta1, beta2, eps, weight_decay;
 } ct_adamw;
 
-void ct_adamw_init(ct_adamw *opt, long n, double beta1, double beta2, double eps, double weight_decay);
+// m and v (n each) on k's device, zeroed.
+void ct_adamw_init(ct_adamw *opt, const ct_kernels *k, long n, double beta1, double beta2, double eps,
+                   double weight_decay);
 void ct_adamw_free(ct_adamw *opt);
 // One update of params (n) from grads (n), gradients multiplied by grad_scale (clipping) first.
 void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale);

@@ -158,8 +158,9 @@ void ct_checkpoint_init(ct_trainer *t) {
         c->owned_numel += sh->desc.flat_count;
     }
     c->have_file = c->n_pieces > 0;
-    // Async saves copy into staging: planned now, with the other buffers, not at the first save.
-    if (c->enabled && c->async)
+    // Async saves copy into staging, and so does every save from a device the host cannot read:
+    // planned now, with the other buffers, not at the first save.
+    if (c->enabled && (c->async || !ct_device_host_visible(t->k->device)))
         c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)ct_layout_ckpt_staging_floats(c->owned_numel) * sizeof(float));
 }
 
@@ -173,7 +174,8 @@ void ct_checkpoint_free(ct_checkpointer *c) {
     c->pending_step = -1;
 }
 
-// Points the pieces at the live buffers (sync) or copies them into staging (async).
+// Points the pieces at the live buffers (sync, on the cpu) or copies them into host staging
+// (async, or from a device).
 static void bind_pieces(ct_trainer *t, bool staged) {
     ct_checkpointer *c = &t->ckpt;
     const ct_param_store *st = &t->fsdp.store;
@@ -192,7 +194,7 @@ static void bind_pieces(ct_trainer *t, bool staged) {
                 continue;
             }
             float *dst = c->staging + at;  // (flat_count)
-            memcpy(dst, live, (size_t)p->desc.flat_count * sizeof(float));
+            t->k->copy_to_host(dst, live, (size_t)p->desc.flat_count * sizeof(float));
             p->data[k] = dst;
             at += p->desc.flat_count;
         }
@@ -374,7 +376,7 @@ static ct_status save(ct_trainer *t, bool model_only) {
     c->write_seconds = 0;
 
     bool staged = c->async;
-    bind_pieces(t, staged);
+    bind_pieces(t, staged || !ct_device_host_visible(t->k->device));
     if (!c->have_file) {
         // A pure replica: its elements are written by the copy at coordinate 0.
     } else if (staged) {
@@ -464,13 +466,20 @@ static ct_status read_shards(ct_trainer *t, const char *dir, const ct_dcp_manife
     if (!r) return CT_ERR;
     const ct_param_store *st = &t->fsdp.store;
     float *dst[CT_DCP_NKINDS] = {st->params, t->adam.m, t->adam.v};
+    long most = 1;
+    for (int i = 0; i < st->count; i++)
+        if (st->shards[i].desc.flat_count > most) most = st->shards[i].desc.flat_count;
+    float *host = ct_xmalloc((size_t)most * sizeof(float));  // (most) one shard, on its way to the device
     ct_status s = CT_OK;
     for (int i = 0; i < st->count && s == CT_OK; i++) {
         const ct_param_shard *sh = &st->shards[i];
         if (sh->desc.flat_count == 0) continue;
-        for (int k = 0; k < (weights_only ? 1 : CT_DCP_NKINDS) && s == CT_OK; k++)
-            s = ct_dcp_read(r, sh->param->name, (ct_dcp_kind)k, &sh->desc, dst[k] + sh->offset);
+        for (int k = 0; k < (weights_only ? 1 : CT_DCP_NKINDS) && s == CT_OK; k++) {
+            s = ct_dcp_read(r, sh->param->name, (ct_dcp_kind)k, &sh->desc, host);
+            if (s == CT_OK) t->k->copy_from_host(dst[k] + sh->offset, host, (size_t)sh->desc.flat_count * sizeof(float));
+        }
     }
+    free(host);
     ct_dcp_close(r);
     return s ? ct_set_error("%s: %s", dir, ct_last_error()) : CT_OK;
 }

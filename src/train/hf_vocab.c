@@ -42,7 +42,9 @@ ct_status ct_hf_vocab_load(ct_hf_vocab_view *vv, const char *path, int model_voc
         .bos = ct_tokenizer_bos(vv->tok),
         .eos = ct_tokenizer_eos(vv->tok),
         .pattern = CT_TOKENIZER_PATTERN,
-        .rank_file = path,
+        .rank_file = ct_tokenizer_is_json(vv->tok) ? NULL : path,
+        .tokenizer_json = ct_tokenizer_json_path(vv->tok),
+        .tokenizer_config = ct_tokenizer_config_path(vv->tok),
     };
     return CT_OK;
 }

@@ -39,6 +39,20 @@ static ct_loader *open_loader(const ct_trainer *t, const char *source, const cha
     return ct_loader_open(&lc);
 }
 
+// Reading a model file or Hugging Face folder into the parameter store, run by run.
+typedef struct {
+    const ct_trainer *t;
+    ct_model_file *file;
+    ct_hf_dir *hf;
+} model_read;
+
+static void read_model_run(void *ctx, const ct_param_shard *sh, const ct_shard_run *run, float *dst) {
+    const model_read *rd = ctx;
+    const ct_param *gp = ct_param_find(&rd->t->global_table, sh->param->name);
+    if (rd->hf) ct_hf_read_range(rd->hf, gp, run->global, run->len, dst);
+    else ct_model_read_range(rd->file, gp, run->global, run->len, dst);
+}
+
 // checkpoint.initial_load_path as a model file: every rank reads the elements its shard
 // descriptors name (the same ones ct_fsdp_init_params fills; padding stays zero).
 static ct_status load_model_file(ct_trainer *t, const char *path) {
@@ -50,18 +64,10 @@ static ct_status load_model_file(ct_trainer *t, const char *path) {
         if (strstr(why, path)) return ct_set_error("checkpoint.initial_load_path: %s", why);
         return ct_set_error("checkpoint.initial_load_path: %s (%s)", why, path);
     }
-    ct_model_file *f = ct_model_open(path, &t->global_table);
-    if (!f) return CT_ERR;
-    const ct_param_store *st = &t->fsdp.store;
-    for (int i = 0; i < st->count; i++) {
-        const ct_param_shard *sh = &st->shards[i];
-        const ct_param *gp = ct_param_find(&t->global_table, sh->param->name);
-        ct_shard_iter it = CT_SHARD_ITER_INIT;
-        ct_shard_run run;  // a column slice is not contiguous in the file: read it run by run
-        while (ct_shard_next_run(&sh->desc, &it, &run))
-            ct_model_read_range(f, gp, run.global, run.len, st->params + sh->offset + run.local);
-    }
-    ct_model_close(f);
+    model_read rd = {t, ct_model_open(path, &t->global_table), NULL};
+    if (!rd.file) return CT_ERR;
+    ct_param_store_fill(&t->fsdp.store, t->k, read_model_run, &rd);  // a column slice: run by run
+    ct_model_close(rd.file);
     return CT_OK;
 }
 
@@ -71,18 +77,10 @@ static ct_status load_hf(ct_trainer *t, const char *dir) {
     ct_llama_config hf_cfg;
     if (ct_hf_load_config(dir, &hf_cfg) || ct_model_config_match(&hf_cfg, &t->model))
         return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
-    ct_hf_dir *f = ct_hf_open(dir, &t->global_table);
-    if (!f) return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
-    const ct_param_store *st = &t->fsdp.store;
-    for (int i = 0; i < st->count; i++) {
-        const ct_param_shard *sh = &st->shards[i];
-        const ct_param *gp = ct_param_find(&t->global_table, sh->param->name);
-        ct_shard_iter it = CT_SHARD_ITER_INIT;
-        ct_shard_run run;
-        while (ct_shard_next_run(&sh->desc, &it, &run))
-            ct_hf_read_range(f, gp, run.global, run.len, st->params + sh->offset + run.local);
-    }
-    ct_hf_close(f);
+    model_read rd = {t, NULL, ct_hf_open(dir, &t->global_table)};
+    if (!rd.hf) return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
+    ct_param_store_fill(&t->fsdp.store, t->k, read_model_run, &rd);
+    ct_hf_close(rd.hf);
     if (t->is_logger) printf("checkpoint: weights loaded from the Hugging Face folder %s\n", dir);
     return CT_OK;
 }
@@ -117,13 +115,18 @@ static int ranks_on_node(void) {
 static ct_status resolve_vocab(ct_trainer *t) {
     ct_config *c = &t->cfg;
     bool synthetic = !strcmp(c->dataset, "synthetic");
+    if (ct_loader_check_source(c->dataset)) return CT_ERR;
     long tok_ids = 0;
+    ct_shard_tok tok_rec = {0};
     if (c->tokenizer_path[0]) {
         if (access(c->tokenizer_path, R_OK) == 0) {
             ct_tokenizer *tok = ct_tokenizer_load(c->tokenizer_path);
             if (!tok) return ct_set_error("model.tokenizer_path: %s", ct_last_error());
             tok_ids = ct_tokenizer_vocab_size(tok);
+            tok_rec = (ct_shard_tok){.present = 1, .bos = ct_tokenizer_bos(tok), .eos = ct_tokenizer_eos(tok)};
+            ct_status hs = ct_tokenizer_hash(tok, tok_rec.hash);
             ct_tokenizer_free(tok);
+            if (hs != CT_OK) return CT_ERR;
         } else if (!synthetic) {  // synthetic ids need no tokenizer
             return ct_set_error("model.tokenizer_path %s: %s (the tokenizer training.dataset was made with; \"\" for "
                                 "none)",
@@ -131,6 +134,23 @@ static ct_status resolve_vocab(ct_trainer *t) {
         }
     }
     uint32_t shard_vocab = synthetic ? 0 : ct_loader_peek_vocab(c->dataset, "train");
+    // The tokenizer and the data agree: the shards record the tokenizer they were made with.
+    if (!synthetic) {
+        ct_shard_tok data = ct_loader_peek_tokenizer(c->dataset, "train");
+        if (tok_rec.present && data.present && !ct_shard_tok_same(&tok_rec, &data)) {
+            char a[160], b[160];
+            ct_shard_tok_describe(&tok_rec, a, sizeof a);
+            ct_shard_tok_describe(&data, b, sizeof b);
+            return ct_set_error("model.tokenizer_path %s (%s, %ld ids) is not the tokenizer training.dataset %s was "
+                                "made with (%s, vocab %u): give that tokenizer, or prepare the data again with this one",
+                                c->tokenizer_path, a, tok_ids, c->dataset, b, shard_vocab);
+        }
+        if (tok_rec.present && !data.present && t->world.rank == 0)
+            fprintf(stderr, "note: training.dataset %s records no tokenizer (shards from before shard version 2, or "
+                            "llm.c's): model.tokenizer_path %s cannot be checked against it\n",
+                    c->dataset, c->tokenizer_path);
+        t->data_tok = data.present ? data : tok_rec;
+    }
     if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
     ct_llama_config m;
     if (ct_llama_config_from(&m, c)) return CT_ERR;
@@ -177,14 +197,15 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->is_logger = t->world.rank == 0;
 
     t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
-    if (!strcmp(cfg->train_device, "cpu") && choose_kernel_set(t, cfg)) return CT_ERR;
+    bool cpu_kernels = !strcmp(cfg->train_device, "cpu") || !strcmp(cfg->train_device, "cpu_sim");
+    if (cpu_kernels && choose_kernel_set(t, cfg)) return CT_ERR;
     t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
     if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
-    if (t->k->device != CT_DEVICE_CPU)  // model/ and train/ still allocate their buffers on the host
-        return ct_set_error("training.device %s: the trainer does not place its buffers on the GPU yet ("
-                            "the cuda kernels and nccl comm are built; whole-model training on them is not)",
-                            cfg->train_device);
+    if (t->k->device == CT_DEVICE_CUDA && strcmp(ct_comm_backend_name(), "nccl"))
+        return ct_set_error("training.device cuda: the job's communication is %s, not nccl (ctitan train selects "
+                            "nccl for cuda before it starts the transport)",
+                            ct_comm_backend_name());
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,
@@ -222,17 +243,24 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
 static ct_status build(ct_trainer *t, const ct_config *cfg) {
     int cp = t->mesh.dim[CT_MESH_CP].size;
 
+    // Tokens: the loader writes whole sequences on the host (seq_*), this rank's part of them is
+    // picked there (host_*: the same buffers without cp) and copied to the device once per step
+    // (inputs / targets: the same buffers again where the host can read the device's memory).
     long tokens = ct_layout_step_tokens(cfg);  // plan/layout.c: the memory model counts the same
-    t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
-    t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)tokens * sizeof(int32_t));
+    size_t seq_bytes = (size_t)tokens * sizeof(int32_t), own_bytes = seq_bytes / (size_t)cp;
+    t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
+    t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
+    t->host_inputs = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_inputs;
+    t->host_targets = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_targets;
+    bool on_host = ct_device_host_visible(t->k->device);
+    t->inputs = on_host ? t->host_inputs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
+    t->targets = on_host ? t->host_targets : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
     if (cp > 1) {
-        t->inputs = ct_mem_alloc(CT_MEM_OTHER, (size_t)(tokens / cp) * sizeof(int32_t));
-        t->targets = ct_mem_alloc(CT_MEM_OTHER, (size_t)(tokens / cp) * sizeof(int32_t));
-        t->cp_pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
-        ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, t->cp_pos);
-    } else {
-        t->inputs = t->seq_inputs;  // the whole sequences are this rank's
-        t->targets = t->seq_targets;
+        int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
+        ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, pos);
+        t->host_cp_pos = pos;
+        t->cp_pos = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, (size_t)t->seq_local * sizeof(int32_t));
+        t->k->copy_from_host(t->cp_pos, pos, (size_t)t->seq_local * sizeof(int32_t));
     }
     // Views start empty: FSDP points them at its shards or gather buffers.
     ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
@@ -276,16 +304,28 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;
     if (ct_comm_agree(&t->world, build(t, cfg))) return CT_ERR;
     ct_fsdp_init_params(&t->fsdp, (uint64_t)cfg->seed);
-    ct_adamw_init(&t->adam, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
+    ct_adamw_init(&t->adam, t->k, t->fsdp.local_numel, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay);
     ct_lr_schedule_init(&t->schedule, cfg->lr, cfg->steps, cfg->warmup_steps, cfg->decay_ratio, cfg->decay_type,
                         cfg->min_lr_factor);
 
     ct_status st = CT_OK;
     t->train_data = open_loader(t, cfg->dataset, "train", false);
     if (!t->train_data) st = CT_ERR;
+    else if (ct_loader_tokenizer(t->train_data).present) t->data_tok = ct_loader_tokenizer(t->train_data);
     if (st == CT_OK && cfg->val_enable) {
-        t->val_data = open_loader(t, cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset, "val", true);
+        const char *val = cfg->val_dataset[0] ? cfg->val_dataset : cfg->dataset;
+        t->val_data = open_loader(t, val, "val", true);
         if (!t->val_data) st = CT_ERR;
+        ct_shard_tok a = t->val_data ? ct_loader_tokenizer(t->train_data) : (ct_shard_tok){0};
+        ct_shard_tok b = t->val_data ? ct_loader_tokenizer(t->val_data) : (ct_shard_tok){0};
+        if (st == CT_OK && a.present && b.present && !ct_shard_tok_same(&a, &b)) {
+            char da[160], db[160];
+            ct_shard_tok_describe(&a, da, sizeof da);
+            ct_shard_tok_describe(&b, db, sizeof db);
+            st = ct_set_error("the validation split of %s was made with %s, the training split of %s with %s: give "
+                              "validation data of the same tokenizer",
+                              val, db, cfg->dataset, da);
+        }
     }
     if (ct_comm_agree(&t->world, st)) return CT_ERR;  // each rank opens its own files
     // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
@@ -307,13 +347,18 @@ void ct_trainer_free(ct_trainer *t) {
     ct_metrics_close(&t->log);
     if (t->train_data) ct_loader_free(t->train_data);
     if (t->val_data) ct_loader_free(t->val_data);
-    if (t->inputs != t->seq_inputs) {
+    if (t->inputs != t->host_inputs) {
         ct_mem_free(t->inputs);
         ct_mem_free(t->targets);
     }
+    if (t->host_inputs != t->seq_inputs) {
+        ct_mem_free(t->host_inputs);
+        ct_mem_free(t->host_targets);
+    }
     ct_mem_free(t->seq_inputs);
     ct_mem_free(t->seq_targets);
-    free(t->cp_pos);
+    ct_mem_free(t->cp_pos);
+    free(t->host_cp_pos);
     ct_cp_free(&t->cp);
     ct_executor_free(&t->exec);
     ct_schedule_free(&t->train_schedule);
@@ -351,14 +396,18 @@ static void share_loss(ct_trainer *t, double *loss_sum) {
 static long select_and_count(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     long T = c->seq_len, Tl = t->seq_local, seqs = (long)c->gradient_accumulation_steps * c->micro_batch_size;
-    if (t->inputs != t->seq_inputs)
+    if (t->host_inputs != t->seq_inputs)
         for (long b = 0; b < seqs; b++)  // (seqs, T) -> (seqs, T / cp) by this rank's positions
             for (long j = 0; j < Tl; j++) {
-                t->inputs[b * Tl + j] = t->seq_inputs[b * T + t->cp_pos[j]];
-                t->targets[b * Tl + j] = t->seq_targets[b * T + t->cp_pos[j]];
+                t->host_inputs[b * Tl + j] = t->seq_inputs[b * T + t->host_cp_pos[j]];
+                t->host_targets[b * Tl + j] = t->seq_targets[b * T + t->host_cp_pos[j]];
             }
+    if (t->inputs != t->host_inputs) {  // the step's one copy of its tokens to the device
+        t->k->copy_from_host(t->inputs, t->host_inputs, (size_t)(seqs * Tl) * sizeof(int32_t));
+        t->k->copy_from_host(t->targets, t->host_targets, (size_t)(seqs * Tl) * sizeof(int32_t));
+    }
     long valid = 0;
-    for (long j = 0; j < seqs * Tl; j++) valid += t->targets[j] >= 0;
+    for (long j = 0; j < seqs * Tl; j++) valid += t->host_targets[j] >= 0;
     ct_comm_all_reduce(&t->mesh.dp_cp, &valid, &valid, 1, CT_I64, CT_COMM_SUM);
     return valid;
 }
@@ -376,6 +425,15 @@ static long read_step(ct_trainer *t, ct_loader *data) {
 }
 
 static double step_on_tokens(ct_trainer *t, long valid, double t0);
+
+// A blend's dataset as the metrics name it: its path's last part ("data/web/" -> "web").
+static void dataset_name(const char *path, char *out, size_t n) {
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    size_t start = len;
+    while (start > 0 && path[start - 1] != '/') start--;
+    snprintf(out, n, "%.*s", (int)(len - start), path + start);
+}
 
 // The mesh groups whose communication a step reports (TensorBoard comm/<group>/...), in a fixed
 // order (comm_prev's): pp, dp_replicate, fsdp (dp_shard x cp), cp, tp.
@@ -493,7 +551,12 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     m->tflops = m->tokens_per_s_rank * t->flops_per_token * 1e-12;
     m->mfu = ct_peak_mfu(&t->peak, m->tflops * 1e12);
     m->val_loss = -1;
-    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak((ct_mem_category)k) / 1048576.0;
+    m->n_data = ct_loader_blend_parts(t->train_data);
+    for (int d = 0; d < m->n_data && d < (int)(sizeof m->data / sizeof m->data[0]); d++) {
+        dataset_name(ct_loader_blend_path(t->train_data, d), m->data[d].name, sizeof m->data[d].name);
+        m->data[d].tokens = (double)ct_loader_blend_tokens(t->train_data, d);
+    }
+    for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak_on(ct_kernels_device(t->k), (ct_mem_category)k) / 1048576.0;
     return m->loss;
 }
 
@@ -525,7 +588,9 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
     ct_trainer_gather_model(t, full);
     int32_t ok = 1;
-    if (t->world.rank == 0) ok = ct_model_save(path, &t->global_table, &t->model, full, dtype) == CT_OK;
+    ct_model_tok tok = {.present = t->data_tok.present, .bos = t->data_tok.bos, .eos = t->data_tok.eos};
+    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) snprintf(tok.hash + 2 * i, 3, "%02x", t->data_tok.hash[i]);
+    if (t->world.rank == 0) ok = ct_model_save_tok(path, &t->global_table, &t->model, full, dtype, &tok) == CT_OK;
     free(full);
     // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
     ct_comm_broadcast(&t->world, &ok, 1, CT_I32, 0);

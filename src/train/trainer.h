@@ -58,14 +58,19 @@ typedef struct ct_trainer {
 
     ct_loader *train_data;
     ct_loader *val_data;     // NULL when validation is off
+    ct_shard_tok data_tok;   // the tokenizer the data was made with (its shards' record, else
+                             // model.tokenizer_path's): recorded in the exported model file
     int32_t *seq_inputs;     // (accum, B, T) this step's micro-batches, whole sequences as read
     int32_t *seq_targets;    // (accum, B, T)
-    int32_t *inputs;         // (accum, B, T / cp) this rank's tokens of them (= seq_* without cp)
+    int32_t *host_inputs;    // (accum, B, T / cp) this rank's tokens of them (= seq_* without cp)
+    int32_t *host_targets;   // (accum, B, T / cp)
+    int32_t *inputs;         // (accum, B, T / cp) the same on the run's device (= host_* on the cpu)
     int32_t *targets;        // (accum, B, T / cp)
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;
-    int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens; NULL without cp
+    int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens, on the device; NULL without cp
+    int32_t *host_cp_pos;    // (T / cp) the same on the host
     ct_cp cp;                // context-parallel attention (inactive without cp)
 
     int step;                // optimizer steps done

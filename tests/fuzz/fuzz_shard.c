@@ -6,7 +6,7 @@
 // Properties beyond "no crash, no leak, no UB": an accepted shard holds exactly n_tokens ids at
 // the header's width after the header, each id below the header's vocabulary, the caller's
 // limit and 2^31; single-token and bulk reads agree; and rewriting the ids with the writer gives
-// a shard that opens with the same ids.
+// a shard that opens with the same ids and the same recorded tokenizer.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,17 +41,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     uint32_t vocab = s.vocab_size;
     uint64_t n = s.n_tokens;
+    ct_shard_tok tok = s.tok;
     ct_shard_close(&s);
 
     char again[1024];
     snprintf(again, sizeof again, "%s/rewritten.bin", ct_fuzz_tmpdir());
     if (n > 0) {
-        ct_fuzz_check(ct_shard_write(again, ids, n, vocab) == CT_OK, "rewrite: %s", ct_last_error());
+        ct_shard_writer *w = ct_shard_writer_open(again, vocab);
+        ct_fuzz_check(w != NULL, "rewrite: %s", ct_last_error());
+        ct_shard_writer_set_tokenizer(w, &tok);
+        ct_fuzz_check(ct_shard_writer_append(w, ids, n) == CT_OK && ct_shard_writer_close(w) == CT_OK, "rewrite: %s",
+                      ct_last_error());
         ct_shard s2;
         ct_fuzz_check(ct_shard_open(&s2, again, limit) == CT_OK, "the rewritten shard does not open: %s",
                       ct_last_error());
         ct_fuzz_check(s2.n_tokens == n, "rewritten: %llu tokens, was %llu", (unsigned long long)s2.n_tokens,
                       (unsigned long long)n);
+        ct_fuzz_check(s2.tok.present == tok.present && (!tok.present || (s2.tok.bos == tok.bos && s2.tok.eos == tok.eos &&
+                                                                       !memcmp(s2.tok.hash, tok.hash, sizeof tok.hash))),
+                      "the recorded tokenizer changed in the rewrite");
         int32_t *ids2 = malloc(sizeof(int32_t) * n);
         ct_shard_copy(&s2, 0, n, ids2);
         ct_fuzz_check(!memcmp(ids, ids2, sizeof(int32_t) * n), "rewritten ids differ");

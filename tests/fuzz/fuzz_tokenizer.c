@@ -33,6 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_fuzz_write("rank.tiktoken", data, size, path, sizeof path);
     ct_tokenizer *tok = ct_tokenizer_load(path);
     if (!tok) return 0;
+    if (ct_tokenizer_is_json(tok)) {  // a JSON object: tokenizer.json's reader (fuzz_tokenizer_json)
+        ct_tokenizer_free(tok);
+        return 0;
+    }
     long vocab = ct_tokenizer_vocab_size(tok), ranks = ct_tokenizer_n_ranks(tok);
     ct_fuzz_check(ranks >= 256 && vocab >= ranks + 2, "%ld ranks, vocabulary %ld", ranks, vocab);
     int32_t bos = ct_tokenizer_bos(tok), eos = ct_tokenizer_eos(tok);

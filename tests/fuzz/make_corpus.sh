@@ -12,7 +12,7 @@ bin=${1:-build}/ctitan
 [ -x "$bin" ] || { echo "make_corpus: $bin not built"; exit 1; }
 c=tests/fuzz/corpus
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-for n in toml cli safetensors tokenizer shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do mkdir -p "$c/$n"; rm -f "$c/$n"/seed-*; done
+for n in toml cli safetensors tokenizer tokenizer_json shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do mkdir -p "$c/$n"; rm -f "$c/$n"/seed-*; done
 # Prefix byte + file, for the targets whose first byte picks options.
 with_byte() { printf "\\x$(printf %02x "$1")" >"$3"; cat "$2" >>"$3"; }
 
@@ -55,6 +55,11 @@ PY
 cp tests/fixtures/tokenizer/hand.tiktoken "$c/tokenizer/seed-hand"
 cp tests/fixtures/tokenizer/special.tiktoken "$c/tokenizer/seed-special"
 cp tests/fixtures/data/bytes.tiktoken "$c/tokenizer/seed-bytes"
+# tokenizer.json: the hand fixtures (string and pair merges), and one with NFC and GPT-2's ByteLevel.
+cp tests/fixtures/tokenizer/hand_json/tokenizer.json "$c/tokenizer_json/seed-hand"
+cp tests/fixtures/tokenizer/hand_pairs.tokenizer.json "$c/tokenizer_json/seed-hand-pairs"
+sed -e 's/"normalizer": null/"normalizer": {"type": "NFC"}/' tests/fixtures/tokenizer/hand_pairs.tokenizer.json \
+  >"$c/tokenizer_json/seed-nfc"
 head -c 4000 /usr/share/games/fortunes/science >"$tmp/science.txt"
 "$bin" tokenizer train --input "$tmp/science.txt" --vocab-size 300 --out "$c/tokenizer/seed-trained" >/dev/null
 
@@ -204,4 +209,7 @@ printf -- '--model.dim\n64\n--model.n_layers=2\n--training.steps\n3\n--paralleli
 printf -- '--config\nconfigs/llama3_debug.toml\n--optimizer.lr\n1e-3\n--activation_checkpoint.selective\n--mixed_precision\nbf16\n' >"$c/cli/seed-config-file"
 printf -- '--job.config_file=configs/llama3_8b.toml\n--training.local_batch_size=2\n--quantization.float8.enable\nfalse\n--metrics.device\nh100\n--job.dump_folder\nout dir\n' >"$c/cli/seed-aliases"
 printf -- '--lr_scheduler.decay_type\ncosine\n--lr_scheduler.decay_ratio\n0.5\n--checkpoint.keep_latest_k=0\n--parallelism.pipeline_split_points\nlayers.4,layers.8\n' >"$c/cli/seed-strings"
-for n in toml cli safetensors tokenizer shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do echo "$n: $(ls "$c/$n" | wc -l) seeds, $(du -sk "$c/$n" | cut -f1) KiB"; done
+for n in toml cli safetensors tokenizer tokenizer_json shard prepare manifest hf_config hf_index schedule_csv hardware metrics; do echo "$n: $(ls "$c/$n" | wc -l) seeds, $(du -sk "$c/$n" | cut -f1) KiB"; done
+
+# The corpus readers' targets (text, JSONL, Parquet, Megatron): their own script.
+bash tests/fuzz/make_corpus_readers.sh

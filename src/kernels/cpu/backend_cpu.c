@@ -34,6 +34,7 @@ static const ct_kernels ct_kernels_cpu = {
     .attention_scratch_floats = ct_attention_scratch_floats,
     .attention_forward = ct_attention_forward,
     .attention_backward = ct_attention_backward,
+    .attention_merge = ct_attention_merge,
     .swiglu_forward = ct_swiglu_forward,
     .swiglu_backward = ct_swiglu_backward,
 

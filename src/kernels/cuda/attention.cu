@@ -155,3 +155,34 @@ extern "C" void ct_cuda_attention_backward(float *dq, float *dk, float *dv, cons
                                           1.0f / sqrtf((float)HS));
     ct_cuda_launched("attention_backward");
 }
+
+// One thread per (b, t, h) row: the cpu's merge (kernels/cpu/attention.c), in double as it is.
+__global__ static void att_merge_k(float *o, float *l, const float *o_part, const float *l_part, long B, long C,
+                                   long NH, long HS) {
+    long r = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (r >= B * C * NH) return;
+    long h = r % NH, t = (r / NH) % C, b = r / (NH * C);
+    float *L = l + (b * NH + h) * C + t;
+    const float Lp = l_part[(b * NH + h) * C + t];
+    float *O = o + r * HS;  // (b, t, h) rows are r-th in (B, C, NH, HS)
+    const float *Op = o_part + r * HS;
+    if (Lp == -INFINITY) return;
+    if (*L == -INFINITY) {
+        *L = Lp;
+        for (long d = 0; d < HS; d++) O[d] = Op[d];
+        return;
+    }
+    const double m = *L > Lp ? *L : Lp;
+    const double wa = exp((double)*L - m), wb = exp((double)Lp - m), s = wa + wb;
+    const double ca = wa / s, cb = wb / s;
+    for (long d = 0; d < HS; d++) O[d] = (float)(ca * O[d] + cb * Op[d]);
+    *L = (float)(m + log(s));
+}
+
+extern "C" void ct_cuda_attention_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C,
+                                        long NH, long HS) {
+    long rows = B * C * NH;
+    if (rows <= 0) return;
+    att_merge_k<<<(unsigned)((rows + 127) / 128), 128>>>(o, l, o_part, l_part, B, C, NH, HS);
+    ct_cuda_launched("attention_merge");
+}

@@ -57,6 +57,8 @@ void ct_cuda_attention_backward(float *dq, float *dk, float *dv, const float *do
                                 const float *lse, const float *q, long ldq, const float *k, long ldk,
                                 const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B,
                                 long Tq, long Tk, long NH, long NKV, long HS);
+void ct_cuda_attention_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
+                             long HS);
 
 // ---- cross-entropy rows (xent.cu)
 // The whole-vocabulary row step of ct_xent_fused on R rows of logits z (R, V): row_loss[r] (double)

@@ -207,6 +207,7 @@ const ct_kernels ct_kernels_cuda = {
     .attention_scratch_floats = attention_scratch_floats,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .attention_merge = ct_cuda_attention_merge,
     .swiglu_forward = ct_cuda_swiglu_forward,
     .swiglu_backward = ct_cuda_swiglu_backward,
 

@@ -112,6 +112,7 @@ static const flag_case product_flags[] = {
     {"training.device", "cuda", "\"cuda\""},
     {"training.kernel_set", "avx2", "\"avx2\""},
     {"checkpoint.signal_grace_seconds", "90", "90"},
+    {"model.attn_mask_type", "block_causal", "\"block_causal\""},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -212,13 +213,14 @@ static int flag_landed(const ct_config *c, int k) {
     case 91: return !strcmp(c->train_device, "cuda");
     case 92: return !strcmp(c->kernel_set, "avx2");
     case 93: return c->ckpt_signal_grace == 90;
+    case 94: return !strcmp(c->attn_mask_type, "block_causal");
     }
     return 0;
 }
 
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 94, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 95, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");

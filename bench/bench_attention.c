@@ -20,10 +20,10 @@ static void bench(const char *name, long B, long T, long NH, long NKV, long HS, 
     double fwd_flops = 2.0 * 2.0 * B * NH * (double)T * T * HS / 2.0, best_f = 1e30, best_b = 1e30;
     for (int r = 0; r < 6; r++) {
         double t0 = omp_get_wtime();
-        ct_attention_forward(out, lse, q, ld, k, ld, v, ld, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+        ct_attention_forward(out, lse, q, ld, k, ld, v, ld, NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
         double t1 = omp_get_wtime();
         ct_attention_backward(dqkv, dqkv + NH * HS, dqkv + (NH + NKV) * HS, dout, out, lse, q, ld, k, ld, v, ld,
-                              NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+                              NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
         double t2 = omp_get_wtime();
         if (t1 - t0 < best_f) best_f = t1 - t0;
         if (t2 - t1 < best_b) best_b = t2 - t1;

@@ -32,19 +32,21 @@ static double thread_cpu(void) {
 
 // The cpu table with the attention kernels timed: what the op calls, nothing else.
 static void timed_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
-                          long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
+                          long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                          const int32_t *k_doc, long B, long Tq, long Tk, long NH,
                           long NKV, long HS, float *scratch) {
     double t0 = thread_cpu();
-    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV, HS, scratch);
+    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc, B, Tq, Tk, NH, NKV, HS, scratch);
     kernel_cpu_s += thread_cpu() - t0;
 }
 
 static void timed_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
-                           const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
+                           const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                          const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV,
                            long HS, float *scratch) {
     double t0 = thread_cpu();
-    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV, HS,
+    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc, B, Tq, Tk, NH, NKV, HS,
                             scratch);
     kernel_cpu_s += thread_cpu() - t0;
 }

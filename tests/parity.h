@@ -251,7 +251,7 @@ static void parity_run(parity_layout l, const char *what) {
 // calls cases(world size), which runs the layouts that fit.
 static int parity_extra_ranks;  // a test may add one larger world (e.g. 16 for a 4-D layout)
 
-static int parity_main(int argc, char **argv, const char *dims[][2], size_t ndims, void (*cases)(int world_size)) {
+static inline int parity_main(int argc, char **argv, const char *dims[][2], size_t ndims, void (*cases)(int world_size)) {
     if (!ct_mpi_test_is_child(argc, argv)) {
         // Up to 8 ranks share this machine's cores: one thread each, or they spin against each other.
         setenv("OMP_NUM_THREADS", "1", 1);

@@ -3,7 +3,10 @@
 // T = 1, 7, 65, 130 (not multiples of the 64-row tiles), HS = 16/24/64 and odd-sized random ones,
 // GQA ratios 4/4, 4/2, 8/1, token strides wider than the heads (fused qkv), and chunked
 // queries/keys with positions (context parallel) including rows and whole chunks that see no key;
-// bitwise the same results on 1, 2 and 3 threads.
+// bitwise the same results on 1, 2 and 3 threads. Document ids (block_causal): the reference
+// masks keys of other documents; documents that start mid-tile, key tiles skipped whole, a query
+// tile all of whose key tiles are skipped, zig-zag positions with documents, and documents that
+// are all one (bitwise the causal result).
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -19,6 +22,7 @@ typedef struct {
     long B, Tq, Tk, NH, NKV, HS;
     int fused;           // q, k, v live in one (B, T, (NH + 2 NKV) HS) buffer (requires Tq == Tk)
     int32_t *qp, *kp;    // positions or NULL
+    int32_t *qd, *kd;    // document ids (B, Tq), (B, Tk) or NULL
 } att_case;
 
 // reference: out, lse, and the gradients of sum(out * dout) in double
@@ -36,7 +40,7 @@ static void reference(const att_case *c, const float *q, long ldq, const float *
                 double mx = -INFINITY;
                 for (long j = 0; j < Tk; j++) {
                     long kpos = c->kp ? c->kp[j] : j;
-                    if (kpos > qpos) {
+                    if (kpos > qpos || (c->qd && c->qd[b * Tq + i] != c->kd[b * Tk + j])) {
                         p[j] = -INFINITY;
                         continue;
                     }
@@ -155,7 +159,7 @@ static void run_case(const att_case *c, const char *name) {
     }
     reference(c, qb, ldq, kb, ldk, vb, ldv, dout, rout, rlse, rdq, rdk, rdv);
 
-    ct_attention_forward(out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
+    ct_attention_forward(out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq, Tk, NH, NKV, HS, scratch);
     double e_out = ct_test_max_rel_err(out, rout, no);
     CHECK(e_out < 1e-5, "%s: out rel err %.3g", name, e_out);
     for (long i = 0; i < B * NH * Tq; i++) {
@@ -166,7 +170,7 @@ static void run_case(const att_case *c, const char *name) {
         }
     }
 
-    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV,
+    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq, Tk, NH, NKV,
                           HS, scratch);
     const float *i_dq = c->fused ? init : init, *i_dk = c->fused ? init + NH * HS : init + nq;
     const float *i_dv = c->fused ? init + (NH + NKV) * HS : init + nq + nk;
@@ -183,12 +187,12 @@ static void run_case(const att_case *c, const char *name) {
 
     // determinism: the same call again gives bitwise the same results
     float *out2 = malloc(sizeof(float) * no), *lse2 = malloc(sizeof(float) * B * NH * Tq);
-    ct_attention_forward(out2, lse2, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
+    ct_attention_forward(out2, lse2, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq, Tk, NH, NKV, HS, scratch);
     CHECK(memcmp(out, out2, sizeof(float) * no) == 0, "%s: forward not reproducible", name);
     float *g1 = malloc(sizeof(float) * nall);
     memcpy(g1, dqb, sizeof(float) * nall);
     memcpy(dqb, init, sizeof(float) * nall);
-    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV,
+    ct_attention_backward(dqb, dkb, dvb, dout, out, lse, qb, ldq, kb, ldk, vb, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq, Tk, NH, NKV,
                           HS, scratch);
     CHECK(memcmp(g1, dqb, sizeof(float) * nall) == 0, "%s: backward not reproducible", name);
     for (long i = 0; i < nall; i++) CHECK(!isnan(dqb[i]), "%s: NaN in gradients at %ld", name, i);
@@ -205,9 +209,9 @@ static int32_t *range_pos(long n, long start) {
 
 static void test_attention_causal_shapes(void) {
     att_case cs[] = {
-        {1, 1, 1, 4, 4, 16, 0, NULL, NULL},   {2, 7, 7, 4, 2, 16, 0, NULL, NULL},
-        {1, 65, 65, 8, 1, 24, 0, NULL, NULL}, {2, 130, 130, 4, 4, 64, 1, NULL, NULL},
-        {1, 130, 130, 4, 2, 64, 0, NULL, NULL}, {3, 64, 64, 8, 1, 2, 1, NULL, NULL},
+        {1, 1, 1, 4, 4, 16, 0, NULL, NULL, NULL, NULL},   {2, 7, 7, 4, 2, 16, 0, NULL, NULL, NULL, NULL},
+        {1, 65, 65, 8, 1, 24, 0, NULL, NULL, NULL, NULL}, {2, 130, 130, 4, 4, 64, 1, NULL, NULL, NULL, NULL},
+        {1, 130, 130, 4, 2, 64, 0, NULL, NULL, NULL, NULL}, {3, 64, 64, 8, 1, 2, 1, NULL, NULL, NULL, NULL},
     };
     char name[64];
     for (unsigned i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -236,22 +240,22 @@ static void test_attention_random_shapes(void) {
 
 // Context-parallel chunks: queries and keys at explicit positions, Tq != Tk.
 static void test_attention_positions(void) {
-    att_case c = {1, 70, 130, 4, 2, 16, 0, NULL, NULL};
+    att_case c = {1, 70, 130, 4, 2, 16, 0, NULL, NULL, NULL, NULL};
     c.qp = range_pos(70, 60), c.kp = range_pos(130, 0);  // last chunk of queries over all keys
     run_case(&c, "queries 60..129 over keys 0..129");
     free(c.qp), free(c.kp);
 
-    att_case d = {2, 70, 100, 8, 1, 24, 0, NULL, NULL};
+    att_case d = {2, 70, 100, 8, 1, 24, 0, NULL, NULL, NULL, NULL};
     d.qp = range_pos(70, 0), d.kp = range_pos(100, 30);  // rows 0..29 see no key
     run_case(&d, "queries 0..69 over keys 30..129");
     free(d.qp), free(d.kp);
 
-    att_case e = {1, 40, 100, 4, 4, 16, 0, NULL, NULL};
+    att_case e = {1, 40, 100, 4, 4, 16, 0, NULL, NULL, NULL, NULL};
     e.qp = range_pos(40, 0), e.kp = range_pos(100, 64);  // the whole query chunk sees no key
     run_case(&e, "queries 0..39 over keys 64..163 (none visible)");
     free(e.qp), free(e.kp);
 
-    att_case z = {1, 64, 64, 4, 2, 16, 0, NULL, NULL};  // zig-zag: two non-adjacent position runs
+    att_case z = {1, 64, 64, 4, 2, 16, 0, NULL, NULL, NULL, NULL};  // zig-zag: two non-adjacent position runs
     z.qp = malloc(sizeof(int32_t) * 64), z.kp = malloc(sizeof(int32_t) * 64);
     for (int i = 0; i < 32; i++) z.qp[i] = z.kp[i] = i, z.qp[32 + i] = z.kp[32 + i] = 96 + i;
     run_case(&z, "zig-zag positions 0..31 + 96..127");
@@ -282,8 +286,8 @@ static void thread_count_case(const att_case *c, const char *name) {
         float *r = res[t] = malloc(bytes);
         float *out = r, *lse = out + no, *g = lse + nl;
         memcpy(g, g0, sizeof(float) * (nq + nk + nv));
-        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, B, Tq, Tk, NH, NKV, HS, scratch);
-        ct_attention_backward(g, g + nq, g + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, B, Tq,
+        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq, Tk, NH, NKV, HS, scratch);
+        ct_attention_backward(g, g + nq, g + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, c->qp, c->kp, c->qd, c->kd, B, Tq,
                               Tk, NH, NKV, HS, scratch);
     }
     omp_set_num_threads(saved);
@@ -293,11 +297,11 @@ static void thread_count_case(const att_case *c, const char *name) {
 }
 
 static void test_attention_thread_count_invariance(void) {
-    att_case a = {3, 200, 200, 4, 2, 32, 0, NULL, NULL};
+    att_case a = {3, 200, 200, 4, 2, 32, 0, NULL, NULL, NULL, NULL};
     thread_count_case(&a, "B=3 T=200 NH=4 NKV=2 HS=32");
-    att_case b = {2, 256, 256, 8, 1, 64, 0, NULL, NULL};
+    att_case b = {2, 256, 256, 8, 1, 64, 0, NULL, NULL, NULL, NULL};
     thread_count_case(&b, "B=2 T=256 NH=8 NKV=1 HS=64");
-    att_case z = {2, 128, 192, 4, 4, 16, 0, NULL, NULL};  // zig-zag query positions over all keys
+    att_case z = {2, 128, 192, 4, 4, 16, 0, NULL, NULL, NULL, NULL};  // zig-zag query positions over all keys
     z.qp = malloc(sizeof(int32_t) * 128), z.kp = range_pos(192, 0);
     for (int i = 0; i < 64; i++) z.qp[i] = i, z.qp[64 + i] = 128 + i;
     thread_count_case(&z, "zig-zag queries 0..63 + 128..191 over keys 0..191");
@@ -323,8 +327,8 @@ static void test_attention_scratch_sized_for_more_keys(void) {
     for (int s = 0; s < 4; s++) {
         float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(T, sized_for[s], HS));
         g[s] = calloc((size_t)(nq + 2 * nk), sizeof(float));
-        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
-        ct_attention_backward(g[s], g[s] + nq, g[s] + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, B,
+        ct_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+        ct_attention_backward(g[s], g[s] + nq, g[s] + nq + nk, dout, out, lse, q, ldq, k, ldk, v, ldv, NULL, NULL, NULL, NULL, B,
                               T, T, NH, NKV, HS, scratch);
         free(scratch);
     }
@@ -338,7 +342,7 @@ static void test_attention_scratch_sized_for_more_keys(void) {
 
 // The analytic reference gradients agree with float64 central differences of sum(out * dout).
 static void test_attention_reference_vs_finite_differences(void) {
-    att_case c = {1, 5, 5, 2, 1, 4, 0, NULL, NULL};
+    att_case c = {1, 5, 5, 2, 1, 4, 0, NULL, NULL, NULL, NULL};
     long ldq = 8, ldk = 4, ldv = 4;
     float q[40], k[20], v[20], dout[40];
     for (int i = 0; i < 40; i++) q[i] = frand(1), dout[i] = frand(1);
@@ -383,10 +387,10 @@ static void test_attention_head_split_bitwise(void) {
     float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(T, T, HS));
     for (long i = 0; i < B * T * ld; i++) qkv[i] = frand(2.0f), g[i] = 0.0f;
     for (long i = 0; i < B * T * NH * HS; i++) dout[i] = frand(1.0f);
-    ct_attention_forward(out, lse, qkv, ld, qkv + NH * HS, ld, qkv + (NH + NKV) * HS, ld, NULL, NULL, B, T, T, NH,
+    ct_attention_forward(out, lse, qkv, ld, qkv + NH * HS, ld, qkv + (NH + NKV) * HS, ld, NULL, NULL, NULL, NULL, B, T, T, NH,
                          NKV, HS, scratch);
     ct_attention_backward(g, g + NH * HS, g + (NH + NKV) * HS, dout, out, lse, qkv, ld, qkv + NH * HS, ld,
-                          qkv + (NH + NKV) * HS, ld, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
+                          qkv + (NH + NKV) * HS, ld, NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS, scratch);
     long differ = 0;
     for (long r = 0; r < 2; r++) {  // rank r: query heads [r H2, (r + 1) H2), kv heads [r KV2, (r + 1) KV2)
         // the rank's rows: [its q | its k | its v] (and their gradients), and its dout
@@ -399,10 +403,10 @@ static void test_attention_head_split_bitwise(void) {
             for (long j = 0; j < H2 * HS; j++) do2[t * H2 * HS + j] = dout[t * NH * HS + r * H2 * HS + j];
         }
         for (long i = 0; i < B * T * ld2; i++) g2[i] = 0.0f;
-        ct_attention_forward(o2, l2, q2, ld2, q2 + H2 * HS, ld2, q2 + (H2 + KV2) * HS, ld2, NULL, NULL, B, T, T, H2,
+        ct_attention_forward(o2, l2, q2, ld2, q2 + H2 * HS, ld2, q2 + (H2 + KV2) * HS, ld2, NULL, NULL, NULL, NULL, B, T, T, H2,
                              KV2, HS, scratch);
         ct_attention_backward(g2, g2 + H2 * HS, g2 + (H2 + KV2) * HS, do2, o2, l2, q2, ld2, q2 + H2 * HS, ld2,
-                              q2 + (H2 + KV2) * HS, ld2, NULL, NULL, B, T, T, H2, KV2, HS, scratch);
+                              q2 + (H2 + KV2) * HS, ld2, NULL, NULL, NULL, NULL, B, T, T, H2, KV2, HS, scratch);
         for (long t = 0; t < B * T; t++) {
             differ += memcmp(o2 + t * H2 * HS, out + t * NH * HS + r * H2 * HS, sizeof(float) * H2 * HS) != 0;
             for (int p = 0; p < 3; p++)  // dq, dk, dv
@@ -417,6 +421,100 @@ static void test_attention_head_split_bitwise(void) {
     free(scratch);
 }
 
+// Document ids for B sequences of T tokens: a new document after each "EOS", drawn with
+// probability p at each token (and forced at the rows listed in at, for every sequence).
+static int32_t *make_docs(long B, long T, double p, const long *at, int n_at) {
+    int32_t *d = malloc(sizeof(int32_t) * B * T);
+    for (long b = 0; b < B; b++) {
+        int32_t id = 0;
+        for (long i = 0; i < T; i++) {
+            for (int a = 0; a < n_at; a++) id += i == at[a];
+            d[b * T + i] = id;
+            if (urand() < p) id++;
+        }
+    }
+    return d;
+}
+
+// The rows of docs at the given positions (the ids a context-parallel chunk holds).
+static int32_t *docs_at(const int32_t *docs, long B, long T, const int32_t *pos, long n) {
+    int32_t *d = malloc(sizeof(int32_t) * B * n);
+    for (long b = 0; b < B; b++)
+        for (long i = 0; i < n; i++) d[b * n + i] = docs[b * T + pos[i]];
+    return d;
+}
+
+static void test_attention_documents(void) {
+    // documents starting mid-tile (5, 40, 100) and at a tile edge (64), sequences differing
+    static const long at[] = {5, 40, 64, 100};
+    att_case a = {2, 130, 130, 4, 2, 16, 0, NULL, NULL, NULL, NULL};
+    a.qd = a.kd = make_docs(2, 130, 0.02, at, 4);
+    run_case(&a, "documents at 5, 40, 64, 100 + random");
+    free(a.qd);
+    // short documents (about 20 tokens): far key tiles are skipped whole; fused qkv, GQA 8/1
+    att_case b = {2, 256, 256, 8, 1, 24, 1, NULL, NULL, NULL, NULL};
+    b.qd = b.kd = make_docs(2, 256, 0.05, NULL, 0);
+    run_case(&b, "short documents T=256 fused");
+    free(b.qd);
+    // documents of 1-3 tokens, odd head size, T not a multiple of the tile
+    att_case c = {1, 150, 150, 4, 4, 10, 0, NULL, NULL, NULL, NULL};
+    c.qd = c.kd = make_docs(1, 150, 0.5, NULL, 0);
+    run_case(&c, "documents of a few tokens");
+    free(c.qd);
+    // a chunk of queries (positions 100..163, document 3) over keys 0..99 of documents 0..2:
+    // every key tile is skipped and every row sees no key
+    att_case e = {1, 64, 100, 4, 2, 16, 0, NULL, NULL, NULL, NULL};
+    e.qp = range_pos(64, 100), e.kp = range_pos(100, 0);
+    static const long at3[] = {30, 60, 90};
+    int32_t *d = make_docs(1, 164, 0.0, at3, 3);
+    for (int i = 100; i < 164; i++) d[i] = 3;
+    e.qd = docs_at(d, 1, 164, e.qp, 64), e.kd = docs_at(d, 1, 164, e.kp, 100);
+    run_case(&e, "query chunk of its own document: every key tile skipped");
+    free(e.qp), free(e.kp), free(e.qd), free(e.kd), free(d);
+    // zig-zag (context parallel head-tail) positions with documents
+    att_case z = {2, 64, 128, 4, 2, 16, 0, NULL, NULL, NULL, NULL};
+    z.qp = malloc(sizeof(int32_t) * 64), z.kp = range_pos(128, 0);
+    for (int i = 0; i < 32; i++) z.qp[i] = i, z.qp[32 + i] = 96 + i;
+    int32_t *dz = make_docs(2, 128, 0.04, at, 4);
+    z.qd = docs_at(dz, 2, 128, z.qp, 64), z.kd = docs_at(dz, 2, 128, z.kp, 128);
+    run_case(&z, "zig-zag queries with documents");
+    free(z.qp), free(z.kp), free(z.qd), free(z.kd), free(dz);
+}
+
+// Documents on 1, 2 and 3 threads: skipped key tiles still keep the backward's order of adds.
+static void test_attention_documents_thread_count(void) {
+    att_case a = {3, 200, 200, 4, 2, 32, 0, NULL, NULL, NULL, NULL};
+    a.qd = a.kd = make_docs(3, 200, 0.05, NULL, 0);
+    thread_count_case(&a, "documents B=3 T=200");
+    free(a.qd);
+    att_case b = {1, 256, 256, 8, 2, 16, 0, NULL, NULL, NULL, NULL};
+    b.qd = b.kd = make_docs(1, 256, 0.03, NULL, 0);
+    thread_count_case(&b, "documents B=1 T=256 NH=8 NKV=2");
+    free(b.qd);
+}
+
+// One document everywhere: bitwise the causal result (no ids).
+static void test_attention_one_document_is_causal(void) {
+    const long B = 2, T = 150, NH = 4, NKV = 2, HS = 32, ld = (NH + 2 * NKV) * HS;
+    float *qkv = malloc(sizeof(float) * B * T * ld), *dout = malloc(sizeof(float) * B * T * NH * HS);
+    for (long i = 0; i < B * T * ld; i++) qkv[i] = frand(2.0f);
+    for (long i = 0; i < B * T * NH * HS; i++) dout[i] = frand(1.0f);
+    int32_t *zero = calloc((size_t)(B * T), sizeof(int32_t));
+    float *scratch = malloc(sizeof(float) * ct_attention_scratch_floats(T, T, HS));
+    long no = B * T * NH * HS, nl = B * NH * T, ng = B * T * ld;
+    float *r[2];
+    for (int w = 0; w < 2; w++) {
+        const int32_t *d = w ? zero : NULL;
+        float *o = r[w] = calloc((size_t)(no + nl + ng), sizeof(float)), *l = o + no, *g = l + nl;
+        ct_attention_forward(o, l, qkv, ld, qkv + NH * HS, ld, qkv + (NH + NKV) * HS, ld, NULL, NULL, d, d, B, T, T,
+                             NH, NKV, HS, scratch);
+        ct_attention_backward(g, g + NH * HS, g + (NH + NKV) * HS, dout, o, l, qkv, ld, qkv + NH * HS, ld,
+                              qkv + (NH + NKV) * HS, ld, NULL, NULL, d, d, B, T, T, NH, NKV, HS, scratch);
+    }
+    CHECK(memcmp(r[0], r[1], sizeof(float) * (size_t)(no + nl + ng)) == 0, "one document differs from causal");
+    free(qkv), free(dout), free(zero), free(scratch), free(r[0]), free(r[1]);
+}
+
 int main(void) {
     rng_state = 0x9E3779B97F4A7C15ull;
     CT_RUN(test_attention_reference_vs_finite_differences);
@@ -426,5 +524,8 @@ int main(void) {
     CT_RUN(test_attention_thread_count_invariance);
     CT_RUN(test_attention_scratch_sized_for_more_keys);
     CT_RUN(test_attention_head_split_bitwise);
+    CT_RUN(test_attention_documents);
+    CT_RUN(test_attention_documents_thread_count);
+    CT_RUN(test_attention_one_document_is_causal);
     CT_TEST_EXIT();
 }

@@ -100,8 +100,8 @@ static void test_table_calls_are_the_kernels(void) {
     long sf = k->attention_scratch_floats(T, T, HS);
     CHECK(sf == ct_attention_scratch_floats(T, T, HS), "attention scratch size");
     float *scr = malloc(sizeof(float) * sf);
-    ct_attention_forward(a1, l1, q, NH * HS, kk, NKV * HS, v, NKV * HS, NULL, NULL, Bt, T, T, NH, NKV, HS, scr);
-    k->attention_forward(a2, l2, q, NH * HS, kk, NKV * HS, v, NKV * HS, NULL, NULL, Bt, T, T, NH, NKV, HS, scr);
+    ct_attention_forward(a1, l1, q, NH * HS, kk, NKV * HS, v, NKV * HS, NULL, NULL, NULL, NULL, Bt, T, T, NH, NKV, HS, scr);
+    k->attention_forward(a2, l2, q, NH * HS, kk, NKV * HS, v, NKV * HS, NULL, NULL, NULL, NULL, Bt, T, T, NH, NKV, HS, scr);
     CHECK(same(a1, a2, Bt * T * NH * HS) && same(l1, l2, Bt * NH * T), "attention_forward");
 
     const long Nx = 21, Cx = 12, V = 37, chunk = 8;  // fused cross-entropy

@@ -30,6 +30,7 @@ typedef struct {
     double norm_eps;                  // 1e-5
     double rope_theta;                // 0 = the flavor's (500000)
     bool rope_scaling;                // Llama 3.1 frequency scaling (true)
+    char attn_mask_type[16];          // model.attn_mask_type: causal | block_causal (documents by EOS)
     char tokenizer_path[CT_STR];      // model.tokenizer_path
     char converters[CT_STR];          // model.converters: list; float8 / mx turn on quantization.*.enable
 

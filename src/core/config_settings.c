@@ -61,6 +61,9 @@ const ct_setting ct_settings[] = {
     FLT("model.norm_eps", norm_eps, "1e-5", NULL, "epsilon of RMSNorm"),
     FLT("model.rope_theta", rope_theta, "0", NULL, "RoPE base frequency (0 = the flavor's, 500000)"),
     BOOL("model.rope_scaling", rope_scaling, "true", NULL, "Llama 3.1 long-context RoPE frequency scaling"),
+    ENUM("model.attn_mask_type", attn_mask_type, "causal", "causal|block_causal", NULL, NULL,
+         "attention mask: causal, or block_causal (a token attends only within its document of a packed "
+         "sequence; documents end at the tokenizer's EOS)"),
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
     LIST("model.converters", converters, "", NULL,
          "model converters: float8 turns on quantization.float8.enable, mx quantization.mxfp8.enable "

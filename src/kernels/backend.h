@@ -84,13 +84,17 @@ typedef struct ct_kernels {
     void (*rope_backward)(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
                           long T, long H, long HS, long ld);
     long (*attention_scratch_floats)(long Tq, long Tk, long HS);
+    // q_doc (B, Tq), k_doc (B, Tk): document ids (key j visible to query i only within one
+    // document as well), or both NULL (causal by position alone)
     void (*attention_forward)(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
-                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq,
-                              long Tk, long NH, long NKV, long HS, float *scratch);
+                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                              const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV,
+                              long HS, float *scratch);
     void (*attention_backward)(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
-                               long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
-                               long NH, long NKV, long HS, float *scratch);
+                               long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                               const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS,
+                               float *scratch);
     void (*attention_merge)(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
                             long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);

@@ -85,21 +85,25 @@ void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, con
 // q (B, Tq, NH, HS) with token stride ldq; k, v (B, Tk, NKV, HS) with token strides ldk, ldv;
 // out (B, Tq, NH, HS) contiguous; lse (B, NH, Tq) = log-sum-exp of each row's scaled scores
 // (-INFINITY for a row that sees no key; its out row is 0). Query head h uses kv head
-// h / (NH / NKV). Key j is visible to query i iff k_pos[j] <= q_pos[i] (NULL: 0..T-1), so a
-// chunk of queries can attend to any chunk of keys (context parallel). Scale 1/sqrt(HS).
+// h / (NH / NKV). Key j is visible to query i iff k_pos[j] <= q_pos[i] (NULL: 0..T-1) and,
+// with document ids q_doc (B, Tq) / k_doc (B, Tk), q_doc[b, i] == k_doc[b, j] (document-causal,
+// model.attn_mask_type block_causal; both NULL: causal), so a chunk of queries can attend to any
+// chunk of keys (context parallel). Key tiles whose documents cannot meet the query tile's are
+// skipped. Scale 1/sqrt(HS).
 // scratch: ct_attention_scratch_floats() floats, for per-thread tiles and copies of a kv head's
 // K, V (and in the backward dK, dV) rows (sized for omp_get_max_threads() at the time of the
 // call; call the kernels with that many threads or fewer).
 long ct_attention_scratch_floats(long Tq, long Tk, long HS);
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
-                          long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
-                          long NKV, long HS, float *scratch);
+                          long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                          const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS,
+                          float *scratch);
 // dq (same layout as q) +=, dk, dv (same layouts as k, v) +=. Recomputes scores per tile from
 // lse; no (T, T) matrix is ever stored.
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
-                           const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
-                           long HS, float *scratch);
+                           const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
+                           long B, long Tq, long Tk, long NH, long NKV, long HS, float *scratch);
 // Exact merge of a partial attention result into an accumulated one over the same queries (the
 // context-parallel ring): o (B, C, NH, HS), l (B, NH, C) := the attention over the union of both
 // key sets, l = log(exp l + exp l_part), o = exp(l - l_new) o + exp(l_part - l_new) o_part, with

@@ -96,7 +96,7 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
     ct_attention_args a = {
         .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = NH, .NKV = NKV, .HS = HS,
         .q = qkv, .k = qkv + NH * HS, .v = qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV, .ldv = QKV,
-        .q_pos = c->pos, .k_pos = c->pos, .out = out, .lse = lse, .scratch = c->scratch,
+        .q_pos = c->pos, .k_pos = c->pos, .q_doc = c->docs, .k_doc = c->docs, .out = out, .lse = lse, .scratch = c->scratch,
     };
     return a;
 }

@@ -25,7 +25,7 @@ static void kv_attention_forward(void *ctx, const ct_attention_args *a) {
         k->copy(kc + (p0 + i) * KVD, a->k + i * a->ldk, row);
         k->copy(vc + (p0 + i) * KVD, a->v + i * a->ldv, row);
     }
-    k->attention_forward(a->out, a->lse, a->q, a->ldq, kc, KVD, vc, KVD, a->q_pos, g->pos, 1, n, p0 + n, a->NH,
+    k->attention_forward(a->out, a->lse, a->q, a->ldq, kc, KVD, vc, KVD, a->q_pos, g->pos, NULL, NULL, 1, n, p0 + n, a->NH,
                          a->NKV, a->HS, a->scratch);
 }
 

@@ -256,10 +256,10 @@ void ct_stage_free(ct_stage *s) {
 
 // ------------------------------------------------------------------ running
 
-static ct_block_ctx block_ctx(ct_stage *s) {
+static ct_block_ctx block_ctx(ct_stage *s, const ct_act_slot *a) {
     ct_block_ctx c = {
         .k = s->k, .ops = &s->ops, .lin = &s->lin, .fused = s->fused, .fuse_scratch = s->fuse_scratch, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
-        .qkv_dim = s->qkv_dim, .pos = s->pos, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
+        .qkv_dim = s->qkv_dim, .pos = s->pos, .docs = a->docs, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
         .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
         .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13, .w_norm = s->w_norm, .w_qkv = s->w_qkv,
         .w_att = s->w_att, .w_h13 = s->w_h13, .w_h = s->w_h,
@@ -358,7 +358,7 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
 }
 
 void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
-    ct_block_ctx c = block_ctx(s);
+    ct_block_ctx c = block_ctx(s, a);
     if (s->has_embedding) embedding_forward(s, a);
     for (int i = 0; i < n_layers(s); i++) {
         int l = s->layer_begin + i, group = 1 + l;
@@ -385,7 +385,7 @@ static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i)
 
 // Blocks in reverse, in `phase` (combined or input-only).
 static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
-    ct_block_ctx c = block_ctx(s);
+    ct_block_ctx c = block_ctx(s, a);
     bool split = phase == CT_PHASE_BACKWARD_INPUT;
     unsigned use = CT_USE_WEIGHTS | (split ? 0 : CT_USE_GRADS);
     for (int i = n_layers(s) - 1; i >= 0; i--) {
@@ -426,7 +426,7 @@ void ct_stage_backward_input(ct_stage *s, ct_act_slot *a) {
 
 void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a) {
     if (!s->split_backward) ct_fatal("stage", "backward_weight on a stage planned without split backward");
-    ct_block_ctx c = block_ctx(s);
+    ct_block_ctx c = block_ctx(s, a);
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
         int span = acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);

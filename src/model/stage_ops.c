@@ -11,15 +11,15 @@ const char *ct_phase_name(ct_phase p) {
 // Local attention and loss: the kernel backend's own, its table as the context.
 static void attention_forward(void *ctx, const ct_attention_args *a) {
     const ct_kernels *k = ctx;
-    k->attention_forward(a->out, a->lse, a->q, a->ldq, a->k, a->ldk, a->v, a->ldv, a->q_pos, a->k_pos, a->B, a->Tq,
-                         a->Tk, a->NH, a->NKV, a->HS, a->scratch);
+    k->attention_forward(a->out, a->lse, a->q, a->ldq, a->k, a->ldk, a->v, a->ldv, a->q_pos, a->k_pos, a->q_doc,
+                         a->k_doc, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
 }
 
 static void attention_backward(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk,
                                float *dv) {
     const ct_kernels *k = ctx;
     k->attention_backward(dq, dk, dv, dout, a->out, a->lse, a->q, a->ldq, a->k, a->ldk, a->v, a->ldv, a->q_pos,
-                          a->k_pos, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
+                          a->k_pos, a->q_doc, a->k_doc, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
 }
 
 static long attention_scratch(void *ctx, long Tq, long Tk, long HS) {

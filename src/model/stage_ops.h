@@ -81,13 +81,15 @@ typedef struct {
 
 // One block's attention call, in the attention kernel's terms (kernels/backend.h): q (B, Tq,
 // NH, HS) with token stride ldq; k, v (B, Tk, NKV, HS) with strides ldk, ldv; out (B, Tq, NH,
-// HS); lse (B, NH, Tq); positions q_pos (Tq) / k_pos (Tk) (NULL: 0..T-1).
+// HS); lse (B, NH, Tq); positions q_pos (Tq) / k_pos (Tk) (NULL: 0..T-1); document ids q_doc
+// (B, Tq) / k_doc (B, Tk) (NULL: causal; model.attn_mask_type block_causal gives them).
 typedef struct {
     int layer;                   // global layer index (a KV cache or a ring keeps per-layer state)
     long B, Tq, Tk, NH, NKV, HS;
     const float *q, *k, *v;
     long ldq, ldk, ldv;
     const int32_t *q_pos, *k_pos;
+    const int32_t *q_doc, *k_doc;
     float *out, *lse;
     float *scratch;              // the stage's attention scratch
 } ct_attention_args;

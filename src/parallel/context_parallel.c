@@ -99,6 +99,26 @@ void ct_cp_unpack_lse(const ct_cp *cp, float *dst, const float *src, long B) {
                             src + (((long)c * B + b) * cp->NH + h) * cp->C, run);
 }
 
+bool ct_cp_gather_docs(ct_cp *cp, const ct_attention_args *a) {
+    if (!a->q_doc) return false;
+    const ct_kernels *k = cp->k;
+    const long B = a->B, Tl = cp->T_local, C = cp->C;
+    const int P = cp->group->size;
+    const size_t run = sizeof(int32_t) * (size_t)C;
+    int32_t *mine = cp->doc_all + (long)cp->group->rank * B * Tl;  // in place: this rank's slot
+    k->copy(mine, a->q_doc, sizeof(int32_t) * (size_t)(B * Tl));
+    ct_comm_all_gather(cp->group, mine, cp->doc_all, (size_t)(B * Tl), CT_I32);
+    for (int s = 0; s < P; s++)
+        for (int c = 0; c < cp->nch; c++)
+            for (long b = 0; b < B; b++) {
+                const int32_t *src = cp->doc_all + ((long)s * B + b) * Tl + (long)c * C;  // (C)
+                int32_t *dst = cp->rotate == CT_CP_RING ? cp->doc_keys + (((long)s * cp->nch + c) * B + b) * C
+                                                        : cp->doc_keys + b * cp->T + ct_cp_chunk_index(cp, s, c) * C;
+                k->copy(dst, src, run);
+            }
+    return true;
+}
+
 // ------------------------------------------------------------------ planning
 
 // A buffer on the backend's device, or (sizing) only its bytes counted.
@@ -139,6 +159,12 @@ ct_status ct_cp_init_sizing(ct_cp *cp, const ct_kernels *k, ct_group *cp_group, 
         k->copy_from_host(cp->pos, pos, sizeof(int32_t) * (size_t)T_global);
         free(pos);
     }
+    // document ids: (cp, B, T_local) gathered, and the keys' layout of the same size
+    const size_t ids = sizeof(int32_t) * (size_t)(B * T_global);
+    cp->doc_all = sizing ? ct_mem_sizing_add(sizing, CT_MEM_OTHER, ids)
+                         : ct_mem_alloc_on((ct_device){k->device, 0}, CT_MEM_OTHER, ids);
+    cp->doc_keys = sizing ? ct_mem_sizing_add(sizing, CT_MEM_OTHER, ids)
+                          : ct_mem_alloc_on((ct_device){k->device, 0}, CT_MEM_OTHER, ids);
 
     const long blk = 2 * B * cp->T_local * NKV * HS;  // one packed K|V block
     const long qrows = B * cp->T_local * NH * HS;     // this rank's q / out rows
@@ -173,6 +199,8 @@ void ct_cp_free(ct_cp *cp) {
                      cp->dkfull, cp->dvfull};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ct_mem_free(bufs[i]);
     ct_mem_free(cp->pos);
+    ct_mem_free(cp->doc_all);
+    ct_mem_free(cp->doc_keys);
     memset(cp, 0, sizeof *cp);
 }
 

@@ -60,6 +60,10 @@ typedef struct {
     int nch;                    // chunks per rank: 2 (head-tail) or 1 (contiguous)
     long C;                     // tokens per chunk = T / (nch · cp)
     int32_t *pos;               // (cp, T_local) every rank's global positions, device memory
+    // document ids (block_causal), device memory: every rank's as gathered, and the keys' in the
+    // rotate method's layout (cp_internal.h: ct_cp_gather_docs)
+    int32_t *doc_all;           // (cp, B, T_local)
+    int32_t *doc_keys;          // allgather (B, T) in position order; ring (cp, nch, B, C)
     // ring (chunk-major layouts: a chunk of every sequence is one contiguous (B, C, ...) tensor,
     // so a kernel call on one chunk pair needs no strides the kernel does not have)
     float *kv[2];               // (2: K|V, nch, B, C, NKV, HS) the block in hand / the one arriving
@@ -91,7 +95,9 @@ void ct_cp_free(ct_cp *cp);
 // Replaces ops->attention with context-parallel attention over cp_group (a group of one leaves
 // the table as it is). In the op: Tq == Tk == T_global / cp, B <= the planned B, the heads as
 // planned; q_pos / k_pos are ignored in favour of ct_cp_positions' (which the caller must use
-// for RoPE and the data split); q, k, v may sit in one fused qkv buffer (any strides).
+// for RoPE and the data split); q, k, v may sit in one fused qkv buffer (any strides). With
+// document ids (q_doc = k_doc, (B, T_local) this rank's) every rank's are gathered with the
+// positions, one small all-gather per call, and the kernels mask by them (k_doc is ignored).
 void ct_cp_apply(ct_cp *cp, ct_stage_ops *ops);
 
 // Bytes one forward (backward false) or one forward + one backward (true) of the planned B

@@ -39,24 +39,28 @@ static void gather_kv(ct_cp *cp, const ct_attention_args *a) {
 
 void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a) {
     gather_kv(cp, a);
+    const bool docs = ct_cp_gather_docs(cp, a);  // keys' ids in position order, like kfull
     const long W = cp->NKV * cp->HS;
     cp->k->attention_forward(a->out, a->lse, a->q, a->ldq, cp->kfull, W, cp->vfull, W,
-                             ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, a->B, cp->T_local, cp->T, cp->NH,
-                             cp->NKV, cp->HS, a->scratch);
+                             ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, docs ? a->q_doc : NULL,
+                             docs ? cp->doc_keys : NULL, a->B, cp->T_local, cp->T, cp->NH, cp->NKV, cp->HS,
+                             a->scratch);
     cp->counts.forward_calls++;
 }
 
 void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
                               float *dv) {
     gather_kv(cp, a);
+    const bool docs = ct_cp_gather_docs(cp, a);
     const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
     const size_t full = sizeof(float) * (size_t)(B * cp->T * W);
     cp->k->zero(cp->dkfull, full);
     cp->k->zero(cp->dvfull, full);
     // dq accumulates in place; dK, dV of the whole sequence (B, T, NKV, HS)
     cp->k->attention_backward(dq, cp->dkfull, cp->dvfull, dout, a->out, a->lse, a->q, a->ldq, cp->kfull, W,
-                              cp->vfull, W, ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, B, cp->T_local, cp->T,
-                              cp->NH, cp->NKV, cp->HS, a->scratch);
+                              cp->vfull, W, ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, docs ? a->q_doc : NULL,
+                              docs ? cp->doc_keys : NULL, B, cp->T_local, cp->T, cp->NH, cp->NKV, cp->HS,
+                              a->scratch);
     cp->counts.backward_calls++;
     rearrange(cp, cp->kv_all, cp->dkfull, cp->dvfull, B, false);  // (cp, 2, nch, B, C, W): owner-major
     ct_comm_reduce_scatter(cp->group, cp->kv_all, cp->kv_send, (size_t)(2 * kvn), CT_F32, CT_COMM_SUM);

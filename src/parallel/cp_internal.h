@@ -17,6 +17,16 @@ static inline const int32_t *ct_cp_chunk_pos(const ct_cp *cp, int rank, int c) {
     return cp->pos + (long)rank * cp->T_local + (long)c * cp->C;
 }
 
+// Document ids of keys (context parallel with model.attn_mask_type block_causal): the ids of
+// every rank's tokens gathered from a->q_doc (B, T_local, this rank's), laid out for the rotate
+// method: allgather cp->doc_keys (B, T) in position order; ring (cp, nch, B, C) chunk-major
+// (ct_cp_chunk_docs). False (nothing done) without ids.
+bool ct_cp_gather_docs(ct_cp *cp, const ct_attention_args *a);
+// Ids (B, C) of chunk c of `rank`'s tokens after ct_cp_gather_docs (ring), B the call's.
+static inline const int32_t *ct_cp_chunk_docs(const ct_cp *cp, int rank, int c, long B) {
+    return cp->doc_keys + ((long)rank * cp->nch + c) * B * cp->C;
+}
+
 // Strided token rows -> chunk-major: src (B, T_local, width) with token stride ld ->
 // dst (nch, B, C, width) contiguous. Through the backend's copy (rows of `width` floats).
 void ct_cp_pack(const ct_cp *cp, float *dst, const float *src, long ld, long B, long width);

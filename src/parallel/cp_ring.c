@@ -35,6 +35,7 @@ void ct_cp_ring_forward(ct_cp *cp, const ct_attention_args *a) {
     ct_cp_pack(cp, cp->kv[0], a->k, a->ldk, B, NKV * HS);  // kv[0] (2, nch, B, C, NKV, HS)
     ct_cp_pack(cp, cp->kv[0] + kvn, a->v, a->ldv, B, NKV * HS);
     ct_cp_pack(cp, cp->qc, a->q, a->ldq, B, NH * HS);  // qc (nch, B, C, NH, HS)
+    const bool docs = ct_cp_gather_docs(cp, a);          // every rank's ids, chunk-major
     bool has[2] = {false, false};  // chunk i has a result in oc / lc already
     int cur = 0;
     for (int s = 0; s < P; s++) {
@@ -56,8 +57,10 @@ void ct_cp_ring_forward(ct_cp *cp, const ct_attention_args *a) {
                 // the chunk's first result goes straight in; later ones merge through lse
                 float *o = has[i] ? cp->part_o : O, *l = has[i] ? cp->part_l : L;
                 k->attention_forward(o, l, cp->qc + i * qchunk, NH * HS, K + j * kchunk, NKV * HS, V + j * kchunk,
-                                     NKV * HS, ct_cp_chunk_pos(cp, r, i), ct_cp_chunk_pos(cp, src, j), B, C, C, NH,
-                                     NKV, HS, a->scratch);
+                                     NKV * HS, ct_cp_chunk_pos(cp, r, i), ct_cp_chunk_pos(cp, src, j),
+                                     docs ? ct_cp_chunk_docs(cp, r, i, B) : NULL,
+                                     docs ? ct_cp_chunk_docs(cp, src, j, B) : NULL, B, C, C, NH, NKV, HS,
+                                     a->scratch);
                 cp->counts.forward_calls++;
                 if (has[i]) cp->k->attention_merge(O, L, cp->part_o, cp->part_l, B, C, NH, HS);
                 has[i] = true;
@@ -86,6 +89,7 @@ void ct_cp_ring_backward(ct_cp *cp, const ct_attention_args *a, const float *dou
     ct_cp_pack(cp, cp->oc, a->out, NH * HS, B, NH * HS);
     ct_cp_pack(cp, cp->doc, dout, NH * HS, B, NH * HS);
     ct_cp_pack_lse(cp, cp->lc, a->lse, B);
+    const bool docs = ct_cp_gather_docs(cp, a);
     k->zero(cp->dqc, sizeof(float) * (size_t)(B * cp->T_local * NH * HS));
 
     ct_comm_handle hs_acc[2] = {{0}, {0}}, hr_acc = {0};
@@ -115,8 +119,10 @@ void ct_cp_ring_backward(ct_cp *cp, const ct_attention_args *a, const float *dou
                 k->attention_backward(cp->dqc + i * qchunk, acc + j * kchunk, acc + kvn + j * kchunk,
                                       cp->doc + i * qchunk, cp->oc + i * qchunk, cp->lc + i * lchunk,
                                       cp->qc + i * qchunk, NH * HS, K + j * kchunk, NKV * HS, V + j * kchunk,
-                                      NKV * HS, ct_cp_chunk_pos(cp, r, i), ct_cp_chunk_pos(cp, src, j), B, C, C, NH,
-                                      NKV, HS, a->scratch);
+                                      NKV * HS, ct_cp_chunk_pos(cp, r, i), ct_cp_chunk_pos(cp, src, j),
+                                      docs ? ct_cp_chunk_docs(cp, r, i, B) : NULL,
+                                      docs ? ct_cp_chunk_docs(cp, src, j, B) : NULL, B, C, C, NH, NKV, HS,
+                                      a->scratch);
                 cp->counts.backward_calls++;
                 progress(&hr, &hs);
                 progress(&hr_acc, &hs_acc[(s & 1) ^ 1]);

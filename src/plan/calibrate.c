@@ -78,8 +78,8 @@ static double attention_secs(const ct_kernels *k, long T, long NH, long HS, int 
     double best = 1e30;
     for (int r = 0; r < reps + 1; r++) {  // the first is a warm-up
         double t0 = omp_get_wtime();
-        k->attention_forward(o, lse, q, ld, kk, ld, v, ld, pos, pos, 1, T, T, NH, NH, HS, scratch);
-        k->attention_backward(dq, dk, dv, dout, o, lse, q, ld, kk, ld, v, ld, pos, pos, 1, T, T, NH, NH, HS, scratch);
+        k->attention_forward(o, lse, q, ld, kk, ld, v, ld, pos, pos, NULL, NULL, 1, T, T, NH, NH, HS, scratch);
+        k->attention_backward(dq, dk, dv, dout, o, lse, q, ld, kk, ld, v, ld, pos, pos, NULL, NULL, 1, T, T, NH, NH, HS, scratch);
         double dt = omp_get_wtime() - t0;
         if (r > 0 && dt < best) best = dt;
     }

@@ -35,6 +35,8 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     // Micro-batches: views into this step's tokens, `mb_seqs` sequences each.
     long mb_tokens = (long)t->mb_seqs * t->seq_local;
     t->mbs = ct_xcalloc((size_t)t->n_mb, sizeof(ct_microbatch));
-    for (int i = 0; i < t->n_mb; i++) t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens};
+    for (int i = 0; i < t->n_mb; i++)
+        t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens,
+                                    t->docs ? t->docs + i * mb_tokens : NULL};
     return CT_OK;
 }

@@ -255,6 +255,11 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
     bool on_host = ct_device_host_visible(t->k->device);
     t->inputs = on_host ? t->host_inputs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
     t->targets = on_host ? t->host_targets : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
+    if (!strcmp(cfg->attn_mask_type, "block_causal")) {  // document ids beside the tokens
+        t->seq_docs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
+        t->host_docs = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_docs;
+        t->docs = on_host ? t->host_docs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
+    }
     if (cp > 1) {
         int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
         ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, pos);
@@ -327,6 +332,11 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
                               val, db, cfg->dataset, da);
         }
     }
+    if (st == CT_OK && t->docs && !(t->data_tok.present && t->data_tok.eos >= 0))
+        st = ct_set_error("model.attn_mask_type block_causal needs the tokenizer's EOS id to find documents: "
+                          "training.dataset %s records none and model.tokenizer_path gives none (use causal, or "
+                          "data prepared with a tokenizer that has an EOS)",
+                          cfg->dataset);
     if (ct_comm_agree(&t->world, st)) return CT_ERR;  // each rank opens its own files
     // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
     ct_checkpoint_init(t);
@@ -355,6 +365,9 @@ void ct_trainer_free(ct_trainer *t) {
         ct_mem_free(t->host_inputs);
         ct_mem_free(t->host_targets);
     }
+    if (t->docs != t->host_docs) ct_mem_free(t->docs);
+    if (t->host_docs != t->seq_docs) ct_mem_free(t->host_docs);
+    ct_mem_free(t->seq_docs);
     ct_mem_free(t->seq_inputs);
     ct_mem_free(t->seq_targets);
     ct_mem_free(t->cp_pos);
@@ -393,9 +406,31 @@ static void share_loss(ct_trainer *t, double *loss_sum) {
 // without context parallel) and returns the valid targets of the whole step over every rank
 // that holds different tokens (data parallel x cp). A target is valid unless negative: token
 // id 0 is a token like any other.
+// Document ids of every sequence read (block_causal): a token belongs to the document that began
+// after the last EOS before it (the EOS itself ends its document); ids count from 0 per sequence.
+static void find_documents(ct_trainer *t, long seqs, long T) {
+    const int32_t eos = t->data_tok.eos;
+    for (long b = 0; b < seqs; b++) {
+        const int32_t *in = t->seq_inputs + b * T;
+        int32_t *d = t->seq_docs + b * T, id = 0;
+        for (long j = 0; j < T; j++) {
+            d[j] = id;
+            id += in[j] == eos;
+        }
+    }
+}
+
 static long select_and_count(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     long T = c->seq_len, Tl = t->seq_local, seqs = (long)c->gradient_accumulation_steps * c->micro_batch_size;
+    if (t->docs) {
+        find_documents(t, seqs, T);
+        if (t->host_docs != t->seq_docs)
+            for (long b = 0; b < seqs; b++)
+                for (long j = 0; j < Tl; j++) t->host_docs[b * Tl + j] = t->seq_docs[b * T + t->host_cp_pos[j]];
+        if (t->docs != t->host_docs)
+            t->k->copy_from_host(t->docs, t->host_docs, (size_t)(seqs * Tl) * sizeof(int32_t));
+    }
     if (t->host_inputs != t->seq_inputs)
         for (long b = 0; b < seqs; b++)  // (seqs, T) -> (seqs, T / cp) by this rank's positions
             for (long j = 0; j < Tl; j++) {

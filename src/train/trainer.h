@@ -66,6 +66,11 @@ typedef struct ct_trainer {
     int32_t *host_targets;   // (accum, B, T / cp)
     int32_t *inputs;         // (accum, B, T / cp) the same on the run's device (= host_* on the cpu)
     int32_t *targets;        // (accum, B, T / cp)
+    // model.attn_mask_type block_causal: each token's document (a new one after every EOS of the
+    // sequence), computed on the host from seq_inputs and copied with the tokens; NULL: causal
+    int32_t *seq_docs;       // (accum, B, T)
+    int32_t *host_docs;      // (accum, B, T / cp) (= seq_docs without cp)
+    int32_t *docs;           // (accum, B, T / cp) on the run's device (= host_docs on the cpu)
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;

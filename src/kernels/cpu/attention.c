@@ -94,6 +94,7 @@ typedef struct {
     float *vc;   // (BK, HP) the key tile's V, contiguous
     float *m, *l, *al;  // (BQ) running max, running sum, this tile's rescale
     int32_t *qp;        // (BQ) query positions (INT_MAX past the item's queries: nothing masked)
+    int32_t *qd;        // (BQ) query document ids (with documents only)
 } fwd_tiles;
 
 typedef struct {
@@ -105,6 +106,7 @@ typedef struct {
     float *dkp, *dvp;       // (BK, HP) this item's shares of the key tile's dK, dV
     float *d, *lv;          // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
     int32_t *qp;            // (BQ) query positions
+    int32_t *qd;            // (BQ) query document ids (with documents only)
     float *dkl, *dvl;       // (Tk, HP) one kv head's dK, dV while its items run (NULL: added in place)
     const float *kl, *vl;   // (Tk, HP) the kv head's K, V copied (copy_head), or NULL: read in place
 } bwd_tiles;
@@ -125,6 +127,7 @@ static long fwd_carve(float *base, long HS, fwd_tiles *t) {
     t->l = take(base, &u, CT_ATT_BQ);
     t->al = take(base, &u, CT_ATT_BQ);
     t->qp = (int32_t *)take(base, &u, CT_ATT_BQ);
+    t->qd = (int32_t *)take(base, &u, CT_ATT_BQ);
     return u;
 }
 
@@ -142,6 +145,7 @@ static long bwd_carve(float *base, long HS, bwd_tiles *t) {
     t->d = take(base, &u, CT_ATT_BQ);
     t->lv = take(base, &u, CT_ATT_BQ);
     t->qp = (int32_t *)take(base, &u, CT_ATT_BQ);
+    t->qd = (int32_t *)take(base, &u, CT_ATT_BQ);
     return u;
 }
 
@@ -297,6 +301,58 @@ static inline void mask_row(float *s, const int32_t *qp, int32_t kp) {
 
 static inline int32_t key_position(const int32_t *k_pos, long j) { return k_pos ? k_pos[j] : (int32_t)j; }
 
+// ---------------------------------------------------------------- documents
+// With document ids (one sequence's rows: q_doc + b Tq, k_doc + b Tk) a key is visible only to
+// queries of its own document as well. A key tile whose ids cannot meet the query tile's (their
+// ranges are disjoint) is skipped whole, like a tile in the future: short documents cost less.
+// A tile pair whose ids are all one and the same needs no document mask.
+
+// Smallest and largest id among rows [r0, r0 + n) (ids need not be sorted: context parallel's
+// gathered keys are not).
+static void doc_range(const int32_t *doc, long r0, long n, int32_t *lo, int32_t *hi) {
+    int32_t a = doc[r0], b = doc[r0];
+    for (long i = 1; i < n; i++) {
+        int32_t d = doc[r0 + i];
+        a = d < a ? d : a;
+        b = d > b ? d : b;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+// The query tile's ids (past its nq queries: its first, unread).
+static void query_docs(int32_t *qd, const int32_t *doc, long i0, long nq) {
+    for (long i = 0; i < CT_ATT_BQ; i++) qd[i] = doc[i0 + (i < nq ? i : 0)];
+}
+
+// What a key tile [j0, j0 + nk) is to the query tile (ids qlo..qhi): 0 skip, 1 visible by
+// position alone, 2 masked by document too.
+static int doc_relation(const int32_t *kdoc, long j0, long nk, int32_t qlo, int32_t qhi) {
+    if (!kdoc) return 1;
+    int32_t lo, hi;
+    doc_range(kdoc, j0, nk, &lo, &hi);
+    if (hi < qlo || lo > qhi) return 0;
+    return lo == hi && qlo == qhi && lo == qlo ? 1 : 2;
+}
+
+// Row j of a score tile: -inf where the key is after the column's query or in another document.
+static inline void mask_row_doc(float *s, const int32_t *qp, int32_t kp, const int32_t *qd, int32_t kd) {
+    const attv ninf = attv_splat(-INFINITY);
+    for (long c = 0; c < CT_ATT_BQ; c += AW)
+        attv_store(s + c, attv_select((attvi_load(qp + c) < kp) | (attvi_load(qd + c) != kd), ninf, attv_load(s + c)));
+}
+
+// Masks the score tile (nk, BQ) of keys [j0, j0 + nk): by position, and by document when dm == 2.
+static void mask_tile(float *st, const int32_t *qp, const int32_t *qd, const int32_t *k_pos, const int32_t *kdoc,
+                      long j0, long nk, int dm) {
+    for (long j = 0; j < nk; j++) {
+        if (dm == 2)
+            mask_row_doc(st + j * CT_ATT_BQ, qp, key_position(k_pos, j0 + j), qd, kdoc[j0 + j]);
+        else
+            mask_row(st + j * CT_ATT_BQ, qp, key_position(k_pos, j0 + j));
+    }
+}
+
 // ---------------------------------------------------------------- tiles on the diagonal
 // When a tile's queries and keys are both runs of consecutive positions (always without
 // explicit positions, usually with them), query i sees key j iff j - i <= delta, delta the
@@ -439,6 +495,7 @@ typedef struct {
     const float *q, *k, *v;
     long ldq, ldk, ldv, ldo, Tq, Tk, NH, HS, HP, group, ntq, ntk;
     const int32_t *q_pos, *k_pos;
+    const int32_t *q_doc, *k_doc;  // (B, Tq), (B, Tk) or NULL
     float scale;
 } fwd_call;
 
@@ -460,6 +517,9 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
     pack_t(t->qt, Q, ldq, nq, HS);
     prefetch_rows(x->out + (b * Tq + i0) * ldo + h * HS, ldo, nq, HS, 1);  // written at the end
     query_positions(t->qp, q_pos, i0, nq);
+    const int32_t *qdoc = x->q_doc ? x->q_doc + b * Tq : NULL, *kdoc = qdoc ? x->k_doc + b * Tk : NULL;
+    int32_t qdlo = 0, qdhi = 0;
+    if (qdoc) doc_range(qdoc, i0, nq, &qdlo, &qdhi), query_docs(t->qd, qdoc, i0, nq);
     for (long i = 0; i < CT_ATT_BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0.0f;
     memset(t->o, 0, sizeof(float) * CT_ATT_BQ * HP);
     for (long kt = 0; kt < ntk; kt++) {
@@ -467,13 +527,14 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
         long klo, khi;
         pos_range(k_pos, j0, nk, &klo, &khi);
         if (klo > qhi) continue;  // no query of the tile sees any key of this tile
+        const int dm = doc_relation(kdoc, j0, nk, qdlo, qdhi);
+        if (!dm) continue;  // nor of its documents
         const float *K = Kh + j0 * ldk;  // (nk, HS)
         // S^T (nk, BQ) = scale K Q^T
         diag_band d = {0, 0};
         if (khi > qlo) d = band_of(q_pos, i0, nq, k_pos, j0, nk);  // some query must not see some key
         scores_t(t->st, K, ldk, t->qt, nk, HS, x->scale, d);
-        if (khi > qlo)
-            for (long j = 0; j < nk; j++) mask_row(t->st + j * CT_ATT_BQ, t->qp, key_position(k_pos, j0 + j));
+        if (khi > qlo || dm == 2) mask_tile(t->st, t->qp, t->qd, k_pos, kdoc, j0, nk, dm);
         softmax_columns(t, nk);
         // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T; V (nk, HP) contiguous
         const float *vc = vl ? vl + j0 * HP : t->vc;
@@ -495,15 +556,17 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
 }
 
 void ct_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
-                          long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH,
-                          long NKV, long HS, float *scratch) {
+                          long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                          const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS,
+                          float *scratch) {
     const long group = NH / NKV, HP = pad_hs(HS);
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long nitems = B * NH * ntq, per_thread = att_thread_floats(HS);
     float *base = scratch + att_header_floats(Tq, Tk);
     const fwd_call x = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .ldq = ldq, .ldk = ldk, .ldv = ldv,
                         .ldo = NH * HS, .Tq = Tq, .Tk = Tk, .NH = NH, .HS = HS, .HP = HP, .group = group,
-                        .ntq = ntq, .ntk = ntk, .q_pos = q_pos, .k_pos = k_pos, .scale = 1.0f / sqrtf((float)HS)};
+                        .ntq = ntq, .ntk = ntk, .q_pos = q_pos, .k_pos = k_pos, .q_doc = k_doc ? q_doc : NULL,
+                        .k_doc = q_doc ? k_doc : NULL, .scale = 1.0f / sqrtf((float)HS)};
     // whole kv heads (every item of a (batch, kv head) on one thread) with its K and V copied once,
     // but the last heads' items one by one (the last query tiles first): a thread that takes a
     // whole head near the end would leave the others waiting for up to a head's time
@@ -555,6 +618,7 @@ typedef struct {
     const float *dout, *out, *lse, *q, *k, *v;
     long ldq, ldk, ldv, ldo, Tq, Tk, NH, NKV, HS, HP, group, ntq, ntk, per_kv;
     const int32_t *q_pos, *k_pos;
+    const int32_t *q_doc, *k_doc;  // (B, Tq), (B, Tk) or NULL
     const int64_t *qlo, *qhi, *klo, *khi, *kcnt;
     int64_t *turns;
     float scale;
@@ -603,6 +667,9 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     pack_rows(t->qrows, HP, Q, ldq, nq, HS);
     pack_rows(t->dorows, HP, dO, ldo, nq, HS);
     query_positions(t->qp, q_pos, i0, nq);
+    const int32_t *qdoc = x->q_doc ? x->q_doc + b * Tq : NULL, *kdoc = qdoc ? x->k_doc + b * Tk : NULL;
+    int32_t qdlo = 0, qdhi = 0;
+    if (qdoc) doc_range(qdoc, i0, nq, &qdlo, &qdhi), query_docs(t->qd, qdoc, i0, nq);
     for (long i = 0; i < CT_ATT_BQ; i++) {
         float s = 0.0f;
         if (i < nq) {
@@ -616,6 +683,19 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     for (long kt = 0; kt < ntk; kt++) {
         if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
         long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+        // this item's turn among the items of this kv head that see key tile kt by position:
+        // its rank among them
+        int64_t rank = hl * kcnt[kt];
+        for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
+        const int64_t seq = epoch * group * kcnt[kt] + rank;
+        const int dm = doc_relation(kdoc, j0, nk, qdlo, qdhi);
+        if (!dm) {  // no document meets: nothing to add, but the turn is taken (the order stays)
+            if (!t->dkl) {
+                wait_turn(turn + kt, seq);
+                __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
+            }
+            continue;
+        }
         // (nk, HS) each, rows ldk_t, ldv_t apart: copied once for the kv head, or in place
         const long ldk_t = t->kl ? HP : ldk, ldv_t = t->vl ? HP : ldv;
         const float *K = t->kl ? t->kl + j0 * HP : k + (b * Tk + j0) * ldk + g * HS;
@@ -624,8 +704,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
         diag_band d = {0, 0};
         if (khi[kt] > qlo[qt]) d = band_of(q_pos, i0, nq, k_pos, j0, nk);
         scores_t(t->pt, K, ldk_t, t->qt, nk, HS, scale, d);
-        if (khi[kt] > qlo[qt])
-            for (long j = 0; j < nk; j++) mask_row(t->pt + j * CT_ATT_BQ, t->qp, key_position(k_pos, j0 + j));
+        if (khi[kt] > qlo[qt] || dm == 2) mask_tile(t->pt, t->qp, t->qd, k_pos, kdoc, j0, nk, dm);
         exp_columns(t->pt, t->lv, nk);
         if (!t->dkl) {  // added to below
             prefetch_rows(dk + (b * Tk + j0) * ldk + g * HS, ldk, nk, HS, 1);
@@ -649,11 +728,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
             add_shares(t->dkl + j0 * HP, HP, t->dvl + j0 * HP, HP, t, nk, HS);
             continue;
         }
-        // add the shares in the fixed order: this item's rank among the items of this kv
-        // head that see key tile kt
-        int64_t rank = hl * kcnt[kt];
-        for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
-        int64_t seq = epoch * group * kcnt[kt] + rank;
+        // add the shares in the fixed order (seq, above)
         wait_turn(turn + kt, seq);
         add_shares(dk + (b * Tk + j0) * ldk + g * HS, ldk, dv + (b * Tk + j0) * ldv + g * HS, ldv, t, nk, HS);
         __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
@@ -665,8 +740,8 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
 
 void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *lse,
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
-                           const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk, long NH, long NKV,
-                           long HS, float *scratch) {
+                           const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
+                           long B, long Tq, long Tk, long NH, long NKV, long HS, float *scratch) {
     const long group = NH / NKV, ldo = NH * HS, HP = pad_hs(HS);
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long per_kv = group * ntq, nitems = B * NKV * per_kv, per_thread = att_thread_floats(HS);
@@ -690,7 +765,8 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     const bwd_call x = {.dq = dq, .dk = dk, .dv = dv, .dout = dout, .out = out, .lse = lse, .q = q, .k = k, .v = v,
                         .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldo = ldo, .Tq = Tq, .Tk = Tk, .NH = NH, .NKV = NKV,
                         .HS = HS, .HP = HP, .group = group, .ntq = ntq, .ntk = ntk, .per_kv = per_kv,
-                        .q_pos = q_pos, .k_pos = k_pos, .qlo = qlo, .qhi = qhi, .klo = klo, .khi = khi,
+                        .q_pos = q_pos, .k_pos = k_pos, .q_doc = k_doc ? q_doc : NULL,
+                        .k_doc = q_doc ? k_doc : NULL, .qlo = qlo, .qhi = qhi, .klo = klo, .khi = khi,
                         .kcnt = kcnt, .turns = turns, .scale = scale};
     const bool whole = whole_kv_heads(B * NKV, omp_get_max_threads());
     const long chunk = whole ? per_kv : 1;

@@ -1,5 +1,6 @@
 // Causal grouped-query attention on the GPU (contracts: ct_attention_forward / _backward in
-// kernels/kernels.h). Phase 1, correctness first: one warp per query row (b, h, i), the head
+// kernels/kernels.h; with document ids q_doc / k_doc (B, T) a key is visible only within its
+// document as well). Phase 1, correctness first: one warp per query row (b, h, i), the head
 // split over the lanes (lane l holds elements l, l+32, ... of q, o and dq), keys walked one at a
 // time with an online softmax (FlashAttention's recurrence without tiles in shared memory).
 // Backward recomputes each probability from lse: p = exp(s - lse), dS = p (dP - D) with
@@ -34,11 +35,14 @@ __device__ static inline bool row_of(const att_shape &s, long *b, long *h, long 
 }
 
 __global__ static void att_fwd_k(float *out, float *lse, const float *q, const float *k, const float *v,
-                                 const int32_t *q_pos, const int32_t *k_pos, att_shape s, float scale) {
+                                 const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                                 const int32_t *k_doc, att_shape s, float scale) {
     long b, h, i;
     if (!row_of(s, &b, &h, &i)) return;
     int lane = threadIdx.x & 31;
     long kvh = h / (s.NH / s.NKV), qp = q_pos ? (long)q_pos[i] : i;
+    const int32_t *kd = q_doc && k_doc ? k_doc + b * s.Tk : NULL;  // this sequence's key documents
+    const int32_t qd = kd ? q_doc[b * s.Tq + i] : 0;
     const float *qr = q + (b * s.Tq + i) * s.ldq + h * s.HS;
     float qv[PER_LANE], acc[PER_LANE];
 #pragma unroll
@@ -51,6 +55,7 @@ __global__ static void att_fwd_k(float *out, float *lse, const float *q, const f
     long jend = k_pos ? s.Tk : (qp + 1 < s.Tk ? qp + 1 : s.Tk);  // keys 0..Tk-1: key j visible iff j <= qp
     for (long j = 0; j < jend; j++) {
         if (k_pos && (long)k_pos[j] > qp) continue;  // the same j for the whole warp: no divergence
+        if (kd && kd[j] != qd) continue;             // another document
         const float *kr = k + (b * s.Tk + j) * s.ldk + kvh * s.HS, *vr = v + (b * s.Tk + j) * s.ldv + kvh * s.HS;
         float dot = 0.0f;
 #pragma unroll
@@ -80,13 +85,16 @@ __global__ static void att_fwd_k(float *out, float *lse, const float *q, const f
 
 __global__ static void att_bwd_k(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                  const float *lse, const float *q, const float *k, const float *v,
-                                 const int32_t *q_pos, const int32_t *k_pos, att_shape s, float scale) {
+                                 const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                                 const int32_t *k_doc, att_shape s, float scale) {
     long b, h, i;
     if (!row_of(s, &b, &h, &i)) return;
     float L = lse[(b * s.NH + h) * s.Tq + i];
     if (L == -INFINITY) return;  // the row saw no key: no gradient
     int lane = threadIdx.x & 31;
     long kvh = h / (s.NH / s.NKV), qp = q_pos ? (long)q_pos[i] : i;
+    const int32_t *kd = q_doc && k_doc ? k_doc + b * s.Tk : NULL;  // this sequence's key documents
+    const int32_t qd = kd ? q_doc[b * s.Tq + i] : 0;
     const float *qr = q + (b * s.Tq + i) * s.ldq + h * s.HS;
     const float *dor = dout + ((b * s.Tq + i) * s.NH + h) * s.HS, *orow = out + ((b * s.Tq + i) * s.NH + h) * s.HS;
     float qv[PER_LANE], dov[PER_LANE], dqv[PER_LANE], D = 0.0f;
@@ -102,6 +110,7 @@ __global__ static void att_bwd_k(float *dq, float *dk, float *dv, const float *d
     long jend = k_pos ? s.Tk : (qp + 1 < s.Tk ? qp + 1 : s.Tk);
     for (long j = 0; j < jend; j++) {
         if (k_pos && (long)k_pos[j] > qp) continue;
+        if (kd && kd[j] != qd) continue;
         long krow = (b * s.Tk + j) * s.ldk + kvh * s.HS, vrow = (b * s.Tk + j) * s.ldv + kvh * s.HS;
         float dot = 0.0f, dp = 0.0f;
 #pragma unroll
@@ -136,22 +145,22 @@ static unsigned warp_blocks(long rows) { return (unsigned)((rows * 32 + 127) / 1
 
 extern "C" void ct_cuda_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
                                           const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
-                                          long B, long Tq, long Tk, long NH, long NKV, long HS) {
+                                          const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS) {
     att_shape s = {B, Tq, Tk, NH, NKV, HS, ldq, ldk, ldv};
     long rows = B * NH * Tq;
     if (rows <= 0) return;
-    att_fwd_k<<<warp_blocks(rows), 128>>>(out, lse, q, k, v, q_pos, k_pos, s, 1.0f / sqrtf((float)HS));
+    att_fwd_k<<<warp_blocks(rows), 128>>>(out, lse, q, k, v, q_pos, k_pos, q_doc, k_doc, s, 1.0f / sqrtf((float)HS));
     ct_cuda_launched("attention_forward");
 }
 
 extern "C" void ct_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                            const float *lse, const float *q, long ldq, const float *k, long ldk,
                                            const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
-                                           long B, long Tq, long Tk, long NH, long NKV, long HS) {
+                                           const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS) {
     att_shape s = {B, Tq, Tk, NH, NKV, HS, ldq, ldk, ldv};
     long rows = B * NH * Tq;
     if (rows <= 0) return;
-    att_bwd_k<<<warp_blocks(rows), 128>>>(dq, dk, dv, dout, out, lse, q, k, v, q_pos, k_pos, s,
+    att_bwd_k<<<warp_blocks(rows), 128>>>(dq, dk, dv, dout, out, lse, q, k, v, q_pos, k_pos, q_doc, k_doc, s,
                                           1.0f / sqrtf((float)HS));
     ct_cuda_launched("attention_backward");
 }

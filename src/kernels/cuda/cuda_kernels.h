@@ -51,12 +51,12 @@ void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, l
 // ---- attention (attention.cu); HS <= CT_CUDA_ATT_MAX_HS
 enum { CT_CUDA_ATT_MAX_HS = 256 };
 void ct_cuda_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
-                               const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B,
-                               long Tq, long Tk, long NH, long NKV, long HS);
+                               const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                               const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS);
 void ct_cuda_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                 const float *lse, const float *q, long ldq, const float *k, long ldk,
-                                const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B,
-                                long Tq, long Tk, long NH, long NKV, long HS);
+                                const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS);
 void ct_cuda_attention_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
                              long HS);
 

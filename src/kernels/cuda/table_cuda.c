@@ -46,19 +46,19 @@ static void check_heads(const char *what, long NH, long NKV, long HS) {
 }
 
 static void attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
-                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq,
-                              long Tk, long NH, long NKV, long HS, float *scratch) {
+                              const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                              const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS, float *scratch) {
     check_heads("attention_forward", NH, NKV, HS);
-    ct_cuda_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV, HS);
+    ct_cuda_attention_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc, B, Tq, Tk, NH, NKV, HS);
 }
 
 static void attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
                                const float *lse, const float *q, long ldq, const float *k, long ldk, const float *v,
-                               long ldv, const int32_t *q_pos, const int32_t *k_pos, long B, long Tq, long Tk,
-                               long NH, long NKV, long HS, float *scratch) {
+                               long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
+                               const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS, float *scratch) {
     check_heads("attention_backward", NH, NKV, HS);
-    ct_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, B, Tq, Tk, NH, NKV,
-                               HS);
+    ct_cuda_attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc, B, Tq, Tk, NH,
+                               NKV, HS);
 }
 
 // ---- output projection + cross-entropy

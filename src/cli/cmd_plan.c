@@ -217,10 +217,11 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     }
     const char *ac = a->ac ? a->ac : "none";
     if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
+    else if (!strcmp(ac, "elementwise")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
     else if (!strcmp(ac, "full") || !strcmp(ac, "none")) snprintf(c.ac_mode, sizeof c.ac_mode, "%s", ac);
     else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
     else {
-        ct_set_error("--ac: expected none, op, full or a block count N (every N-th block), got '%s'", ac);
+        ct_set_error("--ac: expected none, op, elementwise, full or a block count N (every N-th block), got '%s'", ac);
         goto fail;
     }
     c.float8 = a->float8, c.mxfp8 = a->mxfp8;
@@ -316,7 +317,7 @@ int ct_cmd_plan(int argc, char **argv) {
         {"micro_batch", 0, CT_OPT_LONG, &a.micro_batch, "N", "--layout: sequences per micro-batch", 1, 1 << 20},
         {"schedule", 0, CT_OPT_STR, &a.schedule, "NAME", "--layout: pipeline schedule (default 1f1b)", 0, 0},
         {"stages_per_rank", 0, CT_OPT_LONG, &a.stages_per_rank, "V", "--layout: virtual pipeline stages per rank", 1, 64},
-        {"ac", 0, CT_OPT_STR, &a.ac, "MODE", "--layout: none | op | full | N (every N-th block)", 0, 0},
+        {"ac", 0, CT_OPT_STR, &a.ac, "MODE", "--layout: none | op | elementwise | full | N (every N-th block)", 0, 0},
         {"float8", 0, CT_OPT_FLAG, &a.float8, NULL, "--layout: float8 matmuls", 0, 0},
         {"mxfp8", 0, CT_OPT_FLAG, &a.mxfp8, NULL, "--layout: MXFP8 matmuls", 0, 0},
         {"compile", 0, CT_OPT_FLAG, &a.compile, NULL, "--layout: fused kernels", 0, 0},

@@ -58,6 +58,9 @@ typedef struct ct_kernels {
     void (*copy)(void *dst, const void *src, size_t bytes);                  // device -> device
     void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);     // device -> host
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);   // host -> device
+    // device -> device, `rows` rows of row_bytes each, rows dst_pitch / src_pitch bytes apart
+    // (a block of columns of a row-major matrix: cudaMemcpy2D's shape)
+    void (*copy_2d)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows);
 
     // ---- matmul
     void (*gemm)(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,

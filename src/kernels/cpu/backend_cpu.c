@@ -18,6 +18,7 @@ static const ct_kernels ct_kernels_cpu = {
     .copy = ct_cpu_copy,
     .copy_to_host = ct_cpu_copy,
     .copy_from_host = ct_cpu_copy,
+    .copy_2d = ct_cpu_copy_2d,
 
     .gemm = ct_gemm,
     .linear_forward = ct_linear_forward,

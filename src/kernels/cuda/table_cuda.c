@@ -191,6 +191,7 @@ const ct_kernels ct_kernels_cuda = {
     .copy = ct_cuda_copy,
     .copy_to_host = ct_cuda_to_host,
     .copy_from_host = ct_cuda_from_host,
+    .copy_2d = ct_cuda_copy_2d,
 
     .gemm = ct_cuda_gemm,
     .linear_forward = ct_cuda_linear_forward,

@@ -1,0 +1,170 @@
+// Mixture-of-experts kernels (kernels.h, "mixture of experts"): the router's scores and top-k,
+// the dispatch plan that orders (token, choice) pairs by expert, the permutation into that order
+// and the weighted combine back, each with its backward, and the grouped linear layer over the
+// experts' row ranges. fp32; parallel over tokens (or over experts for the weight gradients).
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+// ---------------------------------------------------------------- router
+
+// Row n: scores = softmax(logits) or sigmoid(logits); the k experts of highest score + bias
+// (bias only chooses), ties to the lower expert id, in descending order of that sum.
+void ct_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias, long N,
+                           long E, long k, int sigmoid, int renorm) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        const float *z = logits + n * E;
+        float *s = scores + n * E;
+        if (sigmoid) {
+            for (long e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-z[e]));
+        } else {
+            float mx = z[0];
+            for (long e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+            double sum = 0;
+            for (long e = 0; e < E; e++) sum += s[e] = expf(z[e] - mx);
+            float inv = (float)(1.0 / sum);
+            for (long e = 0; e < E; e++) s[e] *= inv;
+        }
+        int32_t *id = ids + n * k;
+        float *w = weights + n * k;
+        // insertion into the k best so far: k is small (1-8), E at most a few hundred
+        long have = 0;
+        for (long e = 0; e < E; e++) {
+            float key = s[e] + (bias ? bias[e] : 0.0f);
+            long at = have;
+            while (at > 0 && key > s[id[at - 1]] + (bias ? bias[id[at - 1]] : 0.0f)) at--;
+            if (at >= k) continue;
+            long last = have < k ? have : k - 1;
+            for (long j = last; j > at; j--) id[j] = id[j - 1];
+            id[at] = (int32_t)e;
+            if (have < k) have++;
+        }
+        double total = 0;
+        for (long j = 0; j < k; j++) total += w[j] = s[id[j]];
+        if (renorm && total > 0) {
+            float inv = (float)(1.0 / total);
+            for (long j = 0; j < k; j++) w[j] *= inv;
+        }
+    }
+}
+
+// Through the renormalisation (w_j = s_j / Σ s), then the score function; dlogits overwritten.
+void ct_moe_router_backward(float *dlogits, const float *dweights, const float *scores, const int32_t *ids, long N,
+                            long E, long k, int sigmoid, int renorm) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        const float *s = scores + n * E, *dw = dweights + n * k;
+        const int32_t *id = ids + n * k;
+        float *dz = dlogits + n * E;
+        for (long e = 0; e < E; e++) dz[e] = 0.0f;  // ds first, in dz
+        if (renorm) {
+            double total = 0, dot = 0;
+            for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
+            for (long j = 0; j < k; j++) dz[id[j]] += (float)((dw[j] - dot / total) / total);
+        } else {
+            for (long j = 0; j < k; j++) dz[id[j]] += dw[j];
+        }
+        if (sigmoid) {
+            for (long e = 0; e < E; e++) dz[e] *= s[e] * (1.0f - s[e]);
+        } else {
+            double dot = 0;
+            for (long e = 0; e < E; e++) dot += (double)dz[e] * s[e];
+            for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- dispatch
+
+// A counting sort of the N·k pairs by expert, stable in pair order (token, then choice), so a
+// pair's place never depends on the thread count.
+void ct_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k) {
+    for (long e = 0; e < E; e++) counts[e] = 0;
+    for (long p = 0; p < N * k; p++) counts[ids[p]]++;
+    int64_t at = 0;  // counts -> each expert's first row
+    for (long e = 0; e < E; e++) {
+        int64_t c = counts[e];
+        counts[e] = at;
+        at += c;
+    }
+    for (long p = 0; p < N * k; p++) pos[p] = (int32_t)counts[ids[p]]++;
+    int64_t prev = 0;  // each expert's end -> its count again
+    for (long e = 0; e < E; e++) {
+        int64_t end = counts[e];
+        counts[e] = end - prev;
+        prev = end;
+    }
+}
+
+void ct_moe_permute(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C) {
+#pragma omp parallel for schedule(static)
+    for (long p = 0; p < N * k; p++) memcpy(x_sorted + (long)pos[p] * C, x + (p / k) * C, (size_t)C * sizeof(float));
+}
+
+void ct_moe_permute_backward(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        float *d = dx + n * C;
+        memcpy(d, dx_sorted + (long)pos[n * k] * C, (size_t)C * sizeof(float));
+        for (long j = 1; j < k; j++) {
+            const float *g = dx_sorted + (long)pos[n * k + j] * C;
+            for (long c = 0; c < C; c++) d[c] += g[c];
+        }
+    }
+}
+
+void ct_moe_combine(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long N, long k, long C) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        float *o = y + n * C;
+        for (long c = 0; c < C; c++) o[c] = 0.0f;
+        for (long j = 0; j < k; j++) {
+            const float *r = y_sorted + (long)pos[n * k + j] * C;
+            float w = weights[n * k + j];
+            for (long c = 0; c < C; c++) o[c] += w * r[c];
+        }
+    }
+}
+
+void ct_moe_combine_backward(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                             const float *weights, const int32_t *pos, long N, long k, long C) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        const float *g = dy + n * C;
+        for (long j = 0; j < k; j++) {
+            long row = pos[n * k + j];
+            const float *r = y_sorted + row * C;
+            float *d = dy_sorted + row * C, w = weights[n * k + j];
+            double dot = 0;
+            for (long c = 0; c < C; c++) {
+                d[c] = w * g[c];
+                dot += (double)g[c] * r[c];
+            }
+            dweights[n * k + j] = (float)dot;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- grouped linear
+
+// Expert e's rows [offsets[e], offsets[e + 1]), its weight W + e·OC·IC: one product per expert,
+// each over the whole thread team (the matmul parallelises inside).
+void ct_grouped_linear_forward(float *out, const float *inp, const float *weight, const int64_t *offsets, long E,
+                               long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n > 0) ct_linear_forward(out + r0 * OC, inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
+    }
+}
+
+void ct_grouped_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                const int64_t *offsets, long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n <= 0) continue;
+        ct_linear_backward(dinp ? dinp + r0 * IC : NULL, dweight ? dweight + e * OC * IC : NULL, dout + r0 * OC,
+                           inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
+    }
+}

@@ -1,0 +1,163 @@
+// Mixture-of-experts kernels of the cuda backend (contracts in kernels/kernels.h, "mixture of
+// experts"). Simple and deterministic first, as layers.cu: the router gives each token one thread
+// (E is at most a few hundred, k a few; the chosen ids are sorted in place); the dispatch plan gives each expert
+// one thread that walks the pairs in order, so the order is the cpu's; the row moves give a row
+// one block.
+#include <stdint.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+__global__ static void router_fwd_k(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
+                                    long N, long E, long k, int sigmoid, int renorm) {
+    long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const float *z = logits + n * E;
+    float *s = scores + n * E;
+    if (sigmoid) {
+        for (long e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-z[e]));
+    } else {
+        float mx = z[0];
+        for (long e = 1; e < E; e++) mx = fmaxf(mx, z[e]);
+        double sum = 0;
+        for (long e = 0; e < E; e++) sum += s[e] = expf(z[e] - mx);
+        float inv = (float)(1.0 / sum);
+        for (long e = 0; e < E; e++) s[e] *= inv;
+    }
+    int32_t *id = ids + n * k;
+    long have = 0;
+    for (long e = 0; e < E; e++) {
+        float key = s[e] + (bias ? bias[e] : 0.0f);
+        long at = have;
+        while (at > 0 && key > s[id[at - 1]] + (bias ? bias[id[at - 1]] : 0.0f)) at--;
+        if (at >= k) continue;
+        for (long j = have < k ? have : k - 1; j > at; j--) id[j] = id[j - 1];
+        id[at] = (int32_t)e;
+        if (have < k) have++;
+    }
+    float *w = weights + n * k;
+    double total = 0;
+    for (long j = 0; j < k; j++) total += w[j] = s[id[j]];
+    if (renorm && total > 0)
+        for (long j = 0; j < k; j++) w[j] = (float)(w[j] / total);
+}
+
+__global__ static void router_bwd_k(float *dlogits, const float *dweights, const float *scores, const int32_t *ids,
+                                    long N, long E, long k, int sigmoid, int renorm) {
+    long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    const float *s = scores + n * E, *dw = dweights + n * k;
+    const int32_t *id = ids + n * k;
+    float *dz = dlogits + n * E;
+    for (long e = 0; e < E; e++) dz[e] = 0.0f;
+    if (renorm) {
+        double total = 0, dot = 0;
+        for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
+        for (long j = 0; j < k; j++) dz[id[j]] += (float)((dw[j] - dot / total) / total);
+    } else {
+        for (long j = 0; j < k; j++) dz[id[j]] += dw[j];
+    }
+    if (sigmoid) {
+        for (long e = 0; e < E; e++) dz[e] *= s[e] * (1.0f - s[e]);
+    } else {
+        double dot = 0;
+        for (long e = 0; e < E; e++) dot += (double)dz[e] * s[e];
+        for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
+    }
+}
+
+// expert e: its count, then its pairs' rows in pair order from its first row
+__global__ static void dispatch_k(int64_t *counts, int32_t *pos, const int32_t *ids, long P, long E) {
+    long e = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (e >= E) return;
+    int64_t first = 0, mine = 0;
+    for (long p = 0; p < P; p++) {
+        first += ids[p] < e;
+        mine += ids[p] == e;
+    }
+    counts[e] = mine;
+    int64_t row = first;
+    for (long p = 0; p < P; p++)
+        if (ids[p] == e) pos[p] = (int32_t)row++;
+}
+
+__global__ static void permute_k(float *x_sorted, const float *x, const int32_t *pos, long k, long C) {
+    long p = blockIdx.x;
+    const float *src = x + (p / k) * C;
+    float *dst = x_sorted + (long)pos[p] * C;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) dst[c] = src[c];
+}
+
+__global__ static void permute_bwd_k(float *dx, const float *dx_sorted, const int32_t *pos, long k, long C) {
+    long n = blockIdx.x;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = dx_sorted[(long)pos[n * k] * C + c];
+        for (long j = 1; j < k; j++) acc += dx_sorted[(long)pos[n * k + j] * C + c];
+        dx[n * C + c] = acc;
+    }
+}
+
+__global__ static void combine_k(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long k,
+                                 long C) {
+    long n = blockIdx.x;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) {
+        float acc = 0.0f;
+        for (long j = 0; j < k; j++) acc += weights[n * k + j] * y_sorted[(long)pos[n * k + j] * C + c];
+        y[n * C + c] = acc;
+    }
+}
+
+__global__ static void combine_bwd_k(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                                     const float *weights, const int32_t *pos, long k, long C) {
+    __shared__ float sh[32];
+    long p = blockIdx.x, n = p / k, row = pos[p];
+    float w = weights[p], dot = 0.0f;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) {
+        float g = dy[n * C + c];
+        dy_sorted[row * C + c] = w * g;
+        dot += g * y_sorted[row * C + c];
+    }
+    dot = ct_block_sum(dot, sh);
+    if (threadIdx.x == 0) dweights[p] = dot;
+}
+
+extern "C" void ct_cuda_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits,
+                                           const float *bias, long N, long E, long k, int sigmoid, int renorm) {
+    if (N <= 0) return;
+    router_fwd_k<<<ct_cuda_blocks(N, 128), 128>>>(ids, weights, scores, logits, bias, N, E, k, sigmoid, renorm);
+    ct_cuda_launched("moe_router_forward");
+}
+extern "C" void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *scores,
+                                            const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
+    if (N <= 0) return;
+    router_bwd_k<<<ct_cuda_blocks(N, 128), 128>>>(dlogits, dweights, scores, ids, N, E, k, sigmoid, renorm);
+    ct_cuda_launched("moe_router_backward");
+}
+extern "C" void ct_cuda_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k) {
+    if (E <= 0) return;
+    dispatch_k<<<ct_cuda_blocks(E, 64), 64>>>(counts, pos, ids, N * k, E);
+    ct_cuda_launched("moe_dispatch_plan");
+}
+extern "C" void ct_cuda_moe_permute(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C) {
+    if (N * k <= 0) return;
+    permute_k<<<(unsigned)(N * k), 128>>>(x_sorted, x, pos, k, C);
+    ct_cuda_launched("moe_permute");
+}
+extern "C" void ct_cuda_moe_permute_backward(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k,
+                                             long C) {
+    if (N <= 0) return;
+    permute_bwd_k<<<(unsigned)N, 128>>>(dx, dx_sorted, pos, k, C);
+    ct_cuda_launched("moe_permute_backward");
+}
+extern "C" void ct_cuda_moe_combine(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long N,
+                                    long k, long C) {
+    if (N <= 0) return;
+    combine_k<<<(unsigned)N, 128>>>(y, y_sorted, weights, pos, k, C);
+    ct_cuda_launched("moe_combine");
+}
+extern "C" void ct_cuda_moe_combine_backward(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                                             const float *weights, const int32_t *pos, long N, long k, long C) {
+    if (N * k <= 0) return;
+    combine_bwd_k<<<(unsigned)(N * k), 128>>>(dy_sorted, dweights, dy, y_sorted, weights, pos, k, C);
+    ct_cuda_launched("moe_combine_backward");
+}

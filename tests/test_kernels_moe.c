@@ -95,7 +95,7 @@ static void test_router_backward(void) {
             for (long i = 0; i < N * E; i++) logits[i] = frand(2);
             for (long i = 0; i < N * k; i++) dw[i] = frand(1);
             ct_moe_router_forward(ids, w, scores, logits, NULL, N, E, k, sigmoid, renorm);
-            ct_moe_router_backward(dz, dw, scores, ids, N, E, k, sigmoid, renorm);
+            ct_moe_router_backward(dz, dw, NULL, scores, ids, N, E, k, sigmoid, renorm);
             double worst = 0;
             for (long n = 0; n < N; n++)
                 for (long e = 0; e < E; e++) {
@@ -116,6 +116,93 @@ static void test_router_backward(void) {
             CHECK(worst < 2e-5, "sigmoid %d renorm %d: dlogits off by %.3g", sigmoid, renorm, worst);
             free(logits), free(scores), free(w), free(dw), free(dz), free(ids);
         }
+}
+
+// ---------------------------------------------------------------- load balancing
+
+// The loss of a float64 copy of the scores, the choice held (ids from the kernel's router).
+static double ref_aux(const double *s, const int32_t *ids, long N, long E, long k, long G, double coef, int sigmoid) {
+    long groups = N / G;
+    double total = 0;
+    for (long g = 0; g < groups; g++) {
+        double f[16] = {0}, P[16] = {0}, Lg = 0;
+        for (long t = g * G; t < (g + 1) * G; t++) {
+            double sum = 0;
+            for (long e = 0; e < E; e++) sum += s[t * E + e];
+            for (long e = 0; e < E; e++) P[e] += (sigmoid ? s[t * E + e] / sum : s[t * E + e]) / G;
+            for (long j = 0; j < k; j++) f[ids[t * k + j]] += (double)E / (k * G);
+        }
+        for (long e = 0; e < E; e++) Lg += f[e] * P[e];
+        total += coef * Lg;
+    }
+    return total / groups;
+}
+
+static void test_aux_loss(void) {
+    const long T = 5, N = 3 * T, E = 8, k = 2;
+    for (int sigmoid = 0; sigmoid < 2; sigmoid++)
+        for (int per_seq = 0; per_seq < 2; per_seq++) {
+            long G = per_seq ? T : N;
+            float *logits = falloc(N * E), *scores = falloc(N * E), *w = falloc(N * k), *ds = falloc(N * E), loss;
+            int32_t *ids = malloc(sizeof(int32_t) * N * k);
+            for (long i = 0; i < N * E; i++) logits[i] = frand(2);
+            ct_moe_router_forward(ids, w, scores, logits, NULL, N, E, k, sigmoid, 1);
+            ct_moe_aux_loss(&loss, ds, scores, ids, N, E, k, per_seq ? T : 0, 0.01f, sigmoid);
+            double *s = malloc(sizeof(double) * N * E), worst = 0;
+            for (long i = 0; i < N * E; i++) s[i] = scores[i];
+            double want = ref_aux(s, ids, N, E, k, G, 0.01, sigmoid);
+            for (long i = 0; i < N * E; i++) {
+                double keep = s[i], h = 1e-6;
+                s[i] = keep + h;
+                double up = ref_aux(s, ids, N, E, k, G, 0.01, sigmoid);
+                s[i] = keep - h;
+                double dn = ref_aux(s, ids, N, E, k, G, 0.01, sigmoid);
+                s[i] = keep;
+                worst = fmax(worst, fabs(ds[i] - (up - dn) / (2 * h)));
+            }
+            CHECK(fabs(loss - want) <= 1e-6 * want && worst < 1e-7, "sigmoid %d per sequence %d: loss %.9g vs %.9g, "
+                  "dscores off by %.3g", sigmoid, per_seq, loss, want, worst);
+            CHECK(want > 0.009, "a balanced-ish router's loss is about coef: %.3g", want);
+            free(logits), free(scores), free(w), free(ds), free(ids), free(s);
+        }
+}
+
+// The extra score gradient goes through the score function with the weights' own.
+static void test_router_backward_extra(void) {
+    const long N = 4, E = 6, k = 2;
+    for (int sigmoid = 0; sigmoid < 2; sigmoid++) {
+        float logits[24], scores[24], w[8], dw[8], dsx[24], dz[24];
+        int32_t ids[8];
+        for (int i = 0; i < 24; i++) logits[i] = frand(2), dsx[i] = frand(1);
+        for (int i = 0; i < 8; i++) dw[i] = frand(1);
+        ct_moe_router_forward(ids, w, scores, logits, NULL, N, E, k, sigmoid, 1);
+        ct_moe_router_backward(dz, dw, dsx, scores, ids, N, E, k, sigmoid, 1);
+        double worst = 0;
+        for (long n = 0; n < N; n++)
+            for (long e = 0; e < E; e++) {
+                double f[2];
+                for (int side = 0; side < 2; side++) {
+                    double z[6], s[6], total = 0, acc = 0;
+                    for (long i = 0; i < E; i++) z[i] = logits[n * E + i];
+                    z[e] += side ? -1e-5 : 1e-5;
+                    ref_scores(s, z, E, sigmoid);
+                    for (long j = 0; j < k; j++) total += s[ids[n * k + j]];
+                    for (long j = 0; j < k; j++) acc += dw[n * k + j] * s[ids[n * k + j]] / total;
+                    for (long i = 0; i < E; i++) acc += dsx[n * E + i] * s[i];
+                    f[side] = acc;
+                }
+                worst = fmax(worst, fabs(dz[n * E + e] - (f[0] - f[1]) / 2e-5));
+            }
+        CHECK(worst < 2e-5, "sigmoid %d: dlogits with extra score gradient off by %.3g", sigmoid, worst);
+    }
+}
+
+static void test_bias_update(void) {
+    float bias[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    const int64_t counts[4] = {1, 5, 3, 3};  // mean 3
+    ct_moe_bias_update(bias, counts, 4, 0.125f);
+    CHECK(bias[0] == 0.625f && bias[1] == 0.375f && bias[2] == 0.5f && bias[3] == 0.5f,
+          "bias %g %g %g %g: underloaded up, overloaded down, at the mean unchanged", bias[0], bias[1], bias[2], bias[3]);
 }
 
 // ---------------------------------------------------------------- dispatch, permute, combine
@@ -217,6 +304,9 @@ int main(void) {
     rng_state = 0x9e3779b97f4a7c15ull;
     CT_RUN(test_router);
     CT_RUN(test_router_backward);
+    CT_RUN(test_aux_loss);
+    CT_RUN(test_router_backward_extra);
+    CT_RUN(test_bias_update);
     CT_RUN(test_dispatch_permute_combine);
     CT_RUN(test_grouped_linear);
     CT_TEST_EXIT();

@@ -47,14 +47,39 @@ static void draw_tokens(int rank, float *x, float *dy) {
 typedef struct {
     double y[N * C], dx[N * C];
     double drouter[E * C], dw13[E * 2 * F * C], dw2[E * C * F];  // accumulated
+    double aux;  // the load-balancing loss
 } ref_out;
+
+// The load-balancing loss over groups of G tokens, and its gradient in the normalised scores
+// (s under softmax, s / Σ s under sigmoid) -- the score function's backward is the caller's.
+static double aux_ref(const double (*s)[E], const int (*ids)[E], double coef, long G, int sigmoid,
+                      double (*dnorm)[E]) {
+    long groups = N / G;
+    double loss = 0;
+    for (long g = 0; g < groups; g++) {
+        double f[E] = {0}, P[E] = {0};
+        for (long t = g * G; t < (g + 1) * G; t++) {
+            double sum = 0;
+            for (int e = 0; e < E; e++) sum += s[t][e];
+            for (int e = 0; e < E; e++) P[e] += (sigmoid ? s[t][e] / sum : s[t][e]) / G;
+            for (int j = 0; j < K; j++) f[ids[t][j]] += (double)E / (K * G);
+        }
+        for (int e = 0; e < E; e++) loss += coef * f[e] * P[e] / groups;
+        for (long t = g * G; t < (g + 1) * G; t++)
+            for (int e = 0; e < E; e++) dnorm[t][e] = coef * f[e] / (G * groups);
+    }
+    return loss;
+}
 
 static double sigm(double a) { return 1.0 / (1.0 + exp(-a)); }
 
 static void reference(const weights *w, const float *x, const float *dy, int sigmoid, int renorm, int use_bias,
-                      ref_out *r) {
+                      double aux_coef, long aux_group, ref_out *r) {
     memset(r->y, 0, sizeof r->y);
     memset(r->dx, 0, sizeof r->dx);
+    double S[N][E], dnorm[N][E];
+    int IDS[N][E];
+    for (int pass = 0; pass < 2; pass++)  // scores and choices of every token first, for the loss
     for (int n = 0; n < N; n++) {
         const float *xn = x + n * C, *gn = dy + n * C;
         double z[E], s[E], key[E];
@@ -75,6 +100,15 @@ static void reference(const weights *w, const float *x, const float *dy, int sig
                     int t = ids[i];
                     ids[i] = ids[j], ids[j] = t;
                 }
+        if (pass == 0) {
+            for (int e = 0; e < E; e++) S[n][e] = s[e], IDS[n][e] = ids[e];
+            if (n == N - 1) {
+                memset(dnorm, 0, sizeof dnorm);
+                r->aux = aux_coef > 0 ? aux_ref((const double (*)[E])S, (const int (*)[E])IDS, aux_coef,
+                                                aux_group ? aux_group : N, sigmoid, dnorm) : 0;
+            }
+            continue;
+        }
         double total = 0, wt[K], dwt[K];
         for (int j = 0; j < K; j++) total += s[ids[j]];
         for (int j = 0; j < K; j++) wt[j] = s[ids[j]] / (renorm ? total : 1.0);
@@ -109,7 +143,10 @@ static void reference(const weights *w, const float *x, const float *dy, int sig
             }
         }
         // router: d score, through the renormalisation; then the score function
-        double ds[E] = {0}, dz[E];
+        double ds[E], dz[E], ssum = 0, ndot = 0;
+        for (int e = 0; e < E; e++) ssum += s[e];
+        for (int e = 0; e < E; e++) ndot += dnorm[n][e] * s[e] / ssum;
+        for (int e = 0; e < E; e++) ds[e] = sigmoid ? (dnorm[n][e] - ndot) / ssum : dnorm[n][e];
         double dot = 0;
         for (int j = 0; j < K; j++) dot += dwt[j] * wt[j];
         for (int j = 0; j < K; j++) ds[ids[j]] += renorm ? (dwt[j] - dot) / total : dwt[j];
@@ -129,6 +166,7 @@ static void reference(const weights *w, const float *x, const float *dy, int sig
 typedef struct {
     float y[N * C], dx[N * C];
     float *drouter, *dw13, *dw2;  // this rank's
+    float aux;
 } run_out;
 
 // The run's device: CTITAN_DEVICE (make test-sim runs this on the test device), else the cpu.
@@ -151,10 +189,10 @@ static void down(const ct_kernels *k, float *h, float *d, long n) {
 // Runs forward and backward on this rank's tokens with experts [first, first + El) of w, on the
 // run's device; results back on the host.
 static void run_layer(const weights *w, const float *x, const float *dy, int sigmoid, int renorm, int use_bias,
-                      ct_moe_ep_ops ep, run_out *o) {
+                      float aux_coef, long aux_group, ct_moe_ep_ops ep, run_out *o) {
     const ct_kernels *k = device();
     ct_moe_layer_spec spec = {.k = k, .C = C, .F = F, .E = E, .topk = K, .sigmoid = sigmoid, .renorm = renorm,
-                              .ep = ep, .N = N};
+                              .ep = ep, .N = N, .aux_coef = aux_coef, .aux_group = aux_group};
     ct_moe_layer l;
     CHECK(ct_moe_layer_init(&l, &spec) == CT_OK, "%s", ct_last_error());
     long El = l.E_local, first = l.ep_rank * El;
@@ -168,6 +206,8 @@ static void run_layer(const weights *w, const float *x, const float *dy, int sig
     ct_moe_acts_init(&l, &a);
     ct_moe_forward(&l, &p, &a, dx_, y);
     ct_moe_backward(&l, &p, &a, dx_, ddy, dx, &g);
+    o->aux = 0;
+    if (aux_coef > 0) k->copy_to_host(&o->aux, a.aux_loss, sizeof(float));
     ct_moe_acts_free(&a);
     o->drouter = calloc(E * C, sizeof(float));
     o->dw13 = calloc((size_t)El * 2 * F * C, sizeof(float));
@@ -183,16 +223,18 @@ static double worst_diff(const float *got, const double *want, long n) {
     return m;
 }
 
-static void one_process(int sigmoid, int renorm, int use_bias) {
+static void one_process(int sigmoid, int renorm, int use_bias, float aux_coef, long aux_group) {
     static weights w;
     draw_weights(&w);
     float x[N * C], dy[N * C];
     draw_tokens(0, x, dy);
     static ref_out r;
     memset(&r, 0, sizeof r);
-    reference(&w, x, dy, sigmoid, renorm, use_bias, &r);
+    reference(&w, x, dy, sigmoid, renorm, use_bias, aux_coef, aux_group, &r);
     run_out o;
-    run_layer(&w, x, dy, sigmoid, renorm, use_bias, (ct_moe_ep_ops){0}, &o);
+    run_layer(&w, x, dy, sigmoid, renorm, use_bias, aux_coef, aux_group, (ct_moe_ep_ops){0}, &o);
+    CHECK(fabs(o.aux - r.aux) <= 1e-6 * (1 + r.aux) && (aux_coef == 0) == (r.aux == 0), "aux loss %.9g vs %.9g",
+          o.aux, r.aux);
     double ey = worst_diff(o.y, r.y, N * C), edx = worst_diff(o.dx, r.dx, N * C);
     double er = worst_diff(o.drouter, r.drouter, E * C), e13 = worst_diff(o.dw13, r.dw13, E * 2 * F * C),
            e2 = worst_diff(o.dw2, r.dw2, E * C * F);
@@ -204,8 +246,22 @@ static void one_process(int sigmoid, int renorm, int use_bias) {
     CHECK(ysum > 1e-3, "the layer's output is zero");
     free(o.drouter), free(o.dw13), free(o.dw2);
 }
-static void softmax_renorm(void) { one_process(0, 1, 0); }
-static void sigmoid_bias(void) { one_process(1, 0, 1); }
+static void softmax_renorm(void) { one_process(0, 1, 0, 0, 0); }
+static void sigmoid_bias(void) { one_process(1, 0, 1, 0, 0); }
+// The load-balancing loss: its value and its gradient through the router (x and the router's
+// weight), batch-level under softmax, per sequence of 3 tokens under sigmoid.
+static void aux_loss_batch(void) { one_process(0, 1, 0, 0.3f, 0); }
+static void aux_loss_per_sequence(void) { one_process(1, 1, 0, 0.3f, 3); }
+
+static void load_stats(void) {
+    const int64_t counts[4] = {1, 5, 3, 3};
+    double lo, hi, imb;
+    ct_moe_load_stats(counts, 4, &lo, &hi, &imb);
+    CHECK(lo == 1 && hi == 5 && fabs(imb - 5.0 / 3.0) < 1e-12, "min %g max %g imbalance %g", lo, hi, imb);
+    const int64_t even[3] = {2, 2, 2};
+    ct_moe_load_stats(even, 3, &lo, &hi, &imb);
+    CHECK(imb == 1, "balanced: imbalance %g", imb);
+}
 
 static void refused(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
@@ -234,13 +290,13 @@ static void expert_parallel(void) {
         memcpy(one.drouter, all.drouter, sizeof all.drouter);
         memcpy(one.dw13, all.dw13, sizeof all.dw13);
         memcpy(one.dw2, all.dw2, sizeof all.dw2);
-        reference(&w, x, dy, 0, 1, 0, &one);
+        reference(&w, x, dy, 0, 1, 0, 0, 0, &one);
         all = one;
         if (r == me) mine = one;
     }
     draw_tokens(me, x, dy);
     run_out o;
-    run_layer(&w, x, dy, 0, 1, 0, ct_expert_parallel_ops(&world), &o);
+    run_layer(&w, x, dy, 0, 1, 0, 0, 0, ct_expert_parallel_ops(&world), &o);
     ct_comm_all_reduce(&world, o.drouter, o.drouter, E * C, CT_F32, CT_COMM_SUM);
     long El = E / n;
     double ey = worst_diff(o.y, mine.y, N * C), edx = worst_diff(o.dx, mine.dx, N * C);
@@ -258,6 +314,9 @@ int main(int argc, char **argv) {
     if (!ct_mpi_test_is_child(argc, argv)) {
         CT_RUN(softmax_renorm);
         CT_RUN(sigmoid_bias);
+        CT_RUN(aux_loss_batch);
+        CT_RUN(aux_loss_per_sequence);
+        CT_RUN(load_stats);
         CT_RUN(refused);
         const int nps[2] = {2, 4};
         for (int i = 0; i < 2; i++) {

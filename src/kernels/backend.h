@@ -106,8 +106,11 @@ typedef struct ct_kernels {
     // ---- mixture of experts (contracts in kernels.h, "mixture of experts"); offsets host memory
     void (*moe_router_forward)(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
                                long N, long E, long k, int sigmoid, int renorm);
-    void (*moe_router_backward)(float *dlogits, const float *dweights, const float *scores, const int32_t *ids, long N,
-                                long E, long k, int sigmoid, int renorm);
+    void (*moe_router_backward)(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                                const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+    void (*moe_aux_loss)(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                         long group, float coef, int sigmoid);
+    void (*moe_bias_update)(float *bias, const int64_t *counts, long E, float rate);
     void (*moe_dispatch_plan)(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
     void (*moe_permute)(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C);
     void (*moe_permute_backward)(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C);

@@ -223,9 +223,18 @@ void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N
 // their scores, divided by their sum when renorm.
 void ct_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias, long N,
                            long E, long k, int sigmoid, int renorm);
-// dlogits (N, E) from dweights (N, k), through the renormalisation and the score function.
-void ct_moe_router_backward(float *dlogits, const float *dweights, const float *scores, const int32_t *ids, long N,
-                            long E, long k, int sigmoid, int renorm);
+// dlogits (N, E) from dweights (N, k), through the renormalisation, plus dscores (N, E; NULL:
+// none, e.g. the auxiliary loss's), then through the score function.
+void ct_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                            const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+// The load-balancing loss over groups of `group` tokens (a sequence; N or 0: the whole batch),
+// E <= 1024: f_e = E / (k G) · (tokens of the group choosing e), P_e = the group's mean
+// normalised score (s under softmax, s / Σ_e s under sigmoid), loss (one device float, written)
+// = the mean over groups of coef Σ_e f_e P_e, dscores (N, E) its gradient with the choice held.
+void ct_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                     long group, float coef, int sigmoid);
+// bias (E) += rate where an expert's count (E, the step's pairs) is below the mean, -= above.
+void ct_moe_bias_update(float *bias, const int64_t *counts, long E, float rate);
 // counts (E) pairs per expert; pos (N, k) each pair's row in expert order.
 void ct_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
 // x_sorted (N·k, C): row pos[p] = x[p / k]. Backward: dx (N, C) = Σ_j dx_sorted[pos[n·k + j]].

@@ -7,11 +7,31 @@
 
 static int ep_size(const ct_moe_layer_spec *s) { return s->ep.size > 1 ? s->ep.size : 1; }
 
+const int64_t *ct_moe_counts(const ct_moe_acts *a) { return a->host_counts; }
+
+void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance) {
+    double lo = (double)counts[0], hi = lo, sum = 0;
+    for (long e = 0; e < E; e++) {
+        double c = (double)counts[e];
+        lo = c < lo ? c : lo, hi = c > hi ? c : hi, sum += c;
+    }
+    *min = lo, *max = hi;
+    *imbalance = sum > 0 ? hi / (sum / (double)E) : 1.0;
+}
+
+void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate) {
+    l->s.k->moe_bias_update(bias, counts, l->s.E, rate);
+}
+
 ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {
     memset(l, 0, sizeof *l);
     if (spec->C <= 0 || spec->F <= 0 || spec->E <= 0 || spec->N <= 0)
         return ct_set_error("moe: dim %ld, expert hidden %ld, experts %ld, tokens %ld: each must be positive", spec->C,
                             spec->F, spec->E, spec->N);
+    if (spec->E > 1024) return ct_set_error("moe: %ld experts: at most 1024", spec->E);
+    if (spec->aux_coef < 0 || spec->aux_group < 0 || (spec->aux_group > 0 && spec->N % spec->aux_group))
+        return ct_set_error("moe: load-balancing loss coefficient %g over groups of %ld tokens: expected a coefficient "
+                            ">= 0 and groups that divide the %ld tokens", spec->aux_coef, spec->aux_group, spec->N);
     if (spec->topk < 1 || spec->topk > spec->E)
         return ct_set_error("moe: %ld experts per token with %ld experts: expected 1 to %ld", spec->topk, spec->E,
                             spec->E);
@@ -55,6 +75,10 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
     a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
     a->ye = dev_take(l, (size_t)(R * C) * sizeof(float));
     a->scratch = dev_take(l, (size_t)(2 * rows * wide) * sizeof(float));
+    if (s->aux_coef > 0) {
+        a->aux_loss = dev_take(l, sizeof(float));
+        a->daux = dev_take(l, (size_t)(N * E) * sizeof(float));
+    }
     a->host_counts = host_take((size_t)E, sizeof(int64_t));
     a->from = host_take((size_t)(l->ep_size * l->E_local), sizeof(int64_t));
     a->send_rows = host_take((size_t)l->ep_size, sizeof(size_t));
@@ -66,7 +90,7 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
 
 void ct_moe_acts_free(ct_moe_acts *a) {
     void *dev[] = {a->logits, a->scores, a->weights, a->ids, a->pos, a->counts, a->xs, a->ys,
-                   a->xr,     a->xe,     a->h13,     a->h,   a->ye,  a->scratch};
+                   a->xr,     a->xe,     a->h13,     a->h,   a->ye,  a->scratch, a->aux_loss, a->daux};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ct_mem_free(dev[i]);
     free(a->host_counts), free(a->from), free(a->send_rows), free(a->send_at), free(a->recv_rows), free(a->recv_at);
     free(a->offsets);
@@ -150,6 +174,8 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
     long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F;
     k->linear_forward(a->logits, x, p->router, N, C, E);
     k->moe_router_forward(a->ids, a->weights, a->scores, a->logits, p->bias, N, E, K, s->sigmoid, s->renorm);
+    if (s->aux_coef > 0)
+        k->moe_aux_loss(a->aux_loss, a->daux, a->scores, a->ids, N, E, K, s->aux_group, s->aux_coef, s->sigmoid);
     k->moe_dispatch_plan(a->counts, a->pos, a->ids, N, E, K);
     k->moe_permute(a->xs, x, a->pos, N, K, C);
     plan_exchange(l, a);
@@ -186,7 +212,7 @@ void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts 
     from_experts(l, a, dxe, a->xr, a->xs, C);
     k->moe_permute_backward(dx, a->xs, a->pos, N, K, C);
     // router: dlogits (N, E) in a->logits' place, then dx += dlogits @ router, drouter += ...
-    k->moe_router_backward(a->logits, dweights, a->scores, a->ids, N, E, K, s->sigmoid, s->renorm);
+    k->moe_router_backward(a->logits, dweights, a->daux, a->scores, a->ids, N, E, K, s->sigmoid, s->renorm);
     float *dx_router = w0;
     k->linear_backward(dx_router, g->router, a->logits, x, p->router, N, C, E);
     k->add_inplace(dx, dx_router, N * C);

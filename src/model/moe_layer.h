@@ -43,6 +43,8 @@ typedef struct {
     int renorm;          // chosen weights divided by their sum
     ct_moe_ep_ops ep;    // expert parallelism (zero: none)
     long N;              // tokens per call on this rank (the buffers' size)
+    float aux_coef;      // load-balancing loss coefficient (0: none; kernels.h ct_moe_aux_loss)
+    long aux_group;      // its groups: tokens per sequence (sequence-level), or 0 (the whole batch)
 } ct_moe_layer_spec;
 
 typedef struct {
@@ -69,6 +71,8 @@ typedef struct {
     float *h;                 // (R, F)
     float *ye;                // (R, C)
     float *scratch;           // (max(R, N)·max(2F, C)) backward's work rows
+    float *aux_loss;          // (1) the load-balancing loss of the last forward (aux_coef > 0)
+    float *daux;              // (N, E) its gradient in the scores
     // host: the exchange's shape, set by the forward and reused by the backward
     int64_t *host_counts;     // (E) this rank's pairs per expert
     int64_t *from;            // (ep, E_local) pairs source s sends to local expert le
@@ -91,8 +95,17 @@ void ct_moe_acts_free(ct_moe_acts *a);
 
 // y (N, C) from x (N, C). Collective over the ep group.
 void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, float *y);
-// dx (N, C) overwritten from dy (N, C) and the forward's a; weight gradients added into g.
-// Collective over the ep group.
+// dx (N, C) overwritten from dy (N, C) and the forward's a (the load-balancing loss's gradient,
+// with unit weight, included); weight gradients added into g. Collective over the ep group.
 void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
                      float *dx, ct_moe_grads *g);
+
+// This rank's pairs per expert in the last forward (host, E): the load statistics' input.
+const int64_t *ct_moe_counts(const ct_moe_acts *a);
+// min, max and max / mean of counts (E); imbalance 1 is perfectly balanced.
+void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance);
+// DeepSeek-V3's loss-free balancing after a step: bias (E, device) moved by rate towards the
+// experts the device counts (E) say are underloaded (sum them over data-parallel ranks first for a
+// global view).
+void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate);
 #endif

@@ -153,8 +153,8 @@ static void moe_vs_cpu(void) {
         CHECK(!memcmp(g_ids, ids, N * k * 4), "moe_router_forward (sigmoid %d): other experts chosen", sigmoid);
         free(g_ids);
         cmp("moe_router_forward weights", d_w, w, N * k, 1e-5, 1e-7);
-        cpu->moe_router_backward(dz, dw, scores, ids, N, E, k, sigmoid, 1);
-        gpu->moe_router_backward(d_dz, d_dw, d_scores, d_ids, N, E, k, sigmoid, 1);
+        cpu->moe_router_backward(dz, dw, NULL, scores, ids, N, E, k, sigmoid, 1);
+        gpu->moe_router_backward(d_dz, d_dw, NULL, d_scores, d_ids, N, E, k, sigmoid, 1);
         cmp("moe_router_backward", d_dz, dz, N * E, 1e-4, 1e-6);
     }
     int64_t counts[8], g_counts[8];

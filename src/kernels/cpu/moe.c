@@ -51,14 +51,14 @@ void ct_moe_router_forward(int32_t *ids, float *weights, float *scores, const fl
 }
 
 // Through the renormalisation (w_j = s_j / Σ s), then the score function; dlogits overwritten.
-void ct_moe_router_backward(float *dlogits, const float *dweights, const float *scores, const int32_t *ids, long N,
-                            long E, long k, int sigmoid, int renorm) {
+void ct_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                            const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
 #pragma omp parallel for schedule(static)
     for (long n = 0; n < N; n++) {
         const float *s = scores + n * E, *dw = dweights + n * k;
         const int32_t *id = ids + n * k;
         float *dz = dlogits + n * E;
-        for (long e = 0; e < E; e++) dz[e] = 0.0f;  // ds first, in dz
+        for (long e = 0; e < E; e++) dz[e] = dscores ? dscores[n * E + e] : 0.0f;  // ds first, in dz
         if (renorm) {
             double total = 0, dot = 0;
             for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
@@ -74,6 +74,60 @@ void ct_moe_router_backward(float *dlogits, const float *dweights, const float *
             for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
         }
     }
+}
+
+// ---------------------------------------------------------------- load balancing
+
+// Per group of G tokens: f_e = E / (k G) · (tokens of the group choosing e), P_e = mean over the
+// group of the normalised score (the score itself under softmax; s / Σ s under sigmoid),
+// L_g = coef Σ_e f_e P_e; the loss is the mean of L_g, and dscores its gradient (the choice held).
+void ct_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                     long group, float coef, int sigmoid) {
+    long G = group > 0 && group <= N ? group : N, groups = N / G;
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (long g = 0; g < groups; g++) {
+        double f[1024], P[1024];  // E <= 1024 (kernels.h)
+        for (long e = 0; e < E; e++) f[e] = P[e] = 0;
+        for (long t = g * G; t < (g + 1) * G; t++) {
+            const float *s = scores + t * E;
+            double sum = 0;
+            if (sigmoid)
+                for (long e = 0; e < E; e++) sum += s[e];
+            for (long e = 0; e < E; e++) P[e] += sigmoid ? s[e] / sum : s[e];
+            for (long j = 0; j < k; j++) f[ids[t * k + j]] += 1;
+        }
+        double Lg = 0;
+        for (long e = 0; e < E; e++) {
+            f[e] *= (double)E / ((double)k * (double)G);
+            P[e] /= (double)G;
+            Lg += f[e] * P[e];
+        }
+        total += coef * Lg;
+        double scale = coef / ((double)G * (double)groups);  // dL / d(normalised score) = scale · f_e
+        for (long t = g * G; t < (g + 1) * G; t++) {
+            const float *s = scores + t * E;
+            float *d = dscores + t * E;
+            if (!sigmoid) {
+                for (long e = 0; e < E; e++) d[e] = (float)(scale * f[e]);
+                continue;
+            }
+            double sum = 0, dot = 0;
+            for (long e = 0; e < E; e++) sum += s[e];
+            for (long e = 0; e < E; e++) dot += scale * f[e] * s[e] / sum;
+            for (long e = 0; e < E; e++) d[e] = (float)((scale * f[e] - dot) / sum);
+        }
+    }
+    *loss = (float)(total / (double)groups);
+}
+
+// DeepSeek-V3's balancing without a loss: an expert chosen less than the mean gets its bias
+// raised by rate, one chosen more lowered (outside the gradient, after the step).
+void ct_moe_bias_update(float *bias, const int64_t *counts, long E, float rate) {
+    double mean = 0;
+    for (long e = 0; e < E; e++) mean += (double)counts[e];
+    mean /= (double)E;
+    for (long e = 0; e < E; e++) bias[e] += (double)counts[e] < mean ? rate : (double)counts[e] > mean ? -rate : 0.0f;
 }
 
 // ---------------------------------------------------------------- dispatch

@@ -63,8 +63,11 @@ void ct_cuda_attention_merge(float *o, float *l, const float *o_part, const floa
 // ---- mixture of experts (moe.cu)
 void ct_cuda_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
                                 long N, long E, long k, int sigmoid, int renorm);
-void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *scores, const int32_t *ids,
-                                 long N, long E, long k, int sigmoid, int renorm);
+void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                                 const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+void ct_cuda_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                          long group, float coef, int sigmoid);
+void ct_cuda_moe_bias_update(float *bias, const int64_t *counts, long E, float rate);
 void ct_cuda_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
 void ct_cuda_moe_permute(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C);
 void ct_cuda_moe_permute_backward(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C);

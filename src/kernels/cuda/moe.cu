@@ -8,6 +8,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
+extern "C" void ct_cuda_check(cudaError_t e, const char *what);  // backend_cuda.h (a C header)
+
 __global__ static void router_fwd_k(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
                                     long N, long E, long k, int sigmoid, int renorm) {
     long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
@@ -42,14 +44,14 @@ __global__ static void router_fwd_k(int32_t *ids, float *weights, float *scores,
         for (long j = 0; j < k; j++) w[j] = (float)(w[j] / total);
 }
 
-__global__ static void router_bwd_k(float *dlogits, const float *dweights, const float *scores, const int32_t *ids,
-                                    long N, long E, long k, int sigmoid, int renorm) {
+__global__ static void router_bwd_k(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                                    const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
     long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (n >= N) return;
     const float *s = scores + n * E, *dw = dweights + n * k;
     const int32_t *id = ids + n * k;
     float *dz = dlogits + n * E;
-    for (long e = 0; e < E; e++) dz[e] = 0.0f;
+    for (long e = 0; e < E; e++) dz[e] = dscores ? dscores[n * E + e] : 0.0f;
     if (renorm) {
         double total = 0, dot = 0;
         for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
@@ -64,6 +66,57 @@ __global__ static void router_bwd_k(float *dlogits, const float *dweights, const
         for (long e = 0; e < E; e++) dot += (double)dz[e] * s[e];
         for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
     }
+}
+
+// One thread per group (the cpu's order within it); loss_part[g] = coef Σ f P of group g.
+__global__ static void aux_loss_k(float *loss_part, float *dscores, const float *scores, const int32_t *ids, long E,
+                                  long k, long G, long groups, float coef, int sigmoid, double *fP) {
+    long g = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (g >= groups) return;
+    double *f = fP + g * 2 * E, *P = f + E;
+    for (long e = 0; e < E; e++) f[e] = P[e] = 0;
+    for (long t = g * G; t < (g + 1) * G; t++) {
+        const float *s = scores + t * E;
+        double sum = 0;
+        if (sigmoid)
+            for (long e = 0; e < E; e++) sum += s[e];
+        for (long e = 0; e < E; e++) P[e] += sigmoid ? s[e] / sum : s[e];
+        for (long j = 0; j < k; j++) f[ids[t * k + j]] += 1;
+    }
+    double Lg = 0;
+    for (long e = 0; e < E; e++) {
+        f[e] *= (double)E / ((double)k * (double)G);
+        P[e] /= (double)G;
+        Lg += f[e] * P[e];
+    }
+    loss_part[g] = (float)(coef * Lg);
+    double scale = coef / ((double)G * (double)groups);
+    for (long t = g * G; t < (g + 1) * G; t++) {
+        const float *s = scores + t * E;
+        float *d = dscores + t * E;
+        if (!sigmoid) {
+            for (long e = 0; e < E; e++) d[e] = (float)(scale * f[e]);
+            continue;
+        }
+        double sum = 0, dot = 0;
+        for (long e = 0; e < E; e++) sum += s[e];
+        for (long e = 0; e < E; e++) dot += scale * f[e] * s[e] / sum;
+        for (long e = 0; e < E; e++) d[e] = (float)((scale * f[e] - dot) / sum);
+    }
+}
+
+__global__ static void mean_k(float *out, const float *part, long n) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += part[i];
+    *out = (float)(s / (double)n);
+}
+
+__global__ static void bias_update_k(float *bias, const int64_t *counts, long E, float rate) {
+    double mean = 0;
+    for (long e = 0; e < E; e++) mean += (double)counts[e];
+    mean /= (double)E;
+    for (long e = threadIdx.x; e < E; e += blockDim.x)
+        bias[e] += (double)counts[e] < mean ? rate : (double)counts[e] > mean ? -rate : 0.0f;
 }
 
 // expert e: its count, then its pairs' rows in pair order from its first row
@@ -127,11 +180,33 @@ extern "C" void ct_cuda_moe_router_forward(int32_t *ids, float *weights, float *
     router_fwd_k<<<ct_cuda_blocks(N, 128), 128>>>(ids, weights, scores, logits, bias, N, E, k, sigmoid, renorm);
     ct_cuda_launched("moe_router_forward");
 }
-extern "C" void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *scores,
-                                            const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
+extern "C" void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *dscores,
+                                            const float *scores, const int32_t *ids, long N, long E, long k, int sigmoid,
+                                            int renorm) {
     if (N <= 0) return;
-    router_bwd_k<<<ct_cuda_blocks(N, 128), 128>>>(dlogits, dweights, scores, ids, N, E, k, sigmoid, renorm);
+    router_bwd_k<<<ct_cuda_blocks(N, 128), 128>>>(dlogits, dweights, dscores, scores, ids, N, E, k, sigmoid, renorm);
     ct_cuda_launched("moe_router_backward");
+}
+// Per-group partial losses and the f, P work rows in memory of its own (cudaMalloc per call:
+// the layer calls it once per step).
+extern "C" void ct_cuda_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N,
+                                     long E, long k, long group, float coef, int sigmoid) {
+    long G = group > 0 && group <= N ? group : N, groups = N / G;
+    if (groups <= 0) return;
+    float *part;
+    double *fP;
+    ct_cuda_check(cudaMalloc((void **)&part, (size_t)groups * sizeof(float)), "cudaMalloc (moe_aux_loss)");
+    ct_cuda_check(cudaMalloc((void **)&fP, (size_t)(groups * 2 * E) * sizeof(double)), "cudaMalloc (moe_aux_loss)");
+    aux_loss_k<<<ct_cuda_blocks(groups, 64), 64>>>(part, dscores, scores, ids, E, k, G, groups, coef, sigmoid, fP);
+    mean_k<<<1, 1>>>(loss, part, groups);
+    ct_cuda_launched("moe_aux_loss");
+    cudaFree(part);
+    cudaFree(fP);
+}
+extern "C" void ct_cuda_moe_bias_update(float *bias, const int64_t *counts, long E, float rate) {
+    if (E <= 0) return;
+    bias_update_k<<<1, 128>>>(bias, counts, E, rate);
+    ct_cuda_launched("moe_bias_update");
 }
 extern "C" void ct_cuda_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k) {
     if (E <= 0) return;

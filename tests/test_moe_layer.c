@@ -319,14 +319,7 @@ int main(int argc, char **argv) {
         CT_RUN(load_stats);
         CT_RUN(refused);
         const int nps[2] = {2, 4};
-        for (int i = 0; i < 2; i++) {
-            setenv("OMP_NUM_THREADS", "1", 1);
-            int rc = ct_mpi_test_spawn(argv[0], nps[i], 240, NULL);
-            if (rc != 0) {
-                printf("FAIL mpirun_np%d: exit %d\n", nps[i], rc);
-                ct_test_failures++;
-            }
-        }
+        ct_mpi_test_spawn_each(argv[0], nps, NULL, 2, 240);
         CT_TEST_EXIT();
     }
     if (ct_comm_init(&argc, &argv) != CT_OK || ct_comm_group_world(&world, 30) != CT_OK) {

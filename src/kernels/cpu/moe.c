@@ -6,81 +6,27 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/moe_rows.h"
 
-// ---------------------------------------------------------------- router
+// ---------------------------------------------------------------- router (kernels/moe_rows.h)
 
-// Row n: scores = softmax(logits) or sigmoid(logits); the k experts of highest score + bias
-// (bias only chooses), ties to the lower expert id, in descending order of that sum.
 void ct_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias, long N,
                            long E, long k, int sigmoid, int renorm) {
 #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++) {
-        const float *z = logits + n * E;
-        float *s = scores + n * E;
-        if (sigmoid) {
-            for (long e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-z[e]));
-        } else {
-            float mx = z[0];
-            for (long e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-            double sum = 0;
-            for (long e = 0; e < E; e++) sum += s[e] = expf(z[e] - mx);
-            float inv = (float)(1.0 / sum);
-            for (long e = 0; e < E; e++) s[e] *= inv;
-        }
-        int32_t *id = ids + n * k;
-        float *w = weights + n * k;
-        // insertion into the k best so far: k is small (1-8), E at most a few hundred
-        long have = 0;
-        for (long e = 0; e < E; e++) {
-            float key = s[e] + (bias ? bias[e] : 0.0f);
-            long at = have;
-            while (at > 0 && key > s[id[at - 1]] + (bias ? bias[id[at - 1]] : 0.0f)) at--;
-            if (at >= k) continue;
-            long last = have < k ? have : k - 1;
-            for (long j = last; j > at; j--) id[j] = id[j - 1];
-            id[at] = (int32_t)e;
-            if (have < k) have++;
-        }
-        double total = 0;
-        for (long j = 0; j < k; j++) total += w[j] = s[id[j]];
-        if (renorm && total > 0) {
-            float inv = (float)(1.0 / total);
-            for (long j = 0; j < k; j++) w[j] *= inv;
-        }
-    }
+    for (long n = 0; n < N; n++)
+        ct_moe_route_row(ids + n * k, weights + n * k, scores + n * E, logits + n * E, bias, E, k, sigmoid, renorm);
 }
 
-// Through the renormalisation (w_j = s_j / Σ s), then the score function; dlogits overwritten.
 void ct_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
                             const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
 #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++) {
-        const float *s = scores + n * E, *dw = dweights + n * k;
-        const int32_t *id = ids + n * k;
-        float *dz = dlogits + n * E;
-        for (long e = 0; e < E; e++) dz[e] = dscores ? dscores[n * E + e] : 0.0f;  // ds first, in dz
-        if (renorm) {
-            double total = 0, dot = 0;
-            for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
-            for (long j = 0; j < k; j++) dz[id[j]] += (float)((dw[j] - dot / total) / total);
-        } else {
-            for (long j = 0; j < k; j++) dz[id[j]] += dw[j];
-        }
-        if (sigmoid) {
-            for (long e = 0; e < E; e++) dz[e] *= s[e] * (1.0f - s[e]);
-        } else {
-            double dot = 0;
-            for (long e = 0; e < E; e++) dot += (double)dz[e] * s[e];
-            for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
-        }
-    }
+    for (long n = 0; n < N; n++)
+        ct_moe_router_backward_row(dlogits + n * E, dweights + n * k, dscores ? dscores + n * E : NULL, scores + n * E,
+                                   ids + n * k, E, k, sigmoid, renorm);
 }
 
 // ---------------------------------------------------------------- load balancing
 
-// Per group of G tokens: f_e = E / (k G) · (tokens of the group choosing e), P_e = mean over the
-// group of the normalised score (the score itself under softmax; s / Σ s under sigmoid),
-// L_g = coef Σ_e f_e P_e; the loss is the mean of L_g, and dscores its gradient (the choice held).
 void ct_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
                      long group, float coef, int sigmoid) {
     long G = group > 0 && group <= N ? group : N, groups = N / G;
@@ -88,35 +34,7 @@ void ct_moe_aux_loss(float *loss, float *dscores, const float *scores, const int
 #pragma omp parallel for schedule(static) reduction(+ : total)
     for (long g = 0; g < groups; g++) {
         double f[1024], P[1024];  // E <= 1024 (kernels.h)
-        for (long e = 0; e < E; e++) f[e] = P[e] = 0;
-        for (long t = g * G; t < (g + 1) * G; t++) {
-            const float *s = scores + t * E;
-            double sum = 0;
-            if (sigmoid)
-                for (long e = 0; e < E; e++) sum += s[e];
-            for (long e = 0; e < E; e++) P[e] += sigmoid ? s[e] / sum : s[e];
-            for (long j = 0; j < k; j++) f[ids[t * k + j]] += 1;
-        }
-        double Lg = 0;
-        for (long e = 0; e < E; e++) {
-            f[e] *= (double)E / ((double)k * (double)G);
-            P[e] /= (double)G;
-            Lg += f[e] * P[e];
-        }
-        total += coef * Lg;
-        double scale = coef / ((double)G * (double)groups);  // dL / d(normalised score) = scale · f_e
-        for (long t = g * G; t < (g + 1) * G; t++) {
-            const float *s = scores + t * E;
-            float *d = dscores + t * E;
-            if (!sigmoid) {
-                for (long e = 0; e < E; e++) d[e] = (float)(scale * f[e]);
-                continue;
-            }
-            double sum = 0, dot = 0;
-            for (long e = 0; e < E; e++) sum += s[e];
-            for (long e = 0; e < E; e++) dot += scale * f[e] * s[e] / sum;
-            for (long e = 0; e < E; e++) d[e] = (float)((scale * f[e] - dot) / sum);
-        }
+        total += ct_moe_aux_group(dscores, scores, ids, g * G, G, groups, E, k, coef, sigmoid, f, P);
     }
     *loss = (float)(total / (double)groups);
 }

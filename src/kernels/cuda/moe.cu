@@ -7,102 +7,31 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/moe_rows.h"
 
 extern "C" void ct_cuda_check(cudaError_t e, const char *what);  // backend_cuda.h (a C header)
 
 __global__ static void router_fwd_k(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
                                     long N, long E, long k, int sigmoid, int renorm) {
     long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (n >= N) return;
-    const float *z = logits + n * E;
-    float *s = scores + n * E;
-    if (sigmoid) {
-        for (long e = 0; e < E; e++) s[e] = 1.0f / (1.0f + expf(-z[e]));
-    } else {
-        float mx = z[0];
-        for (long e = 1; e < E; e++) mx = fmaxf(mx, z[e]);
-        double sum = 0;
-        for (long e = 0; e < E; e++) sum += s[e] = expf(z[e] - mx);
-        float inv = (float)(1.0 / sum);
-        for (long e = 0; e < E; e++) s[e] *= inv;
-    }
-    int32_t *id = ids + n * k;
-    long have = 0;
-    for (long e = 0; e < E; e++) {
-        float key = s[e] + (bias ? bias[e] : 0.0f);
-        long at = have;
-        while (at > 0 && key > s[id[at - 1]] + (bias ? bias[id[at - 1]] : 0.0f)) at--;
-        if (at >= k) continue;
-        for (long j = have < k ? have : k - 1; j > at; j--) id[j] = id[j - 1];
-        id[at] = (int32_t)e;
-        if (have < k) have++;
-    }
-    float *w = weights + n * k;
-    double total = 0;
-    for (long j = 0; j < k; j++) total += w[j] = s[id[j]];
-    if (renorm && total > 0)
-        for (long j = 0; j < k; j++) w[j] = (float)(w[j] / total);
+    if (n < N) ct_moe_route_row(ids + n * k, weights + n * k, scores + n * E, logits + n * E, bias, E, k, sigmoid, renorm);
 }
 
 __global__ static void router_bwd_k(float *dlogits, const float *dweights, const float *dscores, const float *scores,
                                     const int32_t *ids, long N, long E, long k, int sigmoid, int renorm) {
     long n = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (n >= N) return;
-    const float *s = scores + n * E, *dw = dweights + n * k;
-    const int32_t *id = ids + n * k;
-    float *dz = dlogits + n * E;
-    for (long e = 0; e < E; e++) dz[e] = dscores ? dscores[n * E + e] : 0.0f;
-    if (renorm) {
-        double total = 0, dot = 0;
-        for (long j = 0; j < k; j++) total += s[id[j]], dot += (double)dw[j] * s[id[j]];
-        for (long j = 0; j < k; j++) dz[id[j]] += (float)((dw[j] - dot / total) / total);
-    } else {
-        for (long j = 0; j < k; j++) dz[id[j]] += dw[j];
-    }
-    if (sigmoid) {
-        for (long e = 0; e < E; e++) dz[e] *= s[e] * (1.0f - s[e]);
-    } else {
-        double dot = 0;
-        for (long e = 0; e < E; e++) dot += (double)dz[e] * s[e];
-        for (long e = 0; e < E; e++) dz[e] = s[e] * (float)(dz[e] - dot);
-    }
+    if (n < N)
+        ct_moe_router_backward_row(dlogits + n * E, dweights + n * k, dscores ? dscores + n * E : NULL, scores + n * E,
+                                   ids + n * k, E, k, sigmoid, renorm);
 }
 
 // One thread per group (the cpu's order within it); loss_part[g] = coef Σ f P of group g.
 __global__ static void aux_loss_k(float *loss_part, float *dscores, const float *scores, const int32_t *ids, long E,
                                   long k, long G, long groups, float coef, int sigmoid, double *fP) {
     long g = blockIdx.x * (long)blockDim.x + threadIdx.x;
-    if (g >= groups) return;
-    double *f = fP + g * 2 * E, *P = f + E;
-    for (long e = 0; e < E; e++) f[e] = P[e] = 0;
-    for (long t = g * G; t < (g + 1) * G; t++) {
-        const float *s = scores + t * E;
-        double sum = 0;
-        if (sigmoid)
-            for (long e = 0; e < E; e++) sum += s[e];
-        for (long e = 0; e < E; e++) P[e] += sigmoid ? s[e] / sum : s[e];
-        for (long j = 0; j < k; j++) f[ids[t * k + j]] += 1;
-    }
-    double Lg = 0;
-    for (long e = 0; e < E; e++) {
-        f[e] *= (double)E / ((double)k * (double)G);
-        P[e] /= (double)G;
-        Lg += f[e] * P[e];
-    }
-    loss_part[g] = (float)(coef * Lg);
-    double scale = coef / ((double)G * (double)groups);
-    for (long t = g * G; t < (g + 1) * G; t++) {
-        const float *s = scores + t * E;
-        float *d = dscores + t * E;
-        if (!sigmoid) {
-            for (long e = 0; e < E; e++) d[e] = (float)(scale * f[e]);
-            continue;
-        }
-        double sum = 0, dot = 0;
-        for (long e = 0; e < E; e++) sum += s[e];
-        for (long e = 0; e < E; e++) dot += scale * f[e] * s[e] / sum;
-        for (long e = 0; e < E; e++) d[e] = (float)((scale * f[e] - dot) / sum);
-    }
+    if (g < groups)
+        loss_part[g] = (float)ct_moe_aux_group(dscores, scores, ids, g * G, G, groups, E, k, coef, sigmoid,
+                                               fP + g * 2 * E, fP + g * 2 * E + E);
 }
 
 __global__ static void mean_k(float *out, const float *part, long n) {

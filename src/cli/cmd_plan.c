@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "core/file_check.h"
 #include "core/version.h"
+#include "parallel/pipeline_schedules.h"
 #include "plan/explain.h"
 #include "plan/plan.h"
 
@@ -167,6 +168,11 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     if (r->hw.memory_headroom >= r->hw.memory_bytes)
         return ct_set_error("--memory_headroom_gib %.1f leaves nothing of the %.1f GiB per device: give less",
                             r->hw.memory_headroom / GIB, r->hw.memory_bytes / GIB);
+    // The sequence length sets the attention's cost and the activations: no default stands in
+    // for it (the configuration default, 256, is a smoke-test length, not a Llama 3 run's).
+    if (!a->seq_len && !a->config)
+        return ct_set_error("--seq_len: how many tokens per sequence? (Llama 3 pretrained at 8192; or --config FILE "
+                            "with training.seq_len)");
     // Precision: bf16 mixed precision on a GPU; the configuration's own on a cpu profile.
     if (a->precision) {
         if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
@@ -192,6 +198,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
 static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     ct_config c = r->base;
     if (ct_plan_layout_parse(a->layout, r->devices, &c)) goto fail;
+    ct_plan_single_cp_balance(&c);
     int dp = c.data_replicate_degree * c.data_shard_degree;
     long local = a->local_batch ? a->local_batch : 1;
     if (a->batch_text) {
@@ -214,6 +221,15 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
         c.pipeline_stages_per_rank = a->stages_per_rank ? (int)a->stages_per_rank
                                    : strstr(c.pipeline_schedule, "interleaved") || !strcmp(c.pipeline_schedule, "zbv")
                                        ? 2 : 1;
+        // The schedule must run with these stages per rank and micro-batches, or the label and
+        // the time model would describe different pipelines (ZBV is always 2 per rank).
+        ct_pp_kind kind;
+        if (ct_pp_kind_parse(c.pipeline_schedule, &kind) ||
+            ct_pp_validate(kind, c.pipeline_degree, c.pipeline_stages_per_rank, c.gradient_accumulation_steps)) {
+            ct_set_error("--schedule %s --stages_per_rank %d: %s", c.pipeline_schedule, c.pipeline_stages_per_rank,
+                         ct_last_error());
+            goto fail;
+        }
     }
     const char *ac = a->ac ? a->ac : "none";
     if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
@@ -221,6 +237,14 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
     else {
         ct_set_error("--ac: expected none, op, full or a block count N (every N-th block), got '%s'", ac);
+        goto fail;
+    }
+    // A GPU without fp8 tensor cores (peak_tflops_fp8 = 0) cannot run 8-bit matmuls: refused,
+    // not predicted at the bf16 rate under a float8 label. (A cpu profile runs ctitan's own
+    // 8-bit matmuls, which emulate the numerics at the bf16/fp32 rate.)
+    if ((a->float8 || a->mxfp8) && !r->hw.cpu && !(r->hw.peak_fp8 > 0)) {
+        ct_set_error("--%s: the %s has no fp8 matmul units (peak_tflops_fp8 = 0 in its profile '%s'); drop --%s",
+                     a->mxfp8 ? "mxfp8" : "float8", r->hw.name, r->hw.id, a->mxfp8 ? "mxfp8" : "float8");
         goto fail;
     }
     c.float8 = a->float8, c.mxfp8 = a->mxfp8;
@@ -363,6 +387,13 @@ int ct_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
         return 2;
     }
-    if (a.layout) return evaluate_layout(&a, &r);
+    if (a.layout) {
+        if (a.explain) {
+            fprintf(stderr, "ctitan plan: --explain walks a search's decision between layouts; with --layout there is "
+                            "none to walk: drop --explain (the evaluation prints its breakdown) or drop --layout\n");
+            return 2;
+        }
+        return evaluate_layout(&a, &r);
+    }
     return search_and_print(&a, &r, a.top ? (int)a.top : 10, stdout);
 }

@@ -81,6 +81,10 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
     return CT_OK;
 }
 
+void ct_plan_single_cp_balance(ct_config *c) {
+    if (c->context_extension_degree == 1) snprintf(c->cp_load_balancer, sizeof c->cp_load_balancer, "none");
+}
+
 int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
     char ac[32] = "none";
     if (!strcmp(c->ac_mode, "full")) snprintf(ac, sizeof ac, "full");
@@ -89,8 +93,8 @@ int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
     const char *prec = c->mxfp8 ? "mxfp8" : c->float8 ? "float8" : c->mixed_precision;
     char sched[48] = "";
     if (c->pipeline_degree > 1)
-        snprintf(sched, sizeof sched, ", %s%s", c->pipeline_schedule,
-                 c->pipeline_stages_per_rank > 1 ? " x2" : "");
+        snprintf(sched, sizeof sched, c->pipeline_stages_per_rank > 1 ? ", %s x%d" : ", %s", c->pipeline_schedule,
+                 c->pipeline_stages_per_rank);
     return snprintf(buf, n, "mb %d x %d%s, ac %s, %s%s%s", c->micro_batch_size, c->gradient_accumulation_steps, sched,
                     ac, prec, c->compile ? ", compile" : "", c->enable_async_comm ? ", async" : "");
 }
@@ -202,6 +206,7 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                         c.sequence_parallel = tp > 1;
                         c.micro_batch_size = mb, c.gradient_accumulation_steps = (int)n_micro;
                         c.pipeline_microbatch_size = 0;
+                        ct_plan_single_cp_balance(&c);
                         c.compile = r->compile, c.enable_async_comm = r->async_comm;
                         options(r, c, &cs);
                     }

@@ -15,6 +15,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 policies=("none:" "selective-op:--activation_checkpoint.selective true"
+          "elementwise:--activation_checkpoint.selective true --activation_checkpoint.selective_ac_option elementwise"
           "every-2nd:--activation_checkpoint.selective true --activation_checkpoint.selective_ac_option 2"
           "full:--activation_checkpoint.mode full")
 

@@ -63,6 +63,21 @@ static int ct_mpi_test_spawn(const char *self, int np, int limit_s, const char *
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+// The parent's usual loop: ct_mpi_test_spawn at each of n sizes with OMP_NUM_THREADS threads[i]
+// (NULL: 1), a failed run counted as one failure "FAIL mpirun_np<N>".
+static inline void ct_mpi_test_spawn_each(const char *self, const int *nps, const int *threads, int n, int limit_s) {
+    for (int i = 0; i < n; i++) {
+        char t[16];
+        snprintf(t, sizeof t, "%d", threads ? threads[i] : 1);
+        setenv("OMP_NUM_THREADS", t, 1);
+        int rc = ct_mpi_test_spawn(self, nps[i], limit_s, NULL);
+        if (rc != 0) {
+            printf("FAIL mpirun_np%d: exit %d\n", nps[i], rc);
+            ct_test_failures++;
+        }
+    }
+}
+
 // Runs one case on every rank; the case passes only if it passed on every rank. Prints
 // "PASS <fn>_np<N>" from rank 0.
 #define CT_MPI_RUN(fn)                                                                     \

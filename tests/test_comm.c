@@ -219,6 +219,51 @@ static void test_split_groups(void) {
 }
 
 // Byte counters against the formulas of comm.h, written out here independently.
+// All-to-all-v as expert parallelism uses it: rank r sends rank p (r + 2p) % 3 values (some
+// zero), the counts go round first, then the values, blocking and started; each value says who
+// sent it and where it was, so a misplaced one is seen. The statistics count the bytes sent to
+// other ranks only.
+static int a2a_count(int from, int to) { return (from + 2 * to) % 3; }
+static float a2a_value(int from, int to, int i) { return (float)(1000 * from + 10 * to + i); }
+
+static void test_all_to_all_v(void) {
+    int n = world.size, me = world.rank;
+    size_t sc[8], sd[8], rc[8], rd[8], want_rc[8];
+    float send[64], recv[64];
+    size_t at = 0;
+    for (int p = 0; p < n; p++) {
+        sc[p] = (size_t)a2a_count(me, p), sd[p] = at;
+        for (size_t i = 0; i < sc[p]; i++) send[at + i] = a2a_value(me, p, (int)i);
+        at += sc[p];
+        want_rc[p] = (size_t)a2a_count(p, me);
+    }
+    ct_comm_stats_reset(&world);
+    ct_comm_exchange_counts(&world, sc, rc);
+    CHECK(!memcmp(rc, want_rc, (size_t)n * sizeof(size_t)), "exchanged counts differ");
+    at = 0;
+    for (int p = 0; p < n; p++) rd[p] = at, at += rc[p];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 64; i++) recv[i] = -1;
+        if (round == 0) {
+            ct_comm_all_to_all_v(&world, send, sc, sd, recv, rc, rd, CT_F32);
+        } else {
+            ct_comm_handle h = ct_comm_all_to_all_v_start(&world, send, sc, sd, recv, rc, rd, CT_F32);
+            ct_comm_wait(&h);
+        }
+        int bad = 0;
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < rc[p]; i++) bad += recv[rd[p] + i] != a2a_value(p, me, (int)i);
+        CHECK(bad == 0, "round %d: %d values misplaced", round, bad);
+    }
+    double sent = 0;
+    for (int p = 0; p < n; p++)
+        if (p != me) sent += 2.0 * (double)sc[p] * sizeof(float);  // two rounds
+    for (int p = 0; p < n; p++)
+        if (p != me) sent += (double)sizeof(int64_t);  // the counts
+    CHECK(world.stats[CT_COMM_ALL_TO_ALL].calls == 3, "calls %lld", world.stats[CT_COMM_ALL_TO_ALL].calls);
+    CHECK_CLOSE(world.stats[CT_COMM_ALL_TO_ALL].bytes, sent, 1e-12, 0);
+}
+
 static void test_stats(void) {
     ct_group g;
     CHECK(ct_comm_group_split(&world, 0, world.rank, "stats", &g) == CT_OK, "%s", ct_last_error());
@@ -537,7 +582,7 @@ static void test_backend_table(void) {
     // Every member is filled: comm.c calls them without checking.
     CHECK(mpi->init && mpi->finalize && mpi->abort_hook && mpi->group_world && mpi->group_split &&
               mpi->group_free && mpi->all_reduce && mpi->all_gather && mpi->reduce_scatter &&
-              mpi->broadcast && mpi->send && mpi->recv && mpi->barrier && mpi->test,
+              mpi->broadcast && mpi->send && mpi->recv && mpi->barrier && mpi->all_to_all_v && mpi->test,
           "a member is NULL");
     ct_group g;
     memset(&g, 0, sizeof g);
@@ -661,6 +706,7 @@ int main(int argc, char **argv) {
     CT_MPI_RUN(test_nonblocking);
     CT_MPI_RUN(test_split_groups);
     CT_MPI_RUN(test_stats);
+    CT_MPI_RUN(test_all_to_all_v);
     CT_MPI_RUN(test_bf16_sum_exact);
     CT_MPI_RUN(test_bf16_max);
     CT_MPI_RUN(test_bf16_rounding_pairs);

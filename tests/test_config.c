@@ -222,9 +222,9 @@ static void test_validate_ranges(void) {
           "%s", ct_last_error());
     EXPECT_ERR(parse(&c, "--quantization.float8.enable", "--quantization.mxfp8.enable", NULL), "exclude each other");
     EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "ops", NULL),
-               "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got 'ops'");
+               "activation_checkpoint.selective_ac_option: expected \"op\", \"elementwise\" or a block count >= 1, got 'ops'");
     EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "0", NULL),
-               "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got '0'");
+               "activation_checkpoint.selective_ac_option: expected \"op\", \"elementwise\" or a block count >= 1, got '0'");
     // Edge values that are fine.
     CHECK(parse(&c, "--optimizer.beta1", "0", "--optimizer.lr", "0", "--lr_scheduler.warmup_steps", "0",
                 "--training.max_norm", "0", "--lr_scheduler.decay_ratio", "1", NULL) == CT_OK,

@@ -211,7 +211,7 @@ static void test_converters_and_compile(void) {
     char *path = temp_file("[activation_checkpoint]\nmode = \"selective\"\nselective_ac_option = 3\n");
     CHECK(parse_rep(&c, "--config", path, NULL) == CT_OK && !strcmp(c.ac_option, "3"), "%s", ct_last_error());
     write_file(path, "[activation_checkpoint]\nselective_ac_option = 0\n");
-    CHECK(parse_rep(&c, "--config", path, NULL) == CT_ERR && has_problem("expected \"op\" or a block count >= 1"), "%s",
+    CHECK(parse_rep(&c, "--config", path, NULL) == CT_ERR && has_problem("expected \"op\", \"elementwise\" or a block count >= 1"), "%s",
           ct_last_error());
     // Two names of one setting with one value say it twice; with two values the file contradicts itself.
     write_file(path, "[quantize.linear.float8]\nfilter_fqns = [\"output\"]\n[quantize.linear.mx]\nfilter_fqns = [\"output\"]\n");

@@ -1,9 +1,10 @@
 // Activation checkpointing against the plain one-process run (tests/parity.h): full, selective
-// per op and selective every 2nd block recompute exactly what the forward computed, so every
+// per op (TorchTitan's: every second matmul again), selective elementwise and selective every
+// 2nd block recompute what the forward computed, so every
 // layout with them -- one process, FSDP 2, tp 2 with sequence parallel, cp 2, pp 2, and
 // FSDP 2 x tp 2 -- follows the reference within the harness's tolerances (in practice to the
-// bit). Also: the activation memory is planned for the policy (full < every-2nd < per-op < none,
-// each by the bytes its kept tensors need), and zero-bubble schedules, whose weight pass would
+// bit). Also: the activation memory is planned for the policy (each by the bytes its kept tensors
+// need, counted here by hand), and zero-bubble schedules, whose weight pass would
 // read recomputed activations after they are gone, are refused with one line.
 #include "parity.h"
 
@@ -12,6 +13,7 @@ static const char *modes[][3] = {
     {"full", "full", "op"},
     {"selective-op", "selective", "op"},
     {"selective-every-2", "selective", "2"},
+    {"selective-elementwise", "selective", "elementwise"},
 };
 enum { NMODES = sizeof modes / sizeof modes[0] };
 
@@ -57,7 +59,7 @@ static void tp2_sp(void) {
                  "tp2+sp");
 }
 static void cp2(void) {
-    for (int m = 0; m < NMODES; m += 2) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "cp2");
+    for (int m = 0; m < NMODES; m++) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "cp2");
 }
 static void pp2(void) {
     for (int m = 0; m < NMODES; m++) run_mode(m, (parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .pp = 2}, "pp2");
@@ -84,26 +86,33 @@ static size_t activation_bytes(int m) {
     return bytes;
 }
 
-// The slot keeps, per block and row (C = 32, QKV = 64, NH·HS = 32, F = 72; N_l = N rows):
-// none x norm1 qkv att x_mid norm2 h13 h = 32+32+64+32+32+32+144+72 = 440 floats; per op drops
-// norm1, norm2, h (136) into one shared block's worth; full keeps x (32) and shares one whole
-// block. Every-2nd (4 blocks): blocks 1 and 3 full, 0 and 2 none. The differences are checked, not the totals
-// (the shared buffers and scratch are the same for every policy, plus the recompute set).
+// The slot keeps, per block and row (C = 32, QKV = 64: q 32, k 16, v 16; NH·HS = 32, NH = 8,
+// F = 72; N_l = N rows), in floats:
+//   none         x norm1 rstd1 qkv att lse x_mid norm2 rstd2 h13 h
+//                = 32+32+1+64+32+8+32+32+1+144+72                           = 450
+//   elementwise  drops norm1, norm2, h (136) into one shared block's worth    = 314
+//   op           keeps x, q|v, att, lse, w1's half of h13 = 32+48+32+8+72   = 192, and shares
+//                one block's norm1 norm2 h rstd1 qkv x_mid rstd2 h13 = 32+32+72+1+64+32+1+144 = 378
+//   full         keeps x (32) and shares one whole block.
+// Every-2nd (4 blocks): blocks 1 and 3 full, 0 and 2 none. The differences are checked, not the
+// totals (the shared buffers and scratch are the same for every policy, plus the recompute set).
 static void memory_is_planned(void) {
     size_t none = activation_bytes(-1), full = activation_bytes(0), ops = activation_bytes(1),
-           every2 = activation_bytes(2);
-    long N = GLOBAL_BATCH * 16;  // rows of the one-process micro-batch
-    // per-op: 4 blocks drop 136 floats/row each, one shared set of 136 comes back.
-    double want_ops = (double)N * 4 * (4 * 136 - 136);
-    CHECK(full < every2 && every2 < none && ops < none, "activation bytes none %zu, ops %zu, every2 %zu, full %zu",
-          none, ops, every2, full);
+           every2 = activation_bytes(2), elementwise = activation_bytes(3);
+    double N = GLOBAL_BATCH * 16;  // rows of the one-process micro-batch
+    double want_elementwise = N * 4 * (4 * 136 - 136), want_ops = N * 4 * (4 * (450 - 192) - 378);
+    CHECK(full < every2 && every2 < none && ops < elementwise && elementwise < none,
+          "activation bytes none %zu, elementwise %zu, op %zu, every2 %zu, full %zu", none, elementwise, ops, every2, full);
+    CHECK(fabs((double)(none - elementwise) - want_elementwise) <= 0.02 * want_elementwise,
+          "elementwise saves %zu bytes, expected about %.0f", none - elementwise, want_elementwise);
     CHECK(fabs((double)(none - ops) - want_ops) <= 0.02 * want_ops, "per-op saves %zu bytes, expected about %.0f",
           none - ops, want_ops);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
-        printf("  activation bytes (tiny model, 8 x 16 tokens): none %zu, per-op %.2fx, every-2 %.2fx, full %.2fx\n",
-               none, (double)ops / none, (double)every2 / none, (double)full / none);
+        printf("  activation bytes (tiny model, 8 x 16 tokens): none %zu, elementwise %.2fx, op %.2fx, every-2 %.2fx, "
+               "full %.2fx\n", none, (double)elementwise / none, (double)ops / none, (double)every2 / none,
+               (double)full / none);
 }
 
 static void zero_bubble_refused(void) {

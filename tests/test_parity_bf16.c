@@ -61,11 +61,11 @@ static void differs_from_fp32_but_close(void) {
 }
 
 // Activation checkpointing recomputes the bf16 activations exactly (the same narrowing of the
-// same fp32 values): full and per-op checkpointing follow the bf16 reference (the harness's
+// same fp32 values): full, per-op and elementwise checkpointing follow the bf16 reference (the harness's
 // bounds; in practice to the bit).
 static void checkpointing(void) {
-    const char *modes[][2] = {{"full", "op"}, {"selective", "op"}, {"selective", "2"}};
-    for (int m = 0; m < 3; m++) {
+    const char *modes[][2] = {{"full", "op"}, {"selective", "op"}, {"selective", "2"}, {"selective", "elementwise"}};
+    for (int m = 0; m < 4; m++) {
         ct_config c = parity_base;
         parity_set(&c, "activation_checkpoint.mode", modes[m][0]);
         parity_set(&c, "activation_checkpoint.selective_ac_option", modes[m][1]);

@@ -381,10 +381,36 @@ static void tp_amax_reductions_wired(void) {
     CHECK(recipe == CT_F8_RECIPE_MXFP8 || want > 0, "%s: the kernels asked for no amax reduction", recipe_name);
 }
 
+// Checkpointing per op recomputes k and w3's output; an 8-bit wqkv or w13 runs whole again there
+// (its scales span the whole matrix), so the recompute is the forward's values and the run
+// follows the recipe's reference, on one process and under tp 2 with sequence parallel.
+static void checkpointing(void) {
+    const char *options[] = {"op", "elementwise"};
+    for (int o = 0; o < 2; o++) {
+        ct_config c = parity_base;
+        parity_set(&c, "activation_checkpoint.mode", "selective");
+        parity_set(&c, "activation_checkpoint.selective_ac_option", options[o]);
+        parity_result r;
+        parity_train_alone(c, &r);
+        char what[96];
+        snprintf(what, sizeof what, "%s + checkpointing %s, one process", recipe_name, options[o]);
+        parity_compare(&r, what);
+        free(r.params);
+    }
+    ct_config saved = parity_base;
+    parity_set(&parity_base, "activation_checkpoint.mode", "selective");
+    parity_set(&parity_base, "activation_checkpoint.selective_ac_option", "op");
+    char what[96];
+    snprintf(what, sizeof what, "%s + checkpointing op, tp2+sp", recipe_name);
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true}, what);
+    parity_base = saved;
+}
+
 static void recipe_cases(int n) {
     CT_MPI_RUN(fsdp_close);
     if (n == 2) {
         CT_MPI_RUN(pp2);
+        CT_MPI_RUN(checkpointing);
         CT_MPI_RUN(differs_from_bf16_but_close);
         CT_MPI_RUN(shard_vs_whole);
         CT_MPI_RUN(tp_amax_reductions_wired);

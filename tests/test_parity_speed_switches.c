@@ -1,5 +1,5 @@
 // Milestone 9's three switches together against the plain one-process run (tests/parity.h):
-// every activation checkpointing mode (none, full, selective per op, every 2nd block) x
+// every activation checkpointing mode (none, full, selective per op, every 2nd block, elementwise) x
 // --compile.enable (fused kernels) x --parallelism.enable_async_comm, in one process and under
 // FSDP 2 x tp 2 (with sequence parallel, where the fused QKV path differs). None of them may
 // change what is computed beyond fp32 summation order: the harness's fp32 bounds
@@ -7,7 +7,9 @@
 #include "parity.h"
 
 static const char *ac[][3] = {
-    {"no-ac", "none", "op"}, {"full", "full", "op"}, {"op", "selective", "op"}, {"every-2", "selective", "2"}};
+    {"no-ac", "none", "op"}, {"full", "full", "op"}, {"op", "selective", "op"}, {"every-2", "selective", "2"},
+    {"elementwise", "selective", "elementwise"}};
+enum { NAC = sizeof ac / sizeof ac[0] };
 
 static ct_config switched(ct_config c, int a, bool compile, bool async) {
     parity_set(&c, "activation_checkpoint.mode", ac[a][1]);
@@ -22,7 +24,7 @@ static void name(char *what, size_t n, int a, bool compile, bool async, const ch
 }
 
 static void one_process(void) {
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < NAC; a++)
         for (int compile = 0; compile < 2; compile++) {
             parity_result r;
             parity_train_alone(switched(parity_base, a, compile, false), &r);  // async: nothing to overlap alone
@@ -34,7 +36,7 @@ static void one_process(void) {
 }
 
 static void tp2_fsdp2(void) {
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < NAC; a++)
         for (int compile = 0; compile < 2; compile++)
             for (int async = 0; async < 2; async++) {
                 ct_config saved = parity_base;

@@ -13,8 +13,10 @@
 #include "cli/options.h"
 #include "core/file_check.h"
 #include "core/version.h"
+#include "model/checkpointing.h"
 #include "parallel/pipeline_schedules.h"
 #include "plan/explain.h"
+#include "plan/layout.h"
 #include "plan/plan.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
@@ -119,6 +121,33 @@ static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
     for (int d = 0; d < CT_PLAN_NDIMS; d++) exposed += c->time.exposed[d];
     fprintf(f, " %8.3f %8.3f %8.3f %8.3f %10.0f %5.1f%%\n", c->time.step, c->time.compute, exposed, c->time.bubble,
             c->time.tokens_per_s_per_device, 100 * c->time.mfu);
+}
+
+// What the checkpointing policy keeps per token and block on one rank, against keeping everything,
+// and the matmul FLOPs its recompute adds (model/checkpointing.h).
+static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_config *c) {
+    int tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
+    ct_llama_config local;
+    if (ct_llama_config_local(&r->model, tp, &local)) return;
+    ct_ac_policy p = ct_layout_ac_policy(c);
+    ct_ac_shape s = {.cfg = &local, .compute_bytes = strcmp(c->mixed_precision, "bf16") ? 4 : 2,
+                     .seq_parallel_tp = c->sequence_parallel && tp > 1 ? tp : 1};
+    long T = c->seq_len / (c->context_extension_degree > 1 ? c->context_extension_degree : 1);
+    // every-N-th block: the mean over the N-block period
+    int n = p.kind == CT_AC_FULL && p.every > 1 ? p.every : 1;
+    double kept = 0, flops = 0;
+    for (int l = 0; l < n; l++) {
+        ct_ac_kind k = ct_ac_layer_kind(&p, l);
+        kept += ct_ac_kept_bytes_per_token(&s, k) / n;
+        flops += ct_ac_recompute_flops_per_token(&s, k, T) / n;
+    }
+    double model = ct_llama_flops_per_token(&local, c->seq_len) / local.n_layers;  // per token and block
+    fprintf(f, "activations kept per token and block: %.1f KB (ac %s; %.1f KB keeping everything); ", kept / 1e3,
+            p.kind == CT_AC_FULL && p.every > 1 ? "every-N full" : ct_ac_kind_name(p.kind),
+            ct_ac_kept_bytes_per_token(&s, CT_AC_NONE) / 1e3);
+    if (p.kind == CT_AC_NONE) fprintf(f, "nothing recomputed\n");
+    else if (flops == 0) fprintf(f, "recomputes elementwise work only (no matmul)\n");
+    else fprintf(f, "recompute %.1f MFLOP per token and block (%.1f%% of the model FLOPs)\n", flops / 1e6, 100 * flops / model);
 }
 
 // One candidate in full (--layout).
@@ -233,10 +262,11 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     }
     const char *ac = a->ac ? a->ac : "none";
     if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
+    else if (!strcmp(ac, "elementwise")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
     else if (!strcmp(ac, "full") || !strcmp(ac, "none")) snprintf(c.ac_mode, sizeof c.ac_mode, "%s", ac);
     else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
     else {
-        ct_set_error("--ac: expected none, op, full or a block count N (every N-th block), got '%s'", ac);
+        ct_set_error("--ac: expected none, op, elementwise, full or a block count N (every N-th block), got '%s'", ac);
         goto fail;
     }
     // A GPU without fp8 tensor cores (peak_tflops_fp8 = 0) cannot run 8-bit matmuls: refused,
@@ -254,6 +284,7 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     if (ct_plan_evaluate(r, &c, &cand)) goto fail;
     print_header(r, stdout);
     print_detail(stdout, &cand);
+    print_checkpointing(stdout, r, &cand.cfg);
     if (a->emit && emit(a->emit, &cand, r)) goto fail;
     if (a->emit) printf("wrote %s\n", a->emit);
     return cand.fits ? 0 : 1;
@@ -340,7 +371,7 @@ int ct_cmd_plan(int argc, char **argv) {
         {"micro_batch", 0, CT_OPT_LONG, &a.micro_batch, "N", "--layout: sequences per micro-batch", 1, 1 << 20},
         {"schedule", 0, CT_OPT_STR, &a.schedule, "NAME", "--layout: pipeline schedule (default 1f1b)", 0, 0},
         {"stages_per_rank", 0, CT_OPT_LONG, &a.stages_per_rank, "V", "--layout: virtual pipeline stages per rank", 1, 64},
-        {"ac", 0, CT_OPT_STR, &a.ac, "MODE", "--layout: none | op | full | N (every N-th block)", 0, 0},
+        {"ac", 0, CT_OPT_STR, &a.ac, "MODE", "--layout: none | op | elementwise | full | N (every N-th block)", 0, 0},
         {"float8", 0, CT_OPT_FLAG, &a.float8, NULL, "--layout: float8 matmuls", 0, 0},
         {"mxfp8", 0, CT_OPT_FLAG, &a.mxfp8, NULL, "--layout: MXFP8 matmuls", 0, 0},
         {"compile", 0, CT_OPT_FLAG, &a.compile, NULL, "--layout: fused kernels", 0, 0},

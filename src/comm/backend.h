@@ -51,6 +51,11 @@ typedef struct ct_comm_backend {
     void (*recv)(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag,
                  ct_comm_handle *h);
     void (*barrier)(ct_group *g, ct_comm_handle *h);
+    // The count and displacement arrays (host, g->size entries) stay valid until the handle is
+    // complete; a backend that needs them in another form keeps that form itself until then.
+    void (*all_to_all_v)(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
+                         void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt,
+                         ct_comm_handle *h);
 
     // ---- completion
     // Makes progress on h without blocking; true once the operation is complete. Called

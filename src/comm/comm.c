@@ -9,6 +9,7 @@
 #include "comm/comm.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -80,7 +81,7 @@ void ct_comm_finalize(void) {
 // ---- checks shared by every backend ------------------------------------------------------
 
 static const char *const kind_names[CT_COMM_NKINDS] = {
-    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv", "barrier",
+    "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv", "barrier", "all_to_all",
 };
 
 const char *ct_comm_kind_name(ct_comm_kind k) {
@@ -278,6 +279,28 @@ ct_comm_handle ct_comm_recv_start(ct_group *g, void *buf, size_t count, ct_dtype
     return h;
 }
 
+ct_comm_handle ct_comm_all_to_all_v_start(ct_group *g, const void *send, const size_t *send_counts,
+                                          const size_t *send_displs, void *recv, const size_t *recv_counts,
+                                          const size_t *recv_displs, ct_dtype dt) {
+    const ct_comm_kind k = CT_COMM_ALL_TO_ALL;
+    check_group(g, k);
+    check_dtype(g, k, dt);
+    if (!send_counts || !send_displs || !recv_counts || !recv_displs)
+        ct_fatal("comm", "%s on group %s: a count or displacement array is missing", kind_names[k], g->name);
+    // What this rank sends itself must be what it expects from itself.
+    if (send_counts[g->rank] != recv_counts[g->rank])
+        ct_fatal("comm", "%s on group %s: rank %d sends itself %zu elements but expects %zu", kind_names[k], g->name,
+                 g->rank, send_counts[g->rank], recv_counts[g->rank]);
+    double bytes = 0;
+    for (int p = 0; p < g->size; p++)
+        if (p != g->rank) bytes += (double)send_counts[p] * (double)ct_dtype_size(dt);
+    ct_comm_handle h = handle_new(g, k, bytes);
+    ct_mem_device_open();
+    g->ops->all_to_all_v(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt, &h);
+    ct_mem_device_close();
+    return h;
+}
+
 // ---- completion ---------------------------------------------------------------------------
 
 bool ct_comm_test(ct_comm_handle *h) {
@@ -392,6 +415,29 @@ void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int p
 void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag) {
     ct_comm_handle h = ct_comm_recv_start(g, buf, count, dt, peer, tag);
     ct_comm_wait(&h);
+}
+
+void ct_comm_all_to_all_v(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
+                          void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt) {
+    ct_comm_handle h =
+        ct_comm_all_to_all_v_start(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
+    ct_comm_wait(&h);
+}
+
+// One count per peer, through the same collective (i64 on the host: the control plane of a
+// device backend carries it).
+void ct_comm_exchange_counts(ct_group *g, const size_t *send_counts, size_t *recv_counts) {
+    check_group(g, CT_COMM_ALL_TO_ALL);
+    size_t n = (size_t)g->size;
+    // one (n) ones | displ (n) 0..n-1 | out (n) and in (n) as i64
+    size_t *one = calloc(2 * n, sizeof(size_t));
+    int64_t *io = calloc(2 * n, sizeof(int64_t));
+    if (!one || !io) ct_fatal("comm", "all_to_all on group %s: out of memory for %zu counts", g->name, n);
+    for (size_t p = 0; p < n; p++) one[p] = 1, one[n + p] = p, io[p] = (int64_t)send_counts[p];
+    ct_comm_all_to_all_v(g, io, one, one + n, io + n, one, one + n, CT_I64);
+    for (size_t p = 0; p < n; p++) recv_counts[p] = (size_t)io[n + p];
+    free(one);
+    free(io);
 }
 
 void ct_comm_barrier(ct_group *g) {

@@ -27,6 +27,7 @@
 //   reduce_scatter(count/rank)   (N-1)   * count * E   (= (N-1)/N of the N*count input)
 //   broadcast(count)             count * E             (pipelined chain: each rank forwards once)
 //   send(count) / recv(count)    count * E             (recv counts bytes received)
+//   all_to_all_v(send_counts)    Σ over other ranks p of send_counts[p] * E
 //   barrier                      0
 // A group of one moves 0 bytes in every collective. FSDP's step (all-gather forward, all-gather
 // backward, reduce-scatter of gradients) thus shows 3 * Psi * (N-1)/N elements.
@@ -63,6 +64,7 @@ typedef enum {
     CT_COMM_SEND,
     CT_COMM_RECV,
     CT_COMM_BARRIER,
+    CT_COMM_ALL_TO_ALL,
     CT_COMM_NKINDS
 } ct_comm_kind;
 
@@ -141,6 +143,15 @@ void ct_comm_broadcast(ct_group *g, void *buf, size_t count, ct_dtype dt, int ro
 void ct_comm_send(ct_group *g, const void *buf, size_t count, ct_dtype dt, int peer, int tag);
 void ct_comm_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer, int tag);
 void ct_comm_barrier(ct_group *g);
+// all_to_all_v: to each rank p of g, send[send_displs[p], + send_counts[p]); from each rank p,
+// recv_counts[p] elements into recv[recv_displs[p], ...). Counts and displacements are in
+// elements, host arrays of g->size entries that must stay untouched until the wait. What p sends
+// here must be what this rank expects from p: ct_comm_exchange_counts sends the counts first.
+// Expert parallelism's dispatch of tokens to their experts' ranks, and the combine back.
+void ct_comm_all_to_all_v(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
+                          void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt);
+// recv_counts[p] (host, g->size) = what rank p passed as send_counts[this rank]. Collective.
+void ct_comm_exchange_counts(ct_group *g, const size_t *send_counts, size_t *recv_counts);
 // For a step that may fail on some ranks only (a file write, a check): every rank passes its own
 // outcome and all return the same one. CT_OK when every rank succeeded; else CT_ERR on every
 // rank with the lowest failing rank's message, "rank R: <its message>" (just the message when
@@ -160,6 +171,9 @@ ct_comm_handle ct_comm_all_gather_start(ct_group *g, const void *send, void *rec
                                         ct_dtype dt);
 ct_comm_handle ct_comm_reduce_scatter_start(ct_group *g, const void *send, void *recv,
                                             size_t count, ct_dtype dt, ct_comm_op op);
+ct_comm_handle ct_comm_all_to_all_v_start(ct_group *g, const void *send, const size_t *send_counts,
+                                          const size_t *send_displs, void *recv, const size_t *recv_counts,
+                                          const size_t *recv_displs, ct_dtype dt);
 ct_comm_handle ct_comm_broadcast_start(ct_group *g, void *buf, size_t count, ct_dtype dt,
                                        int root);
 ct_comm_handle ct_comm_send_start(ct_group *g, const void *buf, size_t count, ct_dtype dt,

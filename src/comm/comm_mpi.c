@@ -289,6 +289,32 @@ static void mpi_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int peer
               ct_comm_kind_name(k), g);
 }
 
+// MPI takes int counts and displacements and reads them until the operation completes: they live
+// in one block kept beside the request in the handle (the second half of ct_comm_opaque) and
+// freed by mpi_test when it sees the operation done.
+_Static_assert(sizeof(MPI_Request) + sizeof(int *) <= sizeof(ct_comm_opaque),
+               "an MPI_Request and a pointer must fit ct_comm_opaque");
+static int **alltoall_ints_of(ct_comm_handle *h) { return (int **)(void *)(h->backend.raw + sizeof(MPI_Request)); }
+
+static void mpi_all_to_all_v(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
+                             void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt,
+                             ct_comm_handle *h) {
+    const ct_comm_kind k = CT_COMM_ALL_TO_ALL;
+    int n = g->size;
+    int *ints = malloc(4 * (size_t)n * sizeof(int));
+    if (!ints) ct_fatal("comm", "%s on group %s: out of memory for %d counts", ct_comm_kind_name(k), g->name, n);
+    for (int p = 0; p < n; p++) {
+        ints[p] = mpi_count(g, k, send_counts[p]);
+        ints[n + p] = mpi_count(g, k, send_displs[p]);
+        ints[2 * n + p] = mpi_count(g, k, recv_counts[p]);
+        ints[3 * n + p] = mpi_count(g, k, recv_displs[p]);
+    }
+    *alltoall_ints_of(h) = ints;
+    MPI_Datatype t = mpi_type(g, k, dt);
+    check_mpi(MPI_Ialltoallv(send, ints, ints + n, t, recv, ints + 2 * n, ints + 3 * n, t, comm_of(g), request_of(h)),
+              ct_comm_kind_name(k), g);
+}
+
 static void mpi_barrier(ct_group *g, ct_comm_handle *h) {
     check_mpi(MPI_Ibarrier(comm_of(g), request_of(h)), ct_comm_kind_name(CT_COMM_BARRIER), g);
 }
@@ -299,6 +325,10 @@ static bool mpi_test(ct_comm_handle *h) {
     int done = 0;
     MPI_Status st;
     check_mpi(MPI_Test(request_of(h), &done, &st), ct_comm_kind_name(h->kind), h->group);
+    if (done && h->kind == CT_COMM_ALL_TO_ALL) {
+        free(*alltoall_ints_of(h));
+        *alltoall_ints_of(h) = NULL;
+    }
     return done != 0;
 }
 
@@ -367,6 +397,7 @@ const ct_comm_backend ct_comm_backend_mpi = {
     .send = mpi_send,
     .recv = mpi_recv,
     .barrier = mpi_barrier,
+    .all_to_all_v = mpi_all_to_all_v,
     .test = mpi_test,
     .watch_answer = mpi_watch_answer,
     .watch_ask = mpi_watch_ask,

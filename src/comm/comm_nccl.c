@@ -280,6 +280,43 @@ static void nccl_recv(ct_group *g, void *buf, size_t count, ct_dtype dt, int pee
     end(g, h, "recv");
 }
 
+// Device buffers: one send and one receive per peer with something to move, in one NCCL group.
+// Host buffers (the counts exchange): MPI's own all-to-all-v, blocking.
+static void nccl_all_to_all_v(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
+                              void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt,
+                              ct_comm_handle *h) {
+    const ct_comm_kind k = CT_COMM_ALL_TO_ALL;
+    if (control_plane(g, k, send, recv, h)) {
+        int n = g->size, ints[4 * 1024];
+        if (n > 1024) ct_fatal("comm", "all_to_all on group %s: %d ranks on the host path (at most 1024)", g->name, n);
+        for (int p = 0; p < n; p++) {
+            size_t v[4] = {send_counts[p], send_displs[p], recv_counts[p], recv_displs[p]};
+            for (int i = 0; i < 4; i++) {
+                if (v[i] > (size_t)INT_MAX) ct_fatal("comm", "all_to_all on group %s: %zu host values", g->name, v[i]);
+                ints[i * n + p] = (int)v[i];
+            }
+        }
+        MPI_Datatype t = mpi_type(g, k, dt);
+        check_mpi(MPI_Alltoallv(send, ints, ints + n, t, recv, ints + 2 * n, ints + 3 * n, t, group_of(g).mpi),
+                  "all_to_all", g);
+        return;
+    }
+    size_t es = ct_dtype_size(dt);
+    ncclDataType_t t = nccl_type(g, k, dt);
+    ncclComm_t c = begin(g, "all_to_all");
+    check_nccl(ncclGroupStart(), "all_to_all", g);
+    for (int p = 0; p < g->size; p++) {
+        if (send_counts[p])
+            check_nccl(ncclSend((const char *)send + send_displs[p] * es, send_counts[p], t, p, c, comm_stream),
+                       "all_to_all", g);
+        if (recv_counts[p])
+            check_nccl(ncclRecv((char *)recv + recv_displs[p] * es, recv_counts[p], t, p, c, comm_stream),
+                       "all_to_all", g);
+    }
+    check_nccl(ncclGroupEnd(), "all_to_all", g);
+    end(g, h, "all_to_all");
+}
+
 // Every rank's barrier is an all-reduce of one float: none completes before all have started.
 static void nccl_barrier(ct_group *g, ct_comm_handle *h) {
     ncclComm_t c = begin(g, "barrier");
@@ -347,6 +384,7 @@ const ct_comm_backend ct_comm_backend_nccl = {
     .send = nccl_send,
     .recv = nccl_recv,
     .barrier = nccl_barrier,
+    .all_to_all_v = nccl_all_to_all_v,
     .test = nccl_test,
     .watch_answer = watch_answer,
     .watch_ask = watch_ask,

@@ -107,8 +107,10 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     {
         char *end;
         long every = strtol(c->ac_option, &end, 10);
-        REQUIRE(!strcmp(c->ac_option, "op") || (*c->ac_option && !*end && every >= 1),
-                "activation_checkpoint.selective_ac_option: expected \"op\" or a block count >= 1, got '%s'",
+        REQUIRE(!strcmp(c->ac_option, "op") || !strcmp(c->ac_option, "elementwise") ||
+                    (*c->ac_option && !*end && every >= 1),
+                "activation_checkpoint.selective_ac_option: expected \"op\", \"elementwise\" or a block count >= 1, "
+                "got '%s'",
                 c->ac_option);
     }
     REQUIRE(!(c->float8 && c->mxfp8), "quantization.float8.enable and quantization.mxfp8.enable exclude each other");

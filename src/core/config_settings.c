@@ -141,7 +141,8 @@ const ct_setting ct_settings[] = {
          "which activations to recompute in backward instead of keeping"),
     BOOL("activation_checkpoint.selective", ac_selective, "false", NULL, "same as activation_checkpoint.mode = selective"),
     STR("activation_checkpoint.selective_ac_option", ac_option, "op", NULL,
-        "selective: \"op\" (keep matmul and attention outputs, recompute norms and SwiGLU) or N (every N-th block full)"),
+        "selective: \"op\" (TorchTitan's: recompute every second matmul -- wk, wo, w3 -- and the elementwise work), "
+        "\"elementwise\" (keep every matmul and attention output, recompute norms and SwiGLU) or N (every N-th block full)"),
 
     // [compile], [quantization]
     BOOL("compile.enable", compile, "false", NULL, "fused kernels for norm, RoPE and activations"),

@@ -58,6 +58,9 @@ typedef struct ct_kernels {
     void (*copy)(void *dst, const void *src, size_t bytes);                  // device -> device
     void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);     // device -> host
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);   // host -> device
+    // device -> device, `rows` rows of row_bytes each, rows dst_pitch / src_pitch bytes apart
+    // (a block of columns of a row-major matrix: cudaMemcpy2D's shape)
+    void (*copy_2d)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows);
 
     // ---- matmul
     void (*gemm)(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,
@@ -99,6 +102,26 @@ typedef struct ct_kernels {
                             long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);
     void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
+
+    // ---- mixture of experts (contracts in kernels.h, "mixture of experts"); offsets host memory
+    void (*moe_router_forward)(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
+                               long N, long E, long k, int sigmoid, int renorm);
+    void (*moe_router_backward)(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                                const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+    void (*moe_aux_loss)(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                         long group, float coef, int sigmoid);
+    void (*moe_bias_update)(float *bias, const int64_t *counts, long E, float rate);
+    void (*moe_dispatch_plan)(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
+    void (*moe_permute)(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C);
+    void (*moe_permute_backward)(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C);
+    void (*moe_combine)(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long N, long k,
+                        long C);
+    void (*moe_combine_backward)(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                                 const float *weights, const int32_t *pos, long N, long k, long C);
+    void (*grouped_linear_forward)(float *out, const float *inp, const float *weight, const int64_t *offsets, long E,
+                                   long IC, long OC);
+    void (*grouped_linear_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
+                                    const float *weight, const int64_t *offsets, long E, long IC, long OC);
 
     // ---- output projection + cross-entropy (whole vocabulary on this rank)
     long (*xent_scratch_floats)(long chunk_rows, long V, long C, bool bf16);

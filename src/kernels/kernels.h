@@ -212,6 +212,48 @@ void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N
                             const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,
                             long NKV, long HS, float *scratch);
 
+// ---------------------------------------------------------------- mixture of experts
+// E experts, k chosen per token; a "pair" is (token n, choice j), p = n·k + j. Rows sorted by
+// expert: the N·k pairs in expert order (expert e's rows are [offsets[e], offsets[e + 1]),
+// offsets the exclusive prefix sum of counts), within an expert in pair order.
+//
+// Router. scores (N, E) = softmax(logits) or, with sigmoid, sigmoid(logits) per row; ids (N, k)
+// the k experts of highest score + bias (bias (E) or NULL: it only chooses, as DeepSeek-V3's
+// load-balancing bias), in descending order of that sum, ties to the lower id; weights (N, k)
+// their scores, divided by their sum when renorm.
+void ct_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias, long N,
+                           long E, long k, int sigmoid, int renorm);
+// dlogits (N, E) from dweights (N, k), through the renormalisation, plus dscores (N, E; NULL:
+// none, e.g. the auxiliary loss's), then through the score function.
+void ct_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                            const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+// The load-balancing loss over groups of `group` tokens (a sequence; N or 0: the whole batch),
+// E <= 1024: f_e = E / (k G) · (tokens of the group choosing e), P_e = the group's mean
+// normalised score (s under softmax, s / Σ_e s under sigmoid), loss (one device float, written)
+// = the mean over groups of coef Σ_e f_e P_e, dscores (N, E) its gradient with the choice held.
+void ct_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                     long group, float coef, int sigmoid);
+// bias (E) += rate where an expert's count (E, the step's pairs) is below the mean, -= above.
+void ct_moe_bias_update(float *bias, const int64_t *counts, long E, float rate);
+// counts (E) pairs per expert; pos (N, k) each pair's row in expert order.
+void ct_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
+// x_sorted (N·k, C): row pos[p] = x[p / k]. Backward: dx (N, C) = Σ_j dx_sorted[pos[n·k + j]].
+void ct_moe_permute(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C);
+void ct_moe_permute_backward(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C);
+// y (N, C) = Σ_j weights[n, j] · y_sorted[pos[n·k + j]]. Backward: dy_sorted[pos[p]] =
+// weights[p] · dy[n] (every row of dy_sorted written), dweights[p] = <dy[n], y_sorted[pos[p]]>.
+void ct_moe_combine(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long N, long k, long C);
+void ct_moe_combine_backward(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                             const float *weights, const int32_t *pos, long N, long k, long C);
+// Grouped linear over the experts: rows [offsets[e], offsets[e + 1]) of inp (rows, IC) times
+// expert e's weight (OC, IC) of weight (E, OC, IC), as ct_linear_forward / _backward per expert
+// (dinp overwritten on those rows, dweight accumulated; either NULL: skipped). offsets (E + 1)
+// are host memory: a backend issues one product per expert and needs the sizes where it issues.
+void ct_grouped_linear_forward(float *out, const float *inp, const float *weight, const int64_t *offsets, long E,
+                               long IC, long OC);
+void ct_grouped_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                                const int64_t *offsets, long E, long IC, long OC);
+
 // ---------------------------------------------------------------- AdamW and reductions
 // Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),
 // with g = grad * grad_scale (clipping factor), step >= 1 for the bias corrections.

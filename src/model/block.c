@@ -64,6 +64,28 @@ static ct_tensor act(const ct_block_ctx *c, const void *kept, long cols) {
 }
 static bool f8(const ct_block_ctx *c, int layer, ct_block_linear l) { return ct_precision_f8(&c->lin->prec, layer, l); }
 
+// Bytes of one element of a kept activation (the compute dtype).
+static size_t act_bytes(const ct_block_ctx *c) { return c->lin->prec.compute == CT_BF16 ? 2 : 4; }
+
+// Columns [col, col + cols) of the kept (N, ld) src into columns [dcol, dcol + cols) of the kept
+// (N, dld) dst.
+static void copy_cols(const ct_block_ctx *c, void *dst, long dld, long dcol, const void *src, long ld, long col,
+                      long cols) {
+    size_t e = act_bytes(c);
+    c->k->copy_2d((char *)dst + dcol * e, dld * e, (const char *)src + col * e, ld * e, cols * e, c->N);
+}
+
+// The same for an fp32 src (N, ld) just computed: narrowed to the compute dtype on the way, as
+// ct_keep_activation narrows (through tmp, room for N·ld elements of it, in bf16).
+static void put_cols(const ct_block_ctx *c, void *dst, long dld, long dcol, const float *src, long ld, long col,
+                     long cols, void *tmp) {
+    if (c->lin->prec.compute == CT_BF16) {
+        c->k->f32_to_bf16(tmp, src, c->N * ld);
+        src = tmp;
+    }
+    copy_cols(c, dst, dld, dcol, src, ld, col, cols);
+}
+
 // How tp splits linear l, for its 8-bit scales (kernels/backend.h ct_f8_split): wqkv and w13 are
 // column-parallel (this rank's OC rows), wo and w2 row-parallel (its IC columns). NULL without tp.
 static const ct_f8_split *tp_split(const ct_block_ctx *c, ct_block_linear l, ct_f8_split *sp) {
@@ -183,6 +205,15 @@ static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, c
     gather_rows(c, n, s->norm2);
 }
 
+// x_mid = x + g(wo(att)), then norm2 of it: the forward, and the per-op recompute from the kept att.
+static void attention_out(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+    const ct_llama_config *m = c->cfg;
+    float *y = partial_out(c, s->x_mid);
+    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), w->wo, m->dim);  // (N, C) partial
+    reduce_rows(c, y, s->x_mid);                                                                       // (N_l, C)
+    residual_norm2(c, layer, s, w);
+}
+
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
@@ -199,10 +230,12 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     c->ops->attention.forward(c->ops->attention.ctx, &a);
     ct_trace_end(span);
     ct_keep_activation(L, s->att, att, N * NH * HS);
-    float *y = partial_out(c, s->x_mid);
-    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, NH * HS), w->wo, C);  // (N, C) partial over tp
-    reduce_rows(c, y, s->x_mid);                                                        // (N_l, C)
-    residual_norm2(c, layer, s, w);
+    if (s->qv) {  // per-op checkpointing keeps q | v; qkv is the shared recompute buffer
+        long Q = NH * HS, KV = m->n_kv_heads * HS;
+        copy_cols(c, s->qv, Q + KV, 0, s->qkv, QKV, 0, Q);
+        copy_cols(c, s->qv, Q + KV, Q, s->qkv, QKV, Q + KV, KV);
+    }
+    attention_out(c, layer, s, w);
 
     float *h13 = work(c, s->h13, c->w_h13);
     if (fuse(c, layer, CT_LINEAR_W13)) {
@@ -214,7 +247,8 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
         ct_keep_activation(L, s->h13, h13, N * 2 * F);
         swiglu_keep(c, layer, s->h, h13);
     }
-    y = partial_out(c, out);
+    if (s->h1) copy_cols(c, s->h1, F, 0, s->h13, 2 * F, 0, F);  // per-op checkpointing keeps w1's half
+    float *y = partial_out(c, out);
     linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     span = op_span("residual_add.forward", layer);
@@ -222,11 +256,51 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     ct_trace_end(span);
 }
 
-void ct_block_recompute_cheap(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+void ct_block_recompute_elementwise(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
     long N = c->N, F = c->cfg->ffn_hidden;
     norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
     norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
     swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
+}
+
+// k again (wk's rows of wqkv, then RoPE) into the shared qkv, beside the kept q and v. An 8-bit
+// wqkv's scales span the whole matrix, so there the whole product runs again and k is taken
+// from it: the same values either way as the forward's.
+static void recompute_k(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+    const ct_llama_config *m = c->cfg;
+    long C = m->dim, HS = m->head_dim, Q = m->n_heads * HS, KV = m->n_kv_heads * HS, QKV = c->qkv_dim;
+    bool whole = f8(c, layer, CT_LINEAR_WQKV);
+    long ld = whole ? QKV : KV, col = whole ? Q : 0;
+    float *out = c->dqkv;  // (N, ld) fp32: the backward's buffer, free until it starts
+    if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv, QKV);
+    else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv + Q * C, KV);
+    int span = op_span("rope.forward", layer);
+    c->k->rope_forward(out + col, c->rope_cos, c->rope_sin, c->pos, c->B, c->T, m->n_kv_heads, HS, ld);
+    ct_trace_end(span);
+    copy_cols(c, s->qkv, QKV, 0, s->qv, Q + KV, 0, Q);
+    put_cols(c, s->qkv, QKV, Q, out, ld, col, KV, c->w_qkv);
+    copy_cols(c, s->qkv, QKV, Q + KV, s->qv, Q + KV, Q, KV);
+}
+
+// w3's output again (w3's rows of w13) into the shared h13 beside the kept w1 half, then h. An
+// 8-bit w13 runs whole, as recompute_k says.
+static void recompute_h(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+    long N = c->N, C = c->cfg->dim, F = c->cfg->ffn_hidden;
+    bool whole = f8(c, layer, CT_LINEAR_W13);
+    long ld = whole ? 2 * F : F, col = whole ? F : 0;
+    float *out = whole ? c->dh13 : c->dh;  // (N, ld) fp32, free until the backward starts
+    if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->w13, 2 * F);
+    else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->w13 + F * C, F);
+    copy_cols(c, s->h13, 2 * F, 0, s->h1, F, 0, F);
+    put_cols(c, s->h13, 2 * F, F, out, ld, col, F, c->w_h13);
+    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
+}
+
+void ct_block_recompute_ops(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
+    recompute_k(c, layer, s, w);
+    attention_out(c, layer, s, w);
+    recompute_h(c, layer, s, w);
 }
 
 // ------------------------------------------------------------------ backward

@@ -45,9 +45,12 @@ typedef struct {
 // s->x (N_l, C) -> out (N_l, C); fills the rest of s. out may alias s->x when nothing will
 // run backward (generation).
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out);
-// Activation checkpointing (CT_AC_OPS): recomputes norm1, norm2 and h from what the block kept
-// (x, x_mid, h13), with the same operations as its forward, so the values are the same bits.
-void ct_block_recompute_cheap(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w);
+// Activation checkpointing (model/checkpointing.h), just before the block's backward, with the
+// same operations as its forward, so the values are the forward's. Elementwise: norm1, norm2 and
+// h from what the block kept (x, x_mid, h13). Per op: norm1, k, x_mid, norm2, w3's output and h
+// from x, q | v, att and w1's output (the shared qkv and h13 are filled whole).
+void ct_block_recompute_elementwise(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w);
+void ct_block_recompute_ops(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w);
 // dres (N_l, C): on entry the gradient of the block's output, on exit that of its input.
 // Combined (keep == NULL): weight gradients are added into g. Split (keep != NULL, g unused):
 // the gradients each weight's update needs are stored in keep for ct_block_backward_weight.

@@ -12,39 +12,50 @@ static bool bf16(const ct_linear_ctx *c) { return c->prec.compute == CT_BF16; }
 static long halves(long n) { return (n + 1) / 2; }  // floats that hold n bf16 values
 static long align16(long n) { return (n + 15) & ~15L; }
 
-// The 8-bit kernels' scratch for either direction.
-static long f8_floats(const ct_kernels *k, long N, long IC, long OC) {
-    long fwd = k->f8_scratch_floats(N, IC, OC), bwd = k->f8_backward_scratch_floats(N, IC, OC);
-    return fwd > bwd ? fwd : bwd;
+static long lmax(long a, long b) { return a > b ? a : b; }
+
+// Each scratch buffer's size in floats: the largest any of the layers needs of it.
+typedef struct {
+    long w16, g16, inp32, f8;
+} scratch_sizes;
+
+static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, const ct_linear_shape *l, int n) {
+    scratch_sizes s = {0};
+    for (int i = 0; i < n; i++) {
+        long IC = l[i].in, OC = l[i].out;
+        if (p->compute == CT_BF16) s.w16 = lmax(s.w16, align16(halves(OC * IC)));  // the bf16 weight
+        // the bf16 output gradient (ct_round_to_bf16 also rounds up to N x out through it)
+        if (p->compute == CT_BF16 || p->quantized) s.g16 = lmax(s.g16, align16(halves(N * OC)));
+        if (p->quantized && p->compute == CT_BF16) s.inp32 = lmax(s.inp32, align16(N * IC));  // a widened input
+        if (p->quantized)  // the 8-bit kernels, either direction
+            s.f8 = lmax(s.f8, align16(lmax(k->f8_scratch_floats(N, IC, OC), k->f8_backward_scratch_floats(N, IC, OC))));
+    }
+    return s;
 }
 
-long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, long max_in, long max_out) {
-    long n = 0;
-    if (p->compute == CT_BF16) n += align16(halves(max_out * max_in)) + align16(halves(N * max_out));
-    else if (p->quantized) n += align16(halves(N * max_out));  // ct_round_to_bf16 is not used, but keep g16 valid
-    if (p->quantized) {
-        if (p->compute == CT_BF16) n += align16(N * max_in);
-        n += align16(f8_floats(k, N, max_in, max_out));
-    }
-    return n;
+long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, const ct_linear_shape *layers,
+                              int n_layers) {
+    scratch_sizes s = sizes(k, p, N, layers, n_layers);
+    return s.w16 + s.g16 + s.inp32 + s.f8;
 }
 
 void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precision *p, float *scratch, long N,
-                        long max_in, long max_out) {
+                        const ct_linear_shape *layers, int n_layers) {
+    scratch_sizes s = sizes(k, p, N, layers, n_layers);
     *c = (ct_linear_ctx){.k = k, .prec = *p};
     float *at = scratch;
     if (p->compute == CT_BF16) {
         c->w16 = (uint16_t *)at;
-        at += align16(halves(max_out * max_in));
+        at += s.w16;
     }
     if (p->compute == CT_BF16 || p->quantized) {
         c->g16 = (uint16_t *)at;
-        at += align16(halves(N * max_out));
+        at += s.g16;
     }
     if (p->quantized) {
         if (p->compute == CT_BF16) {
             c->inp32 = at;
-            at += align16(N * max_in);
+            at += s.inp32;
         }
         c->f8 = at;
     }

@@ -65,11 +65,18 @@ typedef struct {
     float *f8;       // the 8-bit kernels' scratch
 } ct_linear_ctx;
 
-// Floats of scratch a ct_linear_ctx needs for N rows and the largest layer (max_in, max_out),
-// and the carving of a buffer of that many floats into it.
-long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, long max_in, long max_out);
+// One linear layer's widths: inp (N, in) -> out (N, out).
+typedef struct {
+    long in, out;
+} ct_linear_shape;
+
+// Floats of scratch a ct_linear_ctx needs for N rows and the layers it will compute (each buffer
+// sized by the largest layer that uses it, never by widths of different layers combined), and
+// the carving of a buffer of that many floats into it.
+long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, const ct_linear_shape *layers,
+                              int n_layers);
 void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precision *p, float *scratch, long N,
-                        long max_in, long max_out);
+                        const ct_linear_shape *layers, int n_layers);
 
 // out (N, OC) fp32 = inp (N, IC) @ W (OC, IC)^T. inp: fp32 or bf16 (the kept activation).
 // f8: in 8 bits; split: how tp splits this layer, for the 8-bit scales (kernels/backend.h;

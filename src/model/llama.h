@@ -57,6 +57,10 @@ typedef struct {
     float *rstd2;  // (N_l)
     void *h13;     // (N, 2F) [w1 x | w3 x]
     void *h;       // (N, F) silu(w1 x) * (w3 x)
+    // Kept instead of qkv and h13 under per-op checkpointing (CT_AC_OPS), which recomputes k and
+    // w3's output and puts the two back together in the shared qkv and h13 before the backward.
+    void *qv;      // (N, NH·HS + NKV·HS) q | v, q after RoPE
+    void *h1;      // (N, F) w1 x
 } ct_block_acts;
 
 #endif

@@ -34,20 +34,14 @@ static bool seq_parallel(const ct_stage *s) { return s->ops.tp.sequence_parallel
 // n elements of the compute dtype (a kept matmul activation): half as many floats in bf16.
 #define TAKE_ACT(ptr, n) TAKE(ptr, s->prec.compute == CT_BF16 ? ((n) + 1) / 2 : (n))
 
-// The largest input and output widths of a block's linear layers (sizes the linears' scratch).
-static long max_linear_in(const ct_stage *s) {
+// A block's linear layers on this rank (wqkv, wo, w13, w2): what the linears' scratch serves.
+static void block_linears(const ct_stage *s, ct_linear_shape l[CT_BLOCK_LINEARS]) {
     const ct_llama_config *m = &s->cfg;
-    long in = m->dim > m->ffn_hidden ? m->dim : m->ffn_hidden;
-    return in > m->n_heads * m->head_dim ? in : m->n_heads * m->head_dim;
-}
-static long max_linear_out(const ct_stage *s) {
-    long out = s->qkv_dim > 2 * s->cfg.ffn_hidden ? s->qkv_dim : 2 * s->cfg.ffn_hidden;
-    return out > s->cfg.dim ? out : s->cfg.dim;
-}
-
-ct_ac_kind ct_ac_layer_kind(const ct_ac_policy *p, int layer) {
-    if (p->kind == CT_AC_FULL && p->every > 1) return (layer + 1) % p->every == 0 ? CT_AC_FULL : CT_AC_NONE;
-    return p->kind;
+    long C = m->dim, Q = m->n_heads * m->head_dim, F = m->ffn_hidden;
+    l[CT_LINEAR_WQKV] = (ct_linear_shape){C, s->qkv_dim};
+    l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
+    l[CT_LINEAR_W13] = (ct_linear_shape){C, 2 * F};
+    l[CT_LINEAR_W2] = (ct_linear_shape){F, C};
 }
 
 // Whether any of this stage's blocks is checkpointed as `kind`.
@@ -69,18 +63,22 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
         TAKE(s->w_h, N * F);
     }
     // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
-    bool ops = any_ac(s, CT_AC_OPS), full = any_ac(s, CT_AC_FULL);
+    bool cheap = any_ac(s, CT_AC_ELEMENTWISE), ops = any_ac(s, CT_AC_OPS), full = any_ac(s, CT_AC_FULL);
     ct_block_acts *rc = &s->rc;
-    if (ops || full) {
+    if (cheap || ops || full) {
         TAKE_ACT(rc->norm1, N * C);
         TAKE_ACT(rc->norm2, N * C);
         TAKE_ACT(rc->h, N * F);
     }
-    if (full) {
+    if (ops || full) {
         TAKE(rc->rstd1, Nl);
         TAKE_ACT(rc->qkv, N * s->qkv_dim);
+    }
+    if (full) {
         TAKE_ACT(rc->att, N * NH * HS);
         TAKE(rc->lse, s->B * NH * s->T);
+    }
+    if (ops || full) {
         TAKE(rc->x_mid, Nl * C);
         TAKE(rc->rstd2, Nl);
         TAKE_ACT(rc->h13, N * 2 * F);
@@ -92,8 +90,10 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
         TAKE(s->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
     }
     float *lin;
-    TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, max_linear_in(s), max_linear_out(s)));
-    if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, max_linear_in(s), max_linear_out(s));
+    ct_linear_shape linears[CT_BLOCK_LINEARS];
+    block_linears(s, linears);
+    TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, linears, CT_BLOCK_LINEARS));
+    if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, linears, CT_BLOCK_LINEARS);
     TAKE(s->dnorm, N * C);
     TAKE(s->datt, N * NH * HS);
     TAKE(s->dqkv, N * s->qkv_dim);
@@ -120,6 +120,13 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
         if (base) *b = s->rc;  // what the block does not keep lives in the shared recompute buffers
         TAKE(b->x, Nl * C);
         if (kind == CT_AC_FULL) continue;
+        if (kind == CT_AC_OPS) {
+            TAKE_ACT(b->qv, N * (NH + m->n_kv_heads) * HS);
+            TAKE_ACT(b->att, N * NH * HS);
+            TAKE(b->lse, B * NH * T);
+            TAKE_ACT(b->h1, N * F);
+            continue;
+        }
         if (kind == CT_AC_NONE) TAKE_ACT(b->norm1, N * C);
         TAKE(b->rstd1, Nl);
         TAKE_ACT(b->qkv, N * QKV);
@@ -229,7 +236,7 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
     // The weight pass reads the matmul inputs after the input pass has moved on to other blocks,
     // when a checkpointed block's recomputed ones are gone (and recomputing there would
     // communicate): the trainer refuses the combination before planning.
-    if (split && (any_ac(s, CT_AC_OPS) || any_ac(s, CT_AC_FULL)))
+    if (split && (any_ac(s, CT_AC_ELEMENTWISE) || any_ac(s, CT_AC_OPS) || any_ac(s, CT_AC_FULL)))
         ct_fatal("stage", "activation checkpointing with a split backward (I/W actions)");
     free_slots(s);
     s->split_backward = split;
@@ -370,16 +377,18 @@ void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_sca
     if (s->has_head) head_forward(s, a, training, grad_scale);
 }
 
-// A checkpointed block's activations, again, just before its backward: the cheap ones, or its
-// whole forward (its output goes to dnorm, free until the backward starts). Its own phase, so
-// that data sharding's gather here stays for the backward that follows.
+// A checkpointed block's activations, again, just before its backward: what its kind recomputes
+// (model/checkpointing.h), or its whole forward (its output goes to dnorm, free until the
+// backward starts). Its own phase, so that data sharding's gather here stays for the backward
+// that follows.
 static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i) {
     int l = s->layer_begin + i, group = 1 + l;
     ct_ac_kind kind = ct_ac_layer_kind(&s->ac, l);
     if (kind == CT_AC_NONE) return;
     int span = acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
     if (kind == CT_AC_FULL) ct_block_forward(c, l, &a->blocks[i], &s->w->blocks[l], s->dnorm);
-    else ct_block_recompute_cheap(c, l, &a->blocks[i], &s->w->blocks[l]);
+    else if (kind == CT_AC_OPS) ct_block_recompute_ops(c, l, &a->blocks[i], &s->w->blocks[l]);
+    else ct_block_recompute_elementwise(c, l, &a->blocks[i], &s->w->blocks[l]);
     release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS, span);
 }
 

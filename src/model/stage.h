@@ -26,27 +26,10 @@
 #include "core/mem_sizing.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
+#include "model/checkpointing.h"
 #include "model/linear.h"
 #include "model/llama.h"
 #include "model/stage_ops.h"
-
-// Activation checkpointing: what a block keeps for backward, the rest recomputed just before its
-// backward (in the RECOMPUTE phase, so FSDP's gather there serves the backward too).
-typedef enum {
-    CT_AC_NONE = 0,  // everything its backward reads
-    CT_AC_OPS,       // the outputs of the matmuls and attention (qkv, att with lse, x_mid, h13) and
-                     // the norms' rstd; the cheap ones (norm1, norm2, SwiGLU's h) are recomputed
-    CT_AC_FULL,      // its input only; its whole forward is recomputed
-} ct_ac_kind;
-
-// The run's policy: kind for every block, or with FULL and every > 1, every N-th block
-// (blocks N-1, 2N-1, ... in global numbering, as TorchTitan counts) and none for the others.
-typedef struct {
-    ct_ac_kind kind;
-    int every;
-} ct_ac_policy;
-
-ct_ac_kind ct_ac_layer_kind(const ct_ac_policy *p, int layer);
 
 // What backward_input keeps for backward_weight, per block: the gradients flowing into each
 // weight's matmul and norm (the matmul inputs are the forward activations, already kept).
@@ -107,8 +90,8 @@ typedef struct {
     float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
     float *w_norm, *w_qkv, *w_att, *w_h13, *w_h;  // bf16 only: fp32 work buffers (block.h)
-    ct_block_acts rc;            // recomputed activations, shared by every slot (x unused): norm1,
-                                 // norm2, h with any checkpointing; the rest only with full blocks
+    ct_block_acts rc;            // recomputed activations, one block's worth shared by every slot
+                                 // (x unused): what the policy's kinds recompute (model/checkpointing.h)
     long xent_chunk_rows;
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers

@@ -24,6 +24,7 @@ ct_ac_policy ct_layout_ac_policy(const ct_config *cfg) {
     if (!strcmp(cfg->ac_mode, "full")) return (ct_ac_policy){CT_AC_FULL, 1};
     if (!strcmp(cfg->ac_mode, "selective") || cfg->ac_selective) {
         if (!strcmp(cfg->ac_option, "op")) return (ct_ac_policy){CT_AC_OPS, 1};
+        if (!strcmp(cfg->ac_option, "elementwise")) return (ct_ac_policy){CT_AC_ELEMENTWISE, 1};
         return (ct_ac_policy){CT_AC_FULL, atoi(cfg->ac_option)};
     }
     return (ct_ac_policy){CT_AC_NONE, 1};

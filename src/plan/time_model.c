@@ -171,7 +171,7 @@ static ct_status setup(ct_tm *t, const ct_llama_config *m, const ct_config *c, i
     t->compile = c->compile;
     if (!strcmp(c->ac_mode, "full")) t->ac = CT_TM_AC_FULL;
     else if (!strcmp(c->ac_mode, "selective") || c->ac_selective) {
-        if (!strcmp(c->ac_option, "op")) t->ac = CT_TM_AC_OPS;
+        if (!strcmp(c->ac_option, "op") || !strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_OPS;
         else t->ac = CT_TM_AC_EVERY, t->ac_every = atoi(c->ac_option) > 0 ? atoi(c->ac_option) : 1;
     }
     // A cpu node shares its cores: threads per rank = cores / ranks (at least 1), and the rank's

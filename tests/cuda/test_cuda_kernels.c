@@ -136,6 +136,66 @@ static void embedding_vs_cpu(void) {
     cmp("embedding_backward", ddw, dw, V * C, 0, 0);  // same order of additions per element
 }
 
+// The router, the dispatch plan (its order exactly), permute / combine and the grouped linear.
+static void moe_vs_cpu(void) {
+    long N = 29, E = 8, k = 2, C = 37, OC = 19;
+    float *logits = host_rand(N * E, 3), *bias = host_rand(E, 0.1f), *dw = host_rand(N * k, 1);
+    float *scores = malloc(N * E * 4), *w = malloc(N * k * 4), *dz = malloc(N * E * 4);
+    int32_t *ids = malloc(N * k * 4), *pos = malloc(N * k * 4);
+    float *d_logits = upf(logits, N * E), *d_bias = upf(bias, E), *d_dw = upf(dw, N * k), *d_scores = dzeros(N * E);
+    float *d_w = dzeros(N * k), *d_dz = dzeros(N * E);
+    int32_t *d_ids = up(ids, N * k * 4), *d_pos = up(pos, N * k * 4);
+    for (int sigmoid = 0; sigmoid < 2; sigmoid++) {
+        cpu->moe_router_forward(ids, w, scores, logits, bias, N, E, k, sigmoid, 1);
+        gpu->moe_router_forward(d_ids, d_w, d_scores, d_logits, d_bias, N, E, k, sigmoid, 1);
+        int32_t *g_ids = malloc(N * k * 4);
+        gpu->copy_to_host(g_ids, d_ids, N * k * 4);
+        CHECK(!memcmp(g_ids, ids, N * k * 4), "moe_router_forward (sigmoid %d): other experts chosen", sigmoid);
+        free(g_ids);
+        cmp("moe_router_forward weights", d_w, w, N * k, 1e-5, 1e-7);
+        cpu->moe_router_backward(dz, dw, NULL, scores, ids, N, E, k, sigmoid, 1);
+        gpu->moe_router_backward(d_dz, d_dw, NULL, d_scores, d_ids, N, E, k, sigmoid, 1);
+        cmp("moe_router_backward", d_dz, dz, N * E, 1e-4, 1e-6);
+    }
+    int64_t counts[8], g_counts[8];
+    int64_t *d_counts = up(counts, sizeof counts);
+    cpu->moe_dispatch_plan(counts, pos, ids, N, E, k);
+    gpu->moe_dispatch_plan(d_counts, d_pos, d_ids, N, E, k);
+    int32_t *g_pos = malloc(N * k * 4);
+    gpu->copy_to_host(g_pos, d_pos, N * k * 4);
+    gpu->copy_to_host(g_counts, d_counts, sizeof g_counts);
+    CHECK(!memcmp(g_pos, pos, N * k * 4) && !memcmp(g_counts, counts, sizeof counts), "moe_dispatch_plan differs");
+    free(g_pos);
+    float *x = host_rand(N * C, 1), *xs = malloc(N * k * C * 4), *d_x = upf(x, N * C), *d_xs = dzeros(N * k * C);
+    cpu->moe_permute(xs, x, pos, N, k, C);
+    gpu->moe_permute(d_xs, d_x, d_pos, N, k, C);
+    cmp("moe_permute", d_xs, xs, N * k * C, 0, 0);
+    int64_t off[9] = {0};
+    for (long e = 0; e < E; e++) off[e + 1] = off[e] + counts[e];
+    float *W = host_rand(E * OC * C, 1), *d_W = upf(W, E * OC * C), *ys = malloc(N * k * OC * 4), *d_ys = dzeros(N * k * OC);
+    cpu->grouped_linear_forward(ys, xs, W, off, E, C, OC);
+    gpu->grouped_linear_forward(d_ys, d_xs, d_W, off, E, C, OC);
+    cmp("grouped_linear_forward", d_ys, ys, N * k * OC, 1e-4, 1e-5);
+    float *y = malloc(N * OC * 4), *d_y = dzeros(N * OC), *gy = host_rand(N * OC, 1), *d_gy = upf(gy, N * OC);
+    cpu->moe_combine(y, ys, w, pos, N, k, OC);
+    gpu->moe_combine(d_y, d_ys, d_w, d_pos, N, k, OC);
+    cmp("moe_combine", d_y, y, N * OC, 1e-5, 1e-6);
+    float *gys = malloc(N * k * OC * 4), *d_gys = dzeros(N * k * OC), *gw = malloc(N * k * 4), *d_gw = dzeros(N * k);
+    cpu->moe_combine_backward(gys, gw, gy, ys, w, pos, N, k, OC);
+    gpu->moe_combine_backward(d_gys, d_gw, d_gy, d_ys, d_w, d_pos, N, k, OC);
+    cmp("moe_combine_backward dy_sorted", d_gys, gys, N * k * OC, 1e-6, 0);
+    cmp("moe_combine_backward dweights", d_gw, gw, N * k, 1e-4, 1e-5);
+    float *gxs = malloc(N * k * C * 4), *d_gxs = dzeros(N * k * C), *dWh = host_rand(E * OC * C, 1), *d_dWh = upf(dWh, E * OC * C);
+    cpu->grouped_linear_backward(gxs, dWh, gys, xs, W, off, E, C, OC);
+    gpu->grouped_linear_backward(d_gxs, d_dWh, d_gys, d_xs, d_W, off, E, C, OC);
+    cmp("grouped_linear_backward dinp", d_gxs, gxs, N * k * C, 1e-4, 1e-5);
+    cmp("grouped_linear_backward dweight", d_dWh, dWh, E * OC * C, 1e-4, 1e-5);
+    float *gx = malloc(N * C * 4), *d_gx = dzeros(N * C);
+    cpu->moe_permute_backward(gx, gxs, pos, N, k, C);
+    gpu->moe_permute_backward(d_gx, d_gxs, d_pos, N, k, C);
+    cmp("moe_permute_backward", d_gx, gx, N * C, 1e-6, 0);
+}
+
 static void rmsnorm_swiglu_vs_cpu(void) {
     long N = 23, C = 129, F = 45;
     float *x = host_rand(N * C, 2), *w = host_rand(C, 1), *dy = host_rand(N * C, 1), *out = malloc(N * C * 4),
@@ -325,6 +385,7 @@ int main(int argc, char **argv) {
     CT_RUN(adamw_vs_cpu);
     CT_RUN(embedding_vs_cpu);
     CT_RUN(rmsnorm_swiglu_vs_cpu);
+    CT_RUN(moe_vs_cpu);
     CT_RUN(rope_vs_cpu);
     CT_RUN(attention_vs_cpu);
     CT_RUN(xent_vs_cpu);

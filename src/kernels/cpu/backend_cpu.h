@@ -9,4 +9,5 @@
 // dst = 0 / dst = src over `bytes`, parallel for large sizes (memory_cpu.c)
 void ct_cpu_zero(void *dst, size_t bytes);
 void ct_cpu_copy(void *dst, const void *src, size_t bytes);
+void ct_cpu_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows);
 #endif

@@ -42,3 +42,13 @@ void ct_cpu_copy(void *dst, const void *src, size_t bytes) {
         memcpy((char *)dst + off, (const char *)src + off, len);
     }
 }
+
+void ct_cpu_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows) {
+    if (!row_bytes || rows <= 0) return;
+    if (row_bytes * (size_t)rows < CT_CPU_PARALLEL_BYTES) {
+        for (long r = 0; r < rows; r++) memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, row_bytes);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, row_bytes);
+}

@@ -54,6 +54,11 @@ void ct_cuda_copy(void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src)
         ct_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "cudaMemcpyAsync (copy)");
 }
+void ct_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows) {
+    if (row_bytes && rows > 0)
+        ct_cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, (size_t)rows,
+                                        cudaMemcpyDeviceToDevice, 0), "cudaMemcpy2DAsync (copy_2d)");
+}
 void ct_cuda_to_host(void *host_dst, const void *src, size_t bytes) {
     if (bytes) ct_cuda_check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to host)");
 }

@@ -60,6 +60,22 @@ void ct_cuda_attention_backward(float *dq, float *dk, float *dv, const float *do
 void ct_cuda_attention_merge(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
                              long HS);
 
+// ---- mixture of experts (moe.cu)
+void ct_cuda_moe_router_forward(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,
+                                long N, long E, long k, int sigmoid, int renorm);
+void ct_cuda_moe_router_backward(float *dlogits, const float *dweights, const float *dscores, const float *scores,
+                                 const int32_t *ids, long N, long E, long k, int sigmoid, int renorm);
+void ct_cuda_moe_aux_loss(float *loss, float *dscores, const float *scores, const int32_t *ids, long N, long E, long k,
+                          long group, float coef, int sigmoid);
+void ct_cuda_moe_bias_update(float *bias, const int64_t *counts, long E, float rate);
+void ct_cuda_moe_dispatch_plan(int64_t *counts, int32_t *pos, const int32_t *ids, long N, long E, long k);
+void ct_cuda_moe_permute(float *x_sorted, const float *x, const int32_t *pos, long N, long k, long C);
+void ct_cuda_moe_permute_backward(float *dx, const float *dx_sorted, const int32_t *pos, long N, long k, long C);
+void ct_cuda_moe_combine(float *y, const float *y_sorted, const float *weights, const int32_t *pos, long N, long k,
+                         long C);
+void ct_cuda_moe_combine_backward(float *dy_sorted, float *dweights, const float *dy, const float *y_sorted,
+                                  const float *weights, const int32_t *pos, long N, long k, long C);
+
 // ---- cross-entropy rows (xent.cu)
 // The whole-vocabulary row step of ct_xent_fused on R rows of logits z (R, V): row_loss[r] (double)
 // = lse - z[t] (0 for an ignored row); when want_grad, z becomes dlogits (ignored rows zero).

@@ -183,6 +183,24 @@ static void linear_swiglu_forward(float *h13, float *h, const float *inp, const 
     ct_cuda_swiglu_forward(h, g, N, F);
 }
 
+// One cuBLAS product per expert: the sizes are on the host (kernels.h).
+static void grouped_linear_forward(float *out, const float *inp, const float *weight, const int64_t *offsets, long E,
+                                   long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n > 0) ct_cuda_linear_forward(out + r0 * OC, inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
+    }
+}
+static void grouped_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                                    const float *weight, const int64_t *offsets, long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n > 0)
+            ct_cuda_linear_backward(dinp ? dinp + r0 * IC : NULL, dweight ? dweight + e * OC * IC : NULL,
+                                    dout + r0 * OC, inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
+    }
+}
+
 const ct_kernels ct_kernels_cuda = {
     .name = "cuda",
     .device = CT_DEVICE_CUDA,
@@ -191,6 +209,7 @@ const ct_kernels ct_kernels_cuda = {
     .copy = ct_cuda_copy,
     .copy_to_host = ct_cuda_to_host,
     .copy_from_host = ct_cuda_from_host,
+    .copy_2d = ct_cuda_copy_2d,
 
     .gemm = ct_cuda_gemm,
     .linear_forward = ct_cuda_linear_forward,
@@ -210,6 +229,17 @@ const ct_kernels ct_kernels_cuda = {
     .attention_merge = ct_cuda_attention_merge,
     .swiglu_forward = ct_cuda_swiglu_forward,
     .swiglu_backward = ct_cuda_swiglu_backward,
+    .moe_router_forward = ct_cuda_moe_router_forward,
+    .moe_router_backward = ct_cuda_moe_router_backward,
+    .moe_aux_loss = ct_cuda_moe_aux_loss,
+    .moe_bias_update = ct_cuda_moe_bias_update,
+    .moe_dispatch_plan = ct_cuda_moe_dispatch_plan,
+    .moe_permute = ct_cuda_moe_permute,
+    .moe_permute_backward = ct_cuda_moe_permute_backward,
+    .moe_combine = ct_cuda_moe_combine,
+    .moe_combine_backward = ct_cuda_moe_combine_backward,
+    .grouped_linear_forward = grouped_linear_forward,
+    .grouped_linear_backward = grouped_linear_backward,
 
     .xent_scratch_floats = xent_scratch_floats,
     .xent_fused = xent_fused,

@@ -1,0 +1,219 @@
+#include "model/moe_layer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/memory.h"
+
+static int ep_size(const ct_moe_layer_spec *s) { return s->ep.size > 1 ? s->ep.size : 1; }
+
+const int64_t *ct_moe_counts(const ct_moe_acts *a) { return a->host_counts; }
+
+void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance) {
+    double lo = (double)counts[0], hi = lo, sum = 0;
+    for (long e = 0; e < E; e++) {
+        double c = (double)counts[e];
+        lo = c < lo ? c : lo, hi = c > hi ? c : hi, sum += c;
+    }
+    *min = lo, *max = hi;
+    *imbalance = sum > 0 ? hi / (sum / (double)E) : 1.0;
+}
+
+void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate) {
+    l->s.k->moe_bias_update(bias, counts, l->s.E, rate);
+}
+
+ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {
+    memset(l, 0, sizeof *l);
+    if (spec->C <= 0 || spec->F <= 0 || spec->E <= 0 || spec->N <= 0)
+        return ct_set_error("moe: dim %ld, expert hidden %ld, experts %ld, tokens %ld: each must be positive", spec->C,
+                            spec->F, spec->E, spec->N);
+    if (spec->E > 1024) return ct_set_error("moe: %ld experts: at most 1024", spec->E);
+    if (spec->aux_coef < 0 || spec->aux_group < 0 || (spec->aux_group > 0 && spec->N % spec->aux_group))
+        return ct_set_error("moe: load-balancing loss coefficient %g over groups of %ld tokens: expected a coefficient "
+                            ">= 0 and groups that divide the %ld tokens", spec->aux_coef, spec->aux_group, spec->N);
+    if (spec->topk < 1 || spec->topk > spec->E)
+        return ct_set_error("moe: %ld experts per token with %ld experts: expected 1 to %ld", spec->topk, spec->E,
+                            spec->E);
+    int ep = ep_size(spec);
+    if (spec->E % ep)
+        return ct_set_error("moe: %ld experts do not split over expert_parallel_degree %d", spec->E, ep);
+    l->s = *spec;
+    l->ep_size = ep;
+    l->ep_rank = ep > 1 ? spec->ep.rank : 0;
+    l->E_local = spec->E / ep;
+    return CT_OK;
+}
+
+// ------------------------------------------------------------------ buffers
+
+static void *dev_take(const ct_moe_layer *l, size_t bytes) {
+    return ct_mem_alloc_on(ct_kernels_device(l->s.k), CT_MEM_ACTIVATIONS, bytes ? bytes : 4);
+}
+static void *host_take(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) ct_fatal("moe", "out of memory for %zu host entries", n);
+    return p;
+}
+
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
+    memset(a, 0, sizeof *a);
+    const ct_moe_layer_spec *s = &l->s;
+    long N = s->N, E = s->E, k = s->topk, C = s->C, F = s->F, P = N * k, R = P * l->ep_size;
+    long wide = 2 * F > C ? 2 * F : C, rows = R > N ? R : N;
+    a->logits = dev_take(l, (size_t)(N * E) * sizeof(float));
+    a->scores = dev_take(l, (size_t)(N * E) * sizeof(float));
+    a->weights = dev_take(l, (size_t)P * sizeof(float));
+    a->ids = dev_take(l, (size_t)P * sizeof(int32_t));
+    a->pos = dev_take(l, (size_t)P * sizeof(int32_t));
+    a->counts = dev_take(l, (size_t)E * sizeof(int64_t));
+    a->xs = dev_take(l, (size_t)(P * C) * sizeof(float));
+    a->ys = dev_take(l, (size_t)(P * C) * sizeof(float));
+    if (l->ep_size > 1) a->xr = dev_take(l, (size_t)(R * C) * sizeof(float));
+    a->xe = dev_take(l, (size_t)(R * C) * sizeof(float));
+    a->h13 = dev_take(l, (size_t)(R * 2 * F) * sizeof(float));
+    a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
+    a->ye = dev_take(l, (size_t)(R * C) * sizeof(float));
+    a->scratch = dev_take(l, (size_t)(2 * rows * wide) * sizeof(float));
+    if (s->aux_coef > 0) {
+        a->aux_loss = dev_take(l, sizeof(float));
+        a->daux = dev_take(l, (size_t)(N * E) * sizeof(float));
+    }
+    a->host_counts = host_take((size_t)E, sizeof(int64_t));
+    a->from = host_take((size_t)(l->ep_size * l->E_local), sizeof(int64_t));
+    a->send_rows = host_take((size_t)l->ep_size, sizeof(size_t));
+    a->send_at = host_take((size_t)l->ep_size, sizeof(size_t));
+    a->recv_rows = host_take((size_t)l->ep_size, sizeof(size_t));
+    a->recv_at = host_take((size_t)l->ep_size, sizeof(size_t));
+    a->offsets = host_take((size_t)(l->E_local + 1), sizeof(int64_t));
+}
+
+void ct_moe_acts_free(ct_moe_acts *a) {
+    void *dev[] = {a->logits, a->scores, a->weights, a->ids, a->pos, a->counts, a->xs, a->ys,
+                   a->xr,     a->xe,     a->h13,     a->h,   a->ye,  a->scratch, a->aux_loss, a->daux};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ct_mem_free(dev[i]);
+    free(a->host_counts), free(a->from), free(a->send_rows), free(a->send_at), free(a->recv_rows), free(a->recv_at);
+    free(a->offsets);
+    memset(a, 0, sizeof *a);
+}
+
+// ------------------------------------------------------------------ the exchange's shape
+
+// From this rank's pairs per expert: rows to each rank, the counts each rank sends here per local
+// expert, rows from each rank, and the local experts' row ranges once grouped by expert.
+static void plan_exchange(const ct_moe_layer *l, ct_moe_acts *a) {
+    const ct_moe_layer_spec *s = &l->s;
+    int ep = l->ep_size;
+    long El = l->E_local;
+    s->k->copy_to_host(a->host_counts, a->counts, (size_t)s->E * sizeof(int64_t));
+    size_t at = 0;
+    for (int r = 0; r < ep; r++) {
+        size_t n = 0;
+        for (long le = 0; le < El; le++) n += (size_t)a->host_counts[r * El + le];
+        a->send_rows[r] = n, a->send_at[r] = at, at += n;
+    }
+    if (ep > 1) s->ep.exchange_counts(s->ep.ctx, a->host_counts, a->from, El);
+    else memcpy(a->from, a->host_counts, (size_t)El * sizeof(int64_t));
+    at = 0;
+    for (int r = 0; r < ep; r++) {
+        size_t n = 0;
+        for (long le = 0; le < El; le++) n += (size_t)a->from[r * El + le];
+        a->recv_rows[r] = n, a->recv_at[r] = at, at += n;
+    }
+    a->rows = (long)at;
+    a->offsets[0] = 0;
+    for (long le = 0; le < El; le++) {
+        int64_t n = 0;
+        for (int r = 0; r < ep; r++) n += a->from[r * El + le];
+        a->offsets[le + 1] = a->offsets[le] + n;
+    }
+}
+
+// Rows received by source rank, each source's rows by local expert  <->  rows by local expert,
+// each expert's rows by source rank (both stable): block copies, one per (source, expert), from
+// by_source into by_expert when to_expert, else back.
+static void regroup(const ct_moe_layer *l, const ct_moe_acts *a, float *by_expert, float *by_source, long C,
+                    int to_expert) {
+    long El = l->E_local;
+    for (int r = 0; r < l->ep_size; r++) {
+        size_t src = a->recv_at[r];  // rows, in the by-source layout
+        for (long le = 0; le < El; le++) {
+            size_t n = (size_t)a->from[r * El + le];
+            size_t dst = (size_t)a->offsets[le];
+            for (int q = 0; q < r; q++) dst += (size_t)a->from[q * El + le];
+            size_t bytes = n * (size_t)C * sizeof(float);
+            if (n && to_expert) l->s.k->copy(by_expert + dst * C, by_source + src * C, bytes);
+            if (n && !to_expert) l->s.k->copy(by_source + src * C, by_expert + dst * C, bytes);
+            src += n;
+        }
+    }
+}
+
+// Pairs in expert order (N·k rows) -> the expert side's rows by local expert, and back.
+static const float *to_experts(const ct_moe_layer *l, ct_moe_acts *a, const float *pairs, float *xr, float *xe,
+                               long C) {  // xe: where the grouped rows go under expert parallelism
+    if (l->ep_size == 1) return pairs;
+    l->s.ep.exchange_rows(l->s.ep.ctx, pairs, a->send_rows, a->send_at, xr, a->recv_rows, a->recv_at, C);
+    regroup(l, a, xe, xr, C, 1);
+    return xe;
+}
+static void from_experts(const ct_moe_layer *l, ct_moe_acts *a, float *ye, float *yr, float *pairs, long C) {
+    if (l->ep_size == 1) {
+        l->s.k->copy(pairs, ye, (size_t)(a->rows * C) * sizeof(float));
+        return;
+    }
+    regroup(l, a, (float *)ye, yr, C, 0);  // reads ye only
+    l->s.ep.exchange_rows(l->s.ep.ctx, yr, a->recv_rows, a->recv_at, pairs, a->send_rows, a->send_at, C);
+}
+
+// ------------------------------------------------------------------ forward / backward
+
+void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, float *y) {
+    const ct_moe_layer_spec *s = &l->s;
+    const ct_kernels *k = s->k;
+    long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F;
+    k->linear_forward(a->logits, x, p->router, N, C, E);
+    k->moe_router_forward(a->ids, a->weights, a->scores, a->logits, p->bias, N, E, K, s->sigmoid, s->renorm);
+    if (s->aux_coef > 0)
+        k->moe_aux_loss(a->aux_loss, a->daux, a->scores, a->ids, N, E, K, s->aux_group, s->aux_coef, s->sigmoid);
+    k->moe_dispatch_plan(a->counts, a->pos, a->ids, N, E, K);
+    k->moe_permute(a->xs, x, a->pos, N, K, C);
+    plan_exchange(l, a);
+    const float *xe = to_experts(l, a, a->xs, a->xr, a->xe, C);
+    if (xe != a->xe) k->copy(a->xe, xe, (size_t)(a->rows * C) * sizeof(float));  // kept for the backward
+    k->grouped_linear_forward(a->h13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+    k->swiglu_forward(a->h, a->h13, a->rows, F);
+    k->grouped_linear_forward(a->ye, a->h, p->w2, a->offsets, l->E_local, F, C);
+    from_experts(l, a, a->ye, a->xr, a->ys, C);
+    k->moe_combine(y, a->ys, a->weights, a->pos, N, K, C);
+}
+
+void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
+                     float *dx, ct_moe_grads *g) {
+    const ct_moe_layer_spec *s = &l->s;
+    const ct_kernels *k = s->k;
+    long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F, R = a->rows;
+    long wide = 2 * F > C ? 2 * F : C, rows = N * K * l->ep_size > N ? N * K * l->ep_size : N;
+    float *w0 = a->scratch, *w1 = a->scratch + rows * wide;  // two work areas of (rows, wide)
+    // combine: dys (pairs in expert order, in the forward's pair rows, no longer needed) and the
+    // router weights' gradient (w1's head)
+    float *dys = a->xs, *dweights = w1;
+    k->moe_combine_backward(dys, dweights, dy, a->ys, a->weights, a->pos, N, K, C);
+    // to the experts: dye (R, C) in w0
+    const float *dye = to_experts(l, a, dys, a->xr, w0, C);
+    // w2: dh (R, F) into w1 after dweights (N·k floats)
+    float *dh = w1 + N * K;
+    k->grouped_linear_backward(dh, g->w2, dye, a->h, p->w2, a->offsets, l->E_local, F, C);
+    float *dh13 = w0;  // dye is no longer needed
+    k->swiglu_backward(dh13, dh, a->h13, R, F);
+    float *dxe = a->ye;  // the forward's output rows are no longer needed
+    k->grouped_linear_backward(dxe, g->w13, dh13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+    // back to the pairs (dxs in a->xs, where dys was), then the tokens
+    from_experts(l, a, dxe, a->xr, a->xs, C);
+    k->moe_permute_backward(dx, a->xs, a->pos, N, K, C);
+    // router: dlogits (N, E) in a->logits' place, then dx += dlogits @ router, drouter += ...
+    k->moe_router_backward(a->logits, dweights, a->daux, a->scores, a->ids, N, E, K, s->sigmoid, s->renorm);
+    float *dx_router = w0;
+    k->linear_backward(dx_router, g->router, a->logits, x, p->router, N, C, E);
+    k->add_inplace(dx, dx_router, N * C);
+}

@@ -1,0 +1,111 @@
+// A routed mixture-of-experts feed-forward layer, dropless, with expert parallelism:
+//
+//   logits = x @ router^T                      (N, E)
+//   ids, weights = top-k of the router's scores (N, k): softmax or sigmoid, optional choosing
+//                  bias (DeepSeek-V3's load balancing), optional renormalisation
+//   y[n] = Σ_j weights[n, j] · w2_e (silu(w1_e x[n]) · w3_e x[n]),  e = ids[n, j]
+//
+// Every (token, choice) pair reaches its expert: the pairs are sorted by expert (kernels.h,
+// "mixture of experts"), and under expert parallelism -- experts split evenly over the `ep`
+// group, rank r holding experts [r·E_local, (r + 1)·E_local) -- they travel to their expert's
+// rank by all-to-all-v and back, the per-expert counts exchanged first. On the expert's rank the
+// rows are grouped by local expert and go through one grouped SwiGLU (two grouped linears).
+// The same numbers whatever the ep degree, up to the matmuls' summation order over rows grouped
+// differently (tests/test_moe_layer.c).
+//
+// Buffers are the caller's (ct_moe_layer_buffers sizes them): under expert parallelism the rows
+// a rank receives are not known before the step, so the expert-side buffers hold the most it can
+// receive, every pair of every rank of the group (N·k·ep rows).
+#ifndef CT_MOE_LAYER_H
+#define CT_MOE_LAYER_H
+#include <stdint.h>
+
+#include "core/error.h"
+#include "kernels/backend.h"
+
+// How pairs reach their experts' ranks (parallel/expert_parallel.c provides it over a comm group;
+// size 0 or 1: every expert on this rank, nothing moves). Both are collective over the group.
+typedef struct {
+    int size, rank;
+    // recv[s·per_peer + i] = what rank s sent as send[rank·per_peer + i] (host int64)
+    void (*exchange_counts)(void *ctx, const int64_t *send, int64_t *recv, long per_peer);
+    // rows of C floats (device): send_rows[p] rows from send + send_at[p] to rank p, recv_rows[s]
+    // rows from rank s into recv + recv_at[s] (counts and offsets in rows, host)
+    void (*exchange_rows)(void *ctx, const float *send, const size_t *send_rows, const size_t *send_at, float *recv,
+                          const size_t *recv_rows, const size_t *recv_at, long C);
+    void *ctx;
+} ct_moe_ep_ops;
+
+typedef struct {
+    const ct_kernels *k;
+    long C, F, E, topk;  // model dim, expert hidden, experts, experts per token
+    int sigmoid;         // scores: sigmoid (DeepSeek-V3) instead of softmax (Qwen3)
+    int renorm;          // chosen weights divided by their sum
+    ct_moe_ep_ops ep;    // expert parallelism (zero: none)
+    long N;              // tokens per call on this rank (the buffers' size)
+    float aux_coef;      // load-balancing loss coefficient (0: none; kernels.h ct_moe_aux_loss)
+    long aux_group;      // its groups: tokens per sequence (sequence-level), or 0 (the whole batch)
+} ct_moe_layer_spec;
+
+typedef struct {
+    const float *router;  // (E, C)
+    const float *bias;    // (E) choosing bias, or NULL
+    const float *w13;     // (E_local, 2F, C): w1 | w3 of each local expert
+    const float *w2;      // (E_local, C, F)
+} ct_moe_params;
+
+typedef struct {
+    float *router, *w13, *w2;  // accumulated (+=), shapes as ct_moe_params
+} ct_moe_grads;
+
+// What a forward keeps for its backward, and the expert side's work rows. Device memory unless
+// said; shapes with R = N·k·ep rows at most on the expert side.
+typedef struct {
+    float *logits, *scores;   // (N, E)
+    float *weights;           // (N, k)
+    int32_t *ids, *pos;       // (N, k)
+    int64_t *counts;          // (E)
+    float *xs, *ys;           // (N·k, C) pairs in expert order, sent and received back
+    float *xr, *xe;           // (R, C) rows received (by source rank), grouped by local expert
+    float *h13;               // (R, 2F)
+    float *h;                 // (R, F)
+    float *ye;                // (R, C)
+    float *scratch;           // (max(R, N)·max(2F, C)) backward's work rows
+    float *aux_loss;          // (1) the load-balancing loss of the last forward (aux_coef > 0)
+    float *daux;              // (N, E) its gradient in the scores
+    // host: the exchange's shape, set by the forward and reused by the backward
+    int64_t *host_counts;     // (E) this rank's pairs per expert
+    int64_t *from;            // (ep, E_local) pairs source s sends to local expert le
+    size_t *send_rows, *send_at, *recv_rows, *recv_at;  // (ep) in rows
+    int64_t *offsets;         // (E_local + 1) local experts' row ranges in xe
+    long rows;                // R this call
+} ct_moe_acts;
+
+typedef struct {
+    ct_moe_layer_spec s;
+    int ep_size, ep_rank;
+    long E_local;
+} ct_moe_layer;
+
+// CT_ERR (one line) when E does not split over the ep group or a size is not positive.
+ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec);
+// Allocates a's buffers on the layer's device (and its host arrays); ct_moe_acts_free releases.
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a);
+void ct_moe_acts_free(ct_moe_acts *a);
+
+// y (N, C) from x (N, C). Collective over the ep group.
+void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, float *y);
+// dx (N, C) overwritten from dy (N, C) and the forward's a (the load-balancing loss's gradient,
+// with unit weight, included); weight gradients added into g. Collective over the ep group.
+void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
+                     float *dx, ct_moe_grads *g);
+
+// This rank's pairs per expert in the last forward (host, E): the load statistics' input.
+const int64_t *ct_moe_counts(const ct_moe_acts *a);
+// min, max and max / mean of counts (E); imbalance 1 is perfectly balanced.
+void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance);
+// DeepSeek-V3's loss-free balancing after a step: bias (E, device) moved by rate towards the
+// experts the device counts (E) say are underloaded (sum them over data-parallel ranks first for a
+// global view).
+void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate);
+#endif

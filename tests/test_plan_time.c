@@ -274,7 +274,20 @@ static void test_recompute_costs(void) {
     set(&c, "parallelism.data_shard_degree", "8");
     ct_plan_time none = run(&c, 8, &hw);
     set(&c, "activation_checkpoint.mode", "selective");
+    set(&c, "activation_checkpoint.selective_ac_option", "elementwise");
+    ct_plan_time elementwise = run(&c, 8, &hw);
+    set(&c, "activation_checkpoint.selective_ac_option", "op");
     ct_plan_time ops = run(&c, 8, &hw);
+    // TorchTitan's per-op policy reruns wk, wo and w3 per block: 2 N C (NKV HS + NH HS + F) FLOPs
+    // more than the elementwise policy (8B: C 4096, 8 kv heads and 32 heads of 128, F 14336,
+    // 32 blocks, N 8192 tokens), at no better than the bf16 peak and no worse than the profile's
+    // efficiency plateau (0.75) halved by the size curve.
+    double extra = 32.0 * 2 * 8192 * 4096 * (8 * 128 + 32 * 128 + 14336);
+    CHECK_CLOSE(ops.rank_flops - elementwise.rank_flops, extra, 1e-9, 0);
+    double rate = extra / (ops.compute - elementwise.compute) / hw.peak_bf16;
+    CHECK(rate > 0.375 && rate <= 0.75, "per-op recompute at %.3f of the bf16 peak", rate);
+    CHECK(none.compute < elementwise.compute && elementwise.compute < ops.compute, "none %g, elementwise %g, op %g",
+          none.compute, elementwise.compute, ops.compute);
     set(&c, "activation_checkpoint.selective_ac_option", "2");
     ct_plan_time every2 = run(&c, 8, &hw);
     set(&c, "activation_checkpoint.mode", "full");

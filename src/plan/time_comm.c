@@ -136,6 +136,10 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     int full = st->recompute_fwd_comm;  // fully recomputed blocks communicate as in forward
     add(st, CT_PLAN_TP, full * (2 * ob + afb), full * (2 * one + af), full * (2 * one + af));
     st->xi += full * (2 * one + af);
+    // The per-op policy's recomputed wo ends in its tp reduction, exposed like the forward's.
+    int wo = st->recompute_wo_comm;
+    add(st, CT_PLAN_TP, wo * ob, wo * one, wo * one);
+    st->xi += wo * one;
     if (s == 0) {  // vocabulary-split embedding: one all-reduce of its output
         add(st, CT_PLAN_TP, ob, one, one);
         st->xf += one;

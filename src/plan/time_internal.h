@@ -7,7 +7,10 @@
 #include "plan/time_model.h"
 
 enum { CT_TM_MAX_STAGES = 256 };
-typedef enum { CT_TM_AC_NONE = 0, CT_TM_AC_OPS, CT_TM_AC_FULL, CT_TM_AC_EVERY } ct_ac_mode;
+// Checkpointing as the time model sees it (model/checkpointing.h defines what each keeps):
+// ELEMENTWISE recomputes the norms and SwiGLU; OPS (TorchTitan's per-op policy) those and every
+// second matmul (wk, wo, w3); FULL the whole forward; EVERY full on every N-th block.
+typedef enum { CT_TM_AC_NONE = 0, CT_TM_AC_ELEMENTWISE, CT_TM_AC_OPS, CT_TM_AC_FULL, CT_TM_AC_EVERY } ct_ac_mode;
 
 typedef struct {
     double mm_f, mm_i, mm_w;   // matmul seconds: forward, input gradients, weight gradients
@@ -15,7 +18,9 @@ typedef struct {
                                // reduction of each one's input gradient runs behind them
     double attn_f, attn_b;     // attention kernels
     double ew_f, ew_b;         // elementwise passes
-    double ew_recompute_ops;   // what selective-per-op checkpointing recomputes
+    double ew_recompute_ops;   // the elementwise passes both selective policies recompute
+    double mm_recompute_ops;   // the forward matmuls TorchTitan's per-op policy recomputes: wk, wo, w3
+    double flops_recompute_ops;  // their FLOPs
     double flops_f, flops_b;   // executed FLOPs (causal attention)
 } ct_block_cost;
 
@@ -28,6 +33,7 @@ typedef struct {
     double bytes[CT_PLAN_NDIMS];   //                  bytes (comm layer's counting)
     double flops;                  // executed FLOPs of one micro-batch
     int layers, recompute_fwd_comm;  // blocks; blocks fully recomputed (their forward comm again)
+    int recompute_wo_comm;         // blocks under the per-op policy (wo's tp reduction again)
 } ct_stage_tm;
 
 typedef struct {

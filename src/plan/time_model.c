@@ -90,7 +90,16 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F - (gpu_fuse ? 2 * N * C + N * F : 0));
     b->ew_f = mem_time(t, fwd);
     b->ew_b = mem_time(t, bwd);
-    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);  // selective per op
+    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);  // either selective policy
+    // TorchTitan's per-op policy saves every second matmul's output, so the backward first
+    // reruns wk (N x NKV*HS from C), wo (N x C from NH*HS) and w3 (N x F from C), each on its
+    // own shape (wk and w3 are parts of ctitan's fused wqkv and w13), with its 8-bit casts.
+    double rf = 0, ri = 0, rw = 0;
+    linear(t, N, NKV * HS, C, pk, &rf, &ri, &rw);  // wk
+    linear(t, N, C, NH * HS, pk, &rf, &ri, &rw);   // wo
+    linear(t, N, F, C, pk, &rf, &ri, &rw);         // w3
+    b->mm_recompute_ops = rf;
+    b->flops_recompute_ops = 2.0 * N * C * (NKV * HS + NH * HS + F);
 }
 
 // ------------------------------------------------------------------ stage costs
@@ -105,12 +114,15 @@ static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
         ct_ac_mode ac = t->ac;
         if (ac == CT_TM_AC_EVERY) ac = (layer + 1) % t->ac_every == 0 ? CT_TM_AC_FULL : CT_TM_AC_NONE;
         if (ac == CT_TM_AC_FULL) rec = b->mm_f + b->attn_f + b->ew_f;
-        if (ac == CT_TM_AC_OPS) rec = b->ew_recompute_ops;
+        if (ac == CT_TM_AC_ELEMENTWISE) rec = b->ew_recompute_ops;
+        if (ac == CT_TM_AC_OPS) rec = b->ew_recompute_ops + b->mm_recompute_ops;
         st->f += b->mm_f + b->attn_f + b->ew_f;
         st->i += b->mm_i + b->attn_b + b->ew_b + rec;
         st->w += b->mm_w;
-        st->flops += b->flops_f + b->flops_b + (ac == CT_TM_AC_FULL ? b->flops_f : 0);
+        st->flops += b->flops_f + b->flops_b + (ac == CT_TM_AC_FULL ? b->flops_f : 0) +
+                     (ac == CT_TM_AC_OPS ? b->flops_recompute_ops : 0);
         st->recompute_fwd_comm += ac == CT_TM_AC_FULL;
+        st->recompute_wo_comm += ac == CT_TM_AC_OPS;
         st->layers++;
     }
     if (s == 0) {  // embedding: rows gathered (forward), scattered into the gradient (backward)
@@ -171,7 +183,8 @@ static ct_status setup(ct_tm *t, const ct_llama_config *m, const ct_config *c, i
     t->compile = c->compile;
     if (!strcmp(c->ac_mode, "full")) t->ac = CT_TM_AC_FULL;
     else if (!strcmp(c->ac_mode, "selective") || c->ac_selective) {
-        if (!strcmp(c->ac_option, "op") || !strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_OPS;
+        if (!strcmp(c->ac_option, "op")) t->ac = CT_TM_AC_OPS;
+        else if (!strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_ELEMENTWISE;
         else t->ac = CT_TM_AC_EVERY, t->ac_every = atoi(c->ac_option) > 0 ? atoi(c->ac_option) : 1;
     }
     // A cpu node shares its cores: threads per rank = cores / ranks (at least 1), and the rank's

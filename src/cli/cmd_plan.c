@@ -102,7 +102,7 @@ static void print_header(const ct_plan_request *r, FILE *f) {
 }
 
 static void print_row_header(FILE *f) {
-    fprintf(f, "%3s  %-22s %-46s %7s  %-27s %8s %8s %8s %8s %10s %6s\n", "#", "layout", "options", "GiB",
+    fprintf(f, "%3s  %-22s %-58s %7s  %-27s %8s %8s %8s %8s %10s %6s\n", "#", "layout", "options", "GiB",
             "params/grads/optim/act/comm", "step s", "compute", "exposed", "bubble", "tok/s/dev", "MFU");
 }
 
@@ -112,7 +112,7 @@ static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
     const double *b = c->mem.bytes;
     snprintf(parts, sizeof parts, "%.1f/%.1f/%.1f/%.1f/%.1f", b[CT_MEM_PARAMS] / GIB, b[CT_MEM_GRADS] / GIB,
              b[CT_MEM_OPTIM] / GIB, b[CT_MEM_ACTIVATIONS] / GIB, b[CT_MEM_COMM] / GIB);
-    fprintf(f, "%3d  %-22s %-46s %7.1f  %-27s", i, c->layout, opts, c->mem.total / GIB, parts);
+    fprintf(f, "%3d  %-22s %-58s %7.1f  %-27s", i, c->layout, opts, c->mem.total / GIB, parts);
     if (!c->fits) {
         fprintf(f, "  does not fit\n");
         return;

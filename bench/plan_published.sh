@@ -10,12 +10,12 @@
 # 32768 on 8 GPUs with full checkpointing, compile and float8 (3,890 tokens/s per GPU). Its
 # context-parallel degree and local batch are not in the source this script was written from:
 # cp 8 (FSDP over the cp ranks) and one sequence are assumed, and the row says so.
-#   BUILD=build bash bench/plan_published.sh [extra plan options, e.g. --gpu h100_sxm]
+#   BUILD=build bash bench/plan_published.sh [extra plan options, e.g. --gpu h100_sxm; --stack ctitan]
 set -u
 cd "$(dirname "$0")/.."
 bin=${CT_BIN:-${BUILD:-build}/ctitan}
 [ -x "$bin" ] || { echo "plan_published: $bin not built (make)"; exit 1; }
-gpu=h100_hbm2e_500w
+gpu=h100_hbm2e_500w stack=torchtitan
 extra=("$@")
 
 # name | gpus | layout | seq | local batch | ac | flags | published tok/s per GPU
@@ -35,7 +35,7 @@ echo "| --- | ---: | ---: | ---: |"
 for row in "${runs[@]}"; do
   IFS='|' read -r name gpus layout seq local ac flags published <<<"$row"
   # shellcheck disable=SC2086  # flags is a word list
-  out=$("$bin" plan --model 8b --gpus "$gpus" --gpu "$gpu" --seq_len "$seq" --layout "$layout" --local_batch "$local" \
+  out=$("$bin" plan --model 8b --gpus "$gpus" --gpu "$gpu" --stack "$stack" --seq_len "$seq" --layout "$layout" --local_batch "$local" \
         --ac "$ac" $flags "${extra[@]}" 2>&1)
   tps=$(printf '%s\n' "$out" | sed -n 's/^throughput: \([0-9]*\) tokens\/s per device.*/\1/p')
   fits=$(printf '%s\n' "$out" | grep -q "DOES NOT FIT" && echo " (does not fit)" || echo "")

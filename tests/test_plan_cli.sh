@@ -104,6 +104,8 @@ bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --seq_len
 bad_input devices_are_required "how many devices" --model 8b
 bad_input headroom_must_leave_memory "--memory_headroom_gib 80.0 leaves nothing of the 79.6 GiB" --model 8b --gpus 8 \
   --memory_headroom_gib 80
+bad_input stack_is_named "--stack: expected ctitan or torchtitan, got 'pytorch'" --model 8b --gpus 8 --seq_len 8192 \
+  --stack pytorch
 bad_input seq_len_is_required "--seq_len: how many tokens per sequence" --model 8b --gpus 8
 bad_input float8_needs_fp8_units "A100 SXM 80GB has no fp8 matmul units (peak_tflops_fp8 = 0 in its profile 'a100_80gb')" \
   --model 8b --gpus 8 --gpu a100 --seq_len 8192 --layout fsdp8 --float8

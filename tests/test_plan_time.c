@@ -118,6 +118,30 @@ static void test_tp_bytes(void) {
     }
 }
 
+// TorchTitan's stack sends the tensor-parallel activations in the compute dtype: under bf16 the
+// block, embedding and output collectives move 2 bytes an element where ctitan's fp32 residual
+// stream moves 4; the loss statistics and the norm weights' gradients stay fp32.
+static void test_tp_bytes_by_stack(void) {
+    ct_hw_profile hw = profile("h100");
+    ct_config c = debug_config();
+    set(&c, "parallelism.data_shard_degree", "1");
+    set(&c, "parallelism.compute_parallel_degree", "4");
+    set(&c, "sequence_parallel.enable", "true");
+    set(&c, "mixed_precision", "bf16");
+    ct_llama_config m;
+    ct_llama_config_from(&m, &c);
+    double N = 8.0 * 256, C = m.dim, ar = 2.0 * 3 / 4;
+    double fixed = ar * 4 * (3 * N + (2.0 * m.n_layers + 1) * C);
+    for (int width = 4; width >= 2; width -= 2) {
+        ct_plan_time t;
+        ct_status st = ct_plan_time_step_on(&m, &c, 4, &hw, width == 4 ? CT_STACK_CTITAN : CT_STACK_TORCHTITAN, &t);
+        CHECK(st == CT_OK, "%s", ct_last_error());
+        CHECK_CLOSE(t.bytes[CT_PLAN_TP], ar * width * (4.0 * m.n_layers + 2) * N * C + fixed, 1e-9, 0);
+    }
+    ct_plan_stack k;
+    CHECK(ct_plan_stack_parse("pytorch", &k) == CT_ERR && strstr(ct_last_error(), "--stack"), "bad stack accepted");
+}
+
 static void test_cp_bytes(void) {
     ct_hw_profile hw = profile("h100");
     for (int ring = 0; ring < 2; ring++) {
@@ -303,6 +327,7 @@ int main(void) {
     CT_RUN(test_flops_match_llama_count);
     CT_RUN(test_fsdp_bytes);
     CT_RUN(test_tp_bytes);
+    CT_RUN(test_tp_bytes_by_stack);
     CT_RUN(test_cp_bytes);
     CT_RUN(test_pp_bytes);
     CT_RUN(test_bubble_from_simulator);

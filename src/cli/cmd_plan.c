@@ -22,7 +22,7 @@
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
 typedef struct {
-    const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset;
+    const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset, *stack;
     long gpus, seq_len, local_batch, micro_batch, top, steps, stages_per_rank;
     double memory_gib, headroom_gib;
     bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all;
@@ -220,6 +220,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     r->allow_float8 = !a->no_float8 && !r->hw.cpu;
     r->compile = !a->no_compile;
     r->async_comm = !a->no_async;
+    if (a->stack && ct_plan_stack_parse(a->stack, &r->stack)) return CT_ERR;
     return CT_OK;
 }
 
@@ -364,6 +365,7 @@ int ct_cmd_plan(int argc, char **argv) {
         {"config", 0, CT_OPT_STR, &a.config, "FILE", "take the model (and training settings) from a ctitan TOML", 0, 0},
         {"gpus", 0, CT_OPT_LONG, &a.gpus, "N", "devices (ranks) in the job", 1, 1 << 20},
         {"gpu", 0, CT_OPT_STR, &a.gpu, "PROFILE", "hardware profile (default h100_sxm)", 0, 0},
+        {"stack", 0, CT_OPT_STR, &a.stack, "S", "software stack the times are for: ctitan (default) | torchtitan", 0, 0},
         {"seq_len", 0, CT_OPT_LONG, &a.seq_len, "T", "tokens per sequence (default: the config's)", 1, 1 << 24},
         {"global_batch_tokens", 0, CT_OPT_STR, &a.batch_text, "N", "tokens per step over the job (16M, 1048576)", 0, 0},
         {"layout", 0, CT_OPT_STR, &a.layout, "L", "evaluate this layout (fsdp32,tp8) instead of searching", 0, 0},

@@ -34,6 +34,7 @@ typedef struct {
     bool allow_float8;         // float8 candidates where the device has an fp8 peak
     bool compile;              // compile.enable in every candidate
     bool async_comm;           // parallelism.enable_async_comm in every candidate
+    ct_plan_stack stack;       // the software stack the times are for (--stack)
 } ct_plan_request;
 
 typedef struct {

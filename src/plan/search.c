@@ -25,7 +25,7 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
     if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
     out->budget = ct_plan_budget(&r->hw, r->devices);
     out->fits = out->mem.total <= out->budget;
-    return ct_plan_time_step(&m, c, r->devices, &r->hw, &out->time);
+    return ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &out->time);
 }
 
 // ------------------------------------------------------------------ names
@@ -127,7 +127,7 @@ static void consider(const ct_plan_request *r, const ct_config *c, candidates *c
     if (ct_llama_config_from(&m, c) || ct_plan_memory_rank(&m, c, r->devices, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
-    if (cand.fits && ct_plan_time_step(&m, c, r->devices, &r->hw, &cand.time)) return;
+    if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
     keep(cs, &cand);
 }
 

@@ -118,7 +118,9 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     if (n <= 1) return;
     link l = link_for(t, n);
     const ct_block_cost *b = &t->block;
-    double E = t->tokens * t->lm.dim * 4;  // (N, C) fp32: the residual stream's rows
+    // (N, C): the residual stream's rows, fp32 in ctitan; TorchTitan's are in the compute dtype.
+    double width = t->stack == CT_STACK_TORCHTITAN && t->bf16 ? 2 : 4;
+    double E = t->tokens * t->lm.dim * width;
     double one = ar_time(l, n, E), ob = ar_bytes(n, E);
     bool async = t->c->enable_async_comm;
     double af, ab, afb, abb;  // 8-bit amax reductions of one block: seconds and bytes, fwd / bwd

@@ -250,11 +250,24 @@ ct_status ct_plan_pipeline_run(ct_pp_kind kind, int pp, int vpp, int n_mb, const
     return st;
 }
 
+ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out) {
+    if (!strcmp(name, "ctitan")) *out = CT_STACK_CTITAN;
+    else if (!strcmp(name, "torchtitan")) *out = CT_STACK_TORCHTITAN;
+    else return ct_set_error("--stack: expected ctitan or torchtitan, got '%s'", name);
+    return CT_OK;
+}
+
 ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out) {
+    return ct_plan_time_step_on(m, c, world, hw, CT_STACK_CTITAN, out);
+}
+
+ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+                               ct_plan_stack stack, ct_plan_time *out) {
     memset(out, 0, sizeof *out);
     ct_tm t;
     if (setup(&t, m, c, world, hw)) return CT_ERR;
+    t.stack = stack;
     block_cost(&t, &t.block);
     ct_stage_tm st[CT_TM_MAX_STAGES];
     ct_plan_stage_cost sc[CT_TM_MAX_STAGES];

@@ -53,6 +53,10 @@ typedef struct {
     ct_block_cost block;
 } ct_tm;
 
+// stack.c: attention's forward and backward fractions of the bf16 peak on the run's stack at
+// this kernel sequence length; false where the hardware profile's figure stands.
+bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double *bwd_frac);
+
 // time_comm.c
 void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);
 void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out);

@@ -64,7 +64,14 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     // (with cp and head-tail balance every rank's queries also see T / 2 keys on average).
     double attn = 4.0 * N * (t->seq_len / 2.0) * NH * HS;
     b->attn_f = attn / (t->attn_peak * t->share * ct_hw_attention_efficiency(t->hw, HS));
-    b->attn_b = 2.5 * b->attn_f;
+    b->attn_b = 2.5 * b->attn_f;  // backward: 5 products to the forward's 2
+    // On TorchTitan's stack the kernels' measured rates by pass and by the length each kernel
+    // sees (with cp, a rank's queries against one block of T / cp keys at a time).
+    double ff, bf;
+    if (ct_tm_stack_attention(t, (double)t->seq_len / t->cp, &ff, &bf)) {
+        b->attn_f = attn / (t->hi_peak * ff);
+        b->attn_b = 2.5 * attn / (t->hi_peak * bf);
+    }
     b->flops_f = 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + attn;
     b->flops_b = 2.0 * 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + 2.5 * attn;
     // Elementwise passes, bytes at fp32 (each pass reads its inputs and writes its output):

@@ -34,3 +34,38 @@ bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double 
     *bwd_frac = by_length(fa2_bwd, seq) * 1e12 / H100_SXM_BF16;
     return true;
 }
+
+// The elementwise kernels of one block and micro-batch as TorchTitan's Llama 3 runs them (its
+// model code: RMSNorm as x.float() -> pow(2) -> mean -> * rsqrt -> type_as -> * weight; RoPE
+// through complex fp32; repeat_kv copying K and V out to every query head; the attention output
+// transposed into a contiguous copy; residual adds; F.silu(w1 x) * w3 x), counted in bytes read
+// and written per kernel from those shapes; e is the compute dtype's width (the residual stream
+// and activations are in it under FSDP2's mixed precision), u = 4 the fp32 upcasts. Compiled
+// (torch.compile per block), each chain becomes one kernel that reads its inputs and writes its
+// outputs once: the norm with the residual add before it, RoPE, SwiGLU; the copies remain.
+// Backward: twice the forward's bytes (each kernel reads its saved input and the output's
+// gradient and writes the input's), as for ctitan's kernels.
+bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, ct_tm_ew_bytes *out) {
+    if (t->stack != CT_STACK_TORCHTITAN || t->hw->cpu) return false;
+    const ct_llama_config *l = &t->lm;
+    const double C = l->dim, HS = l->head_dim, NH = l->n_heads, NKV = l->n_kv_heads, F = l->ffn_hidden;
+    const double e = t->bf16 ? 2 : 4, u = 4;
+    double norm, rope, swiglu, resid;
+    if (t->compile) {
+        norm = Nsp * C * 4 * e;  // x and the block output read, their sum and its norm written
+        resid = 0;               // (in the norm's kernel; the last add in the next block's)
+        rope = N * (NH + NKV) * HS * 2 * e;
+        swiglu = N * F * 3 * e;
+    } else {
+        norm = Nsp * C * (4 * e + 6 * u);
+        resid = Nsp * C * 3 * e;
+        rope = N * (NH + NKV) * HS * (2 * e + 4 * u);
+        swiglu = N * F * 5 * e;
+    }
+    double repeat_kv = NH > NKV ? 2.0 * N * (NKV + NH) * HS * e : 0;
+    double transpose = 2.0 * N * NH * HS * e;
+    out->fwd = 2 * norm + 2 * resid + rope + swiglu + repeat_kv + transpose;
+    out->bwd = 2 * out->fwd;
+    out->recompute = 2 * norm + swiglu;  // what both selective policies rerun of these
+    return true;
+}

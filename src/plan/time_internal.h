@@ -32,6 +32,7 @@ typedef struct {
     double exposed[CT_PLAN_NDIMS]; //                  of which exposed
     double bytes[CT_PLAN_NDIMS];   //                  bytes (comm layer's counting)
     double flops;                  // executed FLOPs of one micro-batch
+    double attn, ew;               // of f + b: attention kernels, elementwise passes (recompute too)
     int layers, recompute_fwd_comm;  // blocks; blocks fully recomputed (their forward comm again)
     int recompute_wo_comm;         // blocks under the per-op policy (wo's tp reduction again)
 } ct_stage_tm;
@@ -56,6 +57,13 @@ typedef struct {
 // stack.c: attention's forward and backward fractions of the bf16 peak on the run's stack at
 // this kernel sequence length; false where the hardware profile's figure stands.
 bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double *bwd_frac);
+
+// stack.c: the elementwise bytes of one block and micro-batch (N tokens, Nsp rows under sequence
+// parallel) on the run's stack; false where ctitan's own kernel counts (time_model.c) stand.
+typedef struct {
+    double fwd, bwd, recompute;  // forward, backward, what selective checkpointing reruns
+} ct_tm_ew_bytes;
+bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, ct_tm_ew_bytes *out);
 
 // time_comm.c
 void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);

@@ -95,9 +95,12 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     // bf16: each matmul input narrowed (4 bytes read, 2 written) and the outputs kept for
     // backward stored narrow.
     if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F - (gpu_fuse ? 2 * N * C + N * F : 0));
+    double recompute = 2 * norm + swiglu;  // either selective policy
+    ct_tm_ew_bytes stack;
+    if (ct_tm_stack_elementwise(t, N, Nsp, &stack)) fwd = stack.fwd, bwd = stack.bwd, recompute = stack.recompute;
     b->ew_f = mem_time(t, fwd);
     b->ew_b = mem_time(t, bwd);
-    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);  // either selective policy
+    b->ew_recompute_ops = mem_time(t, recompute);
     // TorchTitan's per-op policy saves every second matmul's output, so the backward first
     // reruns wk (N x NKV*HS from C), wo (N x C from NH*HS) and w3 (N x F from C), each on its
     // own shape (wk and w3 are parts of ctitan's fused wqkv and w13), with its 8-bit casts.
@@ -123,6 +126,8 @@ static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
         if (ac == CT_TM_AC_FULL) rec = b->mm_f + b->attn_f + b->ew_f;
         if (ac == CT_TM_AC_ELEMENTWISE) rec = b->ew_recompute_ops;
         if (ac == CT_TM_AC_OPS) rec = b->ew_recompute_ops + b->mm_recompute_ops;
+        st->attn += b->attn_f + b->attn_b + (ac == CT_TM_AC_FULL ? b->attn_f : 0);
+        st->ew += b->ew_f + b->ew_b + (ac == CT_TM_AC_FULL ? b->ew_f : ac == CT_TM_AC_NONE ? 0 : b->ew_recompute_ops);
         st->f += b->mm_f + b->attn_f + b->ew_f;
         st->i += b->mm_i + b->attn_b + b->ew_b + rec;
         st->w += b->mm_w;
@@ -305,6 +310,8 @@ ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int
         if (stage_rank[s] != busiest) continue;
         busy += t.n_mb * (st[s].f + st[s].b);
         out->rank_flops += t.n_mb * st[s].flops;
+        out->attention += t.n_mb * st[s].attn;
+        out->elementwise += t.n_mb * st[s].ew;
         for (int d = 0; d < CT_PLAN_NDIMS; d++) {
             if (d == CT_PLAN_PP) continue;
             out->comm[d] += t.n_mb * st[s].comm[d];

@@ -48,6 +48,8 @@ typedef struct {
     double model_flops;                 // whole job, one step, summed from the layer shapes under the
                                         // 6·N + attention convention (= ct_llama_flops_per_token · tokens)
     double rank_flops;                  // executed on the busiest rank: causal attention, recompute
+    double attention, elementwise;      // of compute: the busiest rank's seconds in attention kernels
+                                        // and in the blocks' elementwise passes (recompute included)
     int n_microbatches;                 // per step and data-parallel rank
 } ct_plan_time;
 

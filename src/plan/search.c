@@ -161,6 +161,8 @@ static void options(const ct_plan_request *r, ct_config c, candidates *cs) {
         } acs[] = {{"none", "op"}, {"selective", "op"}, {"selective", "elementwise"}, {"full", "op"}};
         int n_ac = split_backward ? 1 : 4;
         for (int a = 0; a < n_ac; a++) {
+            // The elementwise policy is ctitan's own: TorchTitan's stack does not have it.
+            if (r->stack == CT_STACK_TORCHTITAN && !strcmp(acs[a].option, "elementwise")) continue;
             snprintf(c.ac_mode, sizeof c.ac_mode, "%s", acs[a].mode);
             c.ac_selective = !strcmp(acs[a].mode, "selective");
             snprintf(c.ac_option, sizeof c.ac_option, "%s", acs[a].option);

@@ -162,6 +162,8 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
     const ct_plan_time *t = &c->time;
     fprintf(f, "step: %.4f s = compute %.4f + exposed communication %.4f + pipeline bubble %.4f\n", t->step, t->compute,
             t->step - t->compute - t->bubble, t->bubble);
+    fprintf(f, "  compute: attention %.4f s, blocks' elementwise passes %.4f s, matmuls and the rest %.4f s\n",
+            t->attention, t->elementwise, t->compute - t->attention - t->elementwise);
     for (int d = 0; d < CT_PLAN_NDIMS; d++)
         if (t->comm[d] > 0)
             fprintf(f, "  %-12s communication %.4f s, exposed %.4f s\n", ct_plan_dim_name((ct_plan_dim)d), t->comm[d],

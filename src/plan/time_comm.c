@@ -132,8 +132,15 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
         // parallel: the same bytes); backward: the input gradients of wqkv and w1/w3, which under
         // async overlap those layers' weight-gradient matmuls.
         double xb = async ? fmax(0, one - b->mm_w_qkv) + fmax(0, one - b->mm_w_13) : 2 * one;
-        add(st, CT_PLAN_TP, 4 * ob, 4 * one, 2 * one + xb);
-        st->xf += 2 * one, st->xi += xb;
+        // TorchTitan's async tp (sequence parallel, micro-pipelined collective matmuls) also runs
+        // the forward's all-gathers (into wqkv, w1/w3) and reduce-scatters (out of wo, w2), each
+        // half an all-reduce's bytes, behind their own matmuls; ctitan's forward waits for them.
+        double xf = 2 * one;
+        if (async && t->sp && t->stack == CT_STACK_TORCHTITAN)
+            xf = fmax(0, one / 2 - b->mm_f_qkv) + fmax(0, one / 2 - b->mm_f_o) + fmax(0, one / 2 - b->mm_f_13) +
+                 fmax(0, one / 2 - b->mm_f_2);
+        add(st, CT_PLAN_TP, 4 * ob, 4 * one, xf + xb);
+        st->xf += xf, st->xi += xb;
     }
     int full = st->recompute_fwd_comm;  // fully recomputed blocks communicate as in forward
     add(st, CT_PLAN_TP, full * (2 * ob + afb), full * (2 * one + af), full * (2 * one + af));

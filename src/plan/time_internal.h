@@ -16,6 +16,8 @@ typedef struct {
     double mm_f, mm_i, mm_w;   // matmul seconds: forward, input gradients, weight gradients
     double mm_w_qkv, mm_w_13;  // of mm_w, wqkv's and w1/w3's weight gradients: under async tp the
                                // reduction of each one's input gradient runs behind them
+    double mm_f_qkv, mm_f_o, mm_f_13, mm_f_2;  // of mm_f, each linear's forward: under TorchTitan's
+                               // async tp each one's all-gather or reduce-scatter runs behind it
     double attn_f, attn_b;     // attention kernels
     double ew_f, ew_b;         // elementwise passes
     double ew_recompute_ops;   // the elementwise passes both selective policies recompute

@@ -58,6 +58,10 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     linear(t, N, 2 * F, C, pk, &f, &i, &w);                // w1, w3
     linear(t, N, C, F, pk, &f, &i, &w);                    // w2
     b->mm_f = f, b->mm_i = i, b->mm_w = w;
+    b->mm_f_qkv = mm_time(t, N, (NH + 2 * NKV) * HS, C, pk);
+    b->mm_f_o = mm_time(t, N, C, NH * HS, pk);
+    b->mm_f_13 = mm_time(t, N, 2 * F, C, pk);
+    b->mm_f_2 = mm_time(t, N, C, F, pk);
     b->mm_w_qkv = mm_time(t, C, (NH + 2 * NKV) * HS, N, pk);
     b->mm_w_13 = mm_time(t, C, 2 * F, N, pk);
     // Attention: QK^T and PV, 2 FLOPs per multiply-add each, over the causal half of the keys

@@ -55,9 +55,10 @@ typedef struct {
 
 // The software stack the run uses, beside the hardware profile: what the same layout does
 // differently. CTITAN: this trainer's kernels and collectives. TORCHTITAN: PyTorch with
-// FlashAttention and FSDP2 / tensor parallel as TorchTitan runs them; so far the terms that differ
-// are the tensor-parallel activations, sent at the compute dtype's width (TorchTitan's residual
-// stream is bf16 under bf16 mixed precision; ctitan's is fp32).
+// FlashAttention and FSDP2 / tensor parallel as TorchTitan runs them. The terms that differ:
+// attention's rate by pass and length, the elementwise kernels (plan/stack.c), the tensor-parallel
+// activations at the compute dtype's width (TorchTitan's residual stream is bf16 under bf16 mixed
+// precision; ctitan's is fp32), and async tp's forward collectives behind their matmuls.
 typedef enum { CT_STACK_CTITAN = 0, CT_STACK_TORCHTITAN } ct_plan_stack;
 // "ctitan" | "torchtitan" -> *out; CT_ERR naming --stack otherwise.
 ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out);

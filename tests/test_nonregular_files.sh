@@ -177,7 +177,7 @@ done
 check fifo_as_pipeline_svg "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --svg "$tmp/fifo"
 check fifo_as_pipeline_trace "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --trace "$tmp/fifo"
 check fifo_as_pipeline_csv "$tmp/fifo" "$nr" "$bin" pipeline show --schedule 1F1B --pp 2 --microbatches 4 --csv "$tmp/fifo"
-check fifo_as_plan_emit_config "$tmp/fifo" "$nr" "$bin" plan --model 8b --gpus 8 --gpu h100_sxm --emit-config "$tmp/fifo"
+check fifo_as_plan_emit_config "$tmp/fifo" "$nr" "$bin" plan --model 8b --gpus 8 --gpu h100_sxm --seq_len 8192 --emit-config "$tmp/fifo"
 check fifo_as_tokenizer_train_out "$tmp/fifo" "$nr" "$bin" tokenizer train --input $tok --vocab-size 300 --out "$tmp/fifo"
 check dev_full_as_tokenizer_train_out /dev/full "character device" "$bin" tokenizer train --input $tok --vocab-size 300 \
   --out /dev/full

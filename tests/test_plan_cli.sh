@@ -32,12 +32,12 @@ fi
 # and no layout that fills the device past it is ranked as fitting (8B on 8 x 79.6 GiB: some
 # layouts need 78.7 GiB)
 out=$tmp/headroom.txt
-if "$bin" plan --model 8b --gpus 8 --all >"$out" 2>&1 &&
+if "$bin" plan --model 8b --gpus 8 --seq_len 256 --all >"$out" 2>&1 &&
    grep -q "(79.6 GiB each, 4.0 of it kept free for the runtime (memory_headroom_gib), 75.6 for the run)" "$out" &&
    awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) bad = 1; n++ } END { exit bad || !n }' "$out"; then
   pass plan_keeps_memory_headroom
 else fail plan_keeps_memory_headroom "$(head -1 "$out"; awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) print }' "$out" | head -2)"; fi
-"$bin" plan --model 8b --gpus 8 --all --memory_headroom_gib 0 >"$tmp/nohead.txt" 2>&1
+"$bin" plan --model 8b --gpus 8 --seq_len 256 --all --memory_headroom_gib 0 >"$tmp/nohead.txt" 2>&1
 if grep -q "(79.6 GiB each)" "$tmp/nohead.txt" &&
    awk '/^ *[0-9]+  /{ if ($(NF-7) > 75.6) more = 1 } END { exit !more }' "$tmp/nohead.txt"; then
   pass plan_headroom_is_a_setting
@@ -97,13 +97,51 @@ bad_input() {  # NAME EXPECTED-TEXT ARGS...
   else fail "$name" "exit $rc: $(head -2 "$tmp/bad.err")"; fi
 }
 bad_input bad_model_is_named "unknown model 'llama9'" --model llama9 --gpus 8
-bad_input bad_layout_word_is_named "'xp4' is not a degree" --model 8b --gpus 8 --layout fsdp2,xp4
-bad_input layout_product_must_match "uses 16 devices, --gpus is 8" --model 8b --gpus 8 --layout fsdp2,tp8
+bad_input bad_layout_word_is_named "'xp4' is not a degree" --model 8b --gpus 8 --seq_len 8192 --layout fsdp2,xp4
+bad_input layout_product_must_match "uses 16 devices, --gpus is 8" --model 8b --gpus 8 --seq_len 8192 --layout fsdp2,tp8
 bad_input unknown_profile_is_named "nosuchgpu" --model 8b --gpus 8 --gpu nosuchgpu
-bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --global_batch_tokens 12Q
+bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --seq_len 8192 --global_batch_tokens 12Q
 bad_input devices_are_required "how many devices" --model 8b
 bad_input headroom_must_leave_memory "--memory_headroom_gib 80.0 leaves nothing of the 79.6 GiB" --model 8b --gpus 8 \
   --memory_headroom_gib 80
+bad_input stack_is_named "--stack: expected ctitan or torchtitan, got 'pytorch'" --model 8b --gpus 8 --seq_len 8192 \
+  --stack pytorch
+bad_input seq_len_is_required "--seq_len: how many tokens per sequence" --model 8b --gpus 8
+bad_input float8_needs_fp8_units "A100 SXM 80GB has no fp8 matmul units (peak_tflops_fp8 = 0 in its profile 'a100_80gb')" \
+  --model 8b --gpus 8 --gpu a100 --seq_len 8192 --layout fsdp8 --float8
+bad_input explain_needs_a_search "--explain walks a search's decision" --model 8b --gpus 8 --seq_len 8192 \
+  --layout fsdp8 --explain
+bad_input zbv_runs_two_stages_per_rank "ZBVZeroBubble needs exactly 2 stages per rank (got vpp 4)" --model 8b --gpus 8 \
+  --seq_len 8192 --layout pp2,fsdp4 --local_batch 8 --schedule zbv --stages_per_rank 4
+bad_input one_stage_schedule_refuses_more "1F1B runs one stage per rank (got vpp 2)" --model 8b --gpus 8 \
+  --seq_len 8192 --layout pp2,fsdp4 --local_batch 8 --schedule 1f1b --stages_per_rank 2
+
+# ---- a search on a GPU without fp8 units offers no float8 layout (it offers some bf16 ones)
+out=$tmp/a100.txt
+"$bin" plan --model 8b --gpus 8 --gpu a100 --seq_len 8192 --all >"$out" 2>&1
+n=$(grep -cE '^ +[0-9]+  ' "$out"); f8=$(grep -E '^ +[0-9]+  ' "$out" | grep -c 'float8')
+[ "$n" -gt 0 ] && [ "$f8" = 0 ] && pass search_offers_no_float8_without_fp8_units ||
+  fail search_offers_no_float8_without_fp8_units "$n rows, $f8 of them float8: $(tail -1 "$out")"
+
+# ---- the label says the stages per rank the pipeline runs
+out=$tmp/vpp4.txt
+"$bin" plan --model 8b --gpus 8 --seq_len 8192 --layout pp2,fsdp4 --local_batch 8 --schedule interleaved_1f1b \
+  --stages_per_rank 4 >"$out" 2>&1
+grep -q "^layout pp2,fsdp4 (.*interleaved_1f1b x4," "$out" && pass stages_per_rank_in_the_label ||
+  fail stages_per_rank_in_the_label "$(grep '^layout' "$out"; tail -1 "$out")"
+
+# ---- an odd sequence length without context parallel is a sequence like any other; with
+# context parallel it must split into 2 x cp chunks, and the refusal says so
+out=$tmp/odd.txt
+if "$bin" plan --model 8b --gpus 8 --seq_len 8191 --layout fsdp8 >"$out" 2>&1 || [ $? -eq 1 ]; then
+  grep -q "tokens/s per device" "$out" && pass odd_seq_len_without_cp_is_evaluated ||
+    fail odd_seq_len_without_cp_is_evaluated "$(tail -1 "$out")"
+else fail odd_seq_len_without_cp_is_evaluated "$(tail -1 "$out")"; fi
+"$bin" plan --model 8b --gpus 8 --seq_len 8191 --top 3 >"$out" 2>&1 && grep -qE '^ +1  fsdp|^ +1  [a-z]' "$out" &&
+  ! grep -qE '^ +[0-9]+  [^ ]*cp[0-9]' "$out" && pass odd_seq_len_search_ranks_layouts_without_cp ||
+  fail odd_seq_len_search_ranks_layouts_without_cp "$(tail -1 "$out")"
+bad_input odd_seq_len_with_cp_names_the_split "does not split into 2 x context_extension_degree 2" --model 8b --gpus 8 \
+  --seq_len 8191 --layout fsdp4,cp2
 
 # ---- the emitted TOML of a small case runs unchanged, with the memory predicted
 cfg=$tmp/best.toml

@@ -14,6 +14,7 @@
 #include "core/file_check.h"
 #include "core/version.h"
 #include "model/checkpointing.h"
+#include "parallel/pipeline_schedules.h"
 #include "plan/explain.h"
 #include "plan/layout.h"
 #include "plan/plan.h"
@@ -21,7 +22,7 @@
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
 typedef struct {
-    const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset;
+    const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset, *stack;
     long gpus, seq_len, local_batch, micro_batch, top, steps, stages_per_rank;
     double memory_gib, headroom_gib;
     bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all;
@@ -101,7 +102,7 @@ static void print_header(const ct_plan_request *r, FILE *f) {
 }
 
 static void print_row_header(FILE *f) {
-    fprintf(f, "%3s  %-22s %-46s %7s  %-27s %8s %8s %8s %8s %10s %6s\n", "#", "layout", "options", "GiB",
+    fprintf(f, "%3s  %-22s %-58s %7s  %-27s %8s %8s %8s %8s %10s %6s\n", "#", "layout", "options", "GiB",
             "params/grads/optim/act/comm", "step s", "compute", "exposed", "bubble", "tok/s/dev", "MFU");
 }
 
@@ -111,7 +112,7 @@ static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
     const double *b = c->mem.bytes;
     snprintf(parts, sizeof parts, "%.1f/%.1f/%.1f/%.1f/%.1f", b[CT_MEM_PARAMS] / GIB, b[CT_MEM_GRADS] / GIB,
              b[CT_MEM_OPTIM] / GIB, b[CT_MEM_ACTIVATIONS] / GIB, b[CT_MEM_COMM] / GIB);
-    fprintf(f, "%3d  %-22s %-46s %7.1f  %-27s", i, c->layout, opts, c->mem.total / GIB, parts);
+    fprintf(f, "%3d  %-22s %-58s %7.1f  %-27s", i, c->layout, opts, c->mem.total / GIB, parts);
     if (!c->fits) {
         fprintf(f, "  does not fit\n");
         return;
@@ -161,6 +162,8 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
     const ct_plan_time *t = &c->time;
     fprintf(f, "step: %.4f s = compute %.4f + exposed communication %.4f + pipeline bubble %.4f\n", t->step, t->compute,
             t->step - t->compute - t->bubble, t->bubble);
+    fprintf(f, "  compute: attention %.4f s, blocks' elementwise passes %.4f s, matmuls and the rest %.4f s\n",
+            t->attention, t->elementwise, t->compute - t->attention - t->elementwise);
     for (int d = 0; d < CT_PLAN_NDIMS; d++)
         if (t->comm[d] > 0)
             fprintf(f, "  %-12s communication %.4f s, exposed %.4f s\n", ct_plan_dim_name((ct_plan_dim)d), t->comm[d],
@@ -196,6 +199,11 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     if (r->hw.memory_headroom >= r->hw.memory_bytes)
         return ct_set_error("--memory_headroom_gib %.1f leaves nothing of the %.1f GiB per device: give less",
                             r->hw.memory_headroom / GIB, r->hw.memory_bytes / GIB);
+    // The sequence length sets the attention's cost and the activations: no default stands in
+    // for it (the configuration default, 256, is a smoke-test length, not a Llama 3 run's).
+    if (!a->seq_len && !a->config)
+        return ct_set_error("--seq_len: how many tokens per sequence? (Llama 3 pretrained at 8192; or --config FILE "
+                            "with training.seq_len)");
     // Precision: bf16 mixed precision on a GPU; the configuration's own on a cpu profile.
     if (a->precision) {
         if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
@@ -214,6 +222,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     r->allow_float8 = !a->no_float8 && !r->hw.cpu;
     r->compile = !a->no_compile;
     r->async_comm = !a->no_async;
+    if (a->stack && ct_plan_stack_parse(a->stack, &r->stack)) return CT_ERR;
     return CT_OK;
 }
 
@@ -221,6 +230,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
 static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     ct_config c = r->base;
     if (ct_plan_layout_parse(a->layout, r->devices, &c)) goto fail;
+    ct_plan_single_cp_balance(&c);
     int dp = c.data_replicate_degree * c.data_shard_degree;
     long local = a->local_batch ? a->local_batch : 1;
     if (a->batch_text) {
@@ -243,6 +253,15 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
         c.pipeline_stages_per_rank = a->stages_per_rank ? (int)a->stages_per_rank
                                    : strstr(c.pipeline_schedule, "interleaved") || !strcmp(c.pipeline_schedule, "zbv")
                                        ? 2 : 1;
+        // The schedule must run with these stages per rank and micro-batches, or the label and
+        // the time model would describe different pipelines (ZBV is always 2 per rank).
+        ct_pp_kind kind;
+        if (ct_pp_kind_parse(c.pipeline_schedule, &kind) ||
+            ct_pp_validate(kind, c.pipeline_degree, c.pipeline_stages_per_rank, c.gradient_accumulation_steps)) {
+            ct_set_error("--schedule %s --stages_per_rank %d: %s", c.pipeline_schedule, c.pipeline_stages_per_rank,
+                         ct_last_error());
+            goto fail;
+        }
     }
     const char *ac = a->ac ? a->ac : "none";
     if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
@@ -251,6 +270,14 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
     else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
     else {
         ct_set_error("--ac: expected none, op, elementwise, full or a block count N (every N-th block), got '%s'", ac);
+        goto fail;
+    }
+    // A GPU without fp8 tensor cores (peak_tflops_fp8 = 0) cannot run 8-bit matmuls: refused,
+    // not predicted at the bf16 rate under a float8 label. (A cpu profile runs ctitan's own
+    // 8-bit matmuls, which emulate the numerics at the bf16/fp32 rate.)
+    if ((a->float8 || a->mxfp8) && !r->hw.cpu && !(r->hw.peak_fp8 > 0)) {
+        ct_set_error("--%s: the %s has no fp8 matmul units (peak_tflops_fp8 = 0 in its profile '%s'); drop --%s",
+                     a->mxfp8 ? "mxfp8" : "float8", r->hw.name, r->hw.id, a->mxfp8 ? "mxfp8" : "float8");
         goto fail;
     }
     c.float8 = a->float8, c.mxfp8 = a->mxfp8;
@@ -340,6 +367,7 @@ int ct_cmd_plan(int argc, char **argv) {
         {"config", 0, CT_OPT_STR, &a.config, "FILE", "take the model (and training settings) from a ctitan TOML", 0, 0},
         {"gpus", 0, CT_OPT_LONG, &a.gpus, "N", "devices (ranks) in the job", 1, 1 << 20},
         {"gpu", 0, CT_OPT_STR, &a.gpu, "PROFILE", "hardware profile (default h100_sxm)", 0, 0},
+        {"stack", 0, CT_OPT_STR, &a.stack, "S", "software stack the times are for: ctitan (default) | torchtitan", 0, 0},
         {"seq_len", 0, CT_OPT_LONG, &a.seq_len, "T", "tokens per sequence (default: the config's)", 1, 1 << 24},
         {"global_batch_tokens", 0, CT_OPT_STR, &a.batch_text, "N", "tokens per step over the job (16M, 1048576)", 0, 0},
         {"layout", 0, CT_OPT_STR, &a.layout, "L", "evaluate this layout (fsdp32,tp8) instead of searching", 0, 0},
@@ -394,6 +422,13 @@ int ct_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "ctitan plan: %s\n", ct_last_error());
         return 2;
     }
-    if (a.layout) return evaluate_layout(&a, &r);
+    if (a.layout) {
+        if (a.explain) {
+            fprintf(stderr, "ctitan plan: --explain walks a search's decision between layouts; with --layout there is "
+                            "none to walk: drop --explain (the evaluation prints its breakdown) or drop --layout\n");
+            return 2;
+        }
+        return evaluate_layout(&a, &r);
+    }
     return search_and_print(&a, &r, a.top ? (int)a.top : 10, stdout);
 }

@@ -52,8 +52,11 @@ static bool same_degrees(const ct_config *a, const ct_config *b) {
            !strcmp(a->pipeline_schedule, b->pipeline_schedule) &&
            a->pipeline_stages_per_rank == b->pipeline_stages_per_rank;
 }
+// 0 none, 1 TorchTitan's per op, 2 elementwise, 3 full (every block or every N-th)
 static int ac_index(const ct_config *c) {
-    return !strcmp(c->ac_mode, "full") ? 2 : (!strcmp(c->ac_mode, "selective") || c->ac_selective) ? 1 : 0;
+    if (!strcmp(c->ac_mode, "full")) return 3;
+    if (strcmp(c->ac_mode, "selective") && !c->ac_selective) return 0;
+    return !strcmp(c->ac_option, "op") ? 1 : !strcmp(c->ac_option, "elementwise") ? 2 : 3;
 }
 static bool same_but_ac(const ct_plan_candidate *c, const void *arg) {
     const vary *v = arg;
@@ -142,8 +145,8 @@ void ct_plan_explain(const ct_plan_request *r, const ct_plan_candidate *all, int
         return;
     }
     fprintf(f, "5. Checkpointing and precision, for the best degrees (%s):\n", best->layout);
-    static const char *const acs[] = {"none", "selective per op", "full"};
-    for (int a = 0; a < 3; a++) {
+    static const char *const acs[] = {"none", "per op", "elementwise", "full"};
+    for (int a = 0; a < 4; a++) {
         vary v = {best, a};
         const ct_plan_candidate *c = fastest(all, n, same_but_ac, &v);
         const ct_plan_candidate *m = c ? c : smallest(all, n, same_but_ac, &v);

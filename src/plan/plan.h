@@ -34,6 +34,7 @@ typedef struct {
     bool allow_float8;         // float8 candidates where the device has an fp8 peak
     bool compile;              // compile.enable in every candidate
     bool async_comm;           // parallelism.enable_async_comm in every candidate
+    ct_plan_stack stack;       // the software stack the times are for (--stack)
 } ct_plan_request;
 
 typedef struct {
@@ -65,6 +66,11 @@ int ct_plan_layout_name(const ct_config *c, char *buf, size_t n);
 // Degrees not named are 1.
 // CT_ERR when a word is unknown or the product is not `devices`.
 ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c);
+
+// Without context parallel the sequence is not split, so its balancing has nothing to balance:
+// sets parallelism.context_parallel_load_balancer = "none" when cp is 1, so that any seq_len
+// (an odd one too) is legal, as it is for the model (head-tail needs 2 x cp chunks).
+void ct_plan_single_cp_balance(ct_config *c);
 
 // One line for a candidate's options: "mb 2 x 8, 1f1b, ac op, bf16, compile, async".
 int ct_plan_options_name(const ct_config *c, char *buf, size_t n);

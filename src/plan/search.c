@@ -25,7 +25,7 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
     if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
     out->budget = ct_plan_budget(&r->hw, r->devices);
     out->fits = out->mem.total <= out->budget;
-    return ct_plan_time_step(&m, c, r->devices, &r->hw, &out->time);
+    return ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &out->time);
 }
 
 // ------------------------------------------------------------------ names
@@ -81,16 +81,21 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
     return CT_OK;
 }
 
+void ct_plan_single_cp_balance(ct_config *c) {
+    if (c->context_extension_degree == 1) snprintf(c->cp_load_balancer, sizeof c->cp_load_balancer, "none");
+}
+
 int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
     char ac[32] = "none";
     if (!strcmp(c->ac_mode, "full")) snprintf(ac, sizeof ac, "full");
     else if (!strcmp(c->ac_mode, "selective") || c->ac_selective)
-        snprintf(ac, sizeof ac, strcmp(c->ac_option, "op") ? "every %s" : "op", c->ac_option);
+        snprintf(ac, sizeof ac, strcmp(c->ac_option, "op") && strcmp(c->ac_option, "elementwise") ? "every %s" : "%s",
+                 c->ac_option);
     const char *prec = c->mxfp8 ? "mxfp8" : c->float8 ? "float8" : c->mixed_precision;
     char sched[48] = "";
     if (c->pipeline_degree > 1)
-        snprintf(sched, sizeof sched, ", %s%s", c->pipeline_schedule,
-                 c->pipeline_stages_per_rank > 1 ? " x2" : "");
+        snprintf(sched, sizeof sched, c->pipeline_stages_per_rank > 1 ? ", %s x%d" : ", %s", c->pipeline_schedule,
+                 c->pipeline_stages_per_rank);
     return snprintf(buf, n, "mb %d x %d%s, ac %s, %s%s%s", c->micro_batch_size, c->gradient_accumulation_steps, sched,
                     ac, prec, c->compile ? ", compile" : "", c->enable_async_comm ? ", async" : "");
 }
@@ -122,34 +127,45 @@ static void consider(const ct_plan_request *r, const ct_config *c, candidates *c
     if (ct_llama_config_from(&m, c) || ct_plan_memory_rank(&m, c, r->devices, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
-    if (cand.fits && ct_plan_time_step(&m, c, r->devices, &r->hw, &cand.time)) return;
+    if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
     keep(cs, &cand);
 }
 
-static const char *const schedules[] = {"1f1b", "interleaved_1f1b", "zbv"};
+// Pipeline schedules and the stages per rank each is tried with (interleaved: 2, 4, 8).
+static const struct {
+    const char *name;
+    int vpp;
+} schedules[] = {{"1f1b", 1}, {"interleaved_1f1b", 2}, {"interleaved_1f1b", 4}, {"interleaved_1f1b", 8}, {"zbv", 2}};
+enum { N_SCHEDULES = sizeof schedules / sizeof schedules[0] };
 
 // The pipeline schedule, checkpointing and precision choices for fixed degrees and micro-batches.
 static void options(const ct_plan_request *r, ct_config c, candidates *cs) {
-    int n_sched = c.pipeline_degree > 1 ? 3 : 1;
+    int n_sched = c.pipeline_degree > 1 ? N_SCHEDULES : 1;
     bool fp8 = r->allow_float8 && r->hw.peak_fp8 > 0;
     for (int s = 0; s < n_sched; s++) {
         int vpp = 1;
+        bool split_backward = false;
         if (c.pipeline_degree > 1) {
             ct_pp_kind kind;
-            ct_pp_kind_parse(schedules[s], &kind);
-            vpp = s == 0 ? 1 : 2;
+            ct_pp_kind_parse(schedules[s].name, &kind);
+            vpp = schedules[s].vpp;
             if (c.pipeline_degree * vpp > r->model.n_layers) continue;
             if (ct_pp_validate(kind, c.pipeline_degree, vpp, c.gradient_accumulation_steps)) continue;
-            snprintf(c.pipeline_schedule, sizeof c.pipeline_schedule, "%s", schedules[s]);
+            snprintf(c.pipeline_schedule, sizeof c.pipeline_schedule, "%s", schedules[s].name);
+            split_backward = ct_pp_kind_splits_backward(kind);
         }
         c.pipeline_stages_per_rank = vpp;
         // Checkpointing recomputes inside a backward; a split backward (ZBV's I and W) cannot.
-        int n_ac = c.pipeline_degree > 1 && s == 2 ? 1 : 3;
+        static const struct {
+            const char *mode, *option;
+        } acs[] = {{"none", "op"}, {"selective", "op"}, {"selective", "elementwise"}, {"full", "op"}};
+        int n_ac = split_backward ? 1 : 4;
         for (int a = 0; a < n_ac; a++) {
-            static const char *const modes[] = {"none", "selective", "full"};
-            snprintf(c.ac_mode, sizeof c.ac_mode, "%s", modes[a]);
-            c.ac_selective = a == 1;
-            snprintf(c.ac_option, sizeof c.ac_option, "op");
+            // The elementwise policy is ctitan's own: TorchTitan's stack does not have it.
+            if (r->stack == CT_STACK_TORCHTITAN && !strcmp(acs[a].option, "elementwise")) continue;
+            snprintf(c.ac_mode, sizeof c.ac_mode, "%s", acs[a].mode);
+            c.ac_selective = !strcmp(acs[a].mode, "selective");
+            snprintf(c.ac_option, sizeof c.ac_option, "%s", acs[a].option);
             for (int p = 0; p < (fp8 ? 2 : 1); p++) {
                 c.float8 = p == 1;
                 consider(r, &c, cs);
@@ -191,7 +207,9 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                 long local_seqs = seqs / dp;  // sequences per data-parallel rank per step
                 for (int rep = 1; rep <= dp; rep *= 2) {
                     if (dp % rep) continue;
-                    for (int mb = 1; mb <= 4 && mb <= local_seqs; mb *= 2) {
+                    // Micro-batches of 1, 2, 4, ... sequences up to the local batch: the largest
+                    // that fit are found by the memory model, not by a cap here.
+                    for (int mb = 1; mb <= local_seqs; mb *= 2) {
                         if (local_seqs % mb) continue;
                         long n_micro = local_seqs / mb;
                         if (pp > 1 && n_micro < pp) continue;
@@ -202,6 +220,7 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                         c.sequence_parallel = tp > 1;
                         c.micro_batch_size = mb, c.gradient_accumulation_steps = (int)n_micro;
                         c.pipeline_microbatch_size = 0;
+                        ct_plan_single_cp_balance(&c);
                         c.compile = r->compile, c.enable_async_comm = r->async_comm;
                         options(r, c, &cs);
                     }

@@ -118,7 +118,9 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     if (n <= 1) return;
     link l = link_for(t, n);
     const ct_block_cost *b = &t->block;
-    double E = t->tokens * t->lm.dim * 4;  // (N, C) fp32: the residual stream's rows
+    // (N, C): the residual stream's rows, fp32 in ctitan; TorchTitan's are in the compute dtype.
+    double width = t->stack == CT_STACK_TORCHTITAN && t->bf16 ? 2 : 4;
+    double E = t->tokens * t->lm.dim * width;
     double one = ar_time(l, n, E), ob = ar_bytes(n, E);
     bool async = t->c->enable_async_comm;
     double af, ab, afb, abb;  // 8-bit amax reductions of one block: seconds and bytes, fwd / bwd
@@ -130,12 +132,23 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
         // parallel: the same bytes); backward: the input gradients of wqkv and w1/w3, which under
         // async overlap those layers' weight-gradient matmuls.
         double xb = async ? fmax(0, one - b->mm_w_qkv) + fmax(0, one - b->mm_w_13) : 2 * one;
-        add(st, CT_PLAN_TP, 4 * ob, 4 * one, 2 * one + xb);
-        st->xf += 2 * one, st->xi += xb;
+        // TorchTitan's async tp (sequence parallel, micro-pipelined collective matmuls) also runs
+        // the forward's all-gathers (into wqkv, w1/w3) and reduce-scatters (out of wo, w2), each
+        // half an all-reduce's bytes, behind their own matmuls; ctitan's forward waits for them.
+        double xf = 2 * one;
+        if (async && t->sp && t->stack == CT_STACK_TORCHTITAN)
+            xf = fmax(0, one / 2 - b->mm_f_qkv) + fmax(0, one / 2 - b->mm_f_o) + fmax(0, one / 2 - b->mm_f_13) +
+                 fmax(0, one / 2 - b->mm_f_2);
+        add(st, CT_PLAN_TP, 4 * ob, 4 * one, xf + xb);
+        st->xf += xf, st->xi += xb;
     }
     int full = st->recompute_fwd_comm;  // fully recomputed blocks communicate as in forward
     add(st, CT_PLAN_TP, full * (2 * ob + afb), full * (2 * one + af), full * (2 * one + af));
     st->xi += full * (2 * one + af);
+    // The per-op policy's recomputed wo ends in its tp reduction, exposed like the forward's.
+    int wo = st->recompute_wo_comm;
+    add(st, CT_PLAN_TP, wo * ob, wo * one, wo * one);
+    st->xi += wo * one;
     if (s == 0) {  // vocabulary-split embedding: one all-reduce of its output
         add(st, CT_PLAN_TP, ob, one, one);
         st->xf += one;

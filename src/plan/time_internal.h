@@ -7,15 +7,22 @@
 #include "plan/time_model.h"
 
 enum { CT_TM_MAX_STAGES = 256 };
-typedef enum { CT_TM_AC_NONE = 0, CT_TM_AC_OPS, CT_TM_AC_FULL, CT_TM_AC_EVERY } ct_ac_mode;
+// Checkpointing as the time model sees it (model/checkpointing.h defines what each keeps):
+// ELEMENTWISE recomputes the norms and SwiGLU; OPS (TorchTitan's per-op policy) those and every
+// second matmul (wk, wo, w3); FULL the whole forward; EVERY full on every N-th block.
+typedef enum { CT_TM_AC_NONE = 0, CT_TM_AC_ELEMENTWISE, CT_TM_AC_OPS, CT_TM_AC_FULL, CT_TM_AC_EVERY } ct_ac_mode;
 
 typedef struct {
     double mm_f, mm_i, mm_w;   // matmul seconds: forward, input gradients, weight gradients
     double mm_w_qkv, mm_w_13;  // of mm_w, wqkv's and w1/w3's weight gradients: under async tp the
                                // reduction of each one's input gradient runs behind them
+    double mm_f_qkv, mm_f_o, mm_f_13, mm_f_2;  // of mm_f, each linear's forward: under TorchTitan's
+                               // async tp each one's all-gather or reduce-scatter runs behind it
     double attn_f, attn_b;     // attention kernels
     double ew_f, ew_b;         // elementwise passes
-    double ew_recompute_ops;   // what selective-per-op checkpointing recomputes
+    double ew_recompute_ops;   // the elementwise passes both selective policies recompute
+    double mm_recompute_ops;   // the forward matmuls TorchTitan's per-op policy recomputes: wk, wo, w3
+    double flops_recompute_ops;  // their FLOPs
     double flops_f, flops_b;   // executed FLOPs (causal attention)
 } ct_block_cost;
 
@@ -27,13 +34,16 @@ typedef struct {
     double exposed[CT_PLAN_NDIMS]; //                  of which exposed
     double bytes[CT_PLAN_NDIMS];   //                  bytes (comm layer's counting)
     double flops;                  // executed FLOPs of one micro-batch
+    double attn, ew;               // of f + b: attention kernels, elementwise passes (recompute too)
     int layers, recompute_fwd_comm;  // blocks; blocks fully recomputed (their forward comm again)
+    int recompute_wo_comm;         // blocks under the per-op policy (wo's tp reduction again)
 } ct_stage_tm;
 
 typedef struct {
     const ct_llama_config *m;
     const ct_config *c;
     const ct_hw_profile *hw;
+    ct_plan_stack stack;
     ct_llama_config lm;           // tp-local dims
     int world, tp, cp, pp, dr, ds, vpp, n_stages, n_mb, seq_len, ac_every;
     ct_pp_kind kind;
@@ -45,6 +55,17 @@ typedef struct {
     double mm_peak, hi_peak, attn_peak, mem_bw;
     ct_block_cost block;
 } ct_tm;
+
+// stack.c: attention's forward and backward fractions of the bf16 peak on the run's stack at
+// this kernel sequence length; false where the hardware profile's figure stands.
+bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double *bwd_frac);
+
+// stack.c: the elementwise bytes of one block and micro-batch (N tokens, Nsp rows under sequence
+// parallel) on the run's stack; false where ctitan's own kernel counts (time_model.c) stand.
+typedef struct {
+    double fwd, bwd, recompute;  // forward, backward, what selective checkpointing reruns
+} ct_tm_ew_bytes;
+bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, ct_tm_ew_bytes *out);
 
 // time_comm.c
 void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);

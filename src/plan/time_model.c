@@ -58,13 +58,24 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     linear(t, N, 2 * F, C, pk, &f, &i, &w);                // w1, w3
     linear(t, N, C, F, pk, &f, &i, &w);                    // w2
     b->mm_f = f, b->mm_i = i, b->mm_w = w;
+    b->mm_f_qkv = mm_time(t, N, (NH + 2 * NKV) * HS, C, pk);
+    b->mm_f_o = mm_time(t, N, C, NH * HS, pk);
+    b->mm_f_13 = mm_time(t, N, 2 * F, C, pk);
+    b->mm_f_2 = mm_time(t, N, C, F, pk);
     b->mm_w_qkv = mm_time(t, C, (NH + 2 * NKV) * HS, N, pk);
     b->mm_w_13 = mm_time(t, C, 2 * F, N, pk);
     // Attention: QK^T and PV, 2 FLOPs per multiply-add each, over the causal half of the keys
     // (with cp and head-tail balance every rank's queries also see T / 2 keys on average).
     double attn = 4.0 * N * (t->seq_len / 2.0) * NH * HS;
     b->attn_f = attn / (t->attn_peak * t->share * ct_hw_attention_efficiency(t->hw, HS));
-    b->attn_b = 2.5 * b->attn_f;
+    b->attn_b = 2.5 * b->attn_f;  // backward: 5 products to the forward's 2
+    // On TorchTitan's stack the kernels' measured rates by pass and by the length each kernel
+    // sees (with cp, a rank's queries against one block of T / cp keys at a time).
+    double ff, bf;
+    if (ct_tm_stack_attention(t, (double)t->seq_len / t->cp, &ff, &bf)) {
+        b->attn_f = attn / (t->hi_peak * ff);
+        b->attn_b = 2.5 * attn / (t->hi_peak * bf);
+    }
     b->flops_f = 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + attn;
     b->flops_b = 2.0 * 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + 2.5 * attn;
     // Elementwise passes, bytes at fp32 (each pass reads its inputs and writes its output):
@@ -88,9 +99,21 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     // bf16: each matmul input narrowed (4 bytes read, 2 written) and the outputs kept for
     // backward stored narrow.
     if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F - (gpu_fuse ? 2 * N * C + N * F : 0));
+    double recompute = 2 * norm + swiglu;  // either selective policy
+    ct_tm_ew_bytes stack;
+    if (ct_tm_stack_elementwise(t, N, Nsp, &stack)) fwd = stack.fwd, bwd = stack.bwd, recompute = stack.recompute;
     b->ew_f = mem_time(t, fwd);
     b->ew_b = mem_time(t, bwd);
-    b->ew_recompute_ops = mem_time(t, 2 * norm + swiglu);  // selective per op
+    b->ew_recompute_ops = mem_time(t, recompute);
+    // TorchTitan's per-op policy saves every second matmul's output, so the backward first
+    // reruns wk (N x NKV*HS from C), wo (N x C from NH*HS) and w3 (N x F from C), each on its
+    // own shape (wk and w3 are parts of ctitan's fused wqkv and w13), with its 8-bit casts.
+    double rf = 0, ri = 0, rw = 0;
+    linear(t, N, NKV * HS, C, pk, &rf, &ri, &rw);  // wk
+    linear(t, N, C, NH * HS, pk, &rf, &ri, &rw);   // wo
+    linear(t, N, F, C, pk, &rf, &ri, &rw);         // w3
+    b->mm_recompute_ops = rf;
+    b->flops_recompute_ops = 2.0 * N * C * (NKV * HS + NH * HS + F);
 }
 
 // ------------------------------------------------------------------ stage costs
@@ -105,12 +128,17 @@ static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
         ct_ac_mode ac = t->ac;
         if (ac == CT_TM_AC_EVERY) ac = (layer + 1) % t->ac_every == 0 ? CT_TM_AC_FULL : CT_TM_AC_NONE;
         if (ac == CT_TM_AC_FULL) rec = b->mm_f + b->attn_f + b->ew_f;
-        if (ac == CT_TM_AC_OPS) rec = b->ew_recompute_ops;
+        if (ac == CT_TM_AC_ELEMENTWISE) rec = b->ew_recompute_ops;
+        if (ac == CT_TM_AC_OPS) rec = b->ew_recompute_ops + b->mm_recompute_ops;
+        st->attn += b->attn_f + b->attn_b + (ac == CT_TM_AC_FULL ? b->attn_f : 0);
+        st->ew += b->ew_f + b->ew_b + (ac == CT_TM_AC_FULL ? b->ew_f : ac == CT_TM_AC_NONE ? 0 : b->ew_recompute_ops);
         st->f += b->mm_f + b->attn_f + b->ew_f;
         st->i += b->mm_i + b->attn_b + b->ew_b + rec;
         st->w += b->mm_w;
-        st->flops += b->flops_f + b->flops_b + (ac == CT_TM_AC_FULL ? b->flops_f : 0);
+        st->flops += b->flops_f + b->flops_b + (ac == CT_TM_AC_FULL ? b->flops_f : 0) +
+                     (ac == CT_TM_AC_OPS ? b->flops_recompute_ops : 0);
         st->recompute_fwd_comm += ac == CT_TM_AC_FULL;
+        st->recompute_wo_comm += ac == CT_TM_AC_OPS;
         st->layers++;
     }
     if (s == 0) {  // embedding: rows gathered (forward), scattered into the gradient (backward)
@@ -171,7 +199,8 @@ static ct_status setup(ct_tm *t, const ct_llama_config *m, const ct_config *c, i
     t->compile = c->compile;
     if (!strcmp(c->ac_mode, "full")) t->ac = CT_TM_AC_FULL;
     else if (!strcmp(c->ac_mode, "selective") || c->ac_selective) {
-        if (!strcmp(c->ac_option, "op") || !strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_OPS;
+        if (!strcmp(c->ac_option, "op")) t->ac = CT_TM_AC_OPS;
+        else if (!strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_ELEMENTWISE;
         else t->ac = CT_TM_AC_EVERY, t->ac_every = atoi(c->ac_option) > 0 ? atoi(c->ac_option) : 1;
     }
     // A cpu node shares its cores: threads per rank = cores / ranks (at least 1), and the rank's
@@ -237,11 +266,24 @@ ct_status ct_plan_pipeline_run(ct_pp_kind kind, int pp, int vpp, int n_mb, const
     return st;
 }
 
+ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out) {
+    if (!strcmp(name, "ctitan")) *out = CT_STACK_CTITAN;
+    else if (!strcmp(name, "torchtitan")) *out = CT_STACK_TORCHTITAN;
+    else return ct_set_error("--stack: expected ctitan or torchtitan, got '%s'", name);
+    return CT_OK;
+}
+
 ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out) {
+    return ct_plan_time_step_on(m, c, world, hw, CT_STACK_CTITAN, out);
+}
+
+ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+                               ct_plan_stack stack, ct_plan_time *out) {
     memset(out, 0, sizeof *out);
     ct_tm t;
     if (setup(&t, m, c, world, hw)) return CT_ERR;
+    t.stack = stack;
     block_cost(&t, &t.block);
     ct_stage_tm st[CT_TM_MAX_STAGES];
     ct_plan_stage_cost sc[CT_TM_MAX_STAGES];
@@ -272,6 +314,8 @@ ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int wo
         if (stage_rank[s] != busiest) continue;
         busy += t.n_mb * (st[s].f + st[s].b);
         out->rank_flops += t.n_mb * st[s].flops;
+        out->attention += t.n_mb * st[s].attn;
+        out->elementwise += t.n_mb * st[s].ew;
         for (int d = 0; d < CT_PLAN_NDIMS; d++) {
             if (d == CT_PLAN_PP) continue;
             out->comm[d] += t.n_mb * st[s].comm[d];

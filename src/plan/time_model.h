@@ -48,12 +48,26 @@ typedef struct {
     double model_flops;                 // whole job, one step, summed from the layer shapes under the
                                         // 6·N + attention convention (= ct_llama_flops_per_token · tokens)
     double rank_flops;                  // executed on the busiest rank: causal attention, recompute
+    double attention, elementwise;      // of compute: the busiest rank's seconds in attention kernels
+                                        // and in the blocks' elementwise passes (recompute included)
     int n_microbatches;                 // per step and data-parallel rank
 } ct_plan_time;
 
+// The software stack the run uses, beside the hardware profile: what the same layout does
+// differently. CTITAN: this trainer's kernels and collectives. TORCHTITAN: PyTorch with
+// FlashAttention and FSDP2 / tensor parallel as TorchTitan runs them. The terms that differ:
+// attention's rate by pass and length, the elementwise kernels (plan/stack.c), the tensor-parallel
+// activations at the compute dtype's width (TorchTitan's residual stream is bf16 under bf16 mixed
+// precision; ctitan's is fp32), and async tp's forward collectives behind their matmuls.
+typedef enum { CT_STACK_CTITAN = 0, CT_STACK_TORCHTITAN } ct_plan_stack;
+// "ctitan" | "torchtitan" -> *out; CT_ERR naming --stack otherwise.
+ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out);
+
 // Same preconditions as ct_plan_memory_rank. CT_ERR when the schedule cannot be built.
 ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
-                            ct_plan_time *out);
+                            ct_plan_time *out);  // on ctitan's stack
+ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+                               ct_plan_stack stack, ct_plan_time *out);
 
 // Seconds of one pipeline micro-batch's actions on one stage.
 typedef struct {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The planner against published runs: each run's layout evaluated with `ctitan plan --layout`,
+# its predicted tokens/s per GPU beside the published figure, the ratio, and the relative effects
+# (compile, float8, 8 -> 128 GPUs) beside the published ones. Prints markdown tables that
+# docs/planner.md quotes. Only runs the planner (no training): a few seconds.
+#
+# The runs: TorchTitan's docs/performance.md, Llama 3.1 8B on Meta's Grand Teton H100s
+# (profiles/h100_hbm2e_500w.toml), FSDP, sequence 8192, local batch 2, TorchTitan's per-op
+# selective checkpointing, bf16 (tables 1 and 3); and the 8B context-parallel run at sequence
+# 32768 on 8 GPUs with full checkpointing, compile and float8 (3,890 tokens/s per GPU). Its
+# context-parallel degree and local batch are not in the source this script was written from:
+# cp 8 (FSDP over the cp ranks) and one sequence are assumed, and the row says so.
+#   BUILD=build bash bench/plan_published.sh [extra plan options, e.g. --gpu h100_sxm; --stack ctitan]
+set -u
+cd "$(dirname "$0")/.."
+bin=${CT_BIN:-${BUILD:-build}/ctitan}
+[ -x "$bin" ] || { echo "plan_published: $bin not built (make)"; exit 1; }
+gpu=h100_hbm2e_500w stack=torchtitan
+extra=("$@")
+
+# name | gpus | layout | seq | local batch | ac | flags | published tok/s per GPU
+runs=(
+  "8 GPUs, bf16|8|fsdp8|8192|2|op||5762"
+  "8 GPUs, compile|8|fsdp8|8192|2|op|--compile|6667"
+  "8 GPUs, compile + float8|8|fsdp8|8192|2|op|--compile --float8|8532"
+  "128 GPUs, bf16|128|fsdp128|8192|2|op||5605"
+  "128 GPUs, compile|128|fsdp128|8192|2|op|--compile|6514"
+  "128 GPUs, compile + float8|128|fsdp128|8192|2|op|--compile --float8|8380"
+  "8 GPUs, seq 32768, cp 8 (assumed), full AC, compile + float8|8|cp8|32768|1|full|--compile --float8|3890"
+)
+
+declare -A pred pub
+echo "| run | published tok/s/GPU | predicted | predicted / published |"
+echo "| --- | ---: | ---: | ---: |"
+for row in "${runs[@]}"; do
+  IFS='|' read -r name gpus layout seq local ac flags published <<<"$row"
+  # shellcheck disable=SC2086  # flags is a word list
+  out=$("$bin" plan --model 8b --gpus "$gpus" --gpu "$gpu" --stack "$stack" --seq_len "$seq" --layout "$layout" --local_batch "$local" \
+        --ac "$ac" $flags "${extra[@]}" 2>&1)
+  tps=$(printf '%s\n' "$out" | sed -n 's/^throughput: \([0-9]*\) tokens\/s per device.*/\1/p')
+  fits=$(printf '%s\n' "$out" | grep -q "DOES NOT FIT" && echo " (does not fit)" || echo "")
+  if [ -z "$tps" ]; then echo "| $name | $published | error: $(printf '%s' "$out" | tail -1) | |"; continue; fi
+  pred[$name]=$tps pub[$name]=$published
+  awk -v n="$name" -v p="$tps" -v q="$published" -v f="$fits" \
+    'BEGIN { printf "| %s | %d | %d%s | %.2f |\n", n, q, p, f, p / q }'
+done
+
+echo
+echo "| effect | published | predicted | difference (points) |"
+echo "| --- | ---: | ---: | ---: |"
+effect() {  # NAME NUMERATOR-RUN DENOMINATOR-RUN
+  local a=${pred[$2]:-} b=${pred[$3]:-}
+  [ -n "$a" ] && [ -n "$b" ] || { echo "| $1 | | (missing run) | |"; return; }
+  awk -v n="$1" -v pa="${pub[$2]}" -v pb="${pub[$3]}" -v qa="$a" -v qb="$b" \
+    'BEGIN { x = pa / pb; y = qa / qb; printf "| %s | %.3f | %.3f | %+.1f |\n", n, x, y, 100 * (y - x) }'
+}
+effect "compile / bf16, 8 GPUs" "8 GPUs, compile" "8 GPUs, bf16"
+effect "compile + float8 / compile, 8 GPUs" "8 GPUs, compile + float8" "8 GPUs, compile"
+effect "compile / bf16, 128 GPUs" "128 GPUs, compile" "128 GPUs, bf16"
+effect "compile + float8 / compile, 128 GPUs" "128 GPUs, compile + float8" "128 GPUs, compile"
+effect "128 / 8 GPUs, bf16" "128 GPUs, bf16" "8 GPUs, bf16"
+effect "128 / 8 GPUs, compile" "128 GPUs, compile" "8 GPUs, compile"
+effect "128 / 8 GPUs, compile + float8" "128 GPUs, compile + float8" "8 GPUs, compile + float8"

@@ -202,6 +202,10 @@ static void test_validate_ranges(void) {
         {"checkpoint.initial_load_in_hf", "true", "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path"},
         {"job.dump_folder", "", "job.dump_folder: expected a folder name"},
         {"training.dataset", "", "training.dataset: expected"},
+        // TorchTitan's hub names: refused, naming the setting and what to give instead.
+        {"training.dataset", "c4", "training.dataset: \"c4\" is a TorchTitan dataset name"},
+        {"training.dataset", "c4_test", "a folder of token shards made by `ctitan data prepare"},
+        {"validation.dataset", "c4_validation", "validation.dataset: \"c4_validation\" is a TorchTitan dataset"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ct_config c;

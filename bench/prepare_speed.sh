@@ -16,7 +16,8 @@
 #
 # The tokenizer is a rank file trained here by `ctitan tokenizer train` (vocab 2000) on a slice
 # of the corpus. The corpus is generated in WORK (default a temporary folder under /tmp, removed
-# at the end): words drawn from a fixed list with a fixed seed, so every run reads the same bytes.
+# at the end): words drawn from a fixed list and made of syllables, with fixed seeds, so every
+# run reads the same bytes.
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -39,10 +40,16 @@ gen_jsonl() {
               "this had not it but have they one all their been has when who will more no if out so said " \
               "time people year world state government over only new some could these two may first then " \
               "après naïve über café 1984 2024 3.14 100,000 (see) [note] \"quoted\" don'\''t it'\''s we'\''ll", w, " ")
+    m = split("ka to ri an el mo su ne ter ing ion pre con de ve la gra phi str und sch ei ou qua " \
+              "ble tion ment ous ly er est al ic ist ful ness ward ize ph th ch sh gh", syl, " ")
     total = mb * 1000000; bytes = 0; id = 0
     while (bytes < total) {
       len = 50 + int(rand() * 400); s = ""
-      for (i = 0; i < len; i++) { s = s (i ? " " : "") w[1 + int(rand() * n)]; if (rand() < 0.06) s = s "." }
+      for (i = 0; i < len; i++) {
+        if (rand() < 0.6) x = w[1 + int(rand() * n)]
+        else { x = ""; k = 1 + int(rand() * 4); for (j = 0; j < k; j++) x = x syl[1 + int(rand() * m)] }
+        s = s (i ? " " : "") x; if (rand() < 0.06) s = s "."
+      }
       gsub(/"/, "\\\"", s)
       line = sprintf("{\"id\": %d, \"text\": \"%s\"}", id++, s)
       print line; bytes += length(line) + 1

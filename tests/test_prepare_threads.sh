@@ -78,6 +78,26 @@ for t in 1 4; do
   else failc "prepare_threads_corrupt_file_$t" "rc=$rc err='$err' shards $before -> $after, $left staging folders left"; fi
 done
 
+# Interrupted (SIGINT, SIGKILL) while 4 threads are at work: the out folder holds either the
+# earlier dataset or the whole new one (if the prepare had finished), never a mix; the loader
+# never sees the hidden staging folder (a SIGKILL leaves it behind).
+out="$tmp/out_intr"
+"$bin" data prepare --input "$tmp/c/mixed" --tokenizer "$tmp/t.tok" --out "$out" --shard-tokens 100000 --quiet >/dev/null 2>&1
+old=$(hash_of "$out"); new=$(hash_of "$tmp/out_big_1")
+for sig in INT KILL; do
+  "$bin" data prepare --input "$tmp/c/big" --tokenizer "$tmp/t.tok" --out "$out" --threads 4 --shard-tokens 100000 \
+    --quiet >/dev/null 2>&1 &
+  pid=$!
+  sleep 0.3
+  kill -s $sig $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  now=$(hash_of "$out")
+  if [ "$now" = "$old" ] || [ "$now" = "$new" ]; then pass "prepare_threads_interrupted_$sig"
+  else failc "prepare_threads_interrupted_$sig" "shards $now: neither the old $old nor the new $new"; fi
+  "$bin" data prepare --input "$tmp/c/mixed" --tokenizer "$tmp/t.tok" --out "$out" --shard-tokens 100000 --quiet \
+    >/dev/null 2>&1  # back to the old dataset for the next signal
+done
+
 # --threads out of range: one line naming the option.
 err=$("$bin" data prepare --input "$tmp/c/text" --tokenizer "$tmp/t.tok" --out "$tmp/o0" --threads 0 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == *"--threads"* ]] && [ ! -e "$tmp/o0" ]; then

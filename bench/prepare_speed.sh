@@ -84,8 +84,8 @@ speed() {
       awk -v a="$t0" -v b="$(now)" -v n="$bytes" 'BEGIN { printf "%.2f\n", n / 1e6 / (b - a) }' >>"$work/c$t"
     done
     if [ $have_tt = 1 ]; then
-      "$PYTHON" - "$dir" "$tok" "$bytes" >>"$work/tt" <<'EOF'
-import glob, json, sys, time
+      "$PYTHON" - "$dir" "$tok" "$bytes" "$bin" >>"$work/tt" <<'EOF'
+import glob, json, subprocess, sys, time
 import tiktoken
 from tiktoken.load import load_tiktoken_bpe
 d, tok, nbytes = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -96,6 +96,10 @@ pat = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s
        r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 enc = tiktoken.Encoding("bench", pat_str=pat, mergeable_ranks=load_tiktoken_bpe(plain), special_tokens={})
 texts = [json.loads(l)["text"] for p in sorted(glob.glob(d + "/*.jsonl")) for l in open(p, encoding="utf-8")]
+# The same tokenizer: ctitan's ids for the first document are tiktoken's.
+out = subprocess.run([sys.argv[4], "tokenizer", "encode", "--tokenizer", tok, "--text", texts[0]], capture_output=True,
+                     text=True).stdout.split()
+print("same_ids", int([int(x) for x in out] == enc.encode_ordinary(texts[0])))
 for t in (1, 2):
     t0 = time.perf_counter()
     enc.encode_ordinary_batch(texts, num_threads=t)
@@ -109,12 +113,15 @@ EOF
   local c1 c2 t1="-" t2="-"
   c1=$(median <"$work/c1"); c2=$(median <"$work/c2")
   [ $have_tt = 1 ] && { t1=$(median <"$work/t1"); t2=$(median <"$work/t2"); }
-  echo "speed: $((bytes / 1000000)) MB JSONL in 4 files, medians of $REPS (MB/s of input)"
+  echo "speed: $((bytes / 1000000)) MB JSONL in 4 files, medians of $REPS (MB/s of input); $(nproc) CPUs, load average $(cut -d" " -f1-3 /proc/loadavg)"
   echo "  ctitan prepare --threads 1: $c1   (runs: $(tr '\n' ' ' <"$work/c1"))"
   echo "  ctitan prepare --threads 2: $c2   (runs: $(tr '\n' ' ' <"$work/c2"))"
   echo "  tiktoken encode_ordinary_batch num_threads=1: $t1"
   echo "  tiktoken encode_ordinary_batch num_threads=2: $t2"
-  [ $have_tt = 1 ] || echo "  (tiktoken: not importable by $PYTHON; columns skipped)"
+  if [ $have_tt = 1 ]; then
+    grep -q '^same_ids 0' "$work/tt" && echo "  WARNING: ctitan's ids differ from tiktoken's on the first document"
+    grep -q '^same_ids 1' "$work/tt" && echo "  (ctitan's ids for the first document are tiktoken's)"
+  else echo "  (tiktoken: not importable by $PYTHON; columns skipped)"; fi
 }
 
 peak_kb() {  # corpus dir -> peak RSS in kB of prepare --threads 2

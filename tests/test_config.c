@@ -3,6 +3,8 @@
 // configs/*.toml. Every setting's names, aliases, unknown names and --help: test_config_names.c.
 // Expected values are written out here from the specification, not read from the table.
 #include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -258,6 +260,32 @@ static void test_not_implemented(void) {
     CHECK(ct_config_check_implemented(&c) == CT_OK, "harmless settings refused: %s", ct_last_error());
 }
 
+// TorchTitan's dataset names load (a TorchTitan config is read as it is) but a run given one is
+// refused in one line naming the setting and what to set instead; a folder of that name is data.
+static void test_torchtitan_dataset_names(void) {
+    ct_config c;
+    const char *cases[][3] = {
+        {"--training.dataset", "c4", "training.dataset: \"c4\" is a TorchTitan dataset name"},
+        {"--training.dataset", "c4_test", "set it to a folder of token shards made by `ctitan data prepare"},
+        {"--validation.dataset", "c4_validation", "validation.dataset: \"c4_validation\" is a TorchTitan dataset"},
+    };
+    for (int k = 0; k < 3; k++) {
+        CHECK(parse(&c, cases[k][0], cases[k][1], "--validation.enable", NULL) == CT_OK, "%s", ct_last_error());
+        EXPECT_ERR(ct_config_check_implemented(&c), cases[k][2]);
+        CHECK(!strchr(ct_last_error(), '\n'), "one line: %s", ct_last_error());
+    }
+    // validation.dataset is only read when validation is on.
+    CHECK(parse(&c, "--validation.dataset", "c4_validation", NULL) == CT_OK && ct_config_check_implemented(&c) == CT_OK,
+          "%s", ct_last_error());
+    // A folder named c4 is the data.
+    char dir[] = "/tmp/ct_test_c4_XXXXXX", cwd[4096];
+    CHECK(mkdtemp(dir) && getcwd(cwd, sizeof cwd), "temp folder");
+    CHECK(chdir(dir) == 0 && mkdir("c4", 0755) == 0, "mkdir c4");
+    CHECK(parse(&c, "--training.dataset", "c4", NULL) == CT_OK && ct_config_check_implemented(&c) == CT_OK, "%s",
+          ct_last_error());
+    CHECK(rmdir("c4") == 0 && chdir(cwd) == 0 && rmdir(dir) == 0, "cleanup");
+}
+
 static void test_peak_and_shard_degree(void) {
     ct_config c;
     ct_config_defaults(&c);
@@ -400,6 +428,7 @@ int main(void) {
     CT_RUN(test_validate_ranges);
     CT_RUN(test_activation_checkpoint_selective);
     CT_RUN(test_not_implemented);
+    CT_RUN(test_torchtitan_dataset_names);
     CT_RUN(test_peak_and_shard_degree);
     CT_RUN(test_write_toml_round_trip);
     CT_RUN(test_every_config_file_parses);

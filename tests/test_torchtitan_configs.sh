@@ -5,7 +5,8 @@
 #   peak measured at start-up); the model, batch and sequence are the file's.
 # - llama3_8b.toml on one process, llama3_70b.toml and llama3_405b.toml on the 8 ranks their
 #   tensor_parallel_degree 8 needs, are refused for memory, with every other setting honoured
-#   (job.print_config shows the effective configuration).
+#   (job.print_config shows the effective configuration). Override: training.dataset synthetic
+#   (their c4 is a TorchTitan download, refused on its own before the memory is sized).
 # Each prints the warning block once (by one rank), listing what ctitan does not act on.
 # A file with contradictions stops with every one of them, one line each, and nothing else.
 set -u
@@ -58,11 +59,11 @@ refused() {
   start=$(date +%s)
   if [ "$ranks" = 1 ]; then
     OMP_NUM_THREADS=1 timeout 120 "$bin" train --config "$file" --job.print_config true \
-      --job.dump_folder "$tmp/$name" >"$tmp/$name.out" 2>"$tmp/$name.err"
+      --training.dataset synthetic --job.dump_folder "$tmp/$name" >"$tmp/$name.out" 2>"$tmp/$name.err"
   else
     OMP_NUM_THREADS=1 timeout 120 mpirun -np "$ranks" $asroot --oversubscribe --bind-to none -x OMP_NUM_THREADS \
-      "$bin" train --config "$file" --job.print_config true --job.dump_folder "$tmp/$name" \
-      >"$tmp/$name.out" 2>"$tmp/$name.err"
+      "$bin" train --config "$file" --job.print_config true --training.dataset synthetic \
+      --job.dump_folder "$tmp/$name" >"$tmp/$name.out" 2>"$tmp/$name.err"
   fi
   rc=$?
   took=$(( $(date +%s) - start ))

@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ctitan data prepare --input FILE|DIR [FILE|DIR ...] --tokenizer TOK --out DIR\n"
             "                           [--text-field NAME] [--val-fraction F | --val-docs N]\n"
-            "                           [--shard-tokens N] [--quiet]\n"
+            "                           [--shard-tokens N] [--threads N] [--quiet]\n"
             "       ctitan data info SHARD [SHARD ...]\n"
             "prepare: reads text, JSON Lines, Parquet (a string column) or Megatron .bin/.idx files, gzip\n"
             "         or zstd compressed or not (the format is read from the content), encodes each\n"
@@ -30,7 +30,7 @@ static void usage(FILE *f) {
 static int cmd_prepare(int argc, char **argv) {
     ct_opt_list in = {0};
     ct_data_prepare_opts o = {.val_fraction = -1, .progress = -1};  // -1: not given (0.05 unless --val-docs)
-    long shard_tokens = 0;
+    long shard_tokens = 0, threads = 0;
     unsigned long long val_docs = 0;
     bool quiet = false;
     const ct_opt opts[] = {
@@ -41,6 +41,7 @@ static int cmd_prepare(int argc, char **argv) {
         {"val-fraction", 0, CT_OPT_DOUBLE, &o.val_fraction, "F", "every round(1/F)-th document to validation (0.05)", 0, 1},
         {"val-docs", 0, CT_OPT_U64, &val_docs, "N", "the last N documents to validation instead", 0, 0},
         {"shard-tokens", 0, CT_OPT_LONG, &shard_tokens, "N", "tokens per shard", 1, (double)LONG_MAX},
+        {"threads", 0, CT_OPT_LONG, &threads, "N", "encoder threads (the CPUs this process may use); same shards for any N", 1, 4096},
         {"quiet", 0, CT_OPT_FLAG, &quiet, NULL, "no progress lines", 0, 0},
     };
     const ct_opt_spec spec = {"ctitan data prepare", "--input FILE|DIR [FILE|DIR ...] --tokenizer TOK --out DIR [options]",
@@ -51,6 +52,8 @@ static int cmd_prepare(int argc, char **argv) {
                               "Encodes each document with the tokenizer's EOS after it and writes DIR/train_000.bin ... and\n"
                               "DIR/val_000.bin ...: validation is every round(1/F)-th document (or, for a corpus of fewer\n"
                               "documents than that, its last F of tokens), or with --val-docs the last N documents.\n"
+                              "Documents are encoded by --threads threads, in chunks of about 1 MiB (a large file is\n"
+                              "shared by them all) and written in file order: the same shards for any thread count.\n"
                               "Formats: docs/data_format.md.\n",
                               opts, (int)(sizeof opts / sizeof opts[0]), NULL, NULL};
     int prc = ct_opt_parse(&spec, argc, argv);
@@ -61,6 +64,7 @@ static int cmd_prepare(int argc, char **argv) {
     const char **inputs = in.v;
     int n_inputs = in.n;
     if (shard_tokens) o.shard_tokens = (uint64_t)shard_tokens;
+    o.threads = (int)threads;
     if (val_docs && o.val_fraction >= 0) {
         fprintf(stderr, "ctitan data prepare: --val-docs and --val-fraction both given; the validation split is one or "
                         "the other\n");

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/config.h"
 
@@ -19,6 +20,16 @@ static void check_enums(const ct_config *c, ct_config_report *rep) {
             found = strcspn(p, "|") == n && !strncmp(p, v, n);
         if (!found) ct_config_problem(rep, "%s: expected one of %s, got '%s'", s->name, s->choices, v);
     }
+}
+
+// TorchTitan's dataset names (downloaded from the Hugging Face hub there): ctitan reads token
+// shards only, so a run given such a name is refused with what to give instead, unless a folder
+// or file of that name exists (then it is the data). A TorchTitan config still loads with them.
+static int is_torchtitan_dataset_name(const char *v) {
+    static const char *const names[] = {"c4", "c4_test", "c4_validation"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(v, names[i])) return access(v, F_OK) != 0;
+    return 0;
 }
 
 // Every rule that fails adds its line to the report; the checks go on.
@@ -150,7 +161,16 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
 
 ct_status ct_config_check_implemented(const ct_config *c) {
     // Data sharding and replication (FSDP, DDP, HSDP), compute parallelism (tensor, sequence
-    // and loss parallel), pipeline execution and context parallel are built.
+    // and loss parallel), pipeline execution and context parallel are built. Datasets are read
+    // from token shards only.
+    if (is_torchtitan_dataset_name(c->dataset))
+        return ct_set_error("training.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; set "
+                            "it to a folder of token shards made by `ctitan data prepare --input CORPUS --tokenizer TOK "
+                            "--out DIR` (or \"synthetic\")", c->dataset);
+    if (c->val_enable && is_torchtitan_dataset_name(c->val_dataset))
+        return ct_set_error("validation.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; "
+                            "set it to a folder of token shards made by `ctitan data prepare` (or \"\" for the "
+                            "held-out part of training.dataset)", c->val_dataset);
     return CT_OK;
 }
 

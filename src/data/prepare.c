@@ -10,10 +10,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/file_check.h"
 #include "data/corpus.h"
+#include "data/prepare_workers.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -306,12 +308,32 @@ typedef struct {
     int mode;  // 0 none, 1 plain lines, 2 bar
     uint64_t total, done;
     int last;  // last percentage (bar) or tenth (plain) reported
+    double t0; // when reading began (CLOCK_MONOTONIC seconds)
 } progress;
 
-static void progress_update(progress *p, const ct_data_prepare_result *r, const char *file) {
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// "12.3 MB/s, ETA 1m05s" (input bytes per second so far, and the rest at that rate).
+static void rate_eta(const progress *p, char *buf, size_t n) {
+    double dt = now_s() - p->t0, rate = dt > 0 ? (double)p->done / dt : 0;
+    if (rate <= 0) {
+        snprintf(buf, n, "-- MB/s, ETA --");
+        return;
+    }
+    double eta = (double)(p->total > p->done ? p->total - p->done : 0) / rate;
+    long s = (long)(eta + 0.5);
+    if (s >= 3600) snprintf(buf, n, "%.1f MB/s, ETA %ldh%02ldm", rate / 1e6, s / 3600, s / 60 % 60);
+    else snprintf(buf, n, "%.1f MB/s, ETA %ldm%02lds", rate / 1e6, s / 60, s % 60);
+}
+
+static void progress_update(progress *p, uint64_t tokens, const char *file) {
     if (!p->mode) return;
     int pct = p->total ? (int)(100 * p->done / p->total) : 100;
-    uint64_t tokens = r->tokens[0] + r->tokens[1];
+    char re[64];
     if (p->mode == 2) {
         if (pct == p->last) return;
         p->last = pct;
@@ -319,13 +341,15 @@ static void progress_update(progress *p, const ct_data_prepare_result *r, const 
         int fill = pct * 30 / 100;
         for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
         bar[30] = 0;
-        fprintf(stderr, "\rprepare [%s] %3d%%  %.1f/%.1f MB  %llu tokens", bar, pct, p->done / 1e6, p->total / 1e6,
-                (unsigned long long)tokens);
+        rate_eta(p, re, sizeof re);
+        fprintf(stderr, "\rprepare [%s] %3d%%  %.1f/%.1f MB  %s  %llu tokens", bar, pct, p->done / 1e6, p->total / 1e6,
+                re, (unsigned long long)tokens);
         if (pct == 100) fputc('\n', stderr);
     } else {
         if (pct / 10 == p->last) return;
         p->last = pct / 10;
-        fprintf(stderr, "prepare: %3d%%  %.1f/%.1f MB  %llu tokens  (%s)\n", pct, p->done / 1e6, p->total / 1e6,
+        rate_eta(p, re, sizeof re);
+        fprintf(stderr, "prepare: %3d%%  %.1f/%.1f MB  %s  %llu tokens  (%s)\n", pct, p->done / 1e6, p->total / 1e6, re,
                 (unsigned long long)tokens, file);
     }
     fflush(stderr);
@@ -334,51 +358,21 @@ static void progress_update(progress *p, const ct_data_prepare_result *r, const 
 // ---- the pipeline ---------------------------------------------------------------------------
 
 typedef struct {
-    const ct_tokenizer *tok;
-    int32_t eos;
-    int add_bos;   // tokenizer_config.json's add_bos_token: each text document starts with BOS
     uint32_t vocab;
-    int32_t *ids;  // (cap,) encoder output, reused for every document
-    long n, cap;
     uint64_t doc_index;
     long val_every;      // k: document i goes to val when i % k == k - 1; 0 = no spread split
     uint64_t val_docs;   // > 0: the last val_docs documents go to val (moved there at the end)
     uint64_t *starts;    // (min(val_docs, docs),) train token offset where each of the last
     uint64_t n_starts;   //   val_docs documents began: document i at starts[i % val_docs]
     split_out out[2];
-    ct_data_prepare_result *res;
-    const char *file;
+    ct_data_prepare_result *res;  // files / bytes counted by the reader, the rest by the writer
+    progress *pr;
 } prep_ctx;
 
-static void reserve_ids(prep_ctx *c, long need) {
-    if (need <= c->cap) return;
-    c->cap = need + need / 2 + 16;
-    c->ids = realloc(c->ids, sizeof(int32_t) * (size_t)c->cap);
-    if (!c->ids) ct_fatal("data prepare", "out of memory");
-}
-
-static int on_document(prep_ctx *c, const ct_corpus_doc *doc) {
-    c->n = 0;
-    if (doc->text) {
-        long got = ct_tokenizer_encode_doc(c->tok, doc->text, (long)doc->len, c->add_bos, 0, &c->ids, &c->n, &c->cap);
-        if (got < 0) {
-            char why[512];  // copied first: the message buffer is the one being written
-            snprintf(why, sizeof why, "%s", ct_last_error());
-            ct_set_error("%s: cannot encode document %llu: %s", c->file, (unsigned long long)c->doc_index, why);
-            return 1;
-        }
-        c->n = got;
-    } else {  // already tokenised (ids checked against the vocabulary by the reader)
-        reserve_ids(c, (long)doc->n_ids + 1);
-        memcpy(c->ids, doc->ids, sizeof(int32_t) * doc->n_ids);
-        c->n = (long)doc->n_ids;
-    }
-    // <|end_of_text|> after each document; a pre-tokenised one that ends with it already (as
-    // Megatron's preprocessing writes with --append-eod) keeps the one it has.
-    if (doc->text || c->n == 0 || c->ids[c->n - 1] != c->eos) {
-        reserve_ids(c, c->n + 1);
-        c->ids[c->n++] = c->eos;
-    }
+// The writer's part of each document (called in file order): the validation split's choice and
+// the shard it goes to. ids: the document's tokens, BOS / EOS included.
+static int on_document(void *ctx, const int32_t *ids, uint64_t n) {
+    prep_ctx *c = ctx;
     int which = c->val_every > 0 && (long)(c->doc_index % (uint64_t)c->val_every) == c->val_every - 1;
     if (c->val_docs) {
         if (c->n_starts < c->val_docs) {  // grows to val_docs entries, then wraps
@@ -390,7 +384,22 @@ static int on_document(prep_ctx *c, const ct_corpus_doc *doc) {
     }
     c->doc_index++;
     c->res->docs[which]++;
-    return split_append(&c->out[which], c->ids, (uint64_t)c->n) != CT_OK;
+    return split_append(&c->out[which], ids, n) != CT_OK;
+}
+
+// The reader's count of each file, as it is opened.
+static void on_file(void *ctx, const ct_corpus *cr, uint64_t size) {
+    prep_ctx *c = ctx;
+    c->res->files++;
+    c->res->files_of[ct_corpus_format_of(cr)]++;
+    c->res->bytes += size;
+}
+
+static void on_progress(void *ctx, uint64_t bytes_done, const char *file) {
+    prep_ctx *c = ctx;
+    c->pr->done = bytes_done;
+    uint64_t tokens = c->out[0].tokens + c->out[1].tokens;
+    progress_update(c->pr, tokens, file);
 }
 
 // Moves the train stream's tokens from position `cut` on into the (empty) validation split: the
@@ -511,8 +520,7 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
     snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
     ct_status st = make_dirs(o->out_dir);
     if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
-    prep_ctx c = {.tok = tok, .eos = ct_tokenizer_eos(tok), .add_bos = ct_tokenizer_add_bos(tok), .vocab = (uint32_t)vocab,
-                  .res = res, .val_docs = o->val_docs};
+    prep_ctx c = {.vocab = (uint32_t)vocab, .res = res, .val_docs = o->val_docs};
     c.val_every = !o->val_docs && o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
     for (int k = 0; k < 2; k++)
         c.out[k] = (split_out){.out_dir = staging, .name = k ? "val" : "train", .vocab = (uint32_t)vocab, .tok = &rec,
@@ -522,37 +530,14 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         struct stat sb;
         if (stat(files[i], &sb) == 0) pr.total += (uint64_t)sb.st_size;
     }
+    c.pr = &pr;
+    pr.t0 = now_s();
     ct_corpus_opts copts = {.text_field = o->text_field, .vocab_size = (uint32_t)vocab};
-    for (int i = 0; i < n_files && st == CT_OK; i++) {
-        ct_corpus *cr = ct_corpus_open(files[i], &copts);
-        if (!cr) {
-            st = CT_ERR;
-            break;
-        }
-        struct stat sb;
-        uint64_t size = stat(files[i], &sb) == 0 ? (uint64_t)sb.st_size : 0, done = pr.done;
-        res->files++;
-        res->files_of[ct_corpus_format_of(cr)]++;
-        res->bytes += size;
-        c.file = files[i];
-        ct_corpus_doc doc;
-        int rc;
-        while ((rc = ct_corpus_next(cr, &doc)) > 0) {
-            if (on_document(&c, &doc)) {
-                st = CT_ERR;
-                break;
-            }
-            uint64_t at = ct_corpus_position(cr);
-            pr.done = done + (at < size ? at : size);
-            for (int k = 0; k < 2; k++) res->tokens[k] = c.out[k].tokens;
-            progress_update(&pr, res, files[i]);
-        }
-        if (rc < 0) st = CT_ERR;
-        ct_corpus_close(cr);
-        pr.done = done + size;
-        for (int k = 0; k < 2; k++) res->tokens[k] = c.out[k].tokens;
-        progress_update(&pr, res, files[i]);
-    }
+    ct_prep_pipeline pl = {.files = files, .n_files = n_files, .corpus = &copts, .tok = tok,
+                           .add_bos = ct_tokenizer_add_bos(tok), .eos = ct_tokenizer_eos(tok),
+                           .threads = o->threads > 0 ? o->threads : ct_prep_default_threads(), .ctx = &c,
+                           .on_file = on_file, .emit = on_document, .on_progress = on_progress};
+    if (st == CT_OK) st = ct_prep_run(&pl);
     // The train split is complete (closed) before its tail may move to validation.
     ct_status cs = split_close(&c.out[0]);
     if (st == CT_OK) st = cs;
@@ -580,7 +565,6 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         snprintf(dir, sizeof dir, "%s", o->out_dir);
         for (char *slash; strlen(dir) >= strlen(created) && rmdir(dir) == 0 && (slash = strrchr(dir, '/'));) *slash = 0;
     }
-    free(c.ids);
     free(c.starts);
     ct_tokenizer_free(tok);
     ct_data_free_list(files, n_files);

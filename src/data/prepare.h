@@ -33,6 +33,8 @@ typedef struct {
     const char *text_field;     // JSONL field / Parquet column of the text (NULL: "text")
     uint64_t shard_tokens;      // tokens per shard before starting the next (0 = 100M)
     int progress;               // -1: a bar when stderr is a terminal, else plain lines; 0: none
+    int threads;                // encoder threads (data/prepare_workers.h); 0: the CPUs this
+                                // process may use. The shards do not depend on it.
 } ct_data_prepare_opts;
 
 typedef enum {

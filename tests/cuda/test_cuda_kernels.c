@@ -173,11 +173,11 @@ static void rope_vs_cpu(void) {
     int32_t *dpos = up(pos, sizeof pos);
     long n = B * T * ld;
     float *x = host_rand(n, 1), *dx = upf(x, n);
-    cpu->rope_forward(x, cs, sn, pos, B, T, H, HS, ld);
-    gpu->rope_forward(dx, dcs, dsn, dpos, B, T, H, HS, ld);
+    cpu->rope_forward(x, cs, sn, pos, 0, B, T, H, HS, ld);
+    gpu->rope_forward(dx, dcs, dsn, dpos, 0, B, T, H, HS, ld);
     cmp("rope_forward", dx, x, n, 1e-6, 1e-7);
-    cpu->rope_backward(x, cs, sn, NULL, B, T, H, HS, ld);
-    gpu->rope_backward(dx, dcs, dsn, NULL, B, T, H, HS, ld);
+    cpu->rope_backward(x, cs, sn, NULL, 0, B, T, H, HS, ld);
+    gpu->rope_backward(dx, dcs, dsn, NULL, 0, B, T, H, HS, ld);
     cmp("rope_backward", dx, x, n, 1e-6, 1e-7);
 }
 
@@ -197,13 +197,13 @@ static void attention_vs_cpu(void) {
           *g_dout = upf(dout, no), *g_dq = upf(dq, nq), *g_dk = upf(dk, nk), *g_dv = upf(dv, nk),
           *g_scr = dzeros(gpu->attention_scratch_floats(Tq, Tk, HS));
     int32_t *g_qp = up(qp, sizeof qp), *g_kp = up(kp, sizeof kp);
-    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS, scratch);
-    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS, g_scr);
+    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS, scratch);
+    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS, g_scr);
     cmp("attention out", g_out, out, no, 1e-4, 1e-5);
     cmp("attention lse", g_lse, lse, nl, 1e-5, 1e-5);
-    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS,
+    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS,
                             scratch);
-    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, B, Tq,
+    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, 0, B, Tq,
                             Tk, NH, NKV, HS, g_scr);
     cmp("attention dq", g_dq, dq, nq, 1e-4, 1e-5);
     cmp("attention dk", g_dk, dk, nk, 1e-4, 1e-5);
@@ -214,8 +214,8 @@ static void attention_vs_cpu(void) {
     float *qk = host_rand(B * Tk * ldk * 2, 1), *g_qk = upf(qk, B * Tk * ldk * 2);
     free(scratch);
     scratch = malloc((size_t)cpu->attention_scratch_floats(Tk, Tk, HS) * 4);
-    cpu->attention_forward(out2, lse2, qk, 2 * ldk, k, ldk, v, ldv, NULL, NULL, NULL, NULL, B, Tk, Tk, NKV, NKV, HS, scratch);
-    gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, NULL, NULL, B, Tk, Tk, NKV, NKV, HS,
+    cpu->attention_forward(out2, lse2, qk, 2 * ldk, k, ldk, v, ldv, NULL, NULL, NULL, NULL, 0, B, Tk, Tk, NKV, NKV, HS, scratch);
+    gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, NULL, NULL, 0, B, Tk, Tk, NKV, NKV, HS,
                            g_scr);
     cmp("attention causal out", g_out2, out2, B * Tk * NKV * HS, 1e-4, 1e-5);
 }
@@ -275,11 +275,11 @@ static void fused_chains_vs_cpu(void) {
     float *cs = malloc(maxT * HS / 2 * 4), *sn = malloc(maxT * HS / 2 * 4);
     cpu->rope_tables(cs, sn, maxT, HS, 10000.0, 0, 1, 4, 8192);
     float *g_cs = upf(cs, maxT * HS / 2), *g_sn = upf(sn, maxT * HS / 2);
-    cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, B, T, NH, NKV, HS, NULL);
-    gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, B, T, NH, NKV, HS, NULL);
+    cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, 0, B, T, NH, NKV, HS, NULL);
+    gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, 0, B, T, NH, NKV, HS, NULL);
     cmp("linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
-    cpu->rmsnorm_linear_rope_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, cs, sn, NULL, B, T, NH, NKV, HS, scr);
-    gpu->rmsnorm_linear_rope_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_cs, g_sn, NULL, B, T, NH,
+    cpu->rmsnorm_linear_rope_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, cs, sn, NULL, 0, B, T, NH, NKV, HS, scr);
+    gpu->rmsnorm_linear_rope_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_cs, g_sn, NULL, 0, B, T, NH,
                                      NKV, HS, g_scr);
     cmp("rmsnorm_linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
 }

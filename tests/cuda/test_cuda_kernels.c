@@ -179,6 +179,15 @@ static void rope_vs_cpu(void) {
     cpu->rope_backward(x, cs, sn, NULL, 0, B, T, H, HS, ld);
     gpu->rope_backward(dx, dcs, dsn, NULL, 0, B, T, H, HS, ld);
     cmp("rope_backward", dx, x, n, 1e-6, 1e-7);
+    // (B, T) positions, a row per sequence restarting at its documents
+    int32_t rows[2 * 11] = {0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2};
+    int32_t *drows = up(rows, sizeof rows);
+    cpu->rope_forward(x, cs, sn, rows, T, B, T, H, HS, ld);
+    gpu->rope_forward(dx, dcs, dsn, drows, T, B, T, H, HS, ld);
+    cmp("rope_forward per-sequence positions", dx, x, n, 1e-6, 1e-7);
+    cpu->rope_backward(x, cs, sn, rows, T, B, T, H, HS, ld);
+    gpu->rope_backward(dx, dcs, dsn, drows, T, B, T, H, HS, ld);
+    cmp("rope_backward per-sequence positions", dx, x, n, 1e-6, 1e-7);
 }
 
 // Grouped-query attention with explicit positions (a context-parallel chunk of queries against
@@ -197,13 +206,13 @@ static void attention_vs_cpu(void) {
           *g_dout = upf(dout, no), *g_dq = upf(dq, nq), *g_dk = upf(dk, nk), *g_dv = upf(dv, nk),
           *g_scr = dzeros(gpu->attention_scratch_floats(Tq, Tk, HS));
     int32_t *g_qp = up(qp, sizeof qp), *g_kp = up(kp, sizeof kp);
-    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS, scratch);
-    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS, g_scr);
+    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS, scratch);
+    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS, g_scr);
     cmp("attention out", g_out, out, no, 1e-4, 1e-5);
     cmp("attention lse", g_lse, lse, nl, 1e-5, 1e-5);
-    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, 0, B, Tq, Tk, NH, NKV, HS,
+    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, NULL, NULL, B, Tq, Tk, NH, NKV, HS,
                             scratch);
-    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, 0, B, Tq,
+    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, NULL, NULL, B, Tq,
                             Tk, NH, NKV, HS, g_scr);
     cmp("attention dq", g_dq, dq, nq, 1e-4, 1e-5);
     cmp("attention dk", g_dk, dk, nk, 1e-4, 1e-5);
@@ -214,8 +223,8 @@ static void attention_vs_cpu(void) {
     float *qk = host_rand(B * Tk * ldk * 2, 1), *g_qk = upf(qk, B * Tk * ldk * 2);
     free(scratch);
     scratch = malloc((size_t)cpu->attention_scratch_floats(Tk, Tk, HS) * 4);
-    cpu->attention_forward(out2, lse2, qk, 2 * ldk, k, ldk, v, ldv, NULL, NULL, NULL, NULL, 0, B, Tk, Tk, NKV, NKV, HS, scratch);
-    gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, NULL, NULL, 0, B, Tk, Tk, NKV, NKV, HS,
+    cpu->attention_forward(out2, lse2, qk, 2 * ldk, k, ldk, v, ldv, NULL, NULL, NULL, NULL, B, Tk, Tk, NKV, NKV, HS, scratch);
+    gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, NULL, NULL, B, Tk, Tk, NKV, NKV, HS,
                            g_scr);
     cmp("attention causal out", g_out2, out2, B * Tk * NKV * HS, 1e-4, 1e-5);
 }

@@ -28,7 +28,8 @@ static void no_eos_is_one_document(void) {
     for (int i = 0; i < 15; i++) tok[i] = i % 7;
     ct_documents_find(tok, 3, 5, E, docs);
     ct_documents_positions(docs, 3, 5, pos);
-    for (int i = 0; i < 15; i++) CHECK(docs[i] == 0 && pos[i] == i % 5, "token %d: document %d position %d", i, docs[i], pos[i]);
+    for (int i = 0; i < 15; i++)
+        CHECK(docs[i] == 0 && pos[i] == i % 5, "token %d: document %d position %d", i, docs[i], pos[i]);
 }
 
 int main(void) {

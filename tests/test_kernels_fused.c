@@ -380,8 +380,8 @@ static void rmsnorm_linear_rope_case(const rope_case *c) {
     k->rope_forward(ref + r.NH * HS, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T, r.NKV, HS, QKV);
     // fused, the norm kept
     float *qkv = fill(N * QKV, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
-    k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T, r.NH, r.NKV,
-                                   HS, NULL);
+    k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T,
+                                   r.NH, r.NKV, HS, NULL);
     CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ B=%ld T=%ld threads %d", r.B, r.T,
           c->threads);
     CHECK(same(qkv, ref, N * QKV), "qkv is not the unfused chain's B=%ld T=%ld HS=%ld pos %d threads %d", r.B, r.T,
@@ -389,8 +389,8 @@ static void rmsnorm_linear_rope_case(const rope_case *c) {
     // not kept: through scratch
     long sf = k->rmsnorm_linear_scratch_floats(N, C, QKV);
     float *scr = scratch_alloc(sf), *qkv2 = fill(N * QKV, 9), *ro2 = fill(N, 9);
-    k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T, r.NH,
-                                   r.NKV, HS, scr);
+    k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T,
+                                   r.NH, r.NKV, HS, scr);
     CHECK(same(qkv2, ref, N * QKV) && same(ro2, rr, N), "norm_out NULL differs B=%ld T=%ld threads %d", r.B, r.T,
           c->threads);
     CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N, c->threads);

@@ -249,7 +249,9 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     if (ct_toml_get_path(t, "model.rope_positions") &&
         get_string(t, "model.rope_positions", file, rpos, sizeof rpos))
         return CT_ERR;
-    if ((strcmp(mask, "causal") && strcmp(mask, "block_causal")) || (strcmp(rpos, "sequence") && strcmp(rpos, "document")))
+    bool mask_ok = !strcmp(mask, "causal") || !strcmp(mask, "block_causal");
+    bool rpos_ok = !strcmp(rpos, "sequence") || !strcmp(rpos, "document");
+    if (!mask_ok || !rpos_ok)
         return ct_set_error("%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
                             "/ sequence|document", file, mask, rpos);
     c->block_causal = !strcmp(mask, "block_causal");

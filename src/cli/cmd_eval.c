@@ -3,8 +3,9 @@
 // windows in stream order (as validation does), ct_llama_step runs forward only, and the loss is
 // the sum over every target divided by their count — the number ct_trainer_validate reports for
 // the same (T, B, steps). A model trained with block_causal attention (and document positions)
-// is evaluated with them: documents from the data's EOS, as the trainer finds them. Defaults: T = the model's training length (256 when the file has
-// none), B = 1, N = one pass over the split (every whole batch).
+// is evaluated with them: documents from the data's EOS, as the trainer finds them. Defaults:
+// T = the model's training length (256 when the file has none), B = 1, N = one pass over the
+// split (every whole batch).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

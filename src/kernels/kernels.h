@@ -76,11 +76,11 @@ void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double 
 // pos_ld T, (B, T), a row per sequence (positions that restart at each document); pos NULL
 // means 0..T-1 (pos_ld unused). Row stride of x between tokens is
 // ld (>= H*HS) floats, so q and k can be rotated inside a fused qkv buffer.
-void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                     long H, long HS, long ld);
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                     long T, long H, long HS, long ld);
 // The inverse rotation, applied in place to the gradient.
-void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                      long H, long HS, long ld);
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                      long T, long H, long HS, long ld);
 
 // ---------------------------------------------------------------- attention
 // Causal grouped-query attention, tiled with an online softmax (FlashAttention-2 style).
@@ -194,8 +194,8 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
 // (only used when norm_out is NULL).
 void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
                                     const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                                    long NH, long NKV, long HS, float *scratch);
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                                    long B, long T, long NH, long NKV, long HS, float *scratch);
 // h13 (N, 2F) = inp (N, C) @ W13 (2F, C)^T ([gate | up], ct_linear_forward's product), then
 // h (N, F) = ct_swiglu_forward(h13) of each row block right after its rows of h13 are final (the
 // same bits given h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when
@@ -211,8 +211,8 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 // ct_rope_forward. scratch: ct_linear_rope_scratch_floats floats (0 on the cpu: NULL is fine).
 long ct_linear_rope_scratch_floats(long N, long C, long QKV);
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T, long NH,
-                            long NKV, long HS, float *scratch);
+                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                            long T, long NH, long NKV, long HS, float *scratch);
 
 // ---------------------------------------------------------------- AdamW and reductions
 // Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),

@@ -150,16 +150,16 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
     if (fused && !seq_parallel(c)) {
         int span = op_span("rmsnorm+attention.wqkv+rope.forward", layer);
         k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
-                                       (float)m->norm_eps, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, NKV, HS,
-                                       c->fuse_scratch);
+                                       (float)m->norm_eps, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B,
+                                       T, NH, NKV, HS, c->fuse_scratch);
         ct_trace_end(span);
         return;
     }
     norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
     if (fused) {
         int span = op_span("attention.wqkv+rope.forward", layer);
-        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, NKV,
-                               HS, c->fuse_scratch);
+        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c),
+                               rope_pos_ld(c), B, T, NH, NKV, HS, c->fuse_scratch);
         ct_trace_end(span);
         return;
     }

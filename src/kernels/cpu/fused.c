@@ -164,8 +164,8 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
 
 void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
                                     const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                                    long NH, long NKV, long HS, float *scratch) {
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                                    long B, long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T || (NH + 2 * NKV) * HS > QKV)
         ct_fatal("ct_rmsnorm_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld",
                  N, B, T, NH, NKV, HS, QKV);
@@ -226,8 +226,8 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 long ct_linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
 
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T, long NH,
-                            long NKV, long HS, float *scratch) {
+                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                            long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T || (NH + 2 * NKV) * HS > QKV)
         ct_fatal("ct_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld", N,
                  B, T, NH, NKV, HS, QKV);

@@ -34,8 +34,8 @@ void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double 
 }
 
 // dir = +1 rotates by +angle (forward), -1 by -angle (the inverse = transpose, for backward).
-static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                       long H, long HS, long ld, float dir) {
+static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                       long T, long H, long HS, long ld, float dir) {
     long half = HS / 2;
 #pragma omp parallel for collapse(2) schedule(static)
     for (long b = 0; b < B; b++)
@@ -46,12 +46,12 @@ static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, con
         }
 }
 
-void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                     long H, long HS, long ld) {
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                     long T, long H, long HS, long ld) {
     rope_apply(x, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, 1.0f);
 }
 
-void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-                      long H, long HS, long ld) {
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                      long T, long H, long HS, long ld) {
     rope_apply(dx, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, -1.0f);
 }

@@ -98,8 +98,8 @@ extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const floa
 }
 
 // ---- RoPE: a thread per (token, head, pair)
-__global__ static void rope_k(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
-                              long T, long H, long HS, long ld, float dir) {
+__global__ static void rope_k(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                              long B, long T, long H, long HS, long ld, float dir) {
     long half = HS / 2, total = B * T * H * half;
     for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
         long i = e % half, h = (e / half) % H, bt = e / (half * H), t = bt % T, b = bt / T;
@@ -112,8 +112,8 @@ __global__ static void rope_k(float *x, const float *cos_tab, const float *sin_t
     }
 }
 
-extern "C" void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
-                             long T, long H, long HS, long ld, float dir) {
+extern "C" void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                             long B, long T, long H, long HS, long ld, float dir) {
     long total = B * T * H * (HS / 2);
     if (total <= 0) return;
     rope_k<<<ct_cuda_blocks(total, 256), 256>>>(x, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, dir);

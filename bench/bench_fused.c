@@ -61,10 +61,10 @@ static void run_fused(ctx *c, int which) {
     case 2: k->linear_swiglu_forward(c->h13, c->h, c->nrm, c->W13, s.N, s.C, s.F, NULL); break;
     case 4:
         k->rmsnorm_linear_rope_forward(c->qkv, c->nrm, c->rstd, c->x, c->w, c->Wqkv, s.N, s.C, s.QKV, 1e-5f, c->cs,
-                                       c->sn, NULL, s.N / s.T, s.T, c->NH, c->NKV, s.HS, NULL);
+                                       c->sn, NULL, 0, s.N / s.T, s.T, c->NH, c->NKV, s.HS, NULL);
         break;
     default:
-        k->linear_rope_forward(c->qkv, c->nrm, c->Wqkv, s.N, s.C, s.QKV, c->cs, c->sn, NULL, s.N / s.T, s.T, c->NH,
+        k->linear_rope_forward(c->qkv, c->nrm, c->Wqkv, s.N, s.C, s.QKV, c->cs, c->sn, NULL, 0, s.N / s.T, s.T, c->NH,
                                c->NKV, s.HS, NULL);
     }
 }
@@ -90,8 +90,8 @@ static void run_unfused(ctx *c, int which) {
         __attribute__((fallthrough));  // then the linear and the rope of case 3
     default:
         k->linear_forward(c->qkv, c->nrm, c->Wqkv, s.N, s.C, s.QKV);
-        k->rope_forward(c->qkv, c->cs, c->sn, NULL, s.N / s.T, s.T, c->NH, s.HS, s.QKV);
-        k->rope_forward(c->qkv + c->NH * s.HS, c->cs, c->sn, NULL, s.N / s.T, s.T, c->NKV, s.HS, s.QKV);
+        k->rope_forward(c->qkv, c->cs, c->sn, NULL, 0, s.N / s.T, s.T, c->NH, s.HS, s.QKV);
+        k->rope_forward(c->qkv + c->NH * s.HS, c->cs, c->sn, NULL, 0, s.N / s.T, s.T, c->NKV, s.HS, s.QKV);
     }
 }
 

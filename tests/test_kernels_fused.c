@@ -274,26 +274,28 @@ typedef struct {
     rope_shape r;
     long N, HS, half, QKV, C;
     const float *cs, *sn;
-    const int32_t *pp;
+    const int32_t *pp;  // use_pos 1: (T) shared by every sequence; 2: (B, T) a row per sequence
+    long pp_ld;         // 0 or T, as rope_forward's pos_ld
     int use_pos, threads;
 } rope_case;
 
-// Runs check on every shape of rope_shapes, with positions and without, at 1, 2 and 3 threads.
+// Runs check on every shape of rope_shapes, without positions, with (T) and with (B, T) ones, at 1, 2 and 3 threads.
 static void for_each_rope_case(void (*check)(const rope_case *)) {
     const ct_kernels *k = ct_kernels_get("cpu");
     const long maxT = 400;
     for (int t = 0; t < NTHREADS; t++) {
         omp_set_num_threads(threads[t]);
         for (int s = 0; s < NROPE; s++)
-            for (int use_pos = 0; use_pos < 2; use_pos++) {
+            for (int use_pos = 0; use_pos < 3; use_pos++) {
                 rope_shape r = rope_shapes[s];
                 long half = r.HS / 2;
                 float *cs = falloc(maxT * half), *sn = falloc(maxT * half);
                 k->rope_tables(cs, sn, maxT, r.HS, 10000.0, 8.0, 1.0, 4.0, 16);
-                int32_t *pos = malloc(sizeof(int32_t) * r.T);
-                for (long i = 0; i < r.T; i++) pos[i] = (int32_t)(urand() * maxT);
+                long npos = use_pos == 2 ? r.B * r.T : r.T;
+                int32_t *pos = malloc(sizeof(int32_t) * npos);
+                for (long i = 0; i < npos; i++) pos[i] = (int32_t)(urand() * maxT);
                 rope_case c = {k, r, r.B * r.T, r.HS, half, (r.NH + 2 * r.NKV) * r.HS + r.pad, r.C, cs, sn,
-                               use_pos ? pos : NULL, use_pos, threads[t]};
+                               use_pos ? pos : NULL, use_pos == 2 ? r.T : 0, use_pos, threads[t]};
                 check(&c);
                 free(cs), free(sn), free(pos);
             }
@@ -310,10 +312,10 @@ static void linear_rope_case(const rope_case *x) {
     // random values against float64
     float *inp = fill(N * C, 1), *W = fill(QKV * C, 1), *qkv = fill(N * QKV, 9);
     CHECK(k->linear_rope_scratch_floats(N, C, QKV) == 0, "the cpu rope asks for scratch");
-    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, x->pp_ld, r.B, r.T, r.NH, r.NKV, HS, NULL);
     double worst = 0;
     for (long n = 0; n < N; n++) {
-        long tt = n % r.T, p = pp ? pp[tt] : tt;
+        long tt = n % r.T, p = pp ? pp[n / r.T * x->pp_ld + tt] : tt;
         for (long o = 0; o < QKV; o += 2) {
             double v[2] = {0, 0}, a[2] = {0, 0};
             for (int j = 0; j < 2 && o + j < QKV; j++) {
@@ -348,9 +350,9 @@ static void linear_rope_case(const rope_case *x) {
     inp = fill_dyadic(N * C), W = fill_dyadic(QKV * C), qkv = fill(N * QKV, 9);
     float *ref = falloc(N * QKV);
     k->linear_forward(ref, inp, W, N, C, QKV);
-    k->rope_forward(ref, cs, sn, pp, r.B, r.T, r.NH, HS, QKV);
-    k->rope_forward(ref + r.NH * HS, cs, sn, pp, r.B, r.T, r.NKV, HS, QKV);
-    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, r.B, r.T, r.NH, r.NKV, HS, NULL);
+    k->rope_forward(ref, cs, sn, pp, x->pp_ld, r.B, r.T, r.NH, HS, QKV);
+    k->rope_forward(ref + r.NH * HS, cs, sn, pp, x->pp_ld, r.B, r.T, r.NKV, HS, QKV);
+    k->linear_rope_forward(qkv, inp, W, N, C, QKV, cs, sn, pp, x->pp_ld, r.B, r.T, r.NH, r.NKV, HS, NULL);
     CHECK(same(qkv, ref, N * QKV), "exact chain differs B=%ld T=%ld pos %d threads %d", r.B, r.T, x->use_pos,
           x->threads);
     free(inp), free(W), free(qkv), free(ref);
@@ -374,12 +376,12 @@ static void rmsnorm_linear_rope_case(const rope_case *c) {
     float *nr = falloc(N * C), *rr = falloc(N), *ref = falloc(N * QKV);
     k->rmsnorm_forward(nr, rr, x, w, N, C, eps);
     k->linear_forward(ref, nr, W, N, C, QKV);
-    k->rope_forward(ref, c->cs, c->sn, c->pp, r.B, r.T, r.NH, HS, QKV);
-    k->rope_forward(ref + r.NH * HS, c->cs, c->sn, c->pp, r.B, r.T, r.NKV, HS, QKV);
+    k->rope_forward(ref, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T, r.NH, HS, QKV);
+    k->rope_forward(ref + r.NH * HS, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T, r.NKV, HS, QKV);
     // fused, the norm kept
     float *qkv = fill(N * QKV, 9), *no = fill(N * C, 9), *ro = fill(N, 9);
-    k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, r.B, r.T, r.NH, r.NKV,
-                                   HS, NULL);
+    k->rmsnorm_linear_rope_forward(qkv, no, ro, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T,
+                                   r.NH, r.NKV, HS, NULL);
     CHECK(same(no, nr, N * C) && same(ro, rr, N), "norm_out/rstd differ B=%ld T=%ld threads %d", r.B, r.T,
           c->threads);
     CHECK(same(qkv, ref, N * QKV), "qkv is not the unfused chain's B=%ld T=%ld HS=%ld pos %d threads %d", r.B, r.T,
@@ -387,8 +389,8 @@ static void rmsnorm_linear_rope_case(const rope_case *c) {
     // not kept: through scratch
     long sf = k->rmsnorm_linear_scratch_floats(N, C, QKV);
     float *scr = scratch_alloc(sf), *qkv2 = fill(N * QKV, 9), *ro2 = fill(N, 9);
-    k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, r.B, r.T, r.NH,
-                                   r.NKV, HS, scr);
+    k->rmsnorm_linear_rope_forward(qkv2, NULL, ro2, x, w, W, N, C, QKV, eps, c->cs, c->sn, c->pp, c->pp_ld, r.B, r.T,
+                                   r.NH, r.NKV, HS, scr);
     CHECK(same(qkv2, ref, N * QKV) && same(ro2, rr, N), "norm_out NULL differs B=%ld T=%ld threads %d", r.B, r.T,
           c->threads);
     CHECK(guard_intact(scr, sf), "wrote past its scratch (%ld floats) N=%ld threads %d", sf, N, c->threads);
@@ -400,12 +402,12 @@ static void test_rmsnorm_linear_rope(void) { for_each_rope_case(rmsnorm_linear_r
 
 static void norm_rope_bad_rows(void) {
     float x[64] = {0}, w[4] = {1, 1, 1, 1}, cs[4] = {1, 1, 1, 1}, sn[4] = {0}, r[4];
-    ct_rmsnorm_linear_rope_forward(x, x, r, x, w, x, 3, 1, 4, 1e-5f, cs, sn, NULL, 1, 2, 1, 1, 2, NULL);  // N 3 != 2
+    ct_rmsnorm_linear_rope_forward(x, x, r, x, w, x, 3, 1, 4, 1e-5f, cs, sn, NULL, 0, 1, 2, 1, 1, 2, NULL);  // N 3 != 2
 }
 
 static void rope_bad_rows(void) {
     float x[64] = {0}, cs[4] = {1, 1, 1, 1}, sn[4] = {0};
-    ct_linear_rope_forward(x, x, x, 3, 1, 4, cs, sn, NULL, 1, 2, 1, 1, 2, NULL);  // N 3 != B*T 2
+    ct_linear_rope_forward(x, x, x, 3, 1, 4, cs, sn, NULL, 0, 1, 2, 1, 1, 2, NULL);  // N 3 != B*T 2
 }
 
 static void test_linear_rope_refuses_bad_rows(void) {

@@ -205,15 +205,20 @@ static void test_rope_forward_backward(void) {
     float *c = falloc(maxT * HS / 2), *s = falloc(maxT * HS / 2);
     ct_rope_tables(c, s, maxT, HS, 10000.0, 8.0, 1.0, 4.0, 16);  // small original length: the interpolated and stretched bands
     int32_t pos[9] = {5, 6, 7, 8, 40, 41, 42, 0, 63};
-    for (int use_pos = 0; use_pos < 2; use_pos++) {
+    // (B, T) a row per sequence, restarting at each document (model.rope_positions document)
+    int32_t rows[2 * 9] = {0, 1, 2, 0, 1, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 0, 1};
+    // use_pos 0: 0..T-1; 1: pos (T) shared by both sequences; 2: rows (B, T)
+    for (int use_pos = 0; use_pos < 3; use_pos++) {
+        const int32_t *pp = use_pos == 0 ? NULL : use_pos == 1 ? pos : rows;
+        long pp_ld = use_pos == 2 ? T : 0;
         float *x = falloc(B * T * ld), *x0 = falloc(B * T * ld), *g = falloc(B * T * ld), *g0 = falloc(B * T * ld);
         for (long i = 0; i < B * T * ld; i++) x[i] = x0[i] = frand(1), g[i] = g0[i] = frand(1);
-        ct_rope_forward(x, c, s, use_pos ? pos : NULL, B, T, H, HS, ld);
-        ct_rope_backward(g, c, s, use_pos ? pos : NULL, B, T, H, HS, ld);
+        ct_rope_forward(x, c, s, pp, pp_ld, B, T, H, HS, ld);
+        ct_rope_backward(g, c, s, pp, pp_ld, B, T, H, HS, ld);
         double dot_fx_g = 0, dot_x_bg = 0;  // <R x, g> == <x, R^T g>: backward is the transpose
         for (long b = 0; b < B; b++)
             for (long t = 0; t < T; t++) {
-                long p = use_pos ? pos[t] : t;
+                long p = use_pos == 0 ? t : use_pos == 1 ? pos[t] : rows[b * T + t];
                 for (long x_ = H * HS; x_ < ld; x_++)
                     CHECK(x[(b * T + t) * ld + x_] == x0[(b * T + t) * ld + x_], "padding touched");
                 for (long h = 0; h < H; h++)
@@ -252,8 +257,8 @@ static void test_rope_bits(void) {
                         ref[o] = x0 * cc - x1 * ss;
                         ref[o + 1] = x0 * ss + x1 * cc;
                     }
-            if (dir > 0) ct_rope_forward(x, c, s, NULL, B, T, H, HS, ld);
-            else ct_rope_backward(x, c, s, NULL, B, T, H, HS, ld);
+            if (dir > 0) ct_rope_forward(x, c, s, NULL, 0, B, T, H, HS, ld);
+            else ct_rope_backward(x, c, s, NULL, 0, B, T, H, HS, ld);
             CHECK(memcmp(x, ref, sizeof(float) * B * T * ld) == 0, "HS %ld dir %d: not the pair formula's bits", HS, dir);
             free(x), free(ref);
         }

@@ -491,6 +491,48 @@ static void test_eval_bad_args(void) {
     CHECK(rc != 0, "unknown option");
 }
 
+// The mask and positions a model was trained with travel in its metadata; an older file
+// (neither key) reads as causal with sequence positions. Evaluating a block_causal model needs an
+// EOS id from the data or the model: shards and a model recording none are refused in one line.
+static void test_mask_record(void) {
+    ct_llama_config m = tiny(), back;
+    m.vocab_size = V;  // the shards' vocabulary
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    float *block = random_block(&t, 5);
+    const char *plain = tmp_path("causal.safetensors"), *bc = tmp_path("block_causal.safetensors");
+    CHECK(ct_model_save(plain, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_load_config(plain, &back) == CT_OK && !back.block_causal && !back.document_positions,
+          "causal model read as block_causal %d document positions %d", back.block_causal, back.document_positions);
+    m.block_causal = 1, m.document_positions = 1;
+    CHECK(ct_model_save(bc, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_load_config(bc, &back) == CT_OK && back.block_causal == 1 && back.document_positions == 1,
+          "block_causal model read as block_causal %d document positions %d", back.block_causal,
+          back.document_positions);
+
+    const char *err = tmp_path("eval_stderr.txt");
+    fflush(stderr);
+    int saved = dup(2), fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+    int rc;
+    char *a[] = {"--model", (char *)bc, "--data", data_dir};
+    double loss = run_eval_cmd(4, a, &rc);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char msg[2048] = "";
+    FILE *f = fopen(err, "r");
+    size_t n = f ? fread(msg, 1, sizeof msg - 1, f) : 0;
+    msg[n] = 0;
+    if (f) fclose(f);
+    CHECK(rc != 0 && isnan(loss), "block_causal eval on data without an EOS id: rc %d loss %g", rc, loss);
+    CHECK(contains(msg, "block_causal") && contains(msg, "EOS") && strchr(msg, '\n') == msg + strlen(msg) - 1,
+          "message: %s", msg);
+    free(block);
+    ct_param_table_free(&t);
+}
+
 // checkpoint.initial_load_path: another seed (so initialisation alone would differ), the first
 // step's loss must be the exported model's loss on that step's batch.
 static void test_initial_load(void) {
@@ -552,6 +594,7 @@ int main(int argc, char **argv) {
     if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
     CT_RUN(test_export_and_eval);
     CT_RUN(test_eval_bad_args);
+    CT_RUN(test_mask_record);
     CT_RUN(test_initial_load);
     ct_comm_finalize();
     char cmd[300];

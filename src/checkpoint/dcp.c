@@ -158,6 +158,8 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
             "norm_eps = %.17g\nrope_theta = %.17g\nrope_scaling = %d\nmax_seq_len = %d\n",
             c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->ffn_hidden, c->vocab_size, c->norm_eps, c->rope_theta,
             c->rope_scaling, c->max_seq_len);
+    put_string(f, "attn_mask_type", c->block_causal ? "block_causal" : "causal");
+    put_string(f, "rope_positions", c->document_positions ? "document" : "sequence");
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "\n[[file]]\n");
         put_string(f, "name", m->files[i].name);
@@ -239,6 +241,21 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
         get_double(t, "model.norm_eps", file, &c->norm_eps) || get_double(t, "model.rope_theta", file, &c->rope_theta))
         return CT_ERR;
     if (c->dim % c->n_heads) return ct_set_error("%s: model.n_heads %d does not divide dim %d", file, c->n_heads, c->dim);
+    // The mask and positions trained with (absent in older manifests: causal, sequence).
+    char mask[16] = "causal", rpos[16] = "sequence";
+    if (ct_toml_get_path(t, "model.attn_mask_type") &&
+        get_string(t, "model.attn_mask_type", file, mask, sizeof mask))
+        return CT_ERR;
+    if (ct_toml_get_path(t, "model.rope_positions") &&
+        get_string(t, "model.rope_positions", file, rpos, sizeof rpos))
+        return CT_ERR;
+    bool mask_ok = !strcmp(mask, "causal") || !strcmp(mask, "block_causal");
+    bool rpos_ok = !strcmp(rpos, "sequence") || !strcmp(rpos, "document");
+    if (!mask_ok || !rpos_ok)
+        return ct_set_error("%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
+                            "/ sequence|document", file, mask, rpos);
+    c->block_causal = !strcmp(mask, "block_causal");
+    c->document_positions = !strcmp(rpos, "document");
     c->head_dim = c->dim / c->n_heads;
 
     const ct_toml_value *files = ct_toml_get(t, "file");

@@ -53,6 +53,8 @@ ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_
     META_DBL("rope_theta", m->rope_theta);
     META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
     META_INT("max_seq_len", m->max_seq_len);
+    ct_st_writer_metadata(w, "attn_mask_type", m->block_causal ? "block_causal" : "causal");
+    ct_st_writer_metadata(w, "rope_positions", m->document_positions ? "document" : "sequence");
     if (tok && tok->present) {
         ct_st_writer_metadata(w, "tokenizer", tok->hash);
         META_INT("tokenizer_bos", tok->bos);
@@ -162,6 +164,16 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
         meta_int(f, path, "rope_scaling", &m->rope_scaling))
         return CT_ERR;
     if (ct_st_metadata(f, "max_seq_len") && meta_int(f, path, "max_seq_len", &m->max_seq_len)) return CT_ERR;
+    // The mask and positions the model was trained with (absent in older files: causal, sequence).
+    const char *mask = ct_st_metadata(f, "attn_mask_type"), *rpos = ct_st_metadata(f, "rope_positions");
+    if (mask && strcmp(mask, "causal") && strcmp(mask, "block_causal"))
+        return ct_set_error("%s: metadata 'attn_mask_type' = '%.40s', expected causal or block_causal", path, mask);
+    if (rpos && strcmp(rpos, "sequence") && strcmp(rpos, "document"))
+        return ct_set_error("%s: metadata 'rope_positions' = '%.40s', expected sequence or document", path, rpos);
+    m->block_causal = mask && !strcmp(mask, "block_causal");
+    m->document_positions = rpos && !strcmp(rpos, "document");
+    if (m->document_positions && !m->block_causal)
+        return ct_set_error("%s: metadata 'rope_positions' document needs 'attn_mask_type' block_causal", path);
 #define POSITIVE(field)                                                                      \
     if (m->field <= 0) return ct_set_error("%s: metadata '" #field "' = %d must be positive", path, m->field)
     POSITIVE(dim);

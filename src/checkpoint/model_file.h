@@ -4,6 +4,8 @@
 // in `__metadata__` (string values):
 //   format "ctitan-llama3", flavor, dim, n_layers, n_heads, n_kv_heads, vocab_size,
 //   ffn_hidden, norm_eps, rope_theta, rope_scaling (0|1), max_seq_len (the training length),
+//   attn_mask_type (causal|block_causal), rope_positions (sequence|document) (both optional:
+//   causal and sequence when absent),
 //   and, when the run knew it, the tokenizer its data was made with: tokenizer (the tokenizer
 //   hash, 32 hex digits; docs/data_format.md), tokenizer_bos, tokenizer_eos.
 // A file is loaded against the parameter registry of the dimensions it declares: every

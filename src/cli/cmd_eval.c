@@ -2,8 +2,10 @@
 // The mean next-token loss of a saved model on a token set, in one process: the loader reads
 // windows in stream order (as validation does), ct_llama_step runs forward only, and the loss is
 // the sum over every target divided by their count — the number ct_trainer_validate reports for
-// the same (T, B, steps). Defaults: T = the model's training length (256 when the file has
-// none), B = 1, N = one pass over the split (every whole batch).
+// the same (T, B, steps). A model trained with block_causal attention (and document positions)
+// is evaluated with them: documents from the data's EOS, as the trainer finds them. Defaults:
+// T = the model's training length (256 when the file has none), B = 1, N = one pass over the
+// split (every whole batch).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "cli/model_device.h"
 #include "cli/options.h"
 #include "core/memory.h"
+#include "data/documents.h"
 #include "data/loader.h"
 #include "model/llama.h"
 #include "model/runner.h"
@@ -128,6 +131,23 @@ int ct_cmd_eval(int argc, char **argv) {
         ct_param_table_free(&table);
         return 1;
     }
+    // The model's mask needs the documents: the EOS id of the data's tokenizer (else the model's).
+    int32_t eos = -1;
+    if (m.block_causal) {
+        ct_shard_tok dt = ct_loader_tokenizer(loader);
+        ct_model_tok mt = {0};
+        if (dt.present) eos = dt.eos;
+        else if (ct_model_read_tok(model_path, &mt) == CT_OK && mt.present) eos = mt.eos;
+        if (eos < 0) {
+            fprintf(stderr, "ctitan eval: model %s was trained with model.attn_mask_type block_causal, but neither %s "
+                            "nor the model records an EOS id to find documents by: evaluate on shards made by "
+                            "ctitan data prepare with the model's tokenizer\n", model_path, data);
+            ct_loader_free(loader);
+            free(block);
+            ct_param_table_free(&table);
+            return 1;
+        }
+    }
     long windows = (long)ct_loader_num_windows(loader);
     if (!steps) steps = windows / B;
     int rc = 1;
@@ -149,7 +169,12 @@ int ct_cmd_eval(int argc, char **argv) {
     size_t tok_bytes = (size_t)(B * T) * sizeof(int32_t);
     int32_t *inputs = ct_xmalloc(tok_bytes);   // (B, T) as read
     int32_t *targets = ct_xmalloc(tok_bytes);  // (B, T)
-    int32_t *dev_tok = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, 2 * tok_bytes);  // (2, B, T) on the device
+    int32_t *docs = ct_xmalloc(tok_bytes);     // (B, T) each token's document (block_causal)
+    int32_t *rpos = ct_xmalloc(tok_bytes);     // (B, T) its position in it (document positions)
+    // (4, B, T) on the device: inputs, targets, docs, rope positions
+    int32_t *dev_tok = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, 4 * tok_bytes);
+    int32_t *dev_docs = m.block_causal ? dev_tok + 2 * B * T : NULL;
+    int32_t *dev_rpos = m.document_positions ? dev_tok + 3 * B * T : NULL;
     struct timespec t0, t1;
     fputs(note, stderr);
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -160,7 +185,15 @@ int ct_cmd_eval(int argc, char **argv) {
         for (long j = 0; j < B * T; j++) valid += targets[j] >= 0;
         k->copy_from_host(dev_tok, inputs, tok_bytes);
         k->copy_from_host(dev_tok + B * T, targets, tok_bytes);
-        loss_sum += ct_llama_step(&acts, &w, NULL, dev_tok, dev_tok + B * T, 0.0f);
+        if (dev_docs) {
+            ct_documents_find(inputs, B, T, eos, docs);
+            k->copy_from_host(dev_docs, docs, tok_bytes);
+        }
+        if (dev_rpos) {
+            ct_documents_positions(docs, B, T, rpos);
+            k->copy_from_host(dev_rpos, rpos, tok_bytes);
+        }
+        loss_sum += ct_llama_step_docs(&acts, &w, NULL, dev_tok, dev_tok + B * T, dev_docs, dev_rpos, 0.0f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -171,11 +204,16 @@ int ct_cmd_eval(int argc, char **argv) {
     }
     printf("eval: %s split of %s: %ld batches x %ld x %ld = %ld tokens (%ld windows in the split)\n", split, data,
            steps, B, T, valid, windows);
+    if (m.block_causal)
+        printf("attention: block_causal (documents end at EOS id %d), RoPE positions: %s\n", eos,
+               m.document_positions ? "document" : "sequence");
     printf("loss %.6f perplexity %.3f (%.0f tokens/s)\n", loss, exp(loss), dt > 0 ? (double)valid / dt : 0.0);
     rc = 0;
 done_eval:
     free(inputs);
     free(targets);
+    free(docs);
+    free(rpos);
     ct_mem_free(dev_tok);
     ct_llama_acts_free(&acts);
     ct_llama_weights_free(&w);

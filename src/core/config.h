@@ -31,6 +31,7 @@ typedef struct {
     double rope_theta;                // 0 = the flavor's (500000)
     bool rope_scaling;                // Llama 3.1 frequency scaling (true)
     char attn_mask_type[16];          // model.attn_mask_type: causal | block_causal (documents by EOS)
+    char rope_positions[16];          // model.rope_positions: sequence | document (restart per document)
     char tokenizer_path[CT_STR];      // model.tokenizer_path
     char converters[CT_STR];          // model.converters: list; float8 / mx turn on quantization.*.enable
 

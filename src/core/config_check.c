@@ -64,6 +64,11 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     REQUIRE(c->ffn_hidden_dim >= 0, "model.ffn_hidden_dim: expected >= 0, got %d", c->ffn_hidden_dim);
     REQUIRE(c->norm_eps > 0 && isfinite(c->norm_eps), "model.norm_eps: expected > 0, got %g", c->norm_eps);
     REQUIRE(c->rope_theta >= 0 && isfinite(c->rope_theta), "model.rope_theta: expected >= 0, got %g", c->rope_theta);
+    // Positions that restart at a document only make sense where attention stops there too: a
+    // token seeing an earlier document's keys would find them at positions after its own.
+    REQUIRE(strcmp(c->rope_positions, "document") || !strcmp(c->attn_mask_type, "block_causal"),
+            "model.rope_positions document needs model.attn_mask_type block_causal (got %s): set both, or "
+            "model.rope_positions sequence", c->attn_mask_type);
     REQUIRE(!(c->dim > 0 && c->n_heads > 0) || c->dim % c->n_heads == 0,
             "model.dim (%d) must be a multiple of model.n_heads (%d)", c->dim, c->n_heads);
     REQUIRE(!(c->n_heads > 0 && c->n_kv_heads > 0) || c->n_heads % c->n_kv_heads == 0,

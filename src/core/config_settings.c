@@ -64,6 +64,9 @@ const ct_setting ct_settings[] = {
     ENUM("model.attn_mask_type", attn_mask_type, "causal", "causal|block_causal", NULL, NULL,
          "attention mask: causal, or block_causal (a token attends only within its document of a packed "
          "sequence; documents end at the tokenizer's EOS)"),
+    ENUM("model.rope_positions", rope_positions, "sequence", "sequence|document", NULL, NULL,
+         "RoPE positions: sequence (0..seq_len-1 along the packed sequence), or document (from 0 again at "
+         "each document's first token; needs model.attn_mask_type block_causal)"),
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
     LIST("model.converters", converters, "", NULL,
          "model converters: float8 turns on quantization.float8.enable, mx quantization.mxfp8.enable "

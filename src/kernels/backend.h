@@ -82,10 +82,11 @@ typedef struct ct_kernels {
                              const float *rstd, long N, long C);
     void (*rope_tables)(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
                         double low_freq_factor, double high_freq_factor, long original_max_pos);
-    void (*rope_forward)(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                         long H, long HS, long ld);
-    void (*rope_backward)(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
-                          long T, long H, long HS, long ld);
+    // pos_ld 0: pos (T) shared by the B sequences; T: pos (B, T); pos NULL: 0..T-1 (kernels.h)
+    void (*rope_forward)(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+          long B, long T, long H, long HS, long ld);
+    void (*rope_backward)(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+          long B, long T, long H, long HS, long ld);
     long (*attention_scratch_floats)(long Tq, long Tk, long HS);
     // q_doc (B, Tq), k_doc (B, Tk): document ids (key j visible to query i only within one
     // document as well), or both NULL (causal by position alone)
@@ -215,19 +216,19 @@ typedef struct ct_kernels {
     // rmsnorm_linear_forward into qkv (N, QKV), then RoPE as linear_rope_forward applies it
     // (scratch: rmsnorm_linear_scratch_floats(N, C, QKV) floats).
     void (*rmsnorm_linear_rope_forward)(float *qkv, float *norm_out, float *rstd, const float *x,
-                                        const float *norm_weight, const float *W, long N, long C, long QKV,
-                                        float eps, const float *cos_tab, const float *sin_tab, const int32_t *pos,
-                                        long B, long T, long NH, long NKV, long HS, float *scratch);
+          const float *norm_weight, const float *W, long N, long C, long QKV, float eps, const float *cos_tab,
+          const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T, long NH, long NKV, long HS,
+          float *scratch);
     // h13 (N, 2F) = inp @ W13^T, h (N, F) = swiglu_forward(h13) (h13 NULL: not kept).
     long (*linear_swiglu_scratch_floats)(long N, long C, long F);
     void (*linear_swiglu_forward)(float *h13, float *h, const float *inp, const float *W13, long N, long C, long F,
                                   float *scratch);
     // qkv (N, QKV) = inp @ W^T, then rope_forward on its NH q heads (column 0) and NKV k heads
-    // (column NH*HS) with ld = QKV; N == B*T, pos (T) or NULL for 0..T-1.
+    // (column NH*HS) with ld = QKV; N == B*T, pos / pos_ld as rope_forward.
     long (*linear_rope_scratch_floats)(long N, long C, long QKV);
     void (*linear_rope_forward)(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                                const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                long NH, long NKV, long HS, float *scratch);
+          const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T, long NH,
+          long NKV, long HS, float *scratch);
 } ct_kernels;
 
 // Where a backend's buffers live: its kind of device, the one this process drives (a rank drives

@@ -71,14 +71,16 @@ void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const f
 // with Llama 3.1 scaling when scale_factor > 0 (factor 8, low 1, high 4, original 8192 in Llama 3.1).
 void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
                     double low_freq_factor, double high_freq_factor, long original_max_pos);
-// x (B, T, H, HS) rotated in place: pairs (x[2i], x[2i+1]) by angle(pos[t], i) (Meta's convention).
-// pos (T) gives each token's position; NULL means 0..T-1. Row stride of x between tokens is
+// x (B, T, H, HS) rotated in place: pairs (x[2i], x[2i+1]) by angle(pos[b * pos_ld + t], i) (Meta's
+// convention). pos gives each token's position: pos_ld 0, one (T) row shared by every sequence;
+// pos_ld T, (B, T), a row per sequence (positions that restart at each document); pos NULL
+// means 0..T-1 (pos_ld unused). Row stride of x between tokens is
 // ld (>= H*HS) floats, so q and k can be rotated inside a fused qkv buffer.
-void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                     long H, long HS, long ld);
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                     long T, long H, long HS, long ld);
 // The inverse rotation, applied in place to the gradient.
-void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                      long H, long HS, long ld);
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                      long T, long H, long HS, long ld);
 
 // ---------------------------------------------------------------- attention
 // Causal grouped-query attention, tiled with an online softmax (FlashAttention-2 style).
@@ -192,8 +194,8 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
 // (only used when norm_out is NULL).
 void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
                                     const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                    long NH, long NKV, long HS, float *scratch);
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                                    long B, long T, long NH, long NKV, long HS, float *scratch);
 // h13 (N, 2F) = inp (N, C) @ W13 (2F, C)^T ([gate | up], ct_linear_forward's product), then
 // h (N, F) = ct_swiglu_forward(h13) of each row block right after its rows of h13 are final (the
 // same bits given h13). h13 NULL: not kept (the blocks go through scratch, which may be NULL when
@@ -205,12 +207,12 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 // the NH query heads at column 0 and the NKV key heads at column NH*HS, as
 // ct_rope_forward(qkv, ..., B, T, NH, HS, QKV) and ct_rope_forward(qkv + NH*HS, ..., NKV, HS, QKV)
 // (the same bits given the product); the values (and any columns past (NH + 2 NKV) HS) are left
-// as the matmul wrote them. Rows are (B, T): N == B*T (else ct_fatal); pos (T) or NULL for
-// 0..T-1, as rope. scratch: ct_linear_rope_scratch_floats floats (0 on the cpu: NULL is fine).
+// as the matmul wrote them. Rows are (B, T): N == B*T (else ct_fatal); pos and pos_ld as
+// ct_rope_forward. scratch: ct_linear_rope_scratch_floats floats (0 on the cpu: NULL is fine).
 long ct_linear_rope_scratch_floats(long N, long C, long QKV);
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,
-                            long NKV, long HS, float *scratch);
+                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                            long T, long NH, long NKV, long HS, float *scratch);
 
 // ---------------------------------------------------------------- mixture of experts
 // E experts, k chosen per token; a "pair" is (token n, choice j), p = n·k + j. Rows sorted by

@@ -112,6 +112,11 @@ static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, floa
 }
 
 // q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
+// What RoPE rotates by: each sequence's own positions (B, T) where they restart at every document,
+// else the (T) positions the sequences share (attention masks by those either way).
+static const int32_t *rope_pos(const ct_block_ctx *c) { return c->rope_pos ? c->rope_pos : c->pos; }
+static long rope_pos_ld(const ct_block_ctx *c) { return c->rope_pos ? c->T : 0; }
+
 static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
     const ct_llama_config *m = c->cfg;
     long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = c->qkv_dim;
@@ -167,23 +172,23 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
     if (fused && !seq_parallel(c)) {
         int span = op_span("rmsnorm+attention.wqkv+rope.forward", layer);
         k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
-                                       (float)m->norm_eps, c->rope_cos, c->rope_sin, c->pos, B, T, NH, NKV, HS,
-                                       c->fuse_scratch);
+                                       (float)m->norm_eps, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B,
+                                       T, NH, NKV, HS, c->fuse_scratch);
         ct_trace_end(span);
         return;
     }
     norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
     if (fused) {
         int span = op_span("attention.wqkv+rope.forward", layer);
-        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, c->pos, B, T, NH, NKV,
-                               HS, c->fuse_scratch);
+        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c),
+                               rope_pos_ld(c), B, T, NH, NKV, HS, c->fuse_scratch);
         ct_trace_end(span);
         return;
     }
     linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
     int span = op_span("rope.forward", layer);
-    k->rope_forward(qkv, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
-    k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
+    k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
 }
 
@@ -385,8 +390,8 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
     c->ops->attention.backward(c->ops->attention.ctx, &a, c->datt, dq, dk, dv);
     ct_trace_end(span);
     span = op_span("rope.backward", layer);
-    k->rope_backward(dq, c->rope_cos, c->rope_sin, c->pos, B, T, NH, HS, QKV);
-    k->rope_backward(dk, c->rope_cos, c->rope_sin, c->pos, B, T, NKV, HS, QKV);
+    k->rope_backward(dq, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
+    k->rope_backward(dk, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
     dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
     column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV, (float *)dn);

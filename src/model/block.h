@@ -23,6 +23,7 @@ typedef struct {
     long B, T, N, N_local, qkv_dim;   // this call's rows: N = B·T, N_local residual rows here
     const int32_t *pos;               // (T) positions of the tokens (NULL: 0..T-1)
     const int32_t *docs;              // (B, T) document ids of the tokens (NULL: causal attention)
+    const int32_t *rope_pos;          // (B, T) RoPE positions restarting at each document (NULL: pos)
     const float *rope_cos, *rope_sin; // (>= max position + 1, HS/2)
     float *tmp_local;                 // (N_l, C) sequence parallel only
     float *tmp_full;                  // (N, C) sequence parallel only

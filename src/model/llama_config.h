@@ -19,6 +19,9 @@ typedef struct {
     double rope_theta;
     int rope_scaling;           // Llama 3.1 frequency scaling on/off
     int max_seq_len;            // rope table length
+    // What the weights were trained to expect of the inputs (not of the weights' shapes):
+    int block_causal;           // model.attn_mask_type block_causal: attention kept inside documents
+    int document_positions;     // model.rope_positions document: RoPE positions from 0 at each document
 } ct_llama_config;
 
 // Meta's FFN rule: hidden = 2/3 * 4 * dim, times ffn_dim_multiplier if set, rounded up to a

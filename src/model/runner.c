@@ -23,6 +23,11 @@ void ct_llama_acts_free(ct_llama_acts *a) { ct_stage_free(&a->stage); }
 
 double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale) {
+    return ct_llama_step_docs(a, w, grads, inputs, targets, NULL, NULL, grad_scale);
+}
+
+double ct_llama_step_docs(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+                          const int32_t *targets, const int32_t *docs, const int32_t *rope_pos, float grad_scale) {
     ct_stage *s = &a->stage;
     ct_act_slot *slot = &s->slots[0];
     s->w = w;
@@ -30,6 +35,8 @@ double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *gr
     slot->mb = 0;
     slot->inputs = inputs;
     slot->targets = targets;
+    slot->docs = docs;
+    slot->rope_pos = rope_pos;
     ct_stage_forward(s, slot, grads != NULL, grad_scale);
     if (grads) ct_stage_backward(s, slot);
     slot->mb = -1;

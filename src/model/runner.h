@@ -25,4 +25,8 @@ void ct_llama_acts_free(ct_llama_acts *a);
 // of the mean loss.
 double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale);
+// The same with documents: docs (B, T) each token's document (attention kept inside it; NULL:
+// causal), rope_pos (B, T) each token's RoPE position (NULL: 0..T-1), on the backend's device.
+double ct_llama_step_docs(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+                          const int32_t *targets, const int32_t *docs, const int32_t *rope_pos, float grad_scale);
 #endif

@@ -267,6 +267,7 @@ static ct_block_ctx block_ctx(ct_stage *s, const ct_act_slot *a) {
     ct_block_ctx c = {
         .k = s->k, .ops = &s->ops, .lin = &s->lin, .fused = s->fused, .fuse_scratch = s->fuse_scratch, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
         .qkv_dim = s->qkv_dim, .pos = s->pos, .docs = a->docs, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
+        .rope_pos = a->rope_pos,
         .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
         .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13, .w_norm = s->w_norm, .w_qkv = s->w_qkv,
         .w_att = s->w_att, .w_h13 = s->w_h13, .w_h = s->w_h,

@@ -48,6 +48,7 @@ typedef struct {
     const int32_t *inputs;       // (B, T) tokens (first stage)
     const int32_t *targets;      // (B, T) targets, -1 ignored (last stage)
     const int32_t *docs;         // (B, T) document ids (every stage; NULL: causal attention)
+    const int32_t *rope_pos;     // (B, T) RoPE positions restarting at each document (NULL: the stage's pos)
     ct_block_acts *blocks;       // (n_layers) blocks[0].x is the stage's input (N_l, C)
     float *out;                  // (N_l, C) the last block's output: the stage's output
     float *norm_f;               // (N, C) head: final norm, gathered

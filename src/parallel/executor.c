@@ -154,6 +154,7 @@ static ct_act_slot *slot_for(ct_executor *e, int stage, int mb, const ct_microba
         a->inputs = mbs[mb].inputs;
         a->targets = mbs[mb].targets;
         a->docs = mbs[mb].docs;
+        a->rope_pos = mbs[mb].rope_pos;
         a->loss = 0;
         *held = i;
         return a;

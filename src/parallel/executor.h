@@ -24,6 +24,7 @@ typedef struct {
     const int32_t *inputs;   // (B, T) tokens
     const int32_t *targets;  // (B, T) next tokens, -1 ignored
     const int32_t *docs;     // (B, T) document ids (model.attn_mask_type block_causal), or NULL
+    const int32_t *rope_pos; // (B, T) RoPE positions from 0 at each document (model.rope_positions document), or NULL
 } ct_microbatch;
 
 // Step-level gradient reduction, run by REDUCE_GRADS in the order added (e.g. the replicas'

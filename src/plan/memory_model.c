@@ -24,8 +24,10 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     long tokens = ct_layout_step_tokens(c);
     const ct_kernels *k = ct_kernels_get(c->train_device);
     bool on_host = !k || ct_device_host_visible(k->device);
-    // Inputs and targets, and under block_causal the tokens' document ids beside them.
-    size_t streams = 2 + (strcmp(c->attn_mask_type, "block_causal") ? 0 : 1);
+    // Inputs and targets, and under block_causal the tokens' document ids beside them (and their
+    // positions in their documents with model.rope_positions document).
+    bool block_causal = !strcmp(c->attn_mask_type, "block_causal");
+    size_t streams = 2 + (block_causal ? 1 : 0) + (block_causal && !strcmp(c->rope_positions, "document") ? 1 : 0);
     if (on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)tokens * sizeof(int32_t));
     if (cp > 1 || !on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)(tokens / cp) * sizeof(int32_t));
     if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)(c->seq_len / cp) * sizeof(int32_t));

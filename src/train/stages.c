@@ -37,6 +37,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     t->mbs = ct_xcalloc((size_t)t->n_mb, sizeof(ct_microbatch));
     for (int i = 0; i < t->n_mb; i++)
         t->mbs[i] = (ct_microbatch){t->inputs + i * mb_tokens, t->targets + i * mb_tokens,
-                                    t->docs ? t->docs + i * mb_tokens : NULL};
+                                    t->docs ? t->docs + i * mb_tokens : NULL,
+                                    t->rope_pos ? t->rope_pos + i * mb_tokens : NULL};
     return CT_OK;
 }

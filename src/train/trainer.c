@@ -18,6 +18,7 @@
 #include "core/file_check.h"
 #include "core/failpoint.h"
 #include "core/trace.h"
+#include "data/documents.h"
 #include "data/tokenizer.h"
 #include "core/version.h"
 #include "checkpoint/model_file.h"
@@ -259,6 +260,12 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
         t->seq_docs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
         t->host_docs = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_docs;
         t->docs = on_host ? t->host_docs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
+        if (!strcmp(cfg->rope_positions, "document")) {  // RoPE positions from 0 at each document
+            t->seq_rope_pos = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
+            t->host_rope_pos = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_rope_pos;
+            t->rope_pos = on_host ? t->host_rope_pos
+                                  : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
+        }
     }
     if (cp > 1) {
         int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
@@ -365,6 +372,9 @@ void ct_trainer_free(ct_trainer *t) {
         ct_mem_free(t->host_inputs);
         ct_mem_free(t->host_targets);
     }
+    if (t->rope_pos != t->host_rope_pos) ct_mem_free(t->rope_pos);
+    if (t->host_rope_pos != t->seq_rope_pos) ct_mem_free(t->host_rope_pos);
+    ct_mem_free(t->seq_rope_pos);
     if (t->docs != t->host_docs) ct_mem_free(t->docs);
     if (t->host_docs != t->seq_docs) ct_mem_free(t->host_docs);
     ct_mem_free(t->seq_docs);
@@ -406,30 +416,25 @@ static void share_loss(ct_trainer *t, double *loss_sum) {
 // without context parallel) and returns the valid targets of the whole step over every rank
 // that holds different tokens (data parallel x cp). A target is valid unless negative: token
 // id 0 is a token like any other.
-// Document ids of every sequence read (block_causal): a token belongs to the document that began
-// after the last EOS before it (the EOS itself ends its document); ids count from 0 per sequence.
-static void find_documents(ct_trainer *t, long seqs, long T) {
-    const int32_t eos = t->data_tok.eos;
-    for (long b = 0; b < seqs; b++) {
-        const int32_t *in = t->seq_inputs + b * T;
-        int32_t *d = t->seq_docs + b * T, id = 0;
-        for (long j = 0; j < T; j++) {
-            d[j] = id;
-            id += in[j] == eos;
-        }
-    }
-}
-
 static long select_and_count(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     long T = c->seq_len, Tl = t->seq_local, seqs = (long)c->gradient_accumulation_steps * c->micro_batch_size;
     if (t->docs) {
-        find_documents(t, seqs, T);
+        ct_documents_find(t->seq_inputs, seqs, T, t->data_tok.eos, t->seq_docs);
         if (t->host_docs != t->seq_docs)
             for (long b = 0; b < seqs; b++)
                 for (long j = 0; j < Tl; j++) t->host_docs[b * Tl + j] = t->seq_docs[b * T + t->host_cp_pos[j]];
         if (t->docs != t->host_docs)
             t->k->copy_from_host(t->docs, t->host_docs, (size_t)(seqs * Tl) * sizeof(int32_t));
+    }
+    if (t->rope_pos) {
+        ct_documents_positions(t->seq_docs, seqs, T, t->seq_rope_pos);
+        if (t->host_rope_pos != t->seq_rope_pos)
+            for (long b = 0; b < seqs; b++)
+                for (long j = 0; j < Tl; j++)
+                    t->host_rope_pos[b * Tl + j] = t->seq_rope_pos[b * T + t->host_cp_pos[j]];
+        if (t->rope_pos != t->host_rope_pos)
+            t->k->copy_from_host(t->rope_pos, t->host_rope_pos, (size_t)(seqs * Tl) * sizeof(int32_t));
     }
     if (t->host_inputs != t->seq_inputs)
         for (long b = 0; b < seqs; b++)  // (seqs, T) -> (seqs, T / cp) by this rank's positions

@@ -71,6 +71,11 @@ typedef struct ct_trainer {
     int32_t *seq_docs;       // (accum, B, T)
     int32_t *host_docs;      // (accum, B, T / cp) (= seq_docs without cp)
     int32_t *docs;           // (accum, B, T / cp) on the run's device (= host_docs on the cpu)
+    // model.rope_positions document (with block_causal): each token's position in its document,
+    // from the whole sequence's documents before cp picks this rank's part; NULL: sequence positions
+    int32_t *seq_rope_pos;   // (accum, B, T)
+    int32_t *host_rope_pos;  // (accum, B, T / cp) (= seq_rope_pos without cp)
+    int32_t *rope_pos;       // (accum, B, T / cp) on the run's device (= host_rope_pos on the cpu)
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;

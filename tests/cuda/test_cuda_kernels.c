@@ -233,12 +233,21 @@ static void rope_vs_cpu(void) {
     int32_t *dpos = up(pos, sizeof pos);
     long n = B * T * ld;
     float *x = host_rand(n, 1), *dx = upf(x, n);
-    cpu->rope_forward(x, cs, sn, pos, B, T, H, HS, ld);
-    gpu->rope_forward(dx, dcs, dsn, dpos, B, T, H, HS, ld);
+    cpu->rope_forward(x, cs, sn, pos, 0, B, T, H, HS, ld);
+    gpu->rope_forward(dx, dcs, dsn, dpos, 0, B, T, H, HS, ld);
     cmp("rope_forward", dx, x, n, 1e-6, 1e-7);
-    cpu->rope_backward(x, cs, sn, NULL, B, T, H, HS, ld);
-    gpu->rope_backward(dx, dcs, dsn, NULL, B, T, H, HS, ld);
+    cpu->rope_backward(x, cs, sn, NULL, 0, B, T, H, HS, ld);
+    gpu->rope_backward(dx, dcs, dsn, NULL, 0, B, T, H, HS, ld);
     cmp("rope_backward", dx, x, n, 1e-6, 1e-7);
+    // (B, T) positions, a row per sequence restarting at its documents
+    int32_t rows[2 * 11] = {0, 1, 2, 3, 0, 1, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2};
+    int32_t *drows = up(rows, sizeof rows);
+    cpu->rope_forward(x, cs, sn, rows, T, B, T, H, HS, ld);
+    gpu->rope_forward(dx, dcs, dsn, drows, T, B, T, H, HS, ld);
+    cmp("rope_forward per-sequence positions", dx, x, n, 1e-6, 1e-7);
+    cpu->rope_backward(x, cs, sn, rows, T, B, T, H, HS, ld);
+    gpu->rope_backward(dx, dcs, dsn, drows, T, B, T, H, HS, ld);
+    cmp("rope_backward per-sequence positions", dx, x, n, 1e-6, 1e-7);
 }
 
 // Grouped-query attention with explicit positions (a context-parallel chunk of queries against
@@ -335,11 +344,11 @@ static void fused_chains_vs_cpu(void) {
     float *cs = malloc(maxT * HS / 2 * 4), *sn = malloc(maxT * HS / 2 * 4);
     cpu->rope_tables(cs, sn, maxT, HS, 10000.0, 0, 1, 4, 8192);
     float *g_cs = upf(cs, maxT * HS / 2), *g_sn = upf(sn, maxT * HS / 2);
-    cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, B, T, NH, NKV, HS, NULL);
-    gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, B, T, NH, NKV, HS, NULL);
+    cpu->linear_rope_forward(out, x, W, N, C, QKV, cs, sn, NULL, 0, B, T, NH, NKV, HS, NULL);
+    gpu->linear_rope_forward(g_out, g_x, g_W, N, C, QKV, g_cs, g_sn, NULL, 0, B, T, NH, NKV, HS, NULL);
     cmp("linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
-    cpu->rmsnorm_linear_rope_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, cs, sn, NULL, B, T, NH, NKV, HS, scr);
-    gpu->rmsnorm_linear_rope_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_cs, g_sn, NULL, B, T, NH,
+    cpu->rmsnorm_linear_rope_forward(out, NULL, rs, x, w, W, N, C, QKV, 1e-5f, cs, sn, NULL, 0, B, T, NH, NKV, HS, scr);
+    gpu->rmsnorm_linear_rope_forward(g_out, NULL, g_rs, g_x, g_w, g_W, N, C, QKV, 1e-5f, g_cs, g_sn, NULL, 0, B, T, NH,
                                      NKV, HS, g_scr);
     cmp("rmsnorm_linear_rope", g_out, out, N * QKV, 1e-4, 1e-5);
 }

@@ -83,14 +83,15 @@ typedef struct {
     float *qkv;
     long ld, T, NH, NKV, HS;
     const float *cos_tab, *sin_tab;
-    const int32_t *pos;
+    const int32_t *pos;  // row b of T positions at pos + b * pos_ld (NULL: 0..T-1)
+    long pos_ld;
 } rope_rows_ctx;
 
 // Rows [r0, r0 + m) rotated: rope.c's row (rope_row.h) with dir = +1.
 static void rope_rows(const rope_rows_ctx *c, long r0, long m) {
     long half = c->HS / 2;
     for (long n = r0; n < r0 + m; n++) {
-        long t = n % c->T, p = c->pos ? (long)c->pos[t] : t;
+        long t = n % c->T, p = c->pos ? (long)c->pos[n / c->T * c->pos_ld + t] : t;
         const float *cs = c->cos_tab + p * half, *sn = c->sin_tab + p * half;  // (HS/2)
         ct_rope_row(c->qkv + n * c->ld, c->NH + c->NKV, c->HS, cs, sn, 1.0f);   // (NH + NKV, HS) rotated
     }
@@ -163,12 +164,12 @@ void ct_rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, const f
 
 void ct_rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
                                     const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                    long NH, long NKV, long HS, float *scratch) {
+                                    const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                                    long B, long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T || (NH + 2 * NKV) * HS > QKV)
         ct_fatal("ct_rmsnorm_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld",
                  N, B, T, NH, NKV, HS, QKV);
-    rope_rows_ctx r = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos};
+    rope_rows_ctx r = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos, pos_ld};
     rmsnorm_linear_chain(qkv, norm_out, rstd, x, norm_weight, W, N, C, QKV, eps, scratch, &r);
 }
 
@@ -225,14 +226,14 @@ void ct_linear_swiglu_forward(float *h13, float *h, const float *inp, const floa
 long ct_linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
 
 void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long NH,
-                            long NKV, long HS, float *scratch) {
+                            const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                            long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T || (NH + 2 * NKV) * HS > QKV)
         ct_fatal("ct_linear_rope_forward", "N=%ld is not B*T=%ld*%ld, or (NH %ld + 2 NKV %ld) * HS %ld > QKV %ld", N,
                  B, T, NH, NKV, HS, QKV);
     if (N <= 0) return;
     // one product; each row block's q and k heads rotated right after its rows are final
-    rope_rows_ctx c = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos};
+    rope_rows_ctx c = {qkv, QKV, T, NH, NKV, HS, cos_tab, sin_tab, pos, pos_ld};
     ct_gemm_row_hooks h = {.after = rope_rows_after, .ctx = &c};
     ct_gemm_with_row_hooks(1, N, QKV, C, 1.0f, inp, C, W, C, 0.0f, qkv, QKV, &h);
 }

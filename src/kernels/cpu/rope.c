@@ -34,24 +34,24 @@ void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double 
 }
 
 // dir = +1 rotates by +angle (forward), -1 by -angle (the inverse = transpose, for backward).
-static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                       long H, long HS, long ld, float dir) {
+static void rope_apply(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                       long T, long H, long HS, long ld, float dir) {
     long half = HS / 2;
 #pragma omp parallel for collapse(2) schedule(static)
     for (long b = 0; b < B; b++)
         for (long t = 0; t < T; t++) {
-            long p = pos ? (long)pos[t] : t;
+            long p = pos ? (long)pos[b * pos_ld + t] : t;
             const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
             ct_rope_row(x + (b * T + t) * ld, H, HS, cs, sn, dir);            // (H, HS)
         }
 }
 
-void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                     long H, long HS, long ld) {
-    rope_apply(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, 1.0f);
+void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                     long T, long H, long HS, long ld) {
+    rope_apply(x, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, 1.0f);
 }
 
-void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                      long H, long HS, long ld) {
-    rope_apply(dx, cos_tab, sin_tab, pos, B, T, H, HS, ld, -1.0f);
+void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                      long T, long H, long HS, long ld) {
+    rope_apply(dx, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, -1.0f);
 }

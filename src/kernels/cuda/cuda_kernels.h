@@ -43,8 +43,8 @@ void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const fl
 void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                               const float *weight, const float *rstd, long N, long C);
 // dir +1: forward rotation, -1: the inverse (backward).
-void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T, long H,
-                  long HS, long ld, float dir);
+void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                  long T, long H, long HS, long ld, float dir);
 void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F);
 void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
 

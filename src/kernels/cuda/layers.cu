@@ -98,12 +98,12 @@ extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const floa
 }
 
 // ---- RoPE: a thread per (token, head, pair)
-__global__ static void rope_k(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
-                              long T, long H, long HS, long ld, float dir) {
+__global__ static void rope_k(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                              long B, long T, long H, long HS, long ld, float dir) {
     long half = HS / 2, total = B * T * H * half;
     for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
-        long i = e % half, h = (e / half) % H, bt = e / (half * H), t = bt % T;
-        long p = pos ? (long)pos[t] : t;
+        long i = e % half, h = (e / half) % H, bt = e / (half * H), t = bt % T, b = bt / T;
+        long p = pos ? (long)pos[b * pos_ld + t] : t;
         float *xh = x + bt * ld + h * HS;
         float x0 = xh[2 * i], x1 = xh[2 * i + 1];
         float c = cos_tab[p * half + i], s = dir * sin_tab[p * half + i];
@@ -112,11 +112,11 @@ __global__ static void rope_k(float *x, const float *cos_tab, const float *sin_t
     }
 }
 
-extern "C" void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B,
-                             long T, long H, long HS, long ld, float dir) {
+extern "C" void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                             long B, long T, long H, long HS, long ld, float dir) {
     long total = B * T * H * (HS / 2);
     if (total <= 0) return;
-    rope_k<<<ct_cuda_blocks(total, 256), 256>>>(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, dir);
+    rope_k<<<ct_cuda_blocks(total, 256), 256>>>(x, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, dir);
     ct_cuda_launched(dir > 0 ? "rope_forward" : "rope_backward");
 }
 

@@ -26,13 +26,13 @@ static void rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, dou
     free(hs);
 }
 
-static void rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                         long H, long HS, long ld) {
-    ct_cuda_rope(x, cos_tab, sin_tab, pos, B, T, H, HS, ld, 1.0f);
+static void rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                         long B, long T, long H, long HS, long ld) {
+    ct_cuda_rope(x, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, 1.0f);
 }
-static void rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                          long H, long HS, long ld) {
-    ct_cuda_rope(dx, cos_tab, sin_tab, pos, B, T, H, HS, ld, -1.0f);
+static void rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                          long B, long T, long H, long HS, long ld) {
+    ct_cuda_rope(dx, cos_tab, sin_tab, pos, pos_ld, B, T, H, HS, ld, -1.0f);
 }
 
 // The GPU kernels keep their state in registers: no scratch (one float so callers never
@@ -157,21 +157,21 @@ static void rmsnorm_linear_forward(float *out, float *norm_out, float *rstd, con
 
 static long linear_rope_scratch_floats(long N, long C, long QKV) { return 0; }
 static void linear_rope_forward(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
-                                const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                long NH, long NKV, long HS, float *scratch) {
+                                const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                                long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T) ct_fatal("cuda", "linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
     ct_cuda_linear_forward(qkv, inp, W, N, C, QKV);
-    ct_cuda_rope(qkv, cos_tab, sin_tab, pos, B, T, NH, HS, QKV, 1.0f);
-    ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, B, T, NKV, HS, QKV, 1.0f);
+    ct_cuda_rope(qkv, cos_tab, sin_tab, pos, pos_ld, B, T, NH, HS, QKV, 1.0f);
+    ct_cuda_rope(qkv + NH * HS, cos_tab, sin_tab, pos, pos_ld, B, T, NKV, HS, QKV, 1.0f);
 }
 
 static void rmsnorm_linear_rope_forward(float *qkv, float *norm_out, float *rstd, const float *x,
                                         const float *norm_weight, const float *W, long N, long C, long QKV, float eps,
-                                        const float *cos_tab, const float *sin_tab, const int32_t *pos, long B, long T,
-                                        long NH, long NKV, long HS, float *scratch) {
+                                        const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
+                                        long B, long T, long NH, long NKV, long HS, float *scratch) {
     if (N != B * T) ct_fatal("cuda", "rmsnorm_linear_rope_forward: N %ld is not B %ld x T %ld", N, B, T);
     const float *norm = norm_into(norm_out, scratch, rstd, x, norm_weight, N, C, eps, "rmsnorm_linear_rope_forward");
-    linear_rope_forward(qkv, norm, W, N, C, QKV, cos_tab, sin_tab, pos, B, T, NH, NKV, HS, NULL);
+    linear_rope_forward(qkv, norm, W, N, C, QKV, cos_tab, sin_tab, pos, pos_ld, B, T, NH, NKV, HS, NULL);
 }
 
 static long linear_swiglu_scratch_floats(long N, long C, long F) { return N * 2 * F; }

@@ -280,7 +280,8 @@ static void recompute_k(const ct_block_ctx *c, int layer, ct_block_acts *s, cons
     if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv, QKV);
     else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv + Q * C, KV);
     int span = op_span("rope.forward", layer);
-    c->k->rope_forward(out + col, c->rope_cos, c->rope_sin, c->pos, c->B, c->T, m->n_kv_heads, HS, ld);
+    c->k->rope_forward(out + col, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, m->n_kv_heads, HS,
+                       ld);
     ct_trace_end(span);
     copy_cols(c, s->qkv, QKV, 0, s->qv, Q + KV, 0, Q);
     put_cols(c, s->qkv, QKV, Q, out, ld, col, KV, c->w_qkv);

@@ -63,7 +63,7 @@ static inline void rig_init(rig *r, int n_layers, int vocab, int ignore_every) {
         r->valid += r->tg[i] >= 0;
     }
     for (int mb = 0; mb < RIG_MB; mb++)
-        r->mbs[mb] = (ct_microbatch){r->in + mb * RIG_B * RIG_T, r->tg + mb * RIG_B * RIG_T, NULL};
+        r->mbs[mb] = (ct_microbatch){.inputs = r->in + mb * RIG_B * RIG_T, .targets = r->tg + mb * RIG_B * RIG_T};
 }
 
 static inline void rig_free(rig *r) {

@@ -43,6 +43,7 @@ while IFS= read -r m; do
   echo
   if [ "$ret" = "void" ]; then
     echo "static void sim_$name($params) {"
+    [ "$name" = copy_to_host ] && echo "    ct_sim_count_host_read();  // tests count the device's reads"
     echo "    ct_sim_open();"
     echo "    cpu()->$name($args);"
     echo "    ct_sim_close();"

@@ -70,6 +70,11 @@ void ct_cuda_xent_rows_exp_sum(float *z, float *sum, float *zt, const float *mx,
                                long V, long vocab_start);
 void ct_cuda_xent_rows_dlogits(float *z, const float *sum, const int32_t *targets, long R, long V,
                                long vocab_start, float grad_scale);
+// *acc (one device double) += x[0] + ... + x[n-1], one thread, as a running total in index order.
+void ct_cuda_f64_add_in_order(double *acc, const double *x, long n);
+// loss_sum (one device double) += ct_xent_rows_loss of the rows, computed on the device.
+void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                            const int32_t *targets, long R);
 // *first_bad (device int, the caller sets it to N first) = the lowest row whose target is outside [-1, V).
 void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V);
 

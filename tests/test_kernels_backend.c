@@ -125,8 +125,9 @@ static void test_table_calls_are_the_kernels(void) {
     for (long i = 0; i < P; i++) v1[i] = v1[i] * v1[i];
     float *p2 = malloc(sizeof(float) * P), *m2 = malloc(sizeof(float) * P), *v2 = malloc(sizeof(float) * P);
     memcpy(p2, p1, sizeof(float) * P), memcpy(m2, m1, sizeof(float) * P), memcpy(v2, v1, sizeof(float) * P);
-    ct_adamw_update(p1, g, m1, v1, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.5f);
-    k->adamw_update(p2, g, m2, v2, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.5f);
+    const float half = 0.5f;
+    ct_adamw_update(p1, g, m1, v1, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, &half);
+    k->adamw_update(p2, g, m2, v2, P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, &half);
     CHECK(same(p1, p2, P) && same(m1, m2, P) && same(v1, v2, P), "adamw_update");
     double ss = -2.0;  // added to
     k->sum_squares(&ss, g, P);

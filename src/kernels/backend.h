@@ -128,8 +128,12 @@ typedef struct ct_kernels {
                                long V, long mine, float grad_scale, int dlogits);
 
     // ---- optimizer and reductions
+    // grad_scale: one float on this device, the clip factor (0: a skipped step, nothing written)
     void (*adamw_update)(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, long step, float grad_scale);
+                         float beta2, float eps, float weight_decay, long step, const float *grad_scale);
+    // scale (one float) = the step's clip factor from scalars (loss sum, sum of squares), computed
+    // on this device (ct_clip_factor's contract)
+    void (*clip_factor)(float *scale, const double *scalars, double max_norm);
     // sum (one double on this device) += sum of x[i]^2 in double
     void (*sum_squares)(double *sum, const float *x, long n);
     void (*add_inplace)(float *y, const float *x, long n);

@@ -557,23 +557,25 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord, sum_sq);
     ct_comm_all_reduce(&t->world, sum_sq, sum_sq, 1, CT_F64, CT_COMM_SUM);
     ct_trace_end(span);
-    // The step's one read from the device: whether to update at all (a non-finite step does
-    // not, and may stop the run) is decided on the host, every step.
+    // Every rank holds the same loss and norm (both reduced over the world), so all decide alike.
+    // A non-finite step never updates the parameters: clipping cannot catch a NaN norm
+    // (norm > max_norm is false), and one NaN update spreads to every weight. The clip factor is
+    // worked out on the device, 0 for such a step, and the optimizer reads it there.
+    float *clip = (float *)(t->scalars + 2);
+    t->k->clip_factor(clip, t->scalars, c->max_norm);
+    double lr = ct_lr_at(&t->schedule, t->step + 1);
+    int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
+    ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
+    ct_trace_end(opt_span);
+    // The step's one read from the device, after its update: the metrics, and on the host
+    // whether the step counted (a skipped one may stop the run).
     double host[CT_LAYOUT_STEP_SCALARS];
     t->k->copy_to_host(host, t->scalars, sizeof host);
     double norm = sqrt(host[1]), loss_total = host[0];
     double loss = valid ? loss_total / (double)valid : 0.0;
-    // Every rank holds the same loss and norm (both reduced over the world), so all decide alike.
-    // A non-finite step never updates the parameters: clipping cannot catch a NaN norm
-    // (norm > max_norm is false), and one NaN update spreads to every weight.
-    t->nonfinite = !isfinite(loss) || !isfinite(norm);
-    double lr = ct_lr_at(&t->schedule, t->step + 1);
-    if (!t->nonfinite) {
-        double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
-        int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
-        ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
-        ct_trace_end(opt_span);
-    } else {
+    t->nonfinite = !isfinite(loss_total) || !isfinite(norm);  // as clip_factor decided
+    if (t->nonfinite) {
+        ct_adamw_unstep(&t->adam);
         t->skipped_steps++;
     }
     t->step++;

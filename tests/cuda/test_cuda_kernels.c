@@ -123,8 +123,11 @@ static void adamw_vs_cpu(void) {
     for (long i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *dp = upf(p, n), *dg = upf(g, n), *dm = upf(m, n), *dv = upf(v, n);
     for (long step = 1; step <= 3; step++) {
-        cpu->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
-        gpu->adamw_update(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+        const float gs = 0.7f;
+        float *g_gs = up(&gs, sizeof gs);  // the clip factor lives on the device
+        cpu->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, &gs);
+        gpu->adamw_update(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, g_gs);
+        ct_mem_free(g_gs);
     }
     cmp("adamw param", dp, p, n, 1e-6, 0);
     cmp("adamw m", dm, m, n, 1e-6, 0);

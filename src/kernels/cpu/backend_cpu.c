@@ -64,6 +64,7 @@ static const ct_kernels ct_kernels_cpu = {
     .xent_rows_gathered = ct_xent_rows_gathered,
 
     .adamw_update = ct_adamw_update,
+    .clip_factor = ct_clip_factor,
     .sum_squares = sum_squares_into,
     .add_inplace = ct_add_inplace,
     .scale_inplace = ct_scale_inplace,

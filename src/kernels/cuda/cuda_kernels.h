@@ -25,7 +25,9 @@ void ct_cuda_scale(float *y, float a, long n);                           // y *=
 // AdamW with the bias corrections bc1 = 1 - beta1^step, bc2 = 1 - beta2^step computed by the
 // caller (in double, rounded to float, as the cpu does).
 void ct_cuda_adamw(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
-                   float eps, float weight_decay, float bc1, float bc2, float grad_scale);
+                   float eps, float weight_decay, float bc1, float bc2, const float *grad_scale);
+// *scale = ct_clip_factor of scalars (device), computed on the device.
+void ct_cuda_clip_factor(float *scale, const double *scalars, double max_norm);
 // parts (CT_CUDA_SUMSQ_PARTS doubles, device): part p = sum of x^2 over the p-th slice, in double.
 enum { CT_CUDA_SUMSQ_PARTS = 256 };
 void ct_cuda_sumsq_parts(double *parts, const float *x, long n);

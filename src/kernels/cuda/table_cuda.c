@@ -111,7 +111,7 @@ static void xent_fused(double *loss_sum, float *dx, float *dW, const float *x, c
 
 // ---- optimizer and reductions
 static void adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, long step, float grad_scale) {
+                         float beta2, float eps, float weight_decay, long step, const float *grad_scale) {
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));  // as the cpu: in double, then float
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     ct_cuda_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);
@@ -223,6 +223,7 @@ const ct_kernels ct_kernels_cuda = {
     .xent_rows_gathered = ct_cuda_xent_rows_gathered,
 
     .adamw_update = adamw_update,
+    .clip_factor = ct_cuda_clip_factor,
     .sum_squares = sum_squares,
     .add_inplace = ct_cuda_add,
     .scale_inplace = ct_cuda_scale,

@@ -2,7 +2,8 @@
 # Writes the test device's kernel table (kernels/sim/device_sim.h) from the ct_kernels struct of
 # src/kernels/backend.h: one wrapper per member,
 #   static RET sim_NAME(PARAMS) { ct_sim_open(); RET r = cpu()->NAME(ARGS); ct_sim_close(); return r; }
-# and `const ct_kernels ct_kernels_sim = { .NAME = sim_NAME, ... }`. Generated, so that a member
+# and `const ct_kernels ct_kernels_sim = { .NAME = sim_NAME, ... }`; copy_to_host also counts
+# itself (ct_sim_count_host_read), so tests can hold code to its reads of the device. Generated, so that a member
 # added to the table is wrapped without anyone remembering to; a member this script cannot read
 # (a parameter without a name, a function-pointer parameter) stops the build with its text.
 #
@@ -43,6 +44,7 @@ while IFS= read -r m; do
   echo
   if [ "$ret" = "void" ]; then
     echo "static void sim_$name($params) {"
+    [ "$name" = copy_to_host ] && echo "    ct_sim_count_host_read();  // tests count the device's reads"
     echo "    ct_sim_open();"
     echo "    cpu()->$name($args);"
     echo "    ct_sim_close();"

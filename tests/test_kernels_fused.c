@@ -433,7 +433,7 @@ static void test_adamw_fused_step(void) {
         float gs = step == 2 ? 1.0f : 0.37f;  // a clipped step and an unclipped one
         for (long i = 0; i < n; i++) g[i] = g0[i] = frand(2);
         omp_set_num_threads(threads[step % NTHREADS]);
-        k->adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step, gs);
+        k->adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step, &gs);
         CHECK(same(g, g0, n), "grad written (step %ld)", step);
         // per-element float reference with the same operations: the same bits
         float bc1 = (float)(1.0 - pow((double)b1, (double)step)), bc2 = (float)(1.0 - pow((double)b2, (double)step));

@@ -103,8 +103,12 @@ static void split_case(long R, long P, long V, float scale) {
         }
         free(before);
     }
-    double loss = k->xent_rows_loss(mx, sum, zt, w.tg, R);
+    double loss = 0, twice;
+    k->xent_rows_loss(&loss, mx, sum, zt, w.tg, R);
     CHECK(fabs(loss - w.loss) <= 1e-5 * (fabs(w.loss) + 1), "R%ld P%ld V%ld loss %.9g vs %.9g", R, P, V, loss, w.loss);
+    twice = loss;  // the loss is added to the sum given: twice is exactly 2 loss
+    k->xent_rows_loss(&twice, mx, sum, zt, w.tg, R);
+    CHECK(twice == 2 * loss, "R%ld P%ld V%ld: a second call gave %.17g, not 2 x %.17g", R, P, V, twice, loss);
     double derr = 0;
     for (long p = 0; p < P; p++) {
         k->xent_rows_dlogits(zs[p], sum, w.tg, R, V, p * V, gs);
@@ -140,7 +144,8 @@ static void gathered_case(long R, long P, long V, float scale) {
         float *G = falloc(n);
         memcpy(G, G0, sizeof(float) * n);
         k->xent_rows_gathered(G, mx, sum, zt, w.tg, P, R, V, mine, gs, 1);
-        double loss = k->xent_rows_loss(mx, sum, zt, w.tg, R), derr = 0;
+        double loss = 0, derr = 0;
+        k->xent_rows_loss(&loss, mx, sum, zt, w.tg, R);
         CHECK(fabs(loss - w.loss) <= 1e-5 * (fabs(w.loss) + 1), "gather loss %.9g vs %.9g", loss, w.loss);
         for (long r = 0; r < R; r++) {
             long t = w.tg[r];

@@ -106,8 +106,9 @@ static void one_case_in(ct_group *tp, long N, long C, long V, long chunk, float 
     float *scratch = malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(kern, chunk, Vl, C, bf16, P, gather));
     for (long i = 0; i < N * C; i++) dx[i] = NAN;  // dx is overwritten
     memcpy(dWl, p.dW0 + vs * C, sizeof(float) * Vl * C);
-    double loss = ct_xent_vocab_parallel(kern, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg, N,
-                                         C, Vl, vs, gs, chunk, bf16, scratch, tp, gather);
+    double loss = 0;  // the sum is added to it (kern is the cpu: its device memory is the host's)
+    ct_xent_vocab_parallel(kern, &loss, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg, N, C, Vl,
+                           vs, gs, chunk, bf16, scratch, tp, gather);
 
     CHECK(isfinite(loss), "loss %g", loss);
     CHECK_CLOSE(loss, loss_ref, 1e-5, 0);
@@ -184,9 +185,10 @@ static void test_bytes_moved(void) {
     float *scratch =
         malloc(sizeof(float) * ct_xent_vocab_parallel_scratch_floats(kern, chunk, Vl, C, false, tp.size, true));
     const float *Wl = p.W + tp.rank * Vl * C;
+    double loss = 0;
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
+    ct_xent_vocab_parallel(kern, &loss, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
                            false);
     double lp = ct_comm_stats_total_bytes(&tp);
     CHECK(lp < (double)N * Vl * 4, "loss parallel moved %g bytes, logits are %ld", lp, N * Vl * 4);
@@ -196,7 +198,7 @@ static void test_bytes_moved(void) {
     CHECK(tp.stats[CT_COMM_ALL_GATHER].calls == 0, "loss parallel must not gather");
 
     ct_comm_stats_reset(&tp);
-    ct_xent_vocab_parallel(kern, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
+    ct_xent_vocab_parallel(kern, &loss, dx, dWl, p.x, Wl, p.tg, N, C, Vl, tp.rank * Vl, 1.0f, chunk, false, scratch, &tp,
                            true);
     double ga = ct_comm_stats_total_bytes(&tp);
     CHECK(ga >= (P - 1) * N * Vl * 4, "gather moved %g bytes", ga);
@@ -240,7 +242,8 @@ static int refused(long N, long V_local, long vocab_start, long chunk, int32_t b
         g.rank = 1, g.size = 2;
         float x[8] = {0}, W[16] = {0}, dx[8], dW[16] = {0}, scratch[64];
         int32_t tg[2] = {0, bad_target};
-        ct_xent_vocab_parallel(kern, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk, false,
+        double loss = 0;
+        ct_xent_vocab_parallel(kern, &loss, dx, drop_dW ? NULL : dW, x, W, tg, N, 4, V_local, vocab_start, 1.0f, chunk, false,
                                scratch, &g, false);
         _exit(0);
     }

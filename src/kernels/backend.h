@@ -125,9 +125,11 @@ typedef struct ct_kernels {
                                     const float *weight, const int64_t *offsets, long E, long IC, long OC);
 
     // ---- output projection + cross-entropy (whole vocabulary on this rank)
+    // loss_sum: one double on this device that the SUM of the token losses is added to, so the
+    // loss stays on the device until the step reads it (once, with the step's other scalars).
     long (*xent_scratch_floats)(long chunk_rows, long V, long C, bool bf16);
-    double (*xent_fused)(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
-                         long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
+    void (*xent_fused)(double *loss_sum, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
+                       long N, long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
     // First row n whose target is outside [-1, V), or -1: so a caller can refuse bad targets
     // without reading device memory.
     long (*xent_bad_target)(const int32_t *targets, long N, long V);
@@ -141,16 +143,23 @@ typedef struct ct_kernels {
                               long V, long vocab_start);
     void (*xent_rows_dlogits)(float *z, const float *sum, const int32_t *targets, long R, long V, long vocab_start,
                               float grad_scale);
-    double (*xent_rows_loss)(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R);
+    // loss_sum (one double on this device) += the rows' token losses
+    void (*xent_rows_loss)(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                           const int32_t *targets, long R);
     // gather mode: G (P, R, V) whole rows; fixed-order sums (same bits on every rank); block
     // `mine` -> dlogits when dlogits != 0
     void (*xent_rows_gathered)(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
                                long V, long mine, float grad_scale, int dlogits);
 
     // ---- optimizer and reductions
+    // grad_scale: one float on this device, the clip factor (0: a skipped step, nothing written)
     void (*adamw_update)(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, long step, float grad_scale);
-    double (*sum_squares)(const float *x, long n);
+                         float beta2, float eps, float weight_decay, long step, const float *grad_scale);
+    // scale (one float) = the step's clip factor from scalars (loss sum, sum of squares), computed
+    // on this device (ct_clip_factor's contract)
+    void (*clip_factor)(float *scale, const double *scalars, double max_norm);
+    // sum (one double on this device) += sum of x[i]^2 in double
+    void (*sum_squares)(double *sum, const float *x, long n);
     void (*add_inplace)(float *y, const float *x, long n);
     void (*scale_inplace)(float *y, float a, long n);
 

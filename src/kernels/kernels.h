@@ -261,8 +261,15 @@ void ct_grouped_linear_backward(float *dinp, float *dweight, const float *dout, 
 // with g = grad * grad_scale (clipping factor), step >= 1 for the bias corrections.
 // Fused: one pass over the shard reads param, grad, m, v and writes param, m, v once each; the
 // clipping scale is applied to each gradient value as it is read (grad is left untouched).
+// grad_scale: one float in the kernel's memory (the clip factor computed there); 0 means the step
+// is skipped (a non-finite loss or norm, ct_clip_factor): nothing is written.
 void ct_adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
-                     float eps, float weight_decay, long step, float grad_scale);
+                     float eps, float weight_decay, long step, const float *grad_scale);
+// The step's clip factor from its scalars (loss sum, gradients' sum of squares; doubles), where
+// they are: norm = sqrt(sum of squares); *scale = 0 when the loss sum or the norm is not finite
+// (no update may happen), else max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm,
+// else 1 -- worked out in double, then rounded to float.
+void ct_clip_factor(float *scale, const double *scalars, double max_norm);
 // sum of squares, accumulated in double
 double ct_sum_squares(const float *x, long n);
 // y (n) += x (n)

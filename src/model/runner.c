@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/memory.h"
 
 void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
     const ct_kernels *k = ct_kernels_get("cpu");
@@ -17,9 +18,13 @@ void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama
     };
     ct_stage_init(&a->stage, &spec);
     ct_stage_plan_slots(&a->stage, 1, false);
+    a->loss_sum = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, sizeof(double));
 }
 
-void ct_llama_acts_free(ct_llama_acts *a) { ct_stage_free(&a->stage); }
+void ct_llama_acts_free(ct_llama_acts *a) {
+    ct_stage_free(&a->stage);
+    ct_mem_free(a->loss_sum);
+}
 
 double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale) {
@@ -37,8 +42,12 @@ double ct_llama_step_docs(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weight
     slot->targets = targets;
     slot->docs = docs;
     slot->rope_pos = rope_pos;
+    slot->loss_sum = a->loss_sum;
+    s->k->zero(a->loss_sum, sizeof(double));
     ct_stage_forward(s, slot, grads != NULL, grad_scale);
     if (grads) ct_stage_backward(s, slot);
     slot->mb = -1;
-    return slot->loss;
+    double loss;
+    s->k->copy_to_host(&loss, a->loss_sum, sizeof loss);
+    return loss;
 }

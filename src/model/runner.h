@@ -9,6 +9,7 @@
 
 typedef struct {
     ct_stage stage;
+    double *loss_sum;  // (1) on the stage's device: the step's loss before it is read back
 } ct_llama_acts;
 
 // Plans a stage of the whole model m for micro-batches (B, T) on backend k (its buffers on k's

@@ -347,13 +347,13 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     // vocabulary parallel: its reductions inside).
     if (!training) {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward");
-        a->loss = L->fn(L->ctx, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size, vocab_start(s),
-                        0.0f, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
+        L->fn(L->ctx, a->loss_sum, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
+              vocab_start(s), 0.0f, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
     } else {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward_backward");
-        a->loss = L->fn(L->ctx, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
-                        vocab_start(s), grad_scale, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
+        L->fn(L->ctx, a->loss_sum, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C,
+              m->vocab_size, vocab_start(s), grad_scale, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
         float *dn = norm_out(s, s->dnorm);
         reduce_rows(s, s->dnorm, dn);  // dx of the vocabulary-split projection is partial over tp

@@ -56,7 +56,7 @@ typedef struct {
     float *grad;                 // (N_l, C) running residual gradient: in, the output's; out, the input's
     ct_block_wgrad_inputs *wg;   // (n_layers) split backward only, else NULL
     float *dx_embed;             // (N, C) split backward on the embedding stage: its weight-gradient input
-    double loss;                 // head: sum of token losses of this micro-batch
+    double *loss_sum;            // (1) head: a double on the device the micro-batch's token losses are added to (the caller's)
 } ct_act_slot;
 
 typedef struct {
@@ -136,7 +136,7 @@ ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a);
 int ct_stage_groups(const ct_stage *s, int *groups);
 
 // Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
-// stage: a->loss = sum of token losses, and with training also the head's backward (gradients
+// stage: the sum of its token losses is added to *a->loss_sum (on the device), and with training also the head's backward (gradients
 // scaled by grad_scale = 1 / valid tokens of the whole step) leaving a->grad set.
 void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale);
 // a->grad holds the gradient of the stage's output (set by the head's forward, or received);

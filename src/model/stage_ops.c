@@ -27,12 +27,12 @@ static long attention_scratch(void *ctx, long Tq, long Tk, long HS) {
     return k->attention_scratch_floats(Tq, Tk, HS);
 }
 
-static double loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
-                   long C, long V_local, long vocab_start, float grad_scale, long chunk_rows, bool bf16,
-                   float *scratch) {
+static void loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+                 const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
+                 long chunk_rows, bool bf16, float *scratch) {
     const ct_kernels *k = ctx;
     (void)vocab_start;  // the whole vocabulary is here
-    return k->xent_fused(dx, dW, x, W, targets, N, C, V_local, grad_scale, chunk_rows, bf16, scratch);
+    k->xent_fused(loss_sum, dx, dW, x, W, targets, N, C, V_local, grad_scale, chunk_rows, bf16, scratch);
 }
 
 static long loss_scratch(void *ctx, long chunk_rows, long V_local, long C, bool bf16) {

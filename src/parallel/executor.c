@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/memory.h"
 #include "core/trace.h"
 
 void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank) {
@@ -27,6 +28,7 @@ void ct_executor_free(ct_executor *e) {
     free(e->t_start);
     free(e->t_end);
     free(e->early);
+    ct_mem_free(e->own_loss);
     memset(e, 0, sizeof *e);
 }
 
@@ -155,7 +157,7 @@ static ct_act_slot *slot_for(ct_executor *e, int stage, int mb, const ct_microba
         a->targets = mbs[mb].targets;
         a->docs = mbs[mb].docs;
         a->rope_pos = mbs[mb].rope_pos;
-        a->loss = 0;
+        a->loss_sum = e->loss_sum;
         *held = i;
         return a;
     }
@@ -305,11 +307,11 @@ static void reshard_all(ct_executor *e) {
     }
 }
 
-double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
-                       float grad_scale) {
+void ct_executor_run_into(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
+                          float grad_scale, double *loss_sum) {
     if (n_mb > e->max_mb) ct_fatal("executor", "%d micro-batches, but the plan was made for %d", n_mb, e->max_mb);
     last_uses(e, s, e->max_mb, e->last_use);
-    double loss = 0;
+    e->loss_sum = loss_sum;
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
         if (e->trace) {
@@ -325,8 +327,7 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
         case CT_ACT_FORWARD:
             post_next_receive(e, s, i, mbs);
             pull_input(e, a->stage, a->mb, slot);
-            ct_stage_forward(st, slot, training, grad_scale);
-            if (st->has_head) loss += slot->loss;
+            ct_stage_forward(st, slot, training, grad_scale);  // the head adds to *loss_sum
             break;
         case CT_ACT_BACKWARD:
             post_next_receive(e, s, i, mbs);
@@ -365,5 +366,19 @@ double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch
     }
     for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
     e->timeline_count = s->count < e->timeline_cap ? s->count : e->timeline_cap;
+    e->loss_sum = NULL;
+}
+
+double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
+                       float grad_scale) {
+    const ct_kernels *k = NULL;
+    for (int i = 0; i < e->n_stages && !k; i++)
+        if (e->stage[i]) k = e->stage[i]->k;
+    if (!k) ct_fatal("executor", "no stage of the model runs on this rank");
+    if (!e->own_loss) e->own_loss = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, sizeof(double));
+    k->zero(e->own_loss, sizeof(double));
+    ct_executor_run_into(e, s, mbs, n_mb, training, grad_scale, e->own_loss);
+    double loss;
+    k->copy_to_host(&loss, e->own_loss, sizeof loss);  // the run's one read of its loss
     return loss;
 }

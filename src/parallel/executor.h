@@ -56,6 +56,9 @@ typedef struct {
     double *t_start, *t_end;      // (timeline_cap)
     ct_comm_handle *early;        // (timeline_cap) receives posted ahead of their action
     int timeline_count, timeline_cap;
+
+    double *loss_sum;             // (1) on the device: where the running list's head stages add their losses
+    double *own_loss;             // (1) on the device: ct_executor_run's loss_sum
 } ct_executor;
 
 void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group *pp, const int *stage_rank);
@@ -66,12 +69,15 @@ void ct_executor_add_reducer(ct_executor *e, void (*fn)(void *ctx), void *ctx);
 // schedule i's micro-batch count and training[i] whether it runs backward.
 ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, const int *n_mb,
                            const bool *training, int n);
-// Runs one planned schedule over micro-batches mbs (n_mb of them). Returns the sum of token
-// losses computed by this rank's head stage (0 elsewhere). grad_scale: 1 / valid tokens of the
-// whole step.
+// Runs one planned schedule over micro-batches mbs (n_mb of them). grad_scale: 1 / valid
+// tokens of the whole step. ct_executor_run_into adds the sum of token losses computed by this
+// rank's head stage (nothing elsewhere) to *loss_sum, one double on the stages' device, and reads
+// nothing back; ct_executor_run returns that sum, read back once at the end of the run.
 // How long this rank waited on receives in the last run (the pipeline's idle time seen here),
 // and how long its compute actions took.
 double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule *s);
 double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
                        float grad_scale);
+void ct_executor_run_into(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
+                          float grad_scale, double *loss_sum);
 #endif

@@ -52,7 +52,7 @@ static void check_args(const ct_kernels *k, const float *dx, const float *dW_loc
 }
 
 // Loss parallel, one chunk of nr rows starting at r0: the logits never leave this rank.
-static double chunk_loss_parallel(const ct_kernels *k, const ct_head_products *h, float *dx, float *dW_local,
+static void chunk_loss_parallel(const ct_kernels *k, double *loss_sum, const ct_head_products *h, float *dx, float *dW_local,
                                   const float *x, const float *W_local, const int32_t *targets, long r0, long nr,
                                   long C, long V_local, long vocab_start, float grad_scale, float *scratch,
                                   long chunk_rows, ct_group *tp) {
@@ -66,16 +66,15 @@ static double chunk_loss_parallel(const ct_kernels *k, const ct_head_products *h
     ct_comm_all_reduce(tp, mx, mx, (size_t)nr, CT_F32, CT_COMM_MAX);
     k->xent_rows_exp_sum(z, st, st + nr, mx, tc, nr, V_local, vocab_start);
     ct_comm_all_reduce(tp, st, st, (size_t)(2 * nr), CT_F32, CT_COMM_SUM);
-    double loss = k->xent_rows_loss(mx, st, st + nr, tc, nr);
+    k->xent_rows_loss(loss_sum, mx, st, st + nr, tc, nr);
     if (dx) {
         k->xent_rows_dlogits(z, st, tc, nr, V_local, vocab_start, grad_scale);
         ct_head_backward(h, dx + r0 * C, dW_local, z, xc, W_local, nr);  // dx (nr, C) and dW_local +=
     }
-    return loss;
 }
 
 // Gather mode, one chunk: every rank sees the chunk's full (nr, V) logits as (tp, nr, V_local).
-static double chunk_gather(const ct_kernels *k, const ct_head_products *h, float *dx, float *dW_local, const float *x,
+static void chunk_gather(const ct_kernels *k, double *loss_sum, const ct_head_products *h, float *dx, float *dW_local, const float *x,
                            const float *W_local, const int32_t *targets, long r0, long nr, long C, long V_local,
                            float grad_scale, float *scratch, long chunk_rows, ct_group *tp) {
     const float *xc = x + r0 * C;                             // (nr, C)
@@ -88,26 +87,28 @@ static double chunk_gather(const ct_kernels *k, const ct_head_products *h, float
     ct_head_logits(h, z, xc, W_local, nr);
     ct_comm_all_gather(tp, z, G, (size_t)slice, CT_F32);
     k->xent_rows_gathered(G, mx, st, st + nr, tc, P, nr, V_local, tp->rank, grad_scale, dx != NULL);
-    double loss = k->xent_rows_loss(mx, st, st + nr, tc, nr);
+    k->xent_rows_loss(loss_sum, mx, st, st + nr, tc, nr);
     if (dx) ct_head_backward(h, dx + r0 * C, dW_local, z, xc, W_local, nr);  // dx (nr, C) and dW_local +=
-    return loss;
 }
 
-double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x, const float *W_local,
+void ct_xent_vocab_parallel(const ct_kernels *k, double *loss_sum, float *dx, float *dW_local, const float *x, const float *W_local,
                               const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
                               long chunk_rows, bool bf16, float *scratch, ct_group *tp, bool gather_logits) {
     check_args(k, dx, dW_local, targets, N, C, V_local, vocab_start, chunk_rows, tp);
-    if (tp->size == 1)  // the whole vocabulary is here: nothing to reduce
-        return k->xent_fused(dx, dW_local, x, W_local, targets, N, C, V_local, grad_scale, chunk_rows, bf16, scratch);
+    if (tp->size == 1) {  // the whole vocabulary is here: nothing to reduce
+        k->xent_fused(loss_sum, dx, dW_local, x, W_local, targets, N, C, V_local, grad_scale, chunk_rows, bf16,
+                      scratch);
+        return;
+    }
     ct_head_products h = ct_head_products_begin(k, bf16, W_local, V_local, C, chunk_rows,
                                                 scratch + rows_floats(chunk_rows, V_local, tp->size, gather_logits));
-    double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
-        total += gather_logits ? chunk_gather(k, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local, grad_scale,
-                                              scratch, chunk_rows, tp)
-                               : chunk_loss_parallel(k, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local,
-                                                     vocab_start, grad_scale, scratch, chunk_rows, tp);
+        if (gather_logits)
+            chunk_gather(k, loss_sum, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local, grad_scale, scratch,
+                         chunk_rows, tp);
+        else
+            chunk_loss_parallel(k, loss_sum, &h, dx, dW_local, x, W_local, targets, r0, nr, C, V_local, vocab_start,
+                                grad_scale, scratch, chunk_rows, tp);
     }
-    return total;
 }

@@ -33,8 +33,8 @@ long ct_xent_vocab_parallel_scratch_floats(const ct_kernels *k, long chunk_rows,
 // Output projection fused with cross-entropy, the vocabulary split over the tp group: this rank
 // holds rows [vocab_start, vocab_start + V_local) of the output weight W (V, C). Same contract
 // as ct_xent_fused (kernels.h): x (N, C) is the same on every tp rank; targets (N) global ids,
-// -1 = ignore; returns the SUM over valid rows of -log softmax(logits)[target] (identical on
-// every tp rank); when dx != NULL also dW_local (V_local, C) += dlogits_local^T x and
+// -1 = ignore; adds the SUM over valid rows of -log softmax(logits)[target] to *loss_sum (one
+// double on k's device; the same sum on every tp rank); when dx != NULL also dW_local (V_local, C) += dlogits_local^T x and
 // dx (N, C) = dlogits_local @ W_local -- a PARTIAL sum over this rank's vocabulary slice: the
 // caller reduces dx over tp (all-reduce, or reduce-scatter under sequence parallel).
 // dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file. bf16: the
@@ -42,7 +42,7 @@ long ct_xent_vocab_parallel_scratch_floats(const ct_kernels *k, long chunk_rows,
 // Collective over tp: every rank calls it with the same N, chunk_rows, gather_logits.
 // With a group of one this is the backend's xent_fused. The math runs on the backend k (every
 // buffer lives on its device); this file only sequences k's row pieces and the tp collectives.
-double ct_xent_vocab_parallel(const ct_kernels *k, float *dx, float *dW_local, const float *x,
+void ct_xent_vocab_parallel(const ct_kernels *k, double *loss_sum, float *dx, float *dW_local, const float *x,
                               const float *W_local, const int32_t *targets, long N, long C, long V_local,
                               long vocab_start, float grad_scale, long chunk_rows, bool bf16, float *scratch,
                               ct_group *tp, bool gather_logits);

@@ -30,18 +30,20 @@ void ct_param_store_init_values(const ct_param_store *s, const ct_kernels *k, ui
     ct_param_store_fill(s, k, init_run, &seed);
 }
 
-double ct_param_store_grad_sum_squares(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT]) {
+void ct_param_store_grad_sum_squares(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT],
+                                     double *sum) {
     bool all_owned = true;
     for (int i = 0; i < s->count && all_owned; i++) all_owned = ct_shard_desc_owns_copy(&s->shards[i].desc, coord);
     // Everything here counts: one pass over the whole buffer (padding is zero), as a single
     // process computes it.
-    if (all_owned) return k->sum_squares(s->grads, s->numel);
-    double sum = 0;
+    if (all_owned) {
+        k->sum_squares(sum, s->grads, s->numel);
+        return;
+    }
     for (int i = 0; i < s->count; i++) {
         const ct_param_shard *sh = &s->shards[i];
-        if (ct_shard_desc_owns_copy(&sh->desc, coord)) sum += k->sum_squares(s->grads + sh->offset, sh->desc.flat_count);
+        if (ct_shard_desc_owns_copy(&sh->desc, coord)) k->sum_squares(sum, s->grads + sh->offset, sh->desc.flat_count);
     }
-    return sum;
 }
 
 void ct_param_store_gather(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT],

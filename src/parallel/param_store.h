@@ -40,7 +40,9 @@ void ct_param_store_init_values(const ct_param_store *s, const ct_kernels *k, ui
 // 0 in every mesh dimension a tensor is replicated over); summed over every rank this is the
 // squared global gradient norm with each element counted once. coord: this rank's mesh
 // coordinates (ct_dim order).
-double ct_param_store_grad_sum_squares(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT]);
+// The sum is added to *sum, one double on k's device (the step reads it with its other scalars).
+void ct_param_store_grad_sum_squares(const ct_param_store *s, const ct_kernels *k, const int coord[CT_DIM_COUNT],
+                                     double *sum);
 
 // The whole model in the global registry's layout (global->total floats, host) on every rank of
 // `all`, which must hold every copy owner: each rank places the elements it owns, then one SUM

@@ -46,11 +46,11 @@ static void amax_max(void *ctx, float *amax, long n) {
     ct_comm_all_reduce(tp->group, amax, amax, (size_t)n, CT_I32, CT_COMM_MAX);
 }
 
-static double output_loss(void *ctx, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
-                          long N, long C, long V_local, long vocab_start, float grad_scale, long chunk_rows, bool bf16,
-                          float *scratch) {
+static void output_loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+                        const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
+                        long chunk_rows, bool bf16, float *scratch) {
     ct_tp *tp = ctx;
-    return ct_xent_vocab_parallel(tp->k, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
+    ct_xent_vocab_parallel(tp->k, loss_sum, dx, dW, x, W, targets, N, C, V_local, vocab_start, grad_scale,
                                     chunk_rows, bf16, scratch, tp->group, tp->gather_logits);
 }
 

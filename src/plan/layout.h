@@ -75,6 +75,11 @@ typedef struct {
 // with a split backward, ...). Does not add the executor's gradient reducers (the caller's).
 ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *out);
 
+// The step's scalars, doubles on the run's device (train/trainer.c): the loss sum, the
+// gradients' sum of squares (both reduced there) and the clip factor (a float in the third),
+// read back together once a step.
+enum { CT_LAYOUT_STEP_SCALARS = 3 };
+
 // Buffers outside the stages, in the units their owners allocate.
 // The trainer's token buffers: (accum, B, T) inputs and targets as read, and with cp > 1 this
 // rank's (accum, B, T / cp) of them: int32 elements per buffer.

@@ -31,6 +31,7 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     if (on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)tokens * sizeof(int32_t));
     if (cp > 1 || !on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)(tokens / cp) * sizeof(int32_t));
     if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)(c->seq_len / cp) * sizeof(int32_t));
+    ct_mem_sizing_add(sz, CT_MEM_OTHER, CT_LAYOUT_STEP_SCALARS * sizeof(double));  // the step's scalars
     // train/adamw.c ct_adamw_init: m and v, one float per element of the local shards each.
     ct_mem_sizing_add(sz, CT_MEM_OPTIM, 2 * (size_t)local_numel * sizeof(float));
     // data/loader.c ct_loader_open: one window of seq_len + 1 tokens per open split (train, and

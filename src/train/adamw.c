@@ -25,10 +25,13 @@ void ct_adamw_free(ct_adamw *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale) {
+void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr,
+                   const float *grad_scale) {
     opt->step++;
     int span = ct_trace_begin(CT_TRACE_KERNEL, "adamw.update");  // profiling: inside the trainer's "optimizer"
     k->adamw_update(params, grads, opt->m, opt->v, opt->n, (float)lr, opt->beta1, opt->beta2, opt->eps,
-                    opt->weight_decay, opt->step, (float)grad_scale);
+                    opt->weight_decay, opt->step, grad_scale);
     ct_trace_end(span);
 }
+
+void ct_adamw_unstep(ct_adamw *opt) { opt->step--; }

@@ -16,5 +16,10 @@ void ct_adamw_init(ct_adamw *opt, const ct_kernels *k, long n, double beta1, dou
                    double weight_decay);
 void ct_adamw_free(ct_adamw *opt);
 // One update of params (n) from grads (n), gradients multiplied by grad_scale (clipping) first.
-void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr, double grad_scale);
+// grad_scale: one float on k's device, the clip factor (0: the kernel writes nothing; the caller
+// then takes the step back with ct_adamw_unstep once it knows).
+void ct_adamw_step(ct_adamw *opt, const ct_kernels *k, float *params, const float *grads, double lr,
+                   const float *grad_scale);
+// The last step was skipped on the device: its count does not advance the bias corrections.
+void ct_adamw_unstep(ct_adamw *opt);
 #endif

@@ -267,6 +267,7 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
                                   : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
         }
     }
+    t->scalars = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, CT_LAYOUT_STEP_SCALARS * sizeof(double));
     if (cp > 1) {
         int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
         ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, pos);
@@ -381,6 +382,7 @@ void ct_trainer_free(ct_trainer *t) {
     ct_mem_free(t->seq_inputs);
     ct_mem_free(t->seq_targets);
     ct_mem_free(t->cp_pos);
+    ct_mem_free(t->scalars);
     free(t->host_cp_pos);
     ct_cp_free(&t->cp);
     ct_executor_free(&t->exec);
@@ -407,6 +409,7 @@ void ct_trainer_free(ct_trainer *t) {
 // The last pipeline stage computed the loss: sum it over the pipeline (the other stages hold 0),
 // then over the ranks holding different tokens (data parallel x cp). tp ranks hold identical
 // copies and are not summed.
+// loss_sum: on the device.
 static void share_loss(ct_trainer *t, double *loss_sum) {
     ct_comm_all_reduce(&t->mesh.dim[CT_MESH_PP], loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
     ct_comm_all_reduce(&t->mesh.dp_cp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
@@ -547,28 +550,37 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
         ct_mesh_set_timeout(&t->mesh, c->comm_train_timeout);
     }
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
+    // The step's scalars stay on the device, summed and reduced there, until the one read below.
+    double *loss_sum = t->scalars, *sum_sq = t->scalars + 1;
+    t->k->zero(t->scalars, CT_LAYOUT_STEP_SCALARS * sizeof(double));
     // The schedule runs every micro-batch and ends with the step's gradient reduction.
-    double loss_sum = ct_executor_run(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale);
-    share_loss(t, &loss_sum);
+    ct_executor_run_into(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale, loss_sum);
+    share_loss(t, loss_sum);
 
     // Each element counted once, whatever holds it (shard descriptors say which copies count).
     int span = ct_trace_begin(CT_TRACE_OPTIM, "grad_norm");  // profiling
-    double sum_sq = ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord);
-    ct_comm_all_reduce(&t->world, &sum_sq, &sum_sq, 1, CT_F64, CT_COMM_SUM);
+    ct_param_store_grad_sum_squares(&t->fsdp.store, t->k, t->mesh.coord, sum_sq);
+    ct_comm_all_reduce(&t->world, sum_sq, sum_sq, 1, CT_F64, CT_COMM_SUM);
     ct_trace_end(span);
-    double norm = sqrt(sum_sq);
-    double loss = valid ? loss_sum / (double)valid : 0.0;
     // Every rank holds the same loss and norm (both reduced over the world), so all decide alike.
     // A non-finite step never updates the parameters: clipping cannot catch a NaN norm
-    // (norm > max_norm is false), and one NaN update spreads to every weight.
-    t->nonfinite = !isfinite(loss) || !isfinite(norm);
+    // (norm > max_norm is false), and one NaN update spreads to every weight. The clip factor is
+    // worked out on the device, 0 for such a step, and the optimizer reads it there.
+    float *clip = (float *)(t->scalars + 2);
+    t->k->clip_factor(clip, t->scalars, c->max_norm);
     double lr = ct_lr_at(&t->schedule, t->step + 1);
-    if (!t->nonfinite) {
-        double clip = (c->max_norm > 0 && norm > c->max_norm) ? c->max_norm / (norm + 1e-6) : 1.0;
-        int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
-        ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
-        ct_trace_end(opt_span);
-    } else {
+    int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
+    ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
+    ct_trace_end(opt_span);
+    // The step's one read from the device, after its update: the metrics, and on the host
+    // whether the step counted (a skipped one may stop the run).
+    double host[CT_LAYOUT_STEP_SCALARS];
+    t->k->copy_to_host(host, t->scalars, sizeof host);
+    double norm = sqrt(host[1]), loss_total = host[0];
+    double loss = valid ? loss_total / (double)valid : 0.0;
+    t->nonfinite = !isfinite(loss_total) || !isfinite(norm);  // as clip_factor decided
+    if (t->nonfinite) {
+        ct_adamw_unstep(&t->adam);
         t->skipped_steps++;
     }
     t->step++;
@@ -605,15 +617,17 @@ double ct_trainer_validate(ct_trainer *t) {
     const ct_config *c = &t->cfg;
     int span = ct_trace_begin(CT_TRACE_STEP, "validation");  // profiling
     ct_loader_reset(t->val_data);
-    double loss_sum = 0;
     long valid = 0;
+    t->k->zero(t->scalars, sizeof(double));
     // validation.steps batches the size of a training step's global batch, so every layout
     // (micro-batch size, accumulation, data-parallel degree) evaluates the same tokens.
     for (int i = 0; i < c->val_steps; i++) {
         valid += read_step(t, t->val_data);  // already summed over the ranks
-        loss_sum += ct_executor_run(&t->exec, &t->eval_schedule, t->mbs, t->n_mb, false, 0.0f);
+        ct_executor_run_into(&t->exec, &t->eval_schedule, t->mbs, t->n_mb, false, 0.0f, t->scalars);
     }
-    share_loss(t, &loss_sum);
+    share_loss(t, t->scalars);
+    double loss_sum;
+    t->k->copy_to_host(&loss_sum, t->scalars, sizeof loss_sum);  // validation's one read
     ct_trace_end(span);
     return valid ? loss_sum / (double)valid : 0.0;
 }

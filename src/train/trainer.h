@@ -79,6 +79,7 @@ typedef struct ct_trainer {
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;
+    double *scalars;         // (CT_LAYOUT_STEP_SCALARS) on the device: loss sum, gradients' sum of squares, clip factor (float)
     int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens, on the device; NULL without cp
     int32_t *host_cp_pos;    // (T / cp) the same on the host
     ct_cp cp;                // context-parallel attention (inactive without cp)

@@ -29,6 +29,13 @@ static void *up(const void *h, size_t bytes) {
     return d;
 }
 static float *upf(const float *h, long n) { return up(h, (size_t)n * sizeof(float)); }
+// A scalar the table adds to: one double on the device starting at `start`, and its value now.
+static double *dscalar(double start) { return up(&start, sizeof start); }
+static double down_scalar(const double *d) {
+    double h;
+    gpu->copy_to_host(&h, d, sizeof h);
+    return h;
+}
 static float *dzeros(long n) {
     float *d = ct_mem_alloc_on(dev, CT_MEM_OTHER, (size_t)(n > 0 ? n : 1) * sizeof(float));
     gpu->zero(d, (size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -98,7 +105,10 @@ static void casts_and_vectors(void) {
     free(hl), free(gh), free(gl);
     x[5] = 0.5f;
     gpu->copy_from_host(dx, x, (size_t)n * 4);
-    CHECK_CLOSE(gpu->sum_squares(dx, n), cpu->sum_squares(x, n), 1e-12, 0);
+    double ss_cpu = 1.5, *ss_gpu = dscalar(1.5);  // both add to what is there
+    cpu->sum_squares(&ss_cpu, x, n);
+    gpu->sum_squares(ss_gpu, dx, n);
+    CHECK_CLOSE(down_scalar(ss_gpu), ss_cpu, 1e-12, 0);
     cpu->add_inplace(y, x, n);
     gpu->add_inplace(dy, dx, n);
     cmp("add_inplace", dy, y, n, 0, 0);
@@ -113,8 +123,11 @@ static void adamw_vs_cpu(void) {
     for (long i = 0; i < n; i++) v[i] = fabsf(v[i]);
     float *dp = upf(p, n), *dg = upf(g, n), *dm = upf(m, n), *dv = upf(v, n);
     for (long step = 1; step <= 3; step++) {
-        cpu->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
-        gpu->adamw_update(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, 0.7f);
+        const float gs = 0.7f;
+        float *g_gs = up(&gs, sizeof gs);  // the clip factor lives on the device
+        cpu->adamw_update(p, g, m, v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, &gs);
+        gpu->adamw_update(dp, dg, dm, dv, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step, g_gs);
+        ct_mem_free(g_gs);
     }
     cmp("adamw param", dp, p, n, 1e-6, 0);
     cmp("adamw m", dm, m, n, 1e-6, 0);
@@ -300,9 +313,11 @@ static void xent_vs_cpu(void) {
     int32_t *g_t = up(t, sizeof t);
     CHECK(gpu->xent_bad_target(g_t, N, V) == -1, "valid targets reported bad");
     CHECK(gpu->xent_bad_target(g_t, N, 50) == cpu->xent_bad_target(t, N, 50), "bad target row differs");
-    double lc = cpu->xent_fused(dx, dW, x, W, t, N, C, V, 0.25f, chunk, false, scr);
-    double lg = gpu->xent_fused(g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, false, g_scr);
-    CHECK_CLOSE(lg, lc, 1e-5, 1e-5);
+    double lc = 2.0, *g_l = dscalar(2.0);  // the loss is added to what is there, on the device
+    cpu->xent_fused(&lc, dx, dW, x, W, t, N, C, V, 0.25f, chunk, false, scr);
+    gpu->xent_fused(g_l, g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, false, g_scr);
+    CHECK(lc > 2.0, "cpu loss %.9g did not add to its sum", lc);
+    CHECK_CLOSE(down_scalar(g_l), lc, 1e-5, 1e-5);
     cmp("xent dx", g_dx, dx, N * C, 1e-4, 1e-6);
     cmp("xent dW", g_dW, dW, V * C, 1e-4, 1e-6);
     // row pieces on one slice of the vocabulary [40, 40 + V)
@@ -315,7 +330,10 @@ static void xent_vs_cpu(void) {
     gpu->xent_rows_exp_sum(g_z, g_sum, g_zt, g_mx, g_t, N, V, 40);
     cmp("xent_rows_exp_sum sum", g_sum, sum, N, 1e-5, 0);
     cmp("xent_rows_exp_sum zt", g_zt, zt, N, 0, 0);
-    CHECK_CLOSE(gpu->xent_rows_loss(g_mx, g_sum, g_zt, g_t, N), cpu->xent_rows_loss(mx, sum, zt, t, N), 1e-5, 0);
+    double rl = -1.0, *g_rl = dscalar(-1.0);
+    cpu->xent_rows_loss(&rl, mx, sum, zt, t, N);
+    gpu->xent_rows_loss(g_rl, g_mx, g_sum, g_zt, g_t, N);
+    CHECK_CLOSE(down_scalar(g_rl), rl, 1e-5, 0);
     cpu->xent_rows_dlogits(z, sum, t, N, V, 40, 0.5f);
     gpu->xent_rows_dlogits(g_z, g_sum, g_t, N, V, 40, 0.5f);
     cmp("xent_rows_dlogits", g_z, z, N * V, 1e-5, 1e-7);

@@ -13,7 +13,9 @@
 #include "kernels/kernels.h"
 
 void ct_adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
-                     float eps, float weight_decay, long step, float grad_scale) {
+                     float eps, float weight_decay, long step, const float *grad_scale_at) {
+    float grad_scale = *grad_scale_at;
+    if (grad_scale == 0.0f) return;  // a skipped step
     // bias corrections in double: 1 - beta^step loses digits in float for beta2 close to 1
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
@@ -45,4 +47,10 @@ void ct_adamw_update(float *param, const float *grad, float *m, float *v, long n
         float mhat = mi / bc1, vhat = vi / bc2;
         param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * param[i]);
     }
+}
+
+void ct_clip_factor(float *scale, const double *scalars, double max_norm) {
+    double loss_sum = scalars[0], norm = sqrt(scalars[1]);
+    double clip = (max_norm > 0 && norm > max_norm) ? max_norm / (norm + 1e-6) : 1.0;
+    *scale = isfinite(loss_sum) && isfinite(norm) ? (float)clip : 0.0f;
 }

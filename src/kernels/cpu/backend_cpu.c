@@ -1,7 +1,9 @@
 // The cpu backend's table: every member is the kernels.h function of the same name (the CPU
 // reference, tested against float64), so a call through the table is the direct call. Host
 // memory is the device: the copies to and from the host are plain copies. Compiled once per
-// kernel set (kernel_set.h), with the set's descriptor below.
+// kernel set (kernel_set.h), with the set's descriptor below. The kernels whose result is a
+// scalar (a loss sum, a sum of squares) add it to a double in the table's memory: the three
+// adapters below, since kernels.h returns it.
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_set.h"
 
@@ -9,6 +11,19 @@
 #include "kernels/cpu/gemm_f8.h"
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
+
+static void xent_fused_into(double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+                            const int32_t *targets, long N, long C, long V, float grad_scale, long chunk_rows, bool bf16,
+                            float *scratch) {
+    *loss_sum += ct_xent_fused(dx, dW, x, W, targets, N, C, V, grad_scale, chunk_rows, bf16, scratch);
+}
+
+static void xent_rows_loss_into(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                                const int32_t *targets, long R) {
+    *loss_sum += ct_xent_rows_loss(mx, sum, zt, targets, R);
+}
+
+static void sum_squares_into(double *sum, const float *x, long n) { *sum += ct_sum_squares(x, n); }
 
 static const ct_kernels ct_kernels_cpu = {
     .name = "cpu",
@@ -51,17 +66,18 @@ static const ct_kernels ct_kernels_cpu = {
     .grouped_linear_backward = ct_grouped_linear_backward,
 
     .xent_scratch_floats = ct_xent_scratch_floats,
-    .xent_fused = ct_xent_fused,
+    .xent_fused = xent_fused_into,
     .xent_bad_target = ct_xent_bad_target,
 
     .xent_rows_max = ct_xent_rows_max,
     .xent_rows_exp_sum = ct_xent_rows_exp_sum,
     .xent_rows_dlogits = ct_xent_rows_dlogits,
-    .xent_rows_loss = ct_xent_rows_loss,
+    .xent_rows_loss = xent_rows_loss_into,
     .xent_rows_gathered = ct_xent_rows_gathered,
 
     .adamw_update = ct_adamw_update,
-    .sum_squares = ct_sum_squares,
+    .clip_factor = ct_clip_factor,
+    .sum_squares = sum_squares_into,
     .add_inplace = ct_add_inplace,
     .scale_inplace = ct_scale_inplace,
 

@@ -62,5 +62,4 @@ void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, 
                                 const ct_f8_split *split, float *scratch);
 void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
                                 long V, long mine, float grad_scale, int dlogits);
-double ct_cuda_xent_rows_loss(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R);
 #endif

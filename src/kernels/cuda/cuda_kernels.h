@@ -25,7 +25,9 @@ void ct_cuda_scale(float *y, float a, long n);                           // y *=
 // AdamW with the bias corrections bc1 = 1 - beta1^step, bc2 = 1 - beta2^step computed by the
 // caller (in double, rounded to float, as the cpu does).
 void ct_cuda_adamw(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1, float beta2,
-                   float eps, float weight_decay, float bc1, float bc2, float grad_scale);
+                   float eps, float weight_decay, float bc1, float bc2, const float *grad_scale);
+// *scale = ct_clip_factor of scalars (device), computed on the device.
+void ct_cuda_clip_factor(float *scale, const double *scalars, double max_norm);
 // parts (CT_CUDA_SUMSQ_PARTS doubles, device): part p = sum of x^2 over the p-th slice, in double.
 enum { CT_CUDA_SUMSQ_PARTS = 256 };
 void ct_cuda_sumsq_parts(double *parts, const float *x, long n);
@@ -86,6 +88,11 @@ void ct_cuda_xent_rows_exp_sum(float *z, float *sum, float *zt, const float *mx,
                                long V, long vocab_start);
 void ct_cuda_xent_rows_dlogits(float *z, const float *sum, const int32_t *targets, long R, long V,
                                long vocab_start, float grad_scale);
+// *acc (one device double) += x[0] + ... + x[n-1], one thread, as a running total in index order.
+void ct_cuda_f64_add_in_order(double *acc, const double *x, long n);
+// loss_sum (one device double) += ct_xent_rows_loss of the rows, computed on the device.
+void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                            const int32_t *targets, long R);
 // *first_bad (device int, the caller sets it to N first) = the lowest row whose target is outside [-1, V).
 void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V);
 

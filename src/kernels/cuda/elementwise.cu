@@ -36,7 +36,9 @@ extern "C" void ct_cuda_scale(float *y, float a, long n) {
 
 // The cpu's scalar loop (kernels/cpu/adamw.c), operation for operation.
 __global__ static void adamw_k(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                               float beta2, float eps, float wd, float bc1, float bc2, float grad_scale) {
+                               float beta2, float eps, float wd, float bc1, float bc2, const float *grad_scale_at) {
+    float grad_scale = *grad_scale_at;
+    if (grad_scale == 0.0f) return;  // a skipped step
     GRID_STRIDE(i, n) {
         float g = grad[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -50,11 +52,24 @@ __global__ static void adamw_k(float *param, const float *grad, float *m, float 
 }
 
 extern "C" void ct_cuda_adamw(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                              float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale) {
+                              float beta2, float eps, float weight_decay, float bc1, float bc2,
+                              const float *grad_scale) {
     if (n <= 0) return;
     adamw_k<<<ct_cuda_blocks(n, 256), 256>>>(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
                                              grad_scale);
     ct_cuda_launched("adamw_update");
+}
+
+// ct_clip_factor on the device (one thread), so the factor never goes through the host.
+__global__ static void clip_factor_k(float *scale, const double *scalars, double max_norm) {
+    double loss_sum = scalars[0], norm = sqrt(scalars[1]);
+    double clip = (max_norm > 0 && norm > max_norm) ? max_norm / (norm + 1e-6) : 1.0;
+    *scale = isfinite(loss_sum) && isfinite(norm) ? (float)clip : 0.0f;
+}
+
+extern "C" void ct_cuda_clip_factor(float *scale, const double *scalars, double max_norm) {
+    clip_factor_k<<<1, 1>>>(scale, scalars, max_norm);
+    ct_cuda_launched("clip_factor");
 }
 
 // One block per part: block p sums x^2 over its slice [p*slice, (p+1)*slice) in double, tree-

@@ -126,12 +126,3 @@ void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, cons
     up_free(zt, hzt, nr);
     free(t);
 }
-
-double ct_cuda_xent_rows_loss(const float *mx, const float *sum, const float *zt, const int32_t *targets, long R) {
-    size_t nr = (size_t)R * sizeof(float);
-    float *hm = down(mx, nr), *hsum = down(sum, nr), *hzt = down(zt, nr);
-    int32_t *t = down(targets, (size_t)R * sizeof(int32_t));
-    double loss = ct_xent_rows_loss(hm, hsum, hzt, t, R);
-    free(hm), free(hsum), free(hzt), free(t);
-    return loss;
-}

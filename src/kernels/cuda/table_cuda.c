@@ -73,14 +73,17 @@ static long xent_bad_target(const int32_t *targets, long N, long V) {
 }
 
 // scratch: logits (chunk_rows, V), then the row losses (chunk_rows doubles, aligned up to 8
-// bytes: two floats of slack), then the bf16 copies of the products' inputs (bf16 only).
-static long own_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows + 2; }
+// bytes: two floats of slack) and the running total (one double), then the bf16 copies of the
+// products' inputs (bf16 only).
+static long own_floats(long chunk_rows, long V) { return chunk_rows * V + 2 * chunk_rows + 4; }
 static long xent_scratch_floats(long chunk_rows, long V, long C, bool bf16) {
     return own_floats(chunk_rows, V) + ct_head_products_floats(chunk_rows, V, C, bf16);
 }
 
-static double xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N,
-                         long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
+// The loss never leaves the device: the rows' losses are added to a running total in row order
+// (the cpu's sum), and the total to *loss_sum.
+static void xent_fused(double *loss_sum, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
+                       long N, long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
     long bad = xent_bad_target(targets, N, V);
     if (bad >= 0) {
         int32_t t = 0;
@@ -90,41 +93,39 @@ static double xent_fused(float *dx, float *dW, const float *x, const float *W, c
     }
     float *logits = scratch;  // (chunk_rows, V)
     uintptr_t at = ((uintptr_t)(scratch + chunk_rows * V) + 7) & ~(uintptr_t)7;
-    double *row_loss = (double *)at;  // (chunk_rows)
-    double *host_loss = malloc((size_t)chunk_rows * sizeof(double));
-    if (!host_loss) ct_fatal("cuda", "xent_fused: no host memory for %ld row losses", chunk_rows);
+    double *row_loss = (double *)at;     // (chunk_rows)
+    double *total = row_loss + chunk_rows;  // (1)
+    ct_cuda_zero(total, sizeof *total);
     ct_head_products h =
         ct_head_products_begin(&ct_kernels_cuda, bf16, W, V, C, chunk_rows, scratch + own_floats(chunk_rows, V));
-    double total = 0.0;
     for (long r0 = 0; r0 < N; r0 += chunk_rows) {
         long nr = N - r0 < chunk_rows ? N - r0 : chunk_rows;
         const float *xc = x + r0 * C;  // (nr, C)
         ct_head_logits(&h, logits, xc, W, nr);
         ct_cuda_xent_rows_fused(logits, row_loss, targets + r0, nr, V, grad_scale, dx != NULL);
         if (dx) ct_head_backward(&h, dx + r0 * C, dW, logits, xc, W, nr);
-        ct_cuda_to_host(host_loss, row_loss, (size_t)nr * sizeof(double));
-        for (long r = 0; r < nr; r++) total += host_loss[r];  // row order: the cpu's sum
+        ct_cuda_f64_add_in_order(total, row_loss, nr);
     }
-    free(host_loss);
-    return total;
+    ct_cuda_f64_add_in_order(loss_sum, total, 1);
 }
 
 // ---- optimizer and reductions
 static void adamw_update(float *param, const float *grad, float *m, float *v, long n, float lr, float beta1,
-                         float beta2, float eps, float weight_decay, long step, float grad_scale) {
+                         float beta2, float eps, float weight_decay, long step, const float *grad_scale) {
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));  // as the cpu: in double, then float
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     ct_cuda_adamw(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2, grad_scale);
 }
 
-static double sum_squares(const float *x, long n) {
-    if (n <= 0) return 0.0;
-    double *parts = ct_cuda_small_buffer(CT_CUDA_SUMSQ_PARTS * sizeof(double)), host[CT_CUDA_SUMSQ_PARTS];
+// Parts per block, summed on the device in part order into a fresh total, which is added to *sum.
+static void sum_squares(double *sum, const float *x, long n) {
+    if (n <= 0) return;
+    double *parts = ct_cuda_small_buffer((CT_CUDA_SUMSQ_PARTS + 1) * sizeof(double));
+    double *total = parts + CT_CUDA_SUMSQ_PARTS;
     ct_cuda_sumsq_parts(parts, x, n);
-    ct_cuda_to_host(host, parts, sizeof host);
-    double total = 0.0;
-    for (int p = 0; p < CT_CUDA_SUMSQ_PARTS; p++) total += host[p];
-    return total;
+    ct_cuda_zero(total, sizeof *total);
+    ct_cuda_f64_add_in_order(total, parts, CT_CUDA_SUMSQ_PARTS);
+    ct_cuda_f64_add_in_order(sum, total, 1);
 }
 
 static void f32_to_bf16(uint16_t *dst, const float *src, long n) { ct_cuda_f32_to_bf16(dst, src, n); }
@@ -252,6 +253,7 @@ const ct_kernels ct_kernels_cuda = {
     .xent_rows_gathered = ct_cuda_xent_rows_gathered,
 
     .adamw_update = adamw_update,
+    .clip_factor = ct_cuda_clip_factor,
     .sum_squares = sum_squares,
     .add_inplace = ct_cuda_add,
     .scale_inplace = ct_cuda_scale,

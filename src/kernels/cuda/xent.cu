@@ -126,3 +126,32 @@ extern "C" void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, 
     bad_target_k<<<ct_cuda_blocks(N, 256), 256>>>(first_bad, targets, N, V);
     ct_cuda_launched("xent_bad_target");
 }
+
+// One thread, in order: *acc += x[0] + x[1] + ... as a running total starting from *acc, the
+// cpu's summation order (its loop adds each row's loss to the total in turn).
+__global__ static void add_in_order_k(double *acc, const double *x, long n) {
+    double s = *acc;
+    for (long i = 0; i < n; i++) s += x[i];
+    *acc = s;
+}
+
+extern "C" void ct_cuda_f64_add_in_order(double *acc, const double *x, long n) {
+    add_in_order_k<<<1, 1>>>(acc, x, n);
+    ct_cuda_launched("add_in_order");
+}
+
+// ct_xent_rows_loss on the device, one thread in row order (the cpu's bits from the same reduced
+// numbers), its sum added to *loss_sum.
+__global__ static void rows_loss_k(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                                   const int32_t *targets, long R) {
+    double loss = 0.0;
+    for (long r = 0; r < R; r++)
+        if (targets[r] >= 0) loss += (double)mx[r] + log((double)sum[r]) - (double)zt[r];
+    *loss_sum += loss;
+}
+
+extern "C" void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const float *sum, const float *zt,
+                                       const int32_t *targets, long R) {
+    rows_loss_k<<<1, 1>>>(loss_sum, mx, sum, zt, targets, R);
+    ct_cuda_launched("xent_rows_loss");
+}

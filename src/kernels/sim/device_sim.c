@@ -185,6 +185,11 @@ void ct_sim_close(void) {
     pthread_mutex_unlock(&mu);
 }
 
+static _Atomic long host_reads;  // copy_to_host calls so far
+
+void ct_sim_count_host_read(void) { host_reads++; }
+long ct_sim_host_reads(void) { return host_reads; }
+
 bool ct_sim_uses_protection_keys(void) { return pkey >= 0; }
 
 bool ct_sim_is_device_pointer(const void *p) {

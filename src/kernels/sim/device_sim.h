@@ -22,4 +22,8 @@ void ct_sim_close(void);
 // points into its address range (tests).
 bool ct_sim_uses_protection_keys(void);
 bool ct_sim_is_device_pointer(const void *p);
+// Device-to-host copies (the table's copy_to_host) since start-up, every thread: how a test holds
+// the trainer to its one read of the step's scalars. The table's copy_to_host counts itself.
+void ct_sim_count_host_read(void);
+long ct_sim_host_reads(void);
 #endif

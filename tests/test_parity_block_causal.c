@@ -5,88 +5,19 @@
 // parallel), pp 2, and on 4 ranks cp 2 x tp 2 and pp 2 x cp 2. The mask matters (the run differs
 // from causal on the same data); on data with no EOS block_causal is causal, bit for bit; a run
 // whose data records no EOS id refuses block_causal in one line naming the setting.
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "doc_parity.h"
 
-#include "data/shard.h"
-#include "parity.h"
-
-enum { VOCAB = 128, BOS = 1, EOS = 2, NTOK = 8192 };
-
-static const char *data_dir, *plain_dir;  // with EOS; without any
-
-// A folder with train and val shards recording a tokenizer (bos 1, eos 2). eos_p: the chance
-// that a document ends after each token (0: no EOS at all).
-static int write_data(const char *dir, double eos_p, uint64_t seed) {
-    ct_shard_tok rec = {.present = 1, .bos = BOS, .eos = EOS};
-    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) rec.hash[i] = (uint8_t)(0x30 + i);
-    const char *splits[2] = {"train", "val"};
-    int32_t *tok = malloc(sizeof(int32_t) * NTOK);
-    for (int s = 0; s < 2; s++) {
-        for (long i = 0; i < NTOK; i++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            double u = (double)(seed >> 11) / 9007199254740992.0;
-            tok[i] = eos_p > 0 && u < eos_p ? EOS : 3 + (int32_t)((seed >> 33) % (VOCAB - 3));
-        }
-        char path[512];
-        snprintf(path, sizeof path, "%s/data_%s_000000.bin", dir, splits[s]);
-        ct_shard_writer *w = ct_shard_writer_open(path, VOCAB);
-        if (!w) return 1;
-        ct_shard_writer_set_tokenizer(w, &rec);
-        if (ct_shard_writer_append(w, tok, NTOK) || ct_shard_writer_close(w)) return 1;
-    }
-    free(tok);
-    return 0;
-}
-
-static void remove_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[600];
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name), unlink(path);
-    closedir(d);
-    rmdir(dir);
-}
-
-static void bc_run(parity_layout l, const char *rotate, const char *balance, const char *what) {
-    ct_config saved = parity_base;
-    if (rotate) parity_set(&parity_base, "parallelism.context_parallel_rotate_method", rotate);
-    if (balance) parity_set(&parity_base, "parallelism.context_parallel_load_balancer", balance);
-    parity_run(l, what);
-    parity_base = saved;
-}
-
-static void cp2_every_method(void) {
-    const char *rotates[] = {"allgather", "ring"}, *balances[] = {"headtail", "none"};
-    for (int r = 0; r < 2; r++)
-        for (int b = 0; b < 2; b++) {
-            char what[80];
-            snprintf(what, sizeof what, "block_causal cp2 %s %s", rotates[r], balances[b]);
-            bc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, rotates[r], balances[b],
-                   what);
-        }
-}
-
-static void tp2(void) {
-    bc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true}, NULL, NULL,
-           "block_causal tp2+sp");
-}
-
-static void pp2(void) {
-    bc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 2, .pp = 2, .schedule = "1f1b"}, NULL, NULL,
-           "block_causal pp2 1f1b");
-}
+static void cp2_every_method(void) { doc_cp2_every_method("block_causal"); }
+static void tp2(void) { doc_tp2("block_causal"); }
+static void pp2(void) { doc_pp2("block_causal"); }
 
 static void cp2_tp2(void) {
-    bc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .cp = 2}, "ring", "headtail",
+    doc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .cp = 2}, "ring", "headtail",
            "block_causal cp2 x tp2 ring");
 }
 
 static void pp2_cp2(void) {
-    bc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 2, .cp = 2, .pp = 2, .schedule = "1f1b"},
+    doc_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 2, .cp = 2, .pp = 2, .schedule = "1f1b"},
            "allgather", "headtail", "block_causal pp2 x cp2 allgather");
 }
 
@@ -145,40 +76,6 @@ static void cases(int n) {
 }
 
 int main(int argc, char **argv) {
-    if (!ct_mpi_test_is_child(argc, argv)) {
-        setenv("OMP_NUM_THREADS", "1", 1);
-        char root[] = "/tmp/ctitan_block_causal_XXXXXX";
-        if (!mkdtemp(root)) return 1;
-        char with[600], without[600], arg[1300];
-        snprintf(with, sizeof with, "%s/docs", root);
-        snprintf(without, sizeof without, "%s/plain", root);
-        if (mkdir(with, 0700) || mkdir(without, 0700) || write_data(with, 0.2, 7) || write_data(without, 0, 9)) {
-            fprintf(stderr, "cannot write the test data under %s: %s\n", root, ct_last_error());
-            return 1;
-        }
-        snprintf(arg, sizeof arg, "%s", root);
-        int rc = ct_mpi_test_spawn(argv[0], 2, 300, arg);
-        rc |= ct_mpi_test_spawn(argv[0], 4, 300, arg);
-        remove_dir(with), remove_dir(without), rmdir(root);
-        return rc ? 1 : 0;
-    }
-    static char with[600], without[600];
-    snprintf(with, sizeof with, "%s/docs", argv[argc - 1]);
-    snprintf(without, sizeof without, "%s/plain", argv[argc - 1]);
-    data_dir = with, plain_dir = without;
-    if (ct_comm_init(&argc, &argv)) ct_fatal("test", "%s", ct_last_error());
-    ct_group world;
-    ct_comm_group_world(&world, 30);
-    ct_config_defaults(&parity_base);
-    static const char *dims[][2] = {{"model.dim", "32"},       {"model.n_layers", "2"},     {"model.n_heads", "4"},
-                                    {"model.n_kv_heads", "2"}, {"model.vocab_size", "128"}, {"model.ffn_hidden_dim", "64"}};
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) parity_set(&parity_base, dims[i][0], dims[i][1]);
-    parity_common(&parity_base);
-    parity_set(&parity_base, "training.dataset", data_dir);
-    parity_set(&parity_base, "model.attn_mask_type", "block_causal");
-    parity_reference(&world);
-    cases(world.size);
-    ct_comm_group_free(&world);
-    ct_comm_finalize();
-    CT_TEST_EXIT();
+    static const int nps[2] = {2, 4};
+    return doc_parity_main(argc, argv, "block_causal", nps, 2, NULL, cases);
 }

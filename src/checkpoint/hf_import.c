@@ -4,32 +4,12 @@
 #include <stdlib.h>
 
 #include "checkpoint/hf_internal.h"
-
-// The metadata ct_model_save writes, key for key and in its order, so that a model that went
-// to HF and back is the same file byte for byte (tests/test_hf_convert.sh holds this).
-static void model_metadata(ct_st_writer *w, const ct_llama_config *m) {
-    char buf[64];
-    ct_st_writer_metadata(w, "format", CT_MODEL_FORMAT);
-    ct_st_writer_metadata(w, "flavor", m->flavor);
-    const char *keys[] = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "ffn_hidden"};
-    const int values[] = {m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->vocab_size, m->ffn_hidden};
-    for (int i = 0; i < 6; i++) {
-        snprintf(buf, sizeof buf, "%d", values[i]);
-        ct_st_writer_metadata(w, keys[i], buf);
-    }
-    snprintf(buf, sizeof buf, "%.17g", m->norm_eps);
-    ct_st_writer_metadata(w, "norm_eps", buf);
-    snprintf(buf, sizeof buf, "%.17g", m->rope_theta);
-    ct_st_writer_metadata(w, "rope_theta", buf);
-    ct_st_writer_metadata(w, "rope_scaling", m->rope_scaling ? "1" : "0");
-    snprintf(buf, sizeof buf, "%d", m->max_seq_len);
-    ct_st_writer_metadata(w, "max_seq_len", buf);
-}
+#include "checkpoint/model_file.h"
 
 static ct_status write_model(const char *model_file, const ct_hf_dir *f, const ct_param_table *t,
                              const ct_llama_config *m, ct_dtype dtype) {
     ct_st_writer *w = ct_st_writer_new();
-    model_metadata(w, m);
+    ct_model_write_metadata(w, m, NULL);  // the same keys as ct_model_save: a round trip is the same file
     ct_status st = CT_OK;
     for (int i = 0; i < t->count && st == CT_OK; i++) {
         const ct_param *p = &t->params[i];

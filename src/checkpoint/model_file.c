@@ -29,11 +29,7 @@ ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llam
     return ct_model_save_tok(path, t, m, full, dtype, NULL);
 }
 
-ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
-                            ct_dtype dtype, const ct_model_tok *tok) {
-    if (dtype != CT_F32 && dtype != CT_BF16)
-        return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
-    ct_st_writer *w = ct_st_writer_new();
+void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct_model_tok *tok) {
     char buf[64];
     ct_st_writer_metadata(w, "format", CT_MODEL_FORMAT);
     ct_st_writer_metadata(w, "flavor", m->flavor);
@@ -62,6 +58,14 @@ ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_
     }
 #undef META_INT
 #undef META_DBL
+}
+
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+                            ct_dtype dtype, const ct_model_tok *tok) {
+    if (dtype != CT_F32 && dtype != CT_BF16)
+        return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
+    ct_st_writer *w = ct_st_writer_new();
+    ct_model_write_metadata(w, m, tok);
     ct_status st = CT_OK;
     for (int i = 0; i < t->count && st == CT_OK; i++) {
         const ct_param *p = &t->params[i];

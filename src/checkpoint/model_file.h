@@ -37,6 +37,10 @@ typedef struct {
 } ct_model_tok;
 
 // ct_model_save, recording the tokenizer too (tok may be NULL or not present: the same file).
+// The metadata a model file carries (dims, norm and RoPE settings, the attention mask and RoPE
+// positions, the tokenizer when tok says one): every writer of model files uses it, so a model
+// that went elsewhere and back is the same file.
+void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct_model_tok *tok);
 ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
                             ct_dtype dtype, const ct_model_tok *tok);
 // The recorded tokenizer (present 0 when the file has none). CT_ERR naming the file and key when

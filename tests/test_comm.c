@@ -228,7 +228,8 @@ static float a2a_value(int from, int to, int i) { return (float)(1000 * from + 1
 
 static void test_all_to_all_v(void) {
     int n = world.size, me = world.rank;
-    size_t sc[8], sd[8], rc[8], rd[8], want_rc[8];
+    size_t sc[8] = {0}, sd[8] = {0}, rc[8] = {0}, rd[8] = {0}, want_rc[8] = {0};
+    int64_t sc64[8] = {0}, rc64[8] = {0};
     float send[64], recv[64];
     size_t at = 0;
     for (int p = 0; p < n; p++) {
@@ -238,7 +239,9 @@ static void test_all_to_all_v(void) {
         want_rc[p] = (size_t)a2a_count(p, me);
     }
     ct_comm_stats_reset(&world);
-    ct_comm_exchange_counts(&world, sc, rc);
+    for (int p = 0; p < n; p++) sc64[p] = (int64_t)sc[p];
+    ct_comm_all_to_all(&world, sc64, rc64, 1, CT_I64);
+    for (int p = 0; p < n; p++) rc[p] = (size_t)rc64[p];
     CHECK(!memcmp(rc, want_rc, (size_t)n * sizeof(size_t)), "exchanged counts differ");
     at = 0;
     for (int p = 0; p < n; p++) rd[p] = at, at += rc[p];

@@ -424,20 +424,14 @@ void ct_comm_all_to_all_v(ct_group *g, const void *send, const size_t *send_coun
     ct_comm_wait(&h);
 }
 
-// One count per peer, through the same collective (i64 on the host: the control plane of a
-// device backend carries it).
-void ct_comm_exchange_counts(ct_group *g, const size_t *send_counts, size_t *recv_counts) {
+// Through all_to_all_v with equal counts (a device backend's control plane carries host buffers).
+void ct_comm_all_to_all(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt) {
     check_group(g, CT_COMM_ALL_TO_ALL);
-    size_t n = (size_t)g->size;
-    // one (n) ones | displ (n) 0..n-1 | out (n) and in (n) as i64
-    size_t *one = calloc(2 * n, sizeof(size_t));
-    int64_t *io = calloc(2 * n, sizeof(int64_t));
-    if (!one || !io) ct_fatal("comm", "all_to_all on group %s: out of memory for %zu counts", g->name, n);
-    for (size_t p = 0; p < n; p++) one[p] = 1, one[n + p] = p, io[p] = (int64_t)send_counts[p];
-    ct_comm_all_to_all_v(g, io, one, one + n, io + n, one, one + n, CT_I64);
-    for (size_t p = 0; p < n; p++) recv_counts[p] = (size_t)io[n + p];
-    free(one);
-    free(io);
+    size_t n = (size_t)g->size, *shape = calloc(2 * n, sizeof(size_t));  // counts | displacements
+    if (!shape) ct_fatal("comm", "all_to_all on group %s: out of memory for %zu counts", g->name, n);
+    for (size_t p = 0; p < n; p++) shape[p] = count, shape[n + p] = p * count;
+    ct_comm_all_to_all_v(g, send, shape, shape + n, recv, shape, shape + n, dt);
+    free(shape);
 }
 
 void ct_comm_barrier(ct_group *g) {

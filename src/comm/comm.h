@@ -146,12 +146,13 @@ void ct_comm_barrier(ct_group *g);
 // all_to_all_v: to each rank p of g, send[send_displs[p], + send_counts[p]); from each rank p,
 // recv_counts[p] elements into recv[recv_displs[p], ...). Counts and displacements are in
 // elements, host arrays of g->size entries that must stay untouched until the wait. What p sends
-// here must be what this rank expects from p: ct_comm_exchange_counts sends the counts first.
+// here must be what this rank expects from p: ct_comm_all_to_all sends the counts first.
 // Expert parallelism's dispatch of tokens to their experts' ranks, and the combine back.
 void ct_comm_all_to_all_v(ct_group *g, const void *send, const size_t *send_counts, const size_t *send_displs,
                           void *recv, const size_t *recv_counts, const size_t *recv_displs, ct_dtype dt);
-// recv_counts[p] (host, g->size) = what rank p passed as send_counts[this rank]. Collective.
-void ct_comm_exchange_counts(ct_group *g, const size_t *send_counts, size_t *recv_counts);
+// all_to_all with equal blocks: recv[p·count, + count) = what rank p sent as send[rank·count, +
+// count). send, recv: (size, count). How the counts of an all_to_all_v go round first.
+void ct_comm_all_to_all(ct_group *g, const void *send, void *recv, size_t count, ct_dtype dt);
 // For a step that may fail on some ranks only (a file write, a check): every rank passes its own
 // outcome and all return the same one. CT_OK when every rank succeeded; else CT_ERR on every
 // rank with the lowest failing rank's message, "rank R: <its message>" (just the message when

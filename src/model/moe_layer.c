@@ -47,6 +47,14 @@ ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {
 
 // ------------------------------------------------------------------ buffers
 
+// The backward's work areas: two of (rows, wide) floats, rows the most the expert side can
+// receive (or N), wide the widest row it writes there.
+static long work_rows(const ct_moe_layer *l) {
+    long P = l->s.N * l->s.topk * l->ep_size;
+    return P > l->s.N ? P : l->s.N;
+}
+static long work_wide(const ct_moe_layer *l) { return 2 * l->s.F > l->s.C ? 2 * l->s.F : l->s.C; }
+
 static void *dev_take(const ct_moe_layer *l, size_t bytes) {
     return ct_mem_alloc_on(ct_kernels_device(l->s.k), CT_MEM_ACTIVATIONS, bytes ? bytes : 4);
 }
@@ -60,7 +68,6 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
     memset(a, 0, sizeof *a);
     const ct_moe_layer_spec *s = &l->s;
     long N = s->N, E = s->E, k = s->topk, C = s->C, F = s->F, P = N * k, R = P * l->ep_size;
-    long wide = 2 * F > C ? 2 * F : C, rows = R > N ? R : N;
     a->logits = dev_take(l, (size_t)(N * E) * sizeof(float));
     a->scores = dev_take(l, (size_t)(N * E) * sizeof(float));
     a->weights = dev_take(l, (size_t)P * sizeof(float));
@@ -74,7 +81,7 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
     a->h13 = dev_take(l, (size_t)(R * 2 * F) * sizeof(float));
     a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
     a->ye = dev_take(l, (size_t)(R * C) * sizeof(float));
-    a->scratch = dev_take(l, (size_t)(2 * rows * wide) * sizeof(float));
+    a->scratch = dev_take(l, (size_t)(2 * work_rows(l) * work_wide(l)) * sizeof(float));
     if (s->aux_coef > 0) {
         a->aux_loss = dev_take(l, sizeof(float));
         a->daux = dev_take(l, (size_t)(N * E) * sizeof(float));
@@ -193,8 +200,7 @@ void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts 
     const ct_moe_layer_spec *s = &l->s;
     const ct_kernels *k = s->k;
     long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F, R = a->rows;
-    long wide = 2 * F > C ? 2 * F : C, rows = N * K * l->ep_size > N ? N * K * l->ep_size : N;
-    float *w0 = a->scratch, *w1 = a->scratch + rows * wide;  // two work areas of (rows, wide)
+    float *w0 = a->scratch, *w1 = a->scratch + work_rows(l) * work_wide(l);  // the two work areas
     // combine: dys (pairs in expert order, in the forward's pair rows, no longer needed) and the
     // router weights' gradient (w1's head)
     float *dys = a->xs, *dweights = w1;

@@ -3,12 +3,7 @@
 #include <stdlib.h>
 
 static void exchange_counts(void *ctx, const int64_t *send, int64_t *recv, long per_peer) {
-    ct_group *g = ctx;
-    size_t n = (size_t)g->size, *shape = calloc(2 * n, sizeof(size_t));  // counts | displacements
-    if (!shape) ct_fatal("expert_parallel", "out of memory for %zu counts", n);
-    for (size_t p = 0; p < n; p++) shape[p] = (size_t)per_peer, shape[n + p] = p * (size_t)per_peer;
-    ct_comm_all_to_all_v(g, send, shape, shape + n, recv, shape, shape + n, CT_I64);
-    free(shape);
+    ct_comm_all_to_all(ctx, send, recv, (size_t)per_peer, CT_I64);
 }
 
 static void exchange_rows(void *ctx, const float *send, const size_t *send_rows, const size_t *send_at, float *recv,

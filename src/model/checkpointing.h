@@ -1,12 +1,13 @@
 // Activation checkpointing: which of a block's activations its backward finds kept and which it
-// recomputes first (model/block.c does both), what each policy keeps per token, and what its
-// recompute costs. The arithmetic here is the policy's definition; the stage carves exactly
-// these buffers (tests/test_parity_ac.c holds the two together).
+// recomputes first, what each policy keeps per token, and what its recompute costs. The kinds
+// are defined here; each family's block (model/block.h: ct_block_ops) says what they mean for
+// its activations -- its carve functions and its arithmetic below agree (tests/test_checkpointing.c,
+// tests/test_parity_ac.c hold them together). The comments give Llama 3's meaning.
 #ifndef CT_CHECKPOINTING_H
 #define CT_CHECKPOINTING_H
 #include <stdbool.h>
 
-#include "model/llama_config.h"
+#include "model/model.h"
 
 // What a block keeps for backward. Letters as in model/stage.h; the residual stream (x, x_mid)
 // is fp32 (it accumulates every block's small updates), the rest is in the compute dtype.
@@ -33,7 +34,7 @@ const char *ct_ac_kind_name(ct_ac_kind k);  // "none", "elementwise", "op", "ful
 
 // One rank's block shape for the arithmetic below.
 typedef struct {
-    const ct_llama_config *cfg;  // this rank's dimensions (heads and FFN hidden already / tp)
+    const ct_model_config *cfg;  // this rank's dimensions (heads and FFN hidden already / tp)
     int compute_bytes;           // 2 (bf16) or 4 (fp32)
     int seq_parallel_tp;         // > 1: the residual stream's rows split over this many tp ranks
 } ct_ac_shape;

@@ -42,13 +42,13 @@ static long kv_attention_scratch(void *ctx, long Tq, long Tk, long HS) {
 
 // ------------------------------------------------------------------ buffers
 
-void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows) {
+void ct_gen_init(ct_generator *g, const ct_model_config *m, const ct_model_weights *w, long max_T, long max_rows) {
     const ct_kernels *k = ct_kernels_get("cpu");
     if (!k) ct_fatal("generate", "no cpu kernel backend in this build");
     ct_gen_init_on(g, k, m, w, max_T, max_rows);
 }
 
-void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_model_config *m, const ct_model_weights *w,
                     long max_T, long max_rows) {
     memset(g, 0, sizeof *g);
     g->k = k;
@@ -60,39 +60,38 @@ void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config 
     if (max_T < 1) max_T = 1;
     g->max_T = max_T;
     g->max_rows = max_rows > 0 ? (max_rows < max_T ? max_rows : max_T) : (max_T < 256 ? max_T : 256);
-    long P = g->max_rows, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
-    long F = m->ffn_hidden, L = m->n_layers, V = m->vocab_size;
+    long P = g->max_rows, C = m->dim, HS = m->head_dim, NKV = m->n_kv_heads;
+    long L = m->n_layers, V = m->vocab_size;
     g->kv_dim = NKV * HS;
-    g->qkv_dim = (NH + 2 * NKV) * HS;
     long scratch = g->ops.attention.scratch_floats(g->ops.attention.ctx, P, max_T, HS);
+    // The family's buffers for one block of P rows, nothing checkpointed, fp32.
+    const ct_block_ops *blk = m->family->block;
+    g->lin = (ct_linear_ctx){.k = k, .prec = ct_precision_fp32()};
+    g->acts = ct_xcalloc(1, blk->acts_size);
+    g->work = ct_xcalloc(1, blk->work_size);
+    ct_block_ctx shape = {.k = k, .ops = &g->ops, .lin = &g->lin, .cfg = &g->cfg, .B = 1, .T = P, .N = P, .N_local = P,
+                          .work = g->work};
+    long work_floats = blk->carve_work(&shape, CT_AC_BIT(CT_AC_NONE), g->work, NULL);
+    long acts_floats = blk->carve_acts(&shape, CT_AC_NONE, NULL, g->acts, NULL);
 
 #define R16(x) (((x) + 15) & ~15L)
-    long total = 2 * R16(L * max_T * g->kv_dim)                                        // k, v cache
-                 + R16(P * C)                                                          // x
-                 + 3 * R16(P * C) + 2 * R16(P) + R16(P * g->qkv_dim) + R16(P * NH * HS)  // norm1, x_mid, norm2,
-                 + R16(NH * P) + R16(P * 2 * F) + R16(P * F)                           //   rstd1/2, qkv, att, lse, h13, h
-                 + R16(V) + 2 * R16(max_T * HS / 2) + R16(scratch);                    // logits, rope, scratch
+    long total = 2 * R16(L * max_T * g->kv_dim) + R16(P * C)                // k, v cache; x
+                 + R16(work_floats) + R16(acts_floats) + R16(C) + R16(1)     // the block's; final norm
+                 + R16(V) + 2 * R16(max_T * HS / 2) + R16(scratch);         // logits, rope, scratch
     g->arena = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
-    float *p = g->arena;
+    float *p = g->arena, *work, *acts;
 #define TAKE(ptr, n)  \
     do {              \
         ptr = p;      \
         p += R16(n);  \
     } while (0)
-    ct_block_acts *s = &g->acts;
     TAKE(g->k_cache, L * max_T * g->kv_dim);
     TAKE(g->v_cache, L * max_T * g->kv_dim);
     TAKE(g->x, P * C);
-    TAKE(s->norm1, P * C);
-    TAKE(s->rstd1, P);
-    TAKE(s->qkv, P * g->qkv_dim);
-    TAKE(s->att, P * NH * HS);
-    TAKE(s->lse, NH * P);
-    TAKE(s->x_mid, P * C);
-    TAKE(s->norm2, P * C);
-    TAKE(s->rstd2, P);
-    TAKE(s->h13, P * 2 * F);
-    TAKE(s->h, P * F);
+    TAKE(work, work_floats);
+    TAKE(acts, acts_floats);
+    TAKE(g->xn, C);
+    TAKE(g->rstd, 1);
     TAKE(g->logits_dev, V);
     TAKE(g->rope_cos, max_T * HS / 2);
     TAKE(g->rope_sin, max_T * HS / 2);
@@ -100,7 +99,9 @@ void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config 
 #undef TAKE
 #undef R16
     if (p - g->arena > total) ct_fatal("generate", "arena overflow");
-    s->x = g->x;  // each block reads and overwrites the residual stream in place
+    blk->carve_work(&shape, CT_AC_BIT(CT_AC_NONE), g->work, work);
+    // each block reads and overwrites the residual stream in place
+    blk->carve_acts(&shape, CT_AC_NONE, g->x, g->acts, acts);
 
     g->ints = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_ACTIVATIONS, (size_t)(max_T + P) * sizeof(int32_t));
     g->pos = g->ints;
@@ -112,11 +113,13 @@ void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config 
     g->logits = ct_xmalloc((size_t)V * sizeof(float));
     // The tables training builds; an angle depends only on the position, so the longer table
     // repeats training's values.
-    ct_llama_rope_tables(k, m, g->rope_cos, g->rope_sin, max_T);
+    ct_model_rope_tables(k, m, g->rope_cos, g->rope_sin, max_T);
 }
 
 void ct_gen_free(ct_generator *g) {
     ct_mem_free(g->arena);
+    free(g->acts);
+    free(g->work);
     ct_mem_free(g->ints);
     free(g->logits);
     memset(g, 0, sizeof *g);
@@ -129,20 +132,20 @@ void ct_gen_reset(ct_generator *g) { g->len = 0; }
 // n rows (n <= max_rows) at positions len..len+n-1 through every block; x holds the chunk's
 // embeddings on entry and the final residual stream on exit.
 static void chunk_forward(ct_generator *g, long n) {
-    const ct_llama_config *m = &g->cfg;
-    ct_linear_ctx lin = {.k = g->k, .prec = ct_precision_fp32()};  // generation computes in fp32
+    const ct_model_config *m = &g->cfg;
     ct_block_ctx c = {
-        .k = g->k, .ops = &g->ops, .lin = &lin, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n, .qkv_dim = g->qkv_dim,
+        .k = g->k, .ops = &g->ops, .lin = &g->lin, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n,
         .pos = g->pos + g->len,  // absolute positions: RoPE rotates q and k where they sit in the sequence
-        .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .scratch = g->scratch,
+        .rope_cos = g->rope_cos, .rope_sin = g->rope_sin, .scratch = g->scratch, .work = g->work,
     };
-    for (int l = 0; l < m->n_layers; l++) ct_block_forward(&c, l, &g->acts, &g->w->blocks[l], g->x);
+    const ct_block_ops *blk = m->family->block;
+    for (int l = 0; l < m->n_layers; l++) blk->forward(&c, l, g->acts, &g->w->blocks[l], g->x);
     g->len += n;
 }
 
 const float *ct_gen_feed(ct_generator *g, const int32_t *tokens, long n) {
     const ct_kernels *k = g->k;
-    const ct_llama_config *m = &g->cfg;
+    const ct_model_config *m = &g->cfg;
     long C = m->dim, V = m->vocab_size;
     if (n < 1) return ct_set_error("generate: nothing to feed"), NULL;
     if (g->len + n > g->max_T)
@@ -159,10 +162,9 @@ const float *ct_gen_feed(ct_generator *g, const int32_t *tokens, long n) {
         done += rows;
         last = rows - 1;
     }
-    // Logits of the last row only: (1, C) -> (1, V), through the first row of the norm buffers.
-    float *xn = g->acts.norm1;
-    k->rmsnorm_forward(xn, g->acts.rstd1, g->x + last * C, g->w->norm, 1, C, (float)m->norm_eps);
-    k->linear_forward(g->logits_dev, xn, g->w->output, 1, C, V);
+    // Logits of the last row only: (1, C) -> (1, V).
+    k->rmsnorm_forward(g->xn, g->rstd, g->x + last * C, g->w->norm, 1, C, (float)m->norm_eps);
+    k->linear_forward(g->logits_dev, g->xn, g->w->output, 1, C, V);
     k->copy_to_host(g->logits, g->logits_dev, (size_t)V * sizeof(float));
     return g->logits;
 }

@@ -1,7 +1,7 @@
 // Autoregressive decoding with a KV cache. The prompt is run through the model once (prefill,
 // in chunks of up to `max_rows` rows); afterwards each new token is one row that attends to the
 // cached keys and values of every earlier position, so a token costs O(params + T·C) instead of
-// a forward over the whole prefix. Each layer is the training block itself (ct_block_forward,
+// a forward over the whole prefix. Each layer is the training block itself (the family's forward,
 // model/block.h) run through the kernel backend, with one operation swapped in its operations
 // table: attention appends the chunk's keys and values (RoPE'd by the block at their absolute
 // positions) to the layer's cache and lets the chunk's queries attend to everything cached
@@ -12,24 +12,28 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "model/llama.h"
+#include "model/linear.h"
 #include "model/sampler.h"
+#include "model/weights.h"
 #include "model/stage_ops.h"
 
 // Device buffers (on k's device) unless marked host.
 typedef struct {
-    ct_llama_config cfg;
-    const ct_llama_weights *w;
+    ct_model_config cfg;
+    const ct_model_weights *w;
     const ct_kernels *k;         // the kernel backend ("cpu")
     ct_stage_ops ops;            // ct_stage_ops_local(k) with the KV-cache attention
     long max_T;                  // cache capacity in tokens
     long max_rows;               // rows one forward chunk holds (prefill is cut into chunks)
     long len;                    // tokens already in the cache (= the next position)
-    long qkv_dim, kv_dim;        // (NH + 2·NKV)·HS, NKV·HS
+    long kv_dim;                 // NKV·HS
     float *k_cache, *v_cache;    // (L, max_T, NKV, HS) each, RoPE already applied to k
     float *x;                    // (P, C) residual stream of the chunk (P = max_rows): every
-                                 // block's input and output (ct_block_forward may write in place)
-    ct_block_acts acts;          // one block's buffers for P rows (acts.x = x)
+                                 // block's input and output (the block's forward may write in place)
+    void *acts;                  // one block's activations record for P rows (its x = x), the family's
+    void *work;                  // the family's shared buffers for P rows
+    ct_linear_ctx lin;           // generation computes in fp32
+    float *xn, *rstd;            // (C), (1) the last row's final norm
     float *logits_dev;           // (V) of the last row fed
     float *logits;               // host (V): logits_dev copied out, what ct_gen_feed returns
     float *rope_cos, *rope_sin;  // (max_T, HS/2)
@@ -43,9 +47,9 @@ typedef struct {
 // Plans buffers for up to max_T tokens (prompt + continuation). max_rows <= 0: min(max_T, 256).
 // Runs on backend k, with w on its device (ct_gen_init: the "cpu" backend, fatal when the build
 // has none). g must not move afterwards: its attention operation points at it.
-void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_model_config *m, const ct_model_weights *w,
                     long max_T, long max_rows);
-void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows);
+void ct_gen_init(ct_generator *g, const ct_model_config *m, const ct_model_weights *w, long max_T, long max_rows);
 void ct_gen_free(ct_generator *g);
 void ct_gen_reset(ct_generator *g);  // empties the cache
 

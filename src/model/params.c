@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -11,15 +12,16 @@
 
 // Adds a tensor of global shape (rows, cols); tp_dim says which dimension this rank holds
 // 1/tp of (the tp_rank-th slice), -1 for a replicated tensor.
-static void add(ct_param_table *t, int *cap, const char *name, long rows, long cols, int group, ct_init_kind init,
-                double std, int tp_dim, int tp_rank, int tp_size) {
-    if (t->count == *cap) ct_fatal("params", "registry overflow");
+static void add(ct_param_table *t, int cap, const char *name, const ct_param_spec *spec, int group) {
+    if (t->count == cap) ct_fatal("params", "registry overflow");
     ct_param *p = &t->params[t->count++];
     snprintf(p->name, sizeof p->name, "%s", name);
+    long rows = spec->rows, cols = spec->cols;
+    int tp_size = t->tp_size, tp_rank = t->tp_rank;
     p->ndim = cols > 1 ? 2 : 1;
     p->global_shape[0] = rows;
     p->global_shape[1] = cols;
-    p->tp_dim = tp_size > 1 ? tp_dim : -1;
+    p->tp_dim = tp_size > 1 ? spec->tp_dim : -1;
     if (p->tp_dim == 0) rows /= tp_size;
     if (p->tp_dim == 1) cols /= tp_size;
     p->tp_start = p->tp_dim == 0 ? tp_rank * rows : p->tp_dim == 1 ? tp_rank * cols : 0;
@@ -28,12 +30,30 @@ static void add(ct_param_table *t, int *cap, const char *name, long rows, long c
     p->numel = rows * cols;
     p->offset = t->total;
     p->group = group;
-    p->init = init;
-    p->init_std = std;
+    p->view = spec->view;
+    p->init = spec->init;
+    p->init_std = spec->init_std;
     t->total += p->numel;
 }
 
-ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements) {
+// The embedding (group 0) and head (group L + 1) tensors every family has.
+static ct_param_spec embedding_spec(const ct_model_config *m) {
+    return (ct_param_spec){"tok_embeddings.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 0};
+}
+static ct_param_spec norm_spec(const ct_model_config *m) {
+    return (ct_param_spec){"norm.weight", m->dim, 1, -1, CT_INIT_ONES, 0, 0};
+}
+static ct_param_spec output_spec(const ct_model_config *m) {
+    return (ct_param_spec){"output.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 1};
+}
+
+// a += b·c, false on overflow.
+static bool add_product(long *a, long b, long c) {
+    long p;
+    return !__builtin_mul_overflow(b, c, &p) && !__builtin_add_overflow(*a, p, a);
+}
+
+ct_status ct_param_count(const ct_model_config *m, int *n_tensors, long *n_elements) {
 #define POSITIVE(f) \
     if (m->f <= 0) return ct_set_error("model: " #f " %d must be positive", m->f)
     POSITIVE(dim);
@@ -44,36 +64,37 @@ ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_eleme
     POSITIVE(ffn_hidden);
     POSITIVE(vocab_size);
 #undef POSITIVE
-    // t->count is an int: 3 + 9 L must fit (L near INT_MAX once wrapped the multiply).
-    if (m->n_layers > (INT_MAX - 3) / 9)
-        return ct_set_error("model: n_layers %d: the registry holds at most %d layers", m->n_layers, (INT_MAX - 3) / 9);
-    const long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
-    const long NH = m->n_heads, NKV = m->n_kv_heads;
-    // Per layer: two norms (C), wq/wk/wv ((NH + 2 NKV) HS x C), wo (C x NH HS), w1/w3/w2 (3 F C).
-    // Every factor is below 2^31 (so 3 F, 2 V, NH + 2 NKV fit a long); every product and sum
-    // after that is checked, whatever the config (the caller may not have validated it).
-    long heads, qkv_rows, wo_cols, qkv, wo, ffn, layer, layers, emb, total;
-    if (__builtin_add_overflow(NH, 2 * NKV, &heads) || __builtin_mul_overflow(heads, HS, &qkv_rows) ||
-        __builtin_mul_overflow(NH, HS, &wo_cols) || __builtin_mul_overflow(qkv_rows, C, &qkv) ||
-        __builtin_mul_overflow(C, wo_cols, &wo) || __builtin_mul_overflow(3 * F, C, &ffn) ||
-        __builtin_add_overflow(qkv, wo, &layer) || __builtin_add_overflow(layer, ffn, &layer) ||
-        __builtin_add_overflow(layer, 2 * C, &layer) || __builtin_mul_overflow(layer, (long)m->n_layers, &layers) ||
-        __builtin_mul_overflow(2 * V, C, &emb) || __builtin_add_overflow(emb, C, &emb) ||
-        __builtin_add_overflow(layers, emb, &total))
+    if (!m->family) return ct_set_error("model: no model family (model.name)");
+    // t->count is an int: 3 + (tensors per block) L must fit.
+    if (m->n_layers > (INT_MAX - 3) / CT_BLOCK_MAX_PARAMS)
+        return ct_set_error("model: n_layers %d: the registry holds at most %d layers", m->n_layers,
+                            (INT_MAX - 3) / CT_BLOCK_MAX_PARAMS);
+    // Every dimension is below 2^31; every product and sum after that is checked, whatever the
+    // config (the caller may not have validated it).
+    long total = 0;
+    int count = 3;
+    ct_param_spec e = embedding_spec(m), nf = norm_spec(m), o = output_spec(m);
+    bool ok = add_product(&total, e.rows, e.cols) && add_product(&total, nf.rows, nf.cols) &&
+              add_product(&total, o.rows, o.cols);
+    for (int l = 0; ok && l < m->n_layers; l++) {
+        ct_param_spec specs[CT_BLOCK_MAX_PARAMS];
+        int n = m->family->block_params(m, l, specs);
+        count += n;
+        for (int i = 0; ok && i < n; i++) ok = specs[i].rows > 0 && add_product(&total, specs[i].rows, specs[i].cols);
+    }
+    if (!ok)
         return ct_set_error("model: dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d: "
                             "the parameter count overflows",
                             m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size);
-    *n_tensors = 3 + 9 * m->n_layers;
+    *n_tensors = count;
     *n_elements = total;
     return CT_OK;
 }
 
-void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
+void ct_param_table_build(ct_param_table *t, const ct_model_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
 
-void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size) {
+void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size) {
     memset(t, 0, sizeof *t);
-    long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
-    long NH = m->n_heads, NKV = m->n_kv_heads;
     t->tp_rank = tp_rank;
     t->tp_size = tp_size;
     int cap;
@@ -84,36 +105,35 @@ void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp
     t->params = ct_xcalloc((size_t)cap, sizeof(ct_param));
     t->n_groups = m->n_layers + 2;
     t->group_offset = ct_xcalloc((size_t)t->n_groups + 1, sizeof(long));
-    const double std = 0.02, std_out = 0.02 / sqrt(2.0 * m->n_layers);
+    t->group_first = ct_xcalloc((size_t)t->n_groups + 1, sizeof(int));
     char name[CT_PARAM_NAME];
 
-    t->group_offset[0] = 0;
-    add(t, &cap, "tok_embeddings.weight", V, C, 0, CT_INIT_NORMAL, std, 0, tp_rank, tp_size);
+    ct_param_spec e = embedding_spec(m);
+    add(t, cap, e.name, &e, 0);
     for (int l = 0; l < m->n_layers; l++) {
         int g = 1 + l;
         t->group_offset[g] = t->total;
-#define P(suffix, rows, cols, init, s, split)                       \
-    snprintf(name, sizeof name, "layers.%d.%s", l, suffix);        \
-    add(t, &cap, name, rows, cols, g, init, s, split, tp_rank, tp_size)
-        P("attention_norm.weight", C, 1, CT_INIT_ONES, 0, -1);
-        P("attention.wq.weight", NH * HS, C, CT_INIT_NORMAL, std, 0);  // column-parallel: heads
-        P("attention.wk.weight", NKV * HS, C, CT_INIT_NORMAL, std, 0);
-        P("attention.wv.weight", NKV * HS, C, CT_INIT_NORMAL, std, 0);
-        P("attention.wo.weight", C, NH * HS, CT_INIT_NORMAL, std_out, 1);  // row-parallel
-        P("ffn_norm.weight", C, 1, CT_INIT_ONES, 0, -1);
-        P("feed_forward.w1.weight", F, C, CT_INIT_NORMAL, std, 0);
-        P("feed_forward.w3.weight", F, C, CT_INIT_NORMAL, std, 0);
-        P("feed_forward.w2.weight", C, F, CT_INIT_NORMAL, std_out, 1);
-#undef P
+        t->group_first[g] = t->count;
+        ct_param_spec specs[CT_BLOCK_MAX_PARAMS];
+        int n = m->family->block_params(m, l, specs);
+        for (int i = 0; i < n; i++) {
+            snprintf(name, sizeof name, "layers.%d.%s", l, specs[i].name);
+            add(t, cap, name, &specs[i], g);
+        }
     }
-    t->group_offset[m->n_layers + 1] = t->total;
-    add(t, &cap, "norm.weight", C, 1, m->n_layers + 1, CT_INIT_ONES, 0, -1, tp_rank, tp_size);
-    add(t, &cap, "output.weight", V, C, m->n_layers + 1, CT_INIT_NORMAL, std, 0, tp_rank, tp_size);
+    int head = m->n_layers + 1;
+    t->group_offset[head] = t->total;
+    t->group_first[head] = t->count;
+    ct_param_spec nf = norm_spec(m), o = output_spec(m);
+    add(t, cap, nf.name, &nf, head);
+    add(t, cap, o.name, &o, head);
     t->group_offset[t->n_groups] = t->total;
+    t->group_first[t->n_groups] = t->count;
 }
 
 void ct_param_table_free(ct_param_table *t) {
     free(t->params);
+    free(t->group_first);
     free(t->group_offset);
     memset(t, 0, sizeof *t);
 }

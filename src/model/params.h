@@ -3,18 +3,17 @@
 // style), laid out group by group so each FSDP group (embedding; each transformer block; final
 // norm + output) is one contiguous slice: sharding a group is cutting a slice.
 //
-// Within a block the order is chosen so fused matmuls read one matrix:
-//   attention_norm, wq | wk | wv (one (NH+2·NKV)·HS × C matrix), wo, ffn_norm, w1 | w3 (2F × C), w2
+// The embedding and the head are the same in every family; a block's tensors, their order (chosen
+// so fused matmuls read one matrix), tp split and initialisation are its family's
+// (ct_model_family.block_params).
 #ifndef CT_PARAMS_H
 #define CT_PARAMS_H
 #include <stdint.h>
 
 #include "core/error.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 enum { CT_PARAM_NAME = 96 };
-
-typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
 
 typedef struct {
     char name[CT_PARAM_NAME];  // e.g. "layers.0.attention.wq.weight"
@@ -26,6 +25,8 @@ typedef struct {
     long offset;               // element offset in the flat block
     long numel;
     int group;                 // FSDP group: 0 embedding, 1..L blocks, L+1 norm + output
+    int view;                  // the view it starts in its group (ct_block_weights.t[view]; embedding 0;
+                               // head: norm 0, output 1), -1: it continues the previous tensor
     ct_init_kind init;
     double init_std;
 } ct_param;
@@ -37,33 +38,29 @@ typedef struct {
     int tp_rank, tp_size;      // the tp slice this table describes (1: the whole model)
     int n_groups;
     long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
+    int *group_first;          // (n_groups + 1) group g's tensors are params[first[g] .. first[g+1])
 } ct_param_table;
 
-// Tensors and elements of the whole model's registry (3 + 9 L tensors), computed without
+// Tensors and elements of the whole model's registry (3 + the blocks' tensors), computed without
 // overflow: CT_ERR naming the setting when a dimension is not positive or the registry could
 // not be indexed (more tensors than an int holds, more elements than a long). The builders
 // below end the job (ct_fatal) on such a config; a reader of untrusted dimensions (a model
 // file) calls this first, and compares the counts with what the file holds.
-ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements);
+ct_status ct_param_count(const ct_model_config *m, int *n_tensors, long *n_elements);
 // The whole model (no tensor parallelism).
-void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
+void ct_param_table_build(ct_param_table *t, const ct_model_config *m);
 // This tp rank's part under Megatron's split (m: the global config; tp_size must divide heads,
-// kv heads, FFN hidden and vocabulary — ct_llama_config_local checks): wq, wk, wv, w1, w3 and
-// both embedding and output split by rows (heads, FFN columns, vocabulary), wo and w2 by
-// columns, norm weights replicated.
-void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size);
+// kv heads, FFN hidden and vocabulary — ct_model_config_local checks): embedding and output
+// split by rows (vocabulary), the final norm replicated, a block's tensors as its family says.
+void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size);
 // Global flattened index of local element `local` of p.
 long ct_param_global_index(const ct_param *p, long local);
 void ct_param_table_free(ct_param_table *t);
 const ct_param *ct_param_find(const ct_param_table *t, const char *name);
 
 // Initialisation is a pure function of (seed, parameter name, global element index), so every
-// layout and every shard starts from the same numbers. Scheme (GPT-2 / Megatron style):
-//   norm weights             1
-//   wq, wk, wv, w1, w3       normal(0, 0.02)
-//   wo, w2 (residual outs)   normal(0, 0.02 / sqrt(2 * n_layers))   depth-scaled
-//   tok_embeddings           normal(0, 0.02)
-//   output                   normal(0, 0.02)   (small logits: loss at step 0 is ln(V))
+// layout and every shard starts from the same numbers: ones, or normal(0, std) as the tensor's
+// spec says (embedding and output normal(0, 0.02): small logits, loss at step 0 is ln(V)).
 // Fills dst with local elements [begin, begin + n) of parameter p (values by global index).
 void ct_param_init_range(const ct_param *p, uint64_t seed, long begin, long n, float *dst);
 // Fills dst with the n values of p at global flat indices [global_begin, global_begin + n).

@@ -6,7 +6,6 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/trace.h"
-#include "model/block.h"
 
 // ------------------------------------------------------------------ planning
 
@@ -31,74 +30,36 @@ static bool seq_parallel(const ct_stage *s) { return s->ops.tp.sequence_parallel
         ptr = base ? base + used : NULL;        \
         used += ((n) + 15) & ~15L;              \
     } while (0)
-// n elements of the compute dtype (a kept matmul activation): half as many floats in bf16.
-#define TAKE_ACT(ptr, n) TAKE(ptr, s->prec.compute == CT_BF16 ? ((n) + 1) / 2 : (n))
 
-// A block's linear layers on this rank (wqkv, wo, w13, w2): what the linears' scratch serves.
-static void block_linears(const ct_stage *s, ct_linear_shape l[CT_BLOCK_LINEARS]) {
-    const ct_llama_config *m = &s->cfg;
-    long C = m->dim, Q = m->n_heads * m->head_dim, F = m->ffn_hidden;
-    l[CT_LINEAR_WQKV] = (ct_linear_shape){C, s->qkv_dim};
-    l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
-    l[CT_LINEAR_W13] = (ct_linear_shape){C, 2 * F};
-    l[CT_LINEAR_W2] = (ct_linear_shape){F, C};
+// The checkpointing kinds this stage's blocks use (CT_AC_BIT set).
+static unsigned ac_kinds(const ct_stage *s) {
+    unsigned kinds = 0;
+    for (int l = s->layer_begin; l < s->layer_end; l++) kinds |= CT_AC_BIT(ct_ac_layer_kind(&s->ac, l));
+    return kinds;
 }
 
-// Whether any of this stage's blocks is checkpointed as `kind`.
-static bool any_ac(const ct_stage *s, ct_ac_kind kind) {
-    for (int l = s->layer_begin; l < s->layer_end; l++)
-        if (ct_ac_layer_kind(&s->ac, l) == kind) return true;
-    return false;
+// What sizes the family's buffers: the stage's shape, before any buffer exists.
+static ct_block_ctx shape_ctx(ct_stage *s) {
+    return (ct_block_ctx){.k = s->k, .ops = &s->ops, .lin = &s->lin, .fused = s->fused, .cfg = &s->cfg, .B = s->B,
+                          .T = s->T, .N = s->N, .N_local = s->N_local, .work = s->work};
 }
 
 static long carve_shared(ct_stage *s, float *base, long scratch) {
-    const ct_llama_config *m = &s->cfg;
-    long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
+    const ct_model_config *m = &s->cfg;
+    long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim;
     long used = 0;
-    if (s->prec.compute == CT_BF16) {
-        TAKE(s->w_norm, N * C);
-        TAKE(s->w_qkv, N * s->qkv_dim);
-        TAKE(s->w_att, N * NH * HS);
-        TAKE(s->w_h13, N * 2 * F);
-        TAKE(s->w_h, N * F);
-    }
-    // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
-    bool cheap = any_ac(s, CT_AC_ELEMENTWISE), ops = any_ac(s, CT_AC_OPS), full = any_ac(s, CT_AC_FULL);
-    ct_block_acts *rc = &s->rc;
-    if (cheap || ops || full) {
-        TAKE_ACT(rc->norm1, N * C);
-        TAKE_ACT(rc->norm2, N * C);
-        TAKE_ACT(rc->h, N * F);
-    }
-    if (ops || full) {
-        TAKE(rc->rstd1, Nl);
-        TAKE_ACT(rc->qkv, N * s->qkv_dim);
-    }
-    if (full) {
-        TAKE_ACT(rc->att, N * NH * HS);
-        TAKE(rc->lse, s->B * NH * s->T);
-    }
-    if (ops || full) {
-        TAKE(rc->x_mid, Nl * C);
-        TAKE(rc->rstd2, Nl);
-        TAKE_ACT(rc->h13, N * 2 * F);
-    }
-    if (s->fused) {
-        const ct_kernels *k = s->k;
-        long f = k->rmsnorm_linear_scratch_floats(N, C, s->qkv_dim), g = k->linear_swiglu_scratch_floats(N, C, F);
-        long r = k->linear_rope_scratch_floats(N, C, s->qkv_dim);
-        TAKE(s->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
+    ct_block_ctx c = shape_ctx(s);
+    if (n_layers(s)) {
+        float *work;
+        TAKE(work, s->block->carve_work(&c, ac_kinds(s), s->work, NULL));
+        if (base) s->block->carve_work(&c, ac_kinds(s), s->work, work);
     }
     float *lin;
     ct_linear_shape linears[CT_BLOCK_LINEARS];
-    block_linears(s, linears);
-    TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, linears, CT_BLOCK_LINEARS));
-    if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, linears, CT_BLOCK_LINEARS);
+    int n_linears = n_layers(s) ? s->block->linears(&c, linears) : 0;
+    TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, linears, n_linears));
+    if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, linears, n_linears);
     TAKE(s->dnorm, N * C);
-    TAKE(s->datt, N * NH * HS);
-    TAKE(s->dqkv, N * s->qkv_dim);
-    TAKE(s->dh, N * F);
-    TAKE(s->dh13, N * 2 * F);
     if (seq_parallel(s)) {
         TAKE(s->tmp_local, Nl * C);
         TAKE(s->tmp_full, N * C);
@@ -109,34 +70,19 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
     return used;
 }
 
-static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
-    const ct_llama_config *m = &s->cfg;
-    long B = s->B, T = s->T, N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long F = m->ffn_hidden, QKV = s->qkv_dim;
+static void *block_record(void *records, size_t size, int i) { return (char *)records + size * (size_t)i; }
+
+static long carve_slot(ct_stage *s, ct_act_slot *a, float *base) {
+    long N = s->N, Nl = s->N_local, C = s->cfg.dim;
     long used = 0;
+    ct_block_ctx c = shape_ctx(s);
     for (int l = 0; l < n_layers(s); l++) {
-        ct_block_acts *b = &a->blocks[l];
         ct_ac_kind kind = ct_ac_layer_kind(&s->ac, s->layer_begin + l);
-        if (base) *b = s->rc;  // what the block does not keep lives in the shared recompute buffers
-        TAKE(b->x, Nl * C);
-        if (kind == CT_AC_FULL) continue;
-        if (kind == CT_AC_OPS) {
-            TAKE_ACT(b->qv, N * (NH + m->n_kv_heads) * HS);
-            TAKE_ACT(b->att, N * NH * HS);
-            TAKE(b->lse, B * NH * T);
-            TAKE_ACT(b->h1, N * F);
-            continue;
-        }
-        if (kind == CT_AC_NONE) TAKE_ACT(b->norm1, N * C);
-        TAKE(b->rstd1, Nl);
-        TAKE_ACT(b->qkv, N * QKV);
-        TAKE_ACT(b->att, N * NH * HS);
-        TAKE(b->lse, B * NH * T);
-        TAKE(b->x_mid, Nl * C);
-        if (kind == CT_AC_NONE) TAKE_ACT(b->norm2, N * C);
-        TAKE(b->rstd2, Nl);
-        TAKE_ACT(b->h13, N * 2 * F);
-        if (kind == CT_AC_NONE) TAKE_ACT(b->h, N * F);
+        TAKE(a->x[l], Nl * C);
+        float *rest;
+        void *acts = block_record(a->blocks, s->block->acts_size, l);
+        TAKE(rest, s->block->carve_acts(&c, kind, a->x[l], acts, NULL));
+        if (base) s->block->carve_acts(&c, kind, a->x[l], acts, rest);
     }
     TAKE(a->out, Nl * C);
     if (s->has_head) {
@@ -146,23 +92,19 @@ static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
     TAKE(a->grad, Nl * C);
     if (s->split_backward) {
         for (int l = 0; l < n_layers(s); l++) {
-            ct_block_wgrad_inputs *w = &a->wg[l];
-            TAKE(w->dy_ffn, N * C);
-            TAKE(w->dh13, N * 2 * F);
-            TAKE(w->dn2, Nl * C);
-            TAKE(w->dy_att, N * C);
-            TAKE(w->dqkv, N * QKV);
-            TAKE(w->dn1, Nl * C);
+            float *keep;
+            void *wg = block_record(a->wg, s->block->wgrad_size, l);
+            TAKE(keep, s->block->carve_wgrad(&c, wg, NULL));
+            if (base) s->block->carve_wgrad(&c, wg, keep);
         }
         if (s->has_embedding && seq_parallel(s)) TAKE(a->dx_embed, N * C);
     }
     return used;
 }
-#undef TAKE_ACT
 #undef TAKE
 
 // The stage's input: the first block's input, or (no blocks) the output buffer itself.
-static float *input_buffer(ct_stage *s, ct_act_slot *a) { return n_layers(s) ? a->blocks[0].x : a->out; }
+static float *input_buffer(ct_stage *s, ct_act_slot *a) { return n_layers(s) ? a->x[0] : a->out; }
 
 static ct_tensor stream_view(const ct_stage *s, float *data) {
     return ct_tensor_make(data, CT_F32, (ct_device){s->k->device, 0}, s->N_local, s->cfg.dim);
@@ -203,9 +145,12 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->pos = spec->pos;
     s->rope_len = spec->max_pos > s->T ? spec->max_pos : s->T;
     s->N_local = seq_parallel(s) ? s->N / s->ops.tp.size : s->N;
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long HS = m->head_dim;
-    s->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
+    if (!m->family) ct_fatal("stage", "a model config without a family (ct_model_config_from sets it)");
+    s->block = m->family->block;
+    s->lin.prec = s->prec;  // the carve functions read the compute dtype from it
+    s->work = ct_xcalloc(1, s->block->work_size);
     s->xent_chunk_rows = xent_chunk_rows(s->N, m->vocab_size);
     long scratch = n_layers(s) ? s->ops.attention.scratch_floats(s->ops.attention.ctx, s->T, s->T, HS) : 0;
     if (s->has_head) {
@@ -217,11 +162,12 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->arena = ct_mem_take(s->sizing, ct_kernels_device(s->k), CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     if (s->sizing) return;  // sizing only: nothing to carve or fill
     carve_shared(s, s->arena, scratch);
-    ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
+    ct_model_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
 }
 
 static void free_slots(ct_stage *s) {
     for (int i = 0; i < s->n_slots; i++) {
+        free(s->slots[i].x);
         free(s->slots[i].blocks);
         free(s->slots[i].wg);
     }
@@ -236,7 +182,7 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
     // The weight pass reads the matmul inputs after the input pass has moved on to other blocks,
     // when a checkpointed block's recomputed ones are gone (and recomputing there would
     // communicate): the trainer refuses the combination before planning.
-    if (split && (any_ac(s, CT_AC_ELEMENTWISE) || any_ac(s, CT_AC_OPS) || any_ac(s, CT_AC_FULL)))
+    if (split && (ac_kinds(s) & ~CT_AC_BIT(CT_AC_NONE)))
         ct_fatal("stage", "activation checkpointing with a split backward (I/W actions)");
     free_slots(s);
     s->split_backward = split;
@@ -246,8 +192,10 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
     for (int i = 0; i < n; i++) {
         ct_act_slot *a = &s->slots[i];
         a->mb = -1;
-        a->blocks = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_acts));
-        if (split) a->wg = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1), sizeof(ct_block_wgrad_inputs));
+        size_t blocks = (size_t)(n_layers(s) > 0 ? n_layers(s) : 1);
+        a->x = ct_xcalloc(blocks, sizeof(float *));
+        a->blocks = ct_xcalloc(blocks, s->block->acts_size);
+        if (split) a->wg = ct_xcalloc(blocks, s->block->wgrad_size);
         per_slot = carve_slot(s, a, NULL);
     }
     s->slot_arena = ct_mem_take(s->sizing, ct_kernels_device(s->k), CT_MEM_ACTIVATIONS, (size_t)(per_slot * n) * sizeof(float));
@@ -257,6 +205,7 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
 
 void ct_stage_free(ct_stage *s) {
     free_slots(s);
+    free(s->work);
     ct_mem_free(s->arena);
     memset(s, 0, sizeof *s);
 }
@@ -264,16 +213,21 @@ void ct_stage_free(ct_stage *s) {
 // ------------------------------------------------------------------ running
 
 static ct_block_ctx block_ctx(ct_stage *s, const ct_act_slot *a) {
-    ct_block_ctx c = {
-        .k = s->k, .ops = &s->ops, .lin = &s->lin, .fused = s->fused, .fuse_scratch = s->fuse_scratch, .cfg = &s->cfg, .B = s->B, .T = s->T, .N = s->N, .N_local = s->N_local,
-        .qkv_dim = s->qkv_dim, .pos = s->pos, .docs = a->docs, .rope_cos = s->rope_cos, .rope_sin = s->rope_sin,
-        .rope_pos = a->rope_pos,
-        .tmp_local = s->tmp_local, .tmp_full = s->tmp_full, .scratch = s->scratch, .dnorm = s->dnorm,
-        .datt = s->datt, .dqkv = s->dqkv, .dh = s->dh, .dh13 = s->dh13, .w_norm = s->w_norm, .w_qkv = s->w_qkv,
-        .w_att = s->w_att, .w_h13 = s->w_h13, .w_h = s->w_h,
-    };
+    ct_block_ctx c = shape_ctx(s);
+    c.pos = s->pos;
+    c.docs = a->docs;
+    c.rope_pos = a->rope_pos;
+    c.rope_cos = s->rope_cos;
+    c.rope_sin = s->rope_sin;
+    c.tmp_local = s->tmp_local;
+    c.tmp_full = s->tmp_full;
+    c.scratch = s->scratch;
+    c.dnorm = s->dnorm;
     return c;
 }
+
+static void *acts_of(const ct_stage *s, const ct_act_slot *a, int i) { return block_record(a->blocks, s->block->acts_size, i); }
+static void *wgrad_of(const ct_stage *s, const ct_act_slot *a, int i) { return block_record(a->wg, s->block->wgrad_size, i); }
 
 // Every piece of the model's work runs between the acquire and the release of its parameter
 // group, so that is where a profile's span of it opens and closes ("block.backward", with the
@@ -315,7 +269,7 @@ static float *partial_out(ct_stage *s, float *local) { return seq_parallel(s) ? 
 static long vocab_start(const ct_stage *s) { return (long)s->ops.tp.rank * s->cfg.vocab_size; }
 
 static void embedding_forward(ct_stage *s, ct_act_slot *a) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     int span = acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
     float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
@@ -329,7 +283,7 @@ static void embedding_forward(ct_stage *s, ct_act_slot *a) {
 // Final norm, then the output projection fused with cross-entropy; in training also the head's
 // backward, leaving the gradient of the last block's output in a->grad.
 static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim;
     unsigned use = CT_USE_WEIGHTS | (training ? CT_USE_GRADS : 0);
     int span = acquire(s, head_group(s), CT_PHASE_FORWARD, use);
@@ -371,8 +325,8 @@ void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_sca
     for (int i = 0; i < n_layers(s); i++) {
         int l = s->layer_begin + i, group = 1 + l;
         int span = acquire(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
-        float *out = i + 1 < n_layers(s) ? a->blocks[i + 1].x : a->out;
-        ct_block_forward(&c, l, &a->blocks[i], &s->w->blocks[l], out);
+        float *out = i + 1 < n_layers(s) ? a->x[i + 1] : a->out;
+        s->block->forward(&c, l, acts_of(s, a, i), &s->w->blocks[l], out);
         release(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
     }
     if (s->has_head) head_forward(s, a, training, grad_scale);
@@ -387,9 +341,8 @@ static void recompute(ct_stage *s, const ct_block_ctx *c, ct_act_slot *a, int i)
     ct_ac_kind kind = ct_ac_layer_kind(&s->ac, l);
     if (kind == CT_AC_NONE) return;
     int span = acquire(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS);
-    if (kind == CT_AC_FULL) ct_block_forward(c, l, &a->blocks[i], &s->w->blocks[l], s->dnorm);
-    else if (kind == CT_AC_OPS) ct_block_recompute_ops(c, l, &a->blocks[i], &s->w->blocks[l]);
-    else ct_block_recompute_elementwise(c, l, &a->blocks[i], &s->w->blocks[l]);
+    if (kind == CT_AC_FULL) s->block->forward(c, l, acts_of(s, a, i), &s->w->blocks[l], s->dnorm);
+    else s->block->recompute(c, l, kind, acts_of(s, a, i), &s->w->blocks[l]);
     release(s, group, CT_PHASE_RECOMPUTE, CT_USE_WEIGHTS, span);
 }
 
@@ -402,8 +355,8 @@ static void blocks_backward(ct_stage *s, ct_act_slot *a, ct_phase phase) {
         int l = s->layer_begin + i, group = 1 + l;
         recompute(s, &c, a, i);
         int span = acquire(s, group, phase, use);
-        ct_block_backward(&c, l, &a->blocks[i], &s->w->blocks[l], split ? NULL : &s->g->blocks[l],
-                          split ? &a->wg[i] : NULL, a->grad);
+        s->block->backward(&c, l, acts_of(s, a, i), &s->w->blocks[l], split ? NULL : &s->g->blocks[l],
+                           split ? wgrad_of(s, a, i) : NULL, a->grad);
         release(s, group, phase, use, span);
     }
 }
@@ -440,7 +393,7 @@ void ct_stage_backward_weight(ct_stage *s, ct_act_slot *a) {
     for (int i = n_layers(s) - 1; i >= 0; i--) {
         int l = s->layer_begin + i, group = 1 + l;
         int span = acquire(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS);
-        ct_block_backward_weight(&c, l, &a->blocks[i], &a->wg[i], &s->g->blocks[l]);
+        s->block->backward_weight(&c, l, acts_of(s, a, i), wgrad_of(s, a, i), &s->g->blocks[l]);
         release(s, group, CT_PHASE_BACKWARD_WEIGHT, CT_USE_GRADS, span);
     }
     if (s->has_embedding)

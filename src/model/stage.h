@@ -17,7 +17,7 @@
 // (gradient scratch, attention tiles, RoPE tables) are used only inside one action.
 //
 // Letters: B micro-batch, T sequence, N = B·T rows, N_l rows of the residual stream on this
-// rank (N, or N / tp under sequence parallel), C model dim, QKV = (NH + 2·NKV)·HS, F FFN hidden.
+// rank (N, or N / tp under sequence parallel), C model dim, V vocabulary on this rank.
 #ifndef CT_STAGE_H
 #define CT_STAGE_H
 #include <stdbool.h>
@@ -27,20 +27,10 @@
 #include "core/tensor.h"
 #include "kernels/backend.h"
 #include "model/checkpointing.h"
+#include "model/block.h"
 #include "model/linear.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage_ops.h"
-
-// What backward_input keeps for backward_weight, per block: the gradients flowing into each
-// weight's matmul and norm (the matmul inputs are the forward activations, already kept).
-typedef struct {
-    float *dy_ffn;  // (N, C) gradient of w2's output (gathered under sequence parallel)
-    float *dh13;    // (N, 2F) gradient of w13's output
-    float *dn2;     // (N_l, C) gradient of ffn_norm's output, reduced over tp
-    float *dy_att;  // (N, C) gradient of wo's output
-    float *dqkv;    // (N, QKV) gradient of wqkv's output (after RoPE's backward)
-    float *dn1;     // (N_l, C) gradient of attention_norm's output
-} ct_block_wgrad_inputs;
 
 // One micro-batch's activations on one stage.
 typedef struct {
@@ -49,12 +39,13 @@ typedef struct {
     const int32_t *targets;      // (B, T) targets, -1 ignored (last stage)
     const int32_t *docs;         // (B, T) document ids (every stage; NULL: causal attention)
     const int32_t *rope_pos;     // (B, T) RoPE positions restarting at each document (NULL: the stage's pos)
-    ct_block_acts *blocks;       // (n_layers) blocks[0].x is the stage's input (N_l, C)
+    float **x;                   // (n_layers) each block's input (N_l, C); x[0] is the stage's input
+    void *blocks;                // (n_layers) the family's activations records (block->acts_size bytes each)
     float *out;                  // (N_l, C) the last block's output: the stage's output
     float *norm_f;               // (N, C) head: final norm, gathered
     float *rstd_f;               // (N_l) head
     float *grad;                 // (N_l, C) running residual gradient: in, the output's; out, the input's
-    ct_block_wgrad_inputs *wg;   // (n_layers) split backward only, else NULL
+    void *wg;                    // (n_layers) split backward only: the family's records (block->wgrad_size each), else NULL
     float *dx_embed;             // (N, C) split backward on the embedding stage: its weight-gradient input
     double *loss_sum;            // (1) head: a double on the device the micro-batch's token losses are added to (the caller's)
 } ct_act_slot;
@@ -62,37 +53,31 @@ typedef struct {
 typedef struct {
     const ct_kernels *k;
     ct_stage_ops ops;
-    ct_llama_config cfg;         // this rank's dimensions (ct_llama_config_local under tp)
+    ct_model_config cfg;         // this rank's dimensions (ct_model_config_local under tp)
     int layer_begin, layer_end;  // blocks [begin, end) in global numbering
     bool has_embedding, has_head;
-    long B, T, N, N_local, qkv_dim;
+    const ct_block_ops *block;   // the family's block (cfg.family->block)
+    long B, T, N, N_local;
     const int32_t *pos;          // (T) token positions (NULL: 0..T-1)
     long rope_len;               // rows of the RoPE tables
-    ct_llama_weights *w;         // parameter views (strategies re-point them per group)
-    ct_llama_weights *g;         // gradient views
+    ct_model_weights *w;         // parameter views (strategies re-point them per group)
+    ct_model_weights *g;         // gradient views
     ct_precision prec;           // how the blocks' matmuls compute and what dtype they keep
     ct_linear_ctx lin;           // their scratch
     ct_ac_policy ac;             // activation checkpointing
-    bool fused;                  // --compile.enable: the blocks use fused kernels (block.c says where)
-    float *fuse_scratch;         // their scratch
+    bool fused;                  // --compile.enable: the blocks use fused kernels (the family says where)
 
     int n_slots;
     bool split_backward;         // slots keep backward_weight's inputs
     ct_act_slot *slots;          // (n_slots)
 
     // Shared by every slot, valid inside one action only.
-    float *dnorm;                // (N, C)
-    float *datt;                 // (N, NH·HS)
-    float *dqkv;                 // (N, QKV)
-    float *dh;                   // (N, F)
-    float *dh13;                 // (N, 2F)
+    float *dnorm;                // (N, C) gradient scratch: the head's input gradient, the blocks' norms'
+    void *work;                  // the family's shared buffers (block->work_size bytes; model/block.h)
     float *tmp_local;            // (N_l, C) sequence parallel: a norm's output before gathering
     float *tmp_full;             // (N, C) sequence parallel: partial sums before reduce-scatter
     float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
-    float *w_norm, *w_qkv, *w_att, *w_h13, *w_h;  // bf16 only: fp32 work buffers (block.h)
-    ct_block_acts rc;            // recomputed activations, one block's worth shared by every slot
-                                 // (x unused): what the policy's kinds recompute (model/checkpointing.h)
     long xent_chunk_rows;
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
@@ -101,7 +86,7 @@ typedef struct {
 
 typedef struct {
     const ct_kernels *k;
-    const ct_llama_config *cfg;  // this rank's dimensions
+    const ct_model_config *cfg;  // this rank's dimensions
     int layer_begin, layer_end;
     bool has_embedding, has_head;
     long B, T;                   // micro-batch: B sequences of T tokens on this rank
@@ -109,7 +94,7 @@ typedef struct {
                                  // parallel gives each rank its chunks of a longer sequence
     long max_pos;                // RoPE table length: 1 + the largest position (0: T)
     ct_stage_ops ops;
-    ct_llama_weights *weights, *grads;
+    ct_model_weights *weights, *grads;
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
     bool fused;                  // fused kernels (--compile.enable)

@@ -1,6 +1,7 @@
-#include "model/llama_config.h"
-
+#include <math.h>
 #include <string.h>
+
+#include "model/llama3/llama3.h"
 
 typedef struct {
     const char *name;
@@ -17,7 +18,7 @@ static const flavor_row flavors[] = {
     {"405B", 16384, 126, 128, 8, 128256, 4096, 1.2, 500000.0},
 };
 
-int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
+int ct_llama3_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
     long hidden = 4L * dim;
     hidden = 2 * hidden / 3;
     if (ffn_dim_multiplier > 0) hidden = (long)(ffn_dim_multiplier * (double)hidden);
@@ -25,7 +26,7 @@ int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
     return (int)hidden;
 }
 
-ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c) {
+static ct_status config_from(ct_model_config *m, const ct_config *c) {
     const flavor_row *f = NULL;
     for (size_t i = 0; i < sizeof flavors / sizeof flavors[0]; i++)
         if (!strcmp(flavors[i].name, c->flavor)) f = &flavors[i];
@@ -57,36 +58,43 @@ ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c) {
     m->head_dim = m->dim / m->n_heads;
     if (m->head_dim % 2) return ct_set_error("model: head dim %d must be even for RoPE", m->head_dim);
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim
-                                          : ct_llama_ffn_hidden(m->dim, m->multiple_of, m->ffn_dim_multiplier);
+                                          : ct_llama3_ffn_hidden(m->dim, m->multiple_of, m->ffn_dim_multiplier);
     return CT_OK;
 }
 
-ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_config *local) {
-    *local = *m;
-    if (tp <= 1) return CT_OK;
-    const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
-    int value[] = {m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size};
-    for (int i = 0; i < 4; i++)
-        if (value[i] % tp)
-            return ct_set_error("parallelism.compute_parallel_degree %d does not divide %s %d", tp, what[i], value[i]);
-    local->n_heads /= tp;
-    local->n_kv_heads /= tp;
-    local->ffn_hidden /= tp;
-    local->vocab_size /= tp;
-    return CT_OK;
+// Per layer: attention_norm, wq | wk | wv (one (NH + 2 NKV)·HS x C matrix), wo, ffn_norm,
+// w1 | w3 (2F x C), w2. Megatron's split under tp: wq, wk, wv, w1, w3 by rows (heads, FFN
+// columns), wo and w2 by columns, norms replicated. Initialisation (GPT-2 / Megatron style):
+// norms 1, matrices normal(0, 0.02), the residual outputs wo and w2 normal(0, 0.02 / sqrt(2 L)).
+static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_BLOCK_MAX_PARAMS]) {
+    (void)layer;
+    long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, NH = m->n_heads, NKV = m->n_kv_heads;
+    const double std = 0.02, std_out = 0.02 / sqrt(2.0 * m->n_layers);
+    int n = 0;
+    p[n++] = (ct_param_spec){"attention_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_ATTN_NORM};
+    p[n++] = (ct_param_spec){"attention.wq.weight", NH * HS, C, 0, CT_INIT_NORMAL, std, LLAMA3_WQKV};
+    p[n++] = (ct_param_spec){"attention.wk.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1};
+    p[n++] = (ct_param_spec){"attention.wv.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1};
+    p[n++] = (ct_param_spec){"attention.wo.weight", C, NH * HS, 1, CT_INIT_NORMAL, std_out, LLAMA3_WO};
+    p[n++] = (ct_param_spec){"ffn_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_FFN_NORM};
+    p[n++] = (ct_param_spec){"feed_forward.w1.weight", F, C, 0, CT_INIT_NORMAL, std, LLAMA3_W13};
+    p[n++] = (ct_param_spec){"feed_forward.w3.weight", F, C, 0, CT_INIT_NORMAL, std, -1};
+    p[n++] = (ct_param_spec){"feed_forward.w2.weight", C, F, 1, CT_INIT_NORMAL, std_out, LLAMA3_W2};
+    return n;
 }
 
-long ct_llama_embedding_params(const ct_llama_config *m) { return (long)m->vocab_size * m->dim; }
-
-long ct_llama_num_params(const ct_llama_config *m) {
-    long C = m->dim, HS = m->head_dim, F = m->ffn_hidden;
-    long attn = C * (m->n_heads * HS) + 2 * C * (m->n_kv_heads * HS) + (m->n_heads * HS) * C;
-    long ffn = 3 * C * F;
-    long per_layer = attn + ffn + 2 * C;
-    return ct_llama_embedding_params(m) + m->n_layers * per_layer + C + (long)m->vocab_size * C;
+// 2 FLOPs per weight of every matrix a token passes and per norm weight (the norms' count is
+// the convention of the 6·N rule: every parameter, embedding excluded).
+static double block_forward_flops_per_token(const ct_model_config *m) {
+    double C = m->dim, HS = m->head_dim, F = m->ffn_hidden, NH = m->n_heads, NKV = m->n_kv_heads;
+    double attn = C * (NH * HS) + 2 * C * (NKV * HS) + (NH * HS) * C;
+    return 2.0 * (attn + 3 * C * F + 2 * C);
 }
 
-double ct_llama_flops_per_token(const ct_llama_config *m, long seq_len) {
-    double n = (double)(ct_llama_num_params(m) - ct_llama_embedding_params(m));
-    return 6.0 * n + 12.0 * m->n_layers * m->n_heads * m->head_dim * (double)seq_len;
-}
+const ct_model_family ct_llama3_family = {
+    .name = "llama3",
+    .config_from = config_from,
+    .block_params = block_params,
+    .block_forward_flops_per_token = block_forward_flops_per_token,
+    .block = &ct_llama3_block,
+};

@@ -1,8 +1,13 @@
-#include "model/block.h"
-
+// Llama 3's block: pre-norm attention + SwiGLU feed-forward, forward, the checkpointing kinds'
+// recompute, backward (combined, or input-only with the weight pass apart), and the buffers each
+// of those needs (the carve functions: model/block.h).
 #include <stdbool.h>
 
 #include "core/trace.h"
+#include "model/llama3/llama3.h"
+
+static ct_llama3_work *W(const ct_block_ctx *c) { return c->work; }
+static long qkv_dim(const ct_block_ctx *c) { return (c->cfg->n_heads + 2L * c->cfg->n_kv_heads) * c->cfg->head_dim; }
 
 // ------------------------------------------------------------------ profiling
 
@@ -118,8 +123,8 @@ static const int32_t *rope_pos(const ct_block_ctx *c) { return c->rope_pos ? c->
 static long rope_pos_ld(const ct_block_ctx *c) { return c->rope_pos ? c->T : 0; }
 
 static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
-    const ct_llama_config *m = c->cfg;
-    long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = c->qkv_dim;
+    const ct_model_config *m = c->cfg;
+    long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = qkv_dim(c);
     ct_attention_args a = {
         .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = NH, .NKV = NKV, .HS = HS,
         .q = qkv, .k = qkv + NH * HS, .v = qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV, .ldv = QKV,
@@ -133,8 +138,8 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 // kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
 // and the recompute of checkpointed blocks run exactly this.
 static void norm_keep(const ct_block_ctx *c, int layer, void *kept, float *rstd, const float *x, const float *weight) {
-    const ct_llama_config *m = c->cfg;
-    float *full = work(c, kept, c->w_norm), *n = norm_out(c, full);
+    const ct_model_config *m = c->cfg;
+    float *full = work(c, kept, W(c)->w_norm), *n = norm_out(c, full);
     int span = op_span("rmsnorm.forward", layer);
     c->k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, (float)m->norm_eps);
     ct_trace_end(span);
@@ -146,7 +151,7 @@ static void norm_keep(const ct_block_ctx *c, int layer, void *kept, float *rstd,
 // widened kept copy in a recompute: the same numbers).
 static void swiglu_keep(const ct_block_ctx *c, int layer, void *h_kept, const float *h13) {
     long N = c->N, F = c->cfg->ffn_hidden;
-    float *h = work(c, h_kept, c->w_h);
+    float *h = work(c, h_kept, W(c)->w_h);
     int span = op_span("swiglu.forward", layer);
     c->k->swiglu_forward(h, h13, N, F);  // (N, F)
     ct_trace_end(span);
@@ -163,29 +168,29 @@ static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
 // chain is one product (rmsnorm_linear_rope_forward: the norm computed straight into the
 // matmul's input rows, RoPE applied to its output rows); with it the norm's output is gathered
 // over tp first, so only RoPE is fused into the matmul's output.
-static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *qkv) {
+static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
-    long QKV = c->qkv_dim;
+    long QKV = qkv_dim(c);
     bool fused = fuse(c, layer, CT_LINEAR_WQKV);
     if (fused && !seq_parallel(c)) {
         int span = op_span("rmsnorm+attention.wqkv+rope.forward", layer);
-        k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->attn_norm, w->wqkv, N, C, QKV,
+        k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM], w->t[LLAMA3_WQKV], N, C, QKV,
                                        (float)m->norm_eps, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B,
-                                       T, NH, NKV, HS, c->fuse_scratch);
+                                       T, NH, NKV, HS, W(c)->fuse_scratch);
         ct_trace_end(span);
         return;
     }
-    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM]);
     if (fused) {
         int span = op_span("attention.wqkv+rope.forward", layer);
-        k->linear_rope_forward(qkv, s->norm1, w->wqkv, N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c),
-                               rope_pos_ld(c), B, T, NH, NKV, HS, c->fuse_scratch);
+        k->linear_rope_forward(qkv, s->norm1, w->t[LLAMA3_WQKV], N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c),
+                               rope_pos_ld(c), B, T, NH, NKV, HS, W(c)->fuse_scratch);
         ct_trace_end(span);
         return;
     }
-    linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->wqkv, QKV);  // this rank's heads
+    linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV);  // this rank's heads
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
@@ -193,43 +198,44 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
 }
 
 // x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass.
-static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
+static void residual_norm2(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
+    const ct_model_config *m = c->cfg;
     if (!fuse(c, layer, CT_LINEAR_W13)) {
         int span = op_span("residual_add.forward", layer);
         c->k->add_inplace(s->x_mid, s->x, c->N_local * m->dim);
         ct_trace_end(span);
-        norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
+        norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->t[LLAMA3_FFN_NORM]);
         return;
     }
     float *n = norm_out(c, s->norm2);
     int span = op_span("residual_add+rmsnorm.forward", layer);
-    c->k->residual_rmsnorm_forward(s->x_mid, n, s->rstd2, s->x_mid, s->x, w->ffn_norm, c->N_local, m->dim,
+    c->k->residual_rmsnorm_forward(s->x_mid, n, s->rstd2, s->x_mid, s->x, w->t[LLAMA3_FFN_NORM], c->N_local, m->dim,
                                    (float)m->norm_eps);
     ct_trace_end(span);
     gather_rows(c, n, s->norm2);
 }
 
 // x_mid = x + g(wo(att)), then norm2 of it: the forward, and the per-op recompute from the kept att.
-static void attention_out(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
+static void attention_out(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
+    const ct_model_config *m = c->cfg;
     float *y = partial_out(c, s->x_mid);
-    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), w->wo, m->dim);  // (N, C) partial
+    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), w->t[LLAMA3_WO], m->dim);  // (N, C) partial
     reduce_rows(c, y, s->x_mid);                                                                       // (N_l, C)
     residual_norm2(c, layer, s, w);
 }
 
-void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
+static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
+    ct_llama3_acts *s = acts;
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
-    long QKV = c->qkv_dim;
+    long QKV = qkv_dim(c);
 
-    float *qkv = work(c, s->qkv, c->w_qkv);
+    float *qkv = work(c, s->qkv, W(c)->w_qkv);
     attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
     ct_keep_activation(L, s->qkv, qkv, N * QKV);
-    float *att = work(c, s->att, c->w_att);
+    float *att = work(c, s->att, W(c)->w_att);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     int span = op_span("attention.forward", layer);  // context parallel: its exchanges inside
     c->ops->attention.forward(c->ops->attention.ctx, &a);
@@ -242,68 +248,68 @@ void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const 
     }
     attention_out(c, layer, s, w);
 
-    float *h13 = work(c, s->h13, c->w_h13);
+    float *h13 = work(c, s->h13, W(c)->w_h13);
     if (fuse(c, layer, CT_LINEAR_W13)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
-        k->linear_swiglu_forward(h13, s->h, s->norm2, w->w13, N, C, F, c->fuse_scratch);  // (N, 2F), (N, F)
+        k->linear_swiglu_forward(h13, s->h, s->norm2, w->t[LLAMA3_W13], N, C, F, W(c)->fuse_scratch);  // (N, 2F), (N, F)
         ct_trace_end(span);
     } else {
-        linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), w->w13, 2 * F);  // (N, 2F)
+        linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F);  // (N, 2F)
         ct_keep_activation(L, s->h13, h13, N * 2 * F);
         swiglu_keep(c, layer, s->h, h13);
     }
     if (s->h1) copy_cols(c, s->h1, F, 0, s->h13, 2 * F, 0, F);  // per-op checkpointing keeps w1's half
     float *y = partial_out(c, out);
-    linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->w2, C);  // (N, C) partial over tp
+    linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->t[LLAMA3_W2], C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     span = op_span("residual_add.forward", layer);
     k->add_inplace(out, s->x_mid, Nl * C);
     ct_trace_end(span);
 }
 
-void ct_block_recompute_elementwise(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+static void recompute_elementwise(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
     long N = c->N, F = c->cfg->ffn_hidden;
-    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
-    norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->ffn_norm);
-    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM]);
+    norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->t[LLAMA3_FFN_NORM]);
+    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, W(c)->w_h13, N * 2 * F));
 }
 
 // k again (wk's rows of wqkv, then RoPE) into the shared qkv, beside the kept q and v. An 8-bit
 // wqkv's scales span the whole matrix, so there the whole product runs again and k is taken
 // from it: the same values either way as the forward's.
-static void recompute_k(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
-    long C = m->dim, HS = m->head_dim, Q = m->n_heads * HS, KV = m->n_kv_heads * HS, QKV = c->qkv_dim;
+static void recompute_k(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
+    const ct_model_config *m = c->cfg;
+    long C = m->dim, HS = m->head_dim, Q = m->n_heads * HS, KV = m->n_kv_heads * HS, QKV = qkv_dim(c);
     bool whole = f8(c, layer, CT_LINEAR_WQKV);
     long ld = whole ? QKV : KV, col = whole ? Q : 0;
-    float *out = c->dqkv;  // (N, ld) fp32: the backward's buffer, free until it starts
-    if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv, QKV);
-    else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->wqkv + Q * C, KV);
+    float *out = W(c)->dqkv;  // (N, ld) fp32: the backward's buffer, free until it starts
+    if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV);
+    else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->t[LLAMA3_WQKV] + Q * C, KV);
     int span = op_span("rope.forward", layer);
     c->k->rope_forward(out + col, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, m->n_kv_heads, HS,
                        ld);
     ct_trace_end(span);
     copy_cols(c, s->qkv, QKV, 0, s->qv, Q + KV, 0, Q);
-    put_cols(c, s->qkv, QKV, Q, out, ld, col, KV, c->w_qkv);
+    put_cols(c, s->qkv, QKV, Q, out, ld, col, KV, W(c)->w_qkv);
     copy_cols(c, s->qkv, QKV, Q + KV, s->qv, Q + KV, Q, KV);
 }
 
 // w3's output again (w3's rows of w13) into the shared h13 beside the kept w1 half, then h. An
 // 8-bit w13 runs whole, as recompute_k says.
-static void recompute_h(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
+static void recompute_h(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
     long N = c->N, C = c->cfg->dim, F = c->cfg->ffn_hidden;
     bool whole = f8(c, layer, CT_LINEAR_W13);
     long ld = whole ? 2 * F : F, col = whole ? F : 0;
-    float *out = whole ? c->dh13 : c->dh;  // (N, ld) fp32, free until the backward starts
-    if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->w13, 2 * F);
-    else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->w13 + F * C, F);
+    float *out = whole ? W(c)->dh13 : W(c)->dh;  // (N, ld) fp32, free until the backward starts
+    if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F);
+    else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->t[LLAMA3_W13] + F * C, F);
     copy_cols(c, s->h13, 2 * F, 0, s->h1, F, 0, F);
-    put_cols(c, s->h13, 2 * F, F, out, ld, col, F, c->w_h13);
-    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, c->w_h13, N * 2 * F));
+    put_cols(c, s->h13, 2 * F, F, out, ld, col, F, W(c)->w_h13);
+    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, W(c)->w_h13, N * 2 * F));
 }
 
-void ct_block_recompute_ops(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->attn_norm);
+static void recompute_ops(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
+    norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM]);
     recompute_k(c, layer, s, w);
     attention_out(c, layer, s, w);
     recompute_h(c, layer, s, w);
@@ -351,71 +357,236 @@ static void column_linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear 
     tp->reduce_rows_wait(tp->ctx);
 }
 
-void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s, const ct_block_weights *w,
-                       ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres) {
+static void block_backward(const ct_block_ctx *c, int layer, const void *acts, const ct_block_weights *w,
+                           ct_block_weights *g, void *keep_record, float *dres) {
+    const ct_llama3_acts *s = acts;
+    ct_llama3_wgrad *keep = keep_record;
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
+    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = qkv_dim(c);
     bool split = keep != NULL;
     ct_block_weights none = {0};
     ct_block_weights *gw = split ? &none : g;  // weight gradients now, or later from `keep`
-    float *dh13 = split ? keep->dh13 : c->dh13;
-    float *dqkv = split ? keep->dqkv : c->dqkv;
+    float *dh13 = split ? keep->dh13 : W(c)->dh13;
+    float *dqkv = split ? keep->dqkv : W(c)->dqkv;
     float *dfull;
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
-    linear_bwd(c, layer, CT_LINEAR_W2, c->dh, gw->w2, dy, act(c, s->h, F), w->w2, C);
-    const float *h13 = ct_kept_as_f32(L, s->h13, c->w_h13, N * 2 * F);
+    linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), w->t[LLAMA3_W2], C);
+    const float *h13 = ct_kept_as_f32(L, s->h13, W(c)->w_h13, N * 2 * F);
     int span = op_span("swiglu.backward", layer);
-    k->swiglu_backward(dh13, c->dh, h13, N, F);
+    k->swiglu_backward(dh13, W(c)->dh, h13, N, F);
     ct_trace_end(span);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
-    column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->w13, dh13, act(c, s->norm2, C), w->w13, 2 * F, (float *)dn);
+    column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->t[LLAMA3_W13], dh13, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
-    k->rmsnorm_backward(dres, gw->ffn_norm, dn, s->x_mid, w->ffn_norm, s->rstd2, Nl, C);
+    k->rmsnorm_backward(dres, gw->t[LLAMA3_FFN_NORM], dn, s->x_mid, w->t[LLAMA3_FFN_NORM], s->rstd2, Nl, C);
     ct_trace_end(span);
 
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
     dy = output_grad(c, dres, split ? keep->dy_att : NULL);
-    linear_bwd(c, layer, CT_LINEAR_WO, c->datt, gw->wo, dy, act(c, s->att, NH * HS), w->wo, C);
+    linear_bwd(c, layer, CT_LINEAR_WO, W(c)->datt, gw->t[LLAMA3_WO], dy, act(c, s->att, NH * HS), w->t[LLAMA3_WO], C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
-    const float *qkv = ct_kept_as_f32(L, s->qkv, c->w_qkv, N * QKV);
-    float *att = (float *)ct_kept_as_f32(L, s->att, c->w_att, N * NH * HS);
+    const float *qkv = ct_kept_as_f32(L, s->qkv, W(c)->w_qkv, N * QKV);
+    float *att = (float *)ct_kept_as_f32(L, s->att, W(c)->w_att, N * NH * HS);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     float *dq = dqkv, *dk = dqkv + NH * HS, *dv = dqkv + (NH + NKV) * HS;
     span = op_span("attention.backward", layer);
-    c->ops->attention.backward(c->ops->attention.ctx, &a, c->datt, dq, dk, dv);
+    c->ops->attention.backward(c->ops->attention.ctx, &a, W(c)->datt, dq, dk, dv);
     ct_trace_end(span);
     span = op_span("rope.backward", layer);
     k->rope_backward(dq, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
     dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
-    column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->wqkv, dqkv, act(c, s->norm1, C), w->wqkv, QKV, (float *)dn);
+    column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->t[LLAMA3_WQKV], dqkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
-    k->rmsnorm_backward(dres, gw->attn_norm, dn, s->x, w->attn_norm, s->rstd1, Nl, C);
+    k->rmsnorm_backward(dres, gw->t[LLAMA3_ATTN_NORM], dn, s->x, w->t[LLAMA3_ATTN_NORM], s->rstd1, Nl, C);
     ct_trace_end(span);
 }
 
-void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s,
-                              const ct_block_wgrad_inputs *kept, ct_block_weights *g) {
+static void block_backward_weight(const ct_block_ctx *c, int layer, const void *acts, const void *keep_record,
+                                  ct_block_weights *g) {
+    const ct_llama3_acts *s = acts;
+    const ct_llama3_wgrad *kept = keep_record;
     const ct_kernels *k = c->k;
-    const ct_llama_config *m = c->cfg;
-    long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
+    const ct_model_config *m = c->cfg;
+    long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = qkv_dim(c);
     // The same gemms and column passes the combined backward runs, so the gradients are the
     // same bits whichever way a schedule computes them.
-    linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->w2, kept->dy_ffn, act(c, s->h, F), NULL, C);
-    linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->w13, kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
+    linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->t[LLAMA3_W2], kept->dy_ffn, act(c, s->h, F), NULL, C);
+    linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->t[LLAMA3_W13], kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
     int span = op_span("rmsnorm.backward_weight", layer);
-    k->rmsnorm_backward(NULL, g->ffn_norm, kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
+    k->rmsnorm_backward(NULL, g->t[LLAMA3_FFN_NORM], kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
     ct_trace_end(span);
-    linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->wo, kept->dy_att, act(c, s->att, NH * HS), NULL, C);
-    linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->wqkv, kept->dqkv, act(c, s->norm1, C), NULL, QKV);
+    linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->t[LLAMA3_WO], kept->dy_att, act(c, s->att, NH * HS), NULL, C);
+    linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->t[LLAMA3_WQKV], kept->dqkv, act(c, s->norm1, C), NULL, QKV);
     span = op_span("rmsnorm.backward_weight", layer);
-    k->rmsnorm_backward(NULL, g->attn_norm, kept->dn1, s->x, NULL, s->rstd1, Nl, C);
+    k->rmsnorm_backward(NULL, g->t[LLAMA3_ATTN_NORM], kept->dn1, s->x, NULL, s->rstd1, Nl, C);
     ct_trace_end(span);
 }
+
+static void block_recompute(const ct_block_ctx *c, int layer, ct_ac_kind kind, void *acts, const ct_block_weights *w) {
+    if (kind == CT_AC_OPS) recompute_ops(c, layer, acts, w);
+    else if (kind == CT_AC_ELEMENTWISE) recompute_elementwise(c, layer, acts, w);
+}
+
+// ------------------------------------------------------------------ buffers
+
+// Slices are taken 64-byte aligned (16 floats) from a base; a NULL base only measures.
+#define TAKE(ptr, n)                            \
+    do {                                        \
+        ptr = base ? base + used : NULL;        \
+        used += ((n) + 15) & ~15L;              \
+    } while (0)
+// n elements of the compute dtype (a kept matmul activation): half as many floats in bf16.
+#define TAKE_ACT(ptr, n) TAKE(ptr, c->lin->prec.compute == CT_BF16 ? ((n) + 1) / 2 : (n))
+
+static int block_linears(const ct_block_ctx *c, ct_linear_shape *l) {
+    const ct_model_config *m = c->cfg;
+    long C = m->dim, Q = m->n_heads * m->head_dim, F = m->ffn_hidden;
+    l[CT_LINEAR_WQKV] = (ct_linear_shape){C, qkv_dim(c)};
+    l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
+    l[CT_LINEAR_W13] = (ct_linear_shape){C, 2 * F};
+    l[CT_LINEAR_W2] = (ct_linear_shape){F, C};
+    return CT_BLOCK_LINEARS;
+}
+
+static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float *base) {
+    const ct_model_config *m = c->cfg;
+    ct_llama3_work *wk = work;
+    long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
+    long QKV = qkv_dim(c), used = 0;
+    if (c->lin->prec.compute == CT_BF16) {
+        TAKE(wk->w_norm, N * C);
+        TAKE(wk->w_qkv, N * QKV);
+        TAKE(wk->w_att, N * NH * HS);
+        TAKE(wk->w_h13, N * 2 * F);
+        TAKE(wk->w_h, N * F);
+    }
+    // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
+    bool cheap = kinds & CT_AC_BIT(CT_AC_ELEMENTWISE), ops = kinds & CT_AC_BIT(CT_AC_OPS);
+    bool full = kinds & CT_AC_BIT(CT_AC_FULL);
+    ct_llama3_acts *rc = &wk->rc;
+    if (cheap || ops || full) {
+        TAKE_ACT(rc->norm1, N * C);
+        TAKE_ACT(rc->norm2, N * C);
+        TAKE_ACT(rc->h, N * F);
+    }
+    if (ops || full) {
+        TAKE(rc->rstd1, Nl);
+        TAKE_ACT(rc->qkv, N * QKV);
+    }
+    if (full) {
+        TAKE_ACT(rc->att, N * NH * HS);
+        TAKE(rc->lse, c->B * NH * c->T);
+    }
+    if (ops || full) {
+        TAKE(rc->x_mid, Nl * C);
+        TAKE(rc->rstd2, Nl);
+        TAKE_ACT(rc->h13, N * 2 * F);
+    }
+    if (c->fused) {
+        const ct_kernels *k = c->k;
+        long f = k->rmsnorm_linear_scratch_floats(N, C, QKV), g = k->linear_swiglu_scratch_floats(N, C, F);
+        long r = k->linear_rope_scratch_floats(N, C, QKV);
+        TAKE(wk->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
+    }
+    TAKE(wk->datt, N * NH * HS);
+    TAKE(wk->dqkv, N * QKV);
+    TAKE(wk->dh, N * F);
+    TAKE(wk->dh13, N * 2 * F);
+    return used;
+}
+
+static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base) {
+    const ct_model_config *m = c->cfg;
+    ct_llama3_acts *b = acts;
+    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long F = m->ffn_hidden, QKV = qkv_dim(c), used = 0;
+    if (base) *b = W(c)->rc;  // what the block does not keep lives in the shared recompute buffers
+    b->x = x;
+    if (kind == CT_AC_FULL) return used;
+    if (kind == CT_AC_OPS) {
+        TAKE_ACT(b->qv, N * (NH + m->n_kv_heads) * HS);
+        TAKE_ACT(b->att, N * NH * HS);
+        TAKE(b->lse, B * NH * T);
+        TAKE_ACT(b->h1, N * F);
+        return used;
+    }
+    if (kind == CT_AC_NONE) TAKE_ACT(b->norm1, N * C);
+    TAKE(b->rstd1, Nl);
+    TAKE_ACT(b->qkv, N * QKV);
+    TAKE_ACT(b->att, N * NH * HS);
+    TAKE(b->lse, B * NH * T);
+    TAKE(b->x_mid, Nl * C);
+    if (kind == CT_AC_NONE) TAKE_ACT(b->norm2, N * C);
+    TAKE(b->rstd2, Nl);
+    TAKE_ACT(b->h13, N * 2 * F);
+    if (kind == CT_AC_NONE) TAKE_ACT(b->h, N * F);
+    return used;
+}
+
+static long carve_wgrad(const ct_block_ctx *c, void *keep, float *base) {
+    ct_llama3_wgrad *w = keep;
+    long N = c->N, Nl = c->N_local, C = c->cfg->dim, F = c->cfg->ffn_hidden, used = 0;
+    TAKE(w->dy_ffn, N * C);
+    TAKE(w->dh13, N * 2 * F);
+    TAKE(w->dn2, Nl * C);
+    TAKE(w->dy_att, N * C);
+    TAKE(w->dqkv, N * qkv_dim(c));
+    TAKE(w->dn1, Nl * C);
+    return used;
+}
+#undef TAKE_ACT
+#undef TAKE
+
+// ------------------------------------------------------------------ the checkpointing policies' arithmetic
+
+// What carve_acts takes, per token (tests/test_checkpointing.c holds it to hand counts).
+static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
+    const ct_model_config *m = s->cfg;
+    double c = s->compute_bytes, C = m->dim, Q = (double)m->n_heads * m->head_dim;
+    double KV = (double)m->n_kv_heads * m->head_dim, F = m->ffn_hidden;
+    double r = s->seq_parallel_tp > 1 ? 1.0 / s->seq_parallel_tp : 1.0;  // residual rows per token
+    double x = 4 * C * r, rstd = 4 * r, lse = 4.0 * m->n_heads;
+    switch (kind) {
+    case CT_AC_NONE: return 2 * x + 2 * rstd + c * (2 * C + Q + 2 * KV + Q + 3 * F) + lse;
+    case CT_AC_ELEMENTWISE: return 2 * x + 2 * rstd + c * (Q + 2 * KV + Q + 2 * F) + lse;
+    case CT_AC_OPS: return x + c * (Q + KV + Q + F) + lse;
+    case CT_AC_FULL: return x;
+    default: return 0;
+    }
+}
+
+static double recompute_flops_per_token(const ct_ac_shape *s, ct_ac_kind kind, long seq_len) {
+    const ct_model_config *m = s->cfg;
+    double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
+    double F = m->ffn_hidden;
+    switch (kind) {
+    case CT_AC_OPS: return 2 * C * KV + 2 * Q * C + 2 * C * F;  // wk, wo, w3
+    case CT_AC_FULL:  // every matmul, and attention's two products (q·k and p·v) over the sequence
+        return 2 * C * (Q + 2 * KV) + 2 * Q * C + 2 * C * 2 * F + 2 * F * C + 4.0 * Q * (double)seq_len;
+    default: return 0;
+    }
+}
+
+const ct_block_ops ct_llama3_block = {
+    .acts_size = sizeof(ct_llama3_acts),
+    .wgrad_size = sizeof(ct_llama3_wgrad),
+    .work_size = sizeof(ct_llama3_work),
+    .linears = block_linears,
+    .carve_work = carve_work,
+    .carve_acts = carve_acts,
+    .carve_wgrad = carve_wgrad,
+    .forward = block_forward,
+    .recompute = block_recompute,
+    .backward = block_backward,
+    .backward_weight = block_backward_weight,
+    .kept_bytes_per_token = kept_bytes_per_token,
+    .recompute_flops_per_token = recompute_flops_per_token,
+};

@@ -1,0 +1,66 @@
+#include "model/model.h"
+
+#include <string.h>
+
+#include "model/llama3/llama3.h"
+
+static const ct_model_family *const families[] = {&ct_llama3_family, NULL};
+
+const ct_model_family *const *ct_model_families(void) { return families; }
+
+const ct_model_family *ct_model_family_find(const char *name) {
+    for (int i = 0; families[i]; i++)
+        if (!strcmp(families[i]->name, name)) return families[i];
+    return NULL;
+}
+
+ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
+    const ct_model_family *f = ct_model_family_find(c->model_name);
+    if (!f) {
+        char names[128] = "";
+        for (int i = 0; families[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", families[i]->name);
+        return ct_set_error("model.name: unknown model family '%s' (%s)", c->model_name, names);
+    }
+    if (f->config_from(m, c)) return CT_ERR;
+    m->family = f;
+    return CT_OK;
+}
+
+ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {
+    *local = *m;
+    if (tp <= 1) return CT_OK;
+    const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
+    int value[] = {m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size};
+    for (int i = 0; i < 4; i++)
+        if (value[i] % tp)
+            return ct_set_error("parallelism.compute_parallel_degree %d does not divide %s %d", tp, what[i], value[i]);
+    local->n_heads /= tp;
+    local->n_kv_heads /= tp;
+    local->ffn_hidden /= tp;
+    local->vocab_size /= tp;
+    return CT_OK;
+}
+
+long ct_model_embedding_params(const ct_model_config *m) { return (long)m->vocab_size * m->dim; }
+
+static long block_params(const ct_model_config *m, int layer) {
+    ct_param_spec specs[CT_BLOCK_MAX_PARAMS];
+    int n = m->family->block_params(m, layer, specs);
+    long total = 0;
+    for (int i = 0; i < n; i++) total += specs[i].rows * specs[i].cols;
+    return total;
+}
+
+long ct_model_num_params(const ct_model_config *m) {
+    long blocks = 0;
+    for (int l = 0; l < m->n_layers; l++) blocks += block_params(m, l);
+    return ct_model_embedding_params(m) + blocks + m->dim + (long)m->vocab_size * m->dim;
+}
+
+double ct_model_flops_per_token(const ct_model_config *m, long seq_len) {
+    // forward 2 FLOPs per multiply-add, backward twice the forward: 3 x the forward's
+    double head = 2.0 * ((double)m->vocab_size * m->dim + m->dim);
+    double forward = m->n_layers * m->family->block_forward_flops_per_token(m) + head;
+    return 3.0 * forward + 12.0 * m->n_layers * m->n_heads * m->head_dim * (double)seq_len;
+}

@@ -1,0 +1,91 @@
+// A model as the rest of ctitan sees it: its dimensions (ct_model_config) and its family
+// (ct_model_family), the table of what differs between model families -- the parameters of a
+// block with their sharding and initialisation, the block's forward and backward
+// (model/block.h: ct_block_ops), the activations it keeps per checkpointing policy, its FLOPs.
+// Stages, strategies, checkpoints, the planner and the trainer work through these and never
+// name a family; each family lives in its own folder (model/llama3/).
+//
+// Every family here is a decoder-only transformer with a token embedding in front and a final
+// norm + output projection behind (the stage runs those); they differ inside the blocks.
+#ifndef CT_MODEL_H
+#define CT_MODEL_H
+#include "core/config.h"
+#include "core/error.h"
+
+typedef struct ct_model_family ct_model_family;
+typedef struct ct_block_ops ct_block_ops;
+
+typedef struct ct_model_config {
+    const ct_model_family *family;  // model.name: how the blocks compute and what they hold
+    char flavor[64];
+    int dim;          // C
+    int n_layers;     // L
+    int n_heads;      // NH
+    int n_kv_heads;   // NKV (grouped-query attention when < NH)
+    int head_dim;     // HS = C / NH
+    int ffn_hidden;   // F, from the multiple_of / ffn_dim_multiplier rule unless overridden
+    int vocab_size;   // V
+    int multiple_of;
+    double ffn_dim_multiplier;  // 0 = none
+    double norm_eps;
+    double rope_theta;
+    int rope_scaling;           // Llama 3.1 frequency scaling on/off
+    int max_seq_len;            // rope table length
+    // What the weights were trained to expect of the inputs (not of the weights' shapes):
+    int block_causal;           // model.attn_mask_type block_causal: attention kept inside documents
+    int document_positions;     // model.rope_positions document: RoPE positions from 0 at each document
+} ct_model_config;
+
+typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
+
+enum {
+    CT_BLOCK_MAX_PARAMS = 16,  // tensors of one block
+    CT_BLOCK_MAX_VIEWS = 8,    // the views a block's code reads its weights through
+};
+
+// One tensor of a block, as its family declares it: global shape, how tensor parallelism
+// splits it, how it starts, and where the block's code finds it.
+typedef struct {
+    const char *name;  // inside the block: "attention.wq.weight" (the registry prefixes "layers.<l>.")
+    long rows, cols;   // global shape; cols 1: a vector
+    int tp_dim;        // -1 replicated, 0 rows split (column-parallel), 1 columns split (row-parallel)
+    ct_init_kind init;
+    double init_std;
+    int view;          // the view (ct_block_weights.t[view]) it starts, or -1: it continues the
+                       // previous tensor's matrix (wq | wk | wv read as one fused matrix)
+} ct_param_spec;
+
+struct ct_model_family {
+    const char *name;  // model.name
+    // Dimensions from the settings (flavor, then overrides), validated; family set by the caller.
+    ct_status (*config_from)(ct_model_config *m, const ct_config *c);
+    // Block `layer`'s tensors in the order they lie in memory; returns how many.
+    int (*block_params)(const ct_model_config *m, int layer, ct_param_spec specs[CT_BLOCK_MAX_PARAMS]);
+    // Matmul FLOPs of one block's forward per token, attention's score and value products
+    // excluded (those are counted from the sequence length): 2 x the parameters a token meets.
+    double (*block_forward_flops_per_token)(const ct_model_config *m);
+    const ct_block_ops *block;  // model/block.h
+};
+
+// The family named `name` (model.name), or NULL.
+const ct_model_family *ct_model_family_find(const char *name);
+// Every family, NULL-terminated (help text, errors).
+const ct_model_family *const *ct_model_families(void);
+
+// The family model.name names, then its flavor and the config's overrides; validated.
+ct_status ct_model_config_from(ct_model_config *m, const ct_config *c);
+
+// The dimensions one tensor-parallel rank computes with: heads, kv heads, FFN hidden and
+// vocabulary divided by tp (dim and head_dim unchanged). A tp degree that does not divide them
+// is refused with a message naming both numbers.
+ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local);
+
+// Number of parameters, total and in the token embedding.
+long ct_model_num_params(const ct_model_config *m);
+long ct_model_embedding_params(const ct_model_config *m);
+
+// Model FLOPs per token for one training step (forward + backward): 3 x the blocks' forward
+// matmul FLOPs and the output projection's, + 12 * L * NH * HS * T (the attention score and
+// value products, forward and backward).
+double ct_model_flops_per_token(const ct_model_config *m, long seq_len);
+#endif

@@ -8,7 +8,7 @@
 // Backward: D = rowsum(dO * O), then per tile pair P = exp(S - lse) is recomputed and
 //   dV += P^T dO,  dP = dO V^T,  dS = scale P * (dP - D),  dQ += dS K,  dK += dS^T Q.
 // Work items are (batch, query head, query tile), as in the forward, so there are many more of
-// them than threads (B x NKV alone, the items before, left threads idle when B x NKV was small).
+// them than threads (B x NKV alone would leave threads idle when B x NKV is small).
 // An item owns dQ of its tile. Its shares of a key tile's dK and dV are multiplied into
 // per-thread partial tiles, then added to dK and dV in a fixed order -- kv head by kv head; in
 // each, query head by query head, the last query tile first: a turn counter per key tile (a ring

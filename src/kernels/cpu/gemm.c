@@ -248,9 +248,9 @@ typedef struct {
 // thread packs its share of pass q + 1 only after its rows of pass q are done, so once every share
 // of pass q + 1 is in, every thread has left pass q: the buffer of pass q (reused by pass q + nr)
 // and the range set of pass q - 1 (reset by thread 0 for pass q + 1, after the wait for pass q) are
-// free. One wait per pass, for the packing; none at the end of a pass. (Until this, only a product
-// packed in one pass shared its rows: a K-blocked one -- the loss's dx, K = 8,192 -- kept static
-// halves, and the wait at its end was 10-20% of its time.) A thread takes from the front of its own
+// free. One wait per pass, for the packing; none at the end of a pass. (Without this sharing a
+// K-blocked product -- the loss's dx, K = 8,192 -- keeps static halves, and the wait at its end
+// is 10-20% of its time.) A thread takes from the front of its own
 // range first, so rows change threads only near the end of a pass; threads of other columns may
 // join a column's last pass (help_columns). A K block adds into C after the previous one whoever
 // computes it: the same bits.
@@ -620,9 +620,9 @@ static int column_args(const team_gemm *t, int c, gemm_args *s) {
 // A thread whose block column is done helps each other column with the rows left in its last
 // pass, from the backs of that column's ranges, multiplying with the panel that column packed.
 // (Only the last pass can be joined: an earlier pass's buffer and row set are reused by the
-// passes after it, which a helper does not take part in.) Without this a column split kept its
-// halves, and the wait at its end was 1-10% of the product on a quiet machine (bench S's
-// weight gradients of N <= 768 and the loss's logits) and 25-50% when another process took
+// passes after it, which a helper does not take part in.) Without this a column split keeps its
+// halves, and the wait at its end is 1-10% of the product on a quiet machine (bench S's
+// weight gradients of N <= 768 and the loss's logits) and 25-50% when another process takes
 // part of a core.
 static void help_columns(const team_gemm *t, int in) {
     ct_gemm_buffers *buf = ct_gemm_thread_buffers();

@@ -12,8 +12,8 @@ static inline long min_l(long a, long b) { return a < b ? a : b; }
 // broadcasts of A, MR NV FMAs into MR NV accumulators.
 //
 // AVX-512: 6 x 64 (24 accumulators, 4 loads of B and 6 broadcasts per 24 FMAs) rather than 12 x 32
-// (2 + 12 per 24). On the Xeon (AMX) stop where its FMA peak read about half its first
-// stop's -- a host sharing the core -- the kernel with fewer loads per FMA ran 7-12% faster with A
+// (2 + 12 per 24). On a Xeon with AMX whose FMA peak read about half its usual -- a host sharing
+// the core -- the kernel with fewer loads per FMA ran 7-12% faster with A
 // streamed from L2 (medians of 20-30 rounds against an FMA-only loop: 12 x 32 0.71-0.85 of it,
 // 6 x 64 0.77-0.92, 8 x 48 about the same; 14 x 32 in between), and in ct_gemm, with NC 1024
 // (below), products of a bench S step ran 1-11% faster (median time ratios of 21 interleaved

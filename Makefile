@@ -210,7 +210,7 @@ precision-compare: $(BUILD)/ctitan
 fault-drill: $(BUILD)/ctitan
 	BUILD=$(BUILD) bash tests/fault_drill.sh 20
 
-# Chaos run (issue 22): KILLS (default 50) kill -9s of a checkpointing job -- in steps, in sync and
+# Chaos run: KILLS (default 50) kill -9s of a checkpointing job -- in steps, in sync and
 # async saves, in pruning -- each followed by a resume; completed runs must match an uninterrupted one.
 KILLS ?= 50
 chaos: $(BUILD)/ctitan

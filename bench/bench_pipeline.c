@@ -1,4 +1,4 @@
-// Pipeline bubble and memory (milestone 6).
+// Pipeline bubble and memory.
 //
 //   mpirun -np 2 build/bench/bench_pipeline           bubble: every schedule at pp 2, measured vs simulated
 //   mpirun -np 4 build/bench/bench_pipeline memory    activation memory per rank, GPipe vs 1F1B at p 4, m 8

@@ -1,4 +1,4 @@
-// What profiling costs a training step (issue 15, item 5): steps with profiling.enable_profiling
+// What profiling costs a training step: steps with profiling.enable_profiling
 // recording spans and writing each rank's Chrome trace (train/profiling.h), against the same
 // trainer's steps with recording off, interleaved in rounds so that drift on a shared machine
 // hits both alike. Prints the median step time of each (the slowest rank's, as the trainer

@@ -1,4 +1,4 @@
-// Training-step benchmark: benchmarks S and M of milestone 1, full steps (forward, backward,
+// Training-step benchmark: benchmarks S and M, full steps (forward, backward,
 // AdamW) in fp32 on this machine's threads. Prints tokens/s and model GFLOP/s beside the fp32
 // matmul peak measured in the same run through the same library, as a ratio, and counts the
 // heap allocations made during the timed steady-state steps (malloc is interposed here, so

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Weak scaling as the planner predicts it (issue 16): the recommended layout of each reference
+# Weak scaling as the planner predicts it: the recommended layout of each reference
 # table model (`ctitan plan --tables`, H100 SXM) kept -- tp, pp, schedule, micro-batches, per-rank
 # batch, checkpointing, precision -- while the data-parallel degree grows with the device count
 # from 8 to 512 (the global batch grows with it). A series starts at the first count where the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner against this machine (issue 16): for each layout below, `ctitan plan --layout`
+# The planner against this machine: for each layout below, `ctitan plan --layout`
 # predicts the per-rank memory and the step time on profiles/this_machine.toml, writes the
 # configuration (--emit-config), and `ctitan train` runs exactly that file; the table prints
 # predicted / measured for both.

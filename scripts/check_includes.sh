@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Checks that the include graph under src/ points one way (DESIGN.md, "Layers"):
+# Checks that the include graph under src/ points one way (docs/architecture.md, "Layers"):
 #   core <- kernels | comm <- model <- parallel <- plan <- train <- cli,  data/checkpoint/metrics beside
 # Every #include "..." is resolved the way the compiler does (next to the file, then -Isrc) and
 # the target's top directory must be the file's own or one its layer may use (ALLOWED below).
 # Plus: only src/kernels/** sees kernel internals (everyone else: "kernels/backend.h" only),
 # and only src/comm includes <mpi.h>, so the rest builds and tests without MPI; CUDA and NCCL
 # headers only in src/kernels/cuda/ and src/comm/comm_nccl.* (the files a CUDA=1 build adds).
-# And nothing includes <getopt.h>: every subcommand parses its options with cli/options.c (issue
-# 15, item 9: one option parser), so a getopt loop -- or its stale include -- is a second one.
+# And nothing includes <getopt.h>: every subcommand parses its options with cli/options.c (one
+# option parser), so a getopt loop -- or its stale include -- is a second one.
 #
 # usage: scripts/check_includes.sh [ROOT]   (ROOT holds src/; default: this repository)
 # Prints "file:line: dir -> dir (why)" per violation and exits 1, else one summary line, exit 0.

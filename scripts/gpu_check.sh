@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU session's one command (issue 17): on a machine with an NVIDIA GPU, build with CUDA=1,
+# One command for a machine with an NVIDIA GPU: build with CUDA=1,
 # run the GPU tests (make test-cuda: every cuda kernel against the cpu backend), then measure
 # cuBLASLt's bf16 and fp32 matmul rates through the cuda table. Writes everything under $OUT
 # when set (else outputs/gpu_check). Budget: about 10 minutes (build ~3-5 min on 16 cores).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Draws docs/trace_fsdp2_tp2.svg, the picture of a profile in docs/running.md: a 4-rank FSDP 2 x TP 2 run of
+# Draws docs/trace_fsdp2_tp2.svg, the picture of a profile in docs/observability.md: a 4-rank FSDP 2 x TP 2 run of
 # a small model (2 micro-batches of gradient accumulation, one OpenMP thread per rank) profiled at
 # its 2nd step, rank 0's timeline.svg of that step copied into docs/, and the ranks' traces
 # beside it in OUT (default outputs/trace_fsdp2_tp2) to open in https://ui.perfetto.dev.

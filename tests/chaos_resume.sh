@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos run (issue 22): a small 2-rank training job with checkpoints every 2 steps (the newest 2
+# Chaos run: a small 2-rank training job with checkpoints every 2 steps (the newest 2
 # kept) is killed with SIGKILL again and again, KILLS times in all (default 50), and resumed after
 # each kill with the same command, until it completes. Where the kills land:
 #   step        kill -9 from outside of one rank or of every rank, after a random delay: uniform

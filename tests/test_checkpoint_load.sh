@@ -123,7 +123,7 @@ else
   fail initial_load_path_from_a_checkpoint "$(errors "$a" | head -2) $(errors "$b" | head -2)"
 fi
 
-# A path that cannot start a run is one line naming it once (finding 13: it was named twice).
+# A path that cannot start a run is one line naming it once (not twice).
 for bad in missing garbage; do
   p=$tmp/$bad.safetensors
   [ $bad = garbage ] && printf 'garbage' >"$p"

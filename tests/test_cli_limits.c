@@ -1,4 +1,4 @@
-// Command-line numbers out of range get a message about that number (finding 13 of issue 14):
+// Command-line numbers out of range get a message about that number:
 //  - `generate --max_new_tokens 10000000` sized its KV cache for 10 million tokens up front
 //    (2.8 GB for the debug model); the cache is now capped at the model's max sequence length
 //    and generation stops there, saying so on stderr. Run with 1 GiB of address space beyond

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend compiles and links (issue 17): `make CUDA=1` of ctitan and of the GPU test
+# The CUDA backend compiles and links: `make CUDA=1` of ctitan and of the GPU test
 # programs (tests/cuda/), in a scratch build folder, for one architecture (sm_90) at -O2 to keep
 # it short. Nothing runs on a GPU here: this only keeps the CUDA sources from rotting.
 # Objects of $BUILD (default build/) seed the scratch folder so only the CUDA sources and the

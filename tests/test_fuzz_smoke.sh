@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short run of every fuzz target (tests/fuzz/, issue 14) inside `make test`: builds them into
+# A short run of every fuzz target (tests/fuzz/) inside `make test`: builds them into
 # $BUILD/fuzz once (make fuzz-build; later runs only relink what changed), then runs each for
 # CT_FUZZ_SMOKE_SECONDS (3) from its seed corpus. One PASS/FAIL line per target, with the
 # executions libFuzzer counted. The long runs are `make fuzz` (120 s each).

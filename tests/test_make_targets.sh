@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make` only builds (issue 15, item 9): installing is scripts/setup.sh's, which `make setup`,
+# `make` only builds: installing is scripts/setup.sh's, which `make setup`,
 # `make run` and `make test` call; a plain build never runs it. A build without the toolchain
 # stops with one line naming what to run instead of a compiler error.
 set -u

@@ -48,7 +48,7 @@ static int contains(const char *msg, const char *a, const char *b) {
     return strstr(msg, a) && (!b || strstr(msg, b)) && !strchr(msg, '\n');
 }
 
-// ---------------------------------------------------------------- safetensors (finding 10)
+// ---------------------------------------------------------------- safetensors
 
 static void test_st_shape_byte_count_wraps(void) {
     // 2^62 F32 elements = 2^64 bytes, which wraps to 0 = the empty data offsets.
@@ -74,7 +74,7 @@ static void test_st_shape_byte_count_wraps(void) {
     if (f) ct_st_close(f);
 }
 
-// ---------------------------------------------------------------- model file metadata (finding 4)
+// ---------------------------------------------------------------- model file metadata
 
 // A model file's metadata with the given overrides (NULL: the tiny model's value) and the
 // tensors of a real 2-layer model of dim 8 (so only the metadata lies).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a run prints, where it goes (issue 15, item 1):
+# What a run prints, where it goes:
 #   - to a file or pipe: one plain line per log step (step/total, loss, tokens/s, ms/step, MFU,
 #     memory, ETA), never a carriage return or an escape sequence;
 #   - to the user's terminal (a pty from `script`): a bar redrawn in place, cut to the terminal's

@@ -1,4 +1,4 @@
-// Milestone 9's three switches together against the plain one-process run (tests/parity.h):
+// The three speed switches together against the plain one-process run (tests/parity.h):
 // every activation checkpointing mode (none, full, selective per op, every 2nd block, elementwise) x
 // --compile.enable (fused kernels) x --parallelism.enable_async_comm, in one process and under
 // FSDP 2 x tp 2 (with sequence parallel, where the fused QKV path differs). None of them may

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ctitan plan` (issue 16): the search ranks layouts that fit, --explain walks the decision,
+# `ctitan plan`: the search ranks layouts that fit, --explain walks the decision,
 # --layout evaluates one layout, --tables prints the three reference tables, a model that cannot
 # fit is refused with by how much and what would fit, bad input is one line and exit 2, and the
 # TOML emitted for the best layout of a small case runs with `ctitan train` unchanged (and its

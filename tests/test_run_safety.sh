@@ -144,7 +144,7 @@ else
 fi
 
 # ---- a metrics file that stops taking writes (a full disk) --------------------------------------
-# Finding 12: writes used to go unchecked, so a full disk left metrics.jsonl short without a word.
+# Every write is checked: a full disk must not leave metrics.jsonl short without a word.
 # The dump folder is a tmpfs with room for run.toml and config.toml (sized from a run's own, as
 # the settings grow) and one more page, which metrics.jsonl fills after about a dozen steps. The run says so once, names the file, and trains on (the final model
 # cannot be saved there either; that error is not what this case checks). Mounting needs root, as

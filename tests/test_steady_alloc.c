@@ -1,4 +1,4 @@
-// A steady training step makes no heap allocation, the libraries' included (milestone 9): the
+// A steady training step makes no heap allocation, the libraries' included: the
 // malloc family is interposed (heap_count.h, as bench/bench_train.c does), so every call in the process
 // counts -- ctitan's, libgomp's, oneDNN's, MPI's. (oneDNN 2.x builds each matmul execution's
 // argument map with operator new; ctitan serves those calls from a buffer it owns,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Subcommands (issue 15, item 9): every one answers --help with its usage (exit 0); an option's
+# Subcommands: every one answers --help with its usage (exit 0); an option's
 # name may be spelt with '-' or '_' (cli/options.h) and both give the same result, train's
 # settings too (core/config.h); generate and eval warn on stderr when they run past the sequence
 # length the model was trained at; a file that is not a model (the tokenizer) given as --model is

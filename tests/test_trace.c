@@ -1,4 +1,4 @@
-// Profiling (issue 15, item 5): the span recorder (core/trace.h), the Chrome trace files and
+// Profiling: the span recorder (core/trace.h), the Chrome trace files and
 // memory snapshots a run writes (train/profiling.h), checked by a validator of the Chrome trace
 // event format written here (its own rules; core/json only tokenises):
 //   - a JSON array of events, or an object whose "traceEvents" is one;

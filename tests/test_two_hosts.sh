@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A job that really spans hosts (issue 15, item 10): two network namespaces on this machine
+# A job that really spans hosts: two network namespaces on this machine
 # joined by a veth pair stand for two hosts; mpirun runs in the first with a hostfile naming both
 # addresses and a launch agent that enters the namespace of the address (where ssh would log in);
 # MPI talks over its TCP transport only (no shared memory). A 2-rank FSDP job across them must

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tokenizer, the data and the model's vocabulary (issue 15, item 7): model.vocab_size 0 takes
+# The tokenizer, the data and the model's vocabulary: model.vocab_size 0 takes
 # the tokenizer's id count, else the shards' header; a tokenizer or shards with more ids than the
 # model are refused with the setting that fixes it; a missing tokenizer is refused for real data;
 # validation never scores the training data (a single shard file as the dataset).

@@ -1,5 +1,6 @@
 // A communication backend: the transport half of comm.h, as one table of function pointers
-// chosen at run time ("mpi" today; "nccl" later). comm/comm.c holds the other half -- argument
+// chosen at run time ("mpi", comm_mpi.c; "nccl", comm_nccl.c in a
+// CUDA=1 build). comm/comm.c holds the other half -- argument
 // checks every backend shares, the byte statistics, blocking = start + wait, the timeout -- and
 // calls through the table of the group it was given, so a backend contains only transport.
 //

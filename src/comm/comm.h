@@ -1,6 +1,6 @@
 // Process groups and their collectives: the one interface every parallel strategy talks to.
 // The transport is a backend chosen at run time (comm/backend.h): "mpi" (comm_mpi.c) for CPU
-// runs today, "nccl" later. comm.c implements these declarations once, for every backend, and
+// runs, "nccl" (comm_nccl.c, a CUDA=1 build) for GPU runs. comm.c implements these declarations once, for every backend, and
 // each group remembers the backend that made it, so nothing above comm/ names MPI.
 //
 // Rules every function here follows:

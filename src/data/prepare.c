@@ -219,7 +219,7 @@ static ct_status split_close(split_out *s) {
 // New shards are written into a staging folder inside out_dir (hidden, so the loader never sees
 // it) and moved into place only when every one is complete; the old shards are moved aside
 // first and deleted last. A prepare that fails on the way -- a bad input, a full disk, an empty
-// corpus -- leaves the previous dataset exactly as it was (it used to be deleted first).
+// corpus -- leaves the previous dataset exactly as it was.
 
 // train_NNN.bin / val_NNN.bin: exactly the names prepare writes (and so may replace).
 static bool is_shard_name(const char *name) {
@@ -427,7 +427,7 @@ static ct_status move_tail_to_val(prep_ctx *c, const char *staging, uint64_t cut
         if (st == CT_OK && (uint64_t)k == k0 && head > 0) {
             ct_shard_writer *w = ct_shard_writer_open(path, c->vocab);
             if (!w) st = CT_ERR;
-            else ct_shard_writer_set_tokenizer(w, t->tok);  // the rewritten head records it as before
+            else ct_shard_writer_set_tokenizer(w, t->tok);  // the rewritten head records it as the original did
             for (uint64_t x = 0; x < head && st == CT_OK;) {
                 uint64_t m = head - x < CHUNK ? head - x : CHUNK;
                 ct_shard_copy(&sh, x, m, buf);

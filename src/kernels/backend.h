@@ -1,6 +1,6 @@
 // The kernel backend: every piece of math the model, the strategies and the optimizer run on
-// device buffers, as one table of function pointers chosen at start-up (`cpu` today: oneDNN +
-// OpenMP; `cuda` later). Code above kernels/ includes only this header, never kernels/kernels.h
+// device buffers, as one table of function pointers chosen at start-up (`cpu`: ctitan's own
+// kernels, oneDNN and OpenMP; `cuda`: kernels/cuda/ in a CUDA=1 build; `cpu_sim`: kernels/sim/). Code above kernels/ includes only this header, never kernels/kernels.h
 // or a backend's own files, so nothing above this layer is tied to a device.
 //
 // Each member has the contract of the CPU function of the same name in kernels/kernels.h

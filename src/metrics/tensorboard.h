@@ -44,7 +44,7 @@ typedef struct {
 ct_status ct_tb_open(ct_tb_writer *w, const char *folder);
 
 // Appends one Event{wall_time, step, summary{value{tag, simple_value = (float)value}}}.
-// wall_time: Unix seconds (ct_tb_wall_time() for now); TensorBoard plots "relative" and "wall"
+// wall_time: Unix seconds (ct_tb_wall_time(): the current time); TensorBoard plots "relative" and "wall"
 // against it. A NaN or Inf value is written as such (TensorBoard shows it). The tag must be 1 to
 // CT_TB_MAX_TAG bytes of UTF-8 without control characters: TensorBoard's reader rejects a
 // whole file over one record whose string is not UTF-8, so a bad tag is refused here instead.

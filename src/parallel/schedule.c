@@ -225,7 +225,7 @@ int ct_schedule_peak_held(const ct_schedule *s, int stage, int n_stages, int n_m
     // Each (stage, mb) pair is an interval of list positions [first, end]; the peak is the most
     // intervals covering one position (a difference array swept once). One stage: only its own
     // n_mb cells (the planner asks this per stage of every candidate layout and pp rank: with
-    // every stage's cells each time, `ctitan plan --tables` took 17.5-17.9 s, now 15.8-17.0).
+    // every stage's cells each time, `ctitan plan --tables` takes 17.5-17.9 s, against 15.8-17.0 s).
     const size_t per_stage = (size_t)(n_mb > 0 ? n_mb : 1), c0 = stage >= 0 ? (size_t)stage * per_stage : 0;
     size_t cells = stage >= 0 ? per_stage : (size_t)(n_stages > 0 ? n_stages : 1) * per_stage;
     int *first = ct_xmalloc(cells * sizeof(int)), *last = ct_xmalloc(cells * sizeof(int));

@@ -8,7 +8,7 @@
 // Backward: D = rowsum(dO * O), then per tile pair P = exp(S - lse) is recomputed and
 //   dV += P^T dO,  dP = dO V^T,  dS = scale P * (dP - D),  dQ += dS K,  dK += dS^T Q.
 // Work items are (batch, query head, query tile), as in the forward, so there are many more of
-// them than threads (B x NKV alone, the items before, left threads idle when B x NKV was small).
+// them than threads (B x NKV alone would leave threads idle when B x NKV is small).
 // An item owns dQ of its tile. Its shares of a key tile's dK and dV are multiplied into
 // per-thread partial tiles, then added to dK and dV in a fixed order -- kv head by kv head; in
 // each, query head by query head, the last query tile first: a turn counter per key tile (a ring
@@ -170,7 +170,7 @@ static long att_header_floats(long Tq, long Tk) {
 // lines in this core's cache, and the prefetch of every key tile's rows before its adds goes.
 // Worth it where each key tile takes many adds -- query heads per kv head x query tiles at least
 // CT_ATT_LOCAL_MIN_ADDS -- and where the copy of both fits CT_ATT_LOCAL_MAX_FLOATS (Tk up to
-// 2,048 at head size 64: 1 MiB a thread). Measured on the Xeon (AMX) stop of 2026-12-03, two
+// 2,048 at head size 64: 1 MiB a thread). Measured on a 2-core Xeon with AMX, two
 // threads, the backward with and without the copy called in turn (medians of 30-100 pairs): with
 // grouped queries 6-11% faster (B 8, T 256, 4 heads over 2: 0.94; B 4, T 512, 12 over 4: 0.92;
 // B 2, T 1024, 8 over 2: 0.89), with one query head per kv head 5% at T 1024 (0.95), even at T 512
@@ -195,11 +195,11 @@ static long local_reserve(long Tk, long HS) {
 // to HP (pack_rows), once per head (forward and backward): every product of the head's items then
 // reads them from there, where single items read K in place from the (B, T, ...) tensor, rows a
 // token stride apart, and copy a key tile's K or V rows again for every item that sees it (10
-// copies of the 4 key tiles of a head at T 256). The forward, which took single items only, now
+// copies of the 4 key tiles of a head at T 256). The forward
 // takes whole kv heads too where the backward does (whole_kv_heads), all but the last few
 // (forward's tail). The same values multiplied in the same order: the same bits. As much room as
-// the dK / dV copy (local_floats), under the same limit. Measured on the Xeon (AMX) stop of
-// 2026-12-03, two threads, with and without called in turn (medians of 20-60 pairs): B 4, T 512,
+// the dK / dV copy (local_floats), under the same limit. Measured on a 2-core Xeon with AMX
+//, two threads, with and without called in turn (medians of 20-60 pairs): B 4, T 512,
 // 12 heads (bench M's) forward 0.875-0.93, backward 0.935-0.96; B 2, T 1024, 8 heads over 2:
 // backward 0.96 (its 4 kv heads are too few to hand out whole in the forward); bench S's shape
 // (B 8, T 256, 4 heads) forward 0.99-1.03, backward 0.985-0.99. (-D for the variants: 0 is off.)
@@ -249,7 +249,7 @@ NO_LIBCALLS static void pack_t(float *restrict dst, const float *restrict src, l
 // dst (n, w) = src (n, HS) with row stride ld; columns HS..w-1 zero. The source rows are a token
 // stride apart (kilobytes), where the hardware prefetchers do not follow: each row is asked for
 // CT_ATT_PACK_AHEAD rows ahead, and copied in whole vectors (the element loop with its column test
-// did not vectorise). Xeon (AMX) stop of 2026-12-03, two threads, paired calls: bench S's shape
+// did not vectorise). A 2-core Xeon with AMX, two threads, paired calls: bench S's shape
 // forward 0.966, backward 0.970; bench M's forward 0.96. (The same for Q^T and dO^T in pack_t:
 // S 1.009, M 0.98 -- not kept.)
 #define CT_ATT_PACK_AHEAD 8

@@ -8,9 +8,9 @@
 // right before multiplying them, or applies the SwiGLU / RoPE to its rows of the output right
 // after, while they are in its cache. Where the product is more than one packing of the weight
 // (wide or deep weights: bench M's), the step before or after runs on all rows on its own, and
-// the chain costs what the unfused one does. (Until 2026-12 each thread ran its own gemm on
-// blocks of up to 256 rows and packed the weight again for each: 4-10% slower than the unfused
-// chain at S and 9-14% at M on Zen 4, bench_fused.)
+// the chain costs what the unfused one does. (Each thread running its own gemm on blocks of up
+// to 256 rows, packing the weight again for each, is 4-10% slower than the unfused chain at S
+// and 9-14% at M on Zen 4, bench_fused.)
 //
 // When a fused step's input or output is not kept (norm_out or h13 NULL), the rows go through
 // scratch instead: the rows are cut into blocks of CT_FUSED_ROWS_MIN..CT_FUSED_ROWS_MAX rows

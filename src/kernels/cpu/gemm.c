@@ -2,7 +2,7 @@
 // BLIS (Van Zee & van de Geijn 2015) around an FMA register-tile micro-kernel (6 x 16 on AVX2,
 // 6 x 64 on AVX-512, 4 x 8 portable C elsewhere; gemm_internal.h says why).
 //
-// Why not oneDNN any more: Debian's oneDNN 2.6 allocates inside every sgemm call (its gemm
+// Why not oneDNN's sgemm: Debian's oneDNN 2.6 allocates inside every sgemm call (its gemm
 // driver mallocs packing buffers and per-thread state). A matmul primitive with a user
 // scratchpad does not help where there is no AVX-512: it is then "gemm:jit", the same driver,
 // measured at 7-8 allocations per execute and a scratchpad of 0 bytes. Here every buffer is
@@ -66,7 +66,7 @@
 #define CT_SHORT_KS 16
 // B's rows are asked for CT_B_AHEAD k-steps ahead (into L1). On AVX-512 a sliver of B (KC x 64
 // floats, 64 KiB) does not fit L1 beside A's, so every A sliver reads it from L2 again, 256 bytes a
-// step for 24 FMAs. Measured on the Xeon (AMX) stop of 2026-12-03 (bench/gemm_variants, two
+// step for 24 FMAs. Measured on a 2-core Xeon with AMX (bench/gemm_variants, two
 // threads, 41 rounds): 17 of 19 shapes of benches S and M faster, median 0.987 of the time
 // (0.972-0.996; the loss's dx 0.974, logits 0.981), 2048^3 and the largest weight gradient
 // within noise (1.007, 1.005). 4 and 12 steps ahead did no better, 16 and 32 worse; wrapping the
@@ -248,9 +248,9 @@ typedef struct {
 // thread packs its share of pass q + 1 only after its rows of pass q are done, so once every share
 // of pass q + 1 is in, every thread has left pass q: the buffer of pass q (reused by pass q + nr)
 // and the range set of pass q - 1 (reset by thread 0 for pass q + 1, after the wait for pass q) are
-// free. One wait per pass, for the packing; none at the end of a pass. (Until this, only a product
-// packed in one pass shared its rows: a K-blocked one -- the loss's dx, K = 8,192 -- kept static
-// halves, and the wait at its end was 10-20% of its time.) A thread takes from the front of its own
+// free. One wait per pass, for the packing; none at the end of a pass. (Without this sharing a
+// K-blocked product -- the loss's dx, K = 8,192 -- keeps static halves, and the wait at its end
+// is 10-20% of its time.) A thread takes from the front of its own
 // range first, so rows change threads only near the end of a pass; threads of other columns may
 // join a column's last pass (help_columns). A K block adds into C after the previous one whoever
 // computes it: the same bits.
@@ -378,8 +378,8 @@ static int a_in_place(const gemm_args *g, long nsl) {
 // block, the forward products and the loss's logits (12 and 32 MiB at bench S) -- that read
 // is all the traffic there is on the way in, and the line is evicted long before the next
 // operation reads it. Not with row hooks (they read the rows just written), and only where
-// every tile row is aligned for the streaming store. Measured on the Xeon (AMX) stop of
-// 2026-12-03 in a quiet spell (steal under 3%), bench S's step with and without, alternated
+// every tile row is aligned for the streaming store. Measured on a 2-core Xeon with AMX
+// in a quiet spell (steal under 3%), bench S's step with and without, alternated
 // within one process (bench_train, 16-24 pairs, seven runs): 0.975-1.001 of the time.
 #ifndef CT_STREAM_C  // (settable with -D for bench/gemm_variants)
 #define CT_STREAM_C 1
@@ -433,9 +433,9 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 // Otherwise the panel is packed as many K blocks at a time as the buffer holds (KC NC / the
 // panel's width: 8 for a panel of 256 columns), each such span a pass of its own over the rows,
 // the same way. Either way each element is summed over the same K blocks in the same order:
-// the same bits. (One K block a pass until Zen 4, 2026-12: the loss's input gradients, K = 8,192
+// the same bits. (Against one K block a pass, on Zen 4: the loss's input gradients, K = 8,192
 // and 32,768 over 256 and 768 columns, read C from L2 once a span instead of once a K block,
-// and ran 0-8% faster, A and B interleaved in one process, best of 6, three runs.)
+// and run 0-8% faster, A and B interleaved in one process, best of 6, three runs.)
 //
 // A long K (over KC) with a wide N makes panels narrower than NC so that each is packed whole:
 // the C block of a row block (MC x the panel, at most 120 KiB) then stays in L2 through all of
@@ -468,8 +468,8 @@ static long panel_width(const gemm_args *g) {
 // buffer holds: the pass's panel is then KC x N (256 KiB at N = 256) rather than the buffer's
 // 1 MiB, and the row blocks, shared out again in every pass, multiply it from L2 next to their
 // C block (which goes back to memory between passes: read again once a K block, as it is
-// anyway). The same K blocks in the same order: the same bits. Measured on the Xeon (AMX) stop
-// of 2026-12-03 (bench/gemm_variants, two threads, 21 rounds, against the buffer's spans):
+// anyway). The same K blocks in the same order: the same bits. Measured on a 2-core Xeon
+// with AMX (bench/gemm_variants, two threads, 21 rounds, against the buffer's spans):
 // bench S's weight gradients (768 | 256 | 1536, 256, 2048) 0.938 / 0.851 / 0.932 of the time,
 // (256, 768, 2048) 0.956, the loss's (8192, 256, 1024) 0.998; bench M's (N 768, K 2048)
 // 0.981-0.996 (spans of a quarter and a half of the buffer: S's between these and 1.0). Not for
@@ -620,9 +620,9 @@ static int column_args(const team_gemm *t, int c, gemm_args *s) {
 // A thread whose block column is done helps each other column with the rows left in its last
 // pass, from the backs of that column's ranges, multiplying with the panel that column packed.
 // (Only the last pass can be joined: an earlier pass's buffer and row set are reused by the
-// passes after it, which a helper does not take part in.) Without this a column split kept its
-// halves, and the wait at its end was 1-10% of the product on a quiet machine (bench S's
-// weight gradients of N <= 768 and the loss's logits) and 25-50% when another process took
+// passes after it, which a helper does not take part in.) Without this a column split keeps its
+// halves, and the wait at its end is 1-10% of the product on a quiet machine (bench S's
+// weight gradients of N <= 768 and the loss's logits) and 25-50% when another process takes
 // part of a core.
 static void help_columns(const team_gemm *t, int in) {
     ct_gemm_buffers *buf = ct_gemm_thread_buffers();

@@ -5,7 +5,7 @@
 // rows of k pairs, the layout the driver's B slivers already have) into a 16 x 16 fp32 tile: 8,192
 // multiply-adds in one instruction. The kernel keeps a 32 x 32 block of C in four accumulator
 // tiles (0-3) and, for each 32 values of k, loads two A tiles (4, 5) and two B tiles (6, 7):
-// 4 KiB read for 32,768 multiply-adds. Why not oneDNN's AMX kernels any more: Debian's oneDNN
+// 4 KiB read for 32,768 multiply-adds. Why its own rather than oneDNN's AMX kernels: Debian's oneDNN
 // 2.6 reached 400-530 GFLOP/s on 2 cores on most of the model's linear shapes (1,000-1,300 on
 // two of them), took a kernel without AMX for 2048^3, and allocates in every execution.
 //

@@ -12,8 +12,8 @@ static inline long min_l(long a, long b) { return a < b ? a : b; }
 // broadcasts of A, MR NV FMAs into MR NV accumulators.
 //
 // AVX-512: 6 x 64 (24 accumulators, 4 loads of B and 6 broadcasts per 24 FMAs) rather than 12 x 32
-// (2 + 12 per 24). On the Xeon (AMX) stop where its FMA peak read about half its first
-// stop's -- a host sharing the core -- the kernel with fewer loads per FMA ran 7-12% faster with A
+// (2 + 12 per 24). On a Xeon with AMX whose FMA peak read about half its usual -- a host sharing
+// the core -- the kernel with fewer loads per FMA ran 7-12% faster with A
 // streamed from L2 (medians of 20-30 rounds against an FMA-only loop: 12 x 32 0.71-0.85 of it,
 // 6 x 64 0.77-0.92, 8 x 48 about the same; 14 x 32 in between), and in ct_gemm, with NC 1024
 // (below), products of a bench S step ran 1-11% faster (median time ratios of 21 interleaved
@@ -34,8 +34,8 @@ static inline long min_l(long a, long b) { return a < b ? a : b; }
 
 // Cache blocking: a B sliver (KC x NR) is read by every A sliver of a block (from L1 on AVX2; the
 // AVX-512 sliver, 64 KiB, from L1 and L2), the A block (MC x KC) in L2, the B panel (KC x NC, 1 MiB)
-// in L2 where it is 2 MiB a core (Intel) and L3 elsewhere. NC was 2048 until the Xeon stop of
-// 2026-12-03: there a panel of 2 MiB came from L3, and 1024 ran the loss's logits and 2048^3 3-5%
+// in L2 where it is 2 MiB a core (Intel) and L3 elsewhere. NC is 1024, not 2048: on a
+// Xeon with AMX a panel of 2 MiB came from L3, and 1024 ran the loss's logits and 2048^3 3-5%
 // faster (median time ratios, 21 interleaved rounds, one and two threads; other S products within
 // 2%). Not measured on AMD since (Zen 4: L2 1 MiB a core).
 // (Each can be set with -D for bench/gemm_variants, which builds ct_gemm several ways side by side.)

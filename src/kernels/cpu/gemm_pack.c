@@ -66,7 +66,7 @@ NO_LIBCALLS void ct_gemm_pack_a(float *restrict dst, const gemm_args *g, long m0
 #if defined(__AVX512VL__) && CT_MR == 6 && CT_PACK_TA_GROUP > 1
         // CT_PACK_TA_GROUP rows of A at a time: each sliver gets that many k-rows (48 floats at 8)
         // in one visit, with masked 6-float loads and stores, instead of one 24-byte piece per visit
-        // of every sliver. Measured on the Xeon (AMX) stop of 2026-12-03 (bench/gemm_variants, two
+        // of every sliver. Measured on a 2-core Xeon with AMX (bench/gemm_variants, two
         // threads, two runs of 15 rounds): the weight gradients' and the loss's A^T B products
         // 0.97-1.0 of the time with 8 rows, 4 and 16 no better.
         for (; k + CT_PACK_TA_GROUP <= kc; k += CT_PACK_TA_GROUP) {

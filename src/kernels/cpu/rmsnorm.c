@@ -19,9 +19,9 @@ void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
 // One pass over x and dy: rows go in blocks of CT_RMS_ROW_BLOCK, handed out in order; a thread
 // sums its block's share of dweight in a row of its own and adds it to dweight when the block
 // before has been added (a turn counter), so dweight = ((dweight + s_0) + s_1) + ... over the
-// blocks in order, whatever the thread count: reproducible. dweight was a second pass, over column
-// blocks of all rows; in one pass the backward takes 0.57-0.64 of the time at bench S's (2048,
-// 256) and 0.56 at M's (2048, 768) (the Xeon (AMX) stop of 2026-12-03, two threads, caches flushed
+// blocks in order, whatever the thread count: reproducible. Against a second pass for dweight, over
+// column blocks of all rows, the one-pass backward takes 0.57-0.64 of the time at bench S's (2048,
+// 256) and 0.56 at M's (2048, 768) (a 2-core Xeon with AMX, two threads, caches flushed
 // before each call, medians of 41). Rows wider than CT_RMS_SPAN take a pass per span of columns.
 #define CT_RMS_ROW_BLOCK 64
 #define CT_RMS_SPAN 16384  // dweight columns a thread's stack row holds (every Llama's dim)

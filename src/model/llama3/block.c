@@ -224,14 +224,10 @@ static void attention_out(const ct_block_ctx *c, int layer, ct_llama3_acts *s, c
     residual_norm2(c, layer, s, w);
 }
 
-static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
-    ct_llama3_acts *s = acts;
-    const ct_kernels *k = c->k;
+void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
     const ct_linear_ctx *L = c->lin;
     const ct_model_config *m = c->cfg;
-    long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
-    long QKV = qkv_dim(c);
-
+    long N = c->N, HS = m->head_dim, NH = m->n_heads, QKV = qkv_dim(c);
     float *qkv = work(c, s->qkv, W(c)->w_qkv);
     attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
     ct_keep_activation(L, s->qkv, qkv, N * QKV);
@@ -247,8 +243,18 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
         copy_cols(c, s->qv, Q + KV, Q, s->qkv, QKV, Q + KV, KV);
     }
     attention_out(c, layer, s, w);
+}
+
+static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
+    ct_llama3_acts *s = acts;
+    const ct_kernels *k = c->k;
+    const ct_linear_ctx *L = c->lin;
+    const ct_model_config *m = c->cfg;
+    long N = c->N, Nl = c->N_local, C = m->dim, F = m->ffn_hidden;
+    ct_llama3_attention_forward(c, layer, s, w);
 
     float *h13 = work(c, s->h13, W(c)->w_h13);
+    int span;
     if (fuse(c, layer, CT_LINEAR_W13)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
         k->linear_swiglu_forward(h13, s->h, s->norm2, w->t[LLAMA3_W13], N, C, F, W(c)->fuse_scratch);  // (N, 2F), (N, F)
@@ -364,13 +370,11 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
     const ct_model_config *m = c->cfg;
-    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = qkv_dim(c);
+    long N = c->N, Nl = c->N_local, C = m->dim, F = m->ffn_hidden;
     bool split = keep != NULL;
     ct_block_weights none = {0};
     ct_block_weights *gw = split ? &none : g;  // weight gradients now, or later from `keep`
     float *dh13 = split ? keep->dh13 : W(c)->dh13;
-    float *dqkv = split ? keep->dqkv : W(c)->dqkv;
     float *dfull;
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
@@ -386,23 +390,35 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->t[LLAMA3_FFN_NORM], dn, s->x_mid, w->t[LLAMA3_FFN_NORM], s->rstd2, Nl, C);
     ct_trace_end(span);
+    ct_llama3_attention_backward(c, layer, s, w, gw, keep, dres);
+}
 
+void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
+                                  ct_block_weights *gw, ct_llama3_wgrad *keep, float *dres) {
+    const ct_kernels *k = c->k;
+    const ct_linear_ctx *L = c->lin;
+    const ct_model_config *m = c->cfg;
+    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long NKV = m->n_kv_heads, QKV = qkv_dim(c);
+    bool split = keep != NULL;
+    float *dqkv = split ? keep->dqkv : W(c)->dqkv;
+    float *dfull;
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
-    dy = output_grad(c, dres, split ? keep->dy_att : NULL);
+    const float *dy = output_grad(c, dres, split ? keep->dy_att : NULL);
     linear_bwd(c, layer, CT_LINEAR_WO, W(c)->datt, gw->t[LLAMA3_WO], dy, act(c, s->att, NH * HS), w->t[LLAMA3_WO], C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
     const float *qkv = ct_kept_as_f32(L, s->qkv, W(c)->w_qkv, N * QKV);
     float *att = (float *)ct_kept_as_f32(L, s->att, W(c)->w_att, N * NH * HS);
     ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     float *dq = dqkv, *dk = dqkv + NH * HS, *dv = dqkv + (NH + NKV) * HS;
-    span = op_span("attention.backward", layer);
+    int span = op_span("attention.backward", layer);
     c->ops->attention.backward(c->ops->attention.ctx, &a, W(c)->datt, dq, dk, dv);
     ct_trace_end(span);
     span = op_span("rope.backward", layer);
     k->rope_backward(dq, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
-    dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
+    const float *dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
     column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->t[LLAMA3_WQKV], dqkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->t[LLAMA3_ATTN_NORM], dn, s->x, w->t[LLAMA3_ATTN_NORM], s->rstd1, Nl, C);

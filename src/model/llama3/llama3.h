@@ -80,4 +80,13 @@ typedef struct {
     ct_llama3_acts rc;      // recomputed activations, one block's worth shared by every slot (x
                             // unused): what the checkpointing kinds recompute
 } ct_llama3_work;
+
+// The attention half of a block, for families built on Llama 3's attention (the feed-forward
+// theirs): x -> norm1 -> wqkv -> RoPE -> attention -> wo -> x_mid = x + that, then norm2 of
+// x_mid into s->norm2 (s->rstd2); and its backward, from dres = the gradient of x_mid (norm2's
+// backward already added) to that of x. gw: where weight gradients go now (its views NULL when
+// keep holds what the weight pass needs instead).
+void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w);
+void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
+                                  ct_block_weights *gw, ct_llama3_wgrad *keep, float *dres);
 #endif

@@ -47,7 +47,8 @@ const ct_setting ct_settings[] = {
     BOOL("job.print_config", print_config, "false", NULL, "print the effective configuration (as TOML) at start-up"),
 
     // [model]
-    ENUM("model.name", model_name, "llama3", "llama3", NULL, NULL, "model family: llama3, the one ctitan trains"),
+    ENUM("model.name", model_name, "llama3", "llama3|llama3_moe", NULL, NULL,
+         "model family: llama3, or llama3_moe (Llama 3 attention with routed SwiGLU experts)"),
     ENUM("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
          "Llama 3 size preset; the model.* numbers below override it"),
     INT("model.dim", dim, "0", NULL, "hidden size (0 = the flavor's)"),

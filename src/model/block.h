@@ -64,6 +64,9 @@ struct ct_block_ops {
     // stage's (it is also the previous block's output).
     long (*carve_acts)(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base);
     long (*carve_wgrad)(const ct_block_ctx *c, void *keep, float *base);
+    // Releases what carve_acts allocated beside the base (NULL: nothing); the stage calls it for
+    // every record it carved with a base before freeing the records.
+    void (*release_acts)(void *acts);
     // acts->x (N_l, C) -> out (N_l, C); fills the rest of the record. out may alias x when
     // nothing will run backward (generation).
     void (*forward)(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out);

@@ -117,6 +117,7 @@ void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_model_config 
 }
 
 void ct_gen_free(ct_generator *g) {
+    if (g->acts && g->cfg.family->block->release_acts) g->cfg.family->block->release_acts(g->acts);
     ct_mem_free(g->arena);
     free(g->acts);
     free(g->work);

@@ -1,10 +1,12 @@
 #include "model/model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "model/llama3/llama3.h"
+#include "model/llama3_moe/llama3_moe.h"
 
-static const ct_model_family *const families[] = {&ct_llama3_family, NULL};
+static const ct_model_family *const families[] = {&ct_llama3_family, &ct_llama3_moe_family, NULL};
 
 const ct_model_family *const *ct_model_families(void) { return families; }
 
@@ -12,6 +14,22 @@ const ct_model_family *ct_model_family_find(const char *name) {
     for (int i = 0; families[i]; i++)
         if (!strcmp(families[i]->name, name)) return families[i];
     return NULL;
+}
+
+// The settings the family's blocks cannot run, refused by name.
+static ct_status supported(const ct_model_family *f, const ct_config *c) {
+    const char *no = NULL;
+    if (!(f->supports & CT_FAMILY_TP) && c->compute_parallel_degree > 1) no = "parallelism.compute_parallel_degree > 1";
+    else if (!(f->supports & CT_FAMILY_BF16) && strcmp(c->mixed_precision, "fp32")) no = "mixed_precision bf16";
+    else if (!(f->supports & CT_FAMILY_8BIT) && (c->float8 || c->mxfp8)) no = "quantization.float8 / mxfp8";
+    else if (!(f->supports & CT_FAMILY_CHECKPOINTING) && (strcmp(c->ac_mode, "none") || c->ac_selective))
+        no = "activation_checkpoint.mode other than none";
+    else if (!(f->supports & CT_FAMILY_SPLIT_BACKWARD) &&
+             (strstr(c->pipeline_schedule, "zb") || strstr(c->pipeline_schedule, "ZeroBubble")))
+        no = "a zero-bubble pipeline_schedule (split backward)";
+    if (no) return ct_set_error("model.name %s: its blocks do not run %s yet; choose another setting or model.name llama3",
+                                f->name, no);
+    return CT_OK;
 }
 
 ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
@@ -24,7 +42,7 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
     }
     if (f->config_from(m, c)) return CT_ERR;
     m->family = f;
-    return CT_OK;
+    return supported(f, c);
 }
 
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {

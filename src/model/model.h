@@ -23,7 +23,10 @@ typedef struct ct_model_config {
     int n_heads;      // NH
     int n_kv_heads;   // NKV (grouped-query attention when < NH)
     int head_dim;     // HS = C / NH
-    int ffn_hidden;   // F, from the multiple_of / ffn_dim_multiplier rule unless overridden
+    int ffn_hidden;   // F, from the multiple_of / ffn_dim_multiplier rule unless overridden; each
+                      // expert's hidden size in a mixture-of-experts family
+    int n_experts;    // E routed experts per block (0: a dense family)
+    int moe_top_k;    // experts each token is routed to
     int vocab_size;   // V
     int multiple_of;
     double ffn_dim_multiplier;  // 0 = none
@@ -55,8 +58,19 @@ typedef struct {
                        // previous tensor's matrix (wq | wk | wv read as one fused matrix)
 } ct_param_spec;
 
+// What a family's blocks support beyond fp32, one process-wide tensor layout and no
+// checkpointing (ct_model_family.supports); ct_model_config_from refuses the rest by name.
+enum {
+    CT_FAMILY_TP = 1,              // tensor (and sequence) parallelism
+    CT_FAMILY_BF16 = 2,            // mixed_precision bf16
+    CT_FAMILY_8BIT = 4,            // float8 / MXFP8 matmuls
+    CT_FAMILY_CHECKPOINTING = 8,   // activation checkpointing, every kind
+    CT_FAMILY_SPLIT_BACKWARD = 16, // zero-bubble schedules (backward_input / backward_weight)
+};
+
 struct ct_model_family {
     const char *name;  // model.name
+    unsigned supports; // CT_FAMILY_* bits
     // Dimensions from the settings (flavor, then overrides), validated; family set by the caller.
     ct_status (*config_from)(ct_model_config *m, const ct_config *c);
     // Block `layer`'s tensors in the order they lie in memory; returns how many.

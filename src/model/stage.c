@@ -71,6 +71,7 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
 }
 
 static void *block_record(void *records, size_t size, int i) { return (char *)records + size * (size_t)i; }
+static void *acts_of(const ct_stage *s, const ct_act_slot *a, int i) { return block_record(a->blocks, s->block->acts_size, i); }
 
 static long carve_slot(ct_stage *s, ct_act_slot *a, float *base) {
     long N = s->N, Nl = s->N_local, C = s->cfg.dim;
@@ -167,6 +168,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
 
 static void free_slots(ct_stage *s) {
     for (int i = 0; i < s->n_slots; i++) {
+        if (s->block->release_acts && s->slot_arena)
+            for (int l = 0; l < n_layers(s); l++) s->block->release_acts(acts_of(s, &s->slots[i], l));
         free(s->slots[i].x);
         free(s->slots[i].blocks);
         free(s->slots[i].wg);
@@ -226,7 +229,6 @@ static ct_block_ctx block_ctx(ct_stage *s, const ct_act_slot *a) {
     return c;
 }
 
-static void *acts_of(const ct_stage *s, const ct_act_slot *a, int i) { return block_record(a->blocks, s->block->acts_size, i); }
 static void *wgrad_of(const ct_stage *s, const ct_act_slot *a, int i) { return block_record(a->wg, s->block->wgrad_size, i); }
 
 // Every piece of the model's work runs between the acquire and the release of its parameter

@@ -519,6 +519,38 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
     return used;
 }
 
+long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base) {
+    const ct_model_config *m = c->cfg;
+    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
+    long used = 0;
+    TAKE_ACT(b->norm1, N * C);
+    TAKE(b->rstd1, Nl);
+    TAKE_ACT(b->qkv, N * qkv_dim(c));
+    TAKE_ACT(b->att, N * NH * HS);
+    TAKE(b->lse, B * NH * T);
+    TAKE(b->x_mid, Nl * C);
+    TAKE_ACT(b->norm2, N * C);
+    TAKE(b->rstd2, Nl);
+    return used;
+}
+
+long ct_llama3_carve_attention_work(const ct_block_ctx *c, ct_llama3_work *wk, float *base) {
+    const ct_model_config *m = c->cfg;
+    long N = c->N, C = m->dim, QKV = qkv_dim(c), Q = (long)m->n_heads * m->head_dim, used = 0;
+    if (c->lin->prec.compute == CT_BF16) {
+        TAKE(wk->w_norm, N * C);
+        TAKE(wk->w_qkv, N * QKV);
+        TAKE(wk->w_att, N * Q);
+    }
+    if (c->fused) {
+        long f = c->k->rmsnorm_linear_scratch_floats(N, C, QKV), r = c->k->linear_rope_scratch_floats(N, C, QKV);
+        TAKE(wk->fuse_scratch, f > r ? f : r);
+    }
+    TAKE(wk->datt, N * Q);
+    TAKE(wk->dqkv, N * QKV);
+    return used;
+}
+
 static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base) {
     const ct_model_config *m = c->cfg;
     ct_llama3_acts *b = acts;
@@ -534,14 +566,16 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
         TAKE_ACT(b->h1, N * F);
         return used;
     }
-    if (kind == CT_AC_NONE) TAKE_ACT(b->norm1, N * C);
-    TAKE(b->rstd1, Nl);
-    TAKE_ACT(b->qkv, N * QKV);
-    TAKE_ACT(b->att, N * NH * HS);
-    TAKE(b->lse, B * NH * T);
-    TAKE(b->x_mid, Nl * C);
-    if (kind == CT_AC_NONE) TAKE_ACT(b->norm2, N * C);
-    TAKE(b->rstd2, Nl);
+    if (kind == CT_AC_NONE) {
+        used = ct_llama3_carve_attention(c, b, base);
+    } else {
+        TAKE(b->rstd1, Nl);
+        TAKE_ACT(b->qkv, N * QKV);
+        TAKE_ACT(b->att, N * NH * HS);
+        TAKE(b->lse, B * NH * T);
+        TAKE(b->x_mid, Nl * C);
+        TAKE(b->rstd2, Nl);
+    }
     TAKE_ACT(b->h13, N * 2 * F);
     if (kind == CT_AC_NONE) TAKE_ACT(b->h, N * F);
     return used;

@@ -93,6 +93,7 @@ static double block_forward_flops_per_token(const ct_model_config *m) {
 
 const ct_model_family ct_llama3_family = {
     .name = "llama3",
+    .supports = CT_FAMILY_TP | CT_FAMILY_BF16 | CT_FAMILY_8BIT | CT_FAMILY_CHECKPOINTING | CT_FAMILY_SPLIT_BACKWARD,
     .config_from = config_from,
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,

@@ -1,0 +1,62 @@
+// Parity of the llama3_moe family (Llama 3 attention + routed SwiGLU experts, added through the
+// model interface alone) with its single-process run (tests/parity.h): FSDP 2 and 4 (experts
+// sharded like any parameter), pp 2 (1F1B) and pp 2 x FSDP 2, cp 2, and gradient accumulation.
+// Then the settings the family does not run yet, refused with one line naming them.
+#include "parity.h"
+
+static void fsdp(void) { parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 1}, "moe fsdp"); }
+static void fsdp_accumulation(void) {
+    parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 2}, "moe fsdp+accum");
+}
+static void pp2(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"},
+               "moe pp2 1f1b");
+}
+static void pp2_fsdp2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 2, .pp = 2, .schedule = "1f1b"},
+               "moe pp2 x fsdp2");
+}
+static void cp2(void) { parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "moe cp2"); }
+
+// Each unsupported setting: ct_model_config_from refuses it naming the setting and the family.
+static void refusals(void) {
+    static const char *bad[][3] = {
+        {"parallelism.compute_parallel_degree", "2", "compute_parallel_degree"},
+        {"mixed_precision", "bf16", "mixed_precision bf16"},
+        {"quantization.float8.enable", "true", "float8"},
+        {"activation_checkpoint.mode", "full", "activation_checkpoint"},
+        {"pipeline_schedule", "zbv", "zero-bubble"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ct_config c = parity_base;
+        parity_set(&c, bad[i][0], bad[i][1]);
+        ct_model_config m;
+        ct_status st = ct_model_config_from(&m, &c);
+        CHECK(st == CT_ERR, "%s = %s accepted", bad[i][0], bad[i][1]);
+        if (st == CT_ERR) {
+            CHECK(strstr(ct_last_error(), "llama3_moe") && strstr(ct_last_error(), bad[i][2]), "%s: %s", bad[i][0],
+                  ct_last_error());
+        }
+    }
+}
+
+static void cases(int n) {
+    if (n == 2) {
+        CT_MPI_RUN(refusals);
+        CT_MPI_RUN(fsdp);
+        CT_MPI_RUN(fsdp_accumulation);
+        CT_MPI_RUN(pp2);
+        CT_MPI_RUN(cp2);
+    }
+    if (n == 4) {
+        CT_MPI_RUN(fsdp);
+        CT_MPI_RUN(pp2_fsdp2);
+    }
+}
+
+int main(int argc, char **argv) {
+    static const char *dims[][2] = {{"model.name", "llama3_moe"}, {"model.dim", "36"},        {"model.n_layers", "2"},
+                                    {"model.n_heads", "6"},       {"model.n_kv_heads", "3"},  {"model.vocab_size", "131"},
+                                    {"model.ffn_hidden_dim", "20"}};
+    return parity_main(argc, argv, dims, sizeof dims / sizeof dims[0], cases);
+}

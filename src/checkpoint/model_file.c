@@ -48,6 +48,10 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct
     META_INT("n_kv_heads", m->n_kv_heads);
     META_INT("vocab_size", m->vocab_size);
     META_INT("ffn_hidden", m->ffn_hidden);
+    if (m->n_experts > 0) {  // a mixture-of-experts family (absent: dense)
+        META_INT("n_experts", m->n_experts);
+        META_INT("moe_top_k", m->moe_top_k);
+    }
     META_DBL("norm_eps", m->norm_eps);
     META_DBL("rope_theta", m->rope_theta);
     META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
@@ -175,6 +179,14 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
         meta_int(f, path, "rope_scaling", &m->rope_scaling))
         return CT_ERR;
     if (ct_st_metadata(f, "max_seq_len") && meta_int(f, path, "max_seq_len", &m->max_seq_len)) return CT_ERR;
+    if (ct_st_metadata(f, "n_experts") &&
+        (meta_int(f, path, "n_experts", &m->n_experts) || meta_int(f, path, "moe_top_k", &m->moe_top_k)))
+        return CT_ERR;
+    if (m->n_experts < 0 || m->moe_top_k < 0 || m->moe_top_k > m->n_experts || (m->n_experts > 0) != (m->moe_top_k > 0))
+        return ct_set_error("%s: metadata n_experts %d, moe_top_k %d: expected 1 <= moe_top_k <= n_experts", path,
+                            m->n_experts, m->moe_top_k);
+    if ((m->n_experts > 0) != !strcmp(m->family->name, "llama3_moe"))
+        return ct_set_error("%s: metadata n_experts %d does not fit a %s model", path, m->n_experts, m->family->name);
     // The mask and positions the model was trained with (absent in older files: causal, sequence).
     const char *mask = ct_st_metadata(f, "attn_mask_type"), *rpos = ct_st_metadata(f, "rope_positions");
     if (mask && strcmp(mask, "causal") && strcmp(mask, "block_causal"))
@@ -250,6 +262,8 @@ ct_status ct_model_config_match(const ct_model_config *file, const ct_model_conf
     SAME_INT(n_kv_heads);
     SAME_INT(vocab_size);
     SAME_INT(ffn_hidden);
+    SAME_INT(n_experts);
+    SAME_INT(moe_top_k);
 #undef SAME_INT
     if ((file->rope_scaling != 0) != (run->rope_scaling != 0))
         return ct_set_error("model file rope_scaling %d does not match this run's %d", file->rope_scaling != 0,

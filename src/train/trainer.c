@@ -9,7 +9,6 @@
 
 #include "checkpoint/hf.h"
 #include "train/hf_vocab.h"
-#include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "core/trace.h"
 #include "data/documents.h"
@@ -240,7 +239,7 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
     // Tokens: the loader writes whole sequences on the host (seq_*), this rank's part of them is
     // picked there (host_*: the same buffers without cp) and copied to the device once per step
     // (inputs / targets: the same buffers again where the host can read the device's memory).
-    long tokens = ct_layout_step_tokens(cfg);  // plan/layout.c: the memory model counts the same
+    long tokens = ct_plan_step_tokens(cfg);  // plan/memory_model.c counts the same
     size_t seq_bytes = (size_t)tokens * sizeof(int32_t), own_bytes = seq_bytes / (size_t)cp;
     t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
     t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
@@ -260,7 +259,7 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
                                   : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
         }
     }
-    t->scalars = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, CT_LAYOUT_STEP_SCALARS * sizeof(double));
+    t->scalars = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, CT_PLAN_STEP_SCALARS * sizeof(double));
     if (cp > 1) {
         int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
         ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, pos);
@@ -377,20 +376,11 @@ void ct_trainer_free(ct_trainer *t) {
     ct_mem_free(t->cp_pos);
     ct_mem_free(t->scalars);
     free(t->host_cp_pos);
-    ct_cp_free(&t->cp);
-    ct_executor_free(&t->exec);
-    ct_schedule_free(&t->train_schedule);
-    ct_schedule_free(&t->eval_schedule);
+    ct_parallelized_free(&t->par);  // stages, executor, schedules, cp, fsdp
     free(t->mbs);
-    for (int s = 0; t->stages && s < t->n_stages; s++)  // a failed start-up may count stages it never made
-        if (t->stages[s].arena) ct_stage_free(&t->stages[s]);
-    free(t->stages);
-    free(t->stage_rank);
-    free(t->first_layer);
     ct_adamw_free(&t->adam);
     ct_llama_weights_free(&t->weights);
     ct_llama_weights_free(&t->grad_views);
-    ct_fsdp_free(&t->fsdp);
     free(t->f8_layers);
     ct_mesh_free(&t->mesh);
     ct_comm_group_free(&t->world);
@@ -545,7 +535,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
     // The step's scalars stay on the device, summed and reduced there, until the one read below.
     double *loss_sum = t->scalars, *sum_sq = t->scalars + 1;
-    t->k->zero(t->scalars, CT_LAYOUT_STEP_SCALARS * sizeof(double));
+    t->k->zero(t->scalars, CT_PLAN_STEP_SCALARS * sizeof(double));
     // The schedule runs every micro-batch and ends with the step's gradient reduction.
     ct_executor_run_into(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale, loss_sum);
     share_loss(t, loss_sum);
@@ -567,7 +557,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     ct_trace_end(opt_span);
     // The step's one read from the device, after its update: the metrics, and on the host
     // whether the step counted (a skipped one may stop the run).
-    double host[CT_LAYOUT_STEP_SCALARS];
+    double host[CT_PLAN_STEP_SCALARS];
     t->k->copy_to_host(host, t->scalars, sizeof host);
     double norm = sqrt(host[1]), loss_total = host[0];
     double loss = valid ? loss_total / (double)valid : 0.0;

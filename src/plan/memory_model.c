@@ -176,17 +176,22 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     return st;
 }
 
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_rank_cached(const ct_llama_config *m, const ct_config *c, int world,
+                                    ct_parallelize_cache *cache, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;
-    ct_parallelize_cache cache = {0};  // every pp rank of this layout runs one set of lists
-    ct_status st = CT_OK;
-    for (int r = 0; r < l.degree[CT_MESH_PP] && st == CT_OK; r++) {
+    for (int r = 0; r < l.degree[CT_MESH_PP]; r++) {
         ct_plan_memory one;
-        st = size_pp_rank(m, c, world, r, &cache, &one);
-        if (st == CT_OK && (r == 0 || one.total > out->total)) *out = one;
+        if (size_pp_rank(m, c, world, r, cache, &one)) return CT_ERR;
+        if (r == 0 || one.total > out->total) *out = one;
     }
+    return CT_OK;
+}
+
+ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+    ct_parallelize_cache cache = {0};  // every pp rank of this layout runs one set of lists
+    ct_status st = ct_plan_memory_rank_cached(m, c, world, &cache, out);
     ct_parallelize_cache_free(&cache);
     return st;
 }

@@ -40,6 +40,24 @@ int ct_parallelize_stages_per_rank(const ct_config *cfg, int pp) {
     return cfg->pipeline_stages_per_rank;
 }
 
+ct_tp ct_parallelize_tp(const ct_config *cfg, const ct_kernels *k, ct_group *group, ct_param_store *store) {
+    return (ct_tp){.k = k, .group = group, .sequence_parallel = cfg->sequence_parallel && group->size > 1,
+                   .gather_logits = cfg->disable_loss_parallel, .store = store, .async = cfg->enable_async_comm};
+}
+
+ct_status ct_parallelize_dims(const ct_config *cfg, int tp, int cp, ct_parallel_dims *d) {
+    d->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
+    if (ct_cp_check_seq_len(d->cp_balance, cp, cfg->seq_len)) return CT_ERR;
+    d->seq_local = cfg->seq_len / cp;
+    d->mb_seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
+    long tokens = (long)d->mb_seqs * d->seq_local;  // per micro-batch on this rank
+    if (cfg->sequence_parallel && tp > 1 && tokens % tp)
+        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
+                            "rank do not split over compute_parallel_degree %d",
+                            d->mb_seqs, d->seq_local, tokens, tp);
+    return CT_OK;
+}
+
 // ------------------------------------------------------------------ pipeline split
 
 static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }

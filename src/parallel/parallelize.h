@@ -31,6 +31,22 @@ ct_ac_policy ct_parallelize_ac_policy(const ct_config *cfg);
 // cannot run one stage per rank, so the default 1 means 2 there, as in TorchTitan.
 int ct_parallelize_stages_per_rank(const ct_config *cfg, int pp);
 
+// Tensor parallel over `group` from the settings (sequence parallel when the group has more than
+// one rank, loss parallel unless disabled, async reductions), reading the parameters in `store`
+// (data sharding builds it, later).
+ct_tp ct_parallelize_tp(const ct_config *cfg, const ct_kernels *k, ct_group *group, ct_param_store *store);
+
+// The token dimensions every rank of a layout computes with, from the settings and the tp and cp
+// degrees.
+typedef struct {
+    ct_cp_balance cp_balance;  // context_parallel.load_balancer
+    long seq_local;            // T / cp tokens of each sequence on this rank
+    int mb_seqs;               // sequences per micro-batch the stages run (pipeline micro-batch size)
+} ct_parallel_dims;
+// CT_ERR with one line when cp does not split the sequence as its balancer needs, or sequence
+// parallel cannot split a micro-batch's tokens over tp.
+ct_status ct_parallelize_dims(const ct_config *cfg, int tp, int cp, ct_parallel_dims *d);
+
 // ------------------------------------------------------------------ set-up
 
 // Generated pipeline lists of every pp rank, kept between calls that share them: the planner

@@ -112,15 +112,8 @@ static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
     ct_llama_config local;
     if (ct_llama_config_local(m, tp, &local)) return CT_ERR;
-    ct_cp_balance balance = strcmp(c->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
-    if (ct_cp_check_seq_len(balance, cp, c->seq_len)) return CT_ERR;
-    long seq_local = c->seq_len / cp;
-    int seqs = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
-    bool sp = c->sequence_parallel && tp > 1;
-    if (sp && ((long)seqs * seq_local) % tp)
-        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
-                            "rank do not split over compute_parallel_degree %d",
-                            seqs, seq_local, (long)seqs * seq_local, tp);
+    ct_parallel_dims dims;
+    if (ct_parallelize_dims(c, tp, cp, &dims)) return CT_ERR;
 
     // Groups as plain structs: sizing needs their size and this rank's place, never a message.
     // Rank 0 in every dimension but pp: the ranks of a pp rank allocate the same, except that
@@ -139,8 +132,7 @@ static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int 
     ct_cp cpa = {0};
     ct_executor exec = {0};
     ct_schedule train, eval;
-    ct_tp tpa = {.k = k, .group = &g_tp, .sequence_parallel = sp, .gather_logits = c->disable_loss_parallel,
-                 .store = &fsdp.store, .async = c->enable_async_comm};
+    ct_tp tpa = ct_parallelize_tp(c, k, &g_tp, &fsdp.store);
     ct_parallelized par = {.fsdp = &fsdp, .cp = &cpa, .exec = &exec, .train_schedule = &train, .eval_schedule = &eval};
     ct_schedule_init(&train);
     ct_schedule_init(&eval);
@@ -149,8 +141,8 @@ static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int 
         // cp_pos: the stages only keep the pointer (RoPE at run time), so sizing needs none.
         ct_parallelize_env env = {
             .cfg = c, .k = k, .model = m, .local_model = &local, .table = table, .fsdp = &g_fsdp,
-            .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = balance,
-            .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz, .cache = cache,
+            .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = dims.cp_balance,
+            .cp_pos = NULL, .seq_local = dims.seq_local, .mb_seqs = dims.mb_seqs, .sizing = &sz, .cache = cache,
         };
         status = ct_parallelize(&env, &par);
     }

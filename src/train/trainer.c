@@ -200,21 +200,14 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
                             "nccl for cuda before it starts the transport)",
                             ct_comm_backend_name());
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
-    t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
-                    .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,
-                    .async = cfg->enable_async_comm};
+    t->tp = ct_parallelize_tp(cfg, t->k, tp, &t->fsdp.store);
     if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     // Context parallel: each rank of the cp group holds T / cp tokens of every sequence.
-    int cp = t->mesh.dim[CT_MESH_CP].size;
-    t->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
-    if (ct_cp_check_seq_len(t->cp_balance, cp, cfg->seq_len)) return CT_ERR;
-    t->seq_local = cfg->seq_len / cp;
-    int seqs = t->mb_seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
-    long tokens_per_micro_batch = (long)seqs * t->seq_local;
-    if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
-        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
-                            "rank do not split over compute_parallel_degree %d",
-                            seqs, t->seq_local, tokens_per_micro_batch, tp->size);
+    ct_parallel_dims dims;
+    if (ct_parallelize_dims(cfg, tp->size, t->mesh.dim[CT_MESH_CP].size, &dims)) return CT_ERR;
+    t->cp_balance = dims.cp_balance;
+    t->seq_local = dims.seq_local;
+    t->mb_seqs = dims.mb_seqs;
     // Before the first big allocation: a run that cannot fit says so, with the numbers -- the
     // planner's memory model, which sizes this run by running its own set-up without allocating.
     ct_plan_memory need;

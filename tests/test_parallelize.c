@@ -32,7 +32,7 @@ static ct_config tiny(void) {
 // One rank's set-up, sized.
 typedef struct {
     ct_config cfg;
-    ct_llama_config model;
+    ct_model_config model;
     ct_param_table table;
     ct_group g_fsdp, g_rep, g_cp, g_pp, g_tp;
     ct_tp tp;
@@ -51,7 +51,7 @@ static ct_status build_with(rig *r, const char *const *kv, int n_kv, int pp, int
     memset(r, 0, sizeof *r);
     r->cfg = tiny();
     for (int i = 0; i < n_kv; i++) set(&r->cfg, kv[2 * i], kv[2 * i + 1]);
-    if (ct_llama_config_from(&r->model, &r->cfg)) ct_fatal("test", "%s", ct_last_error());
+    if (ct_model_config_from(&r->model, &r->cfg)) ct_fatal("test", "%s", ct_last_error());
     ct_param_table_build_tp(&r->table, &r->model, 0, 1);
     const ct_kernels *k = ct_kernels_get("cpu");
     r->g_fsdp = (ct_group){.name = "fsdp", .rank = 0, .size = fsdp};

@@ -109,7 +109,7 @@ static ct_status apply_cp(const ct_parallelize_env *env, ct_cp *cp, ct_stage_ops
     if (env->cp->size <= 1) return CT_OK;
     const ct_config *cfg = env->cfg;
     ct_cp_rotate rotate = strcmp(cfg->cp_rotate_method, "ring") ? CT_CP_ALLGATHER : CT_CP_RING;
-    const ct_llama_config *m = env->local_model;
+    const ct_model_config *m = env->local_model;
     if (ct_cp_init_sizing(cp, env->k, env->cp, rotate, env->cp_balance, env->mb_seqs, cfg->seq_len, m->n_heads,
                           m->n_kv_heads, m->head_dim, env->sizing))
         return CT_ERR;

@@ -65,8 +65,8 @@ void ct_parallelize_cache_free(ct_parallelize_cache *c);
 typedef struct {
     const ct_config *cfg;
     const ct_kernels *k;
-    const ct_llama_config *model;        // the whole model
-    const ct_llama_config *local_model;  // this tp rank's dimensions
+    const ct_model_config *model;        // the whole model
+    const ct_model_config *local_model;  // this tp rank's dimensions
     const ct_param_table *table;         // this tp rank's slice of every tensor
     ct_group *fsdp, *replicate, *cp, *pp;
     ct_tp *tp;                           // tensor parallel (its group of size 1: none)
@@ -75,7 +75,7 @@ typedef struct {
     const int32_t *cp_pos;               // (T / cp) this rank's positions, NULL without cp
     long seq_local;                      // T / cp
     int mb_seqs;                         // sequences per micro-batch the stages run
-    ct_llama_weights *weights, *grad_views;  // views FSDP points (NULL when sizing)
+    ct_model_weights *weights, *grad_views;  // views FSDP points (NULL when sizing)
     ct_mem_sizing *sizing;               // NULL: allocate; else count (core/mem_sizing.h)
     // NULL: generate this run's pipeline lists and check them by simulating every rank's (a run).
     // Else generated lists come from and go to this cache unchecked (the planner: the generators

@@ -46,7 +46,7 @@ static bool filtered(const char *filter, const char *prefix, ct_block_linear l) 
 // rank, or its scale would be a shard's (a block straddling two ranks). The split contraction
 // extents: wo's and w2's inputs (forward), wqkv's and w13's outputs (input gradient), each part
 // of the fused matrices on its own (q, k, v; w1, w3), so the local blocks are the whole model's.
-static ct_status mxfp8_blocks_fit(const ct_llama_config *m, int tp, unsigned linears) {
+static ct_status mxfp8_blocks_fit(const ct_model_config *m, int tp, unsigned linears) {
     if (tp <= 1) return CT_OK;
     struct {
         unsigned used_by;
@@ -66,7 +66,7 @@ static ct_status mxfp8_blocks_fit(const ct_llama_config *m, int tp, unsigned lin
     return CT_OK;
 }
 
-ct_status ct_precision_policy(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8) {
+ct_status ct_precision_policy(const ct_config *c, const ct_model_config *m, int tp, ct_precision *p, uint8_t **f8) {
     int n_layers = m->n_layers;
     *p = ct_precision_fp32();
     *f8 = NULL;

@@ -10,12 +10,12 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "model/linear.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 // The precision for the whole model m under tp ranks: *f8 (m->n_layers, allocated here, NULL when
 // nothing runs in 8 bits; the caller frees it) says which block linears are 8-bit, and
 // p->f8_layers points at it. CT_ERR with one line on a filter that would put the output projection
 // in 8 bits, or MXFP8 under a tp degree that leaves a rank's share of a split contraction dimension
 // (heads x head_dim, kv heads x head_dim, FFN hidden) not a multiple of 32.
-ct_status ct_precision_policy(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8);
+ct_status ct_precision_policy(const ct_config *c, const ct_model_config *m, int tp, ct_precision *p, uint8_t **f8);
 #endif

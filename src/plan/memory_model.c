@@ -80,7 +80,7 @@ static struct {
     bool built;
 } last_table;
 
-static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
+static const ct_param_table *param_table(const ct_model_config *m, int tp) {
     bool same = last_table.built && last_table.dim == m->dim && last_table.n_layers == m->n_layers &&
                 last_table.n_heads == m->n_heads && last_table.n_kv_heads == m->n_kv_heads &&
                 last_table.head_dim == m->head_dim && last_table.ffn_hidden == m->ffn_hidden &&
@@ -98,7 +98,7 @@ static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
 }
 
 // One pp rank's bytes; cache: the pipeline lists every pp rank of the layout shares.
-static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+static ct_status size_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                               ct_parallelize_cache *cache, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
@@ -110,8 +110,8 @@ static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int 
     if (!k) k = ct_kernels_get("cpu");
 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
-    ct_llama_config local;
-    if (ct_llama_config_local(m, tp, &local)) return CT_ERR;
+    ct_model_config local;
+    if (ct_model_config_local(m, tp, &local)) return CT_ERR;
     ct_parallel_dims dims;
     if (ct_parallelize_dims(c, tp, cp, &dims)) return CT_ERR;
 
@@ -160,7 +160,7 @@ static ct_status size_pp_rank(const ct_llama_config *m, const ct_config *c, int 
     return status;
 }
 
-ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out) {
     ct_parallelize_cache cache = {0};
     ct_status st = size_pp_rank(m, c, world, pp_rank, &cache, out);
@@ -168,7 +168,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     return st;
 }
 
-ct_status ct_plan_memory_rank_cached(const ct_llama_config *m, const ct_config *c, int world,
+ct_status ct_plan_memory_rank_cached(const ct_model_config *m, const ct_config *c, int world,
                                     ct_parallelize_cache *cache, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
@@ -181,7 +181,7 @@ ct_status ct_plan_memory_rank_cached(const ct_llama_config *m, const ct_config *
     return CT_OK;
 }
 
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out) {
     ct_parallelize_cache cache = {0};  // every pp rank of this layout runs one set of lists
     ct_status st = ct_plan_memory_rank_cached(m, c, world, &cache, out);
     ct_parallelize_cache_free(&cache);

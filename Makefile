@@ -231,6 +231,7 @@ FUZZ_CFLAGS   := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-paramet
 FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) \
                  src/model/params.c src/model/llama3/config.c \
                  src/parallel/schedule.c src/parallel/schedule_csv.c src/parallel/pipeline_schedules.c \
+                 src/parallel/schedule_lowering.c \
                  src/parallel/pipeline_sim.c src/plan/hardware.c src/metrics/metrics_read.c src/metrics/svg_plot.c
 FUZZ_LIB_OBJS := $(FUZZ_LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_BINS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))

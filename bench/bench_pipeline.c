@@ -137,10 +137,10 @@ static void bubble_run(result *res, ct_group *world) {
     measured_step ms = measure(&best, &costs);
     ct_pp_costs pc = {{0}, measured_cost, &costs};
     ct_pp_sim_result sim;
-    if (ct_pp_simulate(best.lists, best.pp, t.stage_rank, t.n_stages, t.n_mb, &pc, &sim))
+    if (ct_pp_simulate(best.lists, best.pp, t.par.stage_rank, t.par.n_stages, t.n_mb, &pc, &sim))
         ct_fatal("bench_pipeline", "simulating the measured lists: %s", ct_last_error());
     ct_pp_costs kc = ct_pp_costs_default();
-    for (int k = 0; k < CT_ACT_NKINDS; k++) res->cost[k] = kind_mean(&costs, t.n_stages, (ct_action_kind)k) * 1e3;
+    for (int k = 0; k < CT_ACT_NKINDS; k++) res->cost[k] = kind_mean(&costs, t.par.n_stages, (ct_action_kind)k) * 1e3;
     for (int k = 0; k < CT_ACT_NKINDS; k++) kc.cost[k] = res->cost[k];
     ct_pp_kind kind;
     ct_pp_kind_parse(res->name, &kind);
@@ -155,11 +155,11 @@ static void bubble_run(result *res, ct_group *world) {
                ct_pp_kind_name(kind), res->vpp, t.n_mb, ms.span * 1e3, res->cost[CT_ACT_FORWARD],
                res->cost[CT_ACT_BACKWARD], res->cost[CT_ACT_BACKWARD_INPUT], res->cost[CT_ACT_BACKWARD_WEIGHT]);
         printf("    per stage (ms):");  // unequal stages (embedding first, head last) are why GPipe != 1F1B here
-        for (int st = 0; st < t.n_stages; st++) {
+        for (int st = 0; st < t.par.n_stages; st++) {
             printf(" %d:", st);
             for (int k = 0; k < CT_ACT_NKINDS; k++)
                 if (costs.n[st][k]) printf(" %s %.2f", ct_action_kind_name((ct_action_kind)k), 1e3 * costs.sum[st][k] / costs.n[st][k]);
-            printf(st + 1 < t.n_stages ? ";" : "\n");
+            printf(st + 1 < t.par.n_stages ? ";" : "\n");
         }
         for (int r = 0; r < best.pp; r++)
             printf("    rank %d: idle measured %.3f, simulated %.3f (measured costs): %+.1f points\n", r, ms.idle[r],
@@ -270,15 +270,15 @@ static int memory(ct_group *world) {
         if (ct_trainer_init(&t, &c, NULL)) ct_fatal("bench_pipeline", "%s", ct_last_error());
         ct_trainer_step(&t);
         int me = t.mesh.dim[CT_MESH_PP].rank, n_slots = 0;
-        for (int st = 0; st < t.n_stages; st++)
-            if (t.stage_rank[st] == me) n_slots += t.stages[st].n_slots;
+        for (int st = 0; st < t.par.n_stages; st++)
+            if (t.par.stage_rank[st] == me) n_slots += t.par.stages[st].n_slots;
         double mine[2] = {(double)ct_mem_peak(CT_MEM_ACTIVATIONS) / 1048576.0, n_slots}, all[8];
         ct_comm_all_gather(world, mine, all, 2, CT_F64);
         // The simulator's count, from every rank's list (regenerated: the generator is a pure function).
         ct_schedule lists[4];
         ct_pp_sim_result sim;
         if (ct_pp_schedule_build(names[s], 4, 1, t.n_mb, lists) ||
-            ct_pp_simulate(lists, 4, t.stage_rank, t.n_stages, t.n_mb, NULL, &sim))
+            ct_pp_simulate(lists, 4, t.par.stage_rank, t.par.n_stages, t.n_mb, NULL, &sim))
             ct_fatal("bench_pipeline", "%s", ct_last_error());
         for (int r = 0; r < 4; r++) mib[s][r] = all[2 * r], slots[s][r] = all[2 * r + 1], inflight[s][r] = sim.peak_in_flight[r];
         ct_pp_sim_result_free(&sim);

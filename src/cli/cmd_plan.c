@@ -14,9 +14,9 @@
 #include "core/file_check.h"
 #include "core/version.h"
 #include "model/checkpointing.h"
+#include "parallel/parallelize.h"
 #include "parallel/pipeline_schedules.h"
 #include "plan/explain.h"
-#include "plan/layout.h"
 #include "plan/plan.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
@@ -129,7 +129,7 @@ static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_conf
     int tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
     ct_model_config local;
     if (ct_model_config_local(&r->model, tp, &local)) return;
-    ct_ac_policy p = ct_layout_ac_policy(c);
+    ct_ac_policy p = ct_parallelize_ac_policy(c);
     ct_ac_shape s = {.cfg = &local, .compute_bytes = strcmp(c->mixed_precision, "bf16") ? 4 : 2,
                      .seq_parallel_tp = c->sequence_parallel && tp > 1 ? tp : 1};
     long T = c->seq_len / (c->context_extension_degree > 1 ? c->context_extension_degree : 1);

@@ -42,7 +42,7 @@ typedef enum { CT_F8_RECIPE_TENSORWISE = 0, CT_F8_RECIPE_ROWWISE, CT_F8_RECIPE_M
 //             max of the values with NaN winning (as torch.amax).
 // MXFP8's 32-element blocks need no agreement as long as no block straddles two ranks: the
 // caller refuses a layout whose local contraction extents are not multiples of 32
-// (plan/layout.c), and the kernels ignore `split` under that recipe.
+// (parallel/precision_policy.c), and the kernels ignore `split` under that recipe.
 typedef struct {
     bool ic_split, oc_split;
     void (*amax_max)(void *ctx, float *amax, long n);

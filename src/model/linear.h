@@ -20,11 +20,11 @@
 //             the forward's row amaxes of row-parallel layers and the input gradient's amaxes
 //             (over OC) of column-parallel ones; the weight gradient's run over N, never split.
 //             MXFP8 needs no reduction: its 32-blocks lie along the contraction dimension and
-//             plan/layout.c refuses a tp degree that would leave a shard's extent of a split one
-//             (heads x head_dim, kv heads x head_dim, FFN hidden, each / tp) not a multiple of
-//             32. So a tp run matches the tp=1 run up to fp32 summation order (which tensorwise
-//             scales, not powers of two, pass on to every product: such runs drift apart sooner;
-//             tests/test_parity_f8.c measures it).
+//             parallel/precision_policy.c refuses a tp degree that would leave a shard's extent
+//             of a split one (heads x head_dim, kv heads x head_dim, FFN hidden, each / tp) not
+//             a multiple of 32. So a tp run matches the tp=1 run up to fp32 summation order
+//             (which tensorwise scales, not powers of two, pass on to every product: such runs
+//             drift apart sooner; tests/test_parity_f8.c measures it).
 //
 // Weights arrive as fp32 views; under bf16 they already hold bf16 values (the compute copy the
 // weight operations gather), so rounding them again changes nothing.

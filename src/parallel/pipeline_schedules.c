@@ -2,13 +2,16 @@
 //
 // Each generator first writes a rank's compute order (F, B, I, W only), in the order PyTorch's
 // torch.distributed.pipelining builds them (the runtime TorchTitan uses), so a schedule named
-// here runs the same order as there; add_comms then puts the sends and receives around them.
+// here runs the same order as there; ct_schedule_add_comms (parallel/schedule_lowering.c) then
+// puts the sends and receives around them.
 #include "parallel/pipeline_schedules.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "parallel/schedule_lowering.h"
 
 // ------------------------------------------------------------------ placement
 
@@ -227,28 +230,6 @@ static void zbv_rank(ct_schedule *c, int r, int pp, int n_mb) {
     while (w0 < b0) zbv_push(&o, CT_ACT_BACKWARD_WEIGHT, s0, w0++);
 }
 
-// ------------------------------------------------------------------ communication
-
-// Copies a compute order into `out` with the sends and receives its stages need: a receive right
-// before the action that reads it, a send right after the action that produced it, none between
-// stages of one rank. Then the step-level tail.
-static void add_comms(const ct_schedule *compute, const int *stage_rank, int n_stages, bool training, ct_schedule *out) {
-    for (int i = 0; i < compute->count; i++) {
-        ct_action a = compute->actions[i];
-        int s = a.stage, here = stage_rank[s];
-        bool prev_away = s > 0 && stage_rank[s - 1] != here;
-        bool next_away = s + 1 < n_stages && stage_rank[s + 1] != here;
-        bool input_grad = a.kind == CT_ACT_BACKWARD || a.kind == CT_ACT_BACKWARD_INPUT;
-        if (a.kind == CT_ACT_FORWARD && prev_away) push(out, CT_ACT_RECV_F, s, a.mb);
-        if (input_grad && next_away) push(out, CT_ACT_RECV_B, s, a.mb);
-        push(out, a.kind, s, a.mb);
-        if (a.kind == CT_ACT_FORWARD && next_away) push(out, CT_ACT_SEND_F, s, a.mb);
-        if (input_grad && prev_away) push(out, CT_ACT_SEND_B, s, a.mb);
-    }
-    if (training) push(out, CT_ACT_REDUCE_GRADS, -1, -1);
-    push(out, CT_ACT_RESHARD, -1, -1);
-}
-
 // ------------------------------------------------------------------ generators
 
 ct_status ct_pp_generate(ct_pp_kind kind, int pp, int vpp, int n_mb, ct_schedule *lists) {
@@ -270,7 +251,7 @@ ct_status ct_pp_generate(ct_pp_kind kind, int pp, int vpp, int n_mb, ct_schedule
         default: break;
         }
         ct_schedule_init(&lists[r]);
-        add_comms(&compute, stage_rank, n_stages, true, &lists[r]);
+        ct_schedule_add_comms(&compute, stage_rank, n_stages, true, &lists[r]);
         ct_schedule_free(&compute);
     }
     free(stage_rank);
@@ -297,7 +278,7 @@ ct_status ct_pp_generate_forward(ct_pp_placement placement, int pp, int vpp, int
         for (int s = 0; s < n_stages; s++)
             for (int m = 0; m < n_mb && stage_rank[s] == r; m++) push(&compute, CT_ACT_FORWARD, s, m);
         ct_schedule_init(&lists[r]);
-        add_comms(&compute, stage_rank, n_stages, false, &lists[r]);
+        ct_schedule_add_comms(&compute, stage_rank, n_stages, false, &lists[r]);
         ct_schedule_free(&compute);
     }
     free(stage_rank);

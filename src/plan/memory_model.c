@@ -1,6 +1,6 @@
 // The planner's memory model (plan/memory_model.h): this configuration's start-up, run for one
-// pipeline rank in sizing mode. plan/layout.c builds the stages, data sharding, context parallel
-// and executor exactly as the trainer does, but every buffer it would allocate is counted by
+// pipeline rank in sizing mode. parallel/parallelize.c builds the stages, data sharding, context
+// parallel and executor exactly as the trainer does, but every buffer it would allocate is counted by
 // category instead (core/mem_sizing.h); the executor plans its slots from the generated
 // schedules as it does at start-up, and data sharding reserves the gather slots and gradient
 // buffers those schedules' UNSHARD actions hold. What remains here is the short list of buffers
@@ -13,7 +13,15 @@
 
 #include "comm/mesh.h"
 #include "model/params.h"
-#include "plan/layout.h"
+#include "parallel/parallelize.h"
+#include "parallel/precision_policy.h"
+
+long ct_plan_step_tokens(const ct_config *cfg) {
+    return (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
+}
+
+// Async saves copy the owned parameters and both AdamW moments (3 x owned), plus the step.
+long ct_plan_ckpt_staging_floats(long owned) { return 3 * owned + 1; }
 
 // Everything but the stages, for one rank, added to sz: what the run's device holds (on the cpu,
 // where the device is the host, its staging too). owned: elements of the parameter shards this
@@ -21,7 +29,7 @@
 static void outside_stages(const ct_config *c, int cp, long local_numel, long owned, ct_mem_sizing *sz) {
     // train/trainer.c build(): the step's tokens as read and, with cp > 1, this rank's part of
     // them and its positions -- on the host; on another device only this rank's part, copied.
-    long tokens = ct_layout_step_tokens(c);
+    long tokens = ct_plan_step_tokens(c);
     const ct_kernels *k = ct_kernels_get(c->train_device);
     bool on_host = !k || ct_device_host_visible(k->device);
     // Inputs and targets, and under block_causal the tokens' document ids beside them (and their
@@ -31,7 +39,7 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     if (on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)tokens * sizeof(int32_t));
     if (cp > 1 || !on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)(tokens / cp) * sizeof(int32_t));
     if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)(c->seq_len / cp) * sizeof(int32_t));
-    ct_mem_sizing_add(sz, CT_MEM_OTHER, CT_LAYOUT_STEP_SCALARS * sizeof(double));  // the step's scalars
+    ct_mem_sizing_add(sz, CT_MEM_OTHER, CT_PLAN_STEP_SCALARS * sizeof(double));  // the step's scalars
     // train/adamw.c ct_adamw_init: m and v, one float per element of the local shards each.
     ct_mem_sizing_add(sz, CT_MEM_OPTIM, 2 * (size_t)local_numel * sizeof(float));
     // data/loader.c ct_loader_open: one window of seq_len + 1 tokens per open split (train, and
@@ -42,7 +50,7 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)loaders * ((size_t)c->seq_len + 1) * sizeof(int32_t));
     // train/checkpoint.c: async saves copy into staging planned at start-up.
     if (c->ckpt_enable && !strcmp(c->ckpt_async_mode, "async"))
-        ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)ct_layout_ckpt_staging_floats(owned) * sizeof(float));
+        ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)ct_plan_ckpt_staging_floats(owned) * sizeof(float));
 }
 
 // Elements this rank writes to a checkpoint: each shard it holds whose copy it owns (coordinate
@@ -89,8 +97,9 @@ static const ct_param_table *param_table(const ct_model_config *m, int tp) {
     return &last_table.table;
 }
 
-ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
-                                 ct_plan_memory *out) {
+// One pp rank's bytes; cache: the pipeline lists every pp rank of the layout shares.
+static ct_status size_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
+                              ct_parallelize_cache *cache, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;
@@ -103,15 +112,8 @@ ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, i
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
     ct_model_config local;
     if (ct_model_config_local(m, tp, &local)) return CT_ERR;
-    ct_cp_balance balance = strcmp(c->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
-    if (ct_cp_check_seq_len(balance, cp, c->seq_len)) return CT_ERR;
-    long seq_local = c->seq_len / cp;
-    int seqs = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
-    bool sp = c->sequence_parallel && tp > 1;
-    if (sp && ((long)seqs * seq_local) % tp)
-        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
-                            "rank do not split over compute_parallel_degree %d",
-                            seqs, seq_local, (long)seqs * seq_local, tp);
+    ct_parallel_dims dims;
+    if (ct_parallelize_dims(c, tp, cp, &dims)) return CT_ERR;
 
     // Groups as plain structs: sizing needs their size and this rank's place, never a message.
     // Rank 0 in every dimension but pp: the ranks of a pp rank allocate the same, except that
@@ -130,20 +132,19 @@ ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, i
     ct_cp cpa = {0};
     ct_executor exec = {0};
     ct_schedule train, eval;
+    ct_tp tpa = ct_parallelize_tp(c, k, &g_tp, &fsdp.store);
+    ct_parallelized par = {.fsdp = &fsdp, .cp = &cpa, .exec = &exec, .train_schedule = &train, .eval_schedule = &eval};
     ct_schedule_init(&train);
     ct_schedule_init(&eval);
-    ct_tp tpa = {.k = k, .group = &g_tp, .sequence_parallel = sp, .gather_logits = c->disable_loss_parallel,
-                 .store = &fsdp.store, .async = c->enable_async_comm};
-    ct_layout_stages st = {.fsdp = &fsdp, .cp = &cpa, .exec = &exec, .train_schedule = &train, .eval_schedule = &eval};
-    ct_status status = ct_layout_precision(c, m, tp, &prec, &f8);
+    ct_status status = ct_precision_policy(c, m, tp, &prec, &f8);
     if (status == CT_OK) {
         // cp_pos: the stages only keep the pointer (RoPE at run time), so sizing needs none.
-        ct_layout_env env = {
+        ct_parallelize_env env = {
             .cfg = c, .k = k, .model = m, .local_model = &local, .table = table, .fsdp = &g_fsdp,
-            .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = balance,
-            .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz,
+            .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = dims.cp_balance,
+            .cp_pos = NULL, .seq_local = dims.seq_local, .mb_seqs = dims.mb_seqs, .sizing = &sz, .cache = cache,
         };
-        status = ct_layout_build_stages(&env, &st);
+        status = ct_parallelize(&env, &par);
     }
     if (status == CT_OK) {
         int coord[CT_DIM_COUNT] = {0};
@@ -154,30 +155,37 @@ ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, i
         }
         out->worst_pp_rank = pp_rank;
     }
-    for (int s = 0; st.stages && s < st.n_stages; s++)
-        if (st.stage_rank[s] == pp_rank) ct_stage_free(&st.stages[s]);
-    free(st.stages);
-    free(st.stage_rank);
-    free(st.first_layer);
-    ct_executor_free(&exec);
-    ct_schedule_free(&train);
-    ct_schedule_free(&eval);
-    ct_cp_free(&cpa);
-    ct_fsdp_free(&fsdp);
+    ct_parallelized_free(&par);
     free(f8);
     return status;
 }
 
-ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
+                                 ct_plan_memory *out) {
+    ct_parallelize_cache cache = {0};
+    ct_status st = size_pp_rank(m, c, world, pp_rank, &cache, out);
+    ct_parallelize_cache_free(&cache);
+    return st;
+}
+
+ct_status ct_plan_memory_rank_cached(const ct_model_config *m, const ct_config *c, int world,
+                                    ct_parallelize_cache *cache, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;
     for (int r = 0; r < l.degree[CT_MESH_PP]; r++) {
         ct_plan_memory one;
-        if (ct_plan_memory_pp_rank(m, c, world, r, &one)) return CT_ERR;
+        if (size_pp_rank(m, c, world, r, cache, &one)) return CT_ERR;
         if (r == 0 || one.total > out->total) *out = one;
     }
     return CT_OK;
+}
+
+ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+    ct_parallelize_cache cache = {0};  // every pp rank of this layout runs one set of lists
+    ct_status st = ct_plan_memory_rank_cached(m, c, world, &cache, out);
+    ct_parallelize_cache_free(&cache);
+    return st;
 }
 
 double ct_plan_memory_available(void) {

@@ -14,7 +14,7 @@
 #include "core/failpoint.h"
 #include "core/memory.h"
 #include "core/trace.h"
-#include "plan/layout.h"
+#include "plan/memory_model.h"
 #include "train/trainer.h"
 
 // ---- signals: the one piece of process-wide state, as a signal handler can only reach that ----
@@ -161,7 +161,7 @@ void ct_checkpoint_init(ct_trainer *t) {
     // Async saves copy into staging, and so does every save from a device the host cannot read:
     // planned now, with the other buffers, not at the first save.
     if (c->enabled && (c->async || !ct_device_host_visible(t->k->device)))
-        c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)ct_layout_ckpt_staging_floats(c->owned_numel) * sizeof(float));
+        c->staging = ct_mem_alloc(CT_MEM_OTHER, (size_t)ct_plan_ckpt_staging_floats(c->owned_numel) * sizeof(float));
 }
 
 void ct_checkpoint_free(ct_checkpointer *c) {

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/layout.h"
+#include "parallel/precision_policy.h"
 #include "train/trainer.h"
 
 ct_status ct_trainer_precision(ct_trainer *t) {
-    // plan/layout.c decides, so that the planner's memory model sizes the same linears.
-    return ct_layout_precision(&t->cfg, &t->model, t->mesh.dim[CT_MESH_TP].size, &t->prec, &t->f8_layers);
+    // parallel/precision_policy.c decides, so that the planner's memory model sizes the same linears.
+    return ct_precision_policy(&t->cfg, &t->model, t->mesh.dim[CT_MESH_TP].size, &t->prec, &t->f8_layers);
 }
 
 void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n) {

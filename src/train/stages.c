@@ -1,36 +1,23 @@
-// The model as stages on this rank, and the schedules the executor runs them by. Without a
-// pipeline there is one stage holding every layer and the schedule is gradient accumulation
-// (F0 B0 F1 B1 ...). With one, the layers are split into pipeline_degree x stages-per-rank
-// stages placed on the pp ranks (round-robin, or V-shaped for ZBV); this rank builds its stages,
-// its data sharding holds only their parameter groups, and the schedule is this rank's row of a
-// generated (or hand-written) pipeline schedule, simulated over every rank before any work.
+// The model as stages on this rank, and the schedules the executor runs them by: the trainer's
+// call of ct_parallelize (parallel/parallelize.h) with its own groups, dimensions and views, and
+// the micro-batches those schedules run, as views into the step's tokens.
 #include <stdlib.h>
 
-#include "plan/layout.h"
+#include "parallel/parallelize.h"
 #include "train/trainer.h"
 
 ct_status ct_trainer_build_stages(ct_trainer *t) {
-    const ct_config *cfg = &t->cfg;
-    // The building itself is plan/layout.c's, which the planner's memory model runs too.
-    ct_layout_env env = {
-        .cfg = cfg, .k = t->k, .model = &t->model, .local_model = &t->local_model, .table = &t->table,
+    ct_parallelize_env env = {
+        .cfg = &t->cfg, .k = t->k, .model = &t->model, .local_model = &t->local_model, .table = &t->table,
         .fsdp = &t->mesh.fsdp, .replicate = &t->mesh.dim[CT_MESH_DP_REPLICATE], .cp = &t->mesh.dim[CT_MESH_CP],
         .pp = &t->mesh.dim[CT_MESH_PP], .tp = &t->tp, .prec = t->prec, .cp_balance = t->cp_balance,
         .cp_pos = t->cp_pos, .seq_local = t->seq_local, .mb_seqs = t->mb_seqs, .weights = &t->weights,
         .grad_views = &t->grad_views,
     };
-    ct_layout_stages out = {.fsdp = &t->fsdp, .cp = &t->cp, .exec = &t->exec, .train_schedule = &t->train_schedule,
-                            .eval_schedule = &t->eval_schedule};
-    ct_status st = ct_layout_build_stages(&env, &out);
-    // What was made is the trainer's to free, also after a failure.
-    t->n_stages = out.n_stages;
-    t->stage_rank = out.stage_rank;
-    t->first_layer = out.first_layer;
-    t->stages = out.stages;
-    t->n_mb = out.n_mb;
-    if (st) return CT_ERR;
-    ct_executor_add_reducer(&t->exec, ct_fsdp_reduce_replicas, &t->fsdp);
-    ct_executor_add_reducer(&t->exec, ct_tp_reduce_replicated_grads, &t->tp);
+    t->par = (ct_parallelized){.fsdp = &t->fsdp, .cp = &t->cp, .exec = &t->exec, .train_schedule = &t->train_schedule,
+                               .eval_schedule = &t->eval_schedule};
+    if (ct_parallelize(&env, &t->par)) return CT_ERR;  // ct_trainer_free frees what was built
+    t->n_mb = t->par.n_mb;
 
     // Micro-batches: views into this step's tokens, `mb_seqs` sequences each.
     long mb_tokens = (long)t->mb_seqs * t->seq_local;

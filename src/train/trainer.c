@@ -9,7 +9,6 @@
 
 #include "checkpoint/hf.h"
 #include "train/hf_vocab.h"
-#include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "core/trace.h"
 #include "data/documents.h"
@@ -201,21 +200,14 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
                             "nccl for cuda before it starts the transport)",
                             ct_comm_backend_name());
     ct_group *tp = &t->mesh.dim[CT_MESH_TP];
-    t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
-                    .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,
-                    .async = cfg->enable_async_comm};
+    t->tp = ct_parallelize_tp(cfg, t->k, tp, &t->fsdp.store);
     if (ct_model_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     // Context parallel: each rank of the cp group holds T / cp tokens of every sequence.
-    int cp = t->mesh.dim[CT_MESH_CP].size;
-    t->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
-    if (ct_cp_check_seq_len(t->cp_balance, cp, cfg->seq_len)) return CT_ERR;
-    t->seq_local = cfg->seq_len / cp;
-    int seqs = t->mb_seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
-    long tokens_per_micro_batch = (long)seqs * t->seq_local;
-    if (t->tp.sequence_parallel && tokens_per_micro_batch % tp->size)
-        return ct_set_error("sequence_parallel.enable: %d sequences x %ld tokens = %ld tokens per micro-batch on this "
-                            "rank do not split over compute_parallel_degree %d",
-                            seqs, t->seq_local, tokens_per_micro_batch, tp->size);
+    ct_parallel_dims dims;
+    if (ct_parallelize_dims(cfg, tp->size, t->mesh.dim[CT_MESH_CP].size, &dims)) return CT_ERR;
+    t->cp_balance = dims.cp_balance;
+    t->seq_local = dims.seq_local;
+    t->mb_seqs = dims.mb_seqs;
     // Before the first big allocation: a run that cannot fit says so, with the numbers -- the
     // planner's memory model, which sizes this run by running its own set-up without allocating.
     ct_plan_memory need;
@@ -240,7 +232,7 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
     // Tokens: the loader writes whole sequences on the host (seq_*), this rank's part of them is
     // picked there (host_*: the same buffers without cp) and copied to the device once per step
     // (inputs / targets: the same buffers again where the host can read the device's memory).
-    long tokens = ct_layout_step_tokens(cfg);  // plan/layout.c: the memory model counts the same
+    long tokens = ct_plan_step_tokens(cfg);  // plan/memory_model.c counts the same
     size_t seq_bytes = (size_t)tokens * sizeof(int32_t), own_bytes = seq_bytes / (size_t)cp;
     t->seq_inputs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
     t->seq_targets = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
@@ -260,7 +252,7 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
                                   : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
         }
     }
-    t->scalars = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, CT_LAYOUT_STEP_SCALARS * sizeof(double));
+    t->scalars = ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, CT_PLAN_STEP_SCALARS * sizeof(double));
     if (cp > 1) {
         int32_t *pos = ct_xcalloc((size_t)t->seq_local, sizeof(int32_t));
         ct_cp_positions(t->cp_balance, t->mesh.dim[CT_MESH_CP].rank, cp, cfg->seq_len, pos);
@@ -377,20 +369,11 @@ void ct_trainer_free(ct_trainer *t) {
     ct_mem_free(t->cp_pos);
     ct_mem_free(t->scalars);
     free(t->host_cp_pos);
-    ct_cp_free(&t->cp);
-    ct_executor_free(&t->exec);
-    ct_schedule_free(&t->train_schedule);
-    ct_schedule_free(&t->eval_schedule);
+    ct_parallelized_free(&t->par);  // stages, executor, schedules, cp, fsdp
     free(t->mbs);
-    for (int s = 0; t->stages && s < t->n_stages; s++)  // a failed start-up may count stages it never made
-        if (t->stages[s].arena) ct_stage_free(&t->stages[s]);
-    free(t->stages);
-    free(t->stage_rank);
-    free(t->first_layer);
     ct_adamw_free(&t->adam);
     ct_model_weights_free(&t->weights);
     ct_model_weights_free(&t->grad_views);
-    ct_fsdp_free(&t->fsdp);
     free(t->f8_layers);
     ct_mesh_free(&t->mesh);
     ct_comm_group_free(&t->world);
@@ -545,7 +528,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     t->k->zero(t->fsdp.grads, (size_t)t->fsdp.local_numel * sizeof(float));
     // The step's scalars stay on the device, summed and reduced there, until the one read below.
     double *loss_sum = t->scalars, *sum_sq = t->scalars + 1;
-    t->k->zero(t->scalars, CT_LAYOUT_STEP_SCALARS * sizeof(double));
+    t->k->zero(t->scalars, CT_PLAN_STEP_SCALARS * sizeof(double));
     // The schedule runs every micro-batch and ends with the step's gradient reduction.
     ct_executor_run_into(&t->exec, &t->train_schedule, t->mbs, t->n_mb, true, grad_scale, loss_sum);
     share_loss(t, loss_sum);
@@ -567,7 +550,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     ct_trace_end(opt_span);
     // The step's one read from the device, after its update: the metrics, and on the host
     // whether the step counted (a skipped one may stop the run).
-    double host[CT_LAYOUT_STEP_SCALARS];
+    double host[CT_PLAN_STEP_SCALARS];
     t->k->copy_to_host(host, t->scalars, sizeof host);
     double norm = sqrt(host[1]), loss_total = host[0];
     double loss = valid ? loss_total / (double)valid : 0.0;

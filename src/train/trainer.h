@@ -13,6 +13,7 @@
 #include "parallel/context_parallel.h"
 #include "parallel/executor.h"
 #include "parallel/fsdp.h"
+#include "parallel/parallelize.h"
 #include "parallel/tensor_parallel.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -45,15 +46,13 @@ typedef struct ct_trainer {
     ct_precision prec;           // how the stages compute (train/precision.c)
     uint8_t *f8_layers;          // (n_layers) 8-bit linears per block, or NULL
 
-    // The model as pipeline stages (one without a pipeline), run by the executor from a schedule.
-    int n_stages;                // pipeline_degree x stages per rank
-    int *stage_rank;             // (n_stages) pp rank running each stage
-    int *first_layer;            // (n_stages + 1) stage s computes blocks [first[s], first[s+1])
-    ct_stage *stages;            // (n_stages) initialised only where stage_rank[s] is this rank
+    // The model as pipeline stages (one without a pipeline), run by the executor from a schedule:
+    // par holds the stages and their placement, and points at fsdp, cp, exec and the schedules.
+    ct_parallelized par;         // parallel/parallelize.h
     ct_executor exec;
     ct_schedule train_schedule;  // this rank's list: F0 B0 F1 B1 ... REDUCE_GRADS RESHARD, or a pipeline's
     ct_schedule eval_schedule;   // forward only
-    int n_mb;                    // micro-batches per step (accumulation x pipeline micro-batches)
+    int n_mb;                    // micro-batches per step (accumulation x pipeline micro-batches; par.n_mb)
     ct_microbatch *mbs;          // (n_mb) views into inputs / targets
 
     ct_loader *train_data;
@@ -79,7 +78,7 @@ typedef struct ct_trainer {
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;
-    double *scalars;         // (CT_LAYOUT_STEP_SCALARS) on the device: loss sum, gradients' sum of squares, clip factor (float)
+    double *scalars;         // (CT_PLAN_STEP_SCALARS) on the device: loss sum, gradients' sum of squares, clip factor (float)
     int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens, on the device; NULL without cp
     int32_t *host_cp_pos;    // (T / cp) the same on the host
     ct_cp cp;                // context-parallel attention (inactive without cp)
@@ -100,8 +99,8 @@ typedef struct ct_trainer {
 // from rank 0's: training.steps = 20 here, 10 on rank 0".
 ct_status ct_trainer_check_same_config(ct_group *world, const ct_config *cfg);
 
-// Stage placement, the param store, stages, executor and schedules (train/stages.c); called by
-// ct_trainer_init once the mesh, tables and buffers exist.
+// Stage placement, the param store, stages, executor and schedules (ct_parallelize, from
+// train/stages.c); called by ct_trainer_init once the mesh, tables and buffers exist.
 ct_status ct_trainer_build_stages(ct_trainer *t);
 // t->prec from the settings (mixed_precision, quantization.*); CT_ERR on a filter that would put
 // the output projection in 8 bits. ct_trainer_describe_precision: the log line saying so.

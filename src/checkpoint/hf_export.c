@@ -127,6 +127,9 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
     if (check_dtype(dtype, dir)) return CT_ERR;
     ct_model_config m;
     if (ct_model_load_config(model_file, &m)) return CT_ERR;
+    if (!m.family->hf_model_type)
+        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 models do)", model_file,
+                            m.family->name);
     if (dtype == CT_HF_DTYPE_SOURCE && file_dtype(model_file, &dtype)) return CT_ERR;
     ct_param_table t;
     ct_param_table_build(&t, &m);
@@ -145,6 +148,9 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
 ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_model_config *m, const float *full,
                      ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (check_dtype(dtype, dir)) return CT_ERR;
+    if (!m->family->hf_model_type)
+        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 models do)", dir,
+                            m->family->name);
     source src = {.block = full};
     return export_from(dir, t, m, &src, dtype == CT_HF_DTYPE_SOURCE ? CT_F32 : dtype, vocab);
 }

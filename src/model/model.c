@@ -27,6 +27,7 @@ static ct_status supported(const ct_model_family *f, const ct_config *c) {
     else if (!(f->supports & CT_FAMILY_SPLIT_BACKWARD) &&
              (strstr(c->pipeline_schedule, "zb") || strstr(c->pipeline_schedule, "ZeroBubble")))
         no = "a zero-bubble pipeline_schedule (split backward)";
+    else if (!f->hf_model_type && c->ckpt_last_save_in_hf) no = "checkpoint.last_save_in_hf (no Hugging Face layout)";
     if (no) return ct_set_error("model.name %s: its blocks do not run %s yet; choose another setting or model.name llama3",
                                 f->name, no);
     return CT_OK;

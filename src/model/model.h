@@ -79,6 +79,7 @@ struct ct_model_family {
     // excluded (those are counted from the sequence length): 2 x the parameters a token meets.
     double (*block_forward_flops_per_token)(const ct_model_config *m);
     const ct_block_ops *block;  // model/block.h
+    const char *hf_model_type;  // its Hugging Face config's model_type (checkpoint/hf*.c), NULL: none yet
 };
 
 // The family named `name` (model.name), or NULL.

@@ -168,7 +168,7 @@ static const ct_json *find_named(const trace *t, const char *name) {
     return NULL;
 }
 
-// ---- per-operation spans (category "kernel", model/block.c, model/stage.c, train/adamw.c)
+// ---- per-operation spans (category "kernel", model/llama3/block.c, model/stage.c, train/adamw.c)
 
 // Every operation a plain fp32 training step runs (no fused kernels, combined backward).
 static const char *const kernel_spans[] = {

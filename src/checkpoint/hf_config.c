@@ -9,7 +9,7 @@
 #include "core/file_check.h"
 #include "core/json.h"
 
-// Llama 3.1's frequency scaling as ctitan computes it (ct_model_rope_tables, model/llama.c):
+// Llama 3.1's frequency scaling as ctitan computes it (ct_model_rope_tables, model/weights.c):
 // the only rope_scaling ctitan can run, so the only one written or accepted.
 static const double rope_factor = 8.0, rope_low_freq = 1.0, rope_high_freq = 4.0;
 static const int rope_original_max = 8192;

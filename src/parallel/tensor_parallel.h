@@ -2,7 +2,7 @@
 //
 // Each tp rank holds a slice of every matrix (ct_param_table_build_tp): wq, wk, wv, w1, w3
 // column-parallel (heads, FFN columns), wo and w2 row-parallel, embedding and output split over
-// the vocabulary, norm weights whole on every rank. The model's blocks and stages (model/block.c,
+// the vocabulary, norm weights whole on every rank. The model's blocks and stages (model/llama3/block.c,
 // model/stage.c) compute with the local dimensions and call the hooks ct_tp_apply puts in the
 // stage's operations table at the edges of the parallel regions:
 //   without sequence parallel   f = identity forward / all-reduce backward,

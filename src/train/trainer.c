@@ -219,7 +219,8 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
         t->world.timeout_s = cfg->comm_init_timeout;
     // Each phase's outcome is agreed over the world: a failure ends every rank with one message.
     if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
-    ct_profiler_init(&t->prof, cfg, &t->world, &t->mesh);  // profiling: span buffer, failure snapshot path (before the big buffers)
+    // profiling: span buffer, failure snapshot path (before the big buffers; the mesh is read later)
+    ct_profiler_init(&t->prof, cfg, &t->world, &t->mesh);
     if (ct_comm_agree(&t->world, ct_vocab_resolve(&t->cfg, t->world.rank, &t->data_tok))) return CT_ERR;
     cfg = &t->cfg;  // from here on, with the vocabulary resolved
     if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;

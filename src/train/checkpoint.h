@@ -65,8 +65,8 @@ typedef struct {
     int last_saved_step;         // the newest complete checkpoint this run saved or resumed from; -1
 } ct_checkpointer;
 
-// Sets up from the run's settings and its state (both kept by reference: they must outlive c);
-// nothing is written yet.
+// Sets up from the run's settings and its state; c keeps cfg and the state's pointers, which must
+// outlive it. Nothing is written yet.
 void ct_checkpoint_init(ct_checkpointer *c, const ct_config *cfg, const ct_train_state *state);
 void ct_checkpoint_free(ct_checkpointer *c);
 

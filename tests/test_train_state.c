@@ -20,7 +20,7 @@ static char root[] = "/tmp/ct_test_train_state_XXXXXX";
 static ct_group world;
 static ct_mesh mesh;  // one process: every coordinate 0, every degree 1
 static ct_config cfg;
-static ct_llama_config model;
+static ct_model_config model;
 
 // A state over caller-made buffers: the loader, step and optimizer step live in `run`.
 typedef struct {
@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
     cfg.steps = 100;
     cfg.ckpt_enable = true;
     snprintf(cfg.dump_folder, sizeof cfg.dump_folder, "%s", root);
-    if (ct_llama_config_from(&model, &cfg)) {
+    if (ct_model_config_from(&model, &cfg)) {
         printf("FAIL model: %s\n", ct_last_error());
         return 1;
     }

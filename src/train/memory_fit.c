@@ -14,7 +14,7 @@ int ct_memory_fit_ranks_on_node(void) {
     return 1;
 }
 
-ct_status ct_memory_fit_check(const ct_llama_config *model, const ct_config *cfg, int world_size) {
+ct_status ct_memory_fit_check(const ct_model_config *model, const ct_config *cfg, int world_size) {
     ct_plan_memory need;
     if (ct_plan_memory_rank(model, cfg, world_size, &need)) return CT_ERR;
     double have = ct_plan_memory_available() / ct_memory_fit_ranks_on_node(), gib = 1024.0 * 1024.0 * 1024.0;

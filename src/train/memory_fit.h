@@ -3,11 +3,11 @@
 #ifndef CT_MEMORY_FIT_H
 #define CT_MEMORY_FIT_H
 #include "core/config.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 // CT_ERR naming the need by category, the memory available per rank and what to change, when
 // the model under cfg's layout over world_size ranks needs more than this node has per rank.
-ct_status ct_memory_fit_check(const ct_llama_config *model, const ct_config *cfg, int world_size);
+ct_status ct_memory_fit_check(const ct_model_config *model, const ct_config *cfg, int world_size);
 
 // Processes of this job on this node (the launcher's word; 1 without one): ranks that share
 // the node's memory and cores (the peak's calibration key counts them too).

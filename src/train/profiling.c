@@ -12,7 +12,7 @@
 #include "core/trace.h"
 #include "metrics/metrics.h"
 #include "train/timeline_svg.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 // Spans one profiled iteration can record: a generous bound from the shape of the step. Per
 // micro-batch and stage action, each block (the embedding and the head counted as blocks) records
@@ -20,8 +20,8 @@
 // context-parallel exchanges; a validation pass half as many again per batch; plus a fixed
 // allowance for the step-level ones.
 static int span_capacity(const ct_config *c) {
-    ct_llama_config m;
-    int layers = ct_llama_config_from(&m, c) == CT_OK ? m.n_layers : 32;
+    ct_model_config m;
+    int layers = ct_model_config_from(&m, c) == CT_OK ? m.n_layers : 32;
     int pmb = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
     long n_mb = (long)c->gradient_accumulation_steps * (pmb > 0 ? (c->micro_batch_size + pmb - 1) / pmb : 1);
     long v = c->pipeline_stages_per_rank > 1 ? c->pipeline_stages_per_rank : 1;

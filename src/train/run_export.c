@@ -8,7 +8,7 @@
 #include "train/hf_vocab.h"
 
 ct_status ct_run_export_model(ct_group *world, const float *full, const ct_param_table *global,
-                              const ct_llama_config *model, const ct_shard_tok *tok, ct_dtype dtype, const char *path) {
+                              const ct_model_config *model, const ct_shard_tok *tok, ct_dtype dtype, const char *path) {
     int32_t ok = 1;
     ct_model_tok mtok = {.present = tok->present, .bos = tok->bos, .eos = tok->eos};
     for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) snprintf(mtok.hash + 2 * i, 3, "%02x", tok->hash[i]);

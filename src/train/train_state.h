@@ -30,7 +30,7 @@ typedef struct {
     long *optimizer_step;               // the optimizer's
     ct_loader *data;                    // the training data
     int seed;                           // parameters' initialisation and the data's order
-    const ct_llama_config *model;       // the dimensions a checkpoint must match
+    const ct_model_config *model;       // the dimensions a checkpoint must match
 } ct_train_state;
 
 ct_train_position ct_train_state_position(const ct_train_state *s);

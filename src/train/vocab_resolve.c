@@ -8,7 +8,7 @@
 
 #include "data/loader.h"
 #include "data/tokenizer.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 ct_status ct_vocab_resolve(ct_config *c, int rank, ct_shard_tok *data_tok) {
     bool synthetic = !strcmp(c->dataset, "synthetic");
@@ -49,8 +49,8 @@ ct_status ct_vocab_resolve(ct_config *c, int rank, ct_shard_tok *data_tok) {
         *data_tok = data.present ? data : tok_rec;
     }
     if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
-    ct_llama_config m;
-    if (ct_llama_config_from(&m, c)) return CT_ERR;
+    ct_model_config m;
+    if (ct_model_config_from(&m, c)) return CT_ERR;
     if (tok_ids > m.vocab_size)
         return ct_set_error("model.tokenizer_path %s has %ld ids, more than the model's vocabulary of %d: set "
                             "model.vocab_size %ld (or 0 to take the tokenizer's)",

@@ -79,12 +79,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 2; k++) {
             bool profiled = (k == 0) == (r % 2 == 1);
             double t0 = ct_now_seconds();
-            if (profiled) ct_profiler_step_begin(&t);
+            if (profiled) ct_profiler_step_begin(&t.prof, t.step);
             ct_trainer_step(&t);
             if (profiled) {
                 spans = ct_trace_count();
                 double w0 = ct_now_seconds();
-                if (ct_profiler_write_trace(&t, path, sizeof path)) fprintf(stderr, "%s\n", ct_last_error());
+                if (ct_profiler_write_trace(&t.prof, path, sizeof path)) fprintf(stderr, "%s\n", ct_last_error());
                 double w = ct_now_seconds() - w0;
                 if (w < write_s) write_s = w;
             }

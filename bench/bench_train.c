@@ -41,6 +41,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "metrics/metrics.h"
 #include "../tests/heap_count.h"
+#include "train/precision.h"
 #include "train/trainer.h"
 
 // ---- allocation counting: every malloc-family call in the process (tests/heap_count.h).
@@ -162,7 +163,7 @@ int main(int argc, char **argv) {
     bool bf16 = t.prec.compute == CT_BF16;
     double peak = measure_peak(&t, bf16, 5);
     char prec[512];
-    ct_trainer_describe_precision(&t, prec, sizeof prec);
+    ct_precision_describe(&t.prec, &t.cfg, t.k, t.model.n_layers, prec, sizeof prec);
     for (int i = 0; i < 2; i++) ct_trainer_step(&t);  // warm-up: first-touch, oneDNN kernels
 
     long calls0 = alloc_calls, lib0 = onednn_calls, ct0 = ct_mem_alloc_count();

@@ -546,9 +546,9 @@ static void profiled_step_makes_no_heap_call(void) {
     long calls = 0;
     for (int i = 0; i < 4; i++) {
         long c0 = calls_now();
-        ct_profiler_step_begin(&t);
+        ct_profiler_step_begin(&t.prof, t.step);
         ct_trainer_step(&t);
-        ct_status st = ct_profiler_write_trace(&t, path, sizeof path);
+        ct_status st = ct_profiler_write_trace(&t.prof, path, sizeof path);
         if (i >= 2) calls += calls_now() - c0;  // after two warm-up steps
         CHECK(st == CT_OK, "%s", ct_last_error());
     }
@@ -573,10 +573,10 @@ static void profiled_step_makes_no_heap_call(void) {
         return;
     }
     for (int i = 0; i < 2; i++) {
-        ct_profiler_step_begin(&t);
+        ct_profiler_step_begin(&t.prof, t.step);
         ct_trainer_step(&t);
         CHECK(!ct_trace_on(), "recording with profiling off");
-        ct_profiler_step_end(&t);
+        ct_profiler_step_end(&t.prof, t.step);
     }
     char folder[1100];
     snprintf(folder, sizeof folder, "%s/profile_traces", dump);

@@ -160,6 +160,9 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
             c->rope_scaling, c->max_seq_len);
     put_string(f, "attn_mask_type", c->block_causal ? "block_causal" : "causal");
     put_string(f, "rope_positions", c->document_positions ? "document" : "sequence");
+    // Llama 3, the default family, is written as nothing (manifests read the same in every build).
+    if (c->family && strcmp(c->family->name, "llama3")) put_string(f, "family", c->family->name);
+    if (c->n_experts > 0) fprintf(f, "n_experts = %d\nmoe_top_k = %d\n", c->n_experts, c->moe_top_k);
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "\n[[file]]\n");
         put_string(f, "name", m->files[i].name);
@@ -235,12 +238,20 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     INT_FIELD("model.vocab_size", 1, int_max, c->vocab_size);
     INT_FIELD("model.rope_scaling", 0, 1, c->rope_scaling);
     INT_FIELD("model.max_seq_len", 0, int_max, c->max_seq_len);
-#undef INT_FIELD
     if (get_string(t, "layout", file, m->layout, sizeof m->layout) ||
         get_string(t, "model.flavor", file, c->flavor, sizeof c->flavor) ||
         get_double(t, "model.norm_eps", file, &c->norm_eps) || get_double(t, "model.rope_theta", file, &c->rope_theta))
         return CT_ERR;
     if (c->dim % c->n_heads) return ct_set_error("%s: model.n_heads %d does not divide dim %d", file, c->n_heads, c->dim);
+    char family[32] = "llama3";
+    if (ct_toml_get_path(t, "model.family") && get_string(t, "model.family", file, family, sizeof family)) return CT_ERR;
+    c->family = ct_model_family_find(family);
+    if (!c->family) return ct_set_error("%s: model.family '%s' is not a model family this build knows", file, family);
+    if (ct_toml_get_path(t, "model.n_experts")) {
+        INT_FIELD("model.n_experts", 1, 1 << 20, c->n_experts);
+        INT_FIELD("model.moe_top_k", 1, c->n_experts, c->moe_top_k);
+    }
+#undef INT_FIELD
     // The mask and positions trained with (absent in older manifests: causal, sequence).
     char mask[16] = "causal", rpos[16] = "sequence";
     if (ct_toml_get_path(t, "model.attn_mask_type") &&

@@ -30,10 +30,12 @@
 #include <stdbool.h>
 
 #include "checkpoint/dcp.h"
-
-struct ct_trainer;
+#include "core/config.h"
+#include "train/train_state.h"
 
 typedef struct {
+    const ct_config *cfg;        // the run's settings: checkpoint.*, and config.toml in every save
+    ct_train_state state;        // what is saved and loaded
     bool enabled, async;
     char folder[CT_DCP_PATH];    // <job.dump_folder>/<checkpoint.folder> (or the absolute folder)
     // This rank's pieces: every tensor shard it owns a copy of. Their data points at the live
@@ -63,32 +65,33 @@ typedef struct {
     int last_saved_step;         // the newest complete checkpoint this run saved or resumed from; -1
 } ct_checkpointer;
 
-// Sets up from the trainer's config and param store; nothing is written yet.
-void ct_checkpoint_init(struct ct_trainer *t);
+// Sets up from the run's settings and its state; c keeps cfg and the state's pointers, which must
+// outlive it. Nothing is written yet.
+void ct_checkpoint_init(ct_checkpointer *c, const ct_config *cfg, const ct_train_state *state);
 void ct_checkpoint_free(ct_checkpointer *c);
 
 // At start-up (collective): removes the leftovers of saves that died, then loads the newest
-// complete checkpoint (or checkpoint.load_step) into the trainer. *resumed = false when there is
+// complete checkpoint (or checkpoint.load_step) into the state. *resumed = false when there is
 // none (and checkpointing off): a fresh start, said loudly when incomplete ones were removed.
 // CT_ERR, with the same message on every rank, on a checkpoint that fails verification or does
 // not fit the run.
-ct_status ct_checkpoint_resume(struct ct_trainer *t, bool *resumed);
+ct_status ct_checkpoint_resume(ct_checkpointer *c, bool *resumed);
 
 // checkpoint.initial_load_path naming a checkpoint's step folder: its parameters, under this
 // run's layout, to start a new run from (step 0, fresh optimizer). Collective.
-ct_status ct_checkpoint_load_weights(struct ct_trainer *t, const char *dir);
+ct_status ct_checkpoint_load_weights(ct_checkpointer *c, const char *dir);
 
-// Saves the state after t->step (collective). Sync: written and committed on return. Async:
+// Saves the state at its step (collective). Sync: written and committed on return. Async:
 // staged and handed to the writer thread (after waiting for and committing the previous save).
 // model_only: the parameters alone (the last save, checkpoint.last_save_model_only).
-ct_status ct_checkpoint_save(struct ct_trainer *t, bool model_only);
+ct_status ct_checkpoint_save(ct_checkpointer *c, bool model_only);
 
 // Once per step end (collective, cheap): commits an async save every rank has finished, and
 // returns in *stop whether a stop signal reached any rank (which one: c->stop_signal).
-ct_status ct_checkpoint_poll(struct ct_trainer *t, bool *stop);
+ct_status ct_checkpoint_poll(ct_checkpointer *c, bool *stop);
 
 // Waits for an async save in flight and commits it (collective). A no-op when none.
-ct_status ct_checkpoint_finish(struct ct_trainer *t);
+ct_status ct_checkpoint_finish(ct_checkpointer *c);
 
 // SIGINT / SIGTERM / SIGUSR1 handlers (SIGUSR1: the stop mpirun passes on untouched, which
 // scripts/run_train.sh sends it for a Ctrl-C), and the flag: the signal number caught, or 0. The

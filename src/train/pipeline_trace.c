@@ -290,18 +290,17 @@ ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const 
     return st;
 }
 
-void ct_trainer_write_pipeline_trace(ct_trainer *t) {
-    const char *path = t->cfg.pipeline_trace;
+void ct_pp_trace_write_step(const ct_config *cfg, ct_group *pp, bool writer, const ct_schedule *list,
+                            const ct_executor *exec, int n_mb, int step) {
+    const char *path = cfg->pipeline_trace;
     if (!path[0]) return;
     char title[160];
-    snprintf(title, sizeof title, "%s: pp %d, %d micro-batches, measured step %d", t->cfg.pipeline_schedule,
-             t->mesh.dim[CT_MESH_PP].size, t->n_mb, t->step);
-    bool writer = t->world.rank == 0;
-    if (ct_pp_trace_gather_write(&t->mesh.dim[CT_MESH_PP], &t->train_schedule, t->exec.t_start, t->exec.t_end,
-                                 t->exec.timeline_count, writer, path, title))
+    snprintf(title, sizeof title, "%s: pp %d, %d micro-batches, measured step %d", cfg->pipeline_schedule, pp->size,
+             n_mb, step);
+    if (ct_pp_trace_gather_write(pp, list, exec->t_start, exec->t_end, exec->timeline_count, writer, path, title))
         fprintf(stderr, "train: pipeline trace: %s\n", ct_last_error());
     else if (writer)
-        printf("pipeline trace of step %d written to %s\n", t->step, path);
+        printf("pipeline trace of step %d written to %s\n", step, path);
 }
 
 // ------------------------------------------------------------------ textbook bubbles

@@ -9,8 +9,9 @@
 
 #include "comm/comm.h"
 #include "core/error.h"
+#include "core/config.h"
+#include "parallel/executor.h"
 #include "parallel/pipeline_schedules.h"
-#include "train/trainer.h"
 
 typedef struct {
     int pp;                    // ranks
@@ -64,10 +65,12 @@ ct_status ct_pp_trace_gather_write(ct_group *pp, const ct_schedule *list, const 
                                    const char *title);
 
 // After the last training step, before validation replaces the executor's timeline: every pp
-// rank's measured timeline of that step goes to the pp group's members and world rank 0 writes
-// metrics.pipeline_trace (collective over the pp group; nothing when the setting is ""). A
-// failure to write is printed, never fatal: the trace is a by-product of training.
-void ct_trainer_write_pipeline_trace(ct_trainer *t);
+// rank's measured timeline of that step (its action list, timed by exec) goes to the pp group's
+// members and the writer (world rank 0) writes cfg's metrics.pipeline_trace, titled with the
+// schedule, the n_mb micro-batches and the step (collective over pp; nothing when the setting is
+// ""). A failure to write is printed, never fatal: the trace is a by-product of training.
+void ct_pp_trace_write_step(const ct_config *cfg, ct_group *pp, bool writer, const ct_schedule *list,
+                            const ct_executor *exec, int n_mb, int step);
 
 // The textbook bubble fraction of a schedule, with *formula set to how it reads:
 //   GPipe, 1F1B            (p−1)/(m+p−1)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "parallel/precision_policy.h"
+#include "train/precision.h"
 #include "train/trainer.h"
 
 ct_status ct_trainer_precision(ct_trainer *t) {
@@ -14,18 +15,17 @@ ct_status ct_trainer_precision(ct_trainer *t) {
     return ct_precision_policy(&t->cfg, &t->model, t->mesh.dim[CT_MESH_TP].size, &t->prec, &t->f8_layers);
 }
 
-void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n) {
-    const ct_precision *p = &t->prec;
-    const ct_config *c = &t->cfg;
+void ct_precision_describe(const ct_precision *p, const ct_config *c, const ct_kernels *k, int n_layers, char *out,
+                           size_t n) {
     int used = snprintf(out, n, "precision: %s compute",
                         p->compute == CT_BF16 ? "bf16" : "fp32");
     if (p->compute == CT_BF16)
-        used += snprintf(out + used, n > (size_t)used ? n - used : 0, " (bf16 gemm: %s)", t->k->bf16_gemm_path());
+        used += snprintf(out + used, n > (size_t)used ? n - used : 0, " (bf16 gemm: %s)", k->bf16_gemm_path());
     used += snprintf(out + used, n > (size_t)used ? n - used : 0,
                      ", fp32 master weights and optimizer, gradients reduced in %s",
                      !strcmp(c->mixed_precision_reduce, "bf16") ? "bf16" : "fp32");
     if (p->quantized) {
-        int on = 0, L = t->model.n_layers;
+        int on = 0, L = n_layers;
         for (int l = 0; l < L; l++)
             for (int i = 0; i < CT_BLOCK_LINEARS; i++) on += ct_precision_f8(p, l, (ct_block_linear)i);
         const char *recipe = p->recipe == CT_F8_RECIPE_MXFP8   ? "mxfp8 (e4m3, blocks of 32, e8m0 scales)"
@@ -33,6 +33,6 @@ void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n) {
                                                                  : "float8 tensorwise";
         snprintf(out + used, n > (size_t)used ? n - used : 0,
                  "; %s for %d of %d block linears (filter \"%s\"), emulated on %s", recipe, on,
-                 L * CT_BLOCK_LINEARS, c->quant_filter, t->k->name);
+                 L * CT_BLOCK_LINEARS, c->quant_filter, k->name);
     }
 }

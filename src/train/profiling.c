@@ -10,8 +10,9 @@
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/trace.h"
+#include "metrics/metrics.h"
 #include "train/timeline_svg.h"
-#include "train/trainer.h"
+#include "model/model.h"
 
 // Spans one profiled iteration can record: a generous bound from the shape of the step. Per
 // micro-batch and stage action, each block (the embedding and the head counted as blocks) records
@@ -30,10 +31,10 @@ static int span_capacity(const ct_config *c) {
     return n > (1L << 22) ? 1 << 22 : (int)n;  // at most 4M spans (~300 MB)
 }
 
-void ct_profiler_init(ct_trainer *t) {
-    ct_profiler *p = &t->prof;
-    const ct_config *c = &t->cfg;
+void ct_profiler_init(ct_profiler *p, const ct_config *c, ct_group *world, const ct_mesh *mesh) {
     memset(p, 0, sizeof *p);
+    p->world = world;
+    p->mesh = mesh;
     p->traces = c->enable_profiling;
     p->snapshots = c->enable_memory_snapshot;
     p->freq = c->profile_freq > 0 ? c->profile_freq : 1;
@@ -44,35 +45,35 @@ void ct_profiler_init(ct_trainer *t) {
     if (p->snapshots) {
         // The folder exists before anything can fail to allocate: the failure path only opens a file.
         if (ct_make_dirs(p->snapshot_dir)) {
-            fprintf(stderr, "[rank %d] profiling: %s (no memory snapshots)\n", t->world.rank, ct_last_error());
+            fprintf(stderr, "[rank %d] profiling: %s (no memory snapshots)\n", world->rank, ct_last_error());
             p->snapshots = false;
             return;
         }
         char path[sizeof p->snapshot_dir + 32];
-        snprintf(path, sizeof path, "%s/rank%d_failed.txt", p->snapshot_dir, t->world.rank);
+        snprintf(path, sizeof path, "%s/rank%d_failed.txt", p->snapshot_dir, world->rank);
         ct_mem_snapshot_on_failure(path);
     }
 }
 
-void ct_profiler_free(ct_trainer *t) {
-    if (t->prof.snapshots) ct_mem_snapshot_on_failure(NULL);
+void ct_profiler_free(ct_profiler *p) {
+    if (p->snapshots) ct_mem_snapshot_on_failure(NULL);
     if (ct_trace_on()) ct_trace_stop();
 }
 
-void ct_profiler_step_begin(ct_trainer *t) {
-    ct_profiler *p = &t->prof;
-    int next = t->step + 1;
+void ct_profiler_step_begin(ct_profiler *p, int step) {
+    int next = step + 1;
     if (!p->traces || next % p->freq != 0) return;
     // Every rank starts its clock together, so the files line up when read side by side.
-    if (t->world.size > 1) ct_comm_barrier(&t->world);
+    if (p->world->size > 1) ct_comm_barrier(p->world);
     ct_trace_start();
     p->recording = true;
     p->iteration = next;
     p->step_span = ct_trace_begin2(CT_TRACE_STEP, "step", "step", next, NULL, 0);
 }
 
-ct_status ct_profiler_write_trace(ct_trainer *t, char *path, size_t n) {
-    ct_profiler *p = &t->prof;
+ct_status ct_profiler_write_trace(ct_profiler *p, char *path, size_t n) {
+    const ct_mesh *mesh = p->mesh;
+    int rank = p->world->rank;
     ct_trace_end(p->step_span);
     p->step_span = -1;
     ct_trace_stop();
@@ -80,37 +81,37 @@ ct_status ct_profiler_write_trace(ct_trainer *t, char *path, size_t n) {
     char dir[sizeof p->traces_dir + 32];
     snprintf(dir, sizeof dir, "%s/iteration_%d", p->traces_dir, p->iteration);
     if (ct_make_dirs(dir)) return CT_ERR;
-    snprintf(path, n, "%s/rank%d_trace.json", dir, t->world.rank);
+    snprintf(path, n, "%s/rank%d_trace.json", dir, rank);
     char name[128];
-    int len = snprintf(name, sizeof name, "rank %d:", t->world.rank);
+    int len = snprintf(name, sizeof name, "rank %d:", rank);
     static const char *const dims[CT_MESH_NDIMS] = {"pp", "dp_replicate", "dp_shard", "cp", "tp"};
     for (int d = 0; d < CT_MESH_NDIMS && len < (int)sizeof name; d++)
-        if (t->mesh.dim[d].size > 1)
-            len += snprintf(name + len, sizeof name - (size_t)len, " %s %d/%d", dims[d], t->mesh.coord[d],
-                            t->mesh.dim[d].size);
-    return ct_trace_write_chrome(path, t->world.rank, name);
+        if (mesh->dim[d].size > 1)
+            len += snprintf(name + len, sizeof name - (size_t)len, " %s %d/%d", dims[d], mesh->coord[d],
+                            mesh->dim[d].size);
+    return ct_trace_write_chrome(path, rank, name);
 }
 
-static void write_memory_snapshot(ct_trainer *t) {
-    ct_profiler *p = &t->prof;
+static void write_memory_snapshot(ct_profiler *p, int step) {
+    ct_group *world = p->world;
     p->snapshot_written = true;
     char path[sizeof p->snapshot_dir + 32], why[96];
-    snprintf(path, sizeof path, "%s/rank%d.txt", p->snapshot_dir, t->world.rank);
-    snprintf(why, sizeof why, "rank %d of %d, end of step %d", t->world.rank, t->world.size, t->step);
-    ct_status st = ct_comm_agree(&t->world, ct_mem_snapshot_write(path, why));
-    if (!t->is_logger) return;
+    snprintf(path, sizeof path, "%s/rank%d.txt", p->snapshot_dir, world->rank);
+    snprintf(why, sizeof why, "rank %d of %d, end of step %d", world->rank, world->size, step);
+    ct_status st = ct_comm_agree(world, ct_mem_snapshot_write(path, why));
+    if (world->rank != 0) return;
     if (st) fprintf(stderr, "train: memory snapshot: %s\n", ct_last_error());
-    else printf("memory snapshot after step %d written to %s/rank*.txt\n", t->step, p->snapshot_dir);
+    else printf("memory snapshot after step %d written to %s/rank*.txt\n", step, p->snapshot_dir);
 }
 
-void ct_profiler_step_end(ct_trainer *t) {
-    ct_profiler *p = &t->prof;
-    if (p->snapshots && !p->snapshot_written) write_memory_snapshot(t);
+void ct_profiler_step_end(ct_profiler *p, int step) {
+    ct_group *world = p->world;
+    if (p->snapshots && !p->snapshot_written) write_memory_snapshot(p, step);
     if (!p->recording) return;
     char path[sizeof p->traces_dir + 64];
     long dropped = ct_trace_dropped();
-    ct_status st = ct_comm_agree(&t->world, ct_profiler_write_trace(t, path, sizeof path));
-    if (!t->is_logger) return;
+    ct_status st = ct_comm_agree(world, ct_profiler_write_trace(p, path, sizeof path));
+    if (world->rank != 0) return;
     if (st) {
         fprintf(stderr, "train: profiling: %s\n", ct_last_error());
         return;
@@ -119,10 +120,10 @@ void ct_profiler_step_end(ct_trainer *t) {
     char dir[sizeof p->traces_dir + 32], svg[sizeof dir + 16], title[160], layout[96];
     snprintf(dir, sizeof dir, "%s/iteration_%d", p->traces_dir, p->iteration);
     snprintf(svg, sizeof svg, "%s/timeline.svg", dir);
-    ct_mesh_layout_format(&t->mesh.layout, layout, sizeof layout);
-    snprintf(title, sizeof title, "profile of step %d: %d ranks, %s", p->iteration, t->world.size, layout);
+    ct_mesh_layout_format(&p->mesh->layout, layout, sizeof layout);
+    snprintf(title, sizeof title, "profile of step %d: %d ranks, %s", p->iteration, world->size, layout);
     int missing = 0;
-    if (ct_profile_draw_timeline(dir, t->world.size, svg, title, &missing))
+    if (ct_profile_draw_timeline(dir, world->size, svg, title, &missing))
         fprintf(stderr, "train: profiling: %s\n", ct_last_error());
     printf("profile of step %d written to %s (rank*_trace.json: open in https://ui.perfetto.dev; timeline.svg)%s\n",
            p->iteration, dir, missing ? "; ranks without a readable trace here are left out of the SVG" : "");

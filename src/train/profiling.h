@@ -31,10 +31,9 @@
 #define CT_PROFILING_H
 #include <stdbool.h>
 
+#include "comm/mesh.h"
 #include "core/config.h"
 #include "core/error.h"
-
-struct ct_trainer;
 
 // The span buffer's planning (ct_profiler_init): spans one block may record for one micro-batch
 // over all its passes -- forward, recompute, backward (or its input and weight halves) -- with
@@ -55,23 +54,27 @@ typedef struct {
     bool snapshot_written;  // the first step's memory snapshot
     char traces_dir[CT_STR * 2 + 8];    // <dump>/<save_traces_folder>
     char snapshot_dir[CT_STR * 2 + 8];  // <dump>/<save_memory_snapshot_folder>
+    ct_group *world;                    // the ranks that profile together (barrier, agreement)
+    const ct_mesh *mesh;                // their layout and this rank's place in it (trace names)
 } ct_profiler;
 
 // Start-up, once the world group exists and before the large buffers are allocated: the span
 // buffer (sized from the model, micro-batches and validation: spans past it are counted as
-// dropped) and the failure snapshot's path.
-void ct_profiler_init(struct ct_trainer *t);
+// dropped) and the failure snapshot's path. world and mesh are kept by reference (the mesh may be
+// filled later, before the first step).
+void ct_profiler_init(ct_profiler *p, const ct_config *cfg, ct_group *world, const ct_mesh *mesh);
 // Forgets the failure snapshot's path (a later allocation failure in this process belongs to
 // no run).
-void ct_profiler_free(struct ct_trainer *t);
+void ct_profiler_free(ct_profiler *p);
 
 // Around each iteration of the training loop (the step, its validation and checkpoint).
-// Collective over the world on profiled steps (a barrier before, an agreement after).
-void ct_profiler_step_begin(struct ct_trainer *t);
-void ct_profiler_step_end(struct ct_trainer *t);
+// step: the optimizer steps done before the iteration (begin) or after it (end). Collective over
+// the world on profiled steps (a barrier before, an agreement after).
+void ct_profiler_step_begin(ct_profiler *p, int step);
+void ct_profiler_step_end(ct_profiler *p, int step);
 // The half of step_end that allocates nothing: stops recording and writes this rank's trace
 // file into iteration_<step>/ (the folder made here). Not collective.
-ct_status ct_profiler_write_trace(struct ct_trainer *t, char *path, size_t n);
+ct_status ct_profiler_write_trace(ct_profiler *p, char *path, size_t n);
 
 // Draws the traces rank0_trace.json .. rank<n-1>_trace.json of one iteration folder as an SVG
 // timeline: a lane per rank (the first 32), its main thread's spans nested in levels (a span

@@ -1,20 +1,20 @@
 #include "train/trainer.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint/hf.h"
 #include "train/hf_vocab.h"
 #include "plan/memory_model.h"
 #include "core/trace.h"
 #include "data/documents.h"
-#include "data/tokenizer.h"
 #include "checkpoint/model_file.h"
+#include "train/memory_fit.h"
 #include "train/pipeline_trace.h"
+#include "train/run_export.h"
+#include "train/vocab_resolve.h"
 
 static ct_loader *open_loader(const ct_trainer *t, const char *source, const char *split, bool sequential) {
     ct_loader_config lc = {
@@ -85,84 +85,10 @@ static ct_status load_initial(ct_trainer *t, const char *path) {
     char manifest[CT_STR + 32];
     snprintf(manifest, sizeof manifest, "%s/manifest.toml", path);
     struct stat sb;
-    if (stat(manifest, &sb) == 0) return ct_checkpoint_load_weights(t, path);
+    if (stat(manifest, &sb) == 0) return ct_checkpoint_load_weights(&t->ckpt, path);
     return ct_comm_agree(&t->world, load_model_file(t, path));
 }
 
-
-// Processes of this job on this node (the launcher's word; 1 without one): ranks that share
-// the node's cores, part of the calibration key.
-static int ranks_on_node(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0) return atoi(v);
-    }
-    return 1;
-}
-
-// The vocabulary and the data agree. model.vocab_size 0 takes the tokenizer's id count
-// (model.tokenizer_path), else the vocabulary in the training shards' header, else the
-// flavor's; a tokenizer or shards with more ids than the model are refused with the fix.
-// Runs before the model dimensions are fixed (on t->cfg, which config.toml then records).
-static ct_status resolve_vocab(ct_trainer *t) {
-    ct_config *c = &t->cfg;
-    bool synthetic = !strcmp(c->dataset, "synthetic");
-    if (ct_loader_check_source(c->dataset)) return CT_ERR;
-    long tok_ids = 0;
-    ct_shard_tok tok_rec = {0};
-    if (c->tokenizer_path[0]) {
-        if (access(c->tokenizer_path, R_OK) == 0) {
-            ct_tokenizer *tok = ct_tokenizer_load(c->tokenizer_path);
-            if (!tok) return ct_set_error("model.tokenizer_path: %s", ct_last_error());
-            tok_ids = ct_tokenizer_vocab_size(tok);
-            tok_rec = (ct_shard_tok){.present = 1, .bos = ct_tokenizer_bos(tok), .eos = ct_tokenizer_eos(tok)};
-            ct_status hs = ct_tokenizer_hash(tok, tok_rec.hash);
-            ct_tokenizer_free(tok);
-            if (hs != CT_OK) return CT_ERR;
-        } else if (!synthetic) {  // synthetic ids need no tokenizer
-            return ct_set_error("model.tokenizer_path %s: %s (the tokenizer training.dataset was made with; \"\" for "
-                                "none)",
-                                c->tokenizer_path, strerror(errno));
-        }
-    }
-    uint32_t shard_vocab = synthetic ? 0 : ct_loader_peek_vocab(c->dataset, "train");
-    // The tokenizer and the data agree: the shards record the tokenizer they were made with.
-    if (!synthetic) {
-        ct_shard_tok data = ct_loader_peek_tokenizer(c->dataset, "train");
-        if (tok_rec.present && data.present && !ct_shard_tok_same(&tok_rec, &data)) {
-            char a[160], b[160];
-            ct_shard_tok_describe(&tok_rec, a, sizeof a);
-            ct_shard_tok_describe(&data, b, sizeof b);
-            return ct_set_error("model.tokenizer_path %s (%s, %ld ids) is not the tokenizer training.dataset %s was "
-                                "made with (%s, vocab %u): give that tokenizer, or prepare the data again with this one",
-                                c->tokenizer_path, a, tok_ids, c->dataset, b, shard_vocab);
-        }
-        if (tok_rec.present && !data.present && t->world.rank == 0)
-            fprintf(stderr, "note: training.dataset %s records no tokenizer (shards from before shard version 2, or "
-                            "llm.c's): model.tokenizer_path %s cannot be checked against it\n",
-                    c->dataset, c->tokenizer_path);
-        t->data_tok = data.present ? data : tok_rec;
-    }
-    if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
-    ct_model_config m;
-    if (ct_model_config_from(&m, c)) return CT_ERR;
-    if (tok_ids > m.vocab_size)
-        return ct_set_error("model.tokenizer_path %s has %ld ids, more than the model's vocabulary of %d: set "
-                            "model.vocab_size %ld (or 0 to take the tokenizer's)",
-                            c->tokenizer_path, tok_ids, m.vocab_size, tok_ids);
-    if (shard_vocab > (uint32_t)m.vocab_size)
-        return ct_set_error("training.dataset %s was made with a vocabulary of %u ids, more than the model's %d: set "
-                            "model.vocab_size %u (or 0 to take the shards')",
-                            c->dataset, shard_vocab, m.vocab_size, shard_vocab);
-    // The held-out split of a single shard file is that file: validation would score training data.
-    struct stat sb;
-    if (c->val_enable && !c->val_dataset[0] && !synthetic && stat(c->dataset, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return ct_set_error("validation.enable: training.dataset %s is one shard file, so validation would read the "
-                            "training data; give validation.dataset, or a folder with train_*.bin and val_*.bin",
-                            c->dataset);
-    return CT_OK;
-}
 
 // The cpu kernel set, one for every rank: the set training.kernel_set names (every rank's CPU must
 // run it), or under auto the lowest of the ranks' start-up choices. Ranks running different sets
@@ -210,16 +136,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->mb_seqs = dims.mb_seqs;
     // Before the first big allocation: a run that cannot fit says so, with the numbers -- the
     // planner's memory model, which sizes this run by running its own set-up without allocating.
-    ct_plan_memory need;
-    if (ct_plan_memory_rank(&t->model, cfg, t->world.size, &need)) return CT_ERR;
-    double have = ct_plan_memory_available() / ranks_on_node(), gib = 1024.0 * 1024.0 * 1024.0;
-    if (have > 0 && need.total > have)
-        return ct_set_error("the model needs about %.1f GiB per rank (parameters %.1f, gradients %.1f, optimizer %.1f, "
-                            "activations %.1f, communication %.1f), this machine has %.1f GiB available per rank: "
-                            "shard it over more ranks (parallelism.*) or train a smaller model; see ctitan plan",
-                            need.total / gib, need.bytes[CT_MEM_PARAMS] / gib, need.bytes[CT_MEM_GRADS] / gib,
-                            need.bytes[CT_MEM_OPTIM] / gib, need.bytes[CT_MEM_ACTIVATIONS] / gib,
-                            need.bytes[CT_MEM_COMM] / gib, have / gib);
+    if (ct_memory_fit_check(&t->model, cfg, t->world.size)) return CT_ERR;
     ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
     ct_param_table_build(&t->global_table, &t->model);
     return CT_OK;
@@ -296,8 +213,9 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
         t->world.timeout_s = cfg->comm_init_timeout;
     // Each phase's outcome is agreed over the world: a failure ends every rank with one message.
     if (ct_trainer_check_same_config(&t->world, cfg)) return CT_ERR;
-    ct_profiler_init(t);  // profiling: span buffer, failure snapshot path (before the big buffers)
-    if (ct_comm_agree(&t->world, resolve_vocab(t))) return CT_ERR;
+    // profiling: span buffer, failure snapshot path (before the big buffers; the mesh is read later)
+    ct_profiler_init(&t->prof, cfg, &t->world, &t->mesh);
+    if (ct_comm_agree(&t->world, ct_vocab_resolve(&t->cfg, t->world.rank, &t->data_tok))) return CT_ERR;
     cfg = &t->cfg;  // from here on, with the vocabulary resolved
     if (ct_comm_agree(&t->world, plan_layout(t, cfg))) return CT_ERR;
     if (ct_comm_agree(&t->world, build(t, cfg))) return CT_ERR;
@@ -332,21 +250,33 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
                           cfg->dataset);
     if (ct_comm_agree(&t->world, st)) return CT_ERR;  // each rank opens its own files
     // A checkpoint of this run wins over checkpoint.initial_load_path, which only starts a run.
-    ct_checkpoint_init(t);
+    ct_train_state state = {
+        .k = t->k,
+        .world = &t->world,
+        .mesh = &t->mesh,
+        .store = &t->fsdp.store,
+        .tensors = {t->fsdp.store.params, t->adam.m, t->adam.v},
+        .step = &t->step,
+        .optimizer_step = &t->adam.step,
+        .data = t->train_data,
+        .seed = cfg->seed,
+        .model = &t->model,
+    };
+    ct_checkpoint_init(&t->ckpt, &t->cfg, &state);
     bool resumed;
-    if (ct_checkpoint_resume(t, &resumed)) return CT_ERR;
+    if (ct_checkpoint_resume(&t->ckpt, &resumed)) return CT_ERR;
     if (!resumed && cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
 
     t->flops_per_token = ct_model_flops_per_token(&t->model, cfg->seq_len);
     // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
     // the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
-    ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ranks_on_node());
+    ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ct_memory_fit_ranks_on_node());
     return CT_OK;
 }
 
 void ct_trainer_free(ct_trainer *t) {
     ct_checkpoint_free(&t->ckpt);
-    ct_profiler_free(t);
+    ct_profiler_free(&t->prof);
     ct_metrics_close(&t->log);
     if (t->train_data) ct_loader_free(t->train_data);
     if (t->val_data) ct_loader_free(t->val_data);
@@ -617,13 +547,7 @@ ct_status ct_trainer_export(ct_trainer *t, const char *path) {
     if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
     ct_trainer_gather_model(t, full);
-    int32_t ok = 1;
-    ct_model_tok tok = {.present = t->data_tok.present, .bos = t->data_tok.bos, .eos = t->data_tok.eos};
-    for (int i = 0; i < CT_SHARD_TOK_HASH_BYTES; i++) snprintf(tok.hash + 2 * i, 3, "%02x", t->data_tok.hash[i]);
-    if (t->world.rank == 0) ok = ct_model_save_tok(path, &t->global_table, &t->model, full, dtype, &tok) == CT_OK;
+    ct_status st = ct_run_export_model(&t->world, full, &t->global_table, &t->model, &t->data_tok, dtype, path);
     free(full);
-    // Every rank returns rank 0's outcome, so the job ends the same way everywhere.
-    ct_comm_broadcast(&t->world, &ok, 1, CT_I32, 0);
-    if (ok) return CT_OK;
-    return t->world.rank == 0 ? CT_ERR : ct_set_error("rank 0 could not write %s", path);
+    return st;
 }

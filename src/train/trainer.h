@@ -103,9 +103,8 @@ ct_status ct_trainer_check_same_config(ct_group *world, const ct_config *cfg);
 // train/stages.c); called by ct_trainer_init once the mesh, tables and buffers exist.
 ct_status ct_trainer_build_stages(ct_trainer *t);
 // t->prec from the settings (mixed_precision, quantization.*); CT_ERR on a filter that would put
-// the output projection in 8 bits. ct_trainer_describe_precision: the log line saying so.
+// the output projection in 8 bits (train/precision.h: the log line saying what was chosen).
 ct_status ct_trainer_precision(ct_trainer *t);
-void ct_trainer_describe_precision(const ct_trainer *t, char *out, size_t n);
 
 // Builds everything from a validated config, over the processes of `parent` (NULL: all of them;
 // tests pass a one-process group to run a reference beside a distributed run).

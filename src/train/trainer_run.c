@@ -1,97 +1,24 @@
-// The run around the steps (ct_trainer_run): the dump folder claimed, the effective settings
-// written, steps with their validation, checkpoints and metrics, stops on non-finite values and
-// signals, the final export.
+// The run around the steps (ct_trainer_run): the dump folder claimed and the effective settings
+// written (train/run_record.h), steps with their validation, checkpoints and metrics, stops on
+// non-finite values and signals, the final export (train/run_export.h).
 #include "train/trainer.h"
 
-#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "checkpoint/hf.h"
-#include "core/file_check.h"
 #include "core/failpoint.h"
-#include "core/toml.h"
 #include "core/trace.h"
-#include "core/version.h"
-#include "train/hf_vocab.h"
 #include "train/pipeline_trace.h"
-
-// checkpoint.last_save_in_hf: the exported model file, streamed by rank 0 into a Hugging Face
-// folder beside it (checkpoint/hf.h), in the export dtype.
-static ct_status export_hf(ct_trainer *t, const char *model_path) {
-    char dir[CT_STR + 8];
-    snprintf(dir, sizeof dir, "%s/hf", t->cfg.dump_folder);
-    ct_status st = CT_OK;
-    if (t->is_logger) {
-        ct_dtype dtype;
-        st = ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype);
-        // With the run's tokenizer when it has one, so AutoTokenizer loads beside the model.
-        ct_hf_vocab_view vv = {0};
-        bool with_tok = t->cfg.tokenizer_path[0] && access(t->cfg.tokenizer_path, R_OK) == 0;
-        if (st == CT_OK && with_tok) st = ct_hf_vocab_load(&vv, t->cfg.tokenizer_path, t->model.vocab_size);
-        if (st == CT_OK) st = ct_hf_export(model_path, dir, with_tok ? &vv.v : NULL, dtype);
-        ct_hf_vocab_free(&vv);
-        if (st == CT_OK) printf("model saved as a Hugging Face folder %s%s\n", dir, with_tok ? " (with its tokenizer)" : "");
-    }
-    return ct_comm_agree(&t->world, st);
-}
-
-// <job.dump_folder>/run.toml: which run wrote the folder. A new run (not one resumed from its
-// checkpoint) refuses a folder another run wrote, unless job.overwrite.
-static ct_status claim_dump_folder(const ct_trainer *t) {
-    char path[CT_STR + 16];
-    snprintf(path, sizeof path, "%s/run.toml", t->cfg.dump_folder);
-    ct_toml_value *prev = ct_toml_parse_file(path);
-    if (prev && t->step == 0 && !t->cfg.overwrite) {
-        const ct_toml_value *id = ct_toml_get(prev, "run_id"), *at = ct_toml_get(prev, "started");
-        ct_status st = ct_set_error("job.dump_folder %s holds the outputs of run %s (started %s): choose another folder, "
-                                    "or pass --job.overwrite true to replace them (its metrics are kept aside)",
-                                    t->cfg.dump_folder, id && id->type == CT_TOML_STRING ? id->s : "?",
-                                    at && at->type == CT_TOML_STRING ? at->s : "?");
-        ct_toml_free(prev);
-        return st;
-    }
-    ct_toml_free(prev);
-    if (ct_make_dirs(t->cfg.dump_folder)) return CT_ERR;
-    time_t now = time(NULL);
-    struct tm tm;
-    localtime_r(&now, &tm);
-    char started[64], id[96];
-    strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%S%z", &tm);
-    snprintf(id, sizeof id, "%04d%02d%02d-%02d%02d%02d-%05d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-             tm.tm_min, tm.tm_sec, (int)getpid() % 100000);
-    FILE *f = ct_file_fopen_write(path, "run record", CT_FILE_WRITE_NOFOLLOW);
-    if (!f) return CT_ERR;
-    fprintf(f, "# written by ctitan train: which run these outputs belong to\n");
-    fprintf(f, "run_id = \"%s\"\nstarted = \"%s\"\nctitan_version = \"%s\"\nranks = %d\nresumed_from_step = %d\n", id,
-            started, ct_version(), t->world.size, t->step);
-    bool ok = fflush(f) == 0 && !ferror(f);
-    if (fclose(f) || !ok) return ct_set_error("cannot write %s: %s", path, strerror(errno));
-    return CT_OK;
-}
-
-// <job.dump_folder>/config.toml: the configuration this run trains with, after every override.
-static ct_status write_effective_config(const ct_trainer *t) {
-    char path[CT_STR + 16];
-    snprintf(path, sizeof path, "%s/config.toml", t->cfg.dump_folder);
-    FILE *f = ct_file_fopen_write(path, "effective config", CT_FILE_WRITE_NOFOLLOW);
-    if (!f) return CT_ERR;
-    ct_config_write_toml(&t->cfg, f);
-    bool ok = fflush(f) == 0 && !ferror(f);
-    if (fclose(f) || !ok) return ct_set_error("cannot write %s: %s", path, strerror(errno));
-    return CT_OK;
-}
+#include "train/precision.h"
+#include "train/run_export.h"
+#include "train/run_record.h"
 
 // A NaN / Inf loss or gradient norm, and skipping was not asked for: stop with one line, saving
 // nothing (the parameters are those of the last good step, but the run has diverged).
 static int stop_nonfinite(ct_trainer *t) {
-    ct_checkpoint_finish(t);  // a save already in flight holds good state: let it complete
+    ct_checkpoint_finish(&t->ckpt);  // a save already in flight holds good state: let it complete
     if (t->is_logger) {
         const char *what = isfinite(t->last.loss) ? "the gradient norm" : "the loss";
         double v = isfinite(t->last.loss) ? t->last.grad_norm : t->last.loss;
@@ -118,15 +45,15 @@ static int stop_on_signal(ct_trainer *t) {
                        : sig == SIGUSR1 ? "SIGUSR1"
                                         : "a stop signal";
     if (!t->ckpt.enabled) {
-        ct_status st = ct_checkpoint_finish(t);
+        ct_status st = ct_checkpoint_finish(&t->ckpt);
         if (t->is_logger)
             printf("train: stopped by %s after step %d (checkpoint.enable is off: nothing saved)\n", name, t->step);
         return st ? 1 : 0;
     }
     // The last interval's save may already be this step's.
-    ct_status st = ct_checkpoint_finish(t);
-    if (st == CT_OK && !save_due(t)) st = ct_checkpoint_save(t, false);
-    if (st == CT_OK) st = ct_checkpoint_finish(t);
+    ct_status st = ct_checkpoint_finish(&t->ckpt);
+    if (st == CT_OK && !save_due(t)) st = ct_checkpoint_save(&t->ckpt, false);
+    if (st == CT_OK) st = ct_checkpoint_finish(&t->ckpt);
     if (st) {
         if (t->is_logger) fprintf(stderr, "train: stopped by %s after step %d, but the save failed: %s\n", name, t->step,
                                   ct_last_error());
@@ -167,9 +94,9 @@ int ct_trainer_run(ct_trainer *t) {
     // past its last save before it died) are dropped, then new ones appended.
     // Rank 0 alone writes metrics and the effective configuration; every rank learns whether it
     // could (a read-only dump folder must stop the job, not leave the others in a collective).
-    ct_status opened = t->is_logger ? claim_dump_folder(t) : CT_OK;
+    ct_status opened = t->is_logger ? ct_run_record_claim(c, t->world.size, t->step) : CT_OK;
     if (opened == CT_OK) opened = ct_metrics_open(&t->log, c->dump_folder, c->steps, !t->is_logger, t->step, c->progress);
-    if (opened == CT_OK && t->is_logger) opened = write_effective_config(t);
+    if (opened == CT_OK && t->is_logger) opened = ct_run_record_write_config(c);
     if (opened == CT_OK && c->enable_tensorboard) {
         char tb[2 * CT_STR + 2];
         snprintf(tb, sizeof tb, "%s/%s", c->dump_folder, c->tb_folder);
@@ -208,7 +135,7 @@ int ct_trainer_run(ct_trainer *t) {
                c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
                t->peak.flops / 1e9, t->peak.how);
         char prec[512];
-        ct_trainer_describe_precision(t, prec, sizeof prec);
+        ct_precision_describe(&t->prec, c, t->k, t->model.n_layers, prec, sizeof prec);
         printf("%s\n", prec);
     }
     if (t->val_data && t->step == 0) {
@@ -216,27 +143,29 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->is_logger) printf("validation loss before training: %.4f\n", v);
     }
     while (t->step < c->steps) {
-        ct_profiler_step_begin(t);  // profiling: every profile_freq-th step is recorded
+        ct_profiler_step_begin(&t->prof, t->step);  // profiling: every profile_freq-th step is recorded
         ct_trainer_step(t);
-        if (t->step == c->steps) ct_trainer_write_pipeline_trace(t);  // before validation reuses the executor
+        if (t->step == c->steps)  // before validation reuses the executor
+            ct_pp_trace_write_step(c, &t->mesh.dim[CT_MESH_PP], t->is_logger, &t->train_schedule, &t->exec, t->n_mb,
+                                   t->step);
         bool val_now = t->val_data && (t->step % c->val_freq == 0 || t->step == c->steps);
         if (val_now) t->last.val_loss = ct_trainer_validate(t);
         if (t->step % c->log_freq == 0 || t->step == c->steps || t->step == 1 || val_now)
             ct_metrics_log(&t->log, &t->last);
         if (t->nonfinite && !c->skip_nonfinite) return stop_nonfinite(t);
         bool stop;
-        ct_status st = ct_checkpoint_poll(t, &stop);
+        ct_status st = ct_checkpoint_poll(&t->ckpt, &stop);
         if (st == CT_OK && save_due(t))
-            st = ct_checkpoint_save(t, t->step == c->steps && c->ckpt_last_save_model_only);
+            st = ct_checkpoint_save(&t->ckpt, t->step == c->steps && c->ckpt_last_save_model_only);
         if (st) {
             if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
             return 1;
         }
-        ct_profiler_step_end(t);  // profiling: traces, and the memory snapshot after the first step
+        ct_profiler_step_end(&t->prof, t->step);  // profiling: traces, and the memory snapshot after the first step
         ct_failpoint_pace("train.step_end");  // crash tests: a window of the same length on any machine
         if (stop) return stop_on_signal(t);
     }
-    if (ct_checkpoint_finish(t)) {
+    if (ct_checkpoint_finish(&t->ckpt)) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
@@ -254,7 +183,7 @@ int ct_trainer_run(ct_trainer *t) {
         return 1;
     }
     if (t->is_logger) printf("model saved to %s (%s)\n", path, c->ckpt_export_dtype);
-    if (c->ckpt_last_save_in_hf && export_hf(t, path)) {
+    if (c->ckpt_last_save_in_hf && ct_run_export_hf(&t->world, c, t->model.vocab_size, path)) {
         if (t->is_logger) fprintf(stderr, "train: checkpoint.last_save_in_hf: %s\n", ct_last_error());
         return 1;
     }

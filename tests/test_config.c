@@ -26,22 +26,22 @@ static void test_defaults(void) {
     CHECK(!strcmp(c.tokenizer_path, ""), "tokenizer_path");
     CHECK(c.seq_len == 256 && c.steps == 100 && c.seed == 42 && c.max_norm == 1.0, "training");
     CHECK(c.micro_batch_size == 8 && c.gradient_accumulation_steps == 1, "batch");
-    CHECK(!strcmp(c.mixed_precision, "fp32") && !strcmp(c.dataset, "synthetic"), "precision/dataset");
+    CHECK(c.mixed_precision == CT_CFG_FP32 && !strcmp(c.dataset, "synthetic"), "precision/dataset");
     CHECK(!strcmp(c.optimizer_name, "AdamW") && c.lr == 8e-4 && c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 &&
               c.weight_decay == 0.1,
           "optimizer");
-    CHECK(c.warmup_steps == 10 && c.decay_ratio == -1 && !strcmp(c.decay_type, "linear") && c.min_lr_factor == 0.0,
+    CHECK(c.warmup_steps == 10 && c.decay_ratio == -1 && c.decay_type == CT_CFG_DECAY_LINEAR && c.min_lr_factor == 0.0,
           "lr_scheduler");
     CHECK(c.data_shard_degree == -1 && c.data_replicate_degree == 1 && c.compute_parallel_degree == 1 &&
               c.pipeline_degree == 1 && c.context_extension_degree == 1,
           "degrees");
-    CHECK(!c.enable_async_comm && !c.disable_loss_parallel && !strcmp(c.fsdp_reshard_after_forward, "default"), "comm");
+    CHECK(!c.enable_async_comm && !c.disable_loss_parallel && c.fsdp_reshard_after_forward == CT_CFG_RESHARD_DEFAULT, "comm");
     CHECK(!strcmp(c.pipeline_schedule, "1f1b") && c.pipeline_stages_per_rank == 1 && !c.sequence_parallel, "pipeline");
-    CHECK(!strcmp(c.ac_mode, "none") && !c.ac_selective && !c.compile && !c.float8 && !c.mxfp8, "features");
-    CHECK(c.log_freq == 1 && c.peak_tflops == 0 && !strcmp(c.device, "cpu") && !c.enable_tensorboard, "metrics");
+    CHECK(c.ac_mode == CT_CFG_AC_NONE && !c.ac_selective && !c.compile && !c.float8 && !c.mxfp8, "features");
+    CHECK(c.log_freq == 1 && c.peak_tflops == 0 && c.device == CT_CFG_PEAK_CPU && !c.enable_tensorboard, "metrics");
     CHECK(!c.val_enable && c.val_freq == 50 && c.val_steps == 10 && !strcmp(c.val_dataset, ""), "validation");
     CHECK(!c.ckpt_enable && !strcmp(c.ckpt_folder, "checkpoint") && c.ckpt_interval == 500 &&
-              !strcmp(c.ckpt_initial_load_path, "") && !strcmp(c.ckpt_export_dtype, "fp32"),
+              !strcmp(c.ckpt_initial_load_path, "") && c.ckpt_export_dtype == CT_CFG_FP32,
           "checkpoint");
     CHECK(ct_config_validate(&c) == CT_OK, "defaults invalid: %s", ct_last_error());
     CHECK(ct_config_check_implemented(&c) == CT_OK, "defaults not runnable: %s", ct_last_error());
@@ -58,7 +58,7 @@ static void test_file_load(void) {
           "model");
     CHECK(c.seq_len == 32 && c.steps == 300 && c.seed == 7 && c.max_norm == 0.5, "training");
     CHECK(c.lr == 3e-4 && c.weight_decay == 0.0, "optimizer lr=%g wd=%g", c.lr, c.weight_decay);
-    CHECK(c.warmup_steps == 5 && !strcmp(c.decay_type, "cosine"), "lr_scheduler");
+    CHECK(c.warmup_steps == 5 && c.decay_type == CT_CFG_DECAY_COSINE, "lr_scheduler");
     CHECK(c.data_shard_degree == 1 && !c.float8 && c.log_freq == 4, "rest");
     CHECK(c.beta2 == 0.95 && c.val_freq == 50, "unset settings keep defaults");
     // The other spelling of --config, and the = form.
@@ -142,8 +142,8 @@ static void test_bad_enum_values(void) {
                FIX "bad_enum.toml:1: mixed_precision: expected one of fp32|bf16, got 'fp16'");
     // A struct filled by code, not by parsing, is still checked.
     ct_config_defaults(&c);
-    strcpy(c.decay_type, "step");
-    EXPECT_ERR(ct_config_validate(&c), "lr_scheduler.decay_type: expected one of linear|sqrt|cosine, got 'step'");
+    c.decay_type = (ct_cfg_decay)3;
+    EXPECT_ERR(ct_config_validate(&c), "lr_scheduler.decay_type: expected one of linear|sqrt|cosine, got the value 3");
 }
 
 static void test_file_errors(void) {
@@ -235,8 +235,8 @@ static void test_validate_ranges(void) {
 
 static void test_activation_checkpoint_selective(void) {
     ct_config c;
-    CHECK(parse(&c, "--activation_checkpoint.selective", NULL) == CT_OK && !strcmp(c.ac_mode, "selective"),
-          "selective implies mode selective: %s", c.ac_mode);
+    CHECK(parse(&c, "--activation_checkpoint.selective", NULL) == CT_OK && c.ac_mode == CT_CFG_AC_SELECTIVE,
+          "selective implies mode selective: %d", (int)c.ac_mode);
     CHECK(parse(&c, "--activation_checkpoint.selective", "--activation_checkpoint.mode", "selective", NULL) == CT_OK,
           "agreeing settings");
     EXPECT_ERR(parse(&c, "--activation_checkpoint.selective=true", "--activation_checkpoint.mode=full", NULL),
@@ -290,11 +290,11 @@ static void test_peak_and_shard_degree(void) {
     ct_config c;
     ct_config_defaults(&c);
     CHECK(ct_config_peak_flops(&c) == 0, "cpu measures");
-    strcpy(c.device, "h100");
+    c.device = CT_CFG_PEAK_H100;
     CHECK(ct_config_peak_flops(&c) == 989e12, "h100");
-    strcpy(c.device, "h200");
+    c.device = CT_CFG_PEAK_H200;
     CHECK(ct_config_peak_flops(&c) == 989e12, "h200");
-    strcpy(c.device, "a100");
+    c.device = CT_CFG_PEAK_A100;
     CHECK(ct_config_peak_flops(&c) == 312e12, "a100");
     c.peak_tflops = 100;
     CHECK(ct_config_peak_flops(&c) == 100e12, "explicit peak wins");
@@ -354,7 +354,7 @@ static void test_write_toml_round_trip(void) {
     CHECK(configs_equal(&a, &b), "round trip changed a value");
     CHECK(!strcmp(b.description, "quote \" back\\slash tab\t newline\n \xC3\xA9"), "description [%s]", b.description);
     CHECK(b.lr == 0.1 && b.eps == 1e-300 && b.min_lr_factor == 0.3333333333333333 && b.max_norm == -1, "floats");
-    CHECK(!strcmp(b.pipeline_schedule, "gpipe") && b.mxfp8 && b.ac_selective && !strcmp(b.ac_mode, "selective"), "enums");
+    CHECK(!strcmp(b.pipeline_schedule, "gpipe") && b.mxfp8 && b.ac_selective && b.ac_mode == CT_CFG_AC_SELECTIVE, "enums");
     // The defaults round-trip too, through ct_config_parse.
     ct_config_defaults(&a);
     f = fopen(path, "w");
@@ -395,14 +395,14 @@ static void test_every_config_file_parses(void) {
     CHECK(ct_config_check_implemented(&c) == CT_OK, "the default run must be runnable: %s", ct_last_error());
 
     CHECK(parse(&c, "--config", "configs/llama3_10b_quick_experiment.toml", NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(c.data_shard_degree == 8 && c.compile && !strcmp(c.mixed_precision, "bf16") && c.micro_batch_size == 4 &&
+    CHECK(c.data_shard_degree == 8 && c.compile && c.mixed_precision == CT_CFG_BF16 && c.micro_batch_size == 4 &&
               c.gradient_accumulation_steps == 2,
           "10B layout");
     CHECK(c.dim == 5120 && c.n_layers == 32 && c.n_heads == 40 && c.n_kv_heads == 8, "10B dims");
 
     CHECK(parse(&c, "--config", "configs/llama3_70b_production.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(c.data_shard_degree == 4 && c.compute_parallel_degree == 2 && c.enable_async_comm && c.ac_selective &&
-              !strcmp(c.ac_mode, "selective") && c.float8 && c.sequence_parallel && !strcmp(c.flavor, "70B"),
+              c.ac_mode == CT_CFG_AC_SELECTIVE && c.float8 && c.sequence_parallel && !strcmp(c.flavor, "70B"),
           "70B production layout");
 
     CHECK(parse(&c, "--config", "configs/llama3_405b_at_scale.toml", NULL) == CT_OK, "%s", ct_last_error());
@@ -413,7 +413,7 @@ static void test_every_config_file_parses(void) {
     CHECK(ct_config_check_implemented(&c) == CT_OK, "the 405B layout is runnable: %s", ct_last_error());
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,
+    CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && c.mixed_precision == CT_CFG_BF16 && c.seq_len == 8192,
           "8B in TorchTitan names");
 }
 

@@ -142,7 +142,7 @@ int ct_cmd_train(int argc, char **argv) {
     choose_threads();
     // A device's set-up that MPI's start must know of (cpu_sim); a build without it is told so by
     // the trainer, in its own words.
-    const ct_kernels *k = ct_kernels_get(cfg.train_device);
+    const ct_kernels *k = ct_kernels_get(ct_cfg_device_name(cfg.train_device));
     // GPU buffers travel by NCCL (host scalars still by MPI: comm_nccl.c's control plane).
     if (k && k->device == CT_DEVICE_CUDA && ct_comm_select("nccl")) {
         if (launcher_rank() != 0) return 0;

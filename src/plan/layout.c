@@ -15,17 +15,19 @@
 // ------------------------------------------------------------------ policies
 
 ct_reshard_policy ct_layout_reshard_policy(const ct_config *cfg) {
-    return !strcmp(cfg->fsdp_reshard_after_forward, "always")  ? CT_RESHARD_ALWAYS
-           : !strcmp(cfg->fsdp_reshard_after_forward, "never") ? CT_RESHARD_NEVER
-                                                               : CT_RESHARD_DEFAULT;
+    return cfg->fsdp_reshard_after_forward == CT_CFG_RESHARD_ALWAYS  ? CT_RESHARD_ALWAYS
+           : cfg->fsdp_reshard_after_forward == CT_CFG_RESHARD_NEVER ? CT_RESHARD_NEVER
+                                                                     : CT_RESHARD_DEFAULT;
 }
 
 ct_ac_policy ct_layout_ac_policy(const ct_config *cfg) {
-    if (!strcmp(cfg->ac_mode, "full")) return (ct_ac_policy){CT_AC_FULL, 1};
-    if (!strcmp(cfg->ac_mode, "selective") || cfg->ac_selective) {
-        if (!strcmp(cfg->ac_option, "op")) return (ct_ac_policy){CT_AC_OPS, 1};
-        if (!strcmp(cfg->ac_option, "elementwise")) return (ct_ac_policy){CT_AC_ELEMENTWISE, 1};
-        return (ct_ac_policy){CT_AC_FULL, atoi(cfg->ac_option)};
+    ct_cfg_ac ac = ct_config_ac(cfg);
+    switch (ac.kind) {
+    case CT_CFG_KEEP_INPUT: return (ct_ac_policy){CT_AC_FULL, 1};
+    case CT_CFG_KEEP_OPS: return (ct_ac_policy){CT_AC_OPS, 1};
+    case CT_CFG_KEEP_ELEMENTWISE: return (ct_ac_policy){CT_AC_ELEMENTWISE, 1};
+    case CT_CFG_KEEP_EVERY_N: return (ct_ac_policy){CT_AC_FULL, ac.every};
+    case CT_CFG_KEEP_ALL: break;
     }
     return (ct_ac_policy){CT_AC_NONE, 1};
 }
@@ -100,7 +102,7 @@ ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int 
     int n_layers = m->n_layers;
     *p = ct_precision_fp32();
     *f8 = NULL;
-    if (!strcmp(c->mixed_precision, "bf16")) p->compute = CT_BF16;
+    if (c->mixed_precision == CT_CFG_BF16) p->compute = CT_BF16;
     if (!c->float8 && !c->mxfp8) return CT_OK;
     // The output projection is fused with the loss, which computes in fp32 (a vocabulary-sized
     // 8-bit matmul would also cost the most accuracy); TorchTitan filters it by default too.
@@ -116,7 +118,7 @@ ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int 
     // contraction dimension be a multiple of 32, checked below.
     p->quantized = true;
     p->recipe = c->mxfp8 ? CT_F8_RECIPE_MXFP8
-                : !strcmp(c->float8_recipe, "rowwise") ? CT_F8_RECIPE_ROWWISE
+                : c->float8_recipe == CT_CFG_F8_ROWWISE ? CT_F8_RECIPE_ROWWISE
                                                        : CT_F8_RECIPE_TENSORWISE;
     *f8 = ct_xcalloc((size_t)n_layers, 1);
     for (int l = 0; l < n_layers; l++) {
@@ -316,7 +318,7 @@ ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *o) 
         ct_fsdp_init_placed(o->fsdp, env->k, env->table, env->fsdp, env->replicate, ct_layout_reshard_policy(cfg),
                             env->weights, env->grad_views, owned, group_stage);
     ct_fsdp_set_precision(o->fsdp, env->prec.compute,
-                          !strcmp(cfg->mixed_precision_reduce, "bf16") ? CT_BF16 : CT_F32);
+                          cfg->mixed_precision_reduce == CT_CFG_BF16 ? CT_BF16 : CT_F32);
     ct_fsdp_set_async(o->fsdp, cfg->enable_async_comm);
 
     // The operations every stage of this rank shares, filled in TorchTitan's order: tp, cp,
@@ -325,7 +327,7 @@ ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *o) 
     ct_stage_ops ops = ct_stage_ops_local(env->k);
     ct_tp_apply(env->tp, &ops);
     if (env->cp->size > 1) {
-        ct_cp_rotate rotate = strcmp(cfg->cp_rotate_method, "ring") ? CT_CP_ALLGATHER : CT_CP_RING;
+        ct_cp_rotate rotate = cfg->cp_rotate_method == CT_CFG_CP_RING ? CT_CP_RING : CT_CP_ALLGATHER;
         const ct_llama_config *m = env->local_model;
         if (ct_cp_init_sizing(o->cp, env->k, env->cp, rotate, env->cp_balance, seqs, cfg->seq_len, m->n_heads,
                               m->n_kv_heads, m->head_dim, env->sizing))

@@ -140,7 +140,7 @@ void ct_checkpoint_init(ct_trainer *t) {
     c->pending_step = -1;
     c->last_saved_step = -1;
     c->enabled = t->cfg.ckpt_enable;
-    c->async = !strcmp(t->cfg.ckpt_async_mode, "async");
+    c->async = t->cfg.ckpt_async_mode == CT_CFG_CKPT_ASYNC;
     if (t->cfg.ckpt_folder[0] == '/')
         snprintf(c->folder, sizeof c->folder, "%s", t->cfg.ckpt_folder);
     else

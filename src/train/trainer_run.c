@@ -29,8 +29,7 @@ static ct_status export_hf(ct_trainer *t, const char *model_path) {
     snprintf(dir, sizeof dir, "%s/hf", t->cfg.dump_folder);
     ct_status st = CT_OK;
     if (t->is_logger) {
-        ct_dtype dtype;
-        st = ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype);
+        ct_dtype dtype = t->cfg.ckpt_export_dtype == CT_CFG_BF16 ? CT_BF16 : CT_F32;
         // With the run's tokenizer when it has one, so AutoTokenizer loads beside the model.
         ct_hf_vocab_view vv = {0};
         bool with_tok = t->cfg.tokenizer_path[0] && access(t->cfg.tokenizer_path, R_OK) == 0;
@@ -253,7 +252,7 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
-    if (t->is_logger) printf("model saved to %s (%s)\n", path, c->ckpt_export_dtype);
+    if (t->is_logger) printf("model saved to %s (%s)\n", path, ct_cfg_precision_name(c->ckpt_export_dtype));
     if (c->ckpt_last_save_in_hf && export_hf(t, path)) {
         if (t->is_logger) fprintf(stderr, "train: checkpoint.last_save_in_hf: %s\n", ct_last_error());
         return 1;

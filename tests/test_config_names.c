@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config_test.h"
+#include "expect_error.h"
 #include "core/config.h"
 #include "core/toml.h"
 #include "test.h"
@@ -349,31 +350,31 @@ static void test_aliases(void) {
 
 static void test_unknown_keys(void) {
     ct_config c;
-    EXPECT_ERR(parse(&c, "--training.sq_len", "5", NULL), "unknown setting 'training.sq_len'",
+    EXPECT_ERROR(parse(&c, "--training.sq_len", "5", NULL), CT_E_CONFIG, "training.sq_len", "unknown setting 'training.sq_len'",
                "(did you mean 'training.seq_len'?)");
     // '-' and '_' are one character in a name, so a misspelt dashed name is scored as the
     // underscored one (and named as typed).
-    EXPECT_ERR(parse(&c, "--training.seq-lenn=5", NULL), "unknown setting 'training.seq-lenn'",
+    EXPECT_ERROR(parse(&c, "--training.seq-lenn=5", NULL), CT_E_CONFIG, "training.seq-lenn", "unknown setting 'training.seq-lenn'",
                "did you mean 'training.seq_len'?");
-    EXPECT_ERR(parse(&c, "--training.local-batch-sise", "4", NULL), "unknown setting 'training.local-batch-sise'",
+    EXPECT_ERROR(parse(&c, "--training.local-batch-sise", "4", NULL), CT_E_CONFIG, "training.local-batch-sise", "unknown setting 'training.local-batch-sise'",
                "did you mean 'micro_batch_size'?");
-    EXPECT_ERR(parse(&c, "--parallelism.data-shard-degre", "2", NULL),
+    EXPECT_ERROR(parse(&c, "--parallelism.data-shard-degre", "2", NULL), CT_E_CONFIG, "parallelism.data-shard-degre",
                "did you mean 'parallelism.data_shard_degree'?");
-    EXPECT_ERR(parse(&c, "--seq_len", "5", NULL), "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
-    EXPECT_ERR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), "did you mean 'parallelism.data_shard_degree'?");
-    EXPECT_ERR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), "'parallelism.tensor_parallel_degre'",
+    EXPECT_ERROR(parse(&c, "--seq_len", "5", NULL), CT_E_CONFIG, "seq_len", "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
+    EXPECT_ERROR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), CT_E_CONFIG, "parallelism.data_shard_degre", "did you mean 'parallelism.data_shard_degree'?");
+    EXPECT_ERROR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), CT_E_CONFIG, "parallelism.tensor_parallel_degre", "'parallelism.tensor_parallel_degre'",
                "did you mean 'parallelism.compute_parallel_degree'?");
-    EXPECT_ERR(parse(&c, "--mixed_precison", "bf16", NULL), "did you mean 'mixed_precision'?");
-    EXPECT_ERR(parse(&c, "--completely.different", "1", NULL), "unknown setting 'completely.different'");
+    EXPECT_ERROR(parse(&c, "--mixed_precison", "bf16", NULL), CT_E_CONFIG, "mixed_precison", "did you mean 'mixed_precision'?");
+    EXPECT_ERROR(parse(&c, "--completely.different", "1", NULL), CT_E_CONFIG, "completely.different", "unknown setting 'completely.different'");
     CHECK(!strstr(ct_last_error(), "did you mean"), "far name got a suggestion: %s", ct_last_error());
-    EXPECT_ERR(ct_config_set(&c, "optimizer.lrr", "1"), "unknown setting 'optimizer.lrr'", "did you mean 'optimizer.lr'?");
+    EXPECT_ERROR(ct_config_set(&c, "optimizer.lrr", "1"), CT_E_CONFIG, "optimizer.lrr", "unknown setting 'optimizer.lrr'", "did you mean 'optimizer.lr'?");
     // In a file: file:line, the full dotted name, the suggestion.
-    EXPECT_ERR(parse(&c, "--config", FIX "unknown_key.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--config", FIX "unknown_key.toml", NULL), CT_E_CONFIG, "optimizer.lrr",
                FIX "unknown_key.toml:5: unknown setting 'optimizer.lrr' (did you mean 'optimizer.lr'?)");
-    EXPECT_ERR(parse(&c, "--config", FIX "unknown_section.toml", NULL), FIX "unknown_section.toml:1: unknown section [trainig]");
+    EXPECT_ERROR(parse(&c, "--config", FIX "unknown_section.toml", NULL), CT_E_CONFIG, "trainig", FIX "unknown_section.toml:1: unknown section [trainig]");
     // Arguments that are not settings.
-    EXPECT_ERR(parse(&c, "train.toml", NULL), "unexpected argument 'train.toml'");
-    EXPECT_ERR(parse(&c, "--", NULL), "unexpected argument '--'");
+    EXPECT_ERROR(parse(&c, "train.toml", NULL), CT_E_CONFIG, "train.toml", "unexpected argument 'train.toml'");
+    EXPECT_ERROR(parse(&c, "--", NULL), CT_E_CONFIG, "--", "unexpected argument '--'");
 }
 
 // Issue 15, item 9: one flag style. '-' and '_' are the same in a setting's name on the command
@@ -393,7 +394,7 @@ static void test_dash_or_underscore(void) {
     CHECK(ct_config_set(&c, "training.mixed-precision-param", "bfloat16") == CT_OK && c.mixed_precision == CT_CFG_BF16,
           "dashed alias: %s", ct_last_error());
     // Values are not names: an enum value with '-' for '_' is still refused.
-    EXPECT_ERR(parse(&c, "--pipeline-schedule", "interleaved-1f1b", NULL), "pipeline-schedule", "interleaved-1f1b");
+    EXPECT_ERROR(parse(&c, "--pipeline-schedule", "interleaved-1f1b", NULL), CT_E_CONFIG, "pipeline_schedule", "pipeline-schedule", "interleaved-1f1b");
     // A file given with --job.config-file; keys and sections spelt with '-'.
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
@@ -407,7 +408,7 @@ static void test_dash_or_underscore(void) {
     CHECK(parse(&c, arg, NULL) == CT_OK && c.micro_batch_size == 5, "%s: %s", arg, ct_last_error());
     // Both spellings of one name in a file set it twice.
     write_file(path, "[training]\nseq_len = 48\nseq-len = 64\n");
-    EXPECT_ERR(parse(&c, "--config", path, NULL), ":3: 'training.seq-len' sets training.seq_len again (already set at line 2)");
+    EXPECT_ERROR(parse(&c, "--config", path, NULL), CT_E_CONFIG, "training.seq_len", ":3: 'training.seq-len' sets training.seq_len again (already set at line 2)");
     unlink(path);
 }
 

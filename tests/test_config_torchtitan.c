@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config_test.h"
+#include "expect_error.h"
 #include "core/config.h"
 #include "test.h"
 
@@ -274,7 +275,7 @@ static void test_all_problems_together(void) {
     CHECK(has_problem("unknown setting 'bogus.key'"), "unknown");
     for (int i = 0; i < rep.n_problems; i++) CHECK(!strchr(rep.problems[i], '\n'), "problem %d is not one line", i);
     // ct_config_parse says the first, as it always did.
-    EXPECT_ERR(parse(&c, "--config", path, NULL), ":7: training.steps: expected an integer");
+    EXPECT_ERROR(parse(&c, "--config", path, NULL), CT_E_CONFIG, "training.steps", ":7: training.steps: expected an integer");
     unlink(path);
 }
 

@@ -30,7 +30,7 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {
         close(fd);
-        return ct_set_error_at(CT_E_DATA, path, "%s: out of memory for a read buffer", path);
+        return ct_set_error_at(CT_E_MEMORY, path, "%s: out of memory for a read buffer", path);
     }
     uLong crc = crc32(0L, Z_NULL, 0);
     uint64_t bytes = 0;
@@ -263,7 +263,7 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
         return ct_set_error_at(CT_E_DATA, file, "%s: no [[file]] entries", file);
     m->n_files = files->n;
     m->files = calloc((size_t)files->n, sizeof *m->files);
-    if (!m->files) return ct_set_error_at(CT_E_DATA, file, "%s: out of memory for %d file entries", file, files->n);
+    if (!m->files) return ct_set_error_at(CT_E_MEMORY, file, "%s: out of memory for %d file entries", file, files->n);
     for (int i = 0; i < files->n; i++) {
         const ct_toml_value *e = files->items[i];
         ct_dcp_file *fe = &m->files[i];
@@ -367,7 +367,7 @@ ct_dcp_reader *ct_dcp_open(const char *dir, const ct_dcp_manifest *m) {
     r->pieces = calloc((size_t)(cap ? cap : 1), sizeof *r->pieces);
     if (!r->files || !r->pieces) {
         ct_dcp_close(r);
-        return ct_set_error_at(CT_E_DATA, dir, "%s: out of memory indexing the checkpoint", dir), NULL;
+        return ct_set_error_at(CT_E_MEMORY, dir, "%s: out of memory indexing the checkpoint", dir), NULL;
     }
     for (int i = 0, fi = 0; i < m->n_files; i++) {
         if (strncmp(m->files[i].name, "rank-", 5)) continue;

@@ -365,7 +365,7 @@ static ct_status load_step_folder(const char *dir, ct_llama_config *m, ct_param_
     if (st == CT_OK) {
         ct_param_table_build(t, m);
         *full = malloc((size_t)t->total * sizeof(float));
-        if (!*full) st = ct_set_error_at(CT_E_DATA, dir, "%s: out of memory for %ld parameters", dir, t->total);
+        if (!*full) st = ct_set_error_at(CT_E_MEMORY, dir, "%s: out of memory for %ld parameters", dir, t->total);
         for (int i = 0; i < t->count && st == CT_OK; i++) {
             const ct_param *p = &t->params[i];
             ct_shard_desc whole = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], -1, 0, 0);
@@ -396,7 +396,7 @@ ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table
     if (!*full) {
         long total = t->total;  // (the table is zeroed by the free)
         ct_param_table_free(t);
-        return ct_set_error_at(CT_E_DATA, path, "%s: out of memory for %ld parameters", path, total);
+        return ct_set_error_at(CT_E_MEMORY, path, "%s: out of memory for %ld parameters", path, total);
     }
     if (ct_model_load(path, t, *full)) {
         free(*full);

@@ -206,7 +206,7 @@ static uint32_t max_of(const void *buf, int width, uint64_t n) {
 static ct_status scan_tokens(const ct_shard *s, uint64_t limit) {
     const uint64_t chunk = s->n_tokens < CT_SHARD_SCAN_TOKENS ? s->n_tokens : CT_SHARD_SCAN_TOKENS;
     void *buf = malloc((size_t)(chunk ? chunk : 1) * (size_t)s->token_width);
-    if (!buf) return ct_set_error_at(CT_E_DATA, s->path, "%s: out of memory for the token scan", s->path);
+    if (!buf) return ct_set_error_at(CT_E_MEMORY, s->path, "%s: out of memory for the token scan", s->path);
     ct_status st = CT_OK;
     for (uint64_t at = 0; at < s->n_tokens && st == CT_OK; at += chunk) {
         uint64_t n = s->n_tokens - at < chunk ? s->n_tokens - at : chunk;

@@ -37,6 +37,13 @@ static void test_unrelated_message_clears_code(void) {
     EXPECT_ERROR(CT_ERR, CT_E_NONE, "", "model.dim: expected");
 }
 
+// A caller may pass the last error's own subject and message back in, to re-code an error.
+static void test_recode_with_own_subject(void) {
+    ct_set_error_at(CT_E_DATA, "/ckpt/step-4/manifest.toml", "/ckpt/step-4/manifest.toml: no step");
+    ct_set_error_at(CT_E_CONFIG, ct_last_error_subject(), "%s", ct_last_error());
+    EXPECT_ERROR(CT_ERR, CT_E_CONFIG, "/ckpt/step-4/manifest.toml", "/ckpt/step-4/manifest.toml: no step");
+}
+
 // The subject is one line of printable text, as the message is.
 static void test_subject_escaped(void) {
     ct_set_error_at(CT_E_IO, "a\nb", "cannot open");
@@ -74,6 +81,7 @@ int main(void) {
     CT_RUN(test_code_and_subject_recorded);
     CT_RUN(test_code_survives_wrapping);
     CT_RUN(test_unrelated_message_clears_code);
+    CT_RUN(test_recode_with_own_subject);
     CT_RUN(test_subject_escaped);
     CT_RUN(test_shared_mark_untouched);
     CT_RUN(test_code_names);

@@ -121,7 +121,8 @@ int ct_cmd_train(int argc, char **argv) {
     // Every problem at once: the file's, the command line's, the contradictions between settings.
     ct_config_parse_report(&cfg, argc, argv, &rep);
     ct_config_apply_world(&cfg, launcher_size(), &rep);
-    if (!rep.n_problems && ct_config_check_implemented(&cfg)) ct_config_problem(&rep, "%s", ct_last_error());
+    if (!rep.n_problems && ct_config_check_implemented(&cfg))
+        ct_config_problem_at(&rep, ct_last_error_code(), ct_last_error_subject(), "%s", ct_last_error());
     bool says = launcher_rank() == 0;
     if (says) ct_config_print_notes(&rep, stderr, text_width(stderr));  // once, by one rank
     if (rep.n_problems) {

@@ -76,17 +76,19 @@ static bool wraps(const char *msg, const char *old) {
     return false;
 }
 
-// Formats into a scratch buffer first: wrapping the previous message, as in
-// ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces. `keep_code`
-// and a NULL `subject` take the previous error's when the new message wraps it.
+// Formats into scratch buffers first: wrapping the previous message, as in
+// ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces, and the
+// subject may be ct_last_error_subject() itself. `keep_code` and a NULL `subject` take the
+// previous error's when the new message wraps it.
 static ct_status set_error(bool keep_code, ct_error_code code, const char *subject, const char *fmt, va_list ap) {
-    char msg[sizeof last_error], line[sizeof last_error];
+    char msg[sizeof last_error], line[sizeof last_error], subj[sizeof last_error_subject];
+    if (subject) escape_line(subj, sizeof subj, subject);
     vsnprintf(msg, sizeof msg, fmt, ap);
     escape_line(line, sizeof line, msg);
     bool wrap = wraps(line, last_error);
     last_error_shared = last_error_shared && wrap;
     last_error_code = keep_code ? (wrap ? last_error_code : CT_E_NONE) : code;
-    if (subject) ct_error_escape(last_error_subject, sizeof last_error_subject, subject);
+    if (subject) memcpy(last_error_subject, subj, sizeof subj);
     else if (!wrap) last_error_subject[0] = 0;
     memcpy(last_error, line, sizeof line);
     return CT_ERR;

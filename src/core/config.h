@@ -14,8 +14,9 @@
 enum { CT_STR = 256 };
 
 // Settings with a fixed set of values are enums after parsing: each value is its spelling's place
-// in the setting's choices (config_settings.c lists them in the order of these constants), so
-// nothing after validation compares text; ct_setting_choice gives the spelling back for printing.
+// in the setting's choices (config_settings.c lists them in the order of these constants, and
+// tests/test_config_enums.c holds the two together), so nothing after validation compares text;
+// ct_setting_choice gives the spelling back for printing.
 typedef enum { CT_CFG_FP32, CT_CFG_BF16 } ct_cfg_precision;                         // fp32|bf16
 typedef enum { CT_CFG_DECAY_LINEAR, CT_CFG_DECAY_SQRT, CT_CFG_DECAY_COSINE } ct_cfg_decay;  // linear|sqrt|cosine
 typedef enum { CT_CFG_CP_HEADTAIL, CT_CFG_CP_NONE } ct_cfg_cp_balancer;              // headtail|none

@@ -178,7 +178,7 @@ typedef struct {
     int n_problems;  // problems met; the first CT_CONFIG_MAX_PROBLEMS are kept, one line each
     char problems[CT_CONFIG_MAX_PROBLEMS][512];
     ct_error_code codes[CT_CONFIG_MAX_PROBLEMS];   // each problem's code (CT_E_CONFIG, or CT_E_IO for a file)
-    char subjects[CT_CONFIG_MAX_PROBLEMS][96];     // the setting it names (canonical name), or the file
+    char subjects[CT_CONFIG_MAX_PROBLEMS][300];    // the setting it names (canonical name), or the file
     unsigned char set[CT_CONFIG_MAX_SETTINGS];  // per ct_settings entry: 1 when a file or the command line gave it
     bool torchtitan;  // a key only TorchTitan writes was met (model.name, an ignored key): see the defaults note
 } ct_config_report;

@@ -72,7 +72,8 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     char mask[32];
     REQUIRE(c->rope_positions != CT_CFG_ROPE_DOCUMENT || c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL,
             "model.rope_positions document needs model.attn_mask_type block_causal (got %s): set both, or "
-            "model.rope_positions sequence", ct_setting_choice("model.attn_mask_type", c->attn_mask_type, mask, sizeof mask));
+            "model.rope_positions sequence",
+            ct_setting_choice("model.attn_mask_type", c->attn_mask_type, mask, sizeof mask));
     REQUIRE(!(c->dim > 0 && c->n_heads > 0) || c->dim % c->n_heads == 0,
             "model.dim (%d) must be a multiple of model.n_heads (%d)", c->dim, c->n_heads);
     REQUIRE(!(c->n_heads > 0 && c->n_kv_heads > 0) || c->n_heads % c->n_kv_heads == 0,
@@ -173,13 +174,15 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     // and loss parallel), pipeline execution and context parallel are built. Datasets are read
     // from token shards only.
     if (is_torchtitan_dataset_name(c->dataset))
-        return ct_set_error_at(CT_E_CONFIG, "training.dataset", "training.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; set "
-                            "it to a folder of token shards made by `ctitan data prepare --input CORPUS --tokenizer TOK "
-                            "--out DIR` (or \"synthetic\")", c->dataset);
+        return ct_set_error_at(CT_E_CONFIG, "training.dataset",
+                               "training.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; "
+                               "set it to a folder of token shards made by `ctitan data prepare --input CORPUS "
+                               "--tokenizer TOK --out DIR` (or \"synthetic\")", c->dataset);
     if (c->val_enable && is_torchtitan_dataset_name(c->val_dataset))
-        return ct_set_error_at(CT_E_CONFIG, "validation.dataset", "validation.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; "
-                            "set it to a folder of token shards made by `ctitan data prepare` (or \"\" for the "
-                            "held-out part of training.dataset)", c->val_dataset);
+        return ct_set_error_at(CT_E_CONFIG, "validation.dataset",
+                               "validation.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not "
+                               "download; set it to a folder of token shards made by `ctitan data prepare` (or \"\" "
+                               "for the held-out part of training.dataset)", c->val_dataset);
     return CT_OK;
 }
 

@@ -112,10 +112,11 @@ ct_status ct_dcp_verify_file(const char *dir, const ct_dcp_file *f) {
     ct_dcp_file got;
     if (ct_dcp_file_checksum(path, false, &got)) return CT_ERR;
     if (got.bytes != f->bytes)
-        return ct_set_error_at(CT_E_DATA, path, "%s: %llu bytes, the manifest says %llu", path, (unsigned long long)got.bytes,
-                            (unsigned long long)f->bytes);
+        return ct_set_error_at(CT_E_DATA, path, "%s: %llu bytes, the manifest says %llu", path,
+                               (unsigned long long)got.bytes, (unsigned long long)f->bytes);
     if (got.crc32 != f->crc32)
-        return ct_set_error_at(CT_E_DATA, path, "%s: CRC-32 %08x, the manifest says %08x (the file is corrupt)", path, got.crc32, f->crc32);
+        return ct_set_error_at(CT_E_DATA, path, "%s: CRC-32 %08x, the manifest says %08x (the file is corrupt)", path,
+                               got.crc32, f->crc32);
     return CT_OK;
 }
 
@@ -179,8 +180,10 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
 static ct_status get_int(const ct_toml_value *t, const char *path, const char *file, long long lo, long long hi,
                          long long *out) {
     const ct_toml_value *v = ct_toml_get_path(t, path);
-    if (!v || v->type != CT_TOML_INT) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not an integer", file, path);
-    if (v->i < lo || v->i > hi) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' = %lld out of range [%lld, %lld]", file, path, v->i, lo, hi);
+    if (!v || v->type != CT_TOML_INT)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not an integer", file, path);
+    if (v->i < lo || v->i > hi)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' = %lld out of range [%lld, %lld]", file, path, v->i, lo, hi);
     *out = v->i;
     return CT_OK;
 }
@@ -191,14 +194,16 @@ static ct_status get_double(const ct_toml_value *t, const char *path, const char
         *out = (double)v->i;
         return CT_OK;
     }
-    if (!v || v->type != CT_TOML_FLOAT) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a number", file, path);
+    if (!v || v->type != CT_TOML_FLOAT)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a number", file, path);
     *out = v->f;
     return CT_OK;
 }
 
 static ct_status get_string(const ct_toml_value *t, const char *path, const char *file, char *out, size_t n) {
     const ct_toml_value *v = ct_toml_get_path(t, path);
-    if (!v || v->type != CT_TOML_STRING) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a string", file, path);
+    if (!v || v->type != CT_TOML_STRING)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a string", file, path);
     if (strlen(v->s) >= n) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' is too long", file, path);
     snprintf(out, n, "%s", v->s);
     return CT_OK;
@@ -207,11 +212,13 @@ static ct_status get_string(const ct_toml_value *t, const char *path, const char
 static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct_dcp_manifest *m) {
     char format[64];
     if (get_string(t, "format", file, format, sizeof format)) return CT_ERR;
-    if (strcmp(format, CT_DCP_FORMAT)) return ct_set_error_at(CT_E_DATA, file, "%s: format '%s', expected '%s'", file, format, CT_DCP_FORMAT);
+    if (strcmp(format, CT_DCP_FORMAT))
+        return ct_set_error_at(CT_E_DATA, file, "%s: format '%s', expected '%s'", file, format, CT_DCP_FORMAT);
     long long v;
     if (get_int(t, "version", file, CT_DCP_VERSION, CT_DCP_VERSION, &v)) return CT_ERR;
     const ct_toml_value *mo = ct_toml_get(t, "model_only");
-    if (!mo || mo->type != CT_TOML_BOOL) return ct_set_error_at(CT_E_DATA, file, "%s: 'model_only' missing or not a boolean", file);
+    if (!mo || mo->type != CT_TOML_BOOL)
+        return ct_set_error_at(CT_E_DATA, file, "%s: 'model_only' missing or not a boolean", file);
     m->model_only = mo->b;
     const long long int_max = 0x7fffffff;
 #define INT_FIELD(path, lo, hi, dst)                          \
@@ -240,7 +247,9 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
         get_string(t, "model.flavor", file, c->flavor, sizeof c->flavor) ||
         get_double(t, "model.norm_eps", file, &c->norm_eps) || get_double(t, "model.rope_theta", file, &c->rope_theta))
         return CT_ERR;
-    if (c->dim % c->n_heads) return ct_set_error_at(CT_E_DATA, file, "%s: model.n_heads %d does not divide dim %d", file, c->n_heads, c->dim);
+    if (c->dim % c->n_heads)
+        return ct_set_error_at(CT_E_DATA, file, "%s: model.n_heads %d does not divide dim %d", file, c->n_heads,
+                               c->dim);
     // The mask and positions trained with (absent in older manifests: causal, sequence).
     char mask[16] = "causal", rpos[16] = "sequence";
     if (ct_toml_get_path(t, "model.attn_mask_type") &&
@@ -252,8 +261,11 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     bool mask_ok = !strcmp(mask, "causal") || !strcmp(mask, "block_causal");
     bool rpos_ok = !strcmp(rpos, "sequence") || !strcmp(rpos, "document");
     if (!mask_ok || !rpos_ok)
-        return ct_set_error_at(CT_E_DATA, file, "%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
-                            "/ sequence|document", file, mask, rpos);
+        return ct_set_error_at(
+            CT_E_DATA, file,
+            "%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
+            "/ sequence|document",
+            file, mask, rpos);
     c->block_causal = !strcmp(mask, "block_causal");
     c->document_positions = !strcmp(rpos, "document");
     c->head_dim = c->dim / c->n_heads;
@@ -267,7 +279,8 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     for (int i = 0; i < files->n; i++) {
         const ct_toml_value *e = files->items[i];
         ct_dcp_file *fe = &m->files[i];
-        if (e->type != CT_TOML_TABLE) return ct_set_error_at(CT_E_DATA, file, "%s: [[file]] %d is not a table", file, i + 1);
+        if (e->type != CT_TOML_TABLE)
+            return ct_set_error_at(CT_E_DATA, file, "%s: [[file]] %d is not a table", file, i + 1);
         if (get_string(e, "name", file, fe->name, sizeof fe->name)) return CT_ERR;
         // A name is a plain file inside the step folder, never a path out of it.
         if (!fe->name[0] || strchr(fe->name, '/') || !strcmp(fe->name, ".") || !strcmp(fe->name, ".."))
@@ -321,14 +334,16 @@ static int cmp_piece(const void *a, const void *b) {
 static ct_status index_file(ct_dcp_reader *r, const ct_st_file *f, const char *path) {
     const char *format = ct_st_metadata(f, "format");
     if (!format || strcmp(format, CT_DCP_FORMAT))
-        return ct_set_error_at(CT_E_DATA, path, "%s: not a ctitan checkpoint file (metadata format '%s')", path, format ? format : "");
+        return ct_set_error_at(CT_E_DATA, path, "%s: not a ctitan checkpoint file (metadata format '%s')", path,
+                               format ? format : "");
     for (int i = 0; i < ct_st_num_metadata(f); i++) {
         const char *key = ct_st_metadata_key(f, i);
         if (strncmp(key, DESC_KEY_PREFIX, strlen(DESC_KEY_PREFIX))) continue;
         const char *name = key + strlen(DESC_KEY_PREFIX);
         piece_ref p = {0};
         if (!parse_desc(ct_st_metadata(f, key), &p.desc))
-            return ct_set_error_at(CT_E_DATA, path, "%s: bad shard descriptor for %s: '%s'", path, name, ct_st_metadata(f, key));
+            return ct_set_error_at(CT_E_DATA, path, "%s: bad shard descriptor for %s: '%s'", path, name,
+                                   ct_st_metadata(f, key));
         for (int k = 0; k < CT_DCP_NKINDS; k++) {
             char tname[CT_DCP_NAME + 16];
             snprintf(tname, sizeof tname, "%s%s", name, kind_suffix[k]);
@@ -338,7 +353,8 @@ static ct_status index_file(ct_dcp_reader *r, const ct_st_file *f, const char *p
                 continue;
             }
             if (t->dtype != CT_F32 || t->ndim != 1 || t->numel != p.desc.flat_count)
-                return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s is not F32 [%ld]", path, tname, p.desc.flat_count);
+                return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s is not F32 [%ld]", path, tname,
+                                       p.desc.flat_count);
             if (k == CT_DCP_PARAM) p.name = t->name;
             p.data[k] = t->data;
         }

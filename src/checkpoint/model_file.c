@@ -63,7 +63,8 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct
 ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
                             ct_dtype dtype, const ct_model_tok *tok) {
     if (dtype != CT_F32 && dtype != CT_BF16)
-        return ct_set_error_at(CT_E_DATA, path, "%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
+        return ct_set_error_at(CT_E_DATA, path, "%s: model files are F32 or BF16, not %s", path,
+                               ct_st_dtype_name(dtype));
     ct_st_writer *w = ct_st_writer_new();
     ct_model_write_metadata(w, m, tok);
     ct_status st = CT_OK;
@@ -81,7 +82,8 @@ ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_
 
 static ct_status meta_str(const ct_st_file *f, const char *path, const char *key, const char **out) {
     *out = ct_st_metadata(f, key);
-    if (!*out) return ct_set_error_at(CT_E_DATA, path, "%s: metadata has no '%s' (not a ctitan model file?)", path, key);
+    if (!*out)
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata has no '%s' (not a ctitan model file?)", path, key);
     return CT_OK;
 }
 
@@ -122,9 +124,10 @@ static ct_status meta_double(const ct_st_file *f, const char *path, const char *
 // dimensions build must have as many tensors as the file and no more elements than the file's
 // tensors hold (each is checked by shape at open; this bounds what is allocated before that).
 static ct_status check_counts(const ct_st_file *f, const char *path, const ct_llama_config *m) {
-#define AT_MOST(field, limit)                                                                          \
-    if (m->field > (limit))                                                                            \
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d is above the limit %d", path, m->field, (limit))
+#define AT_MOST(field, limit)                                                                                       \
+    if (m->field > (limit))                                                                                         \
+    return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d is above the limit %d", path, m->field, \
+                           (limit))
     AT_MOST(dim, CT_MODEL_MAX_DIM);
     AT_MOST(n_layers, CT_MODEL_MAX_LAYERS);
     AT_MOST(ffn_hidden, CT_MODEL_MAX_FFN);
@@ -139,17 +142,18 @@ static ct_status check_counts(const ct_st_file *f, const char *path, const ct_ll
         return ct_set_error_at(CT_E_DATA, path, "%s: metadata %s", path, why);
     }
     if (n_tensors != ct_st_num_tensors(f))
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'n_layers' = %d means %d tensors, but the file holds %d", path, m->n_layers,
-                            n_tensors, ct_st_num_tensors(f));
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'n_layers' = %d means %d tensors, but the file holds %d",
+                               path, m->n_layers, n_tensors, ct_st_num_tensors(f));
     // Tensors do not overlap in the data section (checked at open), so this sum is at most the
     // file's size.
     long held = 0;
     for (int i = 0; i < ct_st_num_tensors(f); i++) held += (long)ct_st_tensor_at(f, i)->numel;
     if (need > held)
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d "
-                            "need %ld parameters, but the file's tensors hold %ld elements",
-                            path, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size, need,
-                            held);
+        return ct_set_error_at(
+            CT_E_DATA, path,
+            "%s: metadata dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d "
+            "need %ld parameters, but the file's tensors hold %ld elements",
+            path, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size, need, held);
     return CT_OK;
 }
 
@@ -158,7 +162,8 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
     const char *format, *flavor;
     if (meta_str(f, path, "format", &format)) return CT_ERR;
     if (strcmp(format, CT_MODEL_FORMAT))
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata format '%s', expected '%s'", path, format, CT_MODEL_FORMAT);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata format '%s', expected '%s'", path, format,
+                               CT_MODEL_FORMAT);
     if (meta_str(f, path, "flavor", &flavor)) return CT_ERR;
     snprintf(m->flavor, sizeof m->flavor, "%s", flavor);
     if (meta_int(f, path, "dim", &m->dim) || meta_int(f, path, "n_layers", &m->n_layers) ||
@@ -171,15 +176,19 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
     // The mask and positions the model was trained with (absent in older files: causal, sequence).
     const char *mask = ct_st_metadata(f, "attn_mask_type"), *rpos = ct_st_metadata(f, "rope_positions");
     if (mask && strcmp(mask, "causal") && strcmp(mask, "block_causal"))
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'attn_mask_type' = '%.40s', expected causal or block_causal", path, mask);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'attn_mask_type' = '%.40s', expected causal or block_causal", path, mask);
     if (rpos && strcmp(rpos, "sequence") && strcmp(rpos, "document"))
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'rope_positions' = '%.40s', expected sequence or document", path, rpos);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'rope_positions' = '%.40s', expected sequence or document", path, rpos);
     m->block_causal = mask && !strcmp(mask, "block_causal");
     m->document_positions = rpos && !strcmp(rpos, "document");
     if (m->document_positions && !m->block_causal)
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'rope_positions' document needs 'attn_mask_type' block_causal", path);
-#define POSITIVE(field)                                                                      \
-    if (m->field <= 0) return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d must be positive", path, m->field)
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'rope_positions' document needs 'attn_mask_type' block_causal", path);
+#define POSITIVE(field) \
+    if (m->field <= 0)  \
+    return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d must be positive", path, m->field)
     POSITIVE(dim);
     POSITIVE(n_layers);
     POSITIVE(n_heads);
@@ -188,11 +197,14 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llam
     POSITIVE(ffn_hidden);
 #undef POSITIVE
     if (m->dim % m->n_heads)
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_heads %d does not divide dim %d", path, m->n_heads, m->dim);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_heads %d does not divide dim %d", path, m->n_heads,
+                               m->dim);
     if (m->n_heads % m->n_kv_heads)
-        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_kv_heads %d does not divide n_heads %d", path, m->n_kv_heads, m->n_heads);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_kv_heads %d does not divide n_heads %d", path,
+                               m->n_kv_heads, m->n_heads);
     m->head_dim = m->dim / m->n_heads;
-    if (m->head_dim % 2) return ct_set_error_at(CT_E_DATA, path, "%s: head dim %d must be even for RoPE", path, m->head_dim);
+    if (m->head_dim % 2)
+        return ct_set_error_at(CT_E_DATA, path, "%s: head dim %d must be even for RoPE", path, m->head_dim);
     if (m->norm_eps <= 0 || m->rope_theta <= 0)
         return ct_set_error_at(CT_E_DATA, path, "%s: metadata norm_eps and rope_theta must be positive", path);
     if (m->max_seq_len < 0) m->max_seq_len = 0;
@@ -210,7 +222,8 @@ ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
     if (h) {
         int hex = strlen(h) == 32;
         for (int i = 0; hex && i < 32; i++) hex = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f');
-        if (!hex) st = ct_set_error_at(CT_E_DATA, path, "%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
+        if (!hex)
+            st = ct_set_error_at(CT_E_DATA, path, "%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
         if (st == CT_OK && (meta_int(f, path, "tokenizer_bos", &tok->bos) || meta_int(f, path, "tokenizer_eos", &tok->eos)))
             st = CT_ERR;
         if (st == CT_OK) {
@@ -269,12 +282,14 @@ static ct_status validate(const ct_st_file *f, const char *path, const ct_param_
         int64_t shape[2] = {p->shape[0], p->shape[1]};
         format_shape(want, sizeof want, p->ndim, shape);
         const ct_st_tensor *x = ct_st_find(f, p->name);
-        if (!x) return ct_set_error_at(CT_E_DATA, path, "%s: missing tensor %s (expected shape %s)", path, p->name, want);
+        if (!x)
+            return ct_set_error_at(CT_E_DATA, path, "%s: missing tensor %s (expected shape %s)", path, p->name, want);
         bool same = x->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == shape[d];
         if (!same) {
             format_shape(got, sizeof got, x->ndim, x->shape);
-            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s has shape %s, expected %s", path, p->name, got, want);
+            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s has shape %s, expected %s", path, p->name, got,
+                                   want);
         }
         if (x->dtype != CT_F32 && x->dtype != CT_BF16 && x->dtype != CT_F16)
             return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s is %s; expected F32, BF16 or F16", path, p->name,
@@ -283,7 +298,8 @@ static ct_status validate(const ct_st_file *f, const char *path, const ct_param_
     for (int i = 0; i < ct_st_num_tensors(f); i++) {
         const ct_st_tensor *x = ct_st_tensor_at(f, i);
         if (!ct_param_find(t, x->name))
-            return ct_set_error_at(CT_E_DATA, path, "%s: unexpected tensor %s (not a parameter of this model)", path, x->name);
+            return ct_set_error_at(CT_E_DATA, path, "%s: unexpected tensor %s (not a parameter of this model)", path,
+                                   x->name);
     }
     return CT_OK;
 }

@@ -264,8 +264,10 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
         }
     }
     const char *ac = a->ac ? a->ac : "none";
-    if (!strcmp(ac, "op") || !strcmp(ac, "selective")) c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "op");
-    else if (!strcmp(ac, "elementwise")) c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
+    if (!strcmp(ac, "op") || !strcmp(ac, "selective"))
+        c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "op");
+    else if (!strcmp(ac, "elementwise"))
+        c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
     else if (!strcmp(ac, "full")) c.ac_mode = CT_CFG_AC_FULL;
     else if (!strcmp(ac, "none")) c.ac_mode = CT_CFG_AC_NONE;
     else if (atoi(ac) >= 1) c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));

@@ -222,11 +222,12 @@ static int set_from_toml(ct_config *c, const ct_setting *s, const ct_toml_value 
         snprintf(text, sizeof text, "%lld", v->i);
         return set_from_text(c, s, text, err, cap);
     }
-    bool ok = (s->type == CT_SET_INT && v->type == CT_TOML_INT) ||
-              (s->type == CT_SET_FLOAT && (v->type == CT_TOML_INT || v->type == CT_TOML_FLOAT)) ||
-              (s->type == CT_SET_BOOL && v->type == CT_TOML_BOOL) ||
-              ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM || s->type == CT_SET_NAME || s->type == CT_SET_LIST) &&
-               v->type == CT_TOML_STRING);
+    bool ok =
+        (s->type == CT_SET_INT && v->type == CT_TOML_INT) ||
+        (s->type == CT_SET_FLOAT && (v->type == CT_TOML_INT || v->type == CT_TOML_FLOAT)) ||
+        (s->type == CT_SET_BOOL && v->type == CT_TOML_BOOL) ||
+        ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM || s->type == CT_SET_NAME || s->type == CT_SET_LIST) &&
+         v->type == CT_TOML_STRING);
     if (!ok) {
         snprintf(err, cap, "expected %s, got %s %s", type_word(s), v->type == CT_TOML_INT || v->type == CT_TOML_ARRAY ? "an" : "a",
                  ct_toml_type_name(v->type));
@@ -641,8 +642,8 @@ static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_repor
             continue;
         }
         if (strncmp(arg, "--", 2) || !arg[2]) {
-            ct_config_problem_at(rep, CT_E_CONFIG, arg, "unexpected argument '%s' (settings are written --section.key value)",
-                                 arg);
+            ct_config_problem_at(rep, CT_E_CONFIG, arg,
+                                 "unexpected argument '%s' (settings are written --section.key value)", arg);
             continue;
         }
         char key[256];

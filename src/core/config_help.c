@@ -76,8 +76,8 @@ static void print_setting(FILE *f, const ct_setting *s, int width) {
     if (s->type == CT_SET_STRING) snprintf(def, sizeof def, "\"%s\"", s->def);
     else if (s->type == CT_SET_LIST) snprintf(def, sizeof def, "\"%s\"", s->def);
     else snprintf(def, sizeof def, "%s", s->def);
-    snprintf(head, sizeof head, "%s (default %s)", s->type == CT_SET_ENUM || s->type == CT_SET_NAME ? s->choices : words[s->type],
-             def);
+    snprintf(head, sizeof head, "%s (default %s)",
+             s->type == CT_SET_ENUM || s->type == CT_SET_NAME ? s->choices : words[s->type], def);
     fprintf(f, "  --%s", s->name);
     wrap(f, head, 4 + (int)strlen(s->name), 6, width);
     const char *note = ct_setting_build_note(s);

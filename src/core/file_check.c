@@ -33,8 +33,8 @@ ct_status ct_file_open_regular(const char *path, const char *what, uint64_t max_
     }
     if (max_bytes && (uint64_t)st.st_size > max_bytes) {
         close(f);
-        return ct_set_error_at(CT_E_DATA, path, "%s: %llu bytes, over the %llu-byte limit for a %s", path, (unsigned long long)st.st_size,
-                            (unsigned long long)max_bytes, what);
+        return ct_set_error_at(CT_E_DATA, path, "%s: %llu bytes, over the %llu-byte limit for a %s", path,
+                               (unsigned long long)st.st_size, (unsigned long long)max_bytes, what);
     }
     int flags = fcntl(f, F_GETFL);
     if (flags >= 0) fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
@@ -60,8 +60,9 @@ FILE *ct_file_fopen_read(const char *path, const char *what, uint64_t max_bytes)
 static const char *unwritable(const struct stat *st) { return S_ISREG(st->st_mode) ? "" : kind(st->st_mode); }
 
 static ct_status refuse_write(const char *path, const char *what, const char *is) {
-    return ct_set_error_at(CT_E_IO, path, "%s: not a regular file (%s): the %s cannot be written there; remove it or choose another path",
-                        path, is, what);
+    return ct_set_error_at(
+        CT_E_IO, path, "%s: not a regular file (%s): the %s cannot be written there; remove it or choose another path",
+        path, is, what);
 }
 
 ct_status ct_file_open_write(const char *path, const char *what, int flags, int *fd) {
@@ -73,7 +74,9 @@ ct_status ct_file_open_write(const char *path, const char *what, int flags, int 
         ct_status s = CT_OK;
         int e = 0;
         if (S_ISLNK(st.st_mode))
-            e = ELOOP, s = ct_set_error_at(CT_E_IO, path, "%s: a symbolic link where ctitan writes its own %s: remove the link", path, what);
+            e = ELOOP,
+            s = ct_set_error_at(CT_E_IO, path, "%s: a symbolic link where ctitan writes its own %s: remove the link",
+                                path, what);
         else if (*unwritable(&st))
             e = S_ISDIR(st.st_mode) ? EISDIR : ENXIO, s = refuse_write(path, what, unwritable(&st));
         if (s != CT_OK) {
@@ -91,7 +94,8 @@ ct_status ct_file_open_write(const char *path, const char *what, int flags, int 
         if (e == ENXIO) s = refuse_write(path, what, "a FIFO");  // a FIFO with no reader
         else if (e == EISDIR) s = refuse_write(path, what, "a directory");
         else if (e == ELOOP && nofollow)
-            s = ct_set_error_at(CT_E_IO, path, "%s: a symbolic link where ctitan writes its own %s: remove the link", path, what);
+            s = ct_set_error_at(CT_E_IO, path, "%s: a symbolic link where ctitan writes its own %s: remove the link",
+                                path, what);
         else s = ct_set_error_at(CT_E_IO, path, "%s: cannot write the %s: %s", path, what, strerror(e));
         errno = e;
         return s;
@@ -132,10 +136,13 @@ ct_status ct_file_pread(int fd, const char *path, void *buf, size_t n, uint64_t 
     for (size_t done = 0; done < n;) {
         ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(offset + done));
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return ct_set_error_at(CT_E_IO, path, "%s: read failed at byte %llu: %s", path, (unsigned long long)(offset + done), strerror(errno));
+        if (r < 0)
+            return ct_set_error_at(CT_E_IO, path, "%s: read failed at byte %llu: %s", path,
+                                   (unsigned long long)(offset + done), strerror(errno));
         if (r == 0)
-            return ct_set_error_at(CT_E_DATA, path, "%s: file ends at byte %llu, expected %llu bytes (truncated while in use?)", path,
-                                (unsigned long long)(offset + done), (unsigned long long)(offset + n));
+            return ct_set_error_at(CT_E_DATA, path,
+                                   "%s: file ends at byte %llu, expected %llu bytes (truncated while in use?)", path,
+                                   (unsigned long long)(offset + done), (unsigned long long)(offset + n));
         done += (size_t)r;
     }
     return CT_OK;

@@ -293,6 +293,7 @@ ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path) {
         unlink(tmp);
         return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
     }
-    if (rename(tmp, path) != 0) return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
+    if (rename(tmp, path) != 0)
+        return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     return CT_OK;
 }

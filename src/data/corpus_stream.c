@@ -38,7 +38,10 @@ static int refill(ct_cstream *s) {
     ssize_t n;
     do n = read(s->fd, s->in, CT_CSTREAM_IN_BYTES);
     while (n < 0 && errno == EINTR);
-    if (n < 0) return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path, (unsigned long long)s->in_off, strerror(errno)), -1;
+    if (n < 0)
+        return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path,
+                               (unsigned long long)s->in_off, strerror(errno)),
+               -1;
     s->in_len = (size_t)n;
     s->in_pos = 0;
     s->in_off += (uint64_t)n;
@@ -86,7 +89,10 @@ static long read_plain(ct_cstream *s, char *buf, size_t n) {
     ssize_t k;
     do k = read(s->fd, buf, n);
     while (k < 0 && errno == EINTR);
-    if (k < 0) return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path, (unsigned long long)s->in_off, strerror(errno)), -1;
+    if (k < 0)
+        return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path,
+                               (unsigned long long)s->in_off, strerror(errno)),
+               -1;
     s->in_off += (uint64_t)k;
     return (long)k;
 }

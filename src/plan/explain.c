@@ -162,7 +162,8 @@ void ct_plan_explain(const ct_plan_request *r, const ct_plan_candidate *all, int
             say_candidate(f, c);
         }
     } else {
-        fprintf(f, "   precision: %s (%s)\n", best->cfg.float8 ? "float8" : ct_cfg_precision_name(best->cfg.mixed_precision),
+        fprintf(f, "   precision: %s (%s)\n",
+                best->cfg.float8 ? "float8" : ct_cfg_precision_name(best->cfg.mixed_precision),
                 r->hw.peak_fp8 > 0 ? "float8 not allowed by the request" : "the device has no fp8 matmul");
     }
     const ct_plan_time *t = &best->time;

@@ -73,7 +73,8 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     const ct_block_cost *b = &t->block;
     double blk = ct_tm_block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
-        bool regather = policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
+        bool regather =
+            policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
         double g = ag_time(l, N, blk * gb), rs = ag_time(l, N, blk * rb);
         double bytes = ag_bytes(N, blk * gb) * (regather ? 2 : 1) + ag_bytes(N, blk * rb);
         double fwd = g, bwd = (regather ? g : 0) + rs;

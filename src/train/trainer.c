@@ -193,10 +193,10 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
     bool cpu_kernels = cfg->train_device == CT_CFG_DEVICE_CPU || cfg->train_device == CT_CFG_DEVICE_CPU_SIM;
     if (cpu_kernels && choose_kernel_set(t, cfg)) return CT_ERR;
-    char device[16];
-    ct_setting_choice("training.device", cfg->train_device, device, sizeof device);
+    const char *device = ct_cfg_device_name(cfg->train_device);
     t->k = ct_kernels_get(device);  // training.device picks the kernel table
-    if (!t->k && cfg->train_device == CT_CFG_DEVICE_CUDA) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
+    if (!t->k && cfg->train_device == CT_CFG_DEVICE_CUDA)
+        return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", device);
     if (t->k->device == CT_DEVICE_CUDA && strcmp(ct_comm_backend_name(), "nccl"))
         return ct_set_error("training.device cuda: the job's communication is %s, not nccl (ctitan train selects "

@@ -35,7 +35,8 @@ ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
 // The same with a code; the subject is kept when the message wraps the previous one.
 ct_status ct_set_error_code(ct_error_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // The same with a code and the subject the message is about: a setting's dotted name
-// ("parallelism.pipeline_degree") or a file's path, as given (NULL: none).
+// ("parallelism.pipeline_degree") or a file's path, kept as one line of printable text as the
+// message is (NULL: none).
 ct_status ct_set_error_at(ct_error_code code, const char *subject, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *ct_last_error(void);

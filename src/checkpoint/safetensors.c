@@ -236,10 +236,10 @@ static ct_status end_file(FILE *f, int ok, const char *tmp, const char *path) {
 }
 
 ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error_at(CT_E_DATA, path, "%s: this writer is streaming to %s", path, w->path);
+    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is streaming to %s", path, w->path);
     for (int i = 0; i < w->n; i++)
         if (!w->e[i].data && w->e[i].numel > 0)
-            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s was declared without data (a streaming entry)", path,
+            return ct_set_error_at(CT_E_INTERNAL, path, "%s: tensor %s was declared without data (a streaming entry)", path,
                                    w->e[i].name);
     char tmp[1100];
     FILE *f;
@@ -260,7 +260,7 @@ static void stream_skip_full(ct_st_writer *w) {
 }
 
 ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error_at(CT_E_DATA, path, "%s: this writer is already streaming to %s", path, w->path);
+    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is already streaming to %s", path, w->path);
     if (begin_file(w, path, w->tmp, sizeof w->tmp, &w->out)) return CT_ERR;
     snprintf(w->path, sizeof w->path, "%s", path);  // fits: begin_file checked
     w->cur = 0;
@@ -273,7 +273,7 @@ ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
     if (!w->out) return ct_set_error("safetensors: append without ct_st_writer_begin");
     while (n > 0) {
         if (w->cur >= w->n)
-            return ct_set_error_at(CT_E_DATA, w->path, "%s: %lld elements appended past the last declared tensor",
+            return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: %lld elements appended past the last declared tensor",
                                    w->path, (long long)n);
         const st_entry *e = &w->e[w->cur];
         int64_t k = e->numel - w->cur_done < n ? e->numel - w->cur_done : n;
@@ -294,7 +294,7 @@ ct_status ct_st_writer_finish(ct_st_writer *w) {
     if (w->cur < w->n) {
         fclose(f);
         unlink(w->tmp);
-        return ct_set_error_at(CT_E_DATA, w->path, "%s: stream ended with tensor %s at %lld of %lld elements", w->path,
+        return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: stream ended with tensor %s at %lld of %lld elements", w->path,
                             w->e[w->cur].name, (long long)w->cur_done, (long long)w->e[w->cur].numel);
     }
     return end_file(f, 1, w->tmp, w->path);

@@ -499,6 +499,8 @@ static void test_help(void) {
     CHECK(ct_config_print_help(f, 80, "trianing") == CT_ERR, "unknown section accepted");
     CHECK(ftell(f) == 0, "an unknown section printed something");
     fclose(f);
+    CHECK(ct_last_error_code() == CT_E_CONFIG && !strcmp(ct_last_error_subject(), "trianing"), "code %s, subject '%s'",
+          ct_error_code_name(ct_last_error_code()), ct_last_error_subject());
     CHECK(strstr(ct_last_error(), "no section 'trianing'") && strstr(ct_last_error(), "top, job, model, training") &&
               strstr(ct_last_error(), "checkpoint, ignored") && !strchr(ct_last_error(), '\n'),
           "%s", ct_last_error());

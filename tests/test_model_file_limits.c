@@ -84,7 +84,7 @@ typedef struct {
 } meta_over;
 
 static const char *write_model(const char *name, meta_over o, int with_tensors) {
-    ct_llama_config m = {0};
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 8;
     m.n_layers = 2;
@@ -142,13 +142,13 @@ static const char *write_model(const char *name, meta_over o, int with_tensors) 
 // ct_model_load_config must refuse with a data error about the file (its subject, which the trainer
 // reads to know the message names the file already), naming the file and `key`.
 static void expect_config_refused(const char *p, const char *key) {
-    ct_llama_config m;
+    ct_model_config m;
     EXPECT_ERROR(ct_model_load_config(p, &m), CT_E_DATA, p, p, key);
 }
 
 static void test_model_sane_file_loads(void) {
     const char *p = write_model("sane.safetensors", (meta_over){0}, 1);
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *full;
     CHECK(ct_model_load_all(p, &m, &t, &full) == CT_OK, "%s", ct_last_error());
@@ -191,7 +191,7 @@ static void test_model_huge_max_seq_len(void) {
 // refused before anything is allocated for it (today's code sized the registry from it: 3.3 GB).
 static void load_all_limited(void *vpath) {
     ct_test_limit_address_space(1ul << 30);
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *full;
     if (ct_model_load_all(vpath, &m, &t, &full) == CT_OK) {
@@ -212,7 +212,7 @@ static void test_model_load_all_allocates_nothing_first(void) {
 // The registry refuses what it cannot index (a caller that skipped the checks): one line
 // naming n_layers, not a wrapped multiply and a calloc of hundreds of GB.
 static void build_table(void *vl) {
-    ct_llama_config m = {0};
+    ct_model_config m = {0};
     m.dim = 8;
     m.n_layers = *(int *)vl;
     m.n_heads = m.n_kv_heads = 2;

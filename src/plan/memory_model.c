@@ -72,7 +72,7 @@ static struct {
     bool built;
 } last_table;
 
-static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
+static const ct_param_table *param_table(const ct_model_config *m, int tp) {
     bool same = last_table.built && last_table.dim == m->dim && last_table.n_layers == m->n_layers &&
                 last_table.n_heads == m->n_heads && last_table.n_kv_heads == m->n_kv_heads &&
                 last_table.head_dim == m->head_dim && last_table.ffn_hidden == m->ffn_hidden &&
@@ -89,7 +89,7 @@ static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
     return &last_table.table;
 }
 
-ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
@@ -101,8 +101,8 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     if (!k) k = ct_kernels_get("cpu");
 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
-    ct_llama_config local;
-    if (ct_llama_config_local(m, tp, &local)) return CT_ERR;
+    ct_model_config local;
+    if (ct_model_config_local(m, tp, &local)) return CT_ERR;
     ct_cp_balance balance = c->cp_load_balancer == CT_CFG_CP_NONE ? CT_CP_CONTIGUOUS : CT_CP_HEADTAIL;
     if (ct_cp_check_seq_len(balance, cp, c->seq_len)) return CT_ERR;
     long seq_local = c->seq_len / cp;
@@ -168,7 +168,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     return status;
 }
 
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;

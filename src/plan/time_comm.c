@@ -32,7 +32,7 @@ static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, by
 // ------------------------------------------------------------------ sizes
 
 double ct_tm_block_numel(const ct_tm *t) {
-    const ct_llama_config *l = &t->lm;
+    const ct_model_config *l = &t->lm;
     double C = l->dim, HS = l->head_dim;
     return 2 * C + C * (l->n_heads + 2.0 * l->n_kv_heads) * HS + (double)l->n_heads * HS * C + 3 * C * l->ffn_hidden;
 }
@@ -40,7 +40,7 @@ double ct_tm_embedding_numel(const ct_tm *t) { return (double)t->lm.vocab_size *
 double ct_tm_head_numel(const ct_tm *t) { return t->lm.dim + (double)t->lm.vocab_size * t->lm.dim; }
 
 double ct_tm_model_flops_per_token(const ct_tm *t) {
-    const ct_llama_config *m = t->m;
+    const ct_model_config *m = t->m;
     double C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, F = m->ffn_hidden, V = m->vocab_size;
     double block = 2 * C + C * (NH + 2 * NKV) * HS + NH * HS * C + 3 * C * F;
     // 6 FLOPs per weight and token (forward 2, backward 4), the embedding's lookup excluded;

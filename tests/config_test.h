@@ -1,5 +1,6 @@
 // Helpers shared by the configuration tests (test_config.c, test_config_names.c): parsing an
-// argument list, expecting a one-line error, writing a TOML file, reading a stream whole.
+// argument list, writing a TOML file, reading a stream whole. Errors are expected with
+// EXPECT_ERROR (expect_error.h).
 #ifndef CT_TEST_CONFIG_TEST_H
 #define CT_TEST_CONFIG_TEST_H
 #include <stdarg.h>
@@ -22,18 +23,6 @@ static inline ct_status parse(ct_config *c, ...) {
     va_end(ap);
     return ct_config_parse(c, argc, argv);
 }
-
-// Parses and expects failure with a message containing each of the given fragments, on one line.
-#define EXPECT_ERR(call, ...)                                                                  \
-    do {                                                                                       \
-        ct_status st_ = (call);                                                                \
-        CHECK(st_ == CT_ERR, "%s accepted", #call);                                            \
-        const char *frags_[] = {__VA_ARGS__};                                                  \
-        for (size_t f_ = 0; f_ < sizeof frags_ / sizeof frags_[0]; f_++)                       \
-            CHECK(strstr(ct_last_error(), frags_[f_]), "%s: message \"%s\" lacks \"%s\"", #call, \
-                  ct_last_error(), frags_[f_]);                                                \
-        CHECK(!strchr(ct_last_error(), '\n'), "message is not one line");                      \
-    } while (0)
 
 static inline void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");

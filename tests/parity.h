@@ -99,7 +99,7 @@ static bool parity_widened(ct_config *c) {
         parity_set(c, "quantization.mxfp8.enable", "false");
         return true;
     }
-    if (strcmp(c->mixed_precision, "bf16")) return false;
+    if (c->mixed_precision != CT_CFG_BF16) return false;
     parity_set(c, "mixed_precision", "fp32");
     return true;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "config_test.h"
+#include "expect_error.h"
 #include "core/config.h"
 #include "core/toml.h"
 #include "test.h"
@@ -26,22 +27,22 @@ static void test_defaults(void) {
     CHECK(!strcmp(c.tokenizer_path, ""), "tokenizer_path");
     CHECK(c.seq_len == 256 && c.steps == 100 && c.seed == 42 && c.max_norm == 1.0, "training");
     CHECK(c.micro_batch_size == 8 && c.gradient_accumulation_steps == 1, "batch");
-    CHECK(!strcmp(c.mixed_precision, "fp32") && !strcmp(c.dataset, "synthetic"), "precision/dataset");
+    CHECK(c.mixed_precision == CT_CFG_FP32 && !strcmp(c.dataset, "synthetic"), "precision/dataset");
     CHECK(!strcmp(c.optimizer_name, "AdamW") && c.lr == 8e-4 && c.beta1 == 0.9 && c.beta2 == 0.95 && c.eps == 1e-8 &&
               c.weight_decay == 0.1,
           "optimizer");
-    CHECK(c.warmup_steps == 10 && c.decay_ratio == -1 && !strcmp(c.decay_type, "linear") && c.min_lr_factor == 0.0,
+    CHECK(c.warmup_steps == 10 && c.decay_ratio == -1 && c.decay_type == CT_CFG_DECAY_LINEAR && c.min_lr_factor == 0.0,
           "lr_scheduler");
     CHECK(c.data_shard_degree == -1 && c.data_replicate_degree == 1 && c.compute_parallel_degree == 1 &&
               c.pipeline_degree == 1 && c.context_extension_degree == 1,
           "degrees");
-    CHECK(!c.enable_async_comm && !c.disable_loss_parallel && !strcmp(c.fsdp_reshard_after_forward, "default"), "comm");
+    CHECK(!c.enable_async_comm && !c.disable_loss_parallel && c.fsdp_reshard_after_forward == CT_CFG_RESHARD_DEFAULT, "comm");
     CHECK(!strcmp(c.pipeline_schedule, "1f1b") && c.pipeline_stages_per_rank == 1 && !c.sequence_parallel, "pipeline");
-    CHECK(!strcmp(c.ac_mode, "none") && !c.ac_selective && !c.compile && !c.float8 && !c.mxfp8, "features");
-    CHECK(c.log_freq == 1 && c.peak_tflops == 0 && !strcmp(c.device, "cpu") && !c.enable_tensorboard, "metrics");
+    CHECK(c.ac_mode == CT_CFG_AC_NONE && !c.ac_selective && !c.compile && !c.float8 && !c.mxfp8, "features");
+    CHECK(c.log_freq == 1 && c.peak_tflops == 0 && c.device == CT_CFG_PEAK_CPU && !c.enable_tensorboard, "metrics");
     CHECK(!c.val_enable && c.val_freq == 50 && c.val_steps == 10 && !strcmp(c.val_dataset, ""), "validation");
     CHECK(!c.ckpt_enable && !strcmp(c.ckpt_folder, "checkpoint") && c.ckpt_interval == 500 &&
-              !strcmp(c.ckpt_initial_load_path, "") && !strcmp(c.ckpt_export_dtype, "fp32"),
+              !strcmp(c.ckpt_initial_load_path, "") && c.ckpt_export_dtype == CT_CFG_FP32,
           "checkpoint");
     CHECK(ct_config_validate(&c) == CT_OK, "defaults invalid: %s", ct_last_error());
     CHECK(ct_config_check_implemented(&c) == CT_OK, "defaults not runnable: %s", ct_last_error());
@@ -58,7 +59,7 @@ static void test_file_load(void) {
           "model");
     CHECK(c.seq_len == 32 && c.steps == 300 && c.seed == 7 && c.max_norm == 0.5, "training");
     CHECK(c.lr == 3e-4 && c.weight_decay == 0.0, "optimizer lr=%g wd=%g", c.lr, c.weight_decay);
-    CHECK(c.warmup_steps == 5 && !strcmp(c.decay_type, "cosine"), "lr_scheduler");
+    CHECK(c.warmup_steps == 5 && c.decay_type == CT_CFG_DECAY_COSINE, "lr_scheduler");
     CHECK(c.data_shard_degree == 1 && !c.float8 && c.log_freq == 4, "rest");
     CHECK(c.beta2 == 0.95 && c.val_freq == 50, "unset settings keep defaults");
     // The other spelling of --config, and the = form.
@@ -98,134 +99,135 @@ static void test_cli_booleans(void) {
     CHECK(parse(&c, "--validation.enable", NULL) == CT_OK && c.val_enable, "bare flag at the end");
     CHECK(parse(&c, "--validation.enable", "--training.steps", "5", NULL) == CT_OK && c.val_enable && c.steps == 5,
           "bare flag before another flag");
-    EXPECT_ERR(parse(&c, "--validation.enable", "yes", NULL), "--validation.enable", "expected true, false, 1 or 0, got 'yes'");
-    EXPECT_ERR(parse(&c, "--training.steps", NULL), "--training.steps: expected a value");
-    EXPECT_ERR(parse(&c, "--mixed_precision", "--training.steps", "3", NULL), "--mixed_precision: expected a value (fp32|bf16)");
+    EXPECT_ERROR(parse(&c, "--validation.enable", "yes", NULL), CT_E_CONFIG, "validation.enable", "--validation.enable", "expected true, false, 1 or 0, got 'yes'");
+    EXPECT_ERROR(parse(&c, "--training.steps", NULL), CT_E_CONFIG, "training.steps", "--training.steps: expected a value");
+    EXPECT_ERROR(parse(&c, "--mixed_precision", "--training.steps", "3", NULL), CT_E_CONFIG, "mixed_precision", "--mixed_precision: expected a value (fp32|bf16)");
 }
 
 
 static void test_wrong_types(void) {
     ct_config c;
-    EXPECT_ERR(parse(&c, "--training.steps", "abc", NULL), "--training.steps: expected an integer, got 'abc'");
-    EXPECT_ERR(parse(&c, "--training.steps", "1.5", NULL), "--training.steps: expected an integer, got '1.5'");
-    EXPECT_ERR(parse(&c, "--training.steps", "99999999999", NULL), "--training.steps: expected an integer in");
-    EXPECT_ERR(parse(&c, "--optimizer.lr", "fast", NULL), "--optimizer.lr: expected a number, got 'fast'");
-    EXPECT_ERR(parse(&c, "--optimizer.lr=", NULL), "--optimizer.lr: expected a number, got ''");
-    EXPECT_ERR(parse(&c, "--training.local_batch_size", "x", NULL), "--training.local_batch_size: expected an integer");
-    EXPECT_ERR(parse(&c, "--config", FIX "wrong_type.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--training.steps", "abc", NULL), CT_E_CONFIG, "training.steps", "--training.steps: expected an integer, got 'abc'");
+    EXPECT_ERROR(parse(&c, "--training.steps", "1.5", NULL), CT_E_CONFIG, "training.steps", "--training.steps: expected an integer, got '1.5'");
+    EXPECT_ERROR(parse(&c, "--training.steps", "99999999999", NULL), CT_E_CONFIG, "training.steps", "--training.steps: expected an integer in");
+    EXPECT_ERROR(parse(&c, "--optimizer.lr", "fast", NULL), CT_E_CONFIG, "optimizer.lr", "--optimizer.lr: expected a number, got 'fast'");
+    EXPECT_ERROR(parse(&c, "--optimizer.lr=", NULL), CT_E_CONFIG, "optimizer.lr", "--optimizer.lr: expected a number, got ''");
+    EXPECT_ERROR(parse(&c, "--training.local_batch_size", "x", NULL), CT_E_CONFIG, "micro_batch_size", "--training.local_batch_size: expected an integer");
+    EXPECT_ERROR(parse(&c, "--config", FIX "wrong_type.toml", NULL), CT_E_CONFIG, "training.steps",
                FIX "wrong_type.toml:3: training.steps: expected an integer, got a string");
-    EXPECT_ERR(parse(&c, "--config", FIX "float_for_int.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--config", FIX "float_for_int.toml", NULL), CT_E_CONFIG, "training.steps",
                FIX "float_for_int.toml:2: training.steps: expected an integer, got a float");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
     write_file(path, "[training]\nseq_len = [1, 2]\n");
-    EXPECT_ERR(ct_config_load_file(&c, path), "training.seq_len: expected an integer, got an array");
+    EXPECT_ERROR(ct_config_load_file(&c, path), CT_E_CONFIG, "training.seq_len", "training.seq_len: expected an integer, got an array");
     write_file(path, "compile.enable = 1\n");
-    EXPECT_ERR(ct_config_load_file(&c, path), ":1: compile.enable: expected a boolean (true or false), got an integer");
+    EXPECT_ERROR(ct_config_load_file(&c, path), CT_E_CONFIG, "compile.enable", ":1: compile.enable: expected a boolean (true or false), got an integer");
     write_file(path, "[training]\nseq_len.x = 1\n");
-    EXPECT_ERR(ct_config_load_file(&c, path), ":2: training.seq_len: expected an integer, got a table");
+    EXPECT_ERROR(ct_config_load_file(&c, path), CT_E_CONFIG, "training.seq_len", ":2: training.seq_len: expected an integer, got a table");
     write_file(path, "[job]\ndescription = 5\n");
-    EXPECT_ERR(ct_config_load_file(&c, path), "job.description: expected a string, got an integer");
+    EXPECT_ERROR(ct_config_load_file(&c, path), CT_E_CONFIG, "job.description", "job.description: expected a string, got an integer");
     unlink(path);
 }
 
 static void test_bad_enum_values(void) {
     ct_config c;
-    EXPECT_ERR(parse(&c, "--mixed_precision", "fp16", NULL), "--mixed_precision: expected one of fp32|bf16, got 'fp16'");
-    EXPECT_ERR(parse(&c, "--pipeline_schedule", "dualpipe", NULL), "--pipeline_schedule",
+    EXPECT_ERROR(parse(&c, "--mixed_precision", "fp16", NULL), CT_E_CONFIG, "mixed_precision", "--mixed_precision: expected one of fp32|bf16, got 'fp16'");
+    EXPECT_ERROR(parse(&c, "--pipeline_schedule", "dualpipe", NULL), CT_E_CONFIG, "pipeline_schedule", "--pipeline_schedule",
                "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|interleaved_zb|zbv", "'dualpipe'");
-    EXPECT_ERR(parse(&c, "--activation_checkpoint.mode=some", NULL), "activation_checkpoint.mode", "none|selective|full");
-    EXPECT_ERR(parse(&c, "--model.flavor", "13B", NULL), "model.flavor", "debugmodel|8B|70B|405B", "'13B'");
-    EXPECT_ERR(parse(&c, "--metrics.device", "tpu", NULL), "metrics.device", "'tpu'");
-    EXPECT_ERR(parse(&c, "--config", FIX "bad_enum.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--activation_checkpoint.mode=some", NULL), CT_E_CONFIG, "activation_checkpoint.mode", "activation_checkpoint.mode", "none|selective|full");
+    EXPECT_ERROR(parse(&c, "--model.flavor", "13B", NULL), CT_E_CONFIG, "model.flavor", "model.flavor", "debugmodel|8B|70B|405B", "'13B'");
+    EXPECT_ERROR(parse(&c, "--metrics.device", "tpu", NULL), CT_E_CONFIG, "metrics.device", "metrics.device", "'tpu'");
+    EXPECT_ERROR(parse(&c, "--config", FIX "bad_enum.toml", NULL), CT_E_CONFIG, "mixed_precision",
                FIX "bad_enum.toml:1: mixed_precision: expected one of fp32|bf16, got 'fp16'");
     // A struct filled by code, not by parsing, is still checked.
     ct_config_defaults(&c);
-    strcpy(c.decay_type, "step");
-    EXPECT_ERR(ct_config_validate(&c), "lr_scheduler.decay_type: expected one of linear|sqrt|cosine, got 'step'");
+    c.decay_type = (ct_cfg_decay)3;
+    EXPECT_ERROR(ct_config_validate(&c), CT_E_CONFIG, "lr_scheduler.decay_type", "lr_scheduler.decay_type: expected one of linear|sqrt|cosine, got the value 3");
 }
 
 static void test_file_errors(void) {
     ct_config c;
-    EXPECT_ERR(parse(&c, "--config", FIX "syntax_error.toml", NULL), FIX "syntax_error.toml:3:11: expected a digit in the exponent");
-    EXPECT_ERR(parse(&c, "--config", FIX "nope.toml", NULL), FIX "nope.toml: cannot open");
-    EXPECT_ERR(parse(&c, "--config", NULL), "--config: expected a file name");
-    EXPECT_ERR(parse(&c, "--config", "--training.steps", "3", NULL), "--config: expected a file name");
-    EXPECT_ERR(parse(&c, "--config", FIX "basic.toml", "--job.config_file", FIX "basic.toml", NULL), "already given");
-    EXPECT_ERR(parse(&c, "--config", FIX "alias_twice.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--config", FIX "syntax_error.toml", NULL), CT_E_CONFIG, FIX "syntax_error.toml",
+                 FIX "syntax_error.toml:3:11: expected a digit in the exponent");
+    EXPECT_ERROR(parse(&c, "--config", FIX "nope.toml", NULL), CT_E_IO, FIX "nope.toml", FIX "nope.toml: cannot open");
+    EXPECT_ERROR(parse(&c, "--config", NULL), CT_E_CONFIG, "", "--config: expected a file name");
+    EXPECT_ERROR(parse(&c, "--config", "--training.steps", "3", NULL), CT_E_CONFIG, "", "--config: expected a file name");
+    EXPECT_ERROR(parse(&c, "--config", FIX "basic.toml", "--job.config_file", FIX "basic.toml", NULL), CT_E_CONFIG, "", "already given");
+    EXPECT_ERROR(parse(&c, "--config", FIX "alias_twice.toml", NULL), CT_E_CONFIG, "parallelism.data_shard_degree",
                FIX "alias_twice.toml:3: 'parallelism.data_parallel_shard_degree' sets parallelism.data_shard_degree again",
                "line 2");
 }
 
 static void test_validate_ranges(void) {
+    // The subject is the setting's canonical name: micro_batch_size for its alias.
     static const struct {
-        const char *key, *value, *message;
+        const char *key, *value, *message, *subject;
     } cases[] = {
-        {"training.seq_len", "0", "training.seq_len: expected >= 1, got 0"},
-        {"training.steps", "0", "training.steps: expected >= 1"},
-        {"micro_batch_size", "0", "micro_batch_size: expected >= 1"},
-        {"training.local_batch_size", "-3", "micro_batch_size: expected >= 1, got -3"},
-        {"gradient_accumulation_steps", "0", "gradient_accumulation_steps: expected >= 1"},
-        {"parallelism.data_shard_degree", "0", "parallelism.data_shard_degree: expected >= 1 or -1"},
-        {"parallelism.data_shard_degree", "-2", "parallelism.data_shard_degree: expected >= 1 or -1"},
-        {"parallelism.data_replicate_degree", "0", "parallelism.data_replicate_degree: expected >= 1"},
-        {"parallelism.compute_parallel_degree", "-1", "parallelism.compute_parallel_degree: expected >= 1"},
-        {"parallelism.pipeline_degree", "0", "parallelism.pipeline_degree: expected >= 1"},
-        {"parallelism.context_extension_degree", "0", "parallelism.context_extension_degree: expected >= 1"},
-        {"parallelism.pipeline_stages_per_rank", "0", "parallelism.pipeline_stages_per_rank: expected >= 1"},
-        {"parallelism.pipeline_microbatch_size", "-1", "parallelism.pipeline_microbatch_size: expected >= 0"},
-        {"parallelism.pipeline_microbatch_size", "3", "parallelism.pipeline_microbatch_size 3 does not divide micro_batch_size 8"},
-        {"parallelism.pipeline_layers_per_stage", "-2", "parallelism.pipeline_layers_per_stage: expected >= 0"},
-        {"optimizer.lr", "-1e-3", "optimizer.lr: expected >= 0"},
-        {"optimizer.lr", "nan", "optimizer.lr: expected >= 0"},
-        {"optimizer.beta1", "1", "optimizer.beta1: expected a value in [0, 1)"},
-        {"optimizer.beta1", "-0.1", "optimizer.beta1: expected a value in [0, 1)"},
-        {"optimizer.beta2", "1.5", "optimizer.beta2: expected a value in [0, 1)"},
-        {"optimizer.eps", "0", "optimizer.eps: expected > 0"},
-        {"optimizer.weight_decay", "-0.1", "optimizer.weight_decay: expected >= 0"},
-        {"lr_scheduler.warmup_steps", "-1", "lr_scheduler.warmup_steps: expected >= 0"},
-        {"lr_scheduler.decay_ratio", "1.5", "lr_scheduler.decay_ratio: expected a value in [0, 1]"},
-        {"lr_scheduler.min_lr_factor", "2", "lr_scheduler.min_lr_factor: expected a value in [0, 1]"},
-        {"model.dim", "-8", "model.dim: expected >= 0"},
-        {"model.n_layers", "-1", "model.n_layers: expected >= 0"},
-        {"model.norm_eps", "0", "model.norm_eps: expected > 0"},
-        {"model.ffn_dim_multiplier", "-1", "model.ffn_dim_multiplier: expected >= 0"},
-        {"metrics.log_freq", "0", "metrics.log_freq: expected >= 1"},
-        {"metrics.peak_tflops", "-5", "metrics.peak_tflops: expected >= 0"},
-        {"validation.freq", "0", "validation.freq: expected >= 1"},
-        {"validation.steps", "0", "validation.steps: expected >= 1"},
-        {"profiling.profile_freq", "0", "profiling.profile_freq: expected >= 1"},
-        {"checkpoint.interval", "0", "checkpoint.interval: expected >= 1"},
-        {"checkpoint.keep_latest_k", "-1", "checkpoint.keep_latest_k: expected >= 0"},
-        {"comm.init_timeout_seconds", "0", "comm.init_timeout_seconds: expected > 0"},
-        {"comm.train_timeout_seconds", "-1", "comm.train_timeout_seconds: expected > 0"},
-        {"checkpoint.load_step", "-2", "checkpoint.load_step: expected a step >= 0"},
-        {"checkpoint.initial_load_in_hf", "true", "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path"},
-        {"job.dump_folder", "", "job.dump_folder: expected a folder name"},
-        {"training.dataset", "", "training.dataset: expected"},
+        {"training.seq_len", "0", "training.seq_len: expected >= 1, got 0", NULL},
+        {"training.steps", "0", "training.steps: expected >= 1", NULL},
+        {"micro_batch_size", "0", "micro_batch_size: expected >= 1", NULL},
+        {"training.local_batch_size", "-3", "micro_batch_size: expected >= 1, got -3", "micro_batch_size"},
+        {"gradient_accumulation_steps", "0", "gradient_accumulation_steps: expected >= 1", NULL},
+        {"parallelism.data_shard_degree", "0", "parallelism.data_shard_degree: expected >= 1 or -1", NULL},
+        {"parallelism.data_shard_degree", "-2", "parallelism.data_shard_degree: expected >= 1 or -1", NULL},
+        {"parallelism.data_replicate_degree", "0", "parallelism.data_replicate_degree: expected >= 1", NULL},
+        {"parallelism.compute_parallel_degree", "-1", "parallelism.compute_parallel_degree: expected >= 1", NULL},
+        {"parallelism.pipeline_degree", "0", "parallelism.pipeline_degree: expected >= 1", NULL},
+        {"parallelism.context_extension_degree", "0", "parallelism.context_extension_degree: expected >= 1", NULL},
+        {"parallelism.pipeline_stages_per_rank", "0", "parallelism.pipeline_stages_per_rank: expected >= 1", NULL},
+        {"parallelism.pipeline_microbatch_size", "-1", "parallelism.pipeline_microbatch_size: expected >= 0", NULL},
+        {"parallelism.pipeline_microbatch_size", "3", "parallelism.pipeline_microbatch_size 3 does not divide micro_batch_size 8", NULL},
+        {"parallelism.pipeline_layers_per_stage", "-2", "parallelism.pipeline_layers_per_stage: expected >= 0", NULL},
+        {"optimizer.lr", "-1e-3", "optimizer.lr: expected >= 0", NULL},
+        {"optimizer.lr", "nan", "optimizer.lr: expected >= 0", NULL},
+        {"optimizer.beta1", "1", "optimizer.beta1: expected a value in [0, 1)", NULL},
+        {"optimizer.beta1", "-0.1", "optimizer.beta1: expected a value in [0, 1)", NULL},
+        {"optimizer.beta2", "1.5", "optimizer.beta2: expected a value in [0, 1)", NULL},
+        {"optimizer.eps", "0", "optimizer.eps: expected > 0", NULL},
+        {"optimizer.weight_decay", "-0.1", "optimizer.weight_decay: expected >= 0", NULL},
+        {"lr_scheduler.warmup_steps", "-1", "lr_scheduler.warmup_steps: expected >= 0", NULL},
+        {"lr_scheduler.decay_ratio", "1.5", "lr_scheduler.decay_ratio: expected a value in [0, 1]", NULL},
+        {"lr_scheduler.min_lr_factor", "2", "lr_scheduler.min_lr_factor: expected a value in [0, 1]", NULL},
+        {"model.dim", "-8", "model.dim: expected >= 0", NULL},
+        {"model.n_layers", "-1", "model.n_layers: expected >= 0", NULL},
+        {"model.norm_eps", "0", "model.norm_eps: expected > 0", NULL},
+        {"model.ffn_dim_multiplier", "-1", "model.ffn_dim_multiplier: expected >= 0", NULL},
+        {"metrics.log_freq", "0", "metrics.log_freq: expected >= 1", NULL},
+        {"metrics.peak_tflops", "-5", "metrics.peak_tflops: expected >= 0", NULL},
+        {"validation.freq", "0", "validation.freq: expected >= 1", NULL},
+        {"validation.steps", "0", "validation.steps: expected >= 1", NULL},
+        {"profiling.profile_freq", "0", "profiling.profile_freq: expected >= 1", NULL},
+        {"checkpoint.interval", "0", "checkpoint.interval: expected >= 1", NULL},
+        {"checkpoint.keep_latest_k", "-1", "checkpoint.keep_latest_k: expected >= 0", NULL},
+        {"comm.init_timeout_seconds", "0", "comm.init_timeout_seconds: expected > 0", NULL},
+        {"comm.train_timeout_seconds", "-1", "comm.train_timeout_seconds: expected > 0", NULL},
+        {"checkpoint.load_step", "-2", "checkpoint.load_step: expected a step >= 0", NULL},
+        {"checkpoint.initial_load_in_hf", "true", "checkpoint.initial_load_in_hf needs checkpoint.initial_load_path", NULL},
+        {"job.dump_folder", "", "job.dump_folder: expected a folder name", NULL},
+        {"training.dataset", "", "training.dataset: expected", NULL},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         ct_config c;
         ct_config_defaults(&c);
         CHECK(ct_config_set(&c, cases[k].key, cases[k].value) == CT_OK, "set %s", cases[k].key);
-        EXPECT_ERR(ct_config_validate(&c), cases[k].message);
+        const char *subject = cases[k].subject ? cases[k].subject : cases[k].key;
+        EXPECT_ERROR(ct_config_validate(&c), CT_E_CONFIG, subject, cases[k].message);
         // parse runs validate too.
         char arg[200];
         snprintf(arg, sizeof arg, "--%s=%s", cases[k].key, cases[k].value);
-        EXPECT_ERR(parse(&c, arg, NULL), cases[k].message);
+        EXPECT_ERROR(parse(&c, arg, NULL), CT_E_CONFIG, subject, cases[k].message);
     }
     ct_config c;
-    CHECK(parse(&c, "--model.dim", "100", "--model.n_heads", "3", NULL) == CT_ERR &&
-              strstr(ct_last_error(), "model.dim (100) must be a multiple of model.n_heads (3)"),
-          "%s", ct_last_error());
-    CHECK(parse(&c, "--model.n_heads", "8", "--model.n_kv_heads", "3", NULL) == CT_ERR &&
-              strstr(ct_last_error(), "model.n_heads (8) must be a multiple of model.n_kv_heads (3)"),
-          "%s", ct_last_error());
-    EXPECT_ERR(parse(&c, "--quantization.float8.enable", "--quantization.mxfp8.enable", NULL), "exclude each other");
-    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "ops", NULL),
+    EXPECT_ERROR(parse(&c, "--model.dim", "100", "--model.n_heads", "3", NULL), CT_E_CONFIG, "model.dim",
+                 "model.dim (100) must be a multiple of model.n_heads (3)");
+    EXPECT_ERROR(parse(&c, "--model.n_heads", "8", "--model.n_kv_heads", "3", NULL), CT_E_CONFIG, "model.n_heads",
+                 "model.n_heads (8) must be a multiple of model.n_kv_heads (3)");
+    EXPECT_ERROR(parse(&c, "--quantization.float8.enable", "--quantization.mxfp8.enable", NULL), CT_E_CONFIG, "quantization.float8.enable", "exclude each other");
+    EXPECT_ERROR(parse(&c, "--activation_checkpoint.selective_ac_option", "ops", NULL), CT_E_CONFIG, "activation_checkpoint.selective_ac_option",
                "activation_checkpoint.selective_ac_option: expected \"op\", \"elementwise\" or a block count >= 1, got 'ops'");
-    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective_ac_option", "0", NULL),
+    EXPECT_ERROR(parse(&c, "--activation_checkpoint.selective_ac_option", "0", NULL), CT_E_CONFIG, "activation_checkpoint.selective_ac_option",
                "activation_checkpoint.selective_ac_option: expected \"op\", \"elementwise\" or a block count >= 1, got '0'");
     // Edge values that are fine.
     CHECK(parse(&c, "--optimizer.beta1", "0", "--optimizer.lr", "0", "--lr_scheduler.warmup_steps", "0",
@@ -235,11 +237,11 @@ static void test_validate_ranges(void) {
 
 static void test_activation_checkpoint_selective(void) {
     ct_config c;
-    CHECK(parse(&c, "--activation_checkpoint.selective", NULL) == CT_OK && !strcmp(c.ac_mode, "selective"),
-          "selective implies mode selective: %s", c.ac_mode);
+    CHECK(parse(&c, "--activation_checkpoint.selective", NULL) == CT_OK && c.ac_mode == CT_CFG_AC_SELECTIVE,
+          "selective implies mode selective: %d", (int)c.ac_mode);
     CHECK(parse(&c, "--activation_checkpoint.selective", "--activation_checkpoint.mode", "selective", NULL) == CT_OK,
           "agreeing settings");
-    EXPECT_ERR(parse(&c, "--activation_checkpoint.selective=true", "--activation_checkpoint.mode=full", NULL),
+    EXPECT_ERROR(parse(&c, "--activation_checkpoint.selective=true", "--activation_checkpoint.mode=full", NULL), CT_E_CONFIG, "activation_checkpoint.selective",
                "activation_checkpoint.selective = true conflicts with activation_checkpoint.mode = full");
     CHECK(parse(&c, "--activation_checkpoint.mode", "full", NULL) == CT_OK && !c.ac_selective, "full alone");
 }
@@ -271,7 +273,7 @@ static void test_torchtitan_dataset_names(void) {
     };
     for (int k = 0; k < 3; k++) {
         CHECK(parse(&c, cases[k][0], cases[k][1], "--validation.enable", NULL) == CT_OK, "%s", ct_last_error());
-        EXPECT_ERR(ct_config_check_implemented(&c), cases[k][2]);
+        EXPECT_ERROR(ct_config_check_implemented(&c), CT_E_CONFIG, cases[k][0] + 2, cases[k][2]);
         CHECK(!strchr(ct_last_error(), '\n'), "one line: %s", ct_last_error());
     }
     // validation.dataset is only read when validation is on.
@@ -290,11 +292,11 @@ static void test_peak_and_shard_degree(void) {
     ct_config c;
     ct_config_defaults(&c);
     CHECK(ct_config_peak_flops(&c) == 0, "cpu measures");
-    strcpy(c.device, "h100");
+    c.device = CT_CFG_PEAK_H100;
     CHECK(ct_config_peak_flops(&c) == 989e12, "h100");
-    strcpy(c.device, "h200");
+    c.device = CT_CFG_PEAK_H200;
     CHECK(ct_config_peak_flops(&c) == 989e12, "h200");
-    strcpy(c.device, "a100");
+    c.device = CT_CFG_PEAK_A100;
     CHECK(ct_config_peak_flops(&c) == 312e12, "a100");
     c.peak_tflops = 100;
     CHECK(ct_config_peak_flops(&c) == 100e12, "explicit peak wins");
@@ -354,7 +356,7 @@ static void test_write_toml_round_trip(void) {
     CHECK(configs_equal(&a, &b), "round trip changed a value");
     CHECK(!strcmp(b.description, "quote \" back\\slash tab\t newline\n \xC3\xA9"), "description [%s]", b.description);
     CHECK(b.lr == 0.1 && b.eps == 1e-300 && b.min_lr_factor == 0.3333333333333333 && b.max_norm == -1, "floats");
-    CHECK(!strcmp(b.pipeline_schedule, "gpipe") && b.mxfp8 && b.ac_selective && !strcmp(b.ac_mode, "selective"), "enums");
+    CHECK(!strcmp(b.pipeline_schedule, "gpipe") && b.mxfp8 && b.ac_selective && b.ac_mode == CT_CFG_AC_SELECTIVE, "enums");
     // The defaults round-trip too, through ct_config_parse.
     ct_config_defaults(&a);
     f = fopen(path, "w");
@@ -395,14 +397,14 @@ static void test_every_config_file_parses(void) {
     CHECK(ct_config_check_implemented(&c) == CT_OK, "the default run must be runnable: %s", ct_last_error());
 
     CHECK(parse(&c, "--config", "configs/llama3_10b_quick_experiment.toml", NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(c.data_shard_degree == 8 && c.compile && !strcmp(c.mixed_precision, "bf16") && c.micro_batch_size == 4 &&
+    CHECK(c.data_shard_degree == 8 && c.compile && c.mixed_precision == CT_CFG_BF16 && c.micro_batch_size == 4 &&
               c.gradient_accumulation_steps == 2,
           "10B layout");
     CHECK(c.dim == 5120 && c.n_layers == 32 && c.n_heads == 40 && c.n_kv_heads == 8, "10B dims");
 
     CHECK(parse(&c, "--config", "configs/llama3_70b_production.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(c.data_shard_degree == 4 && c.compute_parallel_degree == 2 && c.enable_async_comm && c.ac_selective &&
-              !strcmp(c.ac_mode, "selective") && c.float8 && c.sequence_parallel && !strcmp(c.flavor, "70B"),
+              c.ac_mode == CT_CFG_AC_SELECTIVE && c.float8 && c.sequence_parallel && !strcmp(c.flavor, "70B"),
           "70B production layout");
 
     CHECK(parse(&c, "--config", "configs/llama3_405b_at_scale.toml", NULL) == CT_OK, "%s", ct_last_error());
@@ -413,7 +415,7 @@ static void test_every_config_file_parses(void) {
     CHECK(ct_config_check_implemented(&c) == CT_OK, "the 405B layout is runnable: %s", ct_last_error());
 
     CHECK(parse(&c, "--config", "configs/llama3_8b.toml", NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 8192,
+    CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && c.mixed_precision == CT_CFG_BF16 && c.seq_len == 8192,
           "8B in TorchTitan names");
 }
 

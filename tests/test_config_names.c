@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config_test.h"
+#include "expect_error.h"
 #include "core/config.h"
 #include "core/toml.h"
 #include "test.h"
@@ -131,14 +132,14 @@ static int flag_landed(const ct_config *c, int k) {
     case 4: return c->data_replicate_degree == 6;
     case 5: return c->enable_async_comm;
     case 6: return c->disable_loss_parallel;
-    case 7: return !strcmp(c->fsdp_reshard_after_forward, "never");
+    case 7: return c->fsdp_reshard_after_forward == CT_CFG_RESHARD_NEVER;
     case 8: return c->pipeline_stages_per_rank == 2;
     case 9: return c->compile;
-    case 10: return !strcmp(c->mixed_precision, "bf16");
+    case 10: return c->mixed_precision == CT_CFG_BF16;
     case 11: return c->micro_batch_size == 16;
     case 12: return c->gradient_accumulation_steps == 4;
     case 13: return c->ac_selective;
-    case 14: return !strcmp(c->ac_mode, "full");
+    case 14: return c->ac_mode == CT_CFG_AC_FULL;
     case 15: return c->float8;
     case 16: return c->mxfp8;
     case 17: return c->sequence_parallel;
@@ -171,11 +172,11 @@ static int flag_landed(const ct_config *c, int k) {
     case 44: return c->weight_decay == 0.01;
     case 45: return c->warmup_steps == 3;
     case 46: return c->decay_ratio == 0.2;
-    case 47: return !strcmp(c->decay_type, "sqrt");
+    case 47: return c->decay_type == CT_CFG_DECAY_SQRT;
     case 48: return c->min_lr_factor == 0.1;
     case 49: return c->log_freq == 7;
     case 50: return c->peak_tflops == 123.5;
-    case 51: return !strcmp(c->device, "h100");
+    case 51: return c->device == CT_CFG_PEAK_H100;
     case 52: return c->enable_tensorboard;
     case 53: return c->val_enable;
     case 54: return c->val_freq == 9;
@@ -185,21 +186,21 @@ static int flag_landed(const ct_config *c, int k) {
     case 58: return !strcmp(c->ckpt_folder, "ck");
     case 59: return c->ckpt_interval == 20;
     case 60: return !strcmp(c->ckpt_initial_load_path, "ck/step-10");
-    case 61: return !strcmp(c->ckpt_export_dtype, "bf16");
+    case 61: return c->ckpt_export_dtype == CT_CFG_BF16;
     case 62: return !strcmp(c->pipeline_schedule_file, "sched.csv");
     case 63: return c->pipeline_microbatch_size == 2;
     case 64: return c->pipeline_layers_per_stage == 3;
     case 65: return !strcmp(c->pipeline_split_points, "layers.2,layers.4");
     case 66: return !strcmp(c->pipeline_trace, "out/trace.json");
-    case 67: return !strcmp(c->cp_load_balancer, "none");
-    case 68: return !strcmp(c->cp_rotate_method, "ring");
-    case 69: return !strcmp(c->mixed_precision_reduce, "bf16");
-    case 70: return !strcmp(c->float8_recipe, "rowwise");
+    case 67: return c->cp_load_balancer == CT_CFG_CP_NONE;
+    case 68: return c->cp_rotate_method == CT_CFG_CP_RING;
+    case 69: return c->mixed_precision_reduce == CT_CFG_BF16;
+    case 70: return c->float8_recipe == CT_CFG_F8_ROWWISE;
     case 71: return !strcmp(c->mx_recipe, "mxfp8");
     case 72: return !strcmp(c->quant_filter, "output,layers.0");
     case 73: return !strcmp(c->ac_option, "2");
     case 74: return c->ckpt_keep_latest_k == 3;
-    case 75: return !strcmp(c->ckpt_async_mode, "async");
+    case 75: return c->ckpt_async_mode == CT_CFG_CKPT_ASYNC;
     case 76: return c->ckpt_load_step == 20;
     case 77: return !c->ckpt_last_save_model_only;
     case 78: return c->ckpt_initial_load_in_hf;
@@ -207,7 +208,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 80: return c->skip_nonfinite;
     case 81: return c->comm_init_timeout == 30;
     case 82: return c->comm_train_timeout == 7.5;
-    case 83: return !strcmp(c->progress, "lines");
+    case 83: return c->progress == CT_CFG_PROGRESS_LINES;
     case 84: return c->overwrite;
     case 85: return c->enable_profiling;
     case 86: return c->profile_freq == 3;
@@ -215,7 +216,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 88: return c->enable_memory_snapshot;
     case 89: return !strcmp(c->save_memory_snapshot_folder, "snap");
     case 90: return !strcmp(c->tb_folder, "tbx");
-    case 91: return !strcmp(c->train_device, "cuda");
+    case 91: return c->train_device == CT_CFG_DEVICE_CUDA;
     case 92: return !strcmp(c->kernel_set, "avx2");
     case 93: return c->ckpt_signal_grace == 90;
     case 94: return c->print_config;
@@ -223,7 +224,7 @@ static int flag_landed(const ct_config *c, int k) {
     case 96: return !strcmp(c->converters, "float8");
     case 97: return c->global_batch_size == 32;
     case 98: return !strcmp(c->compile_components, "model");
-    case 99: return !strcmp(c->attn_mask_type, "block_causal");
+    case 99: return c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
     }
     return 0;
 }
@@ -331,12 +332,12 @@ static void test_aliases(void) {
     }
     ct_config c;
     ct_config_defaults(&c);
-    CHECK(ct_config_set(&c, "training.mixed_precision_param", "float32") == CT_OK && !strcmp(c.mixed_precision, "fp32"),
+    CHECK(ct_config_set(&c, "training.mixed_precision_param", "float32") == CT_OK && c.mixed_precision == CT_CFG_FP32,
           "float32");
     CHECK(ct_config_set(&c, "model.flavor", "8b") == CT_OK && !strcmp(c.flavor, "8B"), "flavor any case");
     // A whole file in TorchTitan names.
     CHECK(parse(&c, "--config", FIX "torchtitan_names.toml", NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(c.micro_batch_size == 3 && !strcmp(c.mixed_precision, "bf16") && c.seq_len == 64, "training aliases");
+    CHECK(c.micro_batch_size == 3 && c.mixed_precision == CT_CFG_BF16 && c.seq_len == 64, "training aliases");
     CHECK(c.data_shard_degree == 2 && c.data_replicate_degree == 3 && c.compute_parallel_degree == 4 &&
               c.pipeline_degree == 5 && c.context_extension_degree == 6,
           "degree aliases");
@@ -349,31 +350,31 @@ static void test_aliases(void) {
 
 static void test_unknown_keys(void) {
     ct_config c;
-    EXPECT_ERR(parse(&c, "--training.sq_len", "5", NULL), "unknown setting 'training.sq_len'",
+    EXPECT_ERROR(parse(&c, "--training.sq_len", "5", NULL), CT_E_CONFIG, "training.sq_len", "unknown setting 'training.sq_len'",
                "(did you mean 'training.seq_len'?)");
     // '-' and '_' are one character in a name, so a misspelt dashed name is scored as the
     // underscored one (and named as typed).
-    EXPECT_ERR(parse(&c, "--training.seq-lenn=5", NULL), "unknown setting 'training.seq-lenn'",
+    EXPECT_ERROR(parse(&c, "--training.seq-lenn=5", NULL), CT_E_CONFIG, "training.seq-lenn", "unknown setting 'training.seq-lenn'",
                "did you mean 'training.seq_len'?");
-    EXPECT_ERR(parse(&c, "--training.local-batch-sise", "4", NULL), "unknown setting 'training.local-batch-sise'",
+    EXPECT_ERROR(parse(&c, "--training.local-batch-sise", "4", NULL), CT_E_CONFIG, "training.local-batch-sise", "unknown setting 'training.local-batch-sise'",
                "did you mean 'micro_batch_size'?");
-    EXPECT_ERR(parse(&c, "--parallelism.data-shard-degre", "2", NULL),
+    EXPECT_ERROR(parse(&c, "--parallelism.data-shard-degre", "2", NULL), CT_E_CONFIG, "parallelism.data-shard-degre",
                "did you mean 'parallelism.data_shard_degree'?");
-    EXPECT_ERR(parse(&c, "--seq_len", "5", NULL), "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
-    EXPECT_ERR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), "did you mean 'parallelism.data_shard_degree'?");
-    EXPECT_ERR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), "'parallelism.tensor_parallel_degre'",
+    EXPECT_ERROR(parse(&c, "--seq_len", "5", NULL), CT_E_CONFIG, "seq_len", "unknown setting 'seq_len'", "did you mean 'training.seq_len'?");
+    EXPECT_ERROR(parse(&c, "--parallelism.data_shard_degre", "2", NULL), CT_E_CONFIG, "parallelism.data_shard_degre", "did you mean 'parallelism.data_shard_degree'?");
+    EXPECT_ERROR(parse(&c, "--parallelism.tensor_parallel_degre", "2", NULL), CT_E_CONFIG, "parallelism.tensor_parallel_degre", "'parallelism.tensor_parallel_degre'",
                "did you mean 'parallelism.compute_parallel_degree'?");
-    EXPECT_ERR(parse(&c, "--mixed_precison", "bf16", NULL), "did you mean 'mixed_precision'?");
-    EXPECT_ERR(parse(&c, "--completely.different", "1", NULL), "unknown setting 'completely.different'");
+    EXPECT_ERROR(parse(&c, "--mixed_precison", "bf16", NULL), CT_E_CONFIG, "mixed_precison", "did you mean 'mixed_precision'?");
+    EXPECT_ERROR(parse(&c, "--completely.different", "1", NULL), CT_E_CONFIG, "completely.different", "unknown setting 'completely.different'");
     CHECK(!strstr(ct_last_error(), "did you mean"), "far name got a suggestion: %s", ct_last_error());
-    EXPECT_ERR(ct_config_set(&c, "optimizer.lrr", "1"), "unknown setting 'optimizer.lrr'", "did you mean 'optimizer.lr'?");
+    EXPECT_ERROR(ct_config_set(&c, "optimizer.lrr", "1"), CT_E_CONFIG, "optimizer.lrr", "unknown setting 'optimizer.lrr'", "did you mean 'optimizer.lr'?");
     // In a file: file:line, the full dotted name, the suggestion.
-    EXPECT_ERR(parse(&c, "--config", FIX "unknown_key.toml", NULL),
+    EXPECT_ERROR(parse(&c, "--config", FIX "unknown_key.toml", NULL), CT_E_CONFIG, "optimizer.lrr",
                FIX "unknown_key.toml:5: unknown setting 'optimizer.lrr' (did you mean 'optimizer.lr'?)");
-    EXPECT_ERR(parse(&c, "--config", FIX "unknown_section.toml", NULL), FIX "unknown_section.toml:1: unknown section [trainig]");
+    EXPECT_ERROR(parse(&c, "--config", FIX "unknown_section.toml", NULL), CT_E_CONFIG, "trainig", FIX "unknown_section.toml:1: unknown section [trainig]");
     // Arguments that are not settings.
-    EXPECT_ERR(parse(&c, "train.toml", NULL), "unexpected argument 'train.toml'");
-    EXPECT_ERR(parse(&c, "--", NULL), "unexpected argument '--'");
+    EXPECT_ERROR(parse(&c, "train.toml", NULL), CT_E_CONFIG, "train.toml", "unexpected argument 'train.toml'");
+    EXPECT_ERROR(parse(&c, "--", NULL), CT_E_CONFIG, "--", "unexpected argument '--'");
 }
 
 // Issue 15, item 9: one flag style. '-' and '_' are the same in a setting's name on the command
@@ -390,10 +391,10 @@ static void test_dash_or_underscore(void) {
           "dashed names did not land: batch %d shard %d sp %d seq %d", c.micro_batch_size, c.data_shard_degree,
           c.sequence_parallel, c.seq_len);
     CHECK(!strcmp(c.dump_folder, "out-dir_x"), "value changed: %s", c.dump_folder);
-    CHECK(ct_config_set(&c, "training.mixed-precision-param", "bfloat16") == CT_OK && !strcmp(c.mixed_precision, "bf16"),
+    CHECK(ct_config_set(&c, "training.mixed-precision-param", "bfloat16") == CT_OK && c.mixed_precision == CT_CFG_BF16,
           "dashed alias: %s", ct_last_error());
     // Values are not names: an enum value with '-' for '_' is still refused.
-    EXPECT_ERR(parse(&c, "--pipeline-schedule", "interleaved-1f1b", NULL), "pipeline-schedule", "interleaved-1f1b");
+    EXPECT_ERROR(parse(&c, "--pipeline-schedule", "interleaved-1f1b", NULL), CT_E_CONFIG, "pipeline_schedule", "pipeline-schedule", "interleaved-1f1b");
     // A file given with --job.config-file; keys and sections spelt with '-'.
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
@@ -401,13 +402,13 @@ static void test_dash_or_underscore(void) {
     close(fd);
     write_file(path, "[training]\nlocal-batch-size = 5\nseq_len = 48\n[activation-checkpoint]\nmode = \"full\"\n");
     CHECK(parse(&c, "--job.config-file", path, NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(c.micro_batch_size == 5 && c.seq_len == 48 && !strcmp(c.ac_mode, "full"), "file keys with '-'");
+    CHECK(c.micro_batch_size == 5 && c.seq_len == 48 && c.ac_mode == CT_CFG_AC_FULL, "file keys with '-'");
     char arg[80];
     snprintf(arg, sizeof arg, "--job.config-file=%s", path);
     CHECK(parse(&c, arg, NULL) == CT_OK && c.micro_batch_size == 5, "%s: %s", arg, ct_last_error());
     // Both spellings of one name in a file set it twice.
     write_file(path, "[training]\nseq_len = 48\nseq-len = 64\n");
-    EXPECT_ERR(parse(&c, "--config", path, NULL), ":3: 'training.seq-len' sets training.seq_len again (already set at line 2)");
+    EXPECT_ERROR(parse(&c, "--config", path, NULL), CT_E_CONFIG, "training.seq_len", ":3: 'training.seq-len' sets training.seq_len again (already set at line 2)");
     unlink(path);
 }
 
@@ -498,6 +499,8 @@ static void test_help(void) {
     CHECK(ct_config_print_help(f, 80, "trianing") == CT_ERR, "unknown section accepted");
     CHECK(ftell(f) == 0, "an unknown section printed something");
     fclose(f);
+    CHECK(ct_last_error_code() == CT_E_CONFIG && !strcmp(ct_last_error_subject(), "trianing"), "code %s, subject '%s'",
+          ct_error_code_name(ct_last_error_code()), ct_last_error_subject());
     CHECK(strstr(ct_last_error(), "no section 'trianing'") && strstr(ct_last_error(), "top, job, model, training") &&
               strstr(ct_last_error(), "checkpoint, ignored") && !strchr(ct_last_error(), '\n'),
           "%s", ct_last_error());

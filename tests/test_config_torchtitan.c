@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config_test.h"
+#include "expect_error.h"
 #include "core/config.h"
 #include "test.h"
 
@@ -61,16 +62,16 @@ static void test_debug_model(void) {
     CHECK(c.micro_batch_size == 8 && c.seq_len == 2048 && c.steps == 10 && c.max_norm == 1.0, "training");
     CHECK(!strcmp(c.dataset, "c4_test"), "dataset %s", c.dataset);
     CHECK(c.lr == 8e-4 && c.eps == 1e-8 && c.warmup_steps == 2 && c.decay_ratio == 0.8 &&
-              !strcmp(c.decay_type, "linear") && c.min_lr_factor == 0.0,
+              c.decay_type == CT_CFG_DECAY_LINEAR && c.min_lr_factor == 0.0,
           "optimizer / schedule");
     CHECK(c.data_shard_degree == -1 && c.compute_parallel_degree == 1 && !strcmp(c.pipeline_schedule, "interleaved_1f1b") &&
-              !strcmp(c.fsdp_reshard_after_forward, "default") && !c.enable_async_comm,
+              c.fsdp_reshard_after_forward == CT_CFG_RESHARD_DEFAULT && !c.enable_async_comm,
           "parallelism");
-    CHECK(!strcmp(c.ac_mode, "selective") && !strcmp(c.ac_option, "2"), "ac %s %s", c.ac_mode, c.ac_option);
+    CHECK(c.ac_mode == CT_CFG_AC_SELECTIVE && !strcmp(c.ac_option, "2"), "ac %d %s", (int)c.ac_mode, c.ac_option);
     CHECK(!c.compile && !strcmp(c.compile_components, "model,loss"), "compile %s", c.compile_components);
     CHECK(!strcmp(c.quant_filter, "output") && !c.float8 && !c.mxfp8, "float8 filter %s", c.quant_filter);
     CHECK(!c.ckpt_enable && c.ckpt_interval == 10 && !c.ckpt_last_save_model_only &&
-              !strcmp(c.ckpt_export_dtype, "fp32") && !strcmp(c.ckpt_async_mode, "disabled"),
+              c.ckpt_export_dtype == CT_CFG_FP32 && c.ckpt_async_mode == CT_CFG_CKPT_SYNC,
           "checkpoint");
     CHECK(!c.enable_profiling && !strcmp(c.save_traces_folder, "profile_trace") && c.profile_freq == 10, "profiling");
     CHECK(c.log_freq == 1 && !c.enable_tensorboard && !c.print_config, "metrics / job");
@@ -93,7 +94,7 @@ static void test_big_models(void) {
     CHECK(!strcmp(c.flavor, "8B") && c.micro_batch_size == 1 && c.seq_len == 8192 && c.steps == 1000 && c.lr == 3e-4 &&
               c.warmup_steps == 200,
           "8B values");
-    CHECK(!strcmp(c.ac_mode, "selective") && !strcmp(c.ac_option, "op"), "8B ac");
+    CHECK(c.ac_mode == CT_CFG_AC_SELECTIVE && !strcmp(c.ac_option, "op"), "8B ac");
     CHECK(c.enable_profiling && c.profile_freq == 100 && c.enable_tensorboard && c.log_freq == 10, "8B metrics");
     CHECK(c.ckpt_last_save_model_only && c.val_steps == 1200 && c.val_freq == 500, "8B checkpoint / validation");
     static const char *const keys8[] = {"model.hf_assets_path", "training.mixed_precision_param", NULL};
@@ -101,7 +102,7 @@ static void test_big_models(void) {
 
     CHECK(parse_rep(&c, "--config", TT "llama3_70b.toml", NULL) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(c.flavor, "70B") && c.compute_parallel_degree == 8 && c.micro_batch_size == 8 &&
-              !strcmp(c.ac_mode, "full") && c.lr == 1.5e-4,
+              c.ac_mode == CT_CFG_AC_FULL && c.lr == 1.5e-4,
           "70B values");
     CHECK(notes_are(keys8), "70B: %d notes", rep.n_notes);
 
@@ -109,9 +110,9 @@ static void test_big_models(void) {
     CHECK(!strcmp(c.flavor, "405B") && c.compute_parallel_degree == 8 && c.enable_async_comm && c.micro_batch_size == 2 &&
               c.steps == 3000 && c.warmup_steps == 600,
           "405B values");
-    CHECK(!strcmp(c.converters, "float8") && c.float8 && !c.mxfp8 && !strcmp(c.float8_recipe, "tensorwise"),
+    CHECK(!strcmp(c.converters, "float8") && c.float8 && !c.mxfp8 && c.float8_recipe == CT_CFG_F8_TENSORWISE,
           "converters = [\"float8\"] turns float8 on");
-    CHECK(c.compile && !strcmp(c.compile_components, "model,loss") && !strcmp(c.ac_mode, "full"), "405B compile / ac");
+    CHECK(c.compile && !strcmp(c.compile_components, "model,loss") && c.ac_mode == CT_CFG_AC_FULL, "405B compile / ac");
     static const char *const keys405[] = {"model.hf_assets_path", "training.mixed_precision_param",
                                           "quantize.linear.float8.enable_fsdp_float8_all_gather",
                                           "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp", NULL};
@@ -160,7 +161,7 @@ static void test_older_keys_and_comm(void) {
                            "[metrics]\nenable_wandb = false\n"
                            "[training]\nmixed_precision_param = \"bfloat16\"\n");
     CHECK(parse_rep(&c, "--config", path, NULL) == CT_OK, "%s", ct_last_error());
-    CHECK(c.float8 && !strcmp(c.float8_recipe, "rowwise") && !strcmp(c.quant_filter, "output,layers.0"), "float8 keys");
+    CHECK(c.float8 && c.float8_recipe == CT_CFG_F8_ROWWISE && !strcmp(c.quant_filter, "output,layers.0"), "float8 keys");
     CHECK(c.comm_init_timeout == 600 && c.comm_train_timeout == 60, "comm timeouts");
     static const char *const keys[] = {"float8.enable_fsdp_float8_all_gather", "comm.trace_buf_size", NULL};
     CHECK(notes_are(keys), "%d notes", rep.n_notes);
@@ -274,7 +275,7 @@ static void test_all_problems_together(void) {
     CHECK(has_problem("unknown setting 'bogus.key'"), "unknown");
     for (int i = 0; i < rep.n_problems; i++) CHECK(!strchr(rep.problems[i], '\n'), "problem %d is not one line", i);
     // ct_config_parse says the first, as it always did.
-    EXPECT_ERR(parse(&c, "--config", path, NULL), ":7: training.steps: expected an integer");
+    EXPECT_ERROR(parse(&c, "--config", path, NULL), CT_E_CONFIG, "training.steps", ":7: training.steps: expected an integer");
     unlink(path);
 }
 

@@ -20,6 +20,7 @@
 #include "checkpoint/hf.h"
 #include "model/weights.h"
 #include "model/runner.h"
+#include "expect_error.h"
 #include "test.h"
 #include "test_rand.h"
 
@@ -400,9 +401,9 @@ static void test_shards_bf16_tied_llama3(void) { check_variant("sharded", 1, 1, 
 
 // ---- refusals -------------------------------------------------------------------------------------
 
-// Imports dir and expects a refusal whose message holds `want` (and is one line), with no
-// output file or tmp file left.
-static void expect_refusal(const char *dir, const char *want) {
+// Imports dir and expects a refusal with `code`, about a file inside dir (its subject), whose
+// message holds `want` (and is one line), with no output file or tmp file left.
+static void expect_refusal_with(ct_error_code code, const char *dir, const char *want) {
     char out[256], tmp[300];
     snprintf(out, sizeof out, "%s.out.safetensors", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
@@ -410,9 +411,14 @@ static void expect_refusal(const char *dir, const char *want) {
     const char *msg = ct_last_error();
     CHECK(st == CT_ERR && strstr(msg, want) && !strchr(msg, '\n'), "want '%s', got (%d) '%s'", want, st,
           st ? msg : "success");
+    CHECK(st == CT_ERR && error_is(code, NULL, want), "code of '%s'", want);
+    CHECK(st == CT_ERR && !strncmp(ct_last_error_subject(), dir, strlen(dir)), "subject '%s' is not in %s (%s)",
+          ct_last_error_subject(), dir, msg);
     CHECK(!exists(out) && !exists(tmp), "a refused import left %s", out);
     if (st == CT_ERR) printf("  refused: %s\n", msg);
 }
+// A folder whose files open but hold what ctitan cannot import.
+static void expect_refusal(const char *dir, const char *want) { expect_refusal_with(CT_E_DATA, dir, want); }
 
 // A fresh good directory with one thing changed.
 static const char *bad_dir(const char *name, const char *config_extra, const char *skip, const char *reshape,
@@ -431,7 +437,7 @@ static void test_refusals(void) {
     const char *d = bad_dir("no_config", NULL, NULL, NULL, NULL, 0);
     snprintf(path, sizeof path, "%s/config.json", d);
     unlink(path);
-    expect_refusal(d, "config.json: cannot open");
+    expect_refusal_with(CT_E_IO, d, "config.json: cannot open");
 
     expect_refusal(bad_dir("missing", NULL, "model.layers.1.mlp.down_proj.weight", NULL, NULL, 0),
                    "missing tensor model.layers.1.mlp.down_proj.weight (expected shape [32, 48])");
@@ -474,7 +480,7 @@ static void test_refusals(void) {
     d = bad_dir("lost_shard", NULL, NULL, NULL, NULL, 1);
     snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", d);
     unlink(path);
-    expect_refusal(d, "model-00002-of-00002.safetensors: cannot open");
+    expect_refusal_with(CT_E_IO, d, "model-00002-of-00002.safetensors: cannot open");
 
     // A good directory imports (the refusals above are each the one change).
     d = bad_dir("good", NULL, NULL, NULL, NULL, 1);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "expect_error.h"
 #include "core/memory.h"
 #include "data/loader.h"
 #include "data/prepare.h"
@@ -324,8 +325,9 @@ static void test_llmc_folder_and_val(void) {
     ct_loader_free(l);
 }
 
-// Opening `source` must fail with a message containing `name` and `what`.
-static int loader_fails(const char *source, uint32_t vocab, const char *name, const char *what) {
+// Opening `source` must fail with `code`, a subject (the file or folder at fault) that ends in
+// `name`, and a message containing `name` and `what`.
+static int loader_fails_with(ct_error_code code, const char *source, uint32_t vocab, const char *name, const char *what) {
     ct_loader_config c = cfg_for(source, 2, 0, 1, 1);
     c.vocab_size = vocab;
     ct_loader *l = ct_loader_open(&c);
@@ -334,11 +336,16 @@ static int loader_fails(const char *source, uint32_t vocab, const char *name, co
         printf("  %s opened\n", source);
         return 0;
     }
-    if (!strstr(ct_last_error(), name) || !strstr(ct_last_error(), what)) {
-        printf("  message '%s' lacks '%s' / '%s'\n", ct_last_error(), name, what);
+    const char *subject = ct_last_error_subject();
+    size_t ns = strlen(subject), nn = strlen(name);
+    if (ns < nn || strcmp(subject + ns - nn, name)) {
+        printf("  subject '%s' does not end in '%s' (%s)\n", subject, name, ct_last_error());
         return 0;
     }
-    return 1;
+    return error_is(code, NULL, name) && error_is(code, NULL, what);
+}
+static int loader_fails(const char *source, uint32_t vocab, const char *name, const char *what) {
+    return loader_fails_with(CT_E_DATA, source, vocab, name, what);
 }
 
 static void test_bad_datasets(void) {
@@ -374,7 +381,7 @@ static void test_bad_datasets(void) {
             CHECK(loader_fails(dir, V, dir, "no train shards"), "empty folder");
         }
     }
-    CHECK(loader_fails(tmp_path("does_not_exist"), V, "does_not_exist", "not found"), "missing folder");
+    CHECK(loader_fails_with(CT_E_IO, tmp_path("does_not_exist"), V, "does_not_exist", "not found"), "missing folder");
 }
 
 // ---- corpus -> shards (fixtures in tests/fixtures/data, described in its README) -----------

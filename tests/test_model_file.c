@@ -396,7 +396,7 @@ static void test_export_and_eval(void) {
 
     // bf16 export of the same weights: within bf16 rounding of the gathered block.
     const char *bpath = tmp_path("run_a_bf16.safetensors");
-    snprintf(t.cfg.ckpt_export_dtype, sizeof t.cfg.ckpt_export_dtype, "bf16");
+    t.cfg.ckpt_export_dtype = CT_CFG_BF16;
     CHECK(ct_trainer_export(&t, bpath) == CT_OK, "%s", ct_last_error());
     float *full = ct_xmalloc((size_t)t.table.total * sizeof(float));
     ct_fsdp_gather_full(&t.fsdp, full);

@@ -123,7 +123,7 @@ static void check_layout(void) {
     }
     size_t base[CT_MEM_NCATEGORIES];
     // On the run's device: what the memory model predicts (on the cpu the host, staging included).
-    const ct_kernels *kern = ct_kernels_get(c.train_device);
+    const ct_kernels *kern = ct_kernels_get(ct_cfg_device_name(c.train_device));
     ct_device dev = ct_kernels_device(kern);
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) base[k] = ct_mem_current_on(dev, (ct_mem_category)k);
     ct_mem_reset_peaks();
@@ -154,7 +154,7 @@ static void check_layout(void) {
         total_measured += measured[k];
         if (k == CT_MEM_OTHER) {
             // bf16 GEMM scratch (oneDNN's scratchpad, at the first call) is the one thing not counted.
-            CHECK(d >= 0 && (d == 0 || !strcmp(c.mixed_precision, "bf16")),
+            CHECK(d >= 0 && (d == 0 || c.mixed_precision == CT_CFG_BF16),
                   "%s rank %d: %s measured %.0f, predicted %.0f bytes", L->name, t.world.rank,
                   ct_mem_category_name((ct_mem_category)k), measured[k], want.bytes[k]);
         } else {

@@ -12,7 +12,7 @@
 // lr 1, 10 steps, warm-up 2: steps 1, 2 ramp to 1/2, 2/2; then 8 decay steps.
 static void test_lr_linear_decay(void) {
     ct_lr_schedule s;
-    ct_lr_schedule_init(&s, 1.0, 10, 2, -1, "linear", 0.0);
+    ct_lr_schedule_init(&s, 1.0, 10, 2, -1, CT_CFG_DECAY_LINEAR, 0.0);
     double want[] = {0.5, 1.0, 7.0 / 8, 6.0 / 8, 5.0 / 8, 4.0 / 8, 3.0 / 8, 2.0 / 8, 1.0 / 8, 0.0};
     for (int i = 0; i < 10; i++) CHECK_CLOSE(ct_lr_at(&s, i + 1), want[i], 1e-12, 1e-12);
 }
@@ -20,7 +20,7 @@ static void test_lr_linear_decay(void) {
 // decay_ratio 0.5 of 10 steps: 5 decay steps at the end, stable in between, floor min_lr_factor.
 static void test_lr_stable_then_cosine_to_floor(void) {
     ct_lr_schedule s;
-    ct_lr_schedule_init(&s, 2.0, 10, 2, 0.5, "cosine", 0.1);
+    ct_lr_schedule_init(&s, 2.0, 10, 2, 0.5, CT_CFG_DECAY_COSINE, 0.1);
     CHECK_CLOSE(ct_lr_at(&s, 1), 1.0, 1e-12, 0);
     CHECK_CLOSE(ct_lr_at(&s, 3), 2.0, 1e-12, 0);
     CHECK_CLOSE(ct_lr_at(&s, 5), 2.0, 1e-12, 0);
@@ -31,7 +31,7 @@ static void test_lr_stable_then_cosine_to_floor(void) {
 
 static void test_lr_sqrt(void) {
     ct_lr_schedule s;
-    ct_lr_schedule_init(&s, 1.0, 5, 1, -1, "sqrt", 0.0);
+    ct_lr_schedule_init(&s, 1.0, 5, 1, -1, CT_CFG_DECAY_SQRT, 0.0);
     CHECK_CLOSE(ct_lr_at(&s, 3), 1.0 - sqrt(2.0 / 4), 1e-12, 0);  // progress (3 - 1) / 4
     CHECK_CLOSE(ct_lr_at(&s, 5), 0.0, 0, 1e-12);
 }

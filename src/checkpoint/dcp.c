@@ -30,7 +30,7 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {
         close(fd);
-        return ct_set_error("%s: out of memory for a read buffer", path);
+        return ct_set_error_at(CT_E_MEMORY, path, "%s: out of memory for a read buffer", path);
     }
     uLong crc = crc32(0L, Z_NULL, 0);
     uint64_t bytes = 0;
@@ -39,14 +39,14 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
         ssize_t n = read(fd, buf, CHUNK);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
-            st = ct_set_error("%s: read: %s", path, strerror(errno));
+            st = ct_set_error_at(CT_E_IO, path, "%s: read: %s", path, strerror(errno));
             break;
         }
         if (n == 0) break;
         crc = crc32(crc, buf, (uInt)n);
         bytes += (uint64_t)n;
     }
-    if (st == CT_OK && sync && fsync(fd)) st = ct_set_error("%s: fsync: %s", path, strerror(errno));
+    if (st == CT_OK && sync && fsync(fd)) st = ct_set_error_at(CT_E_IO, path, "%s: fsync: %s", path, strerror(errno));
     free(buf);
     close(fd);
     if (st == CT_OK) {
@@ -58,12 +58,12 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
 
 ct_status ct_dcp_sync_dir(const char *dir) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error("%s: %s", dir, strerror(errno));
+    if (fd < 0) return ct_set_error_at(CT_E_IO, dir, "%s: %s", dir, strerror(errno));
     int rc = fsync(fd);
     int err = errno;
     close(fd);
     // Some file systems (tmpfs, some network mounts) cannot sync a directory; that is no error.
-    if (rc && err != EINVAL && err != EROFS) return ct_set_error("%s: fsync: %s", dir, strerror(err));
+    if (rc && err != EINVAL && err != EROFS) return ct_set_error_at(CT_E_IO, dir, "%s: fsync: %s", dir, strerror(err));
     return CT_OK;
 }
 
@@ -112,10 +112,11 @@ ct_status ct_dcp_verify_file(const char *dir, const ct_dcp_file *f) {
     ct_dcp_file got;
     if (ct_dcp_file_checksum(path, false, &got)) return CT_ERR;
     if (got.bytes != f->bytes)
-        return ct_set_error("%s: %llu bytes, the manifest says %llu", path, (unsigned long long)got.bytes,
-                            (unsigned long long)f->bytes);
+        return ct_set_error_at(CT_E_DATA, path, "%s: %llu bytes, the manifest says %llu", path,
+                               (unsigned long long)got.bytes, (unsigned long long)f->bytes);
     if (got.crc32 != f->crc32)
-        return ct_set_error("%s: CRC-32 %08x, the manifest says %08x (the file is corrupt)", path, got.crc32, f->crc32);
+        return ct_set_error_at(CT_E_DATA, path, "%s: CRC-32 %08x, the manifest says %08x (the file is corrupt)", path,
+                               got.crc32, f->crc32);
     return CT_OK;
 }
 
@@ -173,17 +174,19 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     if (fclose(f)) ok = false;
     if (!ok) {
         unlink(tmp);
-        return ct_set_error("%s: %s", tmp, strerror(err ? err : EIO));
+        return ct_set_error_at(CT_E_IO, tmp, "%s: %s", tmp, strerror(err ? err : EIO));
     }
-    if (rename(tmp, path)) return ct_set_error("%s: rename: %s", path, strerror(errno));
+    if (rename(tmp, path)) return ct_set_error_at(CT_E_IO, path, "%s: rename: %s", path, strerror(errno));
     return ct_dcp_sync_dir(dir);
 }
 
 static ct_status get_int(const ct_toml_value *t, const char *path, const char *file, long long lo, long long hi,
                          long long *out) {
     const ct_toml_value *v = ct_toml_get_path(t, path);
-    if (!v || v->type != CT_TOML_INT) return ct_set_error("%s: '%s' missing or not an integer", file, path);
-    if (v->i < lo || v->i > hi) return ct_set_error("%s: '%s' = %lld out of range [%lld, %lld]", file, path, v->i, lo, hi);
+    if (!v || v->type != CT_TOML_INT)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not an integer", file, path);
+    if (v->i < lo || v->i > hi)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' = %lld out of range [%lld, %lld]", file, path, v->i, lo, hi);
     *out = v->i;
     return CT_OK;
 }
@@ -194,15 +197,17 @@ static ct_status get_double(const ct_toml_value *t, const char *path, const char
         *out = (double)v->i;
         return CT_OK;
     }
-    if (!v || v->type != CT_TOML_FLOAT) return ct_set_error("%s: '%s' missing or not a number", file, path);
+    if (!v || v->type != CT_TOML_FLOAT)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a number", file, path);
     *out = v->f;
     return CT_OK;
 }
 
 static ct_status get_string(const ct_toml_value *t, const char *path, const char *file, char *out, size_t n) {
     const ct_toml_value *v = ct_toml_get_path(t, path);
-    if (!v || v->type != CT_TOML_STRING) return ct_set_error("%s: '%s' missing or not a string", file, path);
-    if (strlen(v->s) >= n) return ct_set_error("%s: '%s' is too long", file, path);
+    if (!v || v->type != CT_TOML_STRING)
+        return ct_set_error_at(CT_E_DATA, file, "%s: '%s' missing or not a string", file, path);
+    if (strlen(v->s) >= n) return ct_set_error_at(CT_E_DATA, file, "%s: '%s' is too long", file, path);
     snprintf(out, n, "%s", v->s);
     return CT_OK;
 }
@@ -210,11 +215,13 @@ static ct_status get_string(const ct_toml_value *t, const char *path, const char
 static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct_dcp_manifest *m) {
     char format[64];
     if (get_string(t, "format", file, format, sizeof format)) return CT_ERR;
-    if (strcmp(format, CT_DCP_FORMAT)) return ct_set_error("%s: format '%s', expected '%s'", file, format, CT_DCP_FORMAT);
+    if (strcmp(format, CT_DCP_FORMAT))
+        return ct_set_error_at(CT_E_DATA, file, "%s: format '%s', expected '%s'", file, format, CT_DCP_FORMAT);
     long long v;
     if (get_int(t, "version", file, CT_DCP_VERSION, CT_DCP_VERSION, &v)) return CT_ERR;
     const ct_toml_value *mo = ct_toml_get(t, "model_only");
-    if (!mo || mo->type != CT_TOML_BOOL) return ct_set_error("%s: 'model_only' missing or not a boolean", file);
+    if (!mo || mo->type != CT_TOML_BOOL)
+        return ct_set_error_at(CT_E_DATA, file, "%s: 'model_only' missing or not a boolean", file);
     m->model_only = mo->b;
     const long long int_max = 0x7fffffff;
 #define INT_FIELD(path, lo, hi, dst)                          \
@@ -242,11 +249,15 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
         get_string(t, "model.flavor", file, c->flavor, sizeof c->flavor) ||
         get_double(t, "model.norm_eps", file, &c->norm_eps) || get_double(t, "model.rope_theta", file, &c->rope_theta))
         return CT_ERR;
-    if (c->dim % c->n_heads) return ct_set_error("%s: model.n_heads %d does not divide dim %d", file, c->n_heads, c->dim);
+    if (c->dim % c->n_heads)
+        return ct_set_error_at(CT_E_DATA, file, "%s: model.n_heads %d does not divide dim %d", file, c->n_heads,
+                               c->dim);
     char family[32] = "llama3";
     if (ct_toml_get_path(t, "model.family") && get_string(t, "model.family", file, family, sizeof family)) return CT_ERR;
     c->family = ct_model_family_find(family);
-    if (!c->family) return ct_set_error("%s: model.family '%s' is not a model family this build knows", file, family);
+    if (!c->family)
+        return ct_set_error_at(CT_E_DATA, file, "%s: model.family '%s' is not a model family this build knows", file,
+                               family);
     if (ct_toml_get_path(t, "model.n_experts")) {
         INT_FIELD("model.n_experts", 1, 1 << 20, c->n_experts);
         INT_FIELD("model.moe_top_k", 1, c->n_experts, c->moe_top_k);
@@ -263,26 +274,30 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     bool mask_ok = !strcmp(mask, "causal") || !strcmp(mask, "block_causal");
     bool rpos_ok = !strcmp(rpos, "sequence") || !strcmp(rpos, "document");
     if (!mask_ok || !rpos_ok)
-        return ct_set_error("%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
-                            "/ sequence|document", file, mask, rpos);
+        return ct_set_error_at(
+            CT_E_DATA, file,
+            "%s: model.attn_mask_type '%s' / model.rope_positions '%s': expected causal|block_causal "
+            "/ sequence|document",
+            file, mask, rpos);
     c->block_causal = !strcmp(mask, "block_causal");
     c->document_positions = !strcmp(rpos, "document");
     c->head_dim = c->dim / c->n_heads;
 
     const ct_toml_value *files = ct_toml_get(t, "file");
     if (!files || files->type != CT_TOML_ARRAY || files->n < 1)
-        return ct_set_error("%s: no [[file]] entries", file);
+        return ct_set_error_at(CT_E_DATA, file, "%s: no [[file]] entries", file);
     m->n_files = files->n;
     m->files = calloc((size_t)files->n, sizeof *m->files);
-    if (!m->files) return ct_set_error("%s: out of memory for %d file entries", file, files->n);
+    if (!m->files) return ct_set_error_at(CT_E_MEMORY, file, "%s: out of memory for %d file entries", file, files->n);
     for (int i = 0; i < files->n; i++) {
         const ct_toml_value *e = files->items[i];
         ct_dcp_file *fe = &m->files[i];
-        if (e->type != CT_TOML_TABLE) return ct_set_error("%s: [[file]] %d is not a table", file, i + 1);
+        if (e->type != CT_TOML_TABLE)
+            return ct_set_error_at(CT_E_DATA, file, "%s: [[file]] %d is not a table", file, i + 1);
         if (get_string(e, "name", file, fe->name, sizeof fe->name)) return CT_ERR;
         // A name is a plain file inside the step folder, never a path out of it.
         if (!fe->name[0] || strchr(fe->name, '/') || !strcmp(fe->name, ".") || !strcmp(fe->name, ".."))
-            return ct_set_error("%s: file name '%s' is not a plain file name", file, fe->name);
+            return ct_set_error_at(CT_E_DATA, file, "%s: file name '%s' is not a plain file name", file, fe->name);
         if (get_int(e, "bytes", file, 0, 0x7fffffffffffffffLL, &v)) return CT_ERR;
         fe->bytes = (uint64_t)v;
         if (get_int(e, "crc32", file, 0, 0xffffffffLL, &v)) return CT_ERR;
@@ -332,24 +347,27 @@ static int cmp_piece(const void *a, const void *b) {
 static ct_status index_file(ct_dcp_reader *r, const ct_st_file *f, const char *path) {
     const char *format = ct_st_metadata(f, "format");
     if (!format || strcmp(format, CT_DCP_FORMAT))
-        return ct_set_error("%s: not a ctitan checkpoint file (metadata format '%s')", path, format ? format : "");
+        return ct_set_error_at(CT_E_DATA, path, "%s: not a ctitan checkpoint file (metadata format '%s')", path,
+                               format ? format : "");
     for (int i = 0; i < ct_st_num_metadata(f); i++) {
         const char *key = ct_st_metadata_key(f, i);
         if (strncmp(key, DESC_KEY_PREFIX, strlen(DESC_KEY_PREFIX))) continue;
         const char *name = key + strlen(DESC_KEY_PREFIX);
         piece_ref p = {0};
         if (!parse_desc(ct_st_metadata(f, key), &p.desc))
-            return ct_set_error("%s: bad shard descriptor for %s: '%s'", path, name, ct_st_metadata(f, key));
+            return ct_set_error_at(CT_E_DATA, path, "%s: bad shard descriptor for %s: '%s'", path, name,
+                                   ct_st_metadata(f, key));
         for (int k = 0; k < CT_DCP_NKINDS; k++) {
             char tname[CT_DCP_NAME + 16];
             snprintf(tname, sizeof tname, "%s%s", name, kind_suffix[k]);
             const ct_st_tensor *t = ct_st_find(f, tname);
             if (!t) {
-                if (k == CT_DCP_PARAM) return ct_set_error("%s: no tensor %s", path, tname);
+                if (k == CT_DCP_PARAM) return ct_set_error_at(CT_E_DATA, path, "%s: no tensor %s", path, tname);
                 continue;
             }
             if (t->dtype != CT_F32 || t->ndim != 1 || t->numel != p.desc.flat_count)
-                return ct_set_error("%s: tensor %s is not F32 [%ld]", path, tname, p.desc.flat_count);
+                return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s is not F32 [%ld]", path, tname,
+                                       p.desc.flat_count);
             if (k == CT_DCP_PARAM) p.name = t->name;
             p.data[k] = t->data;
         }
@@ -378,7 +396,7 @@ ct_dcp_reader *ct_dcp_open(const char *dir, const ct_dcp_manifest *m) {
     r->pieces = calloc((size_t)(cap ? cap : 1), sizeof *r->pieces);
     if (!r->files || !r->pieces) {
         ct_dcp_close(r);
-        return ct_set_error("%s: out of memory indexing the checkpoint", dir), NULL;
+        return ct_set_error_at(CT_E_MEMORY, dir, "%s: out of memory indexing the checkpoint", dir), NULL;
     }
     for (int i = 0, fi = 0; i < m->n_files; i++) {
         if (strncmp(m->files[i].name, "rank-", 5)) continue;

@@ -213,7 +213,7 @@ ct_status ct_dcp_remove_dir(const char *dir) {
     if (!base[0] || !strcmp(base, ".") || !strcmp(base, ".."))
         return ct_set_error("%s: not a step folder: not removed", dir);
     int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd < 0) return errno == ENOENT ? CT_OK : ct_set_error("%s: %s", parent, strerror(errno));
+    if (pfd < 0) return errno == ENOENT ? CT_OK : ct_set_error_at(CT_E_IO, parent, "%s: %s", parent, strerror(errno));
     ct_status st = remove_step_at(pfd, base, dir);
     close(pfd);
     return st;

@@ -22,12 +22,12 @@ static const int rope_scaled_max = 131072;
 static ct_status get_int(const ct_json *c, const char *path, const char *key, int dflt, int *out) {
     const ct_json *v = ct_json_get(c, key);
     if (!v || v->type == CT_JSON_NULL) {
-        if (dflt < 0) return ct_set_error("%s: no \"%s\"", path, key);
+        if (dflt < 0) return ct_set_error_at(CT_E_DATA, path, "%s: no \"%s\"", path, key);
         *out = dflt;
         return CT_OK;
     }
     if (v->type != CT_JSON_NUMBER || v->number != floor(v->number) || v->number < 1 || v->number > INT_MAX)
-        return ct_set_error("%s: \"%s\" must be a positive integer", path, key);
+        return ct_set_error_at(CT_E_DATA, path, "%s: \"%s\" must be a positive integer", path, key);
     *out = (int)v->number;
     return CT_OK;
 }
@@ -40,7 +40,7 @@ static ct_status get_pos(const ct_json *c, const char *path, const char *key, do
         return CT_OK;
     }
     if (v->type != CT_JSON_NUMBER || !isfinite(v->number) || v->number <= 0)
-        return ct_set_error("%s: \"%s\" must be a positive number", path, key);
+        return ct_set_error_at(CT_E_DATA, path, "%s: \"%s\" must be a positive number", path, key);
     *out = v->number;
     return CT_OK;
 }
@@ -50,7 +50,7 @@ static ct_status get_bool(const ct_json *c, const char *path, const char *key, i
     const ct_json *v = ct_json_get(c, key);
     *out = 0;
     if (!v || v->type == CT_JSON_NULL) return CT_OK;
-    if (v->type != CT_JSON_BOOL) return ct_set_error("%s: \"%s\" must be true or false", path, key);
+    if (v->type != CT_JSON_BOOL) return ct_set_error_at(CT_E_DATA, path, "%s: \"%s\" must be true or false", path, key);
     *out = v->boolean;
     return CT_OK;
 }
@@ -60,11 +60,12 @@ static ct_status expect_string(const ct_json *c, const char *path, const char *k
                                const char *why) {
     const ct_json *v = ct_json_get(c, key);
     if (!v || v->type == CT_JSON_NULL) {
-        if (required) return ct_set_error("%s: no \"%s\" (expected \"%s\")", path, key, want);
+        if (required) return ct_set_error_at(CT_E_DATA, path, "%s: no \"%s\" (expected \"%s\")", path, key, want);
         return CT_OK;
     }
-    if (v->type != CT_JSON_STRING) return ct_set_error("%s: \"%s\" must be a string", path, key);
-    if (strcmp(v->string, want)) return ct_set_error("%s: %s \"%s\" is not supported (%s)", path, key, v->string, why);
+    if (v->type != CT_JSON_STRING) return ct_set_error_at(CT_E_DATA, path, "%s: \"%s\" must be a string", path, key);
+    if (strcmp(v->string, want))
+        return ct_set_error_at(CT_E_DATA, path, "%s: %s \"%s\" is not supported (%s)", path, key, v->string, why);
     return CT_OK;
 }
 
@@ -80,22 +81,26 @@ static ct_status read_rope(const ct_json *c, const char *path, ct_model_config *
     if (!rs || rs->type == CT_JSON_NULL) rs = params;
     m->rope_scaling = 0;
     if (!rs || rs->type == CT_JSON_NULL) return CT_OK;
-    if (rs->type != CT_JSON_OBJECT) return ct_set_error("%s: \"rope_scaling\" must be an object or null", path);
+    if (rs->type != CT_JSON_OBJECT)
+        return ct_set_error_at(CT_E_DATA, path, "%s: \"rope_scaling\" must be an object or null", path);
     const ct_json *type = ct_json_get(rs, "rope_type");
     if (!type) type = ct_json_get(rs, "type");
     if (!type || (type->type == CT_JSON_STRING && !strcmp(type->string, "default"))) return CT_OK;
     if (type->type != CT_JSON_STRING || strcmp(type->string, "llama3"))
-        return ct_set_error("%s: rope_scaling type %s is not supported (ctitan computes none or Llama 3.1's \"llama3\")",
-                            path, type->type == CT_JSON_STRING ? type->string : "(not a string)");
+        return ct_set_error_at(
+            CT_E_DATA, path,
+            "%s: rope_scaling type %s is not supported (ctitan computes none or Llama 3.1's \"llama3\")", path,
+            type->type == CT_JSON_STRING ? type->string : "(not a string)");
     double factor = 0, low = 0, high = 0, orig = 0;
     if (get_pos(rs, path, "factor", 0, &factor) || get_pos(rs, path, "low_freq_factor", 0, &low) ||
         get_pos(rs, path, "high_freq_factor", 0, &high) ||
         get_pos(rs, path, "original_max_position_embeddings", 0, &orig))
         return CT_ERR;
     if (factor != rope_factor || low != rope_low_freq || high != rope_high_freq || orig != rope_original_max)
-        return ct_set_error("%s: llama3 rope_scaling factor %g, low_freq_factor %g, high_freq_factor %g, "
-                            "original_max_position_embeddings %g is not supported (ctitan computes 8, 1, 4, 8192)",
-                            path, factor, low, high, orig);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: llama3 rope_scaling factor %g, low_freq_factor %g, high_freq_factor %g, "
+                               "original_max_position_embeddings %g is not supported (ctitan computes 8, 1, 4, 8192)",
+                               path, factor, low, high, orig);
     m->rope_scaling = 1;
     return CT_OK;
 }
@@ -112,20 +117,21 @@ static ct_status check_limits(const char *path, const ct_model_config *m) {
                {"max_position_embeddings", m->max_seq_len, 1 << 20}};
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].value > lim[i].limit)
-            return ct_set_error("%s: \"%s\" = %d is above ctitan's limit %d", path, lim[i].key, lim[i].value, lim[i].limit);
+            return ct_set_error_at(CT_E_DATA, path, "%s: \"%s\" = %d is above ctitan's limit %d", path, lim[i].key,
+                                   lim[i].value, lim[i].limit);
     int n_tensors;
     long n_elements;
     if (ct_param_count(m, &n_tensors, &n_elements)) {
         char why[400];
         snprintf(why, sizeof why, "%s", ct_last_error());
-        return ct_set_error("%s: %s", path, why);
+        return ct_set_error_at(CT_E_DATA, path, "%s: %s", path, why);
     }
     return CT_OK;
 }
 
 static ct_status config_from_json(const ct_json *c, const char *path, ct_model_config *m, int *tied) {
     memset(m, 0, sizeof *m);
-    if (c->type != CT_JSON_OBJECT) return ct_set_error("%s: not a JSON object", path);
+    if (c->type != CT_JSON_OBJECT) return ct_set_error_at(CT_E_DATA, path, "%s: not a JSON object", path);
     if (expect_string(c, path, "model_type", "llama", 1, "ctitan reads Llama models: \"llama\"")) return CT_ERR;
     m->family = ct_model_family_find("llama3");
     if (expect_string(c, path, "hidden_act", "silu", 0, "ctitan's FFN is SwiGLU: \"silu\"")) return CT_ERR;
@@ -139,21 +145,28 @@ static ct_status config_from_json(const ct_json *c, const char *path, ct_model_c
         return CT_ERR;
     int bias;
     if (get_bool(c, path, "attention_bias", &bias)) return CT_ERR;
-    if (bias) return ct_set_error("%s: attention_bias true is not supported (ctitan's Llama has no biases)", path);
+    if (bias)
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: attention_bias true is not supported (ctitan's Llama has no biases)", path);
     if (get_bool(c, path, "mlp_bias", &bias)) return CT_ERR;
-    if (bias) return ct_set_error("%s: mlp_bias true is not supported (ctitan's Llama has no biases)", path);
+    if (bias)
+        return ct_set_error_at(CT_E_DATA, path, "%s: mlp_bias true is not supported (ctitan's Llama has no biases)",
+                               path);
     if (m->dim % m->n_heads)
-        return ct_set_error("%s: num_attention_heads %d does not divide hidden_size %d", path, m->n_heads, m->dim);
+        return ct_set_error_at(CT_E_DATA, path, "%s: num_attention_heads %d does not divide hidden_size %d", path,
+                               m->n_heads, m->dim);
     if (m->n_heads % m->n_kv_heads)
-        return ct_set_error("%s: num_key_value_heads %d does not divide num_attention_heads %d", path, m->n_kv_heads,
-                            m->n_heads);
+        return ct_set_error_at(CT_E_DATA, path, "%s: num_key_value_heads %d does not divide num_attention_heads %d",
+                               path, m->n_kv_heads, m->n_heads);
     m->head_dim = m->dim / m->n_heads;
     int hd = 0;
     if (get_int(c, path, "head_dim", m->head_dim, &hd)) return CT_ERR;
     if (hd != m->head_dim)
-        return ct_set_error("%s: head_dim %d is not hidden_size / num_attention_heads = %d (ctitan derives it)", path, hd,
-                            m->head_dim);
-    if (m->head_dim % 2) return ct_set_error("%s: head dim %d must be even for RoPE", path, m->head_dim);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: head_dim %d is not hidden_size / num_attention_heads = %d (ctitan derives it)",
+                               path, hd, m->head_dim);
+    if (m->head_dim % 2)
+        return ct_set_error_at(CT_E_DATA, path, "%s: head dim %d must be even for RoPE", path, m->head_dim);
     if (read_rope(c, path, m)) return CT_ERR;
     // What ctitan wrote (transformers ignores both): the training length, which may be 0 or
     // below max_position_embeddings, and the flavor.

@@ -45,12 +45,12 @@ static int use_file(ct_hf_dir *f, const char *dir, const char *name) {
     for (int i = 0; i < f->n_files; i++)
         if (!strcmp(f->file_names[i], name)) return i;
     if (strchr(name, '/') || !strcmp(name, "..")) {
-        ct_set_error("%s: shard name '%s' is not a file in the directory", dir, name);
+        ct_set_error_at(CT_E_DATA, dir, "%s: shard name '%s' is not a file in the directory", dir, name);
         return -1;
     }
     char path[1024];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
-        ct_set_error("%s: shard name '%.60s...' too long", dir, name);
+        ct_set_error_at(CT_E_DATA, dir, "%s: shard name '%.60s...' too long", dir, name);
         return -1;
     }
     ct_st_file *st = ct_st_open(path);
@@ -97,23 +97,26 @@ static ct_status list_tensors(ct_hf_dir *f, const char *dir, listing *l) {
         return CT_OK;
     }
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    if (!file_exists(path)) return ct_set_error("%s: no model.safetensors or model.safetensors.index.json", dir);
+    if (!file_exists(path))
+        return ct_set_error_at(CT_E_DATA, dir, "%s: no model.safetensors or model.safetensors.index.json", dir);
     snprintf(f->source, sizeof f->source, "%s", path);
     ct_json *idx = ct_json_read_file(path, "safetensors index", CT_FILE_JSON_INDEX_MAX);
     if (!idx) return CT_ERR;
     const ct_json *map = ct_json_get(idx, "weight_map");
     ct_status st = CT_OK;
-    if (!map || map->type != CT_JSON_OBJECT) st = ct_set_error("%s: no \"weight_map\" object", path);
+    if (!map || map->type != CT_JSON_OBJECT)
+        st = ct_set_error_at(CT_E_DATA, path, "%s: no \"weight_map\" object", path);
     for (int i = 0; st == CT_OK && i < map->n; i++) {
         const ct_json *v = &map->items[i];
         if (v->type != CT_JSON_STRING) {
-            st = ct_set_error("%s: weight_map entry of %s is not a file name", path, map->keys[i]);
+            st = ct_set_error_at(CT_E_DATA, path, "%s: weight_map entry of %s is not a file name", path, map->keys[i]);
             break;
         }
         int k = use_file(f, dir, v->string);
         if (k < 0) st = CT_ERR;
         else if (!ct_st_find(f->files[k], map->keys[i]))
-            st = ct_set_error("%s/%s: no tensor %s (the index puts it there)", dir, v->string, map->keys[i]);
+            st = ct_set_error_at(CT_E_DATA, dir, "%s/%s: no tensor %s (the index puts it there)", dir, v->string,
+                                 map->keys[i]);
         else listing_add(l, map->keys[i], k);
     }
     ct_json_free(idx);
@@ -135,17 +138,19 @@ static ct_status bind(ct_hf_dir *f, const char *dir, const listing *l, int i, co
     int at = -1;
     for (int k = 0; k < l->n && at < 0; k++)
         if (!strcmp(l->names[k], name)) at = k;
-    if (at < 0) return ct_set_error("%s: missing tensor %s (expected shape %s)", f->source, name, ws);
+    if (at < 0)
+        return ct_set_error_at(CT_E_DATA, f->source, "%s: missing tensor %s (expected shape %s)", f->source, name, ws);
     const ct_st_tensor *x = ct_st_find(f->files[l->where[at]], name);
     int same = x->ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == want[d];
     if (!same) {
         format_shape(gs, sizeof gs, x->ndim, x->shape);
-        return ct_set_error("%s/%s: tensor %s has shape %s, expected %s", dir, f->file_names[l->where[at]], name, gs, ws);
+        return ct_set_error_at(CT_E_DATA, dir, "%s/%s: tensor %s has shape %s, expected %s", dir,
+                               f->file_names[l->where[at]], name, gs, ws);
     }
     if (x->dtype != CT_F32 && x->dtype != CT_BF16 && x->dtype != CT_F16)
-        return ct_set_error("%s/%s: tensor %s is %s; expected F32, BF16 or F16", dir, f->file_names[l->where[at]], name,
-                            ct_st_dtype_name(x->dtype));
+        return ct_set_error_at(CT_E_DATA, dir, "%s/%s: tensor %s is %s; expected F32, BF16 or F16", dir,
+                               f->file_names[l->where[at]], name, ct_st_dtype_name(x->dtype));
     f->src[i] = x;
     f->src_file[i] = l->where[at];
     return CT_OK;
@@ -162,8 +167,8 @@ static ct_status check_unexpected(const ct_hf_dir *f, const char *dir, const lis
         int known = 0;
         for (int i = 0; i < f->table->count && !known; i++) known = !strcmp(hf_names[i], s);
         if (!known)
-            return ct_set_error("%s/%s: unexpected tensor %s (not a parameter of this Llama model)", dir,
-                                f->file_names[l->where[k]], s);
+            return ct_set_error_at(CT_E_DATA, dir, "%s/%s: unexpected tensor %s (not a parameter of this Llama model)",
+                                   dir, f->file_names[l->where[k]], s);
     }
     return CT_OK;
 }

@@ -218,7 +218,7 @@ static ct_status copy_file(const char *src, const char *path, uint64_t max) {
     if (read_err) {
         fclose(out);
         unlink(tmp);
-        return ct_set_error("%s: read failed", src);
+        return ct_set_error_at(CT_E_IO, src, "%s: read failed", src);
     }
     return ct_json_file_close(out, tmp, path);
 }
@@ -227,7 +227,8 @@ static ct_status copy_file(const char *src, const char *path, uint64_t max) {
 static ct_status copy_rank_file(const char *dir, const char *src) {
     char sub[1024], path[1100];
     snprintf(sub, sizeof sub, "%s/original", dir);
-    if (mkdir(sub, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", sub, strerror(errno));
+    if (mkdir(sub, 0755) != 0 && errno != EEXIST)
+        return ct_set_error_at(CT_E_IO, sub, "%s: cannot create: %s", sub, strerror(errno));
     snprintf(path, sizeof path, "%s/tokenizer.model", sub);
     return copy_file(src, path, CT_FILE_TOKENIZER_MAX);
 }

@@ -70,7 +70,8 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct
 ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_model_config *m, const float *full,
                             ct_dtype dtype, const ct_model_tok *tok) {
     if (dtype != CT_F32 && dtype != CT_BF16)
-        return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
+        return ct_set_error_at(CT_E_DATA, path, "%s: model files are F32 or BF16, not %s", path,
+                               ct_st_dtype_name(dtype));
     ct_st_writer *w = ct_st_writer_new();
     ct_model_write_metadata(w, m, tok);
     ct_status st = CT_OK;
@@ -88,7 +89,8 @@ ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_
 
 static ct_status meta_str(const ct_st_file *f, const char *path, const char *key, const char **out) {
     *out = ct_st_metadata(f, key);
-    if (!*out) return ct_set_error("%s: metadata has no '%s' (not a ctitan model file?)", path, key);
+    if (!*out)
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata has no '%s' (not a ctitan model file?)", path, key);
     return CT_OK;
 }
 
@@ -99,7 +101,7 @@ static ct_status meta_int(const ct_st_file *f, const char *path, const char *key
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
-        return ct_set_error("%s: metadata '%s' = '%s' is not an integer", path, key, s);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata '%s' = '%s' is not an integer", path, key, s);
     *out = (int)v;
     return CT_OK;
 }
@@ -111,7 +113,7 @@ static ct_status meta_double(const ct_st_file *f, const char *path, const char *
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v))
-        return ct_set_error("%s: metadata '%s' = '%s' is not a number", path, key, s);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata '%s' = '%s' is not a number", path, key, s);
     *out = v;
     return CT_OK;
 }
@@ -129,9 +131,10 @@ static ct_status meta_double(const ct_st_file *f, const char *path, const char *
 // dimensions build must have as many tensors as the file and no more elements than the file's
 // tensors hold (each is checked by shape at open; this bounds what is allocated before that).
 static ct_status check_counts(const ct_st_file *f, const char *path, const ct_model_config *m) {
-#define AT_MOST(field, limit)                                                                          \
-    if (m->field > (limit))                                                                            \
-        return ct_set_error("%s: metadata '" #field "' = %d is above the limit %d", path, m->field, (limit))
+#define AT_MOST(field, limit)                                                                                       \
+    if (m->field > (limit))                                                                                         \
+    return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d is above the limit %d", path, m->field, \
+                           (limit))
     AT_MOST(dim, CT_MODEL_MAX_DIM);
     AT_MOST(n_layers, CT_MODEL_MAX_LAYERS);
     AT_MOST(ffn_hidden, CT_MODEL_MAX_FFN);
@@ -143,20 +146,21 @@ static ct_status check_counts(const ct_st_file *f, const char *path, const ct_mo
     if (ct_param_count(m, &n_tensors, &need) != CT_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
-        return ct_set_error("%s: metadata %s", path, why);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata %s", path, why);
     }
     if (n_tensors != ct_st_num_tensors(f))
-        return ct_set_error("%s: metadata 'n_layers' = %d means %d tensors, but the file holds %d", path, m->n_layers,
-                            n_tensors, ct_st_num_tensors(f));
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'n_layers' = %d means %d tensors, but the file holds %d",
+                               path, m->n_layers, n_tensors, ct_st_num_tensors(f));
     // Tensors do not overlap in the data section (checked at open), so this sum is at most the
     // file's size.
     long held = 0;
     for (int i = 0; i < ct_st_num_tensors(f); i++) held += (long)ct_st_tensor_at(f, i)->numel;
     if (need > held)
-        return ct_set_error("%s: metadata dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d "
-                            "need %ld parameters, but the file's tensors hold %ld elements",
-                            path, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size, need,
-                            held);
+        return ct_set_error_at(
+            CT_E_DATA, path,
+            "%s: metadata dim %d, n_layers %d, n_heads %d, n_kv_heads %d, ffn_hidden %d, vocab_size %d "
+            "need %ld parameters, but the file's tensors hold %ld elements",
+            path, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size, need, held);
     return CT_OK;
 }
 
@@ -165,11 +169,14 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
     const char *format, *flavor;
     if (meta_str(f, path, "format", &format)) return CT_ERR;
     if (strcmp(format, CT_MODEL_FORMAT))
-        return ct_set_error("%s: metadata format '%s', expected '%s'", path, format, CT_MODEL_FORMAT);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata format '%s', expected '%s'", path, format,
+                               CT_MODEL_FORMAT);
     // The model family (files without the record hold Llama 3, the first family ctitan wrote).
     const char *family = ct_st_metadata(f, "family");
     m->family = ct_model_family_find(family ? family : "llama3");
-    if (!m->family) return ct_set_error("%s: metadata 'family' = '%.40s' is not a model family this build knows", path, family);
+    if (!m->family)
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'family' = '%.40s' is not a model family this build knows",
+                               path, family);
     if (meta_str(f, path, "flavor", &flavor)) return CT_ERR;
     snprintf(m->flavor, sizeof m->flavor, "%s", flavor);
     if (meta_int(f, path, "dim", &m->dim) || meta_int(f, path, "n_layers", &m->n_layers) ||
@@ -190,15 +197,19 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
     // The mask and positions the model was trained with (absent in older files: causal, sequence).
     const char *mask = ct_st_metadata(f, "attn_mask_type"), *rpos = ct_st_metadata(f, "rope_positions");
     if (mask && strcmp(mask, "causal") && strcmp(mask, "block_causal"))
-        return ct_set_error("%s: metadata 'attn_mask_type' = '%.40s', expected causal or block_causal", path, mask);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'attn_mask_type' = '%.40s', expected causal or block_causal", path, mask);
     if (rpos && strcmp(rpos, "sequence") && strcmp(rpos, "document"))
-        return ct_set_error("%s: metadata 'rope_positions' = '%.40s', expected sequence or document", path, rpos);
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'rope_positions' = '%.40s', expected sequence or document", path, rpos);
     m->block_causal = mask && !strcmp(mask, "block_causal");
     m->document_positions = rpos && !strcmp(rpos, "document");
     if (m->document_positions && !m->block_causal)
-        return ct_set_error("%s: metadata 'rope_positions' document needs 'attn_mask_type' block_causal", path);
-#define POSITIVE(field)                                                                      \
-    if (m->field <= 0) return ct_set_error("%s: metadata '" #field "' = %d must be positive", path, m->field)
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: metadata 'rope_positions' document needs 'attn_mask_type' block_causal", path);
+#define POSITIVE(field) \
+    if (m->field <= 0)  \
+    return ct_set_error_at(CT_E_DATA, path, "%s: metadata '" #field "' = %d must be positive", path, m->field)
     POSITIVE(dim);
     POSITIVE(n_layers);
     POSITIVE(n_heads);
@@ -207,13 +218,16 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
     POSITIVE(ffn_hidden);
 #undef POSITIVE
     if (m->dim % m->n_heads)
-        return ct_set_error("%s: metadata n_heads %d does not divide dim %d", path, m->n_heads, m->dim);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_heads %d does not divide dim %d", path, m->n_heads,
+                               m->dim);
     if (m->n_heads % m->n_kv_heads)
-        return ct_set_error("%s: metadata n_kv_heads %d does not divide n_heads %d", path, m->n_kv_heads, m->n_heads);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata n_kv_heads %d does not divide n_heads %d", path,
+                               m->n_kv_heads, m->n_heads);
     m->head_dim = m->dim / m->n_heads;
-    if (m->head_dim % 2) return ct_set_error("%s: head dim %d must be even for RoPE", path, m->head_dim);
+    if (m->head_dim % 2)
+        return ct_set_error_at(CT_E_DATA, path, "%s: head dim %d must be even for RoPE", path, m->head_dim);
     if (m->norm_eps <= 0 || m->rope_theta <= 0)
-        return ct_set_error("%s: metadata norm_eps and rope_theta must be positive", path);
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata norm_eps and rope_theta must be positive", path);
     if (m->max_seq_len < 0) m->max_seq_len = 0;
     return check_counts(f, path, m);
 }
@@ -229,7 +243,8 @@ ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
     if (h) {
         int hex = strlen(h) == 32;
         for (int i = 0; hex && i < 32; i++) hex = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f');
-        if (!hex) st = ct_set_error("%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
+        if (!hex)
+            st = ct_set_error_at(CT_E_DATA, path, "%s: metadata 'tokenizer' = '%.40s' is not 32 hex digits", path, h);
         if (st == CT_OK && (meta_int(f, path, "tokenizer_bos", &tok->bos) || meta_int(f, path, "tokenizer_eos", &tok->eos)))
             st = CT_ERR;
         if (st == CT_OK) {
@@ -293,21 +308,24 @@ static ct_status validate(const ct_st_file *f, const char *path, const ct_param_
         int64_t shape[2] = {p->shape[0], p->shape[1]};
         format_shape(want, sizeof want, p->ndim, shape);
         const ct_st_tensor *x = ct_st_find(f, p->name);
-        if (!x) return ct_set_error("%s: missing tensor %s (expected shape %s)", path, p->name, want);
+        if (!x)
+            return ct_set_error_at(CT_E_DATA, path, "%s: missing tensor %s (expected shape %s)", path, p->name, want);
         bool same = x->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = x->shape[d] == shape[d];
         if (!same) {
             format_shape(got, sizeof got, x->ndim, x->shape);
-            return ct_set_error("%s: tensor %s has shape %s, expected %s", path, p->name, got, want);
+            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s has shape %s, expected %s", path, p->name, got,
+                                   want);
         }
         if (x->dtype != CT_F32 && x->dtype != CT_BF16 && x->dtype != CT_F16)
-            return ct_set_error("%s: tensor %s is %s; expected F32, BF16 or F16", path, p->name,
+            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s is %s; expected F32, BF16 or F16", path, p->name,
                                 ct_st_dtype_name(x->dtype));
     }
     for (int i = 0; i < ct_st_num_tensors(f); i++) {
         const ct_st_tensor *x = ct_st_tensor_at(f, i);
         if (!ct_param_find(t, x->name))
-            return ct_set_error("%s: unexpected tensor %s (not a parameter of this model)", path, x->name);
+            return ct_set_error_at(CT_E_DATA, path, "%s: unexpected tensor %s (not a parameter of this model)", path,
+                                   x->name);
     }
     return CT_OK;
 }
@@ -389,7 +407,7 @@ static ct_status load_step_folder(const char *dir, ct_model_config *m, ct_param_
     if (st == CT_OK) {
         ct_param_table_build(t, m);
         *full = malloc((size_t)t->total * sizeof(float));
-        if (!*full) st = ct_set_error("%s: out of memory for %ld parameters", dir, t->total);
+        if (!*full) st = ct_set_error_at(CT_E_MEMORY, dir, "%s: out of memory for %ld parameters", dir, t->total);
         for (int i = 0; i < t->count && st == CT_OK; i++) {
             const ct_param *p = &t->params[i];
             ct_shard_desc whole = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], -1, 0, 0);
@@ -398,10 +416,12 @@ static ct_status load_step_folder(const char *dir, ct_model_config *m, ct_param_
         if (st) {
             char why[1024];
             snprintf(why, sizeof why, "%s", ct_last_error());
+            // A reason about a file of the checkpoint names it already; any other gets the folder.
+            bool names_a_file = !strncmp(ct_last_error_subject(), dir, strlen(dir));
             free(*full);
             *full = NULL;
             ct_param_table_free(t);
-            st = strstr(why, dir) ? ct_set_error("%s", why) : ct_set_error("%s: %s", dir, why);
+            st = names_a_file ? ct_set_error("%s", why) : ct_set_error("%s: %s", dir, why);
         }
     }
     if (r) ct_dcp_close(r);
@@ -418,7 +438,7 @@ ct_status ct_model_load_all(const char *path, ct_model_config *m, ct_param_table
     if (!*full) {
         long total = t->total;  // (the table is zeroed by the free)
         ct_param_table_free(t);
-        return ct_set_error("%s: out of memory for %ld parameters", path, total);
+        return ct_set_error_at(CT_E_MEMORY, path, "%s: out of memory for %ld parameters", path, total);
     }
     if (ct_model_load(path, t, *full)) {
         free(*full);

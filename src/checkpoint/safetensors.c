@@ -216,7 +216,7 @@ static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, 
     if (!ok) {
         fclose(f);
         unlink(tmp);
-        return ct_set_error("%s: write failed: %s", path, strerror(errno));
+        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
     }
     *out = f;
     return CT_OK;
@@ -228,17 +228,19 @@ static ct_status end_file(FILE *f, int ok, const char *tmp, const char *path) {
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
         unlink(tmp);
-        return ct_set_error("%s: write failed: %s", path, strerror(errno));
+        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
     }
-    if (rename(tmp, path) != 0) return ct_set_error("%s: cannot rename from %s: %s", path, tmp, strerror(errno));
+    if (rename(tmp, path) != 0)
+        return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     return CT_OK;
 }
 
 ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error("%s: this writer is streaming to %s", path, w->path);
+    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is streaming to %s", path, w->path);
     for (int i = 0; i < w->n; i++)
         if (!w->e[i].data && w->e[i].numel > 0)
-            return ct_set_error("%s: tensor %s was declared without data (a streaming entry)", path, w->e[i].name);
+            return ct_set_error_at(CT_E_INTERNAL, path, "%s: tensor %s was declared without data (a streaming entry)", path,
+                                   w->e[i].name);
     char tmp[1100];
     FILE *f;
     if (begin_file(w, path, tmp, sizeof tmp, &f)) return CT_ERR;
@@ -258,7 +260,7 @@ static void stream_skip_full(ct_st_writer *w) {
 }
 
 ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error("%s: this writer is already streaming to %s", path, w->path);
+    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is already streaming to %s", path, w->path);
     if (begin_file(w, path, w->tmp, sizeof w->tmp, &w->out)) return CT_ERR;
     snprintf(w->path, sizeof w->path, "%s", path);  // fits: begin_file checked
     w->cur = 0;
@@ -271,10 +273,12 @@ ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
     if (!w->out) return ct_set_error("safetensors: append without ct_st_writer_begin");
     while (n > 0) {
         if (w->cur >= w->n)
-            return ct_set_error("%s: %lld elements appended past the last declared tensor", w->path, (long long)n);
+            return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: %lld elements appended past the last declared tensor",
+                                   w->path, (long long)n);
         const st_entry *e = &w->e[w->cur];
         int64_t k = e->numel - w->cur_done < n ? e->numel - w->cur_done : n;
-        if (!write_elems(w->out, e, data, k)) return ct_set_error("%s: write failed: %s", w->path, strerror(errno));
+        if (!write_elems(w->out, e, data, k))
+            return ct_set_error_at(CT_E_IO, w->path, "%s: write failed: %s", w->path, strerror(errno));
         data = (const char *)data + (size_t)k * ct_dtype_size(e->data_dtype);
         n -= k;
         w->cur_done += k;
@@ -290,7 +294,7 @@ ct_status ct_st_writer_finish(ct_st_writer *w) {
     if (w->cur < w->n) {
         fclose(f);
         unlink(w->tmp);
-        return ct_set_error("%s: stream ended with tensor %s at %lld of %lld elements", w->path,
+        return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: stream ended with tensor %s at %lld of %lld elements", w->path,
                             w->e[w->cur].name, (long long)w->cur_done, (long long)w->e[w->cur].numel);
     }
     return end_file(f, 1, w->tmp, w->path);
@@ -333,42 +337,50 @@ static bool offset_ok(const ct_json *n) { return n->type == CT_JSON_NUMBER && n-
 
 // Fills one tensor from its header entry {"dtype", "shape", "data_offsets"}.
 static ct_status tensor_from_json(const char *path, const char *name, const ct_json *v, uint64_t data_bytes, ct_st_tensor *t) {
-    if (v->type != CT_JSON_OBJECT) return ct_set_error("%s: tensor %s: header entry is not an object", path, name);
+    if (v->type != CT_JSON_OBJECT)
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: header entry is not an object", path, name);
     const ct_json *dt = NULL, *sh = NULL, *of = NULL;
     for (int i = 0; i < v->n; i++) {
         if (!strcmp(v->keys[i], "dtype")) dt = &v->items[i];
         else if (!strcmp(v->keys[i], "shape")) sh = &v->items[i];
         else if (!strcmp(v->keys[i], "data_offsets")) of = &v->items[i];
     }
-    if (!dt || dt->type != CT_JSON_STRING) return ct_set_error("%s: tensor %s: missing or bad \"dtype\"", path, name);
+    if (!dt || dt->type != CT_JSON_STRING)
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: missing or bad \"dtype\"", path, name);
     int d = dtype_from_name(dt->string);
-    if (d < 0) return ct_set_error("%s: tensor %s: unknown dtype \"%s\"", path, name, dt->string);
+    if (d < 0) return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: unknown dtype \"%s\"", path, name, dt->string);
     t->dtype = (ct_dtype)d;
-    if (!sh || sh->type != CT_JSON_ARRAY || sh->n > CT_ST_MAX_DIMS) return ct_set_error("%s: tensor %s: missing or bad \"shape\"", path, name);
+    if (!sh || sh->type != CT_JSON_ARRAY || sh->n > CT_ST_MAX_DIMS)
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: missing or bad \"shape\"", path, name);
     t->ndim = sh->n;
     t->numel = 1;
     for (int i = 0; i < sh->n; i++) {
         const ct_json *k = &sh->items[i];
-        if (k->type != CT_JSON_NUMBER || !k->is_int || k->integer < 0) return ct_set_error("%s: tensor %s: bad dimension in shape", path, name);
+        if (k->type != CT_JSON_NUMBER || !k->is_int || k->integer < 0)
+            return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: bad dimension in shape", path, name);
         t->shape[i] = k->integer;
         // Checked products: a wrapped count (2^62 F32 elements = 2^64 bytes = 0) would match
         // empty data offsets.
         if (__builtin_mul_overflow(t->numel, k->integer, &t->numel))
-            return ct_set_error("%s: tensor %s: shape too large for the file (element count overflows)", path, name);
+            return ct_set_error_at(CT_E_DATA, path,
+                                   "%s: tensor %s: shape too large for the file (element count overflows)", path, name);
     }
     if (!of || of->type != CT_JSON_ARRAY || of->n != 2 || !offset_ok(&of->items[0]) || !offset_ok(&of->items[1]))
-        return ct_set_error("%s: tensor %s: missing or bad \"data_offsets\"", path, name);
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: missing or bad \"data_offsets\"", path, name);
     t->begin = (uint64_t)of->items[0].integer;
     t->end = (uint64_t)of->items[1].integer;
     if (t->begin > t->end || t->end > data_bytes)
-        return ct_set_error("%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path, name,
-                            (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
+        return ct_set_error_at(
+            CT_E_DATA, path, "%s: tensor %s: data offsets [%llu, %llu] out of range (data section is %llu bytes)", path,
+            name, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)data_bytes);
     uint64_t want;
     if (__builtin_mul_overflow((uint64_t)t->numel, (uint64_t)ct_dtype_size(t->dtype), &want))
-        return ct_set_error("%s: tensor %s: shape too large for the file (byte count overflows)", path, name);
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: shape too large for the file (byte count overflows)",
+                               path, name);
     if (t->end - t->begin != want)
-        return ct_set_error("%s: tensor %s: %llu bytes in data offsets, but shape x %s needs %llu", path, name,
-                            (unsigned long long)(t->end - t->begin), ct_st_dtype_name(t->dtype), (unsigned long long)want);
+        return ct_set_error_at(CT_E_DATA, path, "%s: tensor %s: %llu bytes in data offsets, but shape x %s needs %llu",
+                               path, name, (unsigned long long)(t->end - t->begin), ct_st_dtype_name(t->dtype),
+                               (unsigned long long)want);
     return CT_OK;
 }
 
@@ -382,14 +394,15 @@ ct_st_file *ct_st_open(const char *path) {
     f->size = (size_t)size;
     if (f->size < 8) {
         close(fd);
-        ct_set_error("%s: truncated file: %zu bytes, less than the 8-byte header length", path, f->size);
+        ct_set_error_at(CT_E_DATA, path, "%s: truncated file: %zu bytes, less than the 8-byte header length", path,
+                        f->size);
         return open_fail(f, NULL);
     }
     f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (f->map == MAP_FAILED) {
         f->map = NULL;
-        ct_set_error("%s: mmap failed: %s", path, strerror(errno));
+        ct_set_error_at(CT_E_IO, path, "%s: mmap failed: %s", path, strerror(errno));
         return open_fail(f, NULL);
     }
     const unsigned char *p = f->map;
@@ -400,12 +413,14 @@ ct_st_file *ct_st_open(const char *path) {
         // is a cut file; anything else was never a safetensors file -- a tokenizer, a text or
         // TOML file given as --model reads its first 8 characters as a huge length.
         if (hlen <= CT_ST_MAX_HEADER && f->size > 8 && p[8] == '{')
-            ct_set_error("%s: truncated safetensors file: header length %llu, but only %zu bytes follow it", path,
-                         (unsigned long long)hlen, f->size - 8);
+            ct_set_error_at(CT_E_DATA, path,
+                            "%s: truncated safetensors file: header length %llu, but only %zu bytes follow it", path,
+                            (unsigned long long)hlen, f->size - 8);
         else
-            ct_set_error("%s: not a safetensors model file (its first 8 bytes, read as a header length, give %llu; "
-                         "a tokenizer or text file?)",
-                         path, (unsigned long long)hlen);
+            ct_set_error_at(CT_E_DATA, path,
+                            "%s: not a safetensors model file (its first 8 bytes, read as a header length, give %llu; "
+                            "a tokenizer or text file?)",
+                            path, (unsigned long long)hlen);
         return open_fail(f, NULL);
     }
     const uint64_t data_bytes = f->size - 8 - hlen;
@@ -414,7 +429,7 @@ ct_st_file *ct_st_open(const char *path) {
     ct_json *root = ct_json_parse((const char *)p + 8, (size_t)hlen, path);
     if (!root) return open_fail(f, NULL);  // "path: bad JSON at byte N: why"
     if (root->type != CT_JSON_OBJECT) {
-        ct_set_error("%s: bad JSON: header is not an object", path);
+        ct_set_error_at(CT_E_DATA, path, "%s: bad JSON: header is not an object", path);
         return open_fail(f, root);
     }
     f->t = ct_xcalloc((size_t)root->n + 1, sizeof(ct_st_tensor));
@@ -423,18 +438,19 @@ ct_st_file *ct_st_open(const char *path) {
         const ct_json *v = &root->items[i];
         for (int j = 0; j < i; j++)
             if (!strcmp(root->keys[j], key)) {
-                ct_set_error("%s: duplicate key \"%s\" in header", path, key);
+                ct_set_error_at(CT_E_DATA, path, "%s: duplicate key \"%s\" in header", path, key);
                 return open_fail(f, root);
             }
         if (!strcmp(key, "__metadata__")) {
             if (v->type != CT_JSON_OBJECT) {
-                ct_set_error("%s: __metadata__ is not an object", path);
+                ct_set_error_at(CT_E_DATA, path, "%s: __metadata__ is not an object", path);
                 return open_fail(f, root);
             }
             f->meta = ct_xcalloc(2 * (size_t)v->n + 1, sizeof(char *));
             for (int m = 0; m < v->n; m++) {
                 if (v->items[m].type != CT_JSON_STRING) {
-                    ct_set_error("%s: __metadata__ value of \"%s\" is not a string", path, v->keys[m]);
+                    ct_set_error_at(CT_E_DATA, path, "%s: __metadata__ value of \"%s\" is not a string", path,
+                                    v->keys[m]);
                     return open_fail(f, root);
                 }
                 f->meta[2 * m] = ct_xstrdup(v->keys[m]);
@@ -459,7 +475,8 @@ ct_st_file *ct_st_open(const char *path) {
         for (int i = 0; i < f->n; i++) {
             if (order[i]->end == order[i]->begin) continue;  // empty tensors occupy no bytes
             if (last && order[i]->begin < last->end) {
-                ct_set_error("%s: tensors %s and %s overlap in the data section", path, last->name, order[i]->name);
+                ct_set_error_at(CT_E_DATA, path, "%s: tensors %s and %s overlap in the data section", path, last->name,
+                                order[i]->name);
                 free(order);
                 return open_fail(f, NULL);
             }
@@ -489,11 +506,13 @@ const char *ct_st_metadata(const ct_st_file *f, const char *key) {
 
 ct_status ct_st_read_f32(const ct_st_file *f, const char *name, float *out, int64_t numel) {
     const ct_st_tensor *t = ct_st_find(f, name);
-    if (!t) return ct_set_error("%s: no tensor %s", f->path, name);
+    if (!t) return ct_set_error_at(CT_E_DATA, f->path, "%s: no tensor %s", f->path, name);
     if (t->numel != numel)
-        return ct_set_error("%s: tensor %s has %lld elements, expected %lld", f->path, name, (long long)t->numel, (long long)numel);
+        return ct_set_error_at(CT_E_DATA, f->path, "%s: tensor %s has %lld elements, expected %lld", f->path, name,
+                               (long long)t->numel, (long long)numel);
     if (t->dtype != CT_F32 && t->dtype != CT_BF16 && t->dtype != CT_F16)
-        return ct_set_error("%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32", f->path, name, ct_st_dtype_name(t->dtype));
+        return ct_set_error_at(CT_E_DATA, f->path, "%s: tensor %s is %s; only F32, BF16 and F16 convert to fp32",
+                               f->path, name, ct_st_dtype_name(t->dtype));
     return ct_st_read_f32_range(t, 0, numel, out);
 }
 

@@ -130,7 +130,7 @@ static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_conf
     ct_model_config local;
     if (ct_model_config_local(&r->model, tp, &local)) return;
     ct_ac_policy p = ct_parallelize_ac_policy(c);
-    ct_ac_shape s = {.cfg = &local, .compute_bytes = strcmp(c->mixed_precision, "bf16") ? 4 : 2,
+    ct_ac_shape s = {.cfg = &local, .compute_bytes = c->mixed_precision == CT_CFG_BF16 ? 2 : 4,
                      .seq_parallel_tp = c->sequence_parallel && tp > 1 ? tp : 1};
     long T = c->seq_len / (c->context_extension_degree > 1 ? c->context_extension_degree : 1);
     // every-N-th block: the mean over the N-block period
@@ -208,9 +208,9 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     if (a->precision) {
         if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
             return ct_set_error("--precision: expected fp32 or bf16, got '%s'", a->precision);
-        snprintf(b->mixed_precision, sizeof b->mixed_precision, "%s", a->precision);
+        b->mixed_precision = strcmp(a->precision, "bf16") ? CT_CFG_FP32 : CT_CFG_BF16;
     } else if (!r->hw.cpu) {
-        snprintf(b->mixed_precision, sizeof b->mixed_precision, "bf16");
+        b->mixed_precision = CT_CFG_BF16;
     }
     if (ct_config_validate(b)) return CT_ERR;
     if (ct_model_config_from(&r->model, b)) return CT_ERR;
@@ -264,10 +264,13 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
         }
     }
     const char *ac = a->ac ? a->ac : "none";
-    if (!strcmp(ac, "op") || !strcmp(ac, "selective")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "op");
-    else if (!strcmp(ac, "elementwise")) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
-    else if (!strcmp(ac, "full") || !strcmp(ac, "none")) snprintf(c.ac_mode, sizeof c.ac_mode, "%s", ac);
-    else if (atoi(ac) >= 1) snprintf(c.ac_mode, sizeof c.ac_mode, "selective"), snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
+    if (!strcmp(ac, "op") || !strcmp(ac, "selective"))
+        c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "op");
+    else if (!strcmp(ac, "elementwise"))
+        c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "elementwise");
+    else if (!strcmp(ac, "full")) c.ac_mode = CT_CFG_AC_FULL;
+    else if (!strcmp(ac, "none")) c.ac_mode = CT_CFG_AC_NONE;
+    else if (atoi(ac) >= 1) c.ac_mode = CT_CFG_AC_SELECTIVE, snprintf(c.ac_option, sizeof c.ac_option, "%d", atoi(ac));
     else {
         ct_set_error("--ac: expected none, op, elementwise, full or a block count N (every N-th block), got '%s'", ac);
         goto fail;

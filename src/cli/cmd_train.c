@@ -121,7 +121,8 @@ int ct_cmd_train(int argc, char **argv) {
     // Every problem at once: the file's, the command line's, the contradictions between settings.
     ct_config_parse_report(&cfg, argc, argv, &rep);
     ct_config_apply_world(&cfg, launcher_size(), &rep);
-    if (!rep.n_problems && ct_config_check_implemented(&cfg)) ct_config_problem(&rep, "%s", ct_last_error());
+    if (!rep.n_problems && ct_config_check_implemented(&cfg))
+        ct_config_problem_at(&rep, ct_last_error_code(), ct_last_error_subject(), "%s", ct_last_error());
     bool says = launcher_rank() == 0;
     if (says) ct_config_print_notes(&rep, stderr, text_width(stderr));  // once, by one rank
     if (rep.n_problems) {
@@ -142,7 +143,7 @@ int ct_cmd_train(int argc, char **argv) {
     choose_threads();
     // A device's set-up that MPI's start must know of (cpu_sim); a build without it is told so by
     // the trainer, in its own words.
-    const ct_kernels *k = ct_kernels_get(cfg.train_device);
+    const ct_kernels *k = ct_kernels_get(ct_cfg_device_name(cfg.train_device));
     // GPU buffers travel by NCCL (host scalars still by MPI: comm_nccl.c's control plane).
     if (k && k->device == CT_DEVICE_CUDA && ct_comm_select("nccl")) {
         if (launcher_rank() != 0) return 0;

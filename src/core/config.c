@@ -48,6 +48,32 @@ static int enum_match(const ct_setting *s, const char *value, char *out, size_t 
     return 0;
 }
 
+// The place of `name` among the setting's choices, or -1.
+static int choice_index(const ct_setting *s, const char *name) {
+    size_t n = strlen(name);
+    int at = 0;
+    for (const char *p = s->choices; *p; p += strcspn(p, "|"), p += *p == '|', at++)
+        if (strcspn(p, "|") == n && !strncmp(p, name, n)) return at;
+    return -1;
+}
+
+// The spelling of choice `v` of `s`, in `out`; 0 when v is outside the choices.
+static int choice_name(const ct_setting *s, int v, char *out, size_t cap) {
+    int at = 0;
+    for (const char *p = s->choices; *p; p += strcspn(p, "|"), p += *p == '|', at++)
+        if (at == v) {
+            snprintf(out, cap, "%.*s", (int)strcspn(p, "|"), p);
+            return 1;
+        }
+    return 0;
+}
+
+const char *ct_setting_choice(const char *name, int v, char *buf, size_t cap) {
+    const ct_setting *s = ct_setting_find(name);
+    if (!s || s->type != CT_SET_ENUM || !choice_name(s, v, buf, cap)) snprintf(buf, cap, "?");
+    return buf;
+}
+
 // ---- setting one value ------------------------------------------------------------------------
 
 // A list setting from "a, b,c": the names without the spaces around them, joined by commas.
@@ -122,12 +148,22 @@ static int set_from_text(ct_config *c, const ct_setting *s, const char *value, c
         }
         strcpy(f, value);
         return 1;
-    case CT_SET_ENUM:
+    case CT_SET_NAME:
         if (!enum_match(s, value, f, s->size)) {
             snprintf(err, cap, "expected one of %s, got '%s'", s->choices, value);
             return 0;
         }
         return 1;
+    case CT_SET_ENUM: {
+        char name[64];
+        int at = enum_match(s, value, name, sizeof name) ? choice_index(s, name) : -1;
+        if (at < 0) {
+            snprintf(err, cap, "expected one of %s, got '%s'", s->choices, value);
+            return 0;
+        }
+        *(int *)f = at;
+        return 1;
+    }
     case CT_SET_LIST: return set_list(f, s->size, value, err, cap);
     }
     return 0;
@@ -186,11 +222,12 @@ static int set_from_toml(ct_config *c, const ct_setting *s, const ct_toml_value 
         snprintf(text, sizeof text, "%lld", v->i);
         return set_from_text(c, s, text, err, cap);
     }
-    bool ok = (s->type == CT_SET_INT && v->type == CT_TOML_INT) ||
-              (s->type == CT_SET_FLOAT && (v->type == CT_TOML_INT || v->type == CT_TOML_FLOAT)) ||
-              (s->type == CT_SET_BOOL && v->type == CT_TOML_BOOL) ||
-              ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM || s->type == CT_SET_LIST) &&
-               v->type == CT_TOML_STRING);
+    bool ok =
+        (s->type == CT_SET_INT && v->type == CT_TOML_INT) ||
+        (s->type == CT_SET_FLOAT && (v->type == CT_TOML_INT || v->type == CT_TOML_FLOAT)) ||
+        (s->type == CT_SET_BOOL && v->type == CT_TOML_BOOL) ||
+        ((s->type == CT_SET_STRING || s->type == CT_SET_ENUM || s->type == CT_SET_NAME || s->type == CT_SET_LIST) &&
+         v->type == CT_TOML_STRING);
     if (!ok) {
         snprintf(err, cap, "expected %s, got %s %s", type_word(s), v->type == CT_TOML_INT || v->type == CT_TOML_ARRAY ? "an" : "a",
                  ct_toml_type_name(v->type));
@@ -276,9 +313,9 @@ ct_status ct_config_set(ct_config *c, const char *key, const char *value) {
     const ct_setting *s = ct_setting_find(key);
     if (!s) {
         unknown_message(key, err, sizeof err);
-        return ct_set_error("%s", err);
+        return ct_set_error_at(CT_E_CONFIG, key, "%s", err);
     }
-    if (!set_from_text(c, s, value, err, sizeof err)) return ct_set_error("%s: %s", key, err);
+    if (!set_from_text(c, s, value, err, sizeof err)) return ct_set_error_at(CT_E_CONFIG, s->name, "%s: %s", key, err);
     return CT_OK;
 }
 
@@ -297,25 +334,61 @@ void ct_config_defaults(ct_config *c) {
 
 // ---- the report: problems and notes ----------------------------------------------------------
 
-ct_status ct_config_problem(ct_config_report *rep, const char *fmt, ...) {
-    char msg[ERR_CAP * 2];
-    va_list ap;
-    va_start(ap, fmt);
+// The setting a problem's message starts with ("model.dim: expected ...", "--training.steps: ...",
+// "activation_checkpoint.selective = true conflicts ..."), by its canonical name; "" when none.
+static void leading_setting(const char *msg, char *out, size_t cap) {
+    char word[128];
+    const char *p = msg + (strncmp(msg, "--", 2) ? 0 : 2);
+    size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
+    const ct_setting *s = NULL;
+    if (n && n < sizeof word) {
+        memcpy(word, p, n);
+        word[n] = 0;
+        s = ct_setting_find(word);
+    }
+    snprintf(out, cap, "%s", s ? s->name : "");
+}
+
+static ct_status add_problem(ct_config_report *rep, ct_error_code code, const char *subject, const char *fmt,
+                             va_list ap) {
+    char msg[ERR_CAP * 2], derived[96];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    ct_set_error("%s", msg);
+    if (!subject) {
+        leading_setting(msg, derived, sizeof derived);
+        subject = derived;
+    }
+    ct_set_error_at(code, subject, "%s", msg);
     if (rep) {
-        if (rep->n_problems < CT_CONFIG_MAX_PROBLEMS)
+        if (rep->n_problems < CT_CONFIG_MAX_PROBLEMS) {
             snprintf(rep->problems[rep->n_problems], sizeof rep->problems[0], "%s", ct_last_error());
+            snprintf(rep->subjects[rep->n_problems], sizeof rep->subjects[0], "%s", ct_last_error_subject());
+            rep->codes[rep->n_problems] = code;
+        }
         rep->n_problems++;
     }
     return CT_ERR;
 }
 
-// The first problem in ct_last_error(), CT_ERR; or CT_OK when there is none.
+ct_status ct_config_problem(ct_config_report *rep, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_problem(rep, CT_E_CONFIG, NULL, fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+ct_status ct_config_problem_at(ct_config_report *rep, ct_error_code code, const char *subject, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_problem(rep, code, subject ? subject : "", fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+// The first problem in ct_last_error(), with its code and subject, CT_ERR; or CT_OK when there is none.
 static ct_status report_status(const ct_config_report *rep) {
     if (!rep->n_problems) return CT_OK;
-    return ct_set_error("%s", rep->problems[0]);
+    return ct_set_error_at(rep->codes[0], rep->subjects[0], "%s", rep->problems[0]);
 }
 
 static void add_note(ct_config_report *rep, const char *key, const char *value, const char *where, const char *why) {
@@ -428,7 +501,7 @@ static void resolve_compile(ct_config *c, ct_config_report *rep) {
 // activation_checkpoint.selective = true means mode selective (a conflict with mode = full is
 // left for ct_config_validate to report); then the settings above.
 static void resolve(ct_config *c, ct_config_report *rep) {
-    if (c->ac_selective && !strcmp(c->ac_mode, "none")) strcpy(c->ac_mode, "selective");
+    if (c->ac_selective && c->ac_mode == CT_CFG_AC_NONE) c->ac_mode = CT_CFG_AC_SELECTIVE;
     resolve_converters(c, rep);
     resolve_compile(c, rep);
 }
@@ -465,7 +538,7 @@ static int any_setting_under(const char *prefix) {
 static void walk_table(ct_config *c, const ct_toml_value *t, const char *prefix, file_walk *w) {
     char err[ERR_CAP];
     if (t->n == 0 && *prefix && !any_setting_under(prefix)) {
-        ct_config_problem(w->rep, "%s:%d: unknown section [%s]", w->path, t->line, prefix);
+        ct_config_problem_at(w->rep, CT_E_CONFIG, prefix, "%s:%d: unknown section [%s]", w->path, t->line, prefix);
         return;
     }
     for (int k = 0; k < t->n; k++) {
@@ -488,7 +561,7 @@ static void walk_table(ct_config *c, const ct_toml_value *t, const char *prefix,
                 continue;
             }
             unknown_message(name, err, sizeof err);
-            ct_config_problem(w->rep, "%s:%d: %s", w->path, v->line, err);
+            ct_config_problem_at(w->rep, CT_E_CONFIG, name, "%s:%d: %s", w->path, v->line, err);
             continue;
         }
         int idx = (int)(s - ct_settings);
@@ -501,12 +574,12 @@ static void walk_table(ct_config *c, const ct_toml_value *t, const char *prefix,
                         !memcmp(field_cptr(again, s), field_cptr(c, s), s->size);
             free(again);
             if (same) continue;
-            ct_config_problem(w->rep, "%s:%d: '%s' sets %s again (already set at line %d)", w->path, v->line, name,
-                              s->name, w->set_line[idx]);
+            ct_config_problem_at(w->rep, CT_E_CONFIG, s->name, "%s:%d: '%s' sets %s again (already set at line %d)",
+                                 w->path, v->line, name, s->name, w->set_line[idx]);
             continue;
         }
         if (!set_from_toml(c, s, v, err, sizeof err)) {
-            ct_config_problem(w->rep, "%s:%d: %s: %s", w->path, v->line, name, err);
+            ct_config_problem_at(w->rep, CT_E_CONFIG, s->name, "%s:%d: %s: %s", w->path, v->line, name, err);
             continue;
         }
         w->set_line[idx] = v->line;
@@ -517,8 +590,9 @@ static void walk_table(ct_config *c, const ct_toml_value *t, const char *prefix,
 
 static void load_file_into(ct_config *c, const char *path, ct_config_report *rep) {
     ct_toml_value *root = ct_toml_parse_file(path);
-    if (!root) {
-        ct_config_problem(rep, "%s", ct_last_error());
+    if (!root) {  // a file that cannot be read keeps its code (io); one that is not TOML is a config problem
+        ct_error_code code = ct_last_error_code() == CT_E_IO ? CT_E_IO : CT_E_CONFIG;
+        ct_config_problem_at(rep, code, path, "%s", ct_last_error());
         return;
     }
     int set_line[CT_CONFIG_MAX_SETTINGS] = {0};
@@ -568,7 +642,8 @@ static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_repor
             continue;
         }
         if (strncmp(arg, "--", 2) || !arg[2]) {
-            ct_config_problem(rep, "unexpected argument '%s' (settings are written --section.key value)", arg);
+            ct_config_problem_at(rep, CT_E_CONFIG, arg,
+                                 "unexpected argument '%s' (settings are written --section.key value)", arg);
             continue;
         }
         char key[256];
@@ -576,7 +651,7 @@ static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_repor
         size_t klen = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
         bool has_next = i + 1 < argc && strncmp(argv[i + 1], "--", 2);
         if (klen >= sizeof key) {
-            ct_config_problem(rep, "unknown setting '%.40s...'", arg + 2);
+            ct_config_problem_at(rep, CT_E_CONFIG, arg + 2, "unknown setting '%.40s...'", arg + 2);
             i += !eq && has_next;
             continue;
         }
@@ -591,7 +666,7 @@ static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_repor
                 continue;
             }
             unknown_message(key, err, sizeof err);
-            ct_config_problem(rep, "%s", err);
+            ct_config_problem_at(rep, CT_E_CONFIG, key, "%s", err);
             continue;
         }
         const char *value;
@@ -602,7 +677,8 @@ static void parse_arguments(ct_config *c, int argc, char **argv, ct_config_repor
         } else if (s->type == CT_SET_BOOL) {
             value = "true";  // a bare --flag
         } else {
-            ct_config_problem(rep, "--%s: expected a value (%s)", key, s->type == CT_SET_ENUM ? s->choices : type_word(s));
+            ct_config_problem(rep, "--%s: expected a value (%s)", key,
+                              s->type == CT_SET_ENUM || s->type == CT_SET_NAME ? s->choices : type_word(s));
             continue;
         }
         if (!set_from_text(c, s, value, err, sizeof err)) {
@@ -720,6 +796,10 @@ static void write_value(FILE *f, const ct_config *c, const ct_setting *s) {
         fputs(buf, f);
         break;
     case CT_SET_BOOL: fputs(*(const bool *)field_cptr(c, s) ? "true" : "false", f); break;
+    case CT_SET_ENUM:
+        if (!choice_name(s, *(const int *)field_cptr(c, s), buf, sizeof buf)) snprintf(buf, sizeof buf, "?");
+        write_string(f, buf);
+        break;
     case CT_SET_LIST: {
         // ["a", "b"]: what TorchTitan writes, and what a file reads back.
         char item[CT_STR * 4];

@@ -13,6 +13,31 @@
 
 enum { CT_STR = 256 };
 
+// Settings with a fixed set of values are enums after parsing: each value is its spelling's place
+// in the setting's choices (config_settings.c lists them in the order of these constants, and
+// tests/test_config_enums.c holds the two together), so nothing after validation compares text;
+// ct_setting_choice gives the spelling back for printing.
+typedef enum { CT_CFG_FP32, CT_CFG_BF16 } ct_cfg_precision;                         // fp32|bf16
+typedef enum { CT_CFG_DECAY_LINEAR, CT_CFG_DECAY_SQRT, CT_CFG_DECAY_COSINE } ct_cfg_decay;  // linear|sqrt|cosine
+typedef enum { CT_CFG_CP_HEADTAIL, CT_CFG_CP_NONE } ct_cfg_cp_balancer;              // headtail|none
+typedef enum { CT_CFG_CP_ALLGATHER, CT_CFG_CP_RING } ct_cfg_cp_rotate;               // allgather|ring
+typedef enum { CT_CFG_RESHARD_DEFAULT, CT_CFG_RESHARD_ALWAYS, CT_CFG_RESHARD_NEVER } ct_cfg_reshard;  // default|always|never
+typedef enum { CT_CFG_AC_NONE, CT_CFG_AC_SELECTIVE, CT_CFG_AC_FULL } ct_cfg_ac_mode;  // none|selective|full
+typedef enum { CT_CFG_F8_TENSORWISE, CT_CFG_F8_ROWWISE } ct_cfg_float8_recipe;       // tensorwise|rowwise
+typedef enum { CT_CFG_CKPT_SYNC, CT_CFG_CKPT_ASYNC } ct_cfg_ckpt_mode;               // disabled|async
+typedef enum { CT_CFG_MASK_CAUSAL, CT_CFG_MASK_BLOCK_CAUSAL } ct_cfg_attn_mask;      // causal|block_causal
+typedef enum { CT_CFG_ROPE_SEQUENCE, CT_CFG_ROPE_DOCUMENT } ct_cfg_rope_positions;   // sequence|document
+typedef enum { CT_CFG_PEAK_CPU, CT_CFG_PEAK_H100, CT_CFG_PEAK_H200, CT_CFG_PEAK_A100 } ct_cfg_peak_device;  // cpu|h100|h200|a100
+typedef enum { CT_CFG_DEVICE_CPU, CT_CFG_DEVICE_CUDA, CT_CFG_DEVICE_CPU_SIM } ct_cfg_device;  // cpu|cuda|cpu_sim
+typedef enum { CT_CFG_PROGRESS_AUTO, CT_CFG_PROGRESS_BAR, CT_CFG_PROGRESS_LINES } ct_cfg_progress;  // auto|bar|lines
+
+// activation_checkpoint.mode, .selective and .selective_ac_option read together: what a block keeps.
+typedef enum { CT_CFG_KEEP_ALL, CT_CFG_KEEP_OPS, CT_CFG_KEEP_ELEMENTWISE, CT_CFG_KEEP_EVERY_N, CT_CFG_KEEP_INPUT } ct_cfg_ac_kind;
+typedef struct {
+    ct_cfg_ac_kind kind;
+    int every;  // CT_CFG_KEEP_EVERY_N: every this many blocks are checkpointed whole
+} ct_cfg_ac;
+
 typedef struct {
     // [job]
     char dump_folder[CT_STR];         // job.dump_folder: where metrics, model files, checkpoints go
@@ -30,8 +55,8 @@ typedef struct {
     double norm_eps;                  // 1e-5
     double rope_theta;                // 0 = the flavor's (500000)
     bool rope_scaling;                // Llama 3.1 frequency scaling (true)
-    char attn_mask_type[16];          // model.attn_mask_type: causal | block_causal (documents by EOS)
-    char rope_positions[16];          // model.rope_positions: sequence | document (restart per document)
+    ct_cfg_attn_mask attn_mask_type;    // model.attn_mask_type: causal | block_causal (documents by EOS)
+    ct_cfg_rope_positions rope_positions;  // model.rope_positions: sequence | document (restart per document)
     char tokenizer_path[CT_STR];      // model.tokenizer_path
     char converters[CT_STR];          // model.converters: list; float8 / mx turn on quantization.*.enable
 
@@ -46,8 +71,8 @@ typedef struct {
     int micro_batch_size;             // micro_batch_size (alias training.local_batch_size)
     int gradient_accumulation_steps;  // gradient_accumulation_steps
     int global_batch_size;            // training.global_batch_size: sequences per step over the job (-1: no accumulation)
-    char mixed_precision[16];         // mixed_precision: fp32 | bf16
-    char mixed_precision_reduce[16];  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
+    ct_cfg_precision mixed_precision;  // mixed_precision: fp32 | bf16
+    ct_cfg_precision mixed_precision_reduce;  // mixed_precision_reduce: fp32 | bf16 (gradient reductions)
     char dataset[CT_STR];             // training.dataset: "synthetic", a folder of token shards, or a blend
 
     // [optimizer]
@@ -57,7 +82,7 @@ typedef struct {
     // [lr_scheduler]
     int warmup_steps;                 // lr_scheduler.warmup_steps
     double decay_ratio;               // lr_scheduler.decay_ratio (< 0: decay over all steps after warm-up)
-    char decay_type[16];              // lr_scheduler.decay_type: linear | sqrt | cosine
+    ct_cfg_decay decay_type;          // lr_scheduler.decay_type: linear | sqrt | cosine
     double min_lr_factor;             // lr_scheduler.min_lr_factor
 
     // [parallelism]
@@ -66,11 +91,11 @@ typedef struct {
     int compute_parallel_degree;      // tensor parallel
     int pipeline_degree;
     int context_extension_degree;     // context parallel
-    char cp_load_balancer[16];        // headtail | none
-    char cp_rotate_method[16];        // allgather | ring
+    ct_cfg_cp_balancer cp_load_balancer;  // headtail | none
+    ct_cfg_cp_rotate cp_rotate_method;  // allgather | ring
     bool enable_async_comm;
     bool disable_loss_parallel;
-    char fsdp_reshard_after_forward[16];  // default | always | never
+    ct_cfg_reshard fsdp_reshard_after_forward;  // default | always | never
     char pipeline_schedule[32];       // gpipe | 1f1b | interleaved_1f1b | looped_bfs | zb_h1 | interleaved_zb | zbv
     char pipeline_schedule_file[CT_STR];  // a hand-written schedule (CSV), overrides pipeline_schedule
     int pipeline_stages_per_rank;     // virtual stages per rank (looped schedules)
@@ -80,7 +105,7 @@ typedef struct {
     bool sequence_parallel;           // sequence_parallel.enable
 
     // [activation_checkpoint]
-    char ac_mode[16];                 // activation_checkpoint.mode: none | selective | full
+    ct_cfg_ac_mode ac_mode;           // activation_checkpoint.mode: none | selective | full
     bool ac_selective;                // activation_checkpoint.selective (same as mode = selective)
     char ac_option[16];               // activation_checkpoint.selective_ac_option: op | N (every N-th block)
 
@@ -88,7 +113,7 @@ typedef struct {
     bool compile;                     // compile.enable
     char compile_components[64];      // compile.components: list of model | loss
     bool float8;                      // quantization.float8.enable
-    char float8_recipe[16];           // quantization.float8.recipe: tensorwise | rowwise
+    ct_cfg_float8_recipe float8_recipe;  // quantization.float8.recipe: tensorwise | rowwise
     bool mxfp8;                       // quantization.mxfp8.enable
     char mx_recipe[16];               // quantization.mxfp8.recipe: mxfp8
     char quant_filter[CT_STR];        // quantization.filter_fqns: comma list of names kept high precision
@@ -96,12 +121,12 @@ typedef struct {
     // [metrics]
     int log_freq;                     // metrics.log_freq
     double peak_tflops;               // metrics.peak_tflops: 0 = measure the CPU matmul peak at start
-    char device[32];                  // metrics.device: cpu | h100 | h200 | a100 (peak table)
-    char train_device[8];             // training.device: cpu | cuda | cpu_sim (the kernel table and comm backend)
+    ct_cfg_peak_device device;        // metrics.device: cpu | h100 | h200 | a100 (peak table)
+    ct_cfg_device train_device;       // training.device: cpu | cuda | cpu_sim (the kernel table and comm backend)
     char kernel_set[16];              // training.kernel_set: auto | avx2 | avx512 | avx512_bf16 | amx | native
     bool enable_tensorboard;          // metrics.enable_tensorboard
     char tb_folder[CT_STR];           // metrics.save_tb_folder, inside dump_folder
-    char progress[8];                 // metrics.progress: auto | bar | lines
+    ct_cfg_progress progress;         // metrics.progress: auto | bar | lines
     char pipeline_trace[CT_STR];      // metrics.pipeline_trace: the last step's timeline ("" = off)
 
     // [profiling]
@@ -121,9 +146,9 @@ typedef struct {
     char ckpt_folder[CT_STR];
     int ckpt_interval;
     char ckpt_initial_load_path[CT_STR];
-    char ckpt_export_dtype[16];       // fp32 | bf16
+    ct_cfg_precision ckpt_export_dtype;  // fp32 | bf16
     int ckpt_keep_latest_k;           // 0 = keep all
-    char ckpt_async_mode[16];         // disabled | async
+    ct_cfg_ckpt_mode ckpt_async_mode;  // disabled | async
     int ckpt_load_step;               // -1 = the newest complete checkpoint
     bool ckpt_last_save_model_only;
     bool ckpt_initial_load_in_hf;
@@ -152,6 +177,8 @@ typedef struct {
     ct_config_note notes[CT_CONFIG_MAX_NOTES];
     int n_problems;  // problems met; the first CT_CONFIG_MAX_PROBLEMS are kept, one line each
     char problems[CT_CONFIG_MAX_PROBLEMS][512];
+    ct_error_code codes[CT_CONFIG_MAX_PROBLEMS];   // each problem's code (CT_E_CONFIG, or CT_E_IO for a file)
+    char subjects[CT_CONFIG_MAX_PROBLEMS][300];    // the setting it names (canonical name), or the file
     unsigned char set[CT_CONFIG_MAX_SETTINGS];  // per ct_settings entry: 1 when a file or the command line gave it
     bool torchtitan;  // a key only TorchTitan writes was met (model.name, an ignored key): see the defaults note
 } ct_config_report;
@@ -165,8 +192,13 @@ ct_status ct_config_parse_report(ct_config *c, int argc, char **argv, ct_config_
 ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep);
 
 // Adds one problem to `rep`, made one line of printable text as ct_set_error makes its messages
-// (ct_last_error() then holds it too). Returns CT_ERR.
+// (ct_last_error() then holds it too, code CT_E_CONFIG). The message starts with the name of the
+// setting it is about, which becomes the error's subject (canonical name; none when the first
+// word names no setting). Returns CT_ERR.
 ct_status ct_config_problem(ct_config_report *rep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The same with the code and subject given.
+ct_status ct_config_problem_at(ct_config_report *rep, ct_error_code code, const char *subject, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 // training.global_batch_size against the world: gradient_accumulation_steps becomes
 // global_batch_size / (micro_batch_size x data-parallel degree); a batch that does not divide, or
@@ -207,15 +239,17 @@ void ct_config_write_toml(const ct_config *c, FILE *f);
 // ---- The settings table (config_settings.c), for help text, the planner and tests. ----
 // CT_SET_LIST: names, stored as one comma-separated string ("model,loss"); a TOML array of strings
 // or a string in a file, "a,b" on the command line; written back as an array.
-typedef enum { CT_SET_INT, CT_SET_FLOAT, CT_SET_BOOL, CT_SET_STRING, CT_SET_ENUM, CT_SET_LIST } ct_setting_type;
+// CT_SET_ENUM: an enum field, the place of its value among `choices`. CT_SET_NAME: a string field
+// holding one of `choices` (names another table resolves: a flavor, a schedule, a kernel set).
+typedef enum { CT_SET_INT, CT_SET_FLOAT, CT_SET_BOOL, CT_SET_STRING, CT_SET_ENUM, CT_SET_LIST, CT_SET_NAME } ct_setting_type;
 
 typedef struct {
     const char *name;      // canonical dotted name, e.g. "parallelism.data_shard_degree"
     ct_setting_type type;
     size_t offset, size;   // the field in ct_config (size: buffer size of string fields)
     const char *def;       // default, spelled as on the command line
-    const char *choices;   // enum: the stored spellings, "fp32|bf16"
-    const char *synonyms;  // enum: other accepted spellings, "bfloat16=bf16|float32=fp32" (any case)
+    const char *choices;   // enum and name: the spellings, "fp32|bf16"
+    const char *synonyms;  // enum and name: other accepted spellings, "bfloat16=bf16|float32=fp32" (any case)
     const char *aliases;   // TorchTitan names of the same setting, space-separated, or NULL
     const char *desc;      // one line
 } ct_setting;
@@ -230,6 +264,19 @@ extern const int ct_n_settings;
 // spellings sets the setting twice, which the file walk refuses). Values are never folded.
 // Canonical names and aliases are spelt with '_', and so is every written configuration.
 const ct_setting *ct_setting_find(const char *name);
+
+// The spelling of value `v` of the enum setting `name` ("mixed_precision", CT_CFG_BF16 -> "bf16"),
+// for printing, written into buf (cap bytes) and returned; "?" for a value outside its choices.
+const char *ct_setting_choice(const char *name, int v, char *buf, size_t cap);
+
+// Spellings of the enums printed or handed on by name (a kernel table is chosen by its device's
+// name); each is its setting's choice (tests/test_config_enums.c holds them to the table).
+const char *ct_cfg_precision_name(ct_cfg_precision p);  // "fp32" | "bf16"
+const char *ct_cfg_device_name(ct_cfg_device d);        // "cpu" | "cuda" | "cpu_sim"
+
+// What activation checkpointing keeps per block, from mode, selective and selective_ac_option
+// (validated: op, elementwise or a block count).
+ct_cfg_ac ct_config_ac(const ct_config *c);
 
 // TorchTitan settings that ctitan reads without acting on them: a feature ctitan does without (a
 // W&B logger, float8 all-gathers, a Python garbage collector). A file or command line that gives

@@ -8,17 +8,20 @@
 
 #include "core/config.h"
 
-// The enum fields of a struct filled by code (not by parsing) still need checking.
+// The enum and name fields of a struct filled by code (not by parsing) still need checking.
 static void check_enums(const ct_config *c, ct_config_report *rep) {
     for (int i = 0; i < ct_n_settings; i++) {
         const ct_setting *s = &ct_settings[i];
-        if (s->type != CT_SET_ENUM) continue;
+        if (s->type != CT_SET_ENUM && s->type != CT_SET_NAME) continue;
         const char *v = (const char *)c + s->offset;
-        size_t n = strlen(v);
-        int found = 0;
-        for (const char *p = s->choices; *p && !found; p += strcspn(p, "|"), p += *p == '|')
-            found = strcspn(p, "|") == n && !strncmp(p, v, n);
-        if (!found) ct_config_problem(rep, "%s: expected one of %s, got '%s'", s->name, s->choices, v);
+        int value = s->type == CT_SET_ENUM ? *(const int *)v : -1, at = 0, found = 0;
+        for (const char *p = s->choices; *p && !found; p += strcspn(p, "|"), p += *p == '|', at++)
+            found = s->type == CT_SET_ENUM ? at == value : strcspn(p, "|") == strlen(v) && !strncmp(p, v, strlen(v));
+        if (found) continue;
+        if (s->type == CT_SET_ENUM)
+            ct_config_problem(rep, "%s: expected one of %s, got the value %d", s->name, s->choices, value);
+        else
+            ct_config_problem(rep, "%s: expected one of %s, got '%s'", s->name, s->choices, v);
     }
 }
 
@@ -41,7 +44,7 @@ static int is_torchtitan_dataset_name(const char *v) {
 ct_status ct_config_validate(const ct_config *c) {
     ct_config_report *rep = ct_xcalloc(1, sizeof *rep);
     ct_status st = ct_config_validate_report(c, rep);
-    if (st) ct_set_error("%s", rep->problems[0]);
+    if (st) ct_set_error_at(rep->codes[0], rep->subjects[0], "%s", rep->problems[0]);
     free(rep);
     return st;
 }
@@ -66,9 +69,11 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     REQUIRE(c->rope_theta >= 0 && isfinite(c->rope_theta), "model.rope_theta: expected >= 0, got %g", c->rope_theta);
     // Positions that restart at a document only make sense where attention stops there too: a
     // token seeing an earlier document's keys would find them at positions after its own.
-    REQUIRE(strcmp(c->rope_positions, "document") || !strcmp(c->attn_mask_type, "block_causal"),
+    char mask[32];
+    REQUIRE(c->rope_positions != CT_CFG_ROPE_DOCUMENT || c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL,
             "model.rope_positions document needs model.attn_mask_type block_causal (got %s): set both, or "
-            "model.rope_positions sequence", c->attn_mask_type);
+            "model.rope_positions sequence",
+            ct_setting_choice("model.attn_mask_type", c->attn_mask_type, mask, sizeof mask));
     REQUIRE(!(c->dim > 0 && c->n_heads > 0) || c->dim % c->n_heads == 0,
             "model.dim (%d) must be a multiple of model.n_heads (%d)", c->dim, c->n_heads);
     REQUIRE(!(c->n_heads > 0 && c->n_kv_heads > 0) || c->n_heads % c->n_kv_heads == 0,
@@ -118,7 +123,7 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     // the schedule generator's to say (parallel/pipeline_schedules.h), with the degrees known.
 
     // selective = true is another way to say mode = selective; with mode = full it contradicts.
-    REQUIRE(!(c->ac_selective && !strcmp(c->ac_mode, "full")),
+    REQUIRE(!(c->ac_selective && c->ac_mode == CT_CFG_AC_FULL),
             "activation_checkpoint.selective = true conflicts with activation_checkpoint.mode = full");
     {
         char *end;
@@ -161,7 +166,7 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
 // deletes its line here (and the matching case in tests/test_config.c).
 #define NOT_YET(cond, setting) \
     do {                       \
-        if (cond) return ct_set_error("not implemented yet: %s", setting); \
+        if (cond) return ct_set_error_at(CT_E_CONFIG, setting, "not implemented yet: %s", setting); \
     } while (0)
 
 ct_status ct_config_check_implemented(const ct_config *c) {
@@ -169,26 +174,37 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     // and loss parallel), pipeline execution and context parallel are built. Datasets are read
     // from token shards only.
     if (is_torchtitan_dataset_name(c->dataset))
-        return ct_set_error("training.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; set "
-                            "it to a folder of token shards made by `ctitan data prepare --input CORPUS --tokenizer TOK "
-                            "--out DIR` (or \"synthetic\")", c->dataset);
+        return ct_set_error_at(CT_E_CONFIG, "training.dataset",
+                               "training.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; "
+                               "set it to a folder of token shards made by `ctitan data prepare --input CORPUS "
+                               "--tokenizer TOK --out DIR` (or \"synthetic\")", c->dataset);
     if (c->val_enable && is_torchtitan_dataset_name(c->val_dataset))
-        return ct_set_error("validation.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not download; "
-                            "set it to a folder of token shards made by `ctitan data prepare` (or \"\" for the "
-                            "held-out part of training.dataset)", c->val_dataset);
+        return ct_set_error_at(CT_E_CONFIG, "validation.dataset",
+                               "validation.dataset: \"%s\" is a TorchTitan dataset name, which ctitan does not "
+                               "download; set it to a folder of token shards made by `ctitan data prepare` (or \"\" "
+                               "for the held-out part of training.dataset)", c->val_dataset);
     return CT_OK;
 }
 
 double ct_config_peak_flops(const ct_config *c) {
     if (c->peak_tflops > 0) return c->peak_tflops * 1e12;
     // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).
-    static const struct {
-        const char *device;
-        double tflops;
-    } table[] = {{"h100", 989}, {"h200", 989}, {"a100", 312}};
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(c->device, table[i].device)) return table[i].tflops * 1e12;
+    switch (c->device) {
+    case CT_CFG_PEAK_H100:
+    case CT_CFG_PEAK_H200: return 989e12;
+    case CT_CFG_PEAK_A100: return 312e12;
+    case CT_CFG_PEAK_CPU: break;
+    }
     return 0;  // cpu: measured at start-up
+}
+
+ct_cfg_ac ct_config_ac(const ct_config *c) {
+    if (c->ac_mode == CT_CFG_AC_FULL) return (ct_cfg_ac){CT_CFG_KEEP_INPUT, 1};
+    if (c->ac_mode != CT_CFG_AC_SELECTIVE && !c->ac_selective) return (ct_cfg_ac){CT_CFG_KEEP_ALL, 0};
+    if (!strcmp(c->ac_option, "op")) return (ct_cfg_ac){CT_CFG_KEEP_OPS, 1};
+    if (!strcmp(c->ac_option, "elementwise")) return (ct_cfg_ac){CT_CFG_KEEP_ELEMENTWISE, 1};
+    int every = atoi(c->ac_option);
+    return (ct_cfg_ac){CT_CFG_KEEP_EVERY_N, every >= 1 ? every : 1};
 }
 
 int ct_config_shard_degree(const ct_config *c, int world_size) {

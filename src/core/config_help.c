@@ -71,12 +71,13 @@ static void section_list(char *out, size_t cap) {
 }
 
 static void print_setting(FILE *f, const ct_setting *s, int width) {
-    static const char *words[] = {"int", "float", "bool", "string", "", "list"};
+    static const char *words[] = {"int", "float", "bool", "string", "", "list", ""};
     char head[512], def[300], text[1024];
     if (s->type == CT_SET_STRING) snprintf(def, sizeof def, "\"%s\"", s->def);
     else if (s->type == CT_SET_LIST) snprintf(def, sizeof def, "\"%s\"", s->def);
     else snprintf(def, sizeof def, "%s", s->def);
-    snprintf(head, sizeof head, "%s (default %s)", s->type == CT_SET_ENUM ? s->choices : words[s->type], def);
+    snprintf(head, sizeof head, "%s (default %s)",
+             s->type == CT_SET_ENUM || s->type == CT_SET_NAME ? s->choices : words[s->type], def);
     fprintf(f, "  --%s", s->name);
     wrap(f, head, 4 + (int)strlen(s->name), 6, width);
     const char *note = ct_setting_build_note(s);
@@ -112,7 +113,7 @@ ct_status ct_config_print_help(FILE *f, int width, const char *section) {
             section_of(ct_settings[i].name, sec, sizeof sec);
             known = !strcmp(sec, section);
         }
-        if (!known) return ct_set_error("no section '%s' (sections: %s)", section, sections);
+        if (!known) return ct_set_error_at(CT_E_CONFIG, section, "no section '%s' (sections: %s)", section, sections);
     }
     if (!section) {
         wrap(f,

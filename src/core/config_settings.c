@@ -16,8 +16,13 @@
 #define FLT(name, field, def, alias, desc) {name, CT_SET_FLOAT, FIELD_OF(field, double), def, NULL, NULL, alias, desc}
 #define BOOL(name, field, def, alias, desc) {name, CT_SET_BOOL, FIELD_OF(field, _Bool), def, NULL, NULL, alias, desc}
 #define STR(name, field, def, alias, desc) {name, CT_SET_STRING, FIELD_OF(field, char *), def, NULL, NULL, alias, desc}
-#define ENUM(name, field, def, choices, synonyms, alias, desc) \
-    {name, CT_SET_ENUM, FIELD_OF(field, char *), def, choices, synonyms, alias, desc}
+// An enum field: int-sized, holding the place of its value among `choices`.
+#define ENUM(name, field, def, choices, synonyms, alias, desc)                                                      \
+    {name, CT_SET_ENUM,                                                                                             \
+     offsetof(ct_config, field) + 0 * sizeof(char[sizeof(((ct_config *)0)->field) == sizeof(int) ? 1 : -1]),     \
+     sizeof(((ct_config *)0)->field), def, choices, synonyms, alias, desc}
+#define NAME(name, field, def, choices, synonyms, alias, desc) \
+    {name, CT_SET_NAME, FIELD_OF(field, char *), def, choices, synonyms, alias, desc}
 #define LIST(name, field, def, alias, desc) {name, CT_SET_LIST, FIELD_OF(field, char *), def, NULL, NULL, alias, desc}
 
 const ct_setting ct_settings[] = {
@@ -30,7 +35,7 @@ const ct_setting ct_settings[] = {
         "sequences per micro-batch on each data-parallel rank"),
     INT("gradient_accumulation_steps", gradient_accumulation_steps, "1", NULL,
         "micro-batches whose gradients are summed before each optimizer step (training.global_batch_size sets it)"),
-    ENUM("pipeline_schedule", pipeline_schedule, "1f1b",
+    NAME("pipeline_schedule", pipeline_schedule, "1f1b",
          "gpipe|1f1b|interleaved_1f1b|looped_bfs|zb_h1|interleaved_zb|zbv",
          "interleaved1f1b=interleaved_1f1b|loopedbfs=looped_bfs|zbh1=zb_h1|zb1p=zb_h1|"
          "interleavedzerobubble=interleaved_zb|zbvzerobubble=zbv",
@@ -47,9 +52,9 @@ const ct_setting ct_settings[] = {
     BOOL("job.print_config", print_config, "false", NULL, "print the effective configuration (as TOML) at start-up"),
 
     // [model]
-    ENUM("model.name", model_name, "llama3", "llama3|llama3_moe", NULL, NULL,
+    NAME("model.name", model_name, "llama3", "llama3|llama3_moe", NULL, NULL,
          "model family: llama3, or llama3_moe (Llama 3 attention with routed SwiGLU experts)"),
-    ENUM("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
+    NAME("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
          "Llama 3 size preset; the model.* numbers below override it"),
     INT("model.dim", dim, "0", NULL, "hidden size (0 = the flavor's)"),
     INT("model.n_layers", n_layers, "0", NULL, "transformer blocks (0 = the flavor's)"),
@@ -77,7 +82,7 @@ const ct_setting ct_settings[] = {
     ENUM("training.device", train_device, "cpu", "cpu|cuda|cpu_sim", NULL, "job.device",
          "where the math runs: cpu, cuda (a GPU per process, NCCL), or cpu_sim (tests: device memory the host "
          "cannot touch)"),  // + what this build has: config.c
-    ENUM("training.kernel_set", kernel_set, "auto", "auto|avx2|avx512|avx512_bf16|amx|native", NULL, NULL,
+    NAME("training.kernel_set", kernel_set, "auto", "auto|avx2|avx512|avx512_bf16|amx|native", NULL, NULL,
          "the cpu kernels' instruction set: auto (CTITAN_KERNEL_SET, else the best this CPU runs; every rank "
          "takes the lowest any rank chose), or one the CPU has; a NATIVE=1 build has only native"),
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
@@ -93,7 +98,7 @@ const ct_setting ct_settings[] = {
         "data-parallel degree), which must divide it (-1: gradient_accumulation_steps as given)"),
 
     // [optimizer]
-    ENUM("optimizer.name", optimizer_name, "AdamW", "AdamW", NULL, NULL, "optimizer"),
+    NAME("optimizer.name", optimizer_name, "AdamW", "AdamW", NULL, NULL, "optimizer"),
     FLT("optimizer.lr", lr, "8e-4", NULL, "peak learning rate"),
     FLT("optimizer.beta1", beta1, "0.9", NULL, "AdamW first-moment decay"),
     FLT("optimizer.beta2", beta2, "0.95", NULL, "AdamW second-moment decay"),
@@ -157,7 +162,7 @@ const ct_setting ct_settings[] = {
          "float8.recipe_name quantize.linear.float8.recipe_name",
          "float8 scaling: one scale per tensor, or per row / column"),
     BOOL("quantization.mxfp8.enable", mxfp8, "false", NULL, "MXFP8 matmuls (blocks of 32 with e8m0 scales)"),
-    ENUM("quantization.mxfp8.recipe", mx_recipe, "mxfp8", "mxfp8", "mxfp8_cublas=mxfp8|mxfp8_emulated=mxfp8",
+    NAME("quantization.mxfp8.recipe", mx_recipe, "mxfp8", "mxfp8", "mxfp8_cublas=mxfp8|mxfp8_emulated=mxfp8",
          "mx.recipe_name quantize.linear.mx.recipe_name", "MX recipe: e4m3 elements, 32-element blocks, e8m0 scales"),
     LIST("quantization.filter_fqns", quant_filter, "output",
          "float8.filter_fqns mx.filter_fqns quantize.linear.float8.filter_fqns quantize.linear.mx.filter_fqns",
@@ -310,4 +315,14 @@ const ct_ignored_setting *ct_ignored_setting_find(const char *name) {
     for (int i = 0; i < ct_n_ignored_settings; i++)
         if (in_word_list(ct_ignored_settings[i].names, name)) return &ct_ignored_settings[i];
     return NULL;
+}
+
+const char *ct_cfg_precision_name(ct_cfg_precision p) {
+    static const char *const names[] = {"fp32", "bf16"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "?";
+}
+
+const char *ct_cfg_device_name(ct_cfg_device d) {
+    static const char *const names[] = {"cpu", "cuda", "cpu_sim"};
+    return (unsigned)d < sizeof names / sizeof names[0] ? names[d] : "?";
 }

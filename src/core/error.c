@@ -8,6 +8,8 @@
 
 static _Thread_local char last_error[1024];
 static _Thread_local bool last_error_shared;  // see ct_error_mark_shared
+static _Thread_local ct_error_code last_error_code;
+static _Thread_local char last_error_subject[512];
 
 // Length of the UTF-8 sequence at p (1..4), or 0 when p does not start a well-formed one
 // (a stray continuation byte, an overlong form, a surrogate, a value past U+10FFFF).
@@ -74,18 +76,55 @@ static bool wraps(const char *msg, const char *old) {
     return false;
 }
 
-// Formats into a scratch buffer first: wrapping the previous message, as in
-// ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces.
-ct_status ct_set_error(const char *fmt, ...) {
-    char msg[sizeof last_error], line[sizeof last_error];
-    va_list ap;
-    va_start(ap, fmt);
+// Formats into scratch buffers first: wrapping the previous message, as in
+// ct_set_error("%s: %s", path, ct_last_error()), reads the buffer this call replaces, and the
+// subject may be ct_last_error_subject() itself. `keep_code` and a NULL `subject` take the
+// previous error's when the new message wraps it.
+static ct_status set_error(bool keep_code, ct_error_code code, const char *subject, const char *fmt, va_list ap) {
+    char msg[sizeof last_error], line[sizeof last_error], subj[sizeof last_error_subject];
+    if (subject) escape_line(subj, sizeof subj, subject);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     escape_line(line, sizeof line, msg);
-    last_error_shared = last_error_shared && wraps(line, last_error);
+    bool wrap = wraps(line, last_error);
+    last_error_shared = last_error_shared && wrap;
+    last_error_code = keep_code ? (wrap ? last_error_code : CT_E_NONE) : code;
+    if (subject) memcpy(last_error_subject, subj, sizeof subj);
+    else if (!wrap) last_error_subject[0] = 0;
     memcpy(last_error, line, sizeof line);
     return CT_ERR;
+}
+
+ct_status ct_set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(true, CT_E_NONE, NULL, fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+ct_status ct_set_error_code(ct_error_code code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(false, code, NULL, fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+ct_status ct_set_error_at(ct_error_code code, const char *subject, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(false, code, subject ? subject : "", fmt, ap);
+    va_end(ap);
+    return CT_ERR;
+}
+
+ct_error_code ct_last_error_code(void) { return last_error_code; }
+
+const char *ct_last_error_subject(void) { return last_error_subject; }
+
+const char *ct_error_code_name(ct_error_code code) {
+    static const char *const names[] = {"none", "config", "data", "io", "comm", "numeric", "memory", "internal"};
+    return (unsigned)code < sizeof names / sizeof names[0] ? names[code] : "unknown";
 }
 
 void ct_error_mark_shared(void) { last_error_shared = last_error[0] != 0; }

@@ -12,10 +12,36 @@
 
 typedef enum { CT_OK = 0, CT_ERR = 1 } ct_status;
 
+// What kind of failure the last error is, so that callers and tests decide by kind and subject
+// instead of searching the message's text.
+typedef enum {
+    CT_E_NONE,      // no kind given (ct_set_error with a message that wraps no earlier one)
+    CT_E_CONFIG,    // a setting's value, or settings that contradict each other; subject: the setting
+    CT_E_DATA,      // a file opened but its contents are wrong (format, checksum, sizes); subject: the file
+    CT_E_IO,        // a file or folder could not be opened, read, written or removed; subject: the path
+    CT_E_COMM,      // a collective, a peer or the transport failed or timed out
+    CT_E_NUMERIC,   // a non-finite or out-of-range number in the computation
+    CT_E_MEMORY,    // an allocation failed, or a plan does not fit the memory there is
+    CT_E_INTERNAL,  // an invariant of ctitan itself does not hold
+} ct_error_code;
+
+// "none", "config", "data", "io", "comm", "numeric", "memory", "internal".
+const char *ct_error_code_name(ct_error_code code);
+
 // Formats a message into the thread's last-error buffer and returns CT_ERR. The arguments may
-// include ct_last_error() itself (wrapping a message with more context).
+// include ct_last_error() itself (wrapping a message with more context): a message that wraps
+// the previous one keeps its code and subject, any other has code CT_E_NONE and no subject.
 ct_status ct_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// The same with a code; the subject is kept when the message wraps the previous one.
+ct_status ct_set_error_code(ct_error_code code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The same with a code and the subject the message is about: a setting's dotted name
+// ("parallelism.pipeline_degree") or a file's path, kept as one line of printable text as the
+// message is (NULL: none).
+ct_status ct_set_error_at(ct_error_code code, const char *subject, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 const char *ct_last_error(void);
+ct_error_code ct_last_error_code(void);
+const char *ct_last_error_subject(void);  // "" when the last error names none
 
 // Copies src into dst (cap bytes, always NUL-terminated) as one line of printable text, escaped as
 // ct_set_error escapes its messages (control characters as \n, \xNN, ...; bad UTF-8 as \xNN).

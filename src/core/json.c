@@ -245,7 +245,7 @@ ct_json *ct_json_parse(const char *text, size_t len, const char *what) {
     }
     if (ps.err[0]) {
         ct_json_free(j);
-        ct_set_error("%s: %s", what, ps.err);
+        ct_set_error_at(CT_E_DATA, what, "%s: %s", what, ps.err);
         return NULL;
     }
     return j;
@@ -291,8 +291,9 @@ ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path) {
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
         unlink(tmp);
-        return ct_set_error("%s: write failed: %s", path, strerror(errno));
+        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
     }
-    if (rename(tmp, path) != 0) return ct_set_error("%s: cannot rename from %s: %s", path, tmp, strerror(errno));
+    if (rename(tmp, path) != 0)
+        return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     return CT_OK;
 }

@@ -45,7 +45,7 @@ __attribute__((format(printf, 3, 4))) static bool fail_at(parser *p, size_t pos,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ct_set_error("%s:%d:%d: %s", p->name, p->line, col_at(p, pos), msg);
+    ct_set_error_at(CT_E_DATA, p->name, "%s:%d:%d: %s", p->name, p->line, col_at(p, pos), msg);
     return false;
 }
 
@@ -58,7 +58,7 @@ __attribute__((format(printf, 4, 5))) static bool fail_lc(parser *p, int line, i
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ct_set_error("%s:%d:%d: %s", p->name, line, col, msg);
+    ct_set_error_at(CT_E_DATA, p->name, "%s:%d:%d: %s", p->name, line, col, msg);
     return false;
 }
 
@@ -763,7 +763,7 @@ ct_toml_value *ct_toml_parse_file(const char *path) {
     if (ct_file_read_all(path, "config file", CT_FILE_TEXT_CONFIG_MAX, &text, &total) != CT_OK) return NULL;
     if (strlen(text) != total) {
         free(text);
-        ct_set_error("%s: expected a text file, found a NUL byte", path);
+        ct_set_error_at(CT_E_DATA, path, "%s: expected a text file, found a NUL byte", path);
         return NULL;
     }
     ct_toml_value *root = ct_toml_parse(text, path);

@@ -125,9 +125,11 @@ ct_corpus *ct_corpus_open(const char *path, const ct_corpus_opts *opts) {
         close(fd);
         c->format = CT_CORPUS_MEGATRON;
         if (idx && !sibling(path, ".idx", ".bin", other, sizeof other)) {
-            ct_set_error("%s: a Megatron index whose name does not end in .idx, so its .bin cannot be found; name it "
-                         "PREFIX.idx beside PREFIX.bin",
-                         path);
+            ct_set_error_at(
+                CT_E_DATA, path,
+                "%s: a Megatron index whose name does not end in .idx, so its .bin cannot be found; name it "
+                "PREFIX.idx beside PREFIX.bin",
+                path);
             goto fail;
         }
         char idx_path[4096];

@@ -38,7 +38,10 @@ static int refill(ct_cstream *s) {
     ssize_t n;
     do n = read(s->fd, s->in, CT_CSTREAM_IN_BYTES);
     while (n < 0 && errno == EINTR);
-    if (n < 0) return ct_set_error("%s: read failed at byte %llu: %s", s->path, (unsigned long long)s->in_off, strerror(errno)), -1;
+    if (n < 0)
+        return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path,
+                               (unsigned long long)s->in_off, strerror(errno)),
+               -1;
     s->in_len = (size_t)n;
     s->in_pos = 0;
     s->in_off += (uint64_t)n;
@@ -55,14 +58,14 @@ ct_cstream *ct_cstream_open(int fd, const char *path, ct_corpus_codec codec) {
     if (codec == CT_CODEC_GZIP) {
         // 16 + 15: a gzip wrapper (header and CRC-32 / length trailer checked), 32 KiB window.
         if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
-            ct_set_error("%s: cannot start the gzip decoder (out of memory)", path);
+            ct_set_error_at(CT_E_IO, path, "%s: cannot start the gzip decoder (out of memory)", path);
             ct_cstream_close(s);
             return NULL;
         }
         s->z_ready = true;
     } else if (codec == CT_CODEC_ZSTD) {
         if (!(s->zs = ZSTD_createDStream()) || ZSTD_isError(ZSTD_initDStream(s->zs))) {
-            ct_set_error("%s: cannot start the zstd decoder (out of memory)", path);
+            ct_set_error_at(CT_E_IO, path, "%s: cannot start the zstd decoder (out of memory)", path);
             ct_cstream_close(s);
             return NULL;
         }
@@ -86,7 +89,10 @@ static long read_plain(ct_cstream *s, char *buf, size_t n) {
     ssize_t k;
     do k = read(s->fd, buf, n);
     while (k < 0 && errno == EINTR);
-    if (k < 0) return ct_set_error("%s: read failed at byte %llu: %s", s->path, (unsigned long long)s->in_off, strerror(errno)), -1;
+    if (k < 0)
+        return ct_set_error_at(CT_E_IO, s->path, "%s: read failed at byte %llu: %s", s->path,
+                               (unsigned long long)s->in_off, strerror(errno)),
+               -1;
     s->in_off += (uint64_t)k;
     return (long)k;
 }

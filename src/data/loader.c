@@ -106,28 +106,32 @@ static ct_status same_tokenizer(ct_loader *l, int i) {
     char a[160], b[160];
     ct_shard_tok_describe(&l->tok, a, sizeof a);
     ct_shard_tok_describe(&s->tok, b, sizeof b);
-    return ct_set_error("%s: made with %s, but %s with %s: the split mixes data of two tokenizers; prepare it again "
-                        "with one",
-                        s->path, b, l->shards[first].path, a);
+    return ct_set_error_at(CT_E_DATA, s->path,
+                           "%s: made with %s, but %s with %s: the split mixes data of two tokenizers; prepare it again "
+                           "with one",
+                           s->path, b, l->shards[first].path, a);
 }
 
 static ct_status open_shards(ct_loader *l) {
     struct stat st;
-    if (stat(l->source, &st) != 0) return ct_set_error("%s: dataset not found", l->source);
+    if (stat(l->source, &st) != 0) return ct_set_error_at(CT_E_IO, l->source, "%s: dataset not found", l->source);
     char **names = NULL;
     int n;
     if (S_ISDIR(st.st_mode)) {
         n = list_shards(l->source, l->split, &names);
-        if (n < 0) return ct_set_error("%s: cannot read folder", l->source);
+        if (n < 0) return ct_set_error_at(CT_E_IO, l->source, "%s: cannot read folder", l->source);
         if (n == 0) {
             free(names);
             // The validation split is made by `data prepare`; say how, rather than only what is missing.
             if (!strcmp(l->split, "val"))
-                return ct_set_error("%s: no val shards (val_*.bin or *_val_*.bin) in folder; make them with `ctitan data "
-                                    "prepare ... --val-docs N` (the last N documents) or --val-fraction F, or give "
-                                    "validation.dataset, or set validation.enable false",
-                                    l->source);
-            return ct_set_error("%s: no %s shards (%s_*.bin or *_%s_*.bin) in folder", l->source, l->split, l->split, l->split);
+                return ct_set_error_at(
+                    CT_E_DATA, l->source,
+                    "%s: no val shards (val_*.bin or *_val_*.bin) in folder; make them with `ctitan data "
+                    "prepare ... --val-docs N` (the last N documents) or --val-fraction F, or give "
+                    "validation.dataset, or set validation.enable false",
+                    l->source);
+            return ct_set_error_at(CT_E_DATA, l->source, "%s: no %s shards (%s_*.bin or *_%s_*.bin) in folder",
+                                   l->source, l->split, l->split, l->split);
         }
     } else {
         n = 1;
@@ -302,19 +306,21 @@ ct_loader *ct_loader_open(const ct_loader_config *cfg) {
         return NULL;
     }
     if (l->n_tokens < (uint64_t)l->seq_len + 1) {
-        ct_set_error("%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)%s", l->source,
-                     (unsigned long long)l->n_tokens, l->split, l->seq_len + 1,
-                     strcmp(l->split, "val") ? ""
-                                             : "; prepare a larger validation split (`ctitan data prepare --val-docs N` "
-                                               "or a larger --val-fraction F)");
+        ct_set_error_at(
+            CT_E_DATA, l->source, "%s: %llu tokens in the %s split, fewer than one sample (seq_len + 1 = %d)%s",
+            l->source, (unsigned long long)l->n_tokens, l->split, l->seq_len + 1,
+            strcmp(l->split, "val") ? ""
+                                    : "; prepare a larger validation split (`ctitan data prepare --val-docs N` "
+                                      "or a larger --val-fraction F)");
         ct_loader_free(l);
         return NULL;
     }
     l->n_windows = (l->n_tokens - 1) / (uint64_t)l->seq_len;
     if (!l->sequential) {
         if (l->n_windows > UINT32_MAX) {
-            ct_set_error("%s: %llu windows per epoch; the shuffled order supports up to 2^32 (raise seq_len)", l->source,
-                         (unsigned long long)l->n_windows);
+            ct_set_error_at(CT_E_DATA, l->source,
+                            "%s: %llu windows per epoch; the shuffled order supports up to 2^32 (raise seq_len)",
+                            l->source, (unsigned long long)l->n_windows);
             ct_loader_free(l);
             return NULL;
         }
@@ -424,8 +430,8 @@ ct_loader_state ct_loader_get_state(const ct_loader *l) { return l->st; }
 
 ct_status ct_loader_set_state(ct_loader *l, ct_loader_state st) {
     if (st.position >= l->n_windows)
-        return ct_set_error("%s: loader position %llu out of range (%llu windows per epoch)", l->source,
-                            (unsigned long long)st.position, (unsigned long long)l->n_windows);
+        return ct_set_error_at(CT_E_DATA, l->source, "%s: loader position %llu out of range (%llu windows per epoch)",
+                               l->source, (unsigned long long)st.position, (unsigned long long)l->n_windows);
     l->st = st;
     if (l->blend) blend_seek(l, st.epoch * l->n_windows + st.position);
     return CT_OK;

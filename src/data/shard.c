@@ -82,7 +82,7 @@ void ct_shard_writer_set_tokenizer(ct_shard_writer *w, const ct_shard_tok *tok) 
 
 ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
     if (vocab_size == 0) {
-        ct_set_error("%s: vocab size 0", path);
+        ct_set_error_at(CT_E_DATA, path, "%s: vocab size 0", path);
         return NULL;
     }
     FILE *f = ct_file_fopen_write(path, "token shard", CT_FILE_WRITE_TRUNC);
@@ -95,7 +95,7 @@ ct_shard_writer *ct_shard_writer_open(const char *path, uint32_t vocab_size) {
     unsigned char h[CT_SHARD_HEADER_BYTES];
     fill_header(h, w->width, 0, vocab_size, &w->tok);  // count (and tokenizer) patched by close()
     if (fwrite(h, 1, sizeof h, f) != sizeof h) {
-        ct_set_error("%s: write failed: %s", path, strerror(errno));
+        ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
         fclose(f);
         free(w);
         return NULL;
@@ -110,7 +110,8 @@ ct_status ct_shard_writer_append(ct_shard_writer *w, const int32_t *tokens, uint
         for (uint64_t i = 0; i < k; i++) {
             int32_t t = tokens[done + i];
             if (t < 0 || (uint32_t)t >= w->vocab_size)
-                return ct_set_error("%s: token id %d out of range [0, %u)", w->path, t, w->vocab_size);
+                return ct_set_error_at(CT_E_DATA, w->path, "%s: token id %d out of range [0, %u)", w->path, t,
+                                       w->vocab_size);
             if (w->width == 2) {
                 uint16_t v = (uint16_t)t;
                 memcpy(w->buf + 2 * i, &v, 2);
@@ -120,7 +121,7 @@ ct_status ct_shard_writer_append(ct_shard_writer *w, const int32_t *tokens, uint
             }
         }
         if (fwrite(w->buf, (size_t)w->width, k, w->f) != k)
-            return ct_set_error("%s: write failed: %s", w->path, strerror(errno));
+            return ct_set_error_at(CT_E_IO, w->path, "%s: write failed: %s", w->path, strerror(errno));
         done += k;
         w->count += k;
     }
@@ -134,8 +135,9 @@ ct_status ct_shard_writer_close(ct_shard_writer *w) {
     fill_header(h, w->width, w->count, w->vocab_size, &w->tok);
     ct_status st = CT_OK;
     if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, w->f) != sizeof h)
-        st = ct_set_error("%s: cannot write header: %s", w->path, strerror(errno));
-    if (fclose(w->f) != 0 && st == CT_OK) st = ct_set_error("%s: close failed: %s", w->path, strerror(errno));
+        st = ct_set_error_at(CT_E_IO, w->path, "%s: cannot write header: %s", w->path, strerror(errno));
+    if (fclose(w->f) != 0 && st == CT_OK)
+        st = ct_set_error_at(CT_E_IO, w->path, "%s: close failed: %s", w->path, strerror(errno));
     free(w);
     return st;
 }
@@ -153,7 +155,9 @@ ct_status ct_shard_write(const char *path, const int32_t *tokens, uint64_t n, ui
 }
 
 ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t n) {
-    if (n > INT32_MAX) return ct_set_error("%s: %llu tokens do not fit an llm.c header", path, (unsigned long long)n);
+    if (n > INT32_MAX)
+        return ct_set_error_at(CT_E_DATA, path, "%s: %llu tokens do not fit an llm.c header", path,
+                               (unsigned long long)n);
     FILE *f = ct_file_fopen_write(path, "token shard", CT_FILE_WRITE_TRUNC);
     if (!f) return CT_ERR;
     int32_t h[256] = {0};
@@ -164,13 +168,13 @@ ct_status ct_shard_write_llmc(const char *path, const int32_t *tokens, uint64_t 
     for (uint64_t i = 0; ok && i < n; i++) {
         if (tokens[i] < 0 || tokens[i] > 65535) {
             fclose(f);
-            return ct_set_error("%s: token id %d does not fit u16", path, tokens[i]);
+            return ct_set_error_at(CT_E_DATA, path, "%s: token id %d does not fit u16", path, tokens[i]);
         }
         uint16_t v = (uint16_t)tokens[i];
         ok = fwrite(&v, 2, 1, f) == 1;
     }
     if (fclose(f) != 0) ok = 0;
-    return ok ? CT_OK : ct_set_error("%s: write failed: %s", path, strerror(errno));
+    return ok ? CT_OK : ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
 }
 
 // ---- reading --------------------------------------------------------------------------------
@@ -206,7 +210,7 @@ static uint32_t max_of(const void *buf, int width, uint64_t n) {
 static ct_status scan_tokens(const ct_shard *s, uint64_t limit) {
     const uint64_t chunk = s->n_tokens < CT_SHARD_SCAN_TOKENS ? s->n_tokens : CT_SHARD_SCAN_TOKENS;
     void *buf = malloc((size_t)(chunk ? chunk : 1) * (size_t)s->token_width);
-    if (!buf) return ct_set_error("%s: out of memory for the token scan", s->path);
+    if (!buf) return ct_set_error_at(CT_E_MEMORY, s->path, "%s: out of memory for the token scan", s->path);
     ct_status st = CT_OK;
     for (uint64_t at = 0; at < s->n_tokens && st == CT_OK; at += chunk) {
         uint64_t n = s->n_tokens - at < chunk ? s->n_tokens - at : chunk;
@@ -219,7 +223,7 @@ static ct_status scan_tokens(const ct_shard *s, uint64_t limit) {
                 id = s->token_width == 2 ? ((const uint16_t *)buf)[i] : ((const uint32_t *)buf)[i];
                 if (id >= limit) break;
             }
-            st = ct_set_error("%s: token id %u at index %llu is >= vocab size %llu", s->path, id,
+            st = ct_set_error_at(CT_E_DATA, s->path, "%s: token id %u at index %llu is >= vocab size %llu", s->path, id,
                               (unsigned long long)(at + i), (unsigned long long)limit);
         }
     }
@@ -239,34 +243,38 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
     uint64_t size;
     // (a FIFO is refused without blocking; core/file_check.h)
     if (ct_file_open_regular(path, "token shard", 0, &s->fd, &size) != CT_OK) return CT_ERR;
-    if (size < 8) return fail(s, ct_set_error("%s: truncated file: %llu bytes, smaller than any shard header", path,
-                                              (unsigned long long)size));
+    if (size < 8)
+        return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: truncated file: %llu bytes, smaller than any shard header",
+                                       path, (unsigned long long)size));
     unsigned char p[CT_SHARD_LLMC_HEADER_BYTES];  // the larger of the two headers
     const size_t got = size < sizeof p ? (size_t)size : sizeof p;
     if (ct_file_pread(s->fd, path, p, got, 0) != CT_OK) return fail(s, CT_ERR);
     uint64_t header;
     if (!memcmp(p, CT_SHARD_MAGIC, 8)) {
         if (size < CT_SHARD_HEADER_BYTES)
-            return fail(s, ct_set_error("%s: truncated file: %llu bytes, header needs %d", path, (unsigned long long)size,
-                                        CT_SHARD_HEADER_BYTES));
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: truncated file: %llu bytes, header needs %d", path,
+                                           (unsigned long long)size, CT_SHARD_HEADER_BYTES));
         uint32_t version = get_u32(p + 8), width = get_u32(p + 12);
         if (version != 1 && version != CT_SHARD_VERSION)
-            return fail(s, ct_set_error("%s: unsupported shard version %u (expected 1 or %d)", path, version,
-                                        CT_SHARD_VERSION));
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: unsupported shard version %u (expected 1 or %d)", path,
+                                           version, CT_SHARD_VERSION));
         s->version = version;
-        if (width != 2 && width != 4) return fail(s, ct_set_error("%s: bad token width %u (expected 2 or 4)", path, width));
+        if (width != 2 && width != 4)
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: bad token width %u (expected 2 or 4)", path, width));
         s->format = CT_SHARD_CTITAN;
         s->token_width = (int)width;
         s->n_tokens = get_u64(p + 16);
         s->vocab_size = get_u32(p + 24);
-        if (s->vocab_size == 0) return fail(s, ct_set_error("%s: vocab size 0 in header", path));
+        if (s->vocab_size == 0) return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: vocab size 0 in header", path));
         if (width == 2 && s->vocab_size > 65536)
-            return fail(s, ct_set_error("%s: vocab size %u does not fit 2-byte tokens", path, s->vocab_size));
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: vocab size %u does not fit 2-byte tokens", path,
+                                           s->vocab_size));
         if (version >= 2) {
             uint32_t flags = get_u32(p + 28);
             if (flags & ~1u)
-                return fail(s, ct_set_error("%s: unknown header flags 0x%x (this ctitan knows bit 0, the tokenizer)",
-                                            path, flags));
+                return fail(s, ct_set_error_at(CT_E_DATA, path,
+                                               "%s: unknown header flags 0x%x (this ctitan knows bit 0, the tokenizer)",
+                                               path, flags));
             if (flags & 1u) {
                 s->tok.present = 1;
                 s->tok.bos = (int32_t)get_u32(p + 32);
@@ -275,19 +283,24 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
                 const char *which = s->tok.bos < -1 || s->tok.bos >= (int64_t)s->vocab_size ? "bos" : NULL;
                 if (!which && (s->tok.eos < -1 || s->tok.eos >= (int64_t)s->vocab_size)) which = "eos";
                 if (which)
-                    return fail(s, ct_set_error("%s: header %s id %d is outside the vocabulary of %u", path, which,
-                                                which[0] == 'b' ? s->tok.bos : s->tok.eos, s->vocab_size));
+                    return fail(
+                        s, ct_set_error_at(CT_E_DATA, path, "%s: header %s id %d is outside the vocabulary of %u", path,
+                                           which, which[0] == 'b' ? s->tok.bos : s->tok.eos, s->vocab_size));
             }
         }
         header = CT_SHARD_HEADER_BYTES;
     } else if ((int32_t)get_u32(p) == CT_SHARD_LLMC_MAGIC) {
         if (size < CT_SHARD_LLMC_HEADER_BYTES)
-            return fail(s, ct_set_error("%s: truncated file: %llu bytes, llm.c header needs %d", path,
-                                        (unsigned long long)size, CT_SHARD_LLMC_HEADER_BYTES));
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: truncated file: %llu bytes, llm.c header needs %d",
+                                           path, (unsigned long long)size, CT_SHARD_LLMC_HEADER_BYTES));
         uint32_t version = get_u32(p + 4);
-        if (version != 1) return fail(s, ct_set_error("%s: unsupported llm.c shard version %u (expected 1)", path, version));
+        if (version != 1)
+            return fail(s, ct_set_error_at(CT_E_DATA, path, "%s: unsupported llm.c shard version %u (expected 1)", path,
+                                           version));
         int32_t count = (int32_t)get_u32(p + 8);
-        if (count < 0) return fail(s, ct_set_error("%s: negative token count %d in llm.c header", path, count));
+        if (count < 0)
+            return fail(s,
+                        ct_set_error_at(CT_E_DATA, path, "%s: negative token count %d in llm.c header", path, count));
         s->format = CT_SHARD_LLMC;
         s->version = 1;
         s->token_width = 2;
@@ -295,16 +308,19 @@ ct_status ct_shard_open(ct_shard *s, const char *path, uint32_t vocab_limit) {
         s->vocab_size = 65536;  // llm.c headers carry no vocabulary size
         header = CT_SHARD_LLMC_HEADER_BYTES;
     } else {
-        return fail(s, ct_set_error("%s: wrong magic: not a ctitan (\"%s\") or llm.c (%d) token shard", path, CT_SHARD_MAGIC,
-                                    CT_SHARD_LLMC_MAGIC));
+        return fail(s,
+                    ct_set_error_at(CT_E_DATA, path, "%s: wrong magic: not a ctitan (\"%s\") or llm.c (%d) token shard",
+                                    path, CT_SHARD_MAGIC, CT_SHARD_LLMC_MAGIC));
     }
     // Compare in a way that cannot overflow for an absurd header count.
     const uint64_t data = size - header;
     if (s->n_tokens > data / (uint64_t)s->token_width || data != s->n_tokens * (uint64_t)s->token_width)
-        return fail(s, ct_set_error("%s: truncated file: header says %llu tokens (%llu bytes of data), file has %llu bytes of data",
-                                    path, (unsigned long long)s->n_tokens,
-                                    (unsigned long long)s->n_tokens * (unsigned long long)s->token_width,
-                                    (unsigned long long)data));
+        return fail(
+            s, ct_set_error_at(
+                   CT_E_DATA, path,
+                   "%s: truncated file: header says %llu tokens (%llu bytes of data), file has %llu bytes of data",
+                   path, (unsigned long long)s->n_tokens,
+                   (unsigned long long)s->n_tokens * (unsigned long long)s->token_width, (unsigned long long)data));
     s->data_offset = header;
     uint64_t limit = s->vocab_size;
     if (vocab_limit > 0 && vocab_limit < limit) limit = vocab_limit;

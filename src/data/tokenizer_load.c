@@ -396,5 +396,5 @@ ct_status ct_tokenizer_save(const ct_tokenizer *tok, const char *path) {
     free(b64);
     if (ferror(f)) bad = 1;
     if (fclose(f)) bad = 1;
-    return bad ? ct_set_error("%s: write failed", path) : CT_OK;
+    return bad ? ct_set_error_at(CT_E_IO, path, "%s: write failed", path) : CT_OK;
 }

@@ -87,12 +87,12 @@ static int terminal_columns(void) {
 }
 
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step,
-                          const char *progress) {
+                          ct_cfg_progress progress) {
     memset(lg, 0, sizeof *lg);
     lg->quiet = quiet;
     lg->total_steps = total_steps;
     // CTITAN_TTY (set by scripts/run_train.sh) wins: under mpirun stdout is never the terminal.
-    lg->tty = !strcmp(progress, "bar") || (!strcmp(progress, "auto") && ct_metrics_user_terminal());
+    lg->tty = progress == CT_CFG_PROGRESS_BAR || (progress == CT_CFG_PROGRESS_AUTO && ct_metrics_user_terminal());
     lg->first_step = resume_step;
     lg->columns = terminal_columns();
     lg->start = ct_now_seconds();

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "metrics/tensorboard.h"
@@ -57,12 +58,12 @@ typedef struct {
 // A fresh run (resume_step 0) keeps a previous run's file as metrics-<its mtime>.jsonl.
 // Each line: {"step", "loss", "grad_norm", ..., "time" (Unix seconds, last)}; a non-finite number is written as
 // null, so every line is JSON. A failed write is said once on stderr, and the run goes on.
-// progress: "bar" (redrawn in place, sized to the terminal), "lines" (one per log step: step/total,
-// loss, tokens/s, ms/step, MFU, memory, ETA) or "auto": the bar only when standard output is the
+// progress: bar (redrawn in place, sized to the terminal), "lines" (one per log step: step/total,
+// loss, tokens/s, ms/step, MFU, memory, ETA) or auto: the bar only when standard output is the
 // user's terminal -- CTITAN_TTY when a launcher script says so, else a terminal not handed over
 // by an MPI or Slurm launcher (mpirun gives every rank a pseudo-terminal of its own).
 ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_steps, bool quiet, int resume_step,
-                          const char *progress);
+                          ct_cfg_progress progress);
 // metrics.enable_tensorboard: every logged step also goes to an event file in `folder` as
 // scalars loss, grad_norm, lr, tokens_per_s, mfu, val_loss, memory/<category>_mib and
 // comm/<group>/{bytes,wait_s} (metrics/tensorboard.h). Call after ct_metrics_open; nothing on a

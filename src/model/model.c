@@ -20,9 +20,9 @@ const ct_model_family *ct_model_family_find(const char *name) {
 static ct_status supported(const ct_model_family *f, const ct_config *c) {
     const char *no = NULL;
     if (!(f->supports & CT_FAMILY_TP) && c->compute_parallel_degree > 1) no = "parallelism.compute_parallel_degree > 1";
-    else if (!(f->supports & CT_FAMILY_BF16) && strcmp(c->mixed_precision, "fp32")) no = "mixed_precision bf16";
+    else if (!(f->supports & CT_FAMILY_BF16) && c->mixed_precision != CT_CFG_FP32) no = "mixed_precision bf16";
     else if (!(f->supports & CT_FAMILY_8BIT) && (c->float8 || c->mxfp8)) no = "quantization.float8 / mxfp8";
-    else if (!(f->supports & CT_FAMILY_CHECKPOINTING) && (strcmp(c->ac_mode, "none") || c->ac_selective))
+    else if (!(f->supports & CT_FAMILY_CHECKPOINTING) && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
         no = "activation_checkpoint.mode other than none";
     else if (!(f->supports & CT_FAMILY_SPLIT_BACKWARD) &&
              (strstr(c->pipeline_schedule, "zb") || strstr(c->pipeline_schedule, "ZeroBubble")))

@@ -16,17 +16,19 @@
 // ------------------------------------------------------------------ policies
 
 ct_reshard_policy ct_parallelize_reshard_policy(const ct_config *cfg) {
-    return !strcmp(cfg->fsdp_reshard_after_forward, "always")  ? CT_RESHARD_ALWAYS
-           : !strcmp(cfg->fsdp_reshard_after_forward, "never") ? CT_RESHARD_NEVER
-                                                               : CT_RESHARD_DEFAULT;
+    return cfg->fsdp_reshard_after_forward == CT_CFG_RESHARD_ALWAYS  ? CT_RESHARD_ALWAYS
+           : cfg->fsdp_reshard_after_forward == CT_CFG_RESHARD_NEVER ? CT_RESHARD_NEVER
+                                                                     : CT_RESHARD_DEFAULT;
 }
 
 ct_ac_policy ct_parallelize_ac_policy(const ct_config *cfg) {
-    if (!strcmp(cfg->ac_mode, "full")) return (ct_ac_policy){CT_AC_FULL, 1};
-    if (!strcmp(cfg->ac_mode, "selective") || cfg->ac_selective) {
-        if (!strcmp(cfg->ac_option, "op")) return (ct_ac_policy){CT_AC_OPS, 1};
-        if (!strcmp(cfg->ac_option, "elementwise")) return (ct_ac_policy){CT_AC_ELEMENTWISE, 1};
-        return (ct_ac_policy){CT_AC_FULL, atoi(cfg->ac_option)};
+    ct_cfg_ac ac = ct_config_ac(cfg);
+    switch (ac.kind) {
+    case CT_CFG_KEEP_INPUT: return (ct_ac_policy){CT_AC_FULL, 1};
+    case CT_CFG_KEEP_OPS: return (ct_ac_policy){CT_AC_OPS, 1};
+    case CT_CFG_KEEP_ELEMENTWISE: return (ct_ac_policy){CT_AC_ELEMENTWISE, 1};
+    case CT_CFG_KEEP_EVERY_N: return (ct_ac_policy){CT_AC_FULL, ac.every};
+    case CT_CFG_KEEP_ALL: break;
     }
     return (ct_ac_policy){CT_AC_NONE, 1};
 }
@@ -46,7 +48,7 @@ ct_tp ct_parallelize_tp(const ct_config *cfg, const ct_kernels *k, ct_group *gro
 }
 
 ct_status ct_parallelize_dims(const ct_config *cfg, int tp, int cp, ct_parallel_dims *d) {
-    d->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
+    d->cp_balance = cfg->cp_load_balancer == CT_CFG_CP_NONE ? CT_CP_CONTIGUOUS : CT_CP_HEADTAIL;
     if (ct_cp_check_seq_len(d->cp_balance, cp, cfg->seq_len)) return CT_ERR;
     d->seq_local = cfg->seq_len / cp;
     d->mb_seqs = cfg->pipeline_microbatch_size > 0 ? cfg->pipeline_microbatch_size : cfg->micro_batch_size;
@@ -108,7 +110,7 @@ static ct_status place_stages(const ct_config *cfg, int n_layers, ct_parallelize
 static ct_status apply_cp(const ct_parallelize_env *env, ct_cp *cp, ct_stage_ops *ops) {
     if (env->cp->size <= 1) return CT_OK;
     const ct_config *cfg = env->cfg;
-    ct_cp_rotate rotate = strcmp(cfg->cp_rotate_method, "ring") ? CT_CP_ALLGATHER : CT_CP_RING;
+    ct_cp_rotate rotate = cfg->cp_rotate_method == CT_CFG_CP_RING ? CT_CP_RING : CT_CP_ALLGATHER;
     const ct_model_config *m = env->local_model;
     if (ct_cp_init_sizing(cp, env->k, env->cp, rotate, env->cp_balance, env->mb_seqs, cfg->seq_len, m->n_heads,
                           m->n_kv_heads, m->head_dim, env->sizing))
@@ -137,7 +139,7 @@ static void apply_fsdp(const ct_parallelize_env *env, ct_parallelized *o, ct_sta
     else
         ct_fsdp_init_placed(o->fsdp, env->k, env->table, env->fsdp, env->replicate, policy, env->weights,
                             env->grad_views, owned, group_stage);
-    ct_fsdp_set_precision(o->fsdp, env->prec.compute, !strcmp(cfg->mixed_precision_reduce, "bf16") ? CT_BF16 : CT_F32);
+    ct_fsdp_set_precision(o->fsdp, env->prec.compute, cfg->mixed_precision_reduce == CT_CFG_BF16 ? CT_BF16 : CT_F32);
     ct_fsdp_set_async(o->fsdp, cfg->enable_async_comm);
     ops->weights = ct_fsdp_weight_ops(o->fsdp);
 }

@@ -70,7 +70,7 @@ ct_status ct_precision_policy(const ct_config *c, const ct_model_config *m, int 
     int n_layers = m->n_layers;
     *p = ct_precision_fp32();
     *f8 = NULL;
-    if (!strcmp(c->mixed_precision, "bf16")) p->compute = CT_BF16;
+    if (c->mixed_precision == CT_CFG_BF16) p->compute = CT_BF16;
     if (!c->float8 && !c->mxfp8) return CT_OK;
     // The output projection is fused with the loss, which computes in fp32 (a vocabulary-sized
     // 8-bit matmul would also cost the most accuracy); TorchTitan filters it by default too.
@@ -86,7 +86,7 @@ ct_status ct_precision_policy(const ct_config *c, const ct_model_config *m, int 
     // contraction dimension be a multiple of 32, checked below.
     p->quantized = true;
     p->recipe = c->mxfp8 ? CT_F8_RECIPE_MXFP8
-                : !strcmp(c->float8_recipe, "rowwise") ? CT_F8_RECIPE_ROWWISE
+                : c->float8_recipe == CT_CFG_F8_ROWWISE ? CT_F8_RECIPE_ROWWISE
                                                        : CT_F8_RECIPE_TENSORWISE;
     *f8 = ct_xcalloc((size_t)n_layers, 1);
     for (int l = 0; l < n_layers; l++) {

@@ -54,9 +54,8 @@ static bool same_degrees(const ct_config *a, const ct_config *b) {
 }
 // 0 none, 1 TorchTitan's per op, 2 elementwise, 3 full (every block or every N-th)
 static int ac_index(const ct_config *c) {
-    if (!strcmp(c->ac_mode, "full")) return 3;
-    if (strcmp(c->ac_mode, "selective") && !c->ac_selective) return 0;
-    return !strcmp(c->ac_option, "op") ? 1 : !strcmp(c->ac_option, "elementwise") ? 2 : 3;
+    ct_cfg_ac ac = ct_config_ac(c);
+    return ac.kind == CT_CFG_KEEP_ALL ? 0 : ac.kind == CT_CFG_KEEP_OPS ? 1 : ac.kind == CT_CFG_KEEP_ELEMENTWISE ? 2 : 3;
 }
 static bool same_but_ac(const ct_plan_candidate *c, const void *arg) {
     const vary *v = arg;
@@ -163,7 +162,8 @@ void ct_plan_explain(const ct_plan_request *r, const ct_plan_candidate *all, int
             say_candidate(f, c);
         }
     } else {
-        fprintf(f, "   precision: %s (%s)\n", best->cfg.float8 ? "float8" : best->cfg.mixed_precision,
+        fprintf(f, "   precision: %s (%s)\n",
+                best->cfg.float8 ? "float8" : ct_cfg_precision_name(best->cfg.mixed_precision),
                 r->hw.peak_fp8 > 0 ? "float8 not allowed by the request" : "the device has no fp8 matmul");
     }
     const ct_plan_time *t = &best->time;

@@ -178,7 +178,8 @@ ct_status ct_hw_profile_load(const char *name_or_path, ct_hw_profile *hw) {
     if (!name_or_path || !name_or_path[0]) return ct_set_error("hardware profile: no name given");
     size_t len = strlen(name_or_path);
     if (strchr(name_or_path, '/') || (len > 5 && !strcmp(name_or_path + len - 5, ".toml"))) {
-        if (!readable(name_or_path)) return ct_set_error("%s: cannot read the hardware profile", name_or_path);
+        if (!readable(name_or_path))
+            return ct_set_error_at(CT_E_IO, name_or_path, "%s: cannot read the hardware profile", name_or_path);
         return load_file(name_or_path, hw);
     }
     const char *id = canonical_id(name_or_path);

@@ -30,12 +30,12 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     // train/trainer.c build(): the step's tokens as read and, with cp > 1, this rank's part of
     // them and its positions -- on the host; on another device only this rank's part, copied.
     long tokens = ct_plan_step_tokens(c);
-    const ct_kernels *k = ct_kernels_get(c->train_device);
+    const ct_kernels *k = ct_kernels_get(ct_cfg_device_name(c->train_device));
     bool on_host = !k || ct_device_host_visible(k->device);
     // Inputs and targets, and under block_causal the tokens' document ids beside them (and their
     // positions in their documents with model.rope_positions document).
-    bool block_causal = !strcmp(c->attn_mask_type, "block_causal");
-    size_t streams = 2 + (block_causal ? 1 : 0) + (block_causal && !strcmp(c->rope_positions, "document") ? 1 : 0);
+    bool block_causal = c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
+    size_t streams = 2 + (block_causal ? 1 : 0) + (block_causal && c->rope_positions == CT_CFG_ROPE_DOCUMENT ? 1 : 0);
     if (on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)tokens * sizeof(int32_t));
     if (cp > 1 || !on_host) ct_mem_sizing_add(sz, CT_MEM_OTHER, streams * (size_t)(tokens / cp) * sizeof(int32_t));
     if (cp > 1) ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)(c->seq_len / cp) * sizeof(int32_t));
@@ -49,7 +49,7 @@ static void outside_stages(const ct_config *c, int cp, long local_numel, long ow
     if (!on_host) return;  // the rest is host staging
     ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)loaders * ((size_t)c->seq_len + 1) * sizeof(int32_t));
     // train/checkpoint.c: async saves copy into staging planned at start-up.
-    if (c->ckpt_enable && !strcmp(c->ckpt_async_mode, "async"))
+    if (c->ckpt_enable && c->ckpt_async_mode == CT_CFG_CKPT_ASYNC)
         ct_mem_sizing_add(sz, CT_MEM_OTHER, (size_t)ct_plan_ckpt_staging_floats(owned) * sizeof(float));
 }
 
@@ -106,7 +106,7 @@ static ct_status size_pp_rank(const ct_model_config *m, const ct_config *c, int 
     int pp = l.degree[CT_MESH_PP], tp = l.degree[CT_MESH_TP], cp = l.degree[CT_MESH_CP];
     if (pp_rank < 0 || pp_rank >= pp) return ct_set_error("memory model: pp rank %d of %d", pp_rank, pp);
     // The run's backend sizes its scratch (a build without it plans with the cpu's sizes).
-    const ct_kernels *k = ct_kernels_get(c->train_device);
+    const ct_kernels *k = ct_kernels_get(ct_cfg_device_name(c->train_device));
     if (!k) k = ct_kernels_get("cpu");
 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).

@@ -82,16 +82,16 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
 }
 
 void ct_plan_single_cp_balance(ct_config *c) {
-    if (c->context_extension_degree == 1) snprintf(c->cp_load_balancer, sizeof c->cp_load_balancer, "none");
+    if (c->context_extension_degree == 1) c->cp_load_balancer = CT_CFG_CP_NONE;
 }
 
 int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
     char ac[32] = "none";
-    if (!strcmp(c->ac_mode, "full")) snprintf(ac, sizeof ac, "full");
-    else if (!strcmp(c->ac_mode, "selective") || c->ac_selective)
-        snprintf(ac, sizeof ac, strcmp(c->ac_option, "op") && strcmp(c->ac_option, "elementwise") ? "every %s" : "%s",
-                 c->ac_option);
-    const char *prec = c->mxfp8 ? "mxfp8" : c->float8 ? "float8" : c->mixed_precision;
+    ct_cfg_ac policy = ct_config_ac(c);
+    if (policy.kind == CT_CFG_KEEP_INPUT) snprintf(ac, sizeof ac, "full");
+    else if (policy.kind != CT_CFG_KEEP_ALL)
+        snprintf(ac, sizeof ac, policy.kind == CT_CFG_KEEP_EVERY_N ? "every %s" : "%s", c->ac_option);
+    const char *prec = c->mxfp8 ? "mxfp8" : c->float8 ? "float8" : ct_cfg_precision_name(c->mixed_precision);
     char sched[48] = "";
     if (c->pipeline_degree > 1)
         snprintf(sched, sizeof sched, c->pipeline_stages_per_rank > 1 ? ", %s x%d" : ", %s", c->pipeline_schedule,
@@ -158,14 +158,16 @@ static void options(const ct_plan_request *r, ct_config c, ct_parallelize_cache 
         c.pipeline_stages_per_rank = vpp;
         // Checkpointing recomputes inside a backward; a split backward (ZBV's I and W) cannot.
         static const struct {
-            const char *mode, *option;
-        } acs[] = {{"none", "op"}, {"selective", "op"}, {"selective", "elementwise"}, {"full", "op"}};
+            ct_cfg_ac_mode mode;
+            const char *option;
+        } acs[] = {{CT_CFG_AC_NONE, "op"}, {CT_CFG_AC_SELECTIVE, "op"}, {CT_CFG_AC_SELECTIVE, "elementwise"},
+                   {CT_CFG_AC_FULL, "op"}};
         int n_ac = split_backward ? 1 : 4;
         for (int a = 0; a < n_ac; a++) {
             // The elementwise policy is ctitan's own: TorchTitan's stack does not have it.
             if (r->stack == CT_STACK_TORCHTITAN && !strcmp(acs[a].option, "elementwise")) continue;
-            snprintf(c.ac_mode, sizeof c.ac_mode, "%s", acs[a].mode);
-            c.ac_selective = !strcmp(acs[a].mode, "selective");
+            c.ac_mode = acs[a].mode;
+            c.ac_selective = acs[a].mode == CT_CFG_AC_SELECTIVE;
             snprintf(c.ac_option, sizeof c.ac_option, "%s", acs[a].option);
             for (int p = 0; p < (fp8 ? 2 : 1); p++) {
                 c.float8 = p == 1;

@@ -52,7 +52,7 @@ static int fsdp_n(const ct_tm *t) { return t->ds * t->cp; }
 // Groups of a stage are gathered per step (UNSHARD / RESHARD around the stage) rather than per
 // micro-batch: the trainer does this under a pipeline with the default reshard policy.
 static bool fsdp_per_step(const ct_tm *t) {
-    return t->pp > 1 && fsdp_n(t) > 1 && !strcmp(t->c->fsdp_reshard_after_forward, "default");
+    return t->pp > 1 && fsdp_n(t) > 1 && t->c->fsdp_reshard_after_forward == CT_CFG_RESHARD_DEFAULT;
 }
 
 // ------------------------------------------------------------------ per micro-batch
@@ -67,13 +67,14 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     int N = fsdp_n(t);
     if (N <= 1 || fsdp_per_step(t)) return;
     link l = link_for(t, t->tp * t->cp * t->ds);
-    double gb = t->bf16 ? 2 : 4, rb = !strcmp(t->c->mixed_precision_reduce, "bf16") ? 2 : 4;
-    const char *policy = t->c->fsdp_reshard_after_forward;
+    double gb = t->bf16 ? 2 : 4, rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
+    ct_cfg_reshard policy = t->c->fsdp_reshard_after_forward;
     bool async = t->c->enable_async_comm;
     const ct_block_cost *b = &t->block;
     double blk = ct_tm_block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
-        bool regather = !strcmp(policy, "always") || (!strcmp(policy, "default") && layer != t->m->n_layers - 1);
+        bool regather =
+            policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
         double g = ag_time(l, N, blk * gb), rs = ag_time(l, N, blk * rb);
         double bytes = ag_bytes(N, blk * gb) * (regather ? 2 : 1) + ag_bytes(N, blk * rb);
         double fwd = g, bwd = (regather ? g : 0) + rs;
@@ -103,7 +104,7 @@ static void f8_amax(const ct_tm *t, link l, int n, double *fwd, double *bwd, dou
     *fwd = *bwd = *fb = *bb = 0;
     if (!t->f8 || t->c->mxfp8) return;
     double N = t->tokens, C = t->lm.dim;
-    if (strcmp(t->c->float8_recipe, "rowwise")) {
+    if (t->c->float8_recipe != CT_CFG_F8_ROWWISE) {
         int nb = t->c->enable_async_comm ? 10 : 8;
         *fwd = 6 * ar_time(l, n, 4), *fb = 6 * ar_bytes(n, 4);
         *bwd = nb * ar_time(l, n, 4), *bb = nb * ar_bytes(n, 4);
@@ -166,7 +167,7 @@ static void cp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     link l = link_for(t, t->tp * P);
     const ct_block_cost *b = &t->block;
     double S = 2.0 * t->tokens * t->lm.n_kv_heads * t->lm.head_dim * 4;  // this rank's K and V
-    bool ring = !strcmp(t->c->cp_rotate_method, "ring");
+    bool ring = t->c->cp_rotate_method == CT_CFG_CP_RING;
     double fb, bb, ft, bt;  // bytes (the comm layer's count) and seconds, forward and backward
     if (ring) {  // P-1 blocks each way (counted sent + received), backward also dK / dV home
         fb = 2 * (P - 1) * S;
@@ -230,7 +231,7 @@ static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, int
 void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out) {
     int groups, N = fsdp_n(t);
     double numel = rank_numel(t, busiest, stage_rank, &groups);
-    double rb = !strcmp(t->c->mixed_precision_reduce, "bf16") ? 2 : 4;
+    double rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
     if (fsdp_per_step(t)) {  // one gather and one reduce-scatter per group and step
         link l = link_for(t, t->tp * t->cp * t->ds);
         double gb = t->bf16 ? 2 : 4, secs = ag_time(l, N, numel * gb) + ag_time(l, N, numel * rb);

@@ -190,18 +190,20 @@ static ct_status setup(ct_tm *t, const ct_model_config *m, const ct_config *c, i
         return CT_ERR;
     // Precision: matmuls at fp8 (8-bit linear layers, where the device multiplies fp8), bf16 or
     // fp32; the output projection stays at the high precision (filter_fqns keeps "output").
-    t->bf16 = !strcmp(c->mixed_precision, "bf16");
+    t->bf16 = c->mixed_precision == CT_CFG_BF16;
     t->f8 = c->float8 || c->mxfp8;
     t->hi_peak = ct_hw_peak(hw, t->bf16 ? "bf16" : "fp32");
     t->mm_peak = t->f8 ? ct_hw_peak(hw, "fp8") : t->hi_peak;
     // A gpu's flash attention runs in the compute dtype; the cpu attention kernels are fp32.
     t->attn_peak = hw->cpu ? hw->peak_fp32 : t->hi_peak;
     t->compile = c->compile;
-    if (!strcmp(c->ac_mode, "full")) t->ac = CT_TM_AC_FULL;
-    else if (!strcmp(c->ac_mode, "selective") || c->ac_selective) {
-        if (!strcmp(c->ac_option, "op")) t->ac = CT_TM_AC_OPS;
-        else if (!strcmp(c->ac_option, "elementwise")) t->ac = CT_TM_AC_ELEMENTWISE;
-        else t->ac = CT_TM_AC_EVERY, t->ac_every = atoi(c->ac_option) > 0 ? atoi(c->ac_option) : 1;
+    ct_cfg_ac ac = ct_config_ac(c);
+    switch (ac.kind) {
+    case CT_CFG_KEEP_INPUT: t->ac = CT_TM_AC_FULL; break;
+    case CT_CFG_KEEP_OPS: t->ac = CT_TM_AC_OPS; break;
+    case CT_CFG_KEEP_ELEMENTWISE: t->ac = CT_TM_AC_ELEMENTWISE; break;
+    case CT_CFG_KEEP_EVERY_N: t->ac = CT_TM_AC_EVERY, t->ac_every = ac.every; break;
+    case CT_CFG_KEEP_ALL: break;
     }
     // A cpu node shares its cores: threads per rank = cores / ranks (at least 1), and the rank's
     // share of the node's rate is its threads over the cores, divided again when the ranks'

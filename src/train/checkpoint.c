@@ -141,7 +141,7 @@ void ct_checkpoint_init(ct_checkpointer *c, const ct_config *cfg, const ct_train
     c->pending_step = -1;
     c->last_saved_step = -1;
     c->enabled = cfg->ckpt_enable;
-    c->async = !strcmp(cfg->ckpt_async_mode, "async");
+    c->async = cfg->ckpt_async_mode == CT_CFG_CKPT_ASYNC;
     if (cfg->ckpt_folder[0] == '/')
         snprintf(c->folder, sizeof c->folder, "%s", cfg->ckpt_folder);
     else

@@ -109,7 +109,9 @@ void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool co
     double table = ct_config_peak_flops(cfg);
     if (table > 0) {
         p->flops = table;
-        snprintf(p->how, sizeof p->how, "metrics.device %s, dense bf16", cfg->device);
+        char device[16];
+        snprintf(p->how, sizeof p->how, "metrics.device %s, dense bf16",
+                 ct_setting_choice("metrics.device", cfg->device, device, sizeof device));
         return;
     }
     // Measured: every rank at once (they share the node's cores as training will), best of

@@ -23,7 +23,7 @@ void ct_precision_describe(const ct_precision *p, const ct_config *c, const ct_k
         used += snprintf(out + used, n > (size_t)used ? n - used : 0, " (bf16 gemm: %s)", k->bf16_gemm_path());
     used += snprintf(out + used, n > (size_t)used ? n - used : 0,
                      ", fp32 master weights and optimizer, gradients reduced in %s",
-                     !strcmp(c->mixed_precision_reduce, "bf16") ? "bf16" : "fp32");
+                     c->mixed_precision_reduce == CT_CFG_BF16 ? "bf16" : "fp32");
     if (p->quantized) {
         int on = 0, L = n_layers;
         for (int l = 0; l < L; l++)

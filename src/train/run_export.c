@@ -24,8 +24,7 @@ ct_status ct_run_export_hf(ct_group *world, const ct_config *cfg, int vocab_size
     snprintf(dir, sizeof dir, "%s/hf", cfg->dump_folder);
     ct_status st = CT_OK;
     if (world->rank == 0) {
-        ct_dtype dtype;
-        st = ct_model_dtype_parse(cfg->ckpt_export_dtype, &dtype);
+        ct_dtype dtype = cfg->ckpt_export_dtype == CT_CFG_BF16 ? CT_BF16 : CT_F32;
         // With the run's tokenizer when it has one, so AutoTokenizer loads beside the model.
         ct_hf_vocab_view vv = {0};
         bool with_tok = cfg->tokenizer_path[0] && access(cfg->tokenizer_path, R_OK) == 0;

@@ -54,7 +54,7 @@ static ct_status load_model_file(ct_trainer *t, const char *path) {
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
         // The reasons from the model file name it already; a config mismatch does not.
-        if (strstr(why, path)) return ct_set_error("checkpoint.initial_load_path: %s", why);
+        if (!strcmp(ct_last_error_subject(), path)) return ct_set_error("checkpoint.initial_load_path: %s", why);
         return ct_set_error("checkpoint.initial_load_path: %s (%s)", why, path);
     }
     model_read rd = {t, ct_model_open(path, &t->global_table), NULL};
@@ -116,11 +116,13 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->is_logger = t->world.rank == 0;
 
     t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
-    bool cpu_kernels = !strcmp(cfg->train_device, "cpu") || !strcmp(cfg->train_device, "cpu_sim");
+    bool cpu_kernels = cfg->train_device == CT_CFG_DEVICE_CPU || cfg->train_device == CT_CFG_DEVICE_CPU_SIM;
     if (cpu_kernels && choose_kernel_set(t, cfg)) return CT_ERR;
-    t->k = ct_kernels_get(cfg->train_device);  // training.device picks the kernel table
-    if (!t->k && !strcmp(cfg->train_device, "cuda")) return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
-    if (!t->k) return ct_set_error("no %s kernel backend in this build", cfg->train_device);
+    const char *device = ct_cfg_device_name(cfg->train_device);
+    t->k = ct_kernels_get(device);  // training.device picks the kernel table
+    if (!t->k && cfg->train_device == CT_CFG_DEVICE_CUDA)
+        return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
+    if (!t->k) return ct_set_error("no %s kernel backend in this build", device);
     if (t->k->device == CT_DEVICE_CUDA && strcmp(ct_comm_backend_name(), "nccl"))
         return ct_set_error("training.device cuda: the job's communication is %s, not nccl (ctitan train selects "
                             "nccl for cuda before it starts the transport)",
@@ -158,11 +160,11 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
     bool on_host = ct_device_host_visible(t->k->device);
     t->inputs = on_host ? t->host_inputs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
     t->targets = on_host ? t->host_targets : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
-    if (!strcmp(cfg->attn_mask_type, "block_causal")) {  // document ids beside the tokens
+    if (cfg->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL) {  // document ids beside the tokens
         t->seq_docs = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
         t->host_docs = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_docs;
         t->docs = on_host ? t->host_docs : ct_mem_alloc_on(ct_kernels_device(t->k), CT_MEM_OTHER, own_bytes);
-        if (!strcmp(cfg->rope_positions, "document")) {  // RoPE positions from 0 at each document
+        if (cfg->rope_positions == CT_CFG_ROPE_DOCUMENT) {  // RoPE positions from 0 at each document
             t->seq_rope_pos = ct_mem_alloc(CT_MEM_OTHER, seq_bytes);
             t->host_rope_pos = cp > 1 ? ct_mem_alloc(CT_MEM_OTHER, own_bytes) : t->seq_rope_pos;
             t->rope_pos = on_host ? t->host_rope_pos
@@ -543,8 +545,7 @@ void ct_trainer_gather_model(ct_trainer *t, float *full) {
 }
 
 ct_status ct_trainer_export(ct_trainer *t, const char *path) {
-    ct_dtype dtype;
-    if (ct_model_dtype_parse(t->cfg.ckpt_export_dtype, &dtype)) return CT_ERR;
+    ct_dtype dtype = t->cfg.ckpt_export_dtype == CT_CFG_BF16 ? CT_BF16 : CT_F32;
     float *full = ct_xmalloc((size_t)t->global_table.total * sizeof(float));  // (P) the whole model
     ct_trainer_gather_model(t, full);
     ct_status st = ct_run_export_model(&t->world, full, &t->global_table, &t->model, &t->data_tok, dtype, path);

@@ -182,7 +182,7 @@ int ct_trainer_run(ct_trainer *t) {
         if (t->is_logger) fprintf(stderr, "train: %s\n", ct_last_error());
         return 1;
     }
-    if (t->is_logger) printf("model saved to %s (%s)\n", path, c->ckpt_export_dtype);
+    if (t->is_logger) printf("model saved to %s (%s)\n", path, ct_cfg_precision_name(c->ckpt_export_dtype));
     if (c->ckpt_last_save_in_hf && ct_run_export_hf(&t->world, c, t->model.vocab_size, path)) {
         if (t->is_logger) fprintf(stderr, "train: checkpoint.last_save_in_hf: %s\n", ct_last_error());
         return 1;

@@ -34,8 +34,8 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
     m->rope_scaling = c->rope_scaling;
-    m->block_causal = !strcmp(c->attn_mask_type, "block_causal");
-    m->document_positions = m->block_causal && !strcmp(c->rope_positions, "document");
+    m->block_causal = c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
+    m->document_positions = m->block_causal && c->rope_positions == CT_CFG_ROPE_DOCUMENT;
     m->max_seq_len = c->seq_len;
     if (m->dim <= 0 || m->n_layers <= 0 || m->n_heads <= 0 || m->n_kv_heads <= 0 || m->vocab_size <= 0 ||
         m->ffn_hidden <= 0)

@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/file_check.h"
+#include "core/fs.h"
 #include "core/toml.h"
 
 static const char *const kind_suffix[CT_DCP_NKINDS] = {"", ".exp_avg", ".exp_avg_sq"};
@@ -54,17 +55,6 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
         out->crc32 = (uint32_t)crc;
     }
     return st;
-}
-
-ct_status ct_dcp_sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error("%s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    // Some file systems (tmpfs, some network mounts) cannot sync a directory; that is no error.
-    if (rc && err != EINVAL && err != EROFS) return ct_set_error("%s: fsync: %s", dir, strerror(err));
-    return CT_OK;
 }
 
 static void format_desc(char *buf, size_t n, const ct_shard_desc *d) {
@@ -136,10 +126,10 @@ static void put_string(FILE *f, const char *key, const char *s) {
 }
 
 ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
-    char path[CT_DCP_PATH], tmp[CT_DCP_PATH + 8];
+    char path[CT_DCP_PATH];
     snprintf(path, sizeof path, "%s/manifest.toml", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = ct_file_fopen_write(tmp, "checkpoint manifest", CT_FILE_WRITE_NOFOLLOW);
+    ct_fs_atomic manifest;
+    FILE *f = ct_fs_atomic_open(&manifest, path, "checkpoint manifest", CT_FS_SYNC_FOLDER);
     if (!f) return CT_ERR;
     fprintf(f, "# ctitan distributed checkpoint: written last, after every file below is on disk\n");
     put_string(f, "format", CT_DCP_FORMAT);
@@ -165,15 +155,7 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
         put_string(f, "name", m->files[i].name);
         fprintf(f, "bytes = %llu\ncrc32 = %u\n", (unsigned long long)m->files[i].bytes, m->files[i].crc32);
     }
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f)) ok = false;
-    if (!ok) {
-        unlink(tmp);
-        return ct_set_error("%s: %s", tmp, strerror(err ? err : EIO));
-    }
-    if (rename(tmp, path)) return ct_set_error("%s: rename: %s", path, strerror(errno));
-    return ct_dcp_sync_dir(dir);
+    return ct_fs_atomic_commit(&manifest);
 }
 
 static ct_status get_int(const ct_toml_value *t, const char *path, const char *file, long long lo, long long hi,

@@ -280,19 +280,3 @@ void ct_json_write_string(FILE *f, const char *s, size_t len) {
     }
     fputc('"', f);
 }
-
-FILE *ct_json_file_open(const char *path, char *tmp, size_t tmp_size) {
-    snprintf(tmp, tmp_size, "%s.tmp", path);
-    return ct_file_fopen_write(tmp, "file", CT_FILE_WRITE_NOFOLLOW);  // our own temporary name
-}
-
-ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path) {
-    int ok = !ferror(f) && fflush(f) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        unlink(tmp);
-        return ct_set_error("%s: write failed: %s", path, strerror(errno));
-    }
-    if (rename(tmp, path) != 0) return ct_set_error("%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-    return CT_OK;
-}

@@ -16,6 +16,7 @@
 #include "checkpoint/hf.h"
 #include "core/file_check.h"
 #include "core/failpoint.h"
+#include "core/fs.h"
 #include "core/toml.h"
 #include "core/trace.h"
 #include "core/version.h"
@@ -58,7 +59,7 @@ static ct_status claim_dump_folder(const ct_trainer *t) {
         return st;
     }
     ct_toml_free(prev);
-    if (ct_make_dirs(t->cfg.dump_folder)) return CT_ERR;
+    if (ct_fs_make_dirs(t->cfg.dump_folder)) return CT_ERR;
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);

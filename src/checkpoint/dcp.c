@@ -12,6 +12,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/file_check.h"
 #include "core/fs.h"
+#include "core/mathutil.h"
 #include "core/toml.h"
 
 static const char *const kind_suffix[CT_DCP_NKINDS] = {"", ".exp_avg", ".exp_avg_sq"};
@@ -372,9 +373,6 @@ void ct_dcp_close(ct_dcp_reader *r) {
     free(r);
 }
 
-static long min_l(long a, long b) { return a < b ? a : b; }
-static long max_l(long a, long b) { return a > b ? a : b; }
-
 // The global ranges [lo, hi) copied into one request, to check that they cover it exactly.
 typedef struct {
     long (*iv)[2];
@@ -407,7 +405,7 @@ static void copy_overlap(const ct_shard_desc *want, float *dst, const ct_shard_d
     ct_shard_run rw, rh;
     bool w = ct_shard_next_run(want, &iw, &rw), h = ct_shard_next_run(have, &ih, &rh);
     while (w && h) {
-        long lo = max_l(rw.global, rh.global), hi = min_l(rw.global + rw.len, rh.global + rh.len);
+        long lo = ct_max_l(rw.global, rh.global), hi = ct_min_l(rw.global + rw.len, rh.global + rh.len);
         if (lo < hi) {
             memcpy(dst + rw.local + (lo - rw.global), src + rh.local + (lo - rh.global), (size_t)(hi - lo) * sizeof *dst);
             note_range(ranges, lo, hi);
@@ -441,7 +439,7 @@ static void check_cover(const ct_shard_desc *want, copied_ranges *c, long *gap, 
             *copied += hi - lo;
             if (lo > pos && *gap < 0) *gap = pos;
             if (lo < pos && *twice < 0) *twice = lo;
-            pos = max_l(pos, hi);
+            pos = ct_max_l(pos, hi);
         }
         if (pos < end && *gap < 0) *gap = pos;
     }

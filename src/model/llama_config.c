@@ -78,12 +78,17 @@ ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_confi
 
 long ct_llama_embedding_params(const ct_llama_config *m) { return (long)m->vocab_size * m->dim; }
 
-long ct_llama_num_params(const ct_llama_config *m) {
+long ct_llama_block_params(const ct_llama_config *m) {
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden;
     long attn = C * (m->n_heads * HS) + 2 * C * (m->n_kv_heads * HS) + (m->n_heads * HS) * C;
     long ffn = 3 * C * F;
-    long per_layer = attn + ffn + 2 * C;
-    return ct_llama_embedding_params(m) + m->n_layers * per_layer + C + (long)m->vocab_size * C;
+    return attn + ffn + 2 * C;
+}
+
+long ct_llama_head_params(const ct_llama_config *m) { return m->dim + (long)m->vocab_size * m->dim; }
+
+long ct_llama_num_params(const ct_llama_config *m) {
+    return ct_llama_embedding_params(m) + m->n_layers * ct_llama_block_params(m) + ct_llama_head_params(m);
 }
 
 double ct_llama_flops_per_token(const ct_llama_config *m, long seq_len) {

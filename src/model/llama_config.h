@@ -36,9 +36,13 @@ ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c);
 // is refused with a message naming both numbers.
 ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_config *local);
 
-// Number of parameters, total and in the token embedding.
+// Number of parameters: total, in the token embedding, in one block (two norms, wq/wk/wv, wo,
+// w1/w3/w2) and in the head (final norm and output projection). With m from
+// ct_llama_config_local, those one tp rank holds.
 long ct_llama_num_params(const ct_llama_config *m);
 long ct_llama_embedding_params(const ct_llama_config *m);
+long ct_llama_block_params(const ct_llama_config *m);
+long ct_llama_head_params(const ct_llama_config *m);
 
 // Model FLOPs per token for one training step (forward + backward):
 // 6 * (params - embedding) + 12 * L * NH * HS * T  (the attention score and value products).

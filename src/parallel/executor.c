@@ -16,8 +16,6 @@ void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group 
     memcpy(e->stage, stages, (size_t)n_stages * sizeof(ct_stage *));
     e->pp = pp;
     e->stage_rank = stage_rank;
-    const char *trace = getenv("CTITAN_TRACE_ACTIONS");
-    e->trace = trace && *trace && *trace != '0';
 }
 
 void ct_executor_free(ct_executor *e) {

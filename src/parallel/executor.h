@@ -43,7 +43,8 @@ typedef struct {
     const int *stage_rank;        // (n_stages) pp rank that runs each stage (NULL: no pipeline)
     ct_grad_reducer reducers[CT_EXECUTOR_MAX_REDUCERS];
     int n_reducers;
-    bool trace;                   // print every action as it runs (CTITAN_TRACE_ACTIONS=1)
+    bool trace;                   // print every action as it starts; off after init (the trainer
+                                  // sets it from profiling.trace_actions)
 
     int max_mb;                   // micro-batches the planned schedules use
     int *slot_of;                 // (n_stages, max_mb) slot a micro-batch holds, or -1

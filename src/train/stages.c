@@ -31,6 +31,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     if (st) return CT_ERR;
     ct_executor_add_reducer(&t->exec, ct_fsdp_reduce_replicas, &t->fsdp);
     ct_executor_add_reducer(&t->exec, ct_tp_reduce_replicated_grads, &t->tp);
+    t->exec.trace = cfg->trace_actions;
 
     // Micro-batches: views into this step's tokens, `mb_seqs` sequences each.
     long mb_tokens = (long)t->mb_seqs * t->seq_local;

@@ -186,47 +186,48 @@ static void unshard_per_stage(ct_schedule *s, int n_stages) {
     *s = out;
 }
 
-// The planner sizes one layout once per pp rank, and many layouts share a schedule (every
-// checkpointing mode, precision and replicate degree), while building all pp lists costs
-// O(pp x micro-batches). Sizing therefore keeps the last generated lists; single-threaded, like
-// the planner. Not used by a run, which builds its lists once.
-static struct {
-    char name[64];
-    int pp, vpp, n_mb;
-    ct_schedule *lists;  // (pp)
-} sizing_lists;
+void ct_layout_schedule_cache_free(ct_layout_schedule_cache *c) {
+    for (int r = 0; c->lists && r < c->pp; r++) ct_schedule_free(&c->lists[r]);
+    free(c->lists);
+    memset(c, 0, sizeof *c);
+}
 
 static void copy_schedule(ct_schedule *dst, const ct_schedule *src) {
     ct_schedule_init(dst);
     for (int i = 0; i < src->count; i++) ct_schedule_push(dst, src->actions[i].kind, src->actions[i].stage, src->actions[i].mb);
 }
 
-static ct_status sizing_schedule(const ct_config *cfg, int pp, int vpp, int n_mb, int me, ct_schedule *out) {
-    if (!sizing_lists.lists || strcmp(sizing_lists.name, cfg->pipeline_schedule) || sizing_lists.pp != pp ||
-        sizing_lists.vpp != vpp || sizing_lists.n_mb != n_mb) {
-        for (int r = 0; sizing_lists.lists && r < sizing_lists.pp; r++) ct_schedule_free(&sizing_lists.lists[r]);
-        free(sizing_lists.lists);
-        sizing_lists.lists = ct_xcalloc((size_t)pp, sizeof(ct_schedule));
-        for (int r = 0; r < pp; r++) ct_schedule_init(&sizing_lists.lists[r]);
-        sizing_lists.pp = pp;
-        if (ct_pp_schedule_build(cfg->pipeline_schedule, pp, vpp, n_mb, sizing_lists.lists)) {
-            sizing_lists.name[0] = 0;  // never matches: the next call builds again
-            return CT_ERR;
+// This rank's generated list, from the caller's cache when it holds the same schedule's lists
+// (cache NULL: built here and dropped).
+static ct_status sizing_schedule(ct_layout_schedule_cache *cache, const ct_config *cfg, int pp, int vpp, int n_mb,
+                                 int me, ct_schedule *out) {
+    ct_layout_schedule_cache none = {0};
+    ct_layout_schedule_cache *c = cache ? cache : &none;
+    ct_status st = CT_OK;
+    if (!c->lists || strcmp(c->name, cfg->pipeline_schedule) || c->pp != pp || c->vpp != vpp || c->n_mb != n_mb) {
+        ct_layout_schedule_cache_free(c);
+        c->lists = ct_xcalloc((size_t)pp, sizeof(ct_schedule));
+        for (int r = 0; r < pp; r++) ct_schedule_init(&c->lists[r]);
+        c->pp = pp;
+        st = ct_pp_schedule_build(cfg->pipeline_schedule, pp, vpp, n_mb, c->lists);
+        if (st == CT_OK) {  // on a failure the name stays empty, which never matches
+            snprintf(c->name, sizeof c->name, "%s", cfg->pipeline_schedule);
+            c->vpp = vpp, c->n_mb = n_mb;
         }
-        snprintf(sizing_lists.name, sizeof sizing_lists.name, "%s", cfg->pipeline_schedule);
-        sizing_lists.vpp = vpp, sizing_lists.n_mb = n_mb;
     }
-    copy_schedule(out, &sizing_lists.lists[me]);
-    return CT_OK;
+    if (st == CT_OK) copy_schedule(out, &c->lists[me]);
+    if (c == &none) ct_layout_schedule_cache_free(&none);
+    return st;
 }
 
 // Every pp rank's training list (generated, or read from pipeline_schedule_file), checked by
 // simulating all of them together; this rank keeps its own. Sizing (the planner) takes generated
-// lists from the cache above without the check: the generators are checked by their own tests
-// and a run checks its lists again at start-up; a schedule file is always read and checked.
-static ct_status pipeline_schedule(const ct_config *cfg, ct_layout_stages *o, int pp, int vpp, int me, bool sizing) {
-    if (sizing && !cfg->pipeline_schedule_file[0])
-        return sizing_schedule(cfg, pp, vpp, o->n_mb, me, o->train_schedule);
+// generated lists without the check: the generators are checked by their own tests and a run
+// checks its lists again at start-up; a schedule file is always read and checked.
+static ct_status pipeline_schedule(const ct_layout_env *env, ct_layout_stages *o, int pp, int vpp, int me) {
+    const ct_config *cfg = env->cfg;
+    if (env->sizing && !cfg->pipeline_schedule_file[0])
+        return sizing_schedule(env->schedule_cache, cfg, pp, vpp, o->n_mb, me, o->train_schedule);
     ct_schedule lists[pp];
     for (int r = 0; r < pp; r++) ct_schedule_init(&lists[r]);
     ct_status st = cfg->pipeline_schedule_file[0]
@@ -355,7 +356,7 @@ ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *o) 
     if (pp == 1) {
         ct_schedule_accumulation(o->train_schedule, 0, o->n_mb, true);
     } else {
-        if (pipeline_schedule(cfg, o, pp, vpp, me, env->sizing != NULL)) return CT_ERR;
+        if (pipeline_schedule(env, o, pp, vpp, me)) return CT_ERR;
         if (env->fsdp->size > 1 && ct_layout_reshard_policy(cfg) == CT_RESHARD_DEFAULT)
             unshard_per_stage(o->train_schedule, o->n_stages);
     }

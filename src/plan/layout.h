@@ -37,6 +37,18 @@ int ct_layout_stages_per_rank(const ct_config *cfg, int pp);
 // contraction dimension (heads x head_dim, kv heads x head_dim, FFN hidden) not a multiple of 32.
 ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8);
 
+// Sizing's generated pipeline lists, kept by the caller between calls: the planner sizes one
+// layout once per pp rank, and many layouts share a schedule (every checkpointing mode,
+// precision and replicate degree), while building all pp lists costs O(pp x micro-batches). A
+// run builds its lists once and keeps none. Zeroed before first use; freed with
+// ct_layout_schedule_cache_free.
+typedef struct {
+    char name[64];       // the schedule the lists are of ("" : none held)
+    int pp, vpp, n_mb;
+    ct_schedule *lists;  // (pp)
+} ct_layout_schedule_cache;
+void ct_layout_schedule_cache_free(ct_layout_schedule_cache *c);
+
 // Everything the stages are built from: the run's groups (real, or for sizing plain structs
 // holding only size and rank) and this rank's model dimensions.
 typedef struct {
@@ -54,6 +66,8 @@ typedef struct {
     int mb_seqs;                         // sequences per micro-batch the stages run
     ct_llama_weights *weights, *grad_views;  // views FSDP points (NULL when sizing)
     ct_mem_sizing *sizing;               // NULL: allocate; else count (core/mem_sizing.h)
+    ct_layout_schedule_cache *schedule_cache;  // sizing: generated lists kept between calls
+                                               // (NULL: built each time)
 } ct_layout_env;
 
 // What is built, at the caller's addresses (the executor and stages keep pointers into them).

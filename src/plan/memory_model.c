@@ -63,34 +63,33 @@ static ct_status resolve(const ct_config *c, int world, ct_mesh_layout *l) {
     return ct_mesh_resolve(&want, world, l, err, sizeof err);
 }
 
-// The parameter table of (m, tp), which only the shapes decide. Building it names every tensor
-// (a snprintf each); the planner sizes thousands of layouts of one model, one pp rank at a
-// time, so the last table is kept (single-threaded, like the planner).
-static struct {
-    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, vocab_size, tp;
-    ct_param_table table;
-    bool built;
-} last_table;
-
-static const ct_param_table *param_table(const ct_llama_config *m, int tp) {
-    bool same = last_table.built && last_table.dim == m->dim && last_table.n_layers == m->n_layers &&
-                last_table.n_heads == m->n_heads && last_table.n_kv_heads == m->n_kv_heads &&
-                last_table.head_dim == m->head_dim && last_table.ffn_hidden == m->ffn_hidden &&
-                last_table.vocab_size == m->vocab_size && last_table.tp == tp;
-    if (!same) {
-        if (last_table.built) ct_param_table_free(&last_table.table);
-        memset(&last_table.table, 0, sizeof last_table.table);
-        ct_param_table_build_tp(&last_table.table, m, 0, tp);
-        last_table.dim = m->dim, last_table.n_layers = m->n_layers, last_table.n_heads = m->n_heads;
-        last_table.n_kv_heads = m->n_kv_heads, last_table.head_dim = m->head_dim;
-        last_table.ffn_hidden = m->ffn_hidden, last_table.vocab_size = m->vocab_size, last_table.tp = tp;
-        last_table.built = true;
-    }
-    return &last_table.table;
+void ct_plan_memory_cache_free(ct_plan_memory_cache *cache) {
+    if (cache->built) ct_param_table_free(&cache->table);
+    ct_layout_schedule_cache_free(&cache->lists);
+    memset(cache, 0, sizeof *cache);
 }
 
-ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
-                                 ct_plan_memory *out) {
+// The parameter table of (m, tp), which only the shapes decide: the cache's when it holds that
+// one, else built into it.
+static const ct_param_table *param_table(ct_plan_memory_cache *cache, const ct_llama_config *m, int tp) {
+    bool same = cache->built && cache->dim == m->dim && cache->n_layers == m->n_layers &&
+                cache->n_heads == m->n_heads && cache->n_kv_heads == m->n_kv_heads &&
+                cache->head_dim == m->head_dim && cache->ffn_hidden == m->ffn_hidden &&
+                cache->vocab_size == m->vocab_size && cache->tp == tp;
+    if (!same) {
+        if (cache->built) ct_param_table_free(&cache->table);
+        memset(&cache->table, 0, sizeof cache->table);
+        ct_param_table_build_tp(&cache->table, m, 0, tp);
+        cache->dim = m->dim, cache->n_layers = m->n_layers, cache->n_heads = m->n_heads;
+        cache->n_kv_heads = m->n_kv_heads, cache->head_dim = m->head_dim;
+        cache->ffn_hidden = m->ffn_hidden, cache->vocab_size = m->vocab_size, cache->tp = tp;
+        cache->built = true;
+    }
+    return &cache->table;
+}
+
+static ct_status pp_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c, int world,
+                                int pp_rank, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;
@@ -123,7 +122,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     ct_group g_tp = {.name = "tp", .rank = 0, .size = tp};
 
     ct_mem_sizing sz = {0};
-    const ct_param_table *table = param_table(m, tp);
+    const ct_param_table *table = param_table(cache, m, tp);
     ct_precision prec;
     uint8_t *f8 = NULL;
     ct_fsdp fsdp = {0};
@@ -141,7 +140,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
         ct_layout_env env = {
             .cfg = c, .k = k, .model = m, .local_model = &local, .table = table, .fsdp = &g_fsdp,
             .replicate = &g_rep, .cp = &g_cp, .pp = &g_pp, .tp = &tpa, .prec = prec, .cp_balance = balance,
-            .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz,
+            .cp_pos = NULL, .seq_local = seq_local, .mb_seqs = seqs, .sizing = &sz, .schedule_cache = &cache->lists,
         };
         status = ct_layout_build_stages(&env, &st);
     }
@@ -168,16 +167,32 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     return status;
 }
 
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+                                 ct_plan_memory *out) {
+    ct_plan_memory_cache cache = {0};
+    ct_status st = pp_rank_cached(&cache, m, c, world, pp_rank, out);
+    ct_plan_memory_cache_free(&cache);
+    return st;
+}
+
+ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c,
+                                     int world, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
     if (resolve(c, world, &l)) return CT_ERR;
     for (int r = 0; r < l.degree[CT_MESH_PP]; r++) {
         ct_plan_memory one;
-        if (ct_plan_memory_pp_rank(m, c, world, r, &one)) return CT_ERR;
+        if (pp_rank_cached(cache, m, c, world, r, &one)) return CT_ERR;
         if (r == 0 || one.total > out->total) *out = one;
     }
     return CT_OK;
+}
+
+ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+    ct_plan_memory_cache cache = {0};
+    ct_status st = ct_plan_memory_rank_cached(&cache, m, c, world, out);
+    ct_plan_memory_cache_free(&cache);
+    return st;
 }
 
 double ct_plan_memory_available(void) {

@@ -20,6 +20,8 @@
 #include "core/config.h"
 #include "core/memory.h"
 #include "model/llama_config.h"
+#include "model/params.h"
+#include "plan/layout.h"
 
 typedef struct {
     double bytes[CT_MEM_NCATEGORIES];  // per category, on the rank that needs the most in total
@@ -35,6 +37,21 @@ ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int 
 // allocate the same but for an async checkpoint's staging, which coordinate 0 needs most).
 ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out);
+// What sizing many layouts of one model reuses, kept by the caller (the planner's search) between
+// calls: the last parameter table (naming every tensor costs a snprintf each, and only the shapes
+// and tp decide it) and the last generated pipeline lists. Zeroed before first use; freed with
+// ct_plan_memory_cache_free.
+typedef struct {
+    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, vocab_size, tp;  // the table's
+    bool built;
+    ct_param_table table;
+    ct_layout_schedule_cache lists;
+} ct_plan_memory_cache;
+void ct_plan_memory_cache_free(ct_plan_memory_cache *cache);
+// ct_plan_memory_rank, reusing what cache holds and keeping what it builds.
+ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c,
+                                     int world, ct_plan_memory *out);
+
 // Bytes this node can still give (MemAvailable from /proc/meminfo), 0 when unknown.
 double ct_plan_memory_available(void);
 #endif

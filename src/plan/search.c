@@ -118,13 +118,13 @@ static void keep(candidates *cs, const ct_plan_candidate *c) {
 
 // Evaluates c; keeps it when it can be built. Time only for a layout that fits (the others are
 // listed with their memory, for the refusal and --explain).
-static void consider(const ct_plan_request *r, const ct_config *c, candidates *cs) {
+static void consider(const ct_plan_request *r, const ct_config *c, ct_plan_memory_cache *cache, candidates *cs) {
     ct_plan_candidate cand;
     memset(&cand, 0, sizeof cand);
     cand.cfg = *c;
     ct_plan_layout_name(c, cand.layout, sizeof cand.layout);
     ct_llama_config m;
-    if (ct_llama_config_from(&m, c) || ct_plan_memory_rank(&m, c, r->devices, &cand.mem)) return;
+    if (ct_llama_config_from(&m, c) || ct_plan_memory_rank_cached(cache, &m, c, r->devices, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
     if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
@@ -139,7 +139,7 @@ static const struct {
 enum { N_SCHEDULES = sizeof schedules / sizeof schedules[0] };
 
 // The pipeline schedule, checkpointing and precision choices for fixed degrees and micro-batches.
-static void options(const ct_plan_request *r, ct_config c, candidates *cs) {
+static void options(const ct_plan_request *r, ct_config c, ct_plan_memory_cache *cache, candidates *cs) {
     int n_sched = c.pipeline_degree > 1 ? N_SCHEDULES : 1;
     bool fp8 = r->allow_float8 && r->hw.peak_fp8 > 0;
     for (int s = 0; s < n_sched; s++) {
@@ -168,7 +168,7 @@ static void options(const ct_plan_request *r, ct_config c, candidates *cs) {
             snprintf(c.ac_option, sizeof c.ac_option, "%s", acs[a].option);
             for (int p = 0; p < (fp8 ? 2 : 1); p++) {
                 c.float8 = p == 1;
-                consider(r, &c, cs);
+                consider(r, &c, cache, cs);
             }
         }
     }
@@ -195,6 +195,7 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
     long seqs = r->global_batch_tokens / T;
     int node = r->hw.cpu ? r->devices : r->hw.devices_per_node;
     candidates cs = {0};
+    ct_plan_memory_cache cache = {0};  // one model throughout: its tables and lists are reused
     for (int tp = 1; tp <= node && tp <= r->devices; tp *= 2) {
         ct_llama_config local;
         if (ct_llama_config_local(&r->model, tp, &local)) continue;
@@ -222,12 +223,13 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                         c.pipeline_microbatch_size = 0;
                         ct_plan_single_cp_balance(&c);
                         c.compile = r->compile, c.enable_async_comm = r->async_comm;
-                        options(r, c, &cs);
+                        options(r, c, &cache, &cs);
                     }
                 }
             }
         }
     }
+    ct_plan_memory_cache_free(&cache);
     if (!cs.n) {
         free(cs.v);
         return ct_set_error("no layout of %d devices can run this model with a global batch of %ld sequences of %ld "

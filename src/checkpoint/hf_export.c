@@ -1,10 +1,8 @@
 // ctitan model -> HF directory, streamed (hf.h): the tensors go out in registry order, each in
 // pieces of at most CT_HF_PIECE elements, q/k rows permuted to HF's half-split layout on the way.
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint/hf_internal.h"
 #include "core/fs.h"

@@ -1,12 +1,9 @@
 // Byte-level BPE -> Hugging Face tokenizer files (format in hf_tokenizer.h).
 #include "checkpoint/hf_tokenizer.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint/hf_internal.h"
 #include "core/file_check.h"

@@ -1,11 +1,9 @@
 // JSON reader (a recursive descent over RFC 8259) and string writer; see json.h.
 #include "core/json.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/file_check.h"
 #include "core/strbuf.h"

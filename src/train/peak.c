@@ -1,12 +1,9 @@
 #include "train/peak.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/file_check.h"
 #include "core/fs.h"

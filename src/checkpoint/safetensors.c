@@ -256,7 +256,8 @@ ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
             return ct_set_error("%s: %lld elements appended past the last declared tensor", w->out.path, (long long)n);
         const st_entry *e = &w->e[w->cur];
         int64_t k = e->numel - w->cur_done < n ? e->numel - w->cur_done : n;
-        if (!write_elems(w->out.f, e, data, k)) return ct_set_error("%s: write failed: %s", w->out.path, strerror(errno));
+        if (!write_elems(w->out.f, e, data, k))
+            return ct_set_error("%s: write failed: %s", w->out.path, strerror(errno));
         data = (const char *)data + (size_t)k * ct_dtype_size(e->data_dtype);
         n -= k;
         w->cur_done += k;

@@ -59,6 +59,7 @@ ct_status ct_fs_sync_dir(const char *dir) {
 FILE *ct_fs_atomic_open(ct_fs_atomic *a, const char *path, const char *what, int flags) {
     a->f = NULL;
     a->flags = flags;
+    a->path[0] = a->tmp[0] = 0;
     size_t n = strlen(path);
     if (n >= sizeof a->path) {
         ct_set_error("%.60s...: path too long (%zu characters)", path, n);

@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     long heap_growth = (long)mallinfo2().uordblks - (long)heap0;
 
     // Paired rounds (after the counted steps: measuring a peak allocates its matrices).
-    double fpt = ct_llama_flops_per_token(&t.model, c.seq_len);
+    double fpt = ct_model_flops_per_token(&t.model, c.seq_len);
     double tokens = (double)c.micro_batch_size * c.seq_len;
     double ratios[64], onednn_ratios[64], best_peak = peak, paired_sum = 0, onednn_peak = 0;
     double quiet_ct[64], quiet_dnnl[64];  // the paired ratios of the quiet rounds
@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     double tps_best = tokens / best, tps_mean = tokens * steps / sum;
     double gflops = tps_mean * fpt * 1e-9;
     printf("benchmark %s: %.2fM params, batch %d x %d, %d threads, loss %.4f after %d steps\n", which,
-           ct_llama_num_params(&t.model) / 1e6, c.micro_batch_size, c.seq_len,
+           ct_model_num_params(&t.model) / 1e6, c.micro_batch_size, c.seq_len,
            (int)(getenv("OMP_NUM_THREADS") ? atoi(getenv("OMP_NUM_THREADS")) : 0), t.last.loss, t.step);
     printf("  step %.1f ms mean (%.1f best); tokens/s %.0f mean (%.0f best)\n", 1e3 * sum / steps, 1e3 * best,
            tps_mean, tps_best);

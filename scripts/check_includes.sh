@@ -35,7 +35,7 @@ declare -A ALLOWED=(
 violations=0 files=0 includes=0
 report() { echo "$1:$2: $3 -> $4 ($5)"; violations=$((violations + 1)); }
 
-# The top directory under src/ of a path relative to src/ ("model/llama.h" -> model).
+# The top directory under src/ of a path relative to src/ ("model/weights.h" -> model).
 top_dir() { local p=$1; [[ $p == */* ]] && echo "${p%%/*}" || echo "(src)"; }
 
 # Normalises a relative path ("kernels/../core/x.h" -> "core/x.h"); no filesystem access.

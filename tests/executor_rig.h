@@ -8,24 +8,24 @@
 
 #include "core/memory.h"
 #include "core/rng.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "parallel/executor.h"
 
 typedef struct {
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;   // the global registry
     float *params;      // (t.total)
     float *grads;       // (t.total)
-    ct_llama_weights w, g;
+    ct_model_weights w, g;
     int32_t *in, *tg;   // (RIG_MB, RIG_B, RIG_T)
     ct_microbatch mbs[RIG_MB];
     long valid;         // targets that are not ignored, over every micro-batch
 } rig;
 
 // dim 32, 4 heads over 2 kv heads, FFN 40 (no tile divides it).
-static inline ct_llama_config rig_model(int n_layers, int vocab) {
-    ct_llama_config m = {0};
+static inline ct_model_config rig_model(int n_layers, int vocab) {
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 32;
     m.n_layers = n_layers;
@@ -51,8 +51,8 @@ static inline void rig_init(rig *r, int n_layers, int vocab, int ignore_every) {
     ct_rng rng;
     ct_rng_seed(&rng, 11);
     for (long i = 0; i < r->t.total; i++) r->params[i] += 0.1f * ct_rng_next_normal(&rng);  // not at init
-    ct_llama_weights_init(&r->w, &r->t, &r->m, r->params);
-    ct_llama_weights_init(&r->g, &r->t, &r->m, r->grads);
+    ct_model_weights_init(&r->w, &r->t, &r->m, r->params);
+    ct_model_weights_init(&r->g, &r->t, &r->m, r->grads);
     long n = (long)RIG_MB * RIG_B * RIG_T;
     r->in = ct_xmalloc(n * sizeof(int32_t));
     r->tg = ct_xmalloc(n * sizeof(int32_t));
@@ -67,8 +67,8 @@ static inline void rig_init(rig *r, int n_layers, int vocab, int ignore_every) {
 }
 
 static inline void rig_free(rig *r) {
-    ct_llama_weights_free(&r->w);
-    ct_llama_weights_free(&r->g);
+    ct_model_weights_free(&r->w);
+    ct_model_weights_free(&r->g);
     ct_mem_free(r->params);
     ct_mem_free(r->grads);
     ct_param_table_free(&r->t);

@@ -174,9 +174,9 @@ static void parity_compare(const parity_result *r, const char *what) {
     double vtol = parity_val_bound();
     CHECK(fabs(r->val_loss - ref->val_loss) <= vtol * ref->val_loss, "%s validation loss %.9g vs %.9g (bound %.3g)",
           what, r->val_loss, ref->val_loss, vtol);
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table table;
-    ct_llama_config_from(&m, &parity_base);
+    ct_model_config_from(&m, &parity_base);
     ct_param_table_build(&table, &m);
     const double ptol = ct_em_fp32_param(STEPS);
     for (int pi = 0; pi < table.count; pi++) {

@@ -15,8 +15,8 @@
 
 #include "test.h"
 
-static ct_llama_config shape_8b(int tp) {
-    ct_llama_config m = {0};
+static ct_model_config shape_8b(int tp) {
+    ct_model_config m = {0};
     m.dim = 4096;
     m.n_layers = 32;
     m.n_heads = 32 / tp;
@@ -28,21 +28,21 @@ static ct_llama_config shape_8b(int tp) {
 }
 
 static void kept_bytes_8b(void) {
-    ct_llama_config m = shape_8b(1);
+    ct_model_config m = shape_8b(1);
     ct_ac_shape s = {.cfg = &m, .compute_bytes = 2, .seq_parallel_tp = 1};
     CHECK(ct_ac_kept_bytes_per_token(&s, CT_AC_OPS) == 63616, "op %.0f", ct_ac_kept_bytes_per_token(&s, CT_AC_OPS));
     CHECK(ct_ac_kept_bytes_per_token(&s, CT_AC_ELEMENTWISE) == 110728, "elementwise %.0f",
           ct_ac_kept_bytes_per_token(&s, CT_AC_ELEMENTWISE));
     CHECK(ct_ac_kept_bytes_per_token(&s, CT_AC_NONE) == 155784, "none %.0f", ct_ac_kept_bytes_per_token(&s, CT_AC_NONE));
     CHECK(ct_ac_kept_bytes_per_token(&s, CT_AC_FULL) == 16384, "full %.0f", ct_ac_kept_bytes_per_token(&s, CT_AC_FULL));
-    ct_llama_config half = shape_8b(2);
+    ct_model_config half = shape_8b(2);
     ct_ac_shape sp = {.cfg = &half, .compute_bytes = 2, .seq_parallel_tp = 2};
     CHECK(ct_ac_kept_bytes_per_token(&sp, CT_AC_OPS) == 31808, "op, tp 2 + sp %.0f",
           ct_ac_kept_bytes_per_token(&sp, CT_AC_OPS));
 }
 
 static void recompute_flops_8b(void) {
-    ct_llama_config m = shape_8b(1);
+    ct_model_config m = shape_8b(1);
     ct_ac_shape s = {.cfg = &m, .compute_bytes = 2, .seq_parallel_tp = 1};
     CHECK(ct_ac_recompute_flops_per_token(&s, CT_AC_OPS, 8192) == 159383552.0, "op %.0f",
           ct_ac_recompute_flops_per_token(&s, CT_AC_OPS, 8192));

@@ -48,7 +48,7 @@ static void generate_limited(void *vc) {
 // Written in a child: the parameter initialisation runs OpenMP, and a process that has started
 // OpenMP threads cannot use them in a forked child (the generate children below would hang).
 static void make_model(void *vpath) {
-    ct_llama_config m = {0};
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 32;
     m.n_layers = 2;

@@ -1,7 +1,7 @@
 // The executor and schedules as data. The main check: the same micro-batches run through the
 // executor as (a) whole-micro-batch steps F0 B0 F1 B1 and (b) split backward-input /
 // backward-weight actions in another legal order give the same gradients, bit for bit, and the
-// same loss -- and both equal the one-call reference (ct_llama_step). Then the schedule's text
+// same loss -- and both equal the one-call reference (ct_model_step). Then the schedule's text
 // form, its legality checks, and the slot counts the executor plans from it.
 #include <math.h>
 #include <string.h>
@@ -67,14 +67,14 @@ static void test_split_backward_matches_whole_steps(void) {
     free(gd);
 
     // The one-call reference path.
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &r.m, B, T);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &r.m, B, T);
     memset(r.grads, 0, P * sizeof(float));
     double lref = 0;
     for (int mb = 0; mb < N_MB; mb++)
-        lref += ct_llama_step(&a, &r.w, &r.g, r.mbs[mb].inputs, r.mbs[mb].targets, 1.0f / (float)r.valid);
+        lref += ct_model_step(&a, &r.w, &r.g, r.mbs[mb].inputs, r.mbs[mb].targets, 1.0f / (float)r.valid);
     memcpy(gref, r.grads, P * sizeof(float));
-    ct_llama_acts_free(&a);
+    ct_model_acts_free(&a);
 
     CHECK(la == lref && lb == lref && lc == lref, "losses %.17g %.17g %.17g vs %.17g", la, lb, lc, lref);
     CHECK(count_differing(ga, gref, P) == 0, "%ld of %ld gradients differ (whole steps vs reference)",
@@ -111,13 +111,13 @@ static void test_forward_only_schedule(void) {
     CHECK(ct_executor_plan(&e, lists, n_mb, training, 1) == CT_OK, "plan: %s", ct_last_error());
     CHECK(st.n_slots == 1 && !st.split_backward, "forward-only needs one slot, got %d", st.n_slots);
     double loss = ct_executor_run(&e, &s, r.mbs, N_MB, false, 0.0f);
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &r.m, B, T);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &r.m, B, T);
     double ref = 0;
-    for (int mb = 0; mb < N_MB; mb++) ref += ct_llama_step(&a, &r.w, NULL, r.mbs[mb].inputs, r.mbs[mb].targets, 0);
+    for (int mb = 0; mb < N_MB; mb++) ref += ct_model_step(&a, &r.w, NULL, r.mbs[mb].inputs, r.mbs[mb].targets, 0);
     CHECK(loss == ref, "%.17g vs %.17g", loss, ref);
     CHECK(loss / r.valid > 1.0, "mean loss %g is implausible for a random model over 61 tokens", loss / r.valid);
-    ct_llama_acts_free(&a);
+    ct_model_acts_free(&a);
     ct_schedule_free(&s);
     ct_executor_free(&e);
     ct_stage_free(&st);

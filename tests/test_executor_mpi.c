@@ -3,7 +3,7 @@
 // Runs as an MPI test (tests/mpi_test.h): started plainly it re-runs itself under mpirun with 2
 // ranks, one OpenMP thread each. Every rank builds the same tiny model (4 layers, dim 32, vocab
 // 64) from one seed, moved off its initial values, and the same micro-batches, and computes the
-// single-process reference (ct_llama_step over the micro-batches, in order) itself. Then:
+// single-process reference (ct_model_step over the micro-batches, in order) itself. Then:
 //
 //   (a) pipeline, 2 stages: rank 0 runs stage 0 (embedding + layers [0, 2)), rank 1 stage 1
 //       (layers [2, 4) + head), both on views into full copies of the parameters and gradients.
@@ -39,7 +39,7 @@
 #include "comm/comm.h"
 #include "core/memory.h"
 #include "core/rng.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "model/stage.h"
 #include "mpi_test.h"
@@ -67,15 +67,15 @@ static long valid_tokens(const ct_microbatch *mbs, int n) {
 
 // The single-process reference: micro-batches mbs[0..n) in order; gradients into gout (t.total).
 static double reference(rig *r, const ct_microbatch *mbs, int n, float grad_scale, float *gout) {
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &r->m, B, T);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &r->m, B, T);
     memset(r->grads, 0, r->t.total * sizeof(float));
     double loss = 0;
     for (int mb = 0; mb < n; mb++)
-        loss += ct_llama_step(&a, &r->w, gout ? &r->g : NULL, mbs[mb].inputs, mbs[mb].targets, grad_scale);
+        loss += ct_model_step(&a, &r->w, gout ? &r->g : NULL, mbs[mb].inputs, mbs[mb].targets, grad_scale);
     if (gout) memcpy(gout, r->grads, r->t.total * sizeof(float));
     memset(r->grads, 0, r->t.total * sizeof(float));
-    ct_llama_acts_free(&a);
+    ct_model_acts_free(&a);
     return loss;
 }
 
@@ -315,9 +315,9 @@ static void test_forward_and_backward_messages_tagged_apart(void) {
 // One rank's distributed model, wired as the trainer's build_stage does.
 typedef struct {
     ct_group tpg, shard, repl;
-    ct_llama_config local;
+    ct_model_config local;
     ct_param_table table;  // this tp rank's registry
-    ct_llama_weights w, g;
+    ct_model_weights w, g;
     ct_fsdp f;
     ct_tp tp;
     ct_stage st;
@@ -332,10 +332,10 @@ static void dist_init(dist *d, rig *r, int tp_size, bool sp, ct_reshard_policy p
     CHECK(ct_comm_group_split(&world, tp_size == 1 ? wr : 0, wr, "tp", &d->tpg) == CT_OK, "%s", ct_last_error());
     CHECK(ct_comm_group_split(&world, tp_size == 1 ? 0 : wr, wr, "fsdp", &d->shard) == CT_OK, "%s", ct_last_error());
     CHECK(ct_comm_group_split(&world, wr, 0, "dp_replicate", &d->repl) == CT_OK, "%s", ct_last_error());
-    CHECK(ct_llama_config_local(&r->m, d->tpg.size, &d->local) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_config_local(&r->m, d->tpg.size, &d->local) == CT_OK, "%s", ct_last_error());
     ct_param_table_build_tp(&d->table, &r->m, d->tpg.rank, d->tpg.size);
-    ct_llama_weights_init(&d->w, &d->table, &r->m, NULL);
-    ct_llama_weights_init(&d->g, &d->table, &r->m, NULL);
+    ct_model_weights_init(&d->w, &d->table, &r->m, NULL);
+    ct_model_weights_init(&d->g, &d->table, &r->m, NULL);
     ct_fsdp_init(&d->f, kern, &d->table, &d->shard, &d->repl, policy, &d->w, &d->g);
     // This rank's shard of its tp slice of the reference's parameters, run by run through the
     // store's descriptors (as the trainer's load_initial reads a model file).
@@ -368,8 +368,8 @@ static void dist_free(dist *d) {
     ct_executor_free(&d->e);
     ct_stage_free(&d->st);
     ct_fsdp_free(&d->f);
-    ct_llama_weights_free(&d->w);
-    ct_llama_weights_free(&d->g);
+    ct_model_weights_free(&d->w);
+    ct_model_weights_free(&d->g);
     ct_param_table_free(&d->table);
     ct_comm_group_free(&d->tpg);
     ct_comm_group_free(&d->shard);

@@ -1,5 +1,5 @@
 // KV-cache decoding and sampling. The reference for decoding is the training forward
-// (ct_llama_step) run on every prefix with one target: its loss is -log p(next token | prefix),
+// (ct_model_step) run on every prefix with one target: its loss is -log p(next token | prefix),
 // which the cached decoder must reproduce (prefill of k tokens, in chunks, then one by one).
 // Greedy tokens are checked against the argmin of those reference losses over the whole
 // vocabulary; the sampler against hand-worked distributions; `ctitan generate` end to end.
@@ -15,13 +15,13 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/generate.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "model/sampler.h"
 #include "test.h"
 
-static ct_llama_config tiny(int n_heads, int n_kv_heads, int rope_scaling, int V) {
-    ct_llama_config m = {0};
+static ct_model_config tiny(int n_heads, int n_kv_heads, int rope_scaling, int V) {
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 32;
     m.n_layers = 2;
@@ -38,15 +38,15 @@ static ct_llama_config tiny(int n_heads, int n_kv_heads, int rope_scaling, int V
 }
 
 typedef struct {
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *block;
-    ct_llama_weights w;
+    ct_model_weights w;
 } model;
 
 // Initialised as training does, then perturbed (std 0.3) so the next-token distributions are far
 // from uniform and the attention pattern matters.
-static void model_init(model *r, ct_llama_config m, uint64_t seed) {
+static void model_init(model *r, ct_model_config m, uint64_t seed) {
     r->m = m;
     ct_param_table_build(&r->t, &m);
     r->block = ct_xmalloc((size_t)r->t.total * sizeof(float));
@@ -54,25 +54,25 @@ static void model_init(model *r, ct_llama_config m, uint64_t seed) {
     ct_rng g;
     ct_rng_seed(&g, seed * 31 + 1);
     for (long i = 0; i < r->t.total; i++) r->block[i] += 0.3f * ct_rng_next_normal(&g);
-    ct_llama_weights_init(&r->w, &r->t, &m, r->block);
+    ct_model_weights_init(&r->w, &r->t, &m, r->block);
 }
 
 static void model_free(model *r) {
-    ct_llama_weights_free(&r->w);
+    ct_model_weights_free(&r->w);
     free(r->block);
     ct_param_table_free(&r->t);
 }
 
 // -log p(next | tokens[0..n)) by the training forward on the prefix, one valid target.
 static double ref_nll(model *r, const int32_t *tokens, long n, int32_t next) {
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &r->m, 1, n);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &r->m, 1, n);
     int32_t *tg = ct_xmalloc((size_t)n * sizeof(int32_t));
     for (long i = 0; i < n; i++) tg[i] = -1;
     tg[n - 1] = next;
-    double loss = ct_llama_step(&a, &r->w, NULL, tokens, tg, 0);
+    double loss = ct_model_step(&a, &r->w, NULL, tokens, tg, 0);
     free(tg);
-    ct_llama_acts_free(&a);
+    ct_model_acts_free(&a);
     return loss;
 }
 
@@ -85,7 +85,7 @@ static double nll_from_logits(const float *logits, long V, int32_t next) {
 
 // Prefill k tokens (chunks of max_rows), then decode one by one; every position's next-token
 // log-probability against the per-prefix forward.
-static double kv_max_err(ct_llama_config m, long S, long k, long max_rows, long max_T) {
+static double kv_max_err(ct_model_config m, long S, long k, long max_rows, long max_T) {
     model r;
     model_init(&r, m, 5);
     int32_t *tok = ct_xmalloc((size_t)S * sizeof(int32_t));
@@ -132,7 +132,7 @@ static void test_kv_cache_matches_full_forward(void) {
 
 static void test_feed_errors(void) {
     model r;
-    ct_llama_config m = tiny(4, 2, 1, 61);
+    ct_model_config m = tiny(4, 2, 1, 61);
     model_init(&r, m, 1);
     ct_generator gen;
     ct_gen_init(&gen, &m, &r.w, 5, 0);
@@ -151,7 +151,7 @@ static void test_feed_errors(void) {
 // Greedy decoding: each token is the argmin over the vocabulary of the reference loss.
 static void test_greedy_matches_reference_argmax(void) {
     model r;
-    ct_llama_config m = tiny(4, 2, 1, 61);
+    ct_model_config m = tiny(4, 2, 1, 61);
     model_init(&r, m, 9);
     int32_t seq[16] = {3, 14, 15, 9, 26};
     long n = 5, steps = 5;
@@ -190,7 +190,7 @@ static void test_greedy_matches_reference_argmax(void) {
 
 static void test_seeded_sampling_repeats(void) {
     model r;
-    ct_llama_config m = tiny(4, 2, 1, 61);
+    ct_model_config m = tiny(4, 2, 1, 61);
     model_init(&r, m, 4);
     int32_t prompt[3] = {7, 8, 9};
     enum { NEW = 30 };

@@ -57,8 +57,8 @@ static int same_files(const char *a, const char *b) {
 }
 
 // dim 48, 3 layers, 6 heads of 8, 2 kv heads (GQA), FFN 40, vocabulary 61, Llama 3.1 RoPE.
-static ct_llama_config tiny(void) {
-    ct_llama_config m = {0};
+static ct_model_config tiny(void) {
+    ct_model_config m = {0};
     strcpy(m.flavor, "debugmodel");
     m.dim = 48;
     m.n_layers = 3;
@@ -192,7 +192,7 @@ static void test_streaming_writer(void) {
 
 // The HF file holds every parameter under its HF name, q/k rows permuted as HF's formula says
 // and everything else as it is; metadata format "pt" (transformers requires it).
-static void check_hf_file(const char *dir, const ct_param_table *t, const ct_llama_config *m, const float *block,
+static void check_hf_file(const char *dir, const ct_param_table *t, const ct_model_config *m, const float *block,
                           ct_dtype dtype) {
     char path[200], name[160];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -231,7 +231,7 @@ static void check_hf_file(const char *dir, const ct_param_table *t, const ct_lla
     ct_st_close(f);
 }
 
-static void check_config_json(const char *dir, const ct_llama_config *m, const char *torch_dtype) {
+static void check_config_json(const char *dir, const ct_model_config *m, const char *torch_dtype) {
     char path[200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_json *c = ct_json_read_file(path, "config.json", 1u << 20);
@@ -271,7 +271,7 @@ static void check_config_json(const char *dir, const ct_llama_config *m, const c
 }
 
 static void round_trip(ct_dtype dtype) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     m.rope_scaling = dtype == CT_F32;  // both settings of the flag
     ct_param_table t;
     ct_param_table_build(&t, &m);
@@ -286,7 +286,7 @@ static void round_trip(ct_dtype dtype) {
     CHECK(ct_hf_import(dir, b, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
     // Identical bytes: the same tensors bit for bit, the same metadata, in the same order.
     CHECK(same_files(a, b), "%s and %s differ", a, b);
-    ct_llama_config m2;
+    ct_model_config m2;
     ct_param_table t2;
     float *block2 = NULL;
     CHECK(ct_model_load_all(b, &m2, &t2, &block2) == CT_OK, "%s", ct_last_error());
@@ -296,7 +296,7 @@ static void round_trip(ct_dtype dtype) {
                   m2.rope_theta == m.rope_theta && m2.rope_scaling == m.rope_scaling &&
                   m2.max_seq_len == m.max_seq_len && !strcmp(m2.flavor, m.flavor),
               "config differs");
-        ct_llama_config from_dir;
+        ct_model_config from_dir;
         CHECK(ct_hf_load_config(dir, &from_dir) == CT_OK && from_dir.max_seq_len == m.max_seq_len &&
                   from_dir.head_dim == m.head_dim,
               "%s", ct_last_error());
@@ -343,7 +343,7 @@ static void test_config_context_under_rope_scaling(void) {
         int scaling, seq_len, want;
     } cases[] = {{1, 24, 131072}, {1, 8192, 131072}, {1, 262144, 262144}, {0, 24, 8192}, {0, 16384, 16384}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ct_llama_config m = tiny();
+        ct_model_config m = tiny();
         m.rope_scaling = cases[i].scaling;
         m.max_seq_len = cases[i].seq_len;
         ct_param_table t;
@@ -372,7 +372,7 @@ static void test_config_context_under_rope_scaling(void) {
         CHECK(ct_hf_import(dir, b, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
         CHECK(same_files(a, b), "scaling %d, trained %d: export -> import is not the same file", cases[i].scaling,
               cases[i].seq_len);
-        ct_llama_config back;
+        ct_model_config back;
         CHECK(ct_hf_load_config(dir, &back) == CT_OK && back.max_seq_len == m.max_seq_len &&
                   back.rope_scaling == m.rope_scaling,
               "read back: max_seq_len %d, rope_scaling %d (%s)", back.max_seq_len, back.rope_scaling, ct_last_error());
@@ -401,7 +401,7 @@ static void test_config_context_under_rope_scaling(void) {
 
 // ct_hf_save (the trainer's gathered block) writes what ct_hf_export writes from the file.
 static void test_save_from_block(void) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     ct_param_table t;
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 13);
@@ -439,7 +439,7 @@ static ct_status do_import(const char *dir, const char *model) { return ct_hf_im
 // out and back in a few MiB more than a process that does nothing (4 MiB piece buffer, pages
 // let go as they are read), well under one large tensor.
 static void test_streaming_memory(void) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     m.dim = 512, m.n_heads = 8, m.n_kv_heads = 2, m.head_dim = 64, m.ffn_hidden = 1024, m.vocab_size = 16384;
     m.n_layers = 6;
     ct_param_table t;

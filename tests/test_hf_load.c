@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "checkpoint/hf.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "test.h"
 #include "test_rand.h"
@@ -306,7 +306,7 @@ static const char *make_dir(const char *name) {
 // ---- ctitan's loss on the imported model --------------------------------------------------------
 
 static double ctitan_loss(const char *model_file, const int32_t *tokens, int T) {
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *block;
     if (ct_model_load_all(model_file, &m, &t, &block)) {
@@ -314,13 +314,13 @@ static double ctitan_loss(const char *model_file, const int32_t *tokens, int T) 
         return NAN;
     }
     m.max_seq_len = T;
-    ct_llama_weights w;
-    ct_llama_weights_init(&w, &t, &m, block);
-    ct_llama_acts acts;
-    ct_llama_acts_init(&acts, &m, 1, T);
-    double loss = ct_llama_step(&acts, &w, NULL, tokens, tokens + 1, 0.0f) / T;  // inputs (1, T), targets shifted
-    ct_llama_acts_free(&acts);
-    ct_llama_weights_free(&w);
+    ct_model_weights w;
+    ct_model_weights_init(&w, &t, &m, block);
+    ct_model_acts acts;
+    ct_model_acts_init(&acts, &m, 1, T);
+    double loss = ct_model_step(&acts, &w, NULL, tokens, tokens + 1, 0.0f) / T;  // inputs (1, T), targets shifted
+    ct_model_acts_free(&acts);
+    ct_model_weights_free(&w);
     ct_param_table_free(&t);
     free(block);
     return loss;
@@ -352,7 +352,7 @@ static void check_variant(const char *name, int shards, int bf16, int tied, int 
     printf("\n");
 
     // The file is what ct_model_save would write for these dims, stored as the source.
-    ct_llama_config m;
+    ct_model_config m;
     CHECK(ct_model_load_config(out, &m) == CT_OK && m.dim == C && m.n_layers == L && m.n_heads == NH &&
               m.n_kv_heads == NKV && m.vocab_size == V && m.ffn_hidden == F && m.rope_scaling == llama3 &&
               m.rope_theta == theta && m.norm_eps == 1e-5 && m.max_seq_len == 131072 && !strcmp(m.flavor, "hf"),
@@ -369,7 +369,7 @@ static void check_variant(const char *name, int shards, int bf16, int tied, int 
     CHECK(f != NULL, "%s", ct_last_error());
     if (f) {
         CHECK(ct_hf_source_dtype(f) == (bf16 ? CT_BF16 : CT_F32), "source dtype");
-        ct_llama_config m2;
+        ct_model_config m2;
         ct_param_table t2;
         float *block;
         if (ct_model_load_all(out, &m2, &t2, &block) == CT_OK) {
@@ -507,7 +507,7 @@ static void test_config_forms(void) {
         char text[1024];
         snprintf(text, sizeof text, "%s%s", base, cases[i].rest);
         write_text(path, text);
-        ct_llama_config m;
+        ct_model_config m;
         ct_status st = ct_hf_load_config(dir, &m);
         CHECK(st == CT_OK && m.rope_theta == cases[i].theta && m.rope_scaling == cases[i].scaling &&
                   m.n_kv_heads == cases[i].kv && m.max_seq_len == cases[i].max_len && m.head_dim == 8 &&

@@ -23,7 +23,7 @@ make_tree() {
   printf '#include <math.h>\n' >"$t/src/kernels/cpu/fastmath.h"
   printf '#include <mpi.h>\n#include "core/error.h"\n' >"$t/src/comm/comm.h"
   printf '#include "core/error.h"\n#include "kernels/backend.h"\n' >"$t/src/model/llama.h"
-  printf '#include "model/llama.h"\n#include "comm/comm.h"\n' >"$t/src/parallel/fsdp.h"
+  printf '#include "model/weights.h"\n#include "comm/comm.h"\n' >"$t/src/parallel/fsdp.h"
   printf '#include "parallel/fsdp.h"\n#include "../model/llama.h"\n' >"$t/src/train/trainer.c"
   printf '#include "train/../parallel/fsdp.h"\n#include "core/error.h"\n' >"$t/src/cli/main.c"
 }
@@ -43,7 +43,7 @@ make_tree "$tmp/clean"
 if out=$(bash "$check" "$tmp/clean" 2>&1); then echo "PASS include_graph_accepts_clean_tree"
 else echo "FAIL include_graph_accepts_clean_tree"; echo "$out" | sed 's/^/    /'; fi
 
-expect include_graph_catches_violation src/core/error.h '#include "model/llama.h"' 'src/core/error.h:2: core -> model'
+expect include_graph_catches_violation src/core/error.h '#include "model/weights.h"' 'src/core/error.h:2: core -> model'
 expect include_graph_catches_kernels_comm src/comm/comm.h '#include "kernels/backend.h"' 'src/comm/comm.h:3: comm -> kernels'
 expect include_graph_catches_kernel_internals src/train/trainer.c '#include "kernels/kernels.h"' \
   'src/train/trainer.c:3: train -> kernels'

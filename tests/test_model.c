@@ -6,12 +6,12 @@
 
 #include "core/memory.h"
 #include "core/rng.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "test.h"
 
-static ct_llama_config tiny(int n_heads, int n_kv_heads) {
-    ct_llama_config m = {0};
+static ct_model_config tiny(int n_heads, int n_kv_heads) {
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 32;
     m.n_layers = 2;
@@ -28,23 +28,23 @@ static ct_llama_config tiny(int n_heads, int n_kv_heads) {
 }
 
 typedef struct {
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *params, *grads;
-    ct_llama_weights w, g;
-    ct_llama_acts a;
+    ct_model_weights w, g;
+    ct_model_acts a;
     int32_t *in, *tg;
 } rig;
 
-static void rig_init(rig *r, ct_llama_config m, long B, long T, uint64_t seed) {
+static void rig_init(rig *r, ct_model_config m, long B, long T, uint64_t seed) {
     r->m = m;
     ct_param_table_build(&r->t, &m);
     r->params = ct_mem_alloc(CT_MEM_PARAMS, r->t.total * sizeof(float));
     r->grads = ct_mem_alloc(CT_MEM_GRADS, r->t.total * sizeof(float));
     ct_param_init_all(&r->t, seed, r->params);
-    ct_llama_weights_init(&r->w, &r->t, &m, r->params);
-    ct_llama_weights_init(&r->g, &r->t, &m, r->grads);
-    ct_llama_acts_init(&r->a, &m, B, T);
+    ct_model_weights_init(&r->w, &r->t, &m, r->params);
+    ct_model_weights_init(&r->g, &r->t, &m, r->grads);
+    ct_model_acts_init(&r->a, &m, B, T);
     r->in = ct_xmalloc(B * T * sizeof(int32_t));
     r->tg = ct_xmalloc(B * T * sizeof(int32_t));
     ct_rng rng;
@@ -56,9 +56,9 @@ static void rig_init(rig *r, ct_llama_config m, long B, long T, uint64_t seed) {
 }
 
 static void rig_free(rig *r) {
-    ct_llama_acts_free(&r->a);
-    ct_llama_weights_free(&r->w);
-    ct_llama_weights_free(&r->g);
+    ct_model_acts_free(&r->a);
+    ct_model_weights_free(&r->w);
+    ct_model_weights_free(&r->g);
     ct_mem_free(r->params);
     ct_mem_free(r->grads);
     ct_param_table_free(&r->t);
@@ -68,7 +68,7 @@ static void rig_free(rig *r) {
 
 static double mean_loss(rig *r) {
     long N = r->a.stage.N;
-    return ct_llama_step(&r->a, &r->w, NULL, r->in, r->tg, 0) / (double)N;
+    return ct_model_step(&r->a, &r->w, NULL, r->in, r->tg, 0) / (double)N;
 }
 
 // Gradients against finite differences. Weights are made larger than at init (std 0.3) so every
@@ -82,7 +82,7 @@ static void check_gradients(int n_heads, int n_kv_heads) {
     r.tg[3] = -1;  // an ignored target
     long valid = r.a.stage.N - 1;
     memset(r.grads, 0, r.t.total * sizeof(float));
-    ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 1.0f / valid);
+    ct_model_step(&r.a, &r.w, &r.g, r.in, r.tg, 1.0f / valid);
 
     float *dir = ct_xmalloc(r.t.total * sizeof(float));
     for (int pi = 0; pi < r.t.count; pi++) {
@@ -95,9 +95,9 @@ static void check_gradients(int n_heads, int n_kv_heads) {
         float *x = r.params + p->offset;
         const double eps = 1e-3;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
-        double lp = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
+        double lp = ct_model_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
         for (long i = 0; i < p->numel; i++) x[i] -= 2 * (float)eps * dir[i];
-        double lm = ct_llama_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
+        double lm = ct_model_step(&r.a, &r.w, NULL, r.in, r.tg, 0) / valid;
         for (long i = 0; i < p->numel; i++) x[i] += (float)eps * dir[i];
         double numeric = (lp - lm) / (2 * eps);
         if (getenv("VERBOSE")) printf("    %-36s analytic %10.6f numeric %10.6f\n", p->name, analytic, numeric);
@@ -112,7 +112,7 @@ static void test_gradients_mha(void) { check_gradients(4, 4); }
 static void test_gradients_gqa(void) { check_gradients(4, 2); }
 
 static void test_initial_loss_is_ln_vocab(void) {
-    ct_llama_config m = tiny(4, 2);
+    ct_model_config m = tiny(4, 2);
     m.vocab_size = 2048;
     m.dim = 64;
     m.head_dim = 16;
@@ -127,11 +127,11 @@ static void test_deterministic(void) {
     rig r;
     rig_init(&r, tiny(4, 2), 2, 9, 5);
     memset(r.grads, 0, r.t.total * sizeof(float));
-    double l1 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
+    double l1 = ct_model_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
     float *g1 = ct_xmalloc(r.t.total * sizeof(float));
     memcpy(g1, r.grads, r.t.total * sizeof(float));
     memset(r.grads, 0, r.t.total * sizeof(float));
-    double l2 = ct_llama_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
+    double l2 = ct_model_step(&r.a, &r.w, &r.g, r.in, r.tg, 0.01f);
     CHECK(l1 == l2, "loss %.17g vs %.17g", l1, l2);
     CHECK(memcmp(g1, r.grads, r.t.total * sizeof(float)) == 0, "gradients differ between identical runs");
     free(g1);
@@ -146,11 +146,11 @@ static void test_accumulation_equals_big_batch(void) {
     rig_init(&small, tiny(4, 2), 2, 8, 9);
     long n = big.a.stage.N;
     memset(big.grads, 0, big.t.total * sizeof(float));
-    double lb = ct_llama_step(&big.a, &big.w, &big.g, big.in, big.tg, 1.0f / n);
+    double lb = ct_model_step(&big.a, &big.w, &big.g, big.in, big.tg, 1.0f / n);
     memset(small.grads, 0, small.t.total * sizeof(float));
     double ls = 0;
     for (int mb = 0; mb < 2; mb++)
-        ls += ct_llama_step(&small.a, &small.w, &small.g, big.in + mb * 16, big.tg + mb * 16, 1.0f / n);
+        ls += ct_model_step(&small.a, &small.w, &small.g, big.in + mb * 16, big.tg + mb * 16, 1.0f / n);
     CHECK_CLOSE(ls, lb, 1e-5, 0);
     double maxg = 0, maxd = 0;
     for (long i = 0; i < big.t.total; i++) {

@@ -18,7 +18,7 @@
 #include "core/memory.h"
 #include "core/rng.h"
 #include "data/shard.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 #include "test.h"
 #include "train/trainer.h"
@@ -34,8 +34,8 @@ static const char *tmp_path(const char *name) {
 }
 
 // dim 32, 2 layers, 4 heads of 8, 2 kv heads, FFN 40, vocabulary 61.
-static ct_llama_config tiny(void) {
-    ct_llama_config m = {0};
+static ct_model_config tiny(void) {
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 32;
     m.n_layers = 2;
@@ -62,7 +62,7 @@ static float *random_block(const ct_param_table *t, uint64_t seed) {
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
 static void test_roundtrip_fp32(void) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     ct_param_table t;
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 1);
@@ -95,7 +95,7 @@ static void test_roundtrip_fp32(void) {
         ct_st_close(f);
     }
 
-    ct_llama_config m2;
+    ct_model_config m2;
     CHECK(ct_model_load_config(path, &m2) == CT_OK, "%s", ct_last_error());
     CHECK(!strcmp(m2.flavor, "test") && m2.dim == 32 && m2.n_layers == 2 && m2.n_heads == 4 && m2.n_kv_heads == 2 &&
               m2.head_dim == 8 && m2.ffn_hidden == 40 && m2.vocab_size == 61 && m2.rope_scaling == 1 &&
@@ -110,7 +110,7 @@ static void test_roundtrip_fp32(void) {
     CHECK(!memcmp(back, block, (size_t)t.total * sizeof(float)), "fp32 round trip is bit-exact");
 
     // load_all builds the registry from the file alone.
-    ct_llama_config m3;
+    ct_model_config m3;
     ct_param_table t3;
     float *b3;
     CHECK(ct_model_load_all(path, &m3, &t3, &b3) == CT_OK, "%s", ct_last_error());
@@ -135,7 +135,7 @@ static void test_roundtrip_fp32(void) {
 }
 
 static void test_roundtrip_bf16(void) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     ct_param_table t;
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 2);
@@ -184,7 +184,7 @@ typedef struct {
 } variant;
 
 static void write_variant(const char *path, const variant *v) {
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     ct_param_table t;
     ct_param_table_build(&t, &m);
     float *block = random_block(&t, 3);
@@ -229,7 +229,7 @@ static const char *load_variant(const variant *v, int via_config) {
     static char msg[1024];
     const char *path = tmp_path("variant.safetensors");
     write_variant(path, v);
-    ct_llama_config m = tiny();
+    ct_model_config m = tiny();
     ct_param_table t;
     ct_param_table_build(&t, &m);
     float *b = ct_xmalloc((size_t)t.total * sizeof(float));
@@ -296,14 +296,14 @@ static void test_bad_metadata(void) {
     FILE *f = fopen(p, "wb");
     fputs("hello", f);
     fclose(f);
-    ct_llama_config m;
+    ct_model_config m;
     CHECK(ct_model_load_config(p, &m) == CT_ERR && contains(ct_last_error(), p), "%s", ct_last_error());
     CHECK(ct_model_load_config(tmp_path("absent.safetensors"), &m) == CT_ERR, "absent file");
 
     ct_dtype d;
     CHECK(ct_model_dtype_parse("bf16", &d) == CT_OK && d == CT_BF16, "bf16");
     CHECK(ct_model_dtype_parse("fp16", &d) == CT_ERR && contains(ct_last_error(), "fp16"), "fp16 refused");
-    ct_llama_config a = tiny(), b = tiny();
+    ct_model_config a = tiny(), b = tiny();
     b.dim = 64;
     CHECK(ct_model_config_match(&a, &b) == CT_ERR && contains(ct_last_error(), "dim 32") &&
               contains(ct_last_error(), "64"),
@@ -403,7 +403,7 @@ static void test_export_and_eval(void) {
     long total = t.table.total;
     ct_trainer_free(&t);
 
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table tab;
     float *fb = NULL, *bb = NULL;
     CHECK(ct_model_load_all(model, &m, &tab, &fb) == CT_OK, "%s", ct_last_error());
@@ -411,7 +411,7 @@ static void test_export_and_eval(void) {
     CHECK(tab.total == total && !memcmp(fb, full, (size_t)total * sizeof(float)), "fp32 export == gathered model");
     CHECK(m.max_seq_len == T && m.ffn_hidden == 72 && m.vocab_size == V, "exported config");
     ct_param_table tb;
-    ct_llama_config mb;
+    ct_model_config mb;
     CHECK(ct_model_load_all(bpath, &mb, &tb, &bb) == CT_OK, "%s", ct_last_error());
     if (bb) {
         long bad = 0;
@@ -423,10 +423,10 @@ static void test_export_and_eval(void) {
 
     // Independent reference: windows cut by hand from the val tokens (window w = tokens
     // [w T, w T + T], in order), forward with the file's weights.
-    ct_llama_weights w;
-    ct_llama_weights_init(&w, &tab, &m, fb);
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &m, MB, T);
+    ct_model_weights w;
+    ct_model_weights_init(&w, &tab, &m, fb);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &m, MB, T);
     int32_t in[MB * T], tg[MB * T];
     double sum = 0;
     for (int s = 0; s < VAL_STEPS; s++) {
@@ -437,7 +437,7 @@ static void test_export_and_eval(void) {
                 tg[b * T + i] = val_tokens[w0 + i + 1];
             }
         }
-        sum += ct_llama_step(&a, &w, NULL, in, tg, 0);
+        sum += ct_model_step(&a, &w, NULL, in, tg, 0);
     }
     double ref = sum / (VAL_STEPS * MB * T);
     CHECK_CLOSE(val, ref, 1e-6, 1e-7);
@@ -450,21 +450,21 @@ static void test_export_and_eval(void) {
     // Defaults: T from the file (16), B 1, one pass over the split: 699 / 16 = 43 windows.
     char *argv2[] = {"--model", model, "--data", data_dir};
     got = run_eval_cmd(4, argv2, &rc);
-    ct_llama_acts_free(&a);
-    ct_llama_acts_init(&a, &m, 1, T);
+    ct_model_acts_free(&a);
+    ct_model_acts_init(&a, &m, 1, T);
     sum = 0;
     for (int s = 0; s < (N_VAL - 1) / T; s++) {
         for (int i = 0; i < T; i++) {
             in[i] = val_tokens[s * T + i];
             tg[i] = val_tokens[s * T + i + 1];
         }
-        sum += ct_llama_step(&a, &w, NULL, in, tg, 0);
+        sum += ct_model_step(&a, &w, NULL, in, tg, 0);
     }
     CHECK(rc == 0, "eval rc %d", rc);
     CHECK_CLOSE(got, sum / (((N_VAL - 1) / T) * T), 0, 2e-6);
 
-    ct_llama_acts_free(&a);
-    ct_llama_weights_free(&w);
+    ct_model_acts_free(&a);
+    ct_model_weights_free(&w);
     free(fb);
     free(full);
     ct_param_table_free(&tab);
@@ -495,7 +495,7 @@ static void test_eval_bad_args(void) {
 // (neither key) reads as causal with sequence positions. Evaluating a block_causal model needs an
 // EOS id from the data or the model: shards and a model recording none are refused in one line.
 static void test_mask_record(void) {
-    ct_llama_config m = tiny(), back;
+    ct_model_config m = tiny(), back;
     m.vocab_size = V;  // the shards' vocabulary
     ct_param_table t;
     ct_param_table_build(&t, &m);
@@ -547,22 +547,22 @@ static void test_initial_load(void) {
     ct_fsdp_gather_full(&t.fsdp, start);
     double loss0 = ct_trainer_step(&t);
 
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table tab;
     float *fb = NULL;
     CHECK(ct_model_load_all(model, &m, &tab, &fb) == CT_OK, "%s", ct_last_error());
     if (fb) {
         CHECK(!memcmp(start, fb, (size_t)tab.total * sizeof(float)), "trainer starts from the file's weights");
-        ct_llama_weights w;
-        ct_llama_weights_init(&w, &tab, &m, fb);
-        ct_llama_acts a;
-        ct_llama_acts_init(&a, &m, MB, T);
+        ct_model_weights w;
+        ct_model_weights_init(&w, &tab, &m, fb);
+        ct_model_acts a;
+        ct_model_acts_init(&a, &m, MB, T);
         long valid = 0;
         for (int i = 0; i < MB * T; i++) valid += t.host_targets[i] >= 0;  // the cpu reference: host tokens
-        double ref = ct_llama_step(&a, &w, NULL, t.host_inputs, t.host_targets, 0) / (double)valid;
+        double ref = ct_model_step(&a, &w, NULL, t.host_inputs, t.host_targets, 0) / (double)valid;
         CHECK_CLOSE(loss0, ref, 1e-6, 1e-7);
-        ct_llama_acts_free(&a);
-        ct_llama_weights_free(&w);
+        ct_model_acts_free(&a);
+        ct_model_weights_free(&w);
         free(fb);
         ct_param_table_free(&tab);
     }

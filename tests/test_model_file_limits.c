@@ -83,7 +83,7 @@ typedef struct {
 } meta_over;
 
 static const char *write_model(const char *name, meta_over o, int with_tensors) {
-    ct_llama_config m = {0};
+    ct_model_config m = {0};
     strcpy(m.flavor, "test");
     m.dim = 8;
     m.n_layers = 2;
@@ -140,7 +140,7 @@ static const char *write_model(const char *name, meta_over o, int with_tensors) 
 
 // ct_model_load_config must refuse, naming the file and `key`.
 static void expect_config_refused(const char *p, const char *key) {
-    ct_llama_config m;
+    ct_model_config m;
     ct_status st = ct_model_load_config(p, &m);
     CHECK(st == CT_ERR, "%s: metadata with a bad %s accepted (n_layers %d, dim %d, vocab %d)", p, key, m.n_layers,
           m.dim, m.vocab_size);
@@ -149,7 +149,7 @@ static void expect_config_refused(const char *p, const char *key) {
 
 static void test_model_sane_file_loads(void) {
     const char *p = write_model("sane.safetensors", (meta_over){0}, 1);
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *full;
     CHECK(ct_model_load_all(p, &m, &t, &full) == CT_OK, "%s", ct_last_error());
@@ -192,7 +192,7 @@ static void test_model_huge_max_seq_len(void) {
 // refused before anything is allocated for it (today's code sized the registry from it: 3.3 GB).
 static void load_all_limited(void *vpath) {
     ct_test_limit_address_space(1ul << 30);
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *full;
     if (ct_model_load_all(vpath, &m, &t, &full) == CT_OK) {
@@ -213,7 +213,7 @@ static void test_model_load_all_allocates_nothing_first(void) {
 // The registry refuses what it cannot index (a caller that skipped the checks): one line
 // naming n_layers, not a wrapped multiply and a calloc of hundreds of GB.
 static void build_table(void *vl) {
-    ct_llama_config m = {0};
+    ct_model_config m = {0};
     m.dim = 8;
     m.n_layers = *(int *)vl;
     m.n_heads = m.n_kv_heads = 2;

@@ -213,8 +213,8 @@ static void flavor_case(const char *flavor, double params, double grads, double 
     set(&c, "training.dataset", "synthetic");
     set(&c, "training.seq_len", "2048");
     set(&c, "micro_batch_size", "1");
-    ct_llama_config m;
-    if (ct_llama_config_from(&m, &c)) {
+    ct_model_config m;
+    if (ct_model_config_from(&m, &c)) {
         CHECK(0, "%s: %s", flavor, ct_last_error());
         return;
     }
@@ -239,8 +239,8 @@ static void flavor_70b(void) { flavor_case("70B", 43682304000.0, 39479578624.0, 
 static void refuses_bad_layout(void) {
     ct_config c = tiny();
     set(&c, "parallelism.data_shard_degree", "3");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     ct_plan_memory p;
     CHECK(ct_plan_memory_rank(&m, &c, 4, &p) == CT_ERR, "dp_shard 3 on 4 ranks was accepted");
     CHECK(strstr(ct_last_error(), "world") != NULL, "message: %s", ct_last_error());

@@ -33,9 +33,9 @@ static ct_hw_profile profile(const char *name) {
 }
 
 static ct_plan_time run(const ct_config *c, int world, const ct_hw_profile *hw) {
-    ct_llama_config m;
+    ct_model_config m;
     ct_plan_time t;
-    if (ct_llama_config_from(&m, c) || ct_plan_time_step(&m, c, world, hw, &t)) {
+    if (ct_model_config_from(&m, c) || ct_plan_time_step(&m, c, world, hw, &t)) {
         printf("  %s\n", ct_last_error());
         memset(&t, 0, sizeof t);
         t.step = -1;
@@ -75,9 +75,9 @@ static void test_model_flops_of_published_shapes(void) {
 }
 
 // Parameters of one block, from the model's total: Ψ = V·C (embedding) + L·block + C + V·C.
-static double block_params(const ct_llama_config *m) {
+static double block_params(const ct_model_config *m) {
     double V = m->vocab_size, C = m->dim;
-    return ((double)ct_llama_num_params(m) - 2 * V * C - C) / m->n_layers;
+    return ((double)ct_model_num_params(m) - 2 * V * C - C) / m->n_layers;
 }
 
 static void test_fsdp_bytes(void) {
@@ -86,14 +86,14 @@ static void test_fsdp_bytes(void) {
         ct_config c = debug_config();
         set(&c, "parallelism.data_shard_degree", "4");
         set(&c, "mixed_precision", bf16 ? "bf16" : "fp32");
-        ct_llama_config m;
-        ct_llama_config_from(&m, &c);
+        ct_model_config m;
+        ct_model_config_from(&m, &c);
         ct_plan_time t = run(&c, 4, &hw);
         // bench_fsdp_comm: forward gathers every group, backward re-gathers every block but the
         // last (default policy), every group's gradient is reduce-scattered; (N-1)/N each.
         double V = m.vocab_size, C = m.dim, blk = block_params(&m), L = m.n_layers;
         double gathered = V * C + (C + V * C) + L * blk + (L - 1) * blk;
-        double scattered = (double)ct_llama_num_params(&m);
+        double scattered = (double)ct_model_num_params(&m);
         double expect = (gathered * (bf16 ? 2 : 4) + scattered * 4) * 3.0 / 4.0;
         CHECK_CLOSE(t.bytes[CT_PLAN_DP_SHARD], expect, 1e-9, 0);
         CHECK(t.comm[CT_PLAN_DP_SHARD] > 0, "no fsdp seconds");
@@ -107,8 +107,8 @@ static void test_tp_bytes(void) {
         set(&c, "parallelism.data_shard_degree", "1");
         set(&c, "parallelism.compute_parallel_degree", "4");
         set(&c, "sequence_parallel.enable", sp ? "true" : "false");
-        ct_llama_config m;
-        ct_llama_config_from(&m, &c);
+        ct_model_config m;
+        ct_model_config_from(&m, &c);
         ct_plan_time t = run(&c, 4, &hw);
         // bench_tp: per layer 4 all-reduces of N·C floats, + embedding + output, + 3 floats per
         // row of loss statistics; each all-reduce moves 2(T-1)/T of its size. Sequence parallel:
@@ -130,8 +130,8 @@ static void test_tp_bytes_by_stack(void) {
     set(&c, "parallelism.compute_parallel_degree", "4");
     set(&c, "sequence_parallel.enable", "true");
     set(&c, "mixed_precision", "bf16");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     double N = 8.0 * 256, C = m.dim, ar = 2.0 * 3 / 4;
     double fixed = ar * 4 * (3 * N + (2.0 * m.n_layers + 1) * C);
     for (int width = 4; width >= 2; width -= 2) {
@@ -152,8 +152,8 @@ static void test_attention_by_stack(void) {
     ct_hw_profile hw = profile("h100");
     ct_config c = big_config("8B");
     set(&c, "parallelism.data_shard_degree", "8");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     ct_plan_time ct, tt;
     CHECK(ct_plan_time_step_on(&m, &c, 8, &hw, CT_STACK_CTITAN, &ct) == CT_OK, "%s", ct_last_error());
     CHECK(ct_plan_time_step_on(&m, &c, 8, &hw, CT_STACK_TORCHTITAN, &tt) == CT_OK, "%s", ct_last_error());
@@ -172,8 +172,8 @@ static void test_elementwise_by_stack(void) {
     ct_hw_profile hw = profile("h100");
     ct_config c = big_config("8B");
     set(&c, "parallelism.data_shard_degree", "8");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     ct_plan_time eager, compiled;
     CHECK(ct_plan_time_step_on(&m, &c, 8, &hw, CT_STACK_TORCHTITAN, &eager) == CT_OK, "%s", ct_last_error());
     set(&c, "compile.enable", "true");
@@ -199,8 +199,8 @@ static void test_async_tp_forward_by_stack(void) {
     set(&c, "parallelism.data_shard_degree", "1");
     set(&c, "parallelism.compute_parallel_degree", "8");
     set(&c, "sequence_parallel.enable", "true");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     ct_plan_time sync_tt, async_tt, sync_ct, async_ct;
     set(&c, "parallelism.enable_async_comm", "false");
     ct_plan_time_step_on(&m, &c, 8, &hw, CT_STACK_TORCHTITAN, &sync_tt);
@@ -221,8 +221,8 @@ static void test_cp_bytes(void) {
         set(&c, "parallelism.data_shard_degree", "1");
         set(&c, "parallelism.context_extension_degree", "2");
         set(&c, "parallelism.context_parallel_rotate_method", ring ? "ring" : "allgather");
-        ct_llama_config m;
-        ct_llama_config_from(&m, &c);
+        ct_model_config m;
+        ct_model_config_from(&m, &c);
         ct_plan_time t = run(&c, 2, &hw);
         // ct_cp_expected_bytes per layer, S = this rank's K and V (2·B·T/P·NKV·HS floats):
         // all-gather forward (P-1)S, backward 2(P-1)S; ring 2(P-1)S, then 2(P-1)S + 2PS.
@@ -239,8 +239,8 @@ static void test_pp_bytes(void) {
     set(&c, "parallelism.pipeline_degree", "2");
     set(&c, "pipeline_schedule", "1f1b");
     set(&c, "parallelism.pipeline_microbatch_size", "2");
-    ct_llama_config m;
-    ct_llama_config_from(&m, &c);
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
     ct_plan_time t = run(&c, 2, &hw);
     // 4 micro-batches of 2 x 256 tokens: rank 0 sends each activation (2·256·C floats) and
     // receives each gradient.

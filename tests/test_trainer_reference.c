@@ -81,18 +81,18 @@ static void test_loss_counts_token_zero_and_skips_ignored(void) {
     // The reference: the initial weights, one forward pass of the whole model, sum / count.
     float *full = ct_xmalloc((size_t)t.global_table.total * sizeof(float));  // (P)
     ct_trainer_gather_model(&t, full);
-    ct_llama_weights w;
-    ct_llama_weights_init(&w, &t.global_table, &t.model, full);
-    ct_llama_acts a;
-    ct_llama_acts_init(&a, &t.model, B, T);
-    double sum = ct_llama_step(&a, &w, NULL, in, tg, 0.0f);
+    ct_model_weights w;
+    ct_model_weights_init(&w, &t.global_table, &t.model, full);
+    ct_model_acts a;
+    ct_model_acts_init(&a, &t.model, B, T);
+    double sum = ct_model_step(&a, &w, NULL, in, tg, 0.0f);
     double want = sum / (double)valid;
 
     double got = ct_trainer_step_on(&t, in, tg);
     CHECK_CLOSE(got, want, 1e-6, 0);
     CHECK(t.last.loss == got, "reported %.9g vs returned %.9g", t.last.loss, got);
-    ct_llama_acts_free(&a);
-    ct_llama_weights_free(&w);
+    ct_model_acts_free(&a);
+    ct_model_weights_free(&w);
     free(full);
     ct_trainer_free(&t);
 }

@@ -141,7 +141,7 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     fprintf(f, "\n[data]  # windows of seq_len + 1 tokens consumed by all data-parallel ranks together\n");
     fprintf(f, "epoch = %llu\nposition = %llu\nseq_len = %d\n", (unsigned long long)m->data_epoch,
             (unsigned long long)m->data_position, m->seq_len);
-    const ct_llama_config *c = &m->model;
+    const ct_model_config *c = &m->model;
     fprintf(f, "\n[model]\n");
     put_string(f, "flavor", c->flavor);
     fprintf(f,
@@ -209,7 +209,7 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     INT_FIELD("data.epoch", 0, 0x7fffffffffffffffLL, m->data_epoch);
     INT_FIELD("data.position", 0, 0x7fffffffffffffffLL, m->data_position);
     INT_FIELD("data.seq_len", 1, int_max, m->seq_len);
-    ct_llama_config *c = &m->model;
+    ct_model_config *c = &m->model;
     INT_FIELD("model.dim", 1, int_max, c->dim);
     INT_FIELD("model.n_layers", 1, 1 << 16, c->n_layers);
     INT_FIELD("model.n_heads", 1, int_max, c->n_heads);

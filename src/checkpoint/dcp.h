@@ -28,7 +28,7 @@
 #include <stdio.h>
 
 #include "core/shard_desc.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 #define CT_DCP_FORMAT "ctitan-checkpoint"
 #define CT_DCP_VERSION 1
@@ -62,7 +62,7 @@ typedef struct {
     uint64_t data_epoch;      // the data loader: epochs done and windows (global samples)
     uint64_t data_position;   // consumed in this one, by all data-parallel ranks together
     int seq_len;              // the window length the position counts in
-    ct_llama_config model;    // dims the tensors belong to (as in a model file)
+    ct_model_config model;    // dims the tensors belong to (as in a model file)
     int n_files;
     ct_dcp_file *files;       // (n_files) rank files and config.toml
 } ct_dcp_manifest;

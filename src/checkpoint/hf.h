@@ -7,7 +7,7 @@
 //                           scaling as in Meta's configs, or the training length when longer),
 //                           rope_scaling {"rope_type": "llama3", factor 8, low_freq_factor 1,
 //                           high_freq_factor 4, original_max_position_embeddings 8192} when the
-//                           model uses Llama 3.1 scaling (the constants of ct_llama_rope_tables),
+//                           model uses Llama 3.1 scaling (the constants of ct_model_rope_tables),
 //                           torch_dtype; plus "ctitan_flavor" and "ctitan_max_seq_len" (the
 //                           training length), which transformers ignores and an import reads back
 //   model.safetensors       the tensors under HF's names (export), or on import also
@@ -53,7 +53,7 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
 
 // The same from a flat parameter block in memory (the trainer's gathered model, t a whole-model
 // registry, tp_size 1): what checkpoint.last_save_in_hf needs. CT_HF_DTYPE_SOURCE means F32.
-ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_llama_config *m, const float *full,
+ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_model_config *m, const float *full,
                      ct_dtype dtype, const ct_hf_vocab *vocab);
 
 // ---- import ------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_llama_co
 // model_type other than "llama", missing or non-integer dims, head_dim != hidden/heads,
 // hidden_act other than silu, attention or MLP biases, rope_scaling other than none or
 // Llama 3.1's (ctitan computes only that one).
-ct_status ct_hf_load_config(const char *dir, ct_llama_config *m);
+ct_status ct_hf_load_config(const char *dir, ct_model_config *m);
 
 // An HF directory opened for reading in ctitan's layout, as ct_model_open is for model files:
 // every parameter of t (whole or one tp rank's table: global shapes are matched) must be

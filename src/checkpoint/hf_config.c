@@ -1,4 +1,4 @@
-// config.json <-> ct_llama_config (format in hf.h).
+// config.json <-> ct_model_config (format in hf.h).
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 
-// Llama 3.1's frequency scaling as ctitan computes it (ct_llama_rope_tables, model/llama.c):
+// Llama 3.1's frequency scaling as ctitan computes it (ct_model_rope_tables, model/llama.c):
 // the only rope_scaling ctitan can run, so the only one written or accepted.
 static const double rope_factor = 8.0, rope_low_freq = 1.0, rope_high_freq = 4.0;
 static const int rope_original_max = 8192;
@@ -72,7 +72,7 @@ static ct_status expect_string(const ct_json *c, const char *path, const char *k
 // rope_theta and rope_scaling, in transformers 4's form (top-level rope_theta, rope_scaling
 // null or {"rope_type" | "type", factor, ...}) or transformers 5's (rope_parameters holding
 // both).
-static ct_status read_rope(const ct_json *c, const char *path, ct_llama_config *m) {
+static ct_status read_rope(const ct_json *c, const char *path, ct_model_config *m) {
     const ct_json *params = ct_json_get(c, "rope_parameters");
     if (params && params->type != CT_JSON_OBJECT) params = NULL;
     const ct_json *theta_at = ct_json_get(c, "rope_theta") ? c : params ? params : c;
@@ -104,7 +104,7 @@ static ct_status read_rope(const ct_json *c, const char *path, ct_llama_config *
 // The limits a ctitan model file's metadata is held to (model_file.c), far above any real
 // Llama: a config.json cannot size a registry that ctitan would refuse to load, nor one whose
 // counts overflow (ct_param_count).
-static ct_status check_limits(const char *path, const ct_llama_config *m) {
+static ct_status check_limits(const char *path, const ct_model_config *m) {
     const struct {
         const char *key;
         int value, limit;
@@ -124,7 +124,7 @@ static ct_status check_limits(const char *path, const ct_llama_config *m) {
     return CT_OK;
 }
 
-static ct_status config_from_json(const ct_json *c, const char *path, ct_llama_config *m, int *tied) {
+static ct_status config_from_json(const ct_json *c, const char *path, ct_model_config *m, int *tied) {
     memset(m, 0, sizeof *m);
     if (c->type != CT_JSON_OBJECT) return ct_set_error("%s: not a JSON object", path);
     if (expect_string(c, path, "model_type", "llama", 1, "ctitan reads Llama models: \"llama\"")) return CT_ERR;
@@ -165,7 +165,7 @@ static ct_status config_from_json(const ct_json *c, const char *path, ct_llama_c
     return check_limits(path, m);
 }
 
-ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied) {
+ct_status ct_hf_config_read(const char *dir, ct_model_config *m, int *tied) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -176,7 +176,7 @@ ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied) {
     return st;
 }
 
-ct_status ct_hf_load_config(const char *dir, ct_llama_config *m) {
+ct_status ct_hf_load_config(const char *dir, ct_model_config *m) {
     int tied;
     return ct_hf_config_read(dir, m, &tied);
 }
@@ -211,7 +211,7 @@ static ct_status write_generation_config(const char *dir, const ct_hf_vocab *voc
     return ct_fs_atomic_commit(&out);
 }
 
-ct_status ct_hf_config_write(const char *dir, const ct_llama_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
+ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_fs_atomic out;

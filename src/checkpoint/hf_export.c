@@ -60,7 +60,7 @@ static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, s
     return CT_OK;
 }
 
-static ct_status export_from(const char *dir, const ct_param_table *t, const ct_llama_config *m, source *src,
+static ct_status export_from(const char *dir, const ct_param_table *t, const ct_model_config *m, source *src,
                              ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
@@ -107,7 +107,7 @@ static ct_status file_dtype(const char *path, ct_dtype *out) {
 
 ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_vocab *vocab, ct_dtype dtype) {
     if (check_dtype(dtype, dir)) return CT_ERR;
-    ct_llama_config m;
+    ct_model_config m;
     if (ct_model_load_config(model_file, &m)) return CT_ERR;
     if (dtype == CT_HF_DTYPE_SOURCE && file_dtype(model_file, &dtype)) return CT_ERR;
     ct_param_table t;
@@ -124,7 +124,7 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
     return st;
 }
 
-ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_llama_config *m, const float *full,
+ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_model_config *m, const float *full,
                      ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (check_dtype(dtype, dir)) return CT_ERR;
     source src = {.block = full};

@@ -7,7 +7,7 @@
 #include "checkpoint/model_file.h"
 
 static ct_status write_model(const char *model_file, const ct_hf_dir *f, const ct_param_table *t,
-                             const ct_llama_config *m, ct_dtype dtype) {
+                             const ct_model_config *m, ct_dtype dtype) {
     ct_st_writer *w = ct_st_writer_new();
     ct_model_write_metadata(w, m, NULL);  // the same keys as ct_model_save: a round trip is the same file
     ct_status st = CT_OK;
@@ -36,7 +36,7 @@ static ct_status write_model(const char *model_file, const ct_hf_dir *f, const c
 ct_status ct_hf_import(const char *dir, const char *model_file, ct_dtype dtype) {
     if (dtype != CT_F32 && dtype != CT_BF16 && dtype != CT_HF_DTYPE_SOURCE)
         return ct_set_error("%s: model files are F32 or BF16, not %s", model_file, ct_st_dtype_name(dtype));
-    ct_llama_config m;
+    ct_model_config m;
     if (ct_hf_load_config(dir, &m)) return CT_ERR;
     ct_param_table t;
     ct_param_table_build(&t, &m);

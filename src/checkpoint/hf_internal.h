@@ -7,10 +7,10 @@
 
 // hf_config.c: DIR/config.json -> dims (as ct_hf_load_config) and whether the output
 // projection is the embedding (tie_word_embeddings).
-ct_status ct_hf_config_read(const char *dir, ct_llama_config *m, int *tied);
+ct_status ct_hf_config_read(const char *dir, ct_model_config *m, int *tied);
 // DIR/config.json for m, its tensors stored as dtype (CT_F32 | CT_BF16); the bos/eos ids
 // (and DIR/generation_config.json) when vocab is given.
-ct_status ct_hf_config_write(const char *dir, const ct_llama_config *m, ct_dtype dtype, const ct_hf_vocab *vocab);
+ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype dtype, const ct_hf_vocab *vocab);
 
 // hf_read.c: lets go of the mapped pages (ct_st_release) under elements [begin, begin + n) of
 // p's tensor once they are read (for q/k: under the whole heads those elements lie in).

@@ -169,7 +169,7 @@ static ct_status check_unexpected(const ct_hf_dir *f, const char *dir, const lis
 }
 
 ct_hf_dir *ct_hf_open(const char *dir, const ct_param_table *t) {
-    ct_llama_config m;
+    ct_model_config m;
     int tied;
     if (ct_hf_config_read(dir, &m, &tied)) return NULL;
     ct_hf_dir *f = ct_xcalloc(1, sizeof *f);

@@ -24,12 +24,12 @@ ct_status ct_model_dtype_parse(const char *s, ct_dtype *out) {
 
 // ------------------------------------------------------------------ save
 
-ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_model_config *m, const float *full,
                         ct_dtype dtype) {
     return ct_model_save_tok(path, t, m, full, dtype, NULL);
 }
 
-void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct_model_tok *tok) {
+void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct_model_tok *tok) {
     char buf[64];
     ct_st_writer_metadata(w, "format", CT_MODEL_FORMAT);
     ct_st_writer_metadata(w, "flavor", m->flavor);
@@ -60,7 +60,7 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct
 #undef META_DBL
 }
 
-ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_model_config *m, const float *full,
                             ct_dtype dtype, const ct_model_tok *tok) {
     if (dtype != CT_F32 && dtype != CT_BF16)
         return ct_set_error("%s: model files are F32 or BF16, not %s", path, ct_st_dtype_name(dtype));
@@ -121,7 +121,7 @@ static ct_status meta_double(const ct_st_file *f, const char *path, const char *
 // The counts against the hard limits, then against what the file holds: the registry these
 // dimensions build must have as many tensors as the file and no more elements than the file's
 // tensors hold (each is checked by shape at open; this bounds what is allocated before that).
-static ct_status check_counts(const ct_st_file *f, const char *path, const ct_llama_config *m) {
+static ct_status check_counts(const ct_st_file *f, const char *path, const ct_model_config *m) {
 #define AT_MOST(field, limit)                                                                          \
     if (m->field > (limit))                                                                            \
         return ct_set_error("%s: metadata '" #field "' = %d is above the limit %d", path, m->field, (limit))
@@ -153,7 +153,7 @@ static ct_status check_counts(const ct_st_file *f, const char *path, const ct_ll
     return CT_OK;
 }
 
-static ct_status config_from_file(const ct_st_file *f, const char *path, ct_llama_config *m) {
+static ct_status config_from_file(const ct_st_file *f, const char *path, ct_model_config *m) {
     memset(m, 0, sizeof *m);
     const char *format, *flavor;
     if (meta_str(f, path, "format", &format)) return CT_ERR;
@@ -222,7 +222,7 @@ ct_status ct_model_read_tok(const char *path, ct_model_tok *tok) {
     return st;
 }
 
-ct_status ct_model_load_config(const char *path, ct_llama_config *m) {
+ct_status ct_model_load_config(const char *path, ct_model_config *m) {
     ct_st_file *f = ct_st_open(path);
     if (!f) return CT_ERR;
     ct_status st = config_from_file(f, path, m);
@@ -230,7 +230,7 @@ ct_status ct_model_load_config(const char *path, ct_llama_config *m) {
     return st;
 }
 
-ct_status ct_model_config_match(const ct_llama_config *file, const ct_llama_config *run) {
+ct_status ct_model_config_match(const ct_model_config *file, const ct_model_config *run) {
 #define SAME_INT(field)                                                                                   \
     if (file->field != run->field)                                                                        \
         return ct_set_error("model file " #field " %d does not match this run's %d", file->field, run->field)
@@ -353,7 +353,7 @@ bool ct_model_is_step_folder(const char *path) {
 
 // A checkpoint's step folder: every tensor whole, gathered from the pieces of whatever layout
 // saved it (dcp.h resharding), after every file's size and CRC-32 is checked.
-static ct_status load_step_folder(const char *dir, ct_llama_config *m, ct_param_table *t, float **full) {
+static ct_status load_step_folder(const char *dir, ct_model_config *m, ct_param_table *t, float **full) {
     ct_dcp_manifest man;
     if (ct_dcp_read_manifest(dir, &man)) return CT_ERR;
     ct_status st = CT_OK;
@@ -385,7 +385,7 @@ static ct_status load_step_folder(const char *dir, ct_llama_config *m, ct_param_
     return st;
 }
 
-ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full) {
+ct_status ct_model_load_all(const char *path, ct_model_config *m, ct_param_table *t, float **full) {
     *full = NULL;
     if (ct_model_is_step_folder(path)) return load_step_folder(path, m, t, full);
     if (ct_model_load_config(path, m)) return CT_ERR;

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 
 #include "checkpoint/safetensors.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 #include "model/params.h"
 
 #define CT_MODEL_FORMAT "ctitan-llama3"
@@ -25,7 +25,7 @@ ct_status ct_model_dtype_parse(const char *s, ct_dtype *out);
 
 // Writes the flat parameter block `full` (t->total floats, registry layout) to path (via
 // path.tmp, renamed when complete). dtype: CT_F32 or CT_BF16.
-ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+ct_status ct_model_save(const char *path, const ct_param_table *t, const ct_model_config *m, const float *full,
                         ct_dtype dtype);
 
 // The tokenizer a model was trained with, as its metadata records it. present 0: not recorded
@@ -40,16 +40,16 @@ typedef struct {
 // The metadata a model file carries (dims, norm and RoPE settings, the attention mask and RoPE
 // positions, the tokenizer when tok says one): every writer of model files uses it, so a model
 // that went elsewhere and back is the same file.
-void ct_model_write_metadata(ct_st_writer *w, const ct_llama_config *m, const ct_model_tok *tok);
-ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_llama_config *m, const float *full,
+void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct_model_tok *tok);
+ct_status ct_model_save_tok(const char *path, const ct_param_table *t, const ct_model_config *m, const float *full,
                             ct_dtype dtype, const ct_model_tok *tok);
 // The recorded tokenizer (present 0 when the file has none). CT_ERR naming the file and key when
 // the file does not open or a recorded value is malformed.
 ct_status ct_model_read_tok(const char *path, ct_model_tok *tok);
 
 // Reads the dimensions from the metadata (head_dim derived; max_seq_len 0 when absent) and
-// checks them as ct_llama_config_from does. The error names the file and the key.
-ct_status ct_model_load_config(const char *path, ct_llama_config *m);
+// checks them as ct_model_config_from does. The error names the file and the key.
+ct_status ct_model_load_config(const char *path, ct_model_config *m);
 
 // Fills the flat block (t->total floats) from the file; bf16/f16 tensors are widened to fp32.
 // Errors name the tensor: missing, wrong shape (both shapes given), unexpected, bad dtype.
@@ -60,7 +60,7 @@ ct_status ct_model_load(const char *path, const ct_param_table *t, float *full);
 // step folder (step-N: a manifest.toml inside), saved under any layout: its files are verified
 // and every tensor gathered whole; max_seq_len is then the length it was trained at.
 bool ct_model_is_step_folder(const char *path);
-ct_status ct_model_load_all(const char *path, ct_llama_config *m, ct_param_table *t, float **full);
+ct_status ct_model_load_all(const char *path, ct_model_config *m, ct_param_table *t, float **full);
 
 // ---- partial reads (the trainer: each rank copies its own FSDP shard ranges) -------------
 typedef struct ct_model_file ct_model_file;
@@ -76,5 +76,5 @@ ct_status ct_model_check_finite(const ct_param_table *t, const float *full);
 
 // CT_ERR naming the first setting where the two configs differ in a way that changes the
 // function the weights compute (dims, heads, vocab, FFN, norm eps, RoPE): "what: file X, run Y".
-ct_status ct_model_config_match(const ct_llama_config *file, const ct_llama_config *run);
+ct_status ct_model_config_match(const ct_model_config *file, const ct_model_config *run);
 #endif

@@ -25,7 +25,7 @@ static int to_hf_file(const char *model, const char *named, const char *out, con
 // A checkpoint's step folder as a model file beside `out` (the exporter streams from a file),
 // into tmp; CT_ERR with the reason.
 static ct_status step_folder_as_model_file(const char *dir, const char *out, char *tmp, size_t n) {
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table t;
     float *full;
     if (ct_model_load_all(dir, &m, &t, &full)) return CT_ERR;
@@ -54,7 +54,7 @@ static int to_hf(const char *model, const char *out, const char *tok_path, ct_dt
 static int to_hf_file(const char *model, const char *named, const char *out, const char *tok_path, ct_dtype dtype) {
     ct_hf_vocab_view vv = {0};
     if (tok_path) {
-        ct_llama_config m;
+        ct_model_config m;
         if (ct_model_load_config(model, &m) || ct_hf_vocab_load(&vv, tok_path, m.vocab_size)) {
             ct_hf_vocab_free(&vv);
             return fail(ct_last_error());

@@ -1,6 +1,6 @@
 // `ctitan eval --model FILE --data DIR [--split val|train] [--seq_len T] [--batch B] [--steps N]`
 // The mean next-token loss of a saved model on a token set, in one process: the loader reads
-// windows in stream order (as validation does), ct_llama_step runs forward only, and the loss is
+// windows in stream order (as validation does), ct_model_step runs forward only, and the loss is
 // the sum over every target divided by their count — the number ct_trainer_validate reports for
 // the same (T, B, steps). A model trained with block_causal attention (and document positions)
 // is evaluated with them: documents from the data's EOS, as the trainer finds them. Defaults:
@@ -19,14 +19,14 @@
 #include "core/memory.h"
 #include "data/documents.h"
 #include "data/loader.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/runner.h"
 
 // The model and the data agree: the data's vocabulary fits the model's, and the tokenizer the
 // model was trained with (its file records the training data's) is the one the data was made with.
 // Where either side records none, `note` says the check cannot be made (printed once the run
 // starts, so that a refusal stays one line).
-static ct_status check_tokenizer(const char *model_path, const ct_llama_config *m, const char *data, const char *split,
+static ct_status check_tokenizer(const char *model_path, const ct_model_config *m, const char *data, const char *split,
                                  const ct_loader *loader, char *note, size_t note_size) {
     note[0] = 0;
     uint32_t vocab = ct_loader_peek_vocab(data, split);
@@ -91,7 +91,7 @@ int ct_cmd_eval(int argc, char **argv) {
     const ct_kernels *k = ct_cli_device("ctitan eval", device);
     if (!k) return 2;
 
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table table;
     float *block;
     if (ct_model_load_all(model_path, &m, &table, &block)) {
@@ -161,11 +161,11 @@ int ct_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "ctitan eval: note: %ld batches of %ld read the split's %ld windows more than once\n", steps, B,
                 windows);
 
-    ct_llama_weights w;
+    ct_model_weights w;
     float *placed = ct_cli_weights_on(k, block, table.total);
-    ct_llama_weights_init(&w, &table, &m, placed);
-    ct_llama_acts acts;
-    ct_llama_acts_init_on(&acts, k, &m, B, T);
+    ct_model_weights_init(&w, &table, &m, placed);
+    ct_model_acts acts;
+    ct_model_acts_init_on(&acts, k, &m, B, T);
     size_t tok_bytes = (size_t)(B * T) * sizeof(int32_t);
     int32_t *inputs = ct_xmalloc(tok_bytes);   // (B, T) as read
     int32_t *targets = ct_xmalloc(tok_bytes);  // (B, T)
@@ -193,7 +193,7 @@ int ct_cmd_eval(int argc, char **argv) {
             ct_documents_positions(docs, B, T, rpos);
             k->copy_from_host(dev_rpos, rpos, tok_bytes);
         }
-        loss_sum += ct_llama_step_docs(&acts, &w, NULL, dev_tok, dev_tok + B * T, dev_docs, dev_rpos, 0.0f);
+        loss_sum += ct_model_step_docs(&acts, &w, NULL, dev_tok, dev_tok + B * T, dev_docs, dev_rpos, 0.0f);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -215,8 +215,8 @@ done_eval:
     free(docs);
     free(rpos);
     ct_mem_free(dev_tok);
-    ct_llama_acts_free(&acts);
-    ct_llama_weights_free(&w);
+    ct_model_acts_free(&acts);
+    ct_model_weights_free(&w);
     ct_cli_weights_free(placed, block);
 done_loader:
     ct_loader_free(loader);

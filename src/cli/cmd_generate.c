@@ -108,7 +108,7 @@ int ct_cmd_generate(int argc, char **argv) {
         ct_tokenizer_free(tok);
         return 1;
     }
-    ct_llama_config m;
+    ct_model_config m;
     ct_param_table table;
     float *block;
     if (ct_model_load_all(model_path, &m, &table, &block)) {
@@ -127,9 +127,9 @@ int ct_cmd_generate(int argc, char **argv) {
     int32_t eos = ct_tokenizer_eos(tok);
     int32_t *ids = NULL, *out = NULL;
     long n = 0, cap = 0;
-    ct_llama_weights w;
+    ct_model_weights w;
     float *placed = ct_cli_weights_on(k, block, table.total);
-    ct_llama_weights_init(&w, &table, &m, placed);
+    ct_model_weights_init(&w, &table, &m, placed);
     if (eos >= m.vocab_size) {
         fprintf(stderr, "ctitan generate: the tokenizer's EOS id %d is outside the model's vocabulary %d "
                         "(was the model trained with this tokenizer?)\n", eos, m.vocab_size);
@@ -202,7 +202,7 @@ int ct_cmd_generate(int argc, char **argv) {
 done:
     free(out);
     free(ids);
-    ct_llama_weights_free(&w);
+    ct_model_weights_free(&w);
     ct_cli_weights_free(placed, block);
     free(block);
     ct_param_table_free(&table);

@@ -94,7 +94,7 @@ static void print_header(const ct_plan_request *r, FILE *f) {
     memory_text(r, mem, sizeof mem);
     fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%s), "
                "sequence %d, global batch %ld tokens (%ld sequences)\n",
-            r->model.flavor, ct_llama_num_params(&r->model) / 1e9, r->model.dim, r->model.n_layers, r->model.n_heads,
+            r->model.flavor, ct_model_num_params(&r->model) / 1e9, r->model.dim, r->model.n_layers, r->model.n_heads,
             r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name, mem,
             r->base.seq_len, r->global_batch_tokens, seqs);
     fprintf(f, "(MFU: model FLOPs per second over the device's dense peak at the matmul precision: bf16, or fp8 "
@@ -127,8 +127,8 @@ static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
 // and the matmul FLOPs its recompute adds (model/checkpointing.h).
 static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_config *c) {
     int tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
-    ct_llama_config local;
-    if (ct_llama_config_local(&r->model, tp, &local)) return;
+    ct_model_config local;
+    if (ct_model_config_local(&r->model, tp, &local)) return;
     ct_ac_policy p = ct_layout_ac_policy(c);
     ct_ac_shape s = {.cfg = &local, .compute_bytes = strcmp(c->mixed_precision, "bf16") ? 4 : 2,
                      .seq_parallel_tp = c->sequence_parallel && tp > 1 ? tp : 1};
@@ -141,7 +141,7 @@ static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_conf
         kept += ct_ac_kept_bytes_per_token(&s, k) / n;
         flops += ct_ac_recompute_flops_per_token(&s, k, T) / n;
     }
-    double model = ct_llama_flops_per_token(&local, c->seq_len) / local.n_layers;  // per token and block
+    double model = ct_model_flops_per_token(&local, c->seq_len) / local.n_layers;  // per token and block
     fprintf(f, "activations kept per token and block: %.1f KB (ac %s; %.1f KB keeping everything); ", kept / 1e3,
             p.kind == CT_AC_FULL && p.every > 1 ? "every-N full" : ct_ac_kind_name(p.kind),
             ct_ac_kept_bytes_per_token(&s, CT_AC_NONE) / 1e3);
@@ -213,7 +213,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
         snprintf(b->mixed_precision, sizeof b->mixed_precision, "bf16");
     }
     if (ct_config_validate(b)) return CT_ERR;
-    if (ct_llama_config_from(&r->model, b)) return CT_ERR;
+    if (ct_model_config_from(&r->model, b)) return CT_ERR;
     // The 10B experiment is the 8B flavor with its own dimensions: say which model it is.
     if (a->model && !strcasecmp(a->model, "10b")) snprintf(r->model.flavor, sizeof r->model.flavor, "10B");
     r->devices = (int)a->gpus;

@@ -118,7 +118,7 @@ static const int32_t *rope_pos(const ct_block_ctx *c) { return c->rope_pos ? c->
 static long rope_pos_ld(const ct_block_ctx *c) { return c->rope_pos ? c->T : 0; }
 
 static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = c->qkv_dim;
     ct_attention_args a = {
         .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = NH, .NKV = NKV, .HS = HS,
@@ -133,7 +133,7 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 // kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
 // and the recompute of checkpointed blocks run exactly this.
 static void norm_keep(const ct_block_ctx *c, int layer, void *kept, float *rstd, const float *x, const float *weight) {
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     float *full = work(c, kept, c->w_norm), *n = norm_out(c, full);
     int span = op_span("rmsnorm.forward", layer);
     c->k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, (float)m->norm_eps);
@@ -165,7 +165,7 @@ static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
 // over tp first, so only RoPE is fused into the matmul's output.
 static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
     long QKV = c->qkv_dim;
     bool fused = fuse(c, layer, CT_LINEAR_WQKV);
@@ -194,7 +194,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_block_acts *s, con
 
 // x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass.
 static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     if (!fuse(c, layer, CT_LINEAR_W13)) {
         int span = op_span("residual_add.forward", layer);
         c->k->add_inplace(s->x_mid, s->x, c->N_local * m->dim);
@@ -212,7 +212,7 @@ static void residual_norm2(const ct_block_ctx *c, int layer, ct_block_acts *s, c
 
 // x_mid = x + g(wo(att)), then norm2 of it: the forward, and the per-op recompute from the kept att.
 static void attention_out(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     float *y = partial_out(c, s->x_mid);
     linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), w->wo, m->dim);  // (N, C) partial
     reduce_rows(c, y, s->x_mid);                                                                       // (N_l, C)
@@ -222,7 +222,7 @@ static void attention_out(const ct_block_ctx *c, int layer, ct_block_acts *s, co
 void ct_block_forward(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w, float *out) {
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
     long QKV = c->qkv_dim;
 
@@ -272,7 +272,7 @@ void ct_block_recompute_elementwise(const ct_block_ctx *c, int layer, ct_block_a
 // wqkv's scales span the whole matrix, so there the whole product runs again and k is taken
 // from it: the same values either way as the forward's.
 static void recompute_k(const ct_block_ctx *c, int layer, ct_block_acts *s, const ct_block_weights *w) {
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long C = m->dim, HS = m->head_dim, Q = m->n_heads * HS, KV = m->n_kv_heads * HS, QKV = c->qkv_dim;
     bool whole = f8(c, layer, CT_LINEAR_WQKV);
     long ld = whole ? QKV : KV, col = whole ? Q : 0;
@@ -355,7 +355,7 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
                        ct_block_weights *g, ct_block_wgrad_inputs *keep, float *dres) {
     const ct_kernels *k = c->k;
     const ct_linear_ctx *L = c->lin;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long NKV = m->n_kv_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
     bool split = keep != NULL;
@@ -404,7 +404,7 @@ void ct_block_backward(const ct_block_ctx *c, int layer, const ct_block_acts *s,
 void ct_block_backward_weight(const ct_block_ctx *c, int layer, const ct_block_acts *s,
                               const ct_block_wgrad_inputs *kept, ct_block_weights *g) {
     const ct_kernels *k = c->k;
-    const ct_llama_config *m = c->cfg;
+    const ct_model_config *m = c->cfg;
     long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = c->qkv_dim;
     // The same gemms and column passes the combined backward runs, so the gradients are the
     // same bits whichever way a schedule computes them.

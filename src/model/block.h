@@ -7,7 +7,7 @@
 
 #include "kernels/backend.h"
 #include "model/linear.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage.h"
 #include "model/stage_ops.h"
 
@@ -19,7 +19,7 @@ typedef struct {
     const ct_linear_ctx *lin;         // the matmuls' precision and scratch
     bool fused;                       // --compile.enable: fused kernels where they apply (fp32)
     float *fuse_scratch;              // their scratch (fused only)
-    const ct_llama_config *cfg;       // this rank's dimensions
+    const ct_model_config *cfg;       // this rank's dimensions
     long B, T, N, N_local, qkv_dim;   // this call's rows: N = B·T, N_local residual rows here
     const int32_t *pos;               // (T) positions of the tokens (NULL: 0..T-1)
     const int32_t *docs;              // (B, T) document ids of the tokens (NULL: causal attention)

@@ -11,7 +11,7 @@ const char *ct_ac_kind_name(ct_ac_kind k) {
 }
 
 double ct_ac_kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
-    const ct_llama_config *m = s->cfg;
+    const ct_model_config *m = s->cfg;
     double c = s->compute_bytes, C = m->dim, Q = (double)m->n_heads * m->head_dim;
     double KV = (double)m->n_kv_heads * m->head_dim, F = m->ffn_hidden;
     double r = s->seq_parallel_tp > 1 ? 1.0 / s->seq_parallel_tp : 1.0;  // residual rows per token
@@ -26,7 +26,7 @@ double ct_ac_kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
 }
 
 double ct_ac_recompute_flops_per_token(const ct_ac_shape *s, ct_ac_kind kind, long seq_len) {
-    const ct_llama_config *m = s->cfg;
+    const ct_model_config *m = s->cfg;
     double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
     double F = m->ffn_hidden;
     switch (kind) {

@@ -6,7 +6,7 @@
 #define CT_CHECKPOINTING_H
 #include <stdbool.h>
 
-#include "model/llama_config.h"
+#include "model/model.h"
 
 // What a block keeps for backward. Letters as in model/stage.h; the residual stream (x, x_mid)
 // is fp32 (it accumulates every block's small updates), the rest is in the compute dtype.
@@ -33,7 +33,7 @@ const char *ct_ac_kind_name(ct_ac_kind k);  // "none", "elementwise", "op", "ful
 
 // One rank's block shape for the arithmetic below.
 typedef struct {
-    const ct_llama_config *cfg;  // this rank's dimensions (heads and FFN hidden already / tp)
+    const ct_model_config *cfg;  // this rank's dimensions (heads and FFN hidden already / tp)
     int compute_bytes;           // 2 (bf16) or 4 (fp32)
     int seq_parallel_tp;         // > 1: the residual stream's rows split over this many tp ranks
 } ct_ac_shape;

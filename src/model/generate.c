@@ -42,13 +42,13 @@ static long kv_attention_scratch(void *ctx, long Tq, long Tk, long HS) {
 
 // ------------------------------------------------------------------ buffers
 
-void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows) {
+void ct_gen_init(ct_generator *g, const ct_model_config *m, const ct_model_weights *w, long max_T, long max_rows) {
     const ct_kernels *k = ct_kernels_get("cpu");
     if (!k) ct_fatal("generate", "no cpu kernel backend in this build");
     ct_gen_init_on(g, k, m, w, max_T, max_rows);
 }
 
-void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_model_config *m, const ct_model_weights *w,
                     long max_T, long max_rows) {
     memset(g, 0, sizeof *g);
     g->k = k;
@@ -112,7 +112,7 @@ void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config 
     g->logits = ct_xmalloc((size_t)V * sizeof(float));
     // The tables training builds; an angle depends only on the position, so the longer table
     // repeats training's values.
-    ct_llama_rope_tables(k, m, g->rope_cos, g->rope_sin, max_T);
+    ct_model_rope_tables(k, m, g->rope_cos, g->rope_sin, max_T);
 }
 
 void ct_gen_free(ct_generator *g) {
@@ -129,7 +129,7 @@ void ct_gen_reset(ct_generator *g) { g->len = 0; }
 // n rows (n <= max_rows) at positions len..len+n-1 through every block; x holds the chunk's
 // embeddings on entry and the final residual stream on exit.
 static void chunk_forward(ct_generator *g, long n) {
-    const ct_llama_config *m = &g->cfg;
+    const ct_model_config *m = &g->cfg;
     ct_linear_ctx lin = {.k = g->k, .prec = ct_precision_fp32()};  // generation computes in fp32
     ct_block_ctx c = {
         .k = g->k, .ops = &g->ops, .lin = &lin, .cfg = m, .B = 1, .T = n, .N = n, .N_local = n, .qkv_dim = g->qkv_dim,
@@ -142,7 +142,7 @@ static void chunk_forward(ct_generator *g, long n) {
 
 const float *ct_gen_feed(ct_generator *g, const int32_t *tokens, long n) {
     const ct_kernels *k = g->k;
-    const ct_llama_config *m = &g->cfg;
+    const ct_model_config *m = &g->cfg;
     long C = m->dim, V = m->vocab_size;
     if (n < 1) return ct_set_error("generate: nothing to feed"), NULL;
     if (g->len + n > g->max_T)

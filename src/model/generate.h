@@ -12,14 +12,14 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/sampler.h"
 #include "model/stage_ops.h"
 
 // Device buffers (on k's device) unless marked host.
 typedef struct {
-    ct_llama_config cfg;
-    const ct_llama_weights *w;
+    ct_model_config cfg;
+    const ct_model_weights *w;
     const ct_kernels *k;         // the kernel backend ("cpu")
     ct_stage_ops ops;            // ct_stage_ops_local(k) with the KV-cache attention
     long max_T;                  // cache capacity in tokens
@@ -43,9 +43,9 @@ typedef struct {
 // Plans buffers for up to max_T tokens (prompt + continuation). max_rows <= 0: min(max_T, 256).
 // Runs on backend k, with w on its device (ct_gen_init: the "cpu" backend, fatal when the build
 // has none). g must not move afterwards: its attention operation points at it.
-void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_llama_config *m, const ct_llama_weights *w,
+void ct_gen_init_on(ct_generator *g, const ct_kernels *k, const ct_model_config *m, const ct_model_weights *w,
                     long max_T, long max_rows);
-void ct_gen_init(ct_generator *g, const ct_llama_config *m, const ct_llama_weights *w, long max_T, long max_rows);
+void ct_gen_init(ct_generator *g, const ct_model_config *m, const ct_model_weights *w, long max_T, long max_rows);
 void ct_gen_free(ct_generator *g);
 void ct_gen_reset(ct_generator *g);  // empties the cache
 

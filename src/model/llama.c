@@ -1,4 +1,4 @@
-#include "model/llama.h"
+#include "model/weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@ static float *tensor_at(const ct_param_table *t, float *group_block, long group_
     return group_block + (p->offset - group_start);
 }
 
-void ct_llama_weights_point_group(ct_llama_weights *w, const ct_param_table *t, int group, float *group_block) {
+void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block) {
     long start = t->group_offset[group];
     int L = t->n_groups - 2;
     if (group == 0) {
@@ -39,20 +39,20 @@ void ct_llama_weights_point_group(ct_llama_weights *w, const ct_param_table *t, 
     }
 }
 
-void ct_llama_weights_init(ct_llama_weights *w, const ct_param_table *t, const ct_llama_config *m, float *block) {
+void ct_model_weights_init(ct_model_weights *w, const ct_param_table *t, const ct_model_config *m, float *block) {
     memset(w, 0, sizeof *w);
     w->blocks = ct_xcalloc((size_t)m->n_layers, sizeof(ct_block_weights));
-    for (int g = 0; g < t->n_groups; g++) ct_llama_weights_point_group(w, t, g, block + t->group_offset[g]);
+    for (int g = 0; g < t->n_groups; g++) ct_model_weights_point_group(w, t, g, block + t->group_offset[g]);
 }
 
-void ct_llama_weights_free(ct_llama_weights *w) {
+void ct_model_weights_free(ct_model_weights *w) {
     free(w->blocks);
     w->blocks = NULL;
 }
 
 // ------------------------------------------------------------------ RoPE
 
-void ct_llama_rope_tables(const ct_kernels *k, const ct_llama_config *m, float *cos_tab, float *sin_tab, long T) {
+void ct_model_rope_tables(const ct_kernels *k, const ct_model_config *m, float *cos_tab, float *sin_tab, long T) {
     // Llama 3.1 scaling: factor 8, low-frequency factor 1, high-frequency factor 4, original
     // context 8192. An angle depends only on the position, so a longer table repeats a shorter
     // one's values (training and generation build theirs at different lengths).

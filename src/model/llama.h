@@ -8,7 +8,7 @@
 
 #include "kernels/backend.h"
 
-#include "model/llama_config.h"
+#include "model/model.h"
 #include "model/params.h"
 
 // Views of one transformer block's tensors inside a flat block (parameters or gradients).
@@ -26,19 +26,19 @@ typedef struct {
     ct_block_weights *blocks;  // (L)
     float *norm;               // (C)
     float *output;             // (V, C)
-} ct_llama_weights;
+} ct_model_weights;
 
 // Points a weights struct at the tensors of a flat block laid out by the registry.
-void ct_llama_weights_init(ct_llama_weights *w, const ct_param_table *t, const ct_llama_config *m, float *block);
+void ct_model_weights_init(ct_model_weights *w, const ct_param_table *t, const ct_model_config *m, float *block);
 // Re-points the views of one group (FSDP moves a group into a gathered buffer and back).
 // `group_block` holds the group's elements, starting at its first tensor.
-void ct_llama_weights_point_group(ct_llama_weights *w, const ct_param_table *t, int group, float *group_block);
-void ct_llama_weights_free(ct_llama_weights *w);
+void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block);
+void ct_model_weights_free(ct_model_weights *w);
 
 // RoPE tables cos/sin (T, HS/2) for this model: rope_theta, and Llama 3.1's frequency scaling
 // when cfg->rope_scaling (factor 8, low 1, high 4, original context 8192) -- the one place
 // those constants live.
-void ct_llama_rope_tables(const ct_kernels *k, const ct_llama_config *m, float *cos_tab, float *sin_tab, long T);
+void ct_model_rope_tables(const ct_kernels *k, const ct_model_config *m, float *cos_tab, float *sin_tab, long T);
 
 // Activations of one block kept for backward. N_l = rows of the residual stream on this rank
 // (N, or N / tp under sequence parallel); the column-parallel region works on all N rows.

@@ -1,4 +1,4 @@
-#include "model/llama_config.h"
+#include "model/model.h"
 
 #include <string.h>
 
@@ -17,7 +17,7 @@ static const flavor_row flavors[] = {
     {"405B", 16384, 126, 128, 8, 128256, 4096, 1.2, 500000.0},
 };
 
-int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
+int ct_llama3_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
     long hidden = 4L * dim;
     hidden = 2 * hidden / 3;
     if (ffn_dim_multiplier > 0) hidden = (long)(ffn_dim_multiplier * (double)hidden);
@@ -25,7 +25,7 @@ int ct_llama_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier) {
     return (int)hidden;
 }
 
-ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c) {
+ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
     const flavor_row *f = NULL;
     for (size_t i = 0; i < sizeof flavors / sizeof flavors[0]; i++)
         if (!strcmp(flavors[i].name, c->flavor)) f = &flavors[i];
@@ -57,11 +57,11 @@ ct_status ct_llama_config_from(ct_llama_config *m, const ct_config *c) {
     m->head_dim = m->dim / m->n_heads;
     if (m->head_dim % 2) return ct_set_error("model: head dim %d must be even for RoPE", m->head_dim);
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim
-                                          : ct_llama_ffn_hidden(m->dim, m->multiple_of, m->ffn_dim_multiplier);
+                                          : ct_llama3_ffn_hidden(m->dim, m->multiple_of, m->ffn_dim_multiplier);
     return CT_OK;
 }
 
-ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_config *local) {
+ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {
     *local = *m;
     if (tp <= 1) return CT_OK;
     const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
@@ -76,22 +76,22 @@ ct_status ct_llama_config_local(const ct_llama_config *m, int tp, ct_llama_confi
     return CT_OK;
 }
 
-long ct_llama_embedding_params(const ct_llama_config *m) { return (long)m->vocab_size * m->dim; }
+long ct_model_embedding_params(const ct_model_config *m) { return (long)m->vocab_size * m->dim; }
 
-long ct_llama_block_params(const ct_llama_config *m) {
+long ct_model_block_params(const ct_model_config *m) {
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden;
     long attn = C * (m->n_heads * HS) + 2 * C * (m->n_kv_heads * HS) + (m->n_heads * HS) * C;
     long ffn = 3 * C * F;
     return attn + ffn + 2 * C;
 }
 
-long ct_llama_head_params(const ct_llama_config *m) { return m->dim + (long)m->vocab_size * m->dim; }
+long ct_model_head_params(const ct_model_config *m) { return m->dim + (long)m->vocab_size * m->dim; }
 
-long ct_llama_num_params(const ct_llama_config *m) {
-    return ct_llama_embedding_params(m) + m->n_layers * ct_llama_block_params(m) + ct_llama_head_params(m);
+long ct_model_num_params(const ct_model_config *m) {
+    return ct_model_embedding_params(m) + m->n_layers * ct_model_block_params(m) + ct_model_head_params(m);
 }
 
-double ct_llama_flops_per_token(const ct_llama_config *m, long seq_len) {
-    double n = (double)(ct_llama_num_params(m) - ct_llama_embedding_params(m));
+double ct_model_flops_per_token(const ct_model_config *m, long seq_len) {
+    double n = (double)(ct_model_num_params(m) - ct_model_embedding_params(m));
     return 6.0 * n + 12.0 * m->n_layers * m->n_heads * m->head_dim * (double)seq_len;
 }

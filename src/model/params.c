@@ -33,7 +33,7 @@ static void add(ct_param_table *t, int *cap, const char *name, long rows, long c
     t->total += p->numel;
 }
 
-ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements) {
+ct_status ct_param_count(const ct_model_config *m, int *n_tensors, long *n_elements) {
 #define POSITIVE(f) \
     if (m->f <= 0) return ct_set_error("model: " #f " %d must be positive", m->f)
     POSITIVE(dim);
@@ -68,9 +68,9 @@ ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_eleme
     return CT_OK;
 }
 
-void ct_param_table_build(ct_param_table *t, const ct_llama_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
+void ct_param_table_build(ct_param_table *t, const ct_model_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
 
-void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size) {
+void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size) {
     memset(t, 0, sizeof *t);
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, V = m->vocab_size;
     long NH = m->n_heads, NKV = m->n_kv_heads;

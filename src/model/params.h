@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 
 enum { CT_PARAM_NAME = 96 };
 
@@ -44,14 +44,14 @@ typedef struct {
 // not be indexed (more tensors than an int holds, more elements than a long). The builders
 // below end the job (ct_fatal) on such a config; a reader of untrusted dimensions (a model
 // file) calls this first, and compares the counts with what the file holds.
-ct_status ct_param_count(const ct_llama_config *m, int *n_tensors, long *n_elements);
+ct_status ct_param_count(const ct_model_config *m, int *n_tensors, long *n_elements);
 // The whole model (no tensor parallelism).
-void ct_param_table_build(ct_param_table *t, const ct_llama_config *m);
+void ct_param_table_build(ct_param_table *t, const ct_model_config *m);
 // This tp rank's part under Megatron's split (m: the global config; tp_size must divide heads,
-// kv heads, FFN hidden and vocabulary — ct_llama_config_local checks): wq, wk, wv, w1, w3 and
+// kv heads, FFN hidden and vocabulary — ct_model_config_local checks): wq, wk, wv, w1, w3 and
 // both embedding and output split by rows (heads, FFN columns, vocabulary), wo and w2 by
 // columns, norm weights replicated.
-void ct_param_table_build_tp(ct_param_table *t, const ct_llama_config *m, int tp_rank, int tp_size);
+void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size);
 // Global flattened index of local element `local` of p.
 long ct_param_global_index(const ct_param *p, long local);
 void ct_param_table_free(ct_param_table *t);

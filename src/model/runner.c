@@ -5,13 +5,13 @@
 #include "core/error.h"
 #include "core/memory.h"
 
-void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T) {
+void ct_model_acts_init(ct_model_acts *a, const ct_model_config *m, long B, long T) {
     const ct_kernels *k = ct_kernels_get("cpu");
     if (!k) ct_fatal("model", "no cpu kernel backend in this build");
-    ct_llama_acts_init_on(a, k, m, B, T);
+    ct_model_acts_init_on(a, k, m, B, T);
 }
 
-void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama_config *m, long B, long T) {
+void ct_model_acts_init_on(ct_model_acts *a, const ct_kernels *k, const ct_model_config *m, long B, long T) {
     ct_stage_spec spec = {
         .k = k, .cfg = m, .layer_begin = 0, .layer_end = m->n_layers, .has_embedding = true, .has_head = true,
         .B = B, .T = T, .ops = ct_stage_ops_local(k),
@@ -21,17 +21,17 @@ void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama
     a->loss_sum = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, sizeof(double));
 }
 
-void ct_llama_acts_free(ct_llama_acts *a) {
+void ct_model_acts_free(ct_model_acts *a) {
     ct_stage_free(&a->stage);
     ct_mem_free(a->loss_sum);
 }
 
-double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+double ct_model_step(ct_model_acts *a, ct_model_weights *w, ct_model_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale) {
-    return ct_llama_step_docs(a, w, grads, inputs, targets, NULL, NULL, grad_scale);
+    return ct_model_step_docs(a, w, grads, inputs, targets, NULL, NULL, grad_scale);
 }
 
-double ct_llama_step_docs(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+double ct_model_step_docs(ct_model_acts *a, ct_model_weights *w, ct_model_weights *grads, const int32_t *inputs,
                           const int32_t *targets, const int32_t *docs, const int32_t *rope_pos, float grad_scale) {
     ct_stage *s = &a->stage;
     ct_act_slot *slot = &s->slots[0];

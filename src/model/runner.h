@@ -10,24 +10,24 @@
 typedef struct {
     ct_stage stage;
     double *loss_sum;  // (1) on the stage's device: the step's loss before it is read back
-} ct_llama_acts;
+} ct_model_acts;
 
 // Plans a stage of the whole model m for micro-batches (B, T) on backend k (its buffers on k's
-// device; the weights, inputs and targets given to ct_llama_step must be there too), or on the
+// device; the weights, inputs and targets given to ct_model_step must be there too), or on the
 // cpu backend (the tests' reference).
-void ct_llama_acts_init_on(ct_llama_acts *a, const ct_kernels *k, const ct_llama_config *m, long B, long T);
-void ct_llama_acts_init(ct_llama_acts *a, const ct_llama_config *m, long B, long T);
-void ct_llama_acts_free(ct_llama_acts *a);
+void ct_model_acts_init_on(ct_model_acts *a, const ct_kernels *k, const ct_model_config *m, long B, long T);
+void ct_model_acts_init(ct_model_acts *a, const ct_model_config *m, long B, long T);
+void ct_model_acts_free(ct_model_acts *a);
 
 // One micro-batch: inputs, targets (B, T) (target -1 = ignored). Returns the SUM of token losses
 // over valid targets (the caller divides by the step's count of valid tokens). With grads !=
 // NULL also runs backward, adding (grad_scale ×) the gradients into grads; grad_scale is
 // 1 / (valid tokens in the whole step), so accumulation over micro-batches yields the gradient
 // of the mean loss.
-double ct_llama_step(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+double ct_model_step(ct_model_acts *a, ct_model_weights *w, ct_model_weights *grads, const int32_t *inputs,
                      const int32_t *targets, float grad_scale);
 // The same with documents: docs (B, T) each token's document (attention kept inside it; NULL:
 // causal), rope_pos (B, T) each token's RoPE position (NULL: 0..T-1), on the backend's device.
-double ct_llama_step_docs(ct_llama_acts *a, ct_llama_weights *w, ct_llama_weights *grads, const int32_t *inputs,
+double ct_model_step_docs(ct_model_acts *a, ct_model_weights *w, ct_model_weights *grads, const int32_t *inputs,
                           const int32_t *targets, const int32_t *docs, const int32_t *rope_pos, float grad_scale);
 #endif

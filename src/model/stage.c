@@ -36,7 +36,7 @@ static bool seq_parallel(const ct_stage *s) { return s->ops.tp.sequence_parallel
 
 // A block's linear layers on this rank (wqkv, wo, w13, w2): what the linears' scratch serves.
 static void block_linears(const ct_stage *s, ct_linear_shape l[CT_BLOCK_LINEARS]) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long C = m->dim, Q = m->n_heads * m->head_dim, F = m->ffn_hidden;
     l[CT_LINEAR_WQKV] = (ct_linear_shape){C, s->qkv_dim};
     l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
@@ -52,7 +52,7 @@ static bool any_ac(const ct_stage *s, ct_ac_kind kind) {
 }
 
 static long carve_shared(ct_stage *s, float *base, long scratch) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
     long used = 0;
     if (s->prec.compute == CT_BF16) {
@@ -110,7 +110,7 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
 }
 
 static long carve_slot(const ct_stage *s, ct_act_slot *a, float *base) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long B = s->B, T = s->T, N = s->N, Nl = s->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long F = m->ffn_hidden, QKV = s->qkv_dim;
     long used = 0;
@@ -203,7 +203,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->pos = spec->pos;
     s->rope_len = spec->max_pos > s->T ? spec->max_pos : s->T;
     s->N_local = seq_parallel(s) ? s->N / s->ops.tp.size : s->N;
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long HS = m->head_dim;
     s->qkv_dim = (m->n_heads + 2L * m->n_kv_heads) * HS;
     s->xent_chunk_rows = xent_chunk_rows(s->N, m->vocab_size);
@@ -217,7 +217,7 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->arena = ct_mem_take(s->sizing, ct_kernels_device(s->k), CT_MEM_ACTIVATIONS, (size_t)total * sizeof(float));
     if (s->sizing) return;  // sizing only: nothing to carve or fill
     carve_shared(s, s->arena, scratch);
-    ct_llama_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
+    ct_model_rope_tables(s->k, m, s->rope_cos, s->rope_sin, s->rope_len);
 }
 
 static void free_slots(ct_stage *s) {
@@ -315,7 +315,7 @@ static float *partial_out(ct_stage *s, float *local) { return seq_parallel(s) ? 
 static long vocab_start(const ct_stage *s) { return (long)s->ops.tp.rank * s->cfg.vocab_size; }
 
 static void embedding_forward(ct_stage *s, ct_act_slot *a) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     int span = acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
     float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
@@ -329,7 +329,7 @@ static void embedding_forward(ct_stage *s, ct_act_slot *a) {
 // Final norm, then the output projection fused with cross-entropy; in training also the head's
 // backward, leaving the gradient of the last block's output in a->grad.
 static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
-    const ct_llama_config *m = &s->cfg;
+    const ct_model_config *m = &s->cfg;
     long N = s->N, Nl = s->N_local, C = m->dim;
     unsigned use = CT_USE_WEIGHTS | (training ? CT_USE_GRADS : 0);
     int span = acquire(s, head_group(s), CT_PHASE_FORWARD, use);

@@ -28,7 +28,7 @@
 #include "kernels/backend.h"
 #include "model/checkpointing.h"
 #include "model/linear.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage_ops.h"
 
 // What backward_input keeps for backward_weight, per block: the gradients flowing into each
@@ -62,14 +62,14 @@ typedef struct {
 typedef struct {
     const ct_kernels *k;
     ct_stage_ops ops;
-    ct_llama_config cfg;         // this rank's dimensions (ct_llama_config_local under tp)
+    ct_model_config cfg;         // this rank's dimensions (ct_model_config_local under tp)
     int layer_begin, layer_end;  // blocks [begin, end) in global numbering
     bool has_embedding, has_head;
     long B, T, N, N_local, qkv_dim;
     const int32_t *pos;          // (T) token positions (NULL: 0..T-1)
     long rope_len;               // rows of the RoPE tables
-    ct_llama_weights *w;         // parameter views (strategies re-point them per group)
-    ct_llama_weights *g;         // gradient views
+    ct_model_weights *w;         // parameter views (strategies re-point them per group)
+    ct_model_weights *g;         // gradient views
     ct_precision prec;           // how the blocks' matmuls compute and what dtype they keep
     ct_linear_ctx lin;           // their scratch
     ct_ac_policy ac;             // activation checkpointing
@@ -101,7 +101,7 @@ typedef struct {
 
 typedef struct {
     const ct_kernels *k;
-    const ct_llama_config *cfg;  // this rank's dimensions
+    const ct_model_config *cfg;  // this rank's dimensions
     int layer_begin, layer_end;
     bool has_embedding, has_head;
     long B, T;                   // micro-batch: B sequences of T tokens on this rank
@@ -109,7 +109,7 @@ typedef struct {
                                  // parallel gives each rank its chunks of a longer sequence
     long max_pos;                // RoPE table length: 1 + the largest position (0: T)
     ct_stage_ops ops;
-    ct_llama_weights *weights, *grads;
+    ct_model_weights *weights, *grads;
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
     bool fused;                  // fused kernels (--compile.enable)

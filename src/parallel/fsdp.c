@@ -128,14 +128,14 @@ static void plan_buffers(ct_fsdp *f) {
 }
 
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                  ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                  ct_llama_weights *grad_views) {
+                  ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
+                  ct_model_weights *grad_views) {
     ct_fsdp_init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, NULL, NULL);
 }
 
 static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                        ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                        ct_llama_weights *grad_views, const bool *owned, const int *group_stage,
+                        ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
+                        ct_model_weights *grad_views, const bool *owned, const int *group_stage,
                         ct_mem_sizing *sizing) {
     memset(f, 0, sizeof *f);
     f->sizing = sizing;
@@ -183,8 +183,8 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
         // One shard is the whole group: the views point at it for good.
         for (int g = 0; g < f->n_groups && !sizing; g++) {
             if (!f->owned[g]) continue;
-            ct_llama_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
-            ct_llama_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
+            ct_model_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
+            ct_model_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
         }
         return;
     }
@@ -197,8 +197,8 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
 }
 
 void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage) {
+                         ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
+                         ct_model_weights *grad_views, const bool *owned, const int *group_stage) {
     init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, owned, group_stage, NULL);
 }
 
@@ -317,7 +317,7 @@ static void gather_start(ct_fsdp *f, int g, int s) {
     f->slot_group[s] = g;
     f->group_slot[g] = s;
     f->prefetched[s] = false;
-    ct_llama_weights_point_group(f->weights, f->table, g, f->slot[s]);
+    ct_model_weights_point_group(f->weights, f->table, g, f->slot[s]);
 }
 
 static void gather_finish(ct_fsdp *f, int s) {
@@ -477,7 +477,7 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
             full = f->grad_cur = take_full(f);
             f->k->zero(full, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
         }
-        ct_llama_weights_point_group(f->grad_views, f->table, g, full);
+        ct_model_weights_point_group(f->grad_views, f->table, g, full);
     }
 }
 

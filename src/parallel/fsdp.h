@@ -40,7 +40,7 @@
 
 #include "comm/comm.h"
 #include "core/mem_sizing.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage_ops.h"
 #include "parallel/param_store.h"
 
@@ -75,8 +75,8 @@ typedef struct {
     float *grads;                // (local_numel) this rank's gradient shards
     ct_param_store store;        // the same buffers with a shard descriptor per tensor: what
                                  // other strategies, loading and export read
-    ct_llama_weights *weights;   // views the model reads (re-pointed by the hooks)
-    ct_llama_weights *grad_views;
+    ct_model_weights *weights;   // views the model reads (re-pointed by the hooks)
+    ct_model_weights *grad_views;
 
     // Gather slots (params) and one full-gradient buffer, each of the largest padded group.
     // Two slots (at most two groups whole at once; three under async), or one per group under
@@ -125,14 +125,14 @@ typedef struct {
 // Plans the shards and allocates params/grads (zeroed) and buffers. Views are set up to point
 // at the local block when N = 1, else at nothing until gathered.
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                  ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                  ct_llama_weights *grad_views);
+                  ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
+                  ct_model_weights *grad_views);
 // Under pipeline parallelism a rank holds only its stages' groups: owned[g] (n_groups) says
 // which (the others get no shard, buffers or views), group_stage[g] the stage each belongs to
 // (recorded in the shard descriptors). NULL: every group, stage 0.
 void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, ct_llama_weights *weights,
-                         ct_llama_weights *grad_views, const bool *owned, const int *group_stage);
+                         ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
+                         ct_model_weights *grad_views, const bool *owned, const int *group_stage);
 // The same planning without buffers: every buffer init, ct_fsdp_set_precision, ct_fsdp_set_async
 // and a schedule's reserve would allocate is added to `sizing` instead (core/mem_sizing.h). The
 // groups need only their size and rank (no communicator); the views are left alone. For the

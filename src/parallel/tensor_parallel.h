@@ -23,7 +23,7 @@
 #include <stdbool.h>
 
 #include "comm/comm.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage_ops.h"
 #include "parallel/param_store.h"
 

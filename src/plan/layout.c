@@ -76,7 +76,7 @@ static bool filtered(const char *filter, const char *prefix, ct_block_linear l) 
 // rank, or its scale would be a shard's (a block straddling two ranks). The split contraction
 // extents: wo's and w2's inputs (forward), wqkv's and w13's outputs (input gradient), each part
 // of the fused matrices on its own (q, k, v; w1, w3), so the local blocks are the whole model's.
-static ct_status mxfp8_blocks_fit(const ct_llama_config *m, int tp, unsigned linears) {
+static ct_status mxfp8_blocks_fit(const ct_model_config *m, int tp, unsigned linears) {
     if (tp <= 1) return CT_OK;
     struct {
         unsigned used_by;
@@ -96,7 +96,7 @@ static ct_status mxfp8_blocks_fit(const ct_llama_config *m, int tp, unsigned lin
     return CT_OK;
 }
 
-ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8) {
+ct_status ct_layout_precision(const ct_config *c, const ct_model_config *m, int tp, ct_precision *p, uint8_t **f8) {
     int n_layers = m->n_layers;
     *p = ct_precision_fp32();
     *f8 = NULL;
@@ -327,7 +327,7 @@ ct_status ct_layout_build_stages(const ct_layout_env *env, ct_layout_stages *o) 
     ct_tp_apply(env->tp, &ops);
     if (env->cp->size > 1) {
         ct_cp_rotate rotate = strcmp(cfg->cp_rotate_method, "ring") ? CT_CP_ALLGATHER : CT_CP_RING;
-        const ct_llama_config *m = env->local_model;
+        const ct_model_config *m = env->local_model;
         if (ct_cp_init_sizing(o->cp, env->k, env->cp, rotate, env->cp_balance, seqs, cfg->seq_len, m->n_heads,
                               m->n_kv_heads, m->head_dim, env->sizing))
             return CT_ERR;

@@ -35,7 +35,7 @@ int ct_layout_stages_per_rank(const ct_config *cfg, int pp);
 // 8-bit, and p->f8_layers points at it. CT_ERR with one line on a filter that would put the
 // output projection in 8 bits, or MXFP8 under a tp degree that leaves a rank's share of a split
 // contraction dimension (heads x head_dim, kv heads x head_dim, FFN hidden) not a multiple of 32.
-ct_status ct_layout_precision(const ct_config *c, const ct_llama_config *m, int tp, ct_precision *p, uint8_t **f8);
+ct_status ct_layout_precision(const ct_config *c, const ct_model_config *m, int tp, ct_precision *p, uint8_t **f8);
 
 // Sizing's generated pipeline lists, kept by the caller between calls: the planner sizes one
 // layout once per pp rank, and many layouts share a schedule (every checkpointing mode,
@@ -54,8 +54,8 @@ void ct_layout_schedule_cache_free(ct_layout_schedule_cache *c);
 typedef struct {
     const ct_config *cfg;
     const ct_kernels *k;
-    const ct_llama_config *model;        // the whole model
-    const ct_llama_config *local_model;  // this tp rank's dimensions
+    const ct_model_config *model;        // the whole model
+    const ct_model_config *local_model;  // this tp rank's dimensions
     const ct_param_table *table;         // this tp rank's slice of every tensor
     ct_group *fsdp, *replicate, *cp, *pp;
     ct_tp *tp;                           // tensor parallel (its group of size 1: none)
@@ -64,7 +64,7 @@ typedef struct {
     const int32_t *cp_pos;               // (T / cp) this rank's positions, NULL without cp
     long seq_local;                      // T / cp
     int mb_seqs;                         // sequences per micro-batch the stages run
-    ct_llama_weights *weights, *grad_views;  // views FSDP points (NULL when sizing)
+    ct_model_weights *weights, *grad_views;  // views FSDP points (NULL when sizing)
     ct_mem_sizing *sizing;               // NULL: allocate; else count (core/mem_sizing.h)
     ct_layout_schedule_cache *schedule_cache;  // sizing: generated lists kept between calls
                                                // (NULL: built each time)

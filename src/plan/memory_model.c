@@ -71,7 +71,7 @@ void ct_plan_memory_cache_free(ct_plan_memory_cache *cache) {
 
 // The parameter table of (m, tp), which only the shapes decide: the cache's when it holds that
 // one, else built into it.
-static const ct_param_table *param_table(ct_plan_memory_cache *cache, const ct_llama_config *m, int tp) {
+static const ct_param_table *param_table(ct_plan_memory_cache *cache, const ct_model_config *m, int tp) {
     bool same = cache->built && cache->dim == m->dim && cache->n_layers == m->n_layers &&
                 cache->n_heads == m->n_heads && cache->n_kv_heads == m->n_kv_heads &&
                 cache->head_dim == m->head_dim && cache->ffn_hidden == m->ffn_hidden &&
@@ -88,7 +88,7 @@ static const ct_param_table *param_table(ct_plan_memory_cache *cache, const ct_l
     return &cache->table;
 }
 
-static ct_status pp_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c, int world,
+static ct_status pp_rank_cached(ct_plan_memory_cache *cache, const ct_model_config *m, const ct_config *c, int world,
                                 int pp_rank, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
@@ -100,8 +100,8 @@ static ct_status pp_rank_cached(ct_plan_memory_cache *cache, const ct_llama_conf
     if (!k) k = ct_kernels_get("cpu");
 
     // The same checks and dimensions as the trainer's plan_layout (train/trainer.c).
-    ct_llama_config local;
-    if (ct_llama_config_local(m, tp, &local)) return CT_ERR;
+    ct_model_config local;
+    if (ct_model_config_local(m, tp, &local)) return CT_ERR;
     ct_cp_balance balance = strcmp(c->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
     if (ct_cp_check_seq_len(balance, cp, c->seq_len)) return CT_ERR;
     long seq_local = c->seq_len / cp;
@@ -167,7 +167,7 @@ static ct_status pp_rank_cached(ct_plan_memory_cache *cache, const ct_llama_conf
     return status;
 }
 
-ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out) {
     ct_plan_memory_cache cache = {0};
     ct_status st = pp_rank_cached(&cache, m, c, world, pp_rank, out);
@@ -175,7 +175,7 @@ ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, i
     return st;
 }
 
-ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c,
+ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_model_config *m, const ct_config *c,
                                      int world, ct_plan_memory *out) {
     memset(out, 0, sizeof *out);
     ct_mesh_layout l;
@@ -188,7 +188,7 @@ ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_llama
     return CT_OK;
 }
 
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out) {
+ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out) {
     ct_plan_memory_cache cache = {0};
     ct_status st = ct_plan_memory_rank_cached(&cache, m, c, world, out);
     ct_plan_memory_cache_free(&cache);

@@ -19,7 +19,7 @@
 #define CT_PLAN_MEMORY_MODEL_H
 #include "core/config.h"
 #include "core/memory.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 #include "model/params.h"
 #include "plan/layout.h"
 
@@ -29,13 +29,13 @@ typedef struct {
     int worst_pp_rank;                 // which pipeline rank that is
 } ct_plan_memory;
 
-// m: the model (ct_llama_config_from(c)); c: a validated configuration (data_shard_degree -1 is
+// m: the model (ct_model_config_from(c)); c: a validated configuration (data_shard_degree -1 is
 // resolved against world, as the mesh resolves it); world: ranks. CT_ERR with one line when
 // the layout cannot be built (a degree that does not divide), as the trainer would refuse it.
-ct_status ct_plan_memory_rank(const ct_llama_config *m, const ct_config *c, int world, ct_plan_memory *out);
+ct_status ct_plan_memory_rank(const ct_model_config *m, const ct_config *c, int world, ct_plan_memory *out);
 // The same for the ranks of one pipeline rank (coordinate 0 in the other dimensions: they all
 // allocate the same but for an async checkpoint's staging, which coordinate 0 needs most).
-ct_status ct_plan_memory_pp_rank(const ct_llama_config *m, const ct_config *c, int world, int pp_rank,
+ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out);
 // What sizing many layouts of one model reuses, kept by the caller (the planner's search) between
 // calls: the last parameter table (naming every tensor costs a snprintf each, and only the shapes
@@ -49,7 +49,7 @@ typedef struct {
 } ct_plan_memory_cache;
 void ct_plan_memory_cache_free(ct_plan_memory_cache *cache);
 // ct_plan_memory_rank, reusing what cache holds and keeping what it builds.
-ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_llama_config *m, const ct_config *c,
+ct_status ct_plan_memory_rank_cached(ct_plan_memory_cache *cache, const ct_model_config *m, const ct_config *c,
                                      int world, ct_plan_memory *out);
 
 // Bytes this node can still give (MemAvailable from /proc/meminfo), 0 when unknown.

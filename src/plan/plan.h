@@ -20,14 +20,14 @@
 #include <stddef.h>
 
 #include "core/config.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 #include "plan/hardware.h"
 #include "plan/memory_model.h"
 #include "plan/time_model.h"
 
 typedef struct {
     ct_config base;            // model dims, seq_len, run settings every candidate starts from
-    ct_llama_config model;     // ct_llama_config_from(base)
+    ct_model_config model;     // ct_model_config_from(base)
     ct_hw_profile hw;
     int devices;               // ranks (GPUs, or processes on a cpu profile)
     long global_batch_tokens;  // tokens per optimizer step over the whole job

@@ -20,8 +20,8 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
     memset(out, 0, sizeof *out);
     out->cfg = *c;
     ct_plan_layout_name(c, out->layout, sizeof out->layout);
-    ct_llama_config m;
-    if (ct_llama_config_from(&m, c)) return CT_ERR;
+    ct_model_config m;
+    if (ct_model_config_from(&m, c)) return CT_ERR;
     if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
     out->budget = ct_plan_budget(&r->hw, r->devices);
     out->fits = out->mem.total <= out->budget;
@@ -123,8 +123,8 @@ static void consider(const ct_plan_request *r, const ct_config *c, ct_plan_memor
     memset(&cand, 0, sizeof cand);
     cand.cfg = *c;
     ct_plan_layout_name(c, cand.layout, sizeof cand.layout);
-    ct_llama_config m;
-    if (ct_llama_config_from(&m, c) || ct_plan_memory_rank_cached(cache, &m, c, r->devices, &cand.mem)) return;
+    ct_model_config m;
+    if (ct_model_config_from(&m, c) || ct_plan_memory_rank_cached(cache, &m, c, r->devices, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
     if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
@@ -197,8 +197,8 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
     candidates cs = {0};
     ct_plan_memory_cache cache = {0};  // one model throughout: its tables and lists are reused
     for (int tp = 1; tp <= node && tp <= r->devices; tp *= 2) {
-        ct_llama_config local;
-        if (ct_llama_config_local(&r->model, tp, &local)) continue;
+        ct_model_config local;
+        if (ct_model_config_local(&r->model, tp, &local)) continue;
         for (int cp = 1; tp * cp <= r->devices && cp <= 64; cp *= 2) {
             if (cp > 1 && ct_cp_check_seq_len(CT_CP_HEADTAIL, cp, T)) continue;
             for (int pp = 1; tp * cp * pp <= r->devices && pp <= r->model.n_layers; pp *= 2) {

@@ -30,9 +30,9 @@ static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
 static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
 
 // Parameters (elements) of each FSDP group kind on one tp rank: the model's own counts.
-static double block_numel(const ct_tm *t) { return (double)ct_llama_block_params(&t->lm); }
-static double embedding_numel(const ct_tm *t) { return (double)ct_llama_embedding_params(&t->lm); }
-static double head_numel(const ct_tm *t) { return (double)ct_llama_head_params(&t->lm); }
+static double block_numel(const ct_tm *t) { return (double)ct_model_block_params(&t->lm); }
+static double embedding_numel(const ct_tm *t) { return (double)ct_model_embedding_params(&t->lm); }
+static double head_numel(const ct_tm *t) { return (double)ct_model_head_params(&t->lm); }
 
 static int fsdp_n(const ct_tm *t) { return t->ds * t->cp; }
 // Groups of a stage are gathered per step (UNSHARD / RESHARD around the stage) rather than per

@@ -40,11 +40,11 @@ typedef struct {
 } ct_stage_tm;
 
 typedef struct {
-    const ct_llama_config *m;
+    const ct_model_config *m;
     const ct_config *c;
     const ct_hw_profile *hw;
     ct_plan_stack stack;
-    ct_llama_config lm;           // tp-local dims
+    ct_model_config lm;           // tp-local dims
     int world, tp, cp, pp, dr, ds, vpp, n_stages, n_mb, seq_len, ac_every;
     ct_pp_kind kind;
     int first[CT_TM_MAX_STAGES + 1];  // stage s: blocks [first[s], first[s+1])

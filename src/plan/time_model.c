@@ -48,7 +48,7 @@ static double mem_time(const ct_tm *t, double bytes) { return bytes / t->mem_bw;
 // A block's seconds for one micro-batch of N tokens on this rank (tp-local dims in t->lm).
 static void block_cost(const ct_tm *t, ct_block_cost *b) {
     memset(b, 0, sizeof *b);
-    const ct_llama_config *l = &t->lm;
+    const ct_model_config *l = &t->lm;
     const double N = t->tokens, C = l->dim, HS = l->head_dim, NH = l->n_heads, NKV = l->n_kv_heads;
     const double F = l->ffn_hidden, Nsp = t->sp ? N / t->tp : N;  // rows the elementwise ops see
     const double pk = t->mm_peak;
@@ -120,7 +120,7 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
 
 static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
     memset(st, 0, sizeof *st);
-    const ct_llama_config *l = &t->lm;
+    const ct_model_config *l = &t->lm;
     const double N = t->tokens, C = l->dim, V = l->vocab_size, Nsp = t->sp ? N / t->tp : N;
     const ct_block_cost *b = &t->block;
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
@@ -161,7 +161,7 @@ static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
 
 // ------------------------------------------------------------------ the step
 
-static ct_status setup(ct_tm *t, const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw) {
+static ct_status setup(ct_tm *t, const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw) {
     memset(t, 0, sizeof *t);
     t->m = m, t->c = c, t->hw = hw, t->world = world;
     t->tp = c->compute_parallel_degree, t->cp = c->context_extension_degree, t->pp = c->pipeline_degree;
@@ -169,7 +169,7 @@ static ct_status setup(ct_tm *t, const ct_llama_config *m, const ct_config *c, i
     if (t->tp < 1 || t->cp < 1 || t->pp < 1 || t->dr < 1 || t->ds < 1 || t->tp * t->cp * t->pp * t->dr * t->ds != world)
         return ct_set_error("layout pp %d x dp_replicate %d x dp_shard %d x cp %d x tp %d is not %d ranks", t->pp, t->dr,
                             t->ds, t->cp, t->tp, world);
-    if (ct_llama_config_local(m, t->tp, &t->lm)) return CT_ERR;
+    if (ct_model_config_local(m, t->tp, &t->lm)) return CT_ERR;
     if (c->seq_len % t->cp) return ct_set_error("training.seq_len %d does not split over cp %d", c->seq_len, t->cp);
     t->sp = c->sequence_parallel && t->tp > 1;
     t->seq_len = c->seq_len;
@@ -273,12 +273,12 @@ ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out) {
     return CT_OK;
 }
 
-ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+ct_status ct_plan_time_step(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out) {
     return ct_plan_time_step_on(m, c, world, hw, CT_STACK_CTITAN, out);
 }
 
-ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                                ct_plan_stack stack, ct_plan_time *out) {
     memset(out, 0, sizeof *out);
     ct_tm t;
@@ -337,7 +337,7 @@ ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int
     out->step = out->compute + ex + out->bubble;
     out->n_microbatches = t.n_mb;
     double tokens = (double)c->gradient_accumulation_steps * c->micro_batch_size * c->seq_len * t.dr * t.ds;
-    out->model_flops = ct_llama_flops_per_token(m, c->seq_len) * tokens;
+    out->model_flops = ct_model_flops_per_token(m, c->seq_len) * tokens;
     out->tokens_per_s_per_device = tokens / out->step / world;
     out->model_flops_per_s = out->model_flops / out->step / world;
     double peak = (t.f8 ? ct_hw_peak(hw, "fp8") : t.hi_peak) * (hw->cpu ? t.share : 1);

@@ -25,7 +25,7 @@
 #ifndef CT_PLAN_TIME_MODEL_H
 #define CT_PLAN_TIME_MODEL_H
 #include "core/config.h"
-#include "model/llama_config.h"
+#include "model/model.h"
 #include "parallel/pipeline_schedules.h"
 #include "plan/hardware.h"
 
@@ -40,12 +40,12 @@ typedef struct {
     double bubble;                      // seconds idle in the pipeline (0 without one)
     double step;                        // compute + sum(exposed) + bubble
     double tokens_per_s_per_device;     // global tokens per step / step / world
-    double model_flops_per_s;           // per device: ct_llama_flops_per_token * tokens / step
+    double model_flops_per_s;           // per device: ct_model_flops_per_token * tokens / step
     double mfu;                         // model_flops_per_s / the device's peak in the run's dtype
     // What the seconds come from (for tests and --explain):
     double bytes[CT_PLAN_NDIMS];        // bytes per step on the busiest rank of each dimension, counted
                                         // as the comm layer counts them (the benches' analytic volumes)
-    double model_flops;                 // whole job, one step: ct_llama_flops_per_token · tokens
+    double model_flops;                 // whole job, one step: ct_model_flops_per_token · tokens
                                         // (the 6·N + attention convention)
     double rank_flops;                  // executed on the busiest rank: causal attention, recompute
     double attention, elementwise;      // of compute: the busiest rank's seconds in attention kernels
@@ -64,9 +64,9 @@ typedef enum { CT_STACK_CTITAN = 0, CT_STACK_TORCHTITAN } ct_plan_stack;
 ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out);
 
 // Same preconditions as ct_plan_memory_rank. CT_ERR when the schedule cannot be built.
-ct_status ct_plan_time_step(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+ct_status ct_plan_time_step(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out);  // on ctitan's stack
-ct_status ct_plan_time_step_on(const ct_llama_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                                ct_plan_stack stack, ct_plan_time *out);
 
 // Seconds of one pipeline micro-batch's actions on one stage.

@@ -20,8 +20,8 @@
 // context-parallel exchanges; a validation pass half as many again per batch; plus a fixed
 // allowance for the step-level ones.
 static int span_capacity(const ct_config *c) {
-    ct_llama_config m;
-    int layers = ct_llama_config_from(&m, c) == CT_OK ? m.n_layers : 32;
+    ct_model_config m;
+    int layers = ct_model_config_from(&m, c) == CT_OK ? m.n_layers : 32;
     int pmb = c->pipeline_microbatch_size > 0 ? c->pipeline_microbatch_size : c->micro_batch_size;
     long n_mb = (long)c->gradient_accumulation_steps * (pmb > 0 ? (c->micro_batch_size + pmb - 1) / pmb : 1);
     long v = c->pipeline_stages_per_rank > 1 ? c->pipeline_stages_per_rank : 1;

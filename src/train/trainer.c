@@ -50,7 +50,7 @@ static void read_model_run(void *ctx, const ct_param_shard *sh, const ct_shard_r
 // checkpoint.initial_load_path as a model file: every rank reads the elements its shard
 // descriptors name (the same ones ct_fsdp_init_params fills; padding stays zero).
 static ct_status load_model_file(ct_trainer *t, const char *path) {
-    ct_llama_config file_cfg;
+    ct_model_config file_cfg;
     if (ct_model_load_config(path, &file_cfg) || ct_model_config_match(&file_cfg, &t->model)) {
         char why[512];
         snprintf(why, sizeof why, "%s", ct_last_error());
@@ -68,7 +68,7 @@ static ct_status load_model_file(ct_trainer *t, const char *path) {
 // checkpoint.initial_load_in_hf: a Hugging Face folder, each rank reading its own ranges (q/k
 // rows back in ctitan's RoPE layout, checkpoint/hf.h).
 static ct_status load_hf(ct_trainer *t, const char *dir) {
-    ct_llama_config hf_cfg;
+    ct_model_config hf_cfg;
     if (ct_hf_load_config(dir, &hf_cfg) || ct_model_config_match(&hf_cfg, &t->model))
         return ct_set_error("checkpoint.initial_load_path (Hugging Face): %s", ct_last_error());
     model_read rd = {t, NULL, ct_hf_open(dir, &t->global_table)};
@@ -146,8 +146,8 @@ static ct_status resolve_vocab(ct_trainer *t) {
         t->data_tok = data.present ? data : tok_rec;
     }
     if (c->vocab_size == 0) c->vocab_size = tok_ids ? (int)tok_ids : (int)shard_vocab;  // 0: the flavor's
-    ct_llama_config m;
-    if (ct_llama_config_from(&m, c)) return CT_ERR;
+    ct_model_config m;
+    if (ct_model_config_from(&m, c)) return CT_ERR;
     if (tok_ids > m.vocab_size)
         return ct_set_error("model.tokenizer_path %s has %ld ids, more than the model's vocabulary of %d: set "
                             "model.vocab_size %ld (or 0 to take the tokenizer's)",
@@ -185,7 +185,7 @@ static ct_status choose_kernel_set(ct_trainer *t, const ct_config *cfg) {
 // split. Every rank runs the same configuration (checked first), so every rank meets the same
 // error at the same point, before any collective that could leave another waiting.
 static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
-    if (ct_llama_config_from(&t->model, cfg)) return CT_ERR;
+    if (ct_model_config_from(&t->model, cfg)) return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
@@ -204,7 +204,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     t->tp = (ct_tp){.k = t->k, .group = tp, .sequence_parallel = cfg->sequence_parallel && tp->size > 1,
                     .gather_logits = cfg->disable_loss_parallel, .store = &t->fsdp.store,
                     .async = cfg->enable_async_comm};
-    if (ct_llama_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
+    if (ct_model_config_local(&t->model, tp->size, &t->local_model)) return CT_ERR;
     // Context parallel: each rank of the cp group holds T / cp tokens of every sequence.
     int cp = t->mesh.dim[CT_MESH_CP].size;
     t->cp_balance = strcmp(cfg->cp_load_balancer, "none") ? CT_CP_HEADTAIL : CT_CP_CONTIGUOUS;
@@ -269,8 +269,8 @@ static ct_status build(ct_trainer *t, const ct_config *cfg) {
         t->k->copy_from_host(t->cp_pos, pos, (size_t)t->seq_local * sizeof(int32_t));
     }
     // Views start empty: FSDP points them at its shards or gather buffers.
-    ct_llama_weights_init(&t->weights, &t->table, &t->model, NULL);
-    ct_llama_weights_init(&t->grad_views, &t->table, &t->model, NULL);
+    ct_model_weights_init(&t->weights, &t->table, &t->model, NULL);
+    ct_model_weights_init(&t->grad_views, &t->table, &t->model, NULL);
     if (ct_trainer_precision(t)) return CT_ERR;
     return ct_trainer_build_stages(t);
 }
@@ -345,7 +345,7 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     if (ct_checkpoint_resume(t, &resumed)) return CT_ERR;
     if (!resumed && cfg->ckpt_initial_load_path[0] && load_initial(t, cfg->ckpt_initial_load_path)) return CT_ERR;
 
-    t->flops_per_token = ct_llama_flops_per_token(&t->model, cfg->seq_len);
+    t->flops_per_token = ct_model_flops_per_token(&t->model, cfg->seq_len);
     // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
     // the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
     ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ranks_on_node());
@@ -388,8 +388,8 @@ void ct_trainer_free(ct_trainer *t) {
     free(t->stage_rank);
     free(t->first_layer);
     ct_adamw_free(&t->adam);
-    ct_llama_weights_free(&t->weights);
-    ct_llama_weights_free(&t->grad_views);
+    ct_model_weights_free(&t->weights);
+    ct_model_weights_free(&t->grad_views);
     ct_fsdp_free(&t->fsdp);
     free(t->f8_layers);
     ct_mesh_free(&t->mesh);

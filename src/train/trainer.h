@@ -8,7 +8,7 @@
 #include "core/config.h"
 #include "data/loader.h"
 #include "metrics/metrics.h"
-#include "model/llama.h"
+#include "model/weights.h"
 #include "model/stage.h"
 #include "parallel/context_parallel.h"
 #include "parallel/executor.h"
@@ -22,8 +22,8 @@
 
 typedef struct ct_trainer {
     ct_config cfg;
-    ct_llama_config model;        // the whole model's dimensions
-    ct_llama_config local_model;  // what this tp rank computes with (= model without tp)
+    ct_model_config model;        // the whole model's dimensions
+    ct_model_config local_model;  // what this tp rank computes with (= model without tp)
     ct_param_table table;         // this rank's tp slice of every tensor (FSDP shards it further)
     ct_param_table global_table;  // the whole model: model files, exports
 
@@ -41,7 +41,7 @@ typedef struct ct_trainer {
     ct_adamw adam;           // over fsdp.local_numel elements
     ct_lr_schedule schedule;
     ct_checkpointer ckpt;        // distributed checkpoints: save, resume (train/checkpoint.h)
-    ct_llama_weights weights, grad_views;
+    ct_model_weights weights, grad_views;
     ct_precision prec;           // how the stages compute (train/precision.c)
     uint8_t *f8_layers;          // (n_layers) 8-bit linears per block, or NULL
 

@@ -204,7 +204,7 @@ int ct_trainer_run(ct_trainer *t) {
                omp_get_max_threads() == 1 ? "" : "s", kernels);
         printf("model %s: %.2fM parameters (dim %d, layers %d, heads %d/%d kv, ffn %d, vocab %d); "
                "batch %d x %d x accum %d per rank; %.1f MFLOP/token; peak %.1f GFLOP/s per rank (%s)\n",
-               t->model.flavor, ct_llama_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
+               t->model.flavor, ct_model_num_params(&t->model) / 1e6, t->model.dim, t->model.n_layers,
                t->model.n_heads, t->model.n_kv_heads, t->model.ffn_hidden, t->model.vocab_size,
                c->micro_batch_size, c->seq_len, c->gradient_accumulation_steps, t->flops_per_token / 1e6,
                t->peak.flops / 1e9, t->peak.how);

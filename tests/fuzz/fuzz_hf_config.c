@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mkdir(dir, 0755);
     ct_fuzz_write("in/config.json", data, size, path, sizeof path);
 
-    ct_llama_config m;
+    ct_model_config m;
     int tied = -1;
     if (ct_hf_config_read(dir, &m, &tied) != CT_OK) return 0;
     ct_fuzz_check(tied == 0 || tied == 1, "tied %d", tied);
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(out, sizeof out, "%s/out", ct_fuzz_tmpdir());
     mkdir(out, 0755);
     ct_fuzz_check(ct_hf_config_write(out, &m, CT_F32, NULL) == CT_OK, "write: %s", ct_last_error());
-    ct_llama_config m2;
+    ct_model_config m2;
     int tied2;
     ct_fuzz_check(ct_hf_config_read(out, &m2, &tied2) == CT_OK, "the written config.json does not read: %s",
                   ct_last_error());

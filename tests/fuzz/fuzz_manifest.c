@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_fuzz_check(ct_dcp_write_manifest(out, &m) == CT_OK, "write: %s", ct_last_error());
     ct_dcp_manifest m2;
     ct_fuzz_check(ct_dcp_read_manifest(out, &m2) == CT_OK, "the written manifest does not read: %s", ct_last_error());
-    const ct_llama_config *a = &m.model, *b = &m2.model;
+    const ct_model_config *a = &m.model, *b = &m2.model;
     ct_fuzz_check(m.step == m2.step && m.optimizer_step == m2.optimizer_step && m.model_only == m2.model_only &&
                       m.world_size == m2.world_size && !strcmp(m.layout, m2.layout) && m.seed == m2.seed &&
                       m.data_epoch == m2.data_epoch && m.data_position == m2.data_position && m.seq_len == m2.seq_len,

@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ct_fuzz_write("model.safetensors", data, size, path, sizeof path);
     check_file(path, size);
 
-    ct_llama_config m;
+    ct_model_config m;
     if (ct_model_load_config(path, &m) != CT_OK) return 0;
     ct_param_table t;
     float *full = NULL;

@@ -85,3 +85,15 @@ if grep -qE "^ranks 2: .*; $want OpenMP threads? per rank" "$tmp/threads.out"; t
 else
   fail plain_mpirun_shares_the_cores "want $want: $(grep '^ranks' "$tmp/threads.out")"
 fi
+
+# profiling.trace_actions: each action of the accumulation schedule (F0 B0 F1 B1, then the gradient
+# reduction and the reshard) on stderr as it starts, every step; off by default (the file run above).
+"$bin" train $tiny --training.steps 2 --gradient_accumulation_steps 2 --profiling.trace_actions true \
+  --job.dump_folder "$tmp/actions" >/dev/null 2>"$tmp/actions.err"
+want=$(printf '[executor] %s\n' 0F0 0B0 0F1 0B1 REDUCE_GRADS RESHARD 0F0 0B0 0F1 0B1 REDUCE_GRADS RESHARD)
+got=$(grep '^\[executor\]' "$tmp/actions.err")
+if [ "$got" = "$want" ] && ! grep -q '^\[executor\]' "$tmp/file.out"; then
+  pass trace_actions_prints_every_action
+else
+  fail trace_actions_prints_every_action "$(echo "$got" | head -3 | tr '\n' '|') (untraced run: $(grep -c '^\[executor\]' "$tmp/file.out") lines)"
+fi

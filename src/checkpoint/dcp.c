@@ -11,6 +11,8 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/file_check.h"
+#include "core/fs.h"
+#include "core/mathutil.h"
 #include "core/toml.h"
 
 static const char *const kind_suffix[CT_DCP_NKINDS] = {"", ".exp_avg", ".exp_avg_sq"};
@@ -54,17 +56,6 @@ ct_status ct_dcp_file_checksum(const char *path, bool sync, ct_dcp_file *out) {
         out->crc32 = (uint32_t)crc;
     }
     return st;
-}
-
-ct_status ct_dcp_sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ct_set_error_at(CT_E_IO, dir, "%s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    // Some file systems (tmpfs, some network mounts) cannot sync a directory; that is no error.
-    if (rc && err != EINVAL && err != EROFS) return ct_set_error_at(CT_E_IO, dir, "%s: fsync: %s", dir, strerror(err));
-    return CT_OK;
 }
 
 static void format_desc(char *buf, size_t n, const ct_shard_desc *d) {
@@ -137,10 +128,10 @@ static void put_string(FILE *f, const char *key, const char *s) {
 }
 
 ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
-    char path[CT_DCP_PATH], tmp[CT_DCP_PATH + 8];
+    char path[CT_DCP_PATH];
     snprintf(path, sizeof path, "%s/manifest.toml", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = ct_file_fopen_write(tmp, "checkpoint manifest", CT_FILE_WRITE_NOFOLLOW);
+    ct_fs_atomic manifest;
+    FILE *f = ct_fs_atomic_open(&manifest, path, "checkpoint manifest", CT_FS_SYNC_FOLDER);
     if (!f) return CT_ERR;
     fprintf(f, "# ctitan distributed checkpoint: written last, after every file below is on disk\n");
     put_string(f, "format", CT_DCP_FORMAT);
@@ -169,15 +160,7 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
         put_string(f, "name", m->files[i].name);
         fprintf(f, "bytes = %llu\ncrc32 = %u\n", (unsigned long long)m->files[i].bytes, m->files[i].crc32);
     }
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f)) ok = false;
-    if (!ok) {
-        unlink(tmp);
-        return ct_set_error_at(CT_E_IO, tmp, "%s: %s", tmp, strerror(err ? err : EIO));
-    }
-    if (rename(tmp, path)) return ct_set_error_at(CT_E_IO, path, "%s: rename: %s", path, strerror(errno));
-    return ct_dcp_sync_dir(dir);
+    return ct_fs_atomic_commit(&manifest);
 }
 
 static ct_status get_int(const ct_toml_value *t, const char *path, const char *file, long long lo, long long hi,
@@ -419,9 +402,6 @@ void ct_dcp_close(ct_dcp_reader *r) {
     free(r);
 }
 
-static long min_l(long a, long b) { return a < b ? a : b; }
-static long max_l(long a, long b) { return a > b ? a : b; }
-
 // The global ranges [lo, hi) copied into one request, to check that they cover it exactly.
 typedef struct {
     long (*iv)[2];
@@ -454,7 +434,7 @@ static void copy_overlap(const ct_shard_desc *want, float *dst, const ct_shard_d
     ct_shard_run rw, rh;
     bool w = ct_shard_next_run(want, &iw, &rw), h = ct_shard_next_run(have, &ih, &rh);
     while (w && h) {
-        long lo = max_l(rw.global, rh.global), hi = min_l(rw.global + rw.len, rh.global + rh.len);
+        long lo = ct_max_l(rw.global, rh.global), hi = ct_min_l(rw.global + rw.len, rh.global + rh.len);
         if (lo < hi) {
             memcpy(dst + rw.local + (lo - rw.global), src + rh.local + (lo - rh.global), (size_t)(hi - lo) * sizeof *dst);
             note_range(ranges, lo, hi);
@@ -488,7 +468,7 @@ static void check_cover(const ct_shard_desc *want, copied_ranges *c, long *gap, 
             *copied += hi - lo;
             if (lo > pos && *gap < 0) *gap = pos;
             if (lo < pos && *twice < 0) *twice = lo;
-            pos = max_l(pos, hi);
+            pos = ct_max_l(pos, hi);
         }
         if (pos < end && *gap < 0) *gap = pos;
     }

@@ -110,8 +110,6 @@ int ct_dcp_remove_incomplete(const char *folder, FILE *report);
 // touched even when a link is swapped in. A missing folder is no error; a link, or a folder
 // holding anything but regular files, is CT_ERR naming it, with nothing removed.
 ct_status ct_dcp_remove_dir(const char *dir);
-// fsync of a directory (makes a rename or a new file in it durable).
-ct_status ct_dcp_sync_dir(const char *dir);
 
 // ---- reading (resharding) ----------------------------------------------------------------------
 typedef struct ct_dcp_reader ct_dcp_reader;

@@ -7,6 +7,7 @@
 
 #include "checkpoint/hf_internal.h"
 #include "core/file_check.h"
+#include "core/fs.h"
 #include "core/json.h"
 
 // Llama 3.1's frequency scaling as ctitan computes it (ct_model_rope_tables, model/weights.c):
@@ -212,21 +213,23 @@ static void put_double(FILE *f, double v) {
 }
 
 static ct_status write_generation_config(const char *dir, const ct_hf_vocab *vocab) {
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    ct_fs_atomic out;
+    FILE *f = ct_fs_atomic_open(&out, path, "generation config", 0);
     if (!f) return CT_ERR;
     fputs("{\n  \"_from_model_config\": true", f);
     if (vocab->bos >= 0) fprintf(f, ",\n  \"bos_token_id\": %d", (int)vocab->bos);
     if (vocab->eos >= 0) fprintf(f, ",\n  \"eos_token_id\": %d", (int)vocab->eos);
     fputs("\n}\n", f);
-    return ct_json_file_close(f, tmp, path);
+    return ct_fs_atomic_commit(&out);
 }
 
 ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    ct_fs_atomic out;
+    FILE *f = ct_fs_atomic_open(&out, path, "model config", 0);
     if (!f) return CT_ERR;
     fprintf(f,
             "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
@@ -263,6 +266,6 @@ ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype
     fprintf(f, "  \"ctitan_max_seq_len\": %d,\n  \"ctitan_flavor\": ", m->max_seq_len);
     ct_json_write_string(f, m->flavor, strlen(m->flavor));
     fputs("\n}\n", f);
-    if (ct_json_file_close(f, tmp, path)) return CT_ERR;
+    if (ct_fs_atomic_commit(&out)) return CT_ERR;
     return vocab ? write_generation_config(dir, vocab) : CT_OK;
 }

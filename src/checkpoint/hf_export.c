@@ -1,12 +1,11 @@
 // ctitan model -> HF directory, streamed (hf.h): the tensors go out in registry order, each in
 // pieces of at most CT_HF_PIECE elements, q/k rows permuted to HF's half-split layout on the way.
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint/hf_internal.h"
+#include "core/fs.h"
 
 // Where the tensors come from: a model file's mapping, or a flat block in memory.
 typedef struct {
@@ -38,23 +37,6 @@ static void source_done(source *s, const ct_param *p, long head_dim, long begin,
     ct_st_release(s->file, s->cur_t, begin, n);
 }
 
-// mkdir -p: each missing level of dir is created.
-static ct_status make_dirs(const char *dir) {
-    char path[1024];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return ct_set_error("%s: path too long", dir);
-    for (char *s = path + 1;; s++) {
-        char c = *s;
-        if (c != '/' && c != 0) continue;
-        *s = 0;
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create: %s", path, strerror(errno));
-        *s = c;
-        if (!c) break;
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return ct_set_error("%s: not a directory", dir);
-    return CT_OK;
-}
-
 // Appends parameter p in HF's layout. buf holds at least max(CT_HF_PIECE, one row) floats.
 static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, source *src, float *buf) {
     if (!ct_hf_rope_permuted(p->name)) {
@@ -82,7 +64,7 @@ static ct_status export_from(const char *dir, const ct_param_table *t, const ct_
                              ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (ct_hf_check_dir(dir)) return CT_ERR;
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
-    if (make_dirs(dir)) return CT_ERR;
+    if (ct_fs_make_dirs(dir)) return CT_ERR;
     ct_st_writer *w = ct_st_writer_new();
     ct_st_writer_metadata(w, "format", "pt");  // transformers refuses safetensors files without it
     char name[CT_PARAM_NAME + 32], path[1024];

@@ -1,15 +1,13 @@
 // Byte-level BPE -> Hugging Face tokenizer files (format in hf_tokenizer.h).
 #include "checkpoint/hf_tokenizer.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint/hf_internal.h"
 #include "core/file_check.h"
+#include "core/fs.h"
 #include "core/json.h"
 
 // ---- GPT-2's byte-to-unicode map ------------------------------------------------------------
@@ -162,16 +160,17 @@ static void write_model(FILE *f, const ct_hf_vocab *v, const lookup *L, const un
 static ct_status write_tokenizer_json(const char *dir, const ct_hf_vocab *v, const lookup *L) {
     unsigned cp[256];
     byte_map(cp);
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    ct_fs_atomic out;
+    FILE *f = ct_fs_atomic_open(&out, path, "tokenizer file", 0);
     if (!f) return CT_ERR;
     fputs("{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n", f);
     write_added_tokens(f, v);
     write_pipeline(f, v);
     write_model(f, v, L, cp);
     fputs("}\n", f);
-    return ct_json_file_close(f, tmp, path);
+    return ct_fs_atomic_commit(&out);
 }
 
 // The text of special token `id`, or NULL.
@@ -182,9 +181,10 @@ static const char *special_text(const ct_hf_vocab *v, int32_t id) {
 }
 
 static ct_status write_tokenizer_config(const char *dir, const ct_hf_vocab *v) {
-    char path[1024], tmp[1100];
+    char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    FILE *f = ct_json_file_open(path, tmp, sizeof tmp);
+    ct_fs_atomic out;
+    FILE *f = ct_fs_atomic_open(&out, path, "tokenizer file", 0);
     if (!f) return CT_ERR;
     fputs("{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n", f);
     const char *names[2] = {"bos_token", "eos_token"};
@@ -197,15 +197,15 @@ static ct_status write_tokenizer_config(const char *dir, const ct_hf_vocab *v) {
         fputs(",\n", f);
     }
     fputs("  \"add_bos_token\": false,\n  \"add_eos_token\": false,\n  \"clean_up_tokenization_spaces\": false\n}\n", f);
-    return ct_json_file_close(f, tmp, path);
+    return ct_fs_atomic_commit(&out);
 }
 
 // Copies src byte for byte to path (through path.tmp).
 static ct_status copy_file(const char *src, const char *path, uint64_t max) {
-    char tmp[1200];
     FILE *in = ct_file_fopen_read(src, "tokenizer file", max);
     if (!in) return CT_ERR;
-    FILE *out = ct_json_file_open(path, tmp, sizeof tmp);
+    ct_fs_atomic copy;
+    FILE *out = ct_fs_atomic_open(&copy, path, "tokenizer file", 0);
     if (!out) {
         fclose(in);
         return CT_ERR;
@@ -216,19 +216,17 @@ static ct_status copy_file(const char *src, const char *path, uint64_t max) {
     int read_err = ferror(in);
     fclose(in);
     if (read_err) {
-        fclose(out);
-        unlink(tmp);
+        ct_fs_atomic_abort(&copy);
         return ct_set_error_at(CT_E_IO, src, "%s: read failed", src);
     }
-    return ct_json_file_close(out, tmp, path);
+    return ct_fs_atomic_commit(&copy);
 }
 
 // Copies the rank file byte for byte to dir/original/tokenizer.model.
 static ct_status copy_rank_file(const char *dir, const char *src) {
     char sub[1024], path[1100];
     snprintf(sub, sizeof sub, "%s/original", dir);
-    if (mkdir(sub, 0755) != 0 && errno != EEXIST)
-        return ct_set_error_at(CT_E_IO, sub, "%s: cannot create: %s", sub, strerror(errno));
+    if (ct_fs_make_dirs(sub)) return CT_ERR;
     snprintf(path, sizeof path, "%s/tokenizer.model", sub);
     return copy_file(src, path, CT_FILE_TOKENIZER_MAX);
 }

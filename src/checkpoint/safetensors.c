@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "core/fs.h"
 #include "core/strbuf.h"
 #include "core/json.h"
 
@@ -83,10 +84,9 @@ struct ct_st_writer {
     int n, cap;
     char **meta;  // (2 * n_meta,) key, value, key, value...
     int n_meta;
-    // Streaming (ct_st_writer_begin .. finish): the open path.tmp, the tensor being appended and
-    // how many of its elements have come.
-    FILE *out;
-    char path[1024], tmp[1100];
+    // Streaming (ct_st_writer_begin .. finish): the file being written (out.f open while
+    // streaming), the tensor being appended and how many of its elements have come.
+    ct_fs_atomic out;
     int cur;
     int64_t cur_done;
 };
@@ -95,10 +95,7 @@ ct_st_writer *ct_st_writer_new(void) { return ct_xcalloc(1, sizeof(ct_st_writer)
 
 void ct_st_writer_free(ct_st_writer *w) {
     if (!w) return;
-    if (w->out) {  // a stream never finished: leave no half-written file behind
-        fclose(w->out);
-        unlink(w->tmp);
-    }
+    ct_fs_atomic_abort(&w->out);  // a stream never finished: leave no half-written file behind
     for (int i = 0; i < w->n; i++) free(w->e[i].name);
     for (int i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
     free(w->e);
@@ -116,7 +113,7 @@ void ct_st_writer_metadata(ct_st_writer *w, const char *key, const char *value) 
 
 ct_status ct_st_writer_add(ct_st_writer *w, const char *name, ct_dtype file_dtype, int ndim, const int64_t *shape,
                            ct_dtype data_dtype, const void *data) {
-    if (w->out) return ct_set_error("safetensors: %s: added after the header was written", name);
+    if (w->out.f) return ct_set_error("safetensors: %s: added after the header was written", name);
     if ((unsigned)file_dtype >= CT_NDTYPES || (unsigned)data_dtype >= CT_NDTYPES)
         return ct_set_error("safetensors: %s: bad dtype", name);
     if (file_dtype != data_dtype && !(file_dtype == CT_BF16 && data_dtype == CT_F32))
@@ -198,55 +195,40 @@ static void build_header(const ct_st_writer *w, ct_strbuf *h_out) {
     *h_out = h;
 }
 
-// Creates path.tmp (its name into tmp) and writes the length and the header.
-static ct_status begin_file(const ct_st_writer *w, const char *path, char *tmp, size_t tmp_size, FILE **out) {
-    if (snprintf(tmp, tmp_size, "%s.tmp", path) >= (int)tmp_size || strlen(path) >= sizeof w->path)
-        return ct_set_error("%.60s...: path too long (%zu characters)", path, strlen(path));
+// Opens the atomic write of path into out and writes the length and the header.
+static ct_status begin_file(const ct_st_writer *w, const char *path, ct_fs_atomic *out) {
+    FILE *f = ct_fs_atomic_open(out, path, "safetensors file", 0);
+    if (!f) return CT_ERR;
     ct_strbuf h;
     build_header(w, &h);
-    FILE *f = ct_file_fopen_write(tmp, "safetensors file", CT_FILE_WRITE_NOFOLLOW);  // our own temporary name
-    if (!f) {
-        free(h.s);
-        return CT_ERR;
-    }
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
     int ok = fwrite(len, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
     free(h.s);
     if (!ok) {
-        fclose(f);
-        unlink(tmp);
-        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
+        int err = errno;
+        ct_fs_atomic_abort(out);
+        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(err));
     }
-    *out = f;
-    return CT_OK;
-}
-
-// Flushes, fsyncs and closes f, then renames tmp to path; on a failure tmp is removed.
-static ct_status end_file(FILE *f, int ok, const char *tmp, const char *path) {
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        unlink(tmp);
-        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
-    }
-    if (rename(tmp, path) != 0)
-        return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
     return CT_OK;
 }
 
 ct_status ct_st_writer_write(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is streaming to %s", path, w->path);
+    if (w->out.f) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is streaming to %s", path, w->out.path);
     for (int i = 0; i < w->n; i++)
         if (!w->e[i].data && w->e[i].numel > 0)
             return ct_set_error_at(CT_E_INTERNAL, path, "%s: tensor %s was declared without data (a streaming entry)", path,
                                    w->e[i].name);
-    char tmp[1100];
-    FILE *f;
-    if (begin_file(w, path, tmp, sizeof tmp, &f)) return CT_ERR;
+    ct_fs_atomic out;
+    if (begin_file(w, path, &out)) return CT_ERR;
     int ok = 1;
-    for (int i = 0; ok && i < w->n; i++) ok = write_entry(f, &w->e[i]);
-    return end_file(f, ok, tmp, path);
+    for (int i = 0; ok && i < w->n; i++) ok = write_entry(out.f, &w->e[i]);
+    if (!ok) {
+        int err = errno;
+        ct_fs_atomic_abort(&out);
+        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(err));
+    }
+    return ct_fs_atomic_commit(&out);
 }
 
 // ---- streaming writer -------------------------------------------------------------------------
@@ -260,9 +242,8 @@ static void stream_skip_full(ct_st_writer *w) {
 }
 
 ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
-    if (w->out) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is already streaming to %s", path, w->path);
-    if (begin_file(w, path, w->tmp, sizeof w->tmp, &w->out)) return CT_ERR;
-    snprintf(w->path, sizeof w->path, "%s", path);  // fits: begin_file checked
+    if (w->out.f) return ct_set_error_at(CT_E_INTERNAL, path, "%s: this writer is already streaming to %s", path, w->out.path);
+    if (begin_file(w, path, &w->out)) return CT_ERR;
     w->cur = 0;
     w->cur_done = 0;
     stream_skip_full(w);
@@ -270,15 +251,15 @@ ct_status ct_st_writer_begin(ct_st_writer *w, const char *path) {
 }
 
 ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
-    if (!w->out) return ct_set_error("safetensors: append without ct_st_writer_begin");
+    if (!w->out.f) return ct_set_error("safetensors: append without ct_st_writer_begin");
     while (n > 0) {
         if (w->cur >= w->n)
-            return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: %lld elements appended past the last declared tensor",
-                                   w->path, (long long)n);
+            return ct_set_error_at(CT_E_INTERNAL, w->out.path, "%s: %lld elements appended past the last declared tensor",
+                                   w->out.path, (long long)n);
         const st_entry *e = &w->e[w->cur];
         int64_t k = e->numel - w->cur_done < n ? e->numel - w->cur_done : n;
-        if (!write_elems(w->out, e, data, k))
-            return ct_set_error_at(CT_E_IO, w->path, "%s: write failed: %s", w->path, strerror(errno));
+        if (!write_elems(w->out.f, e, data, k))
+            return ct_set_error_at(CT_E_IO, w->out.path, "%s: write failed: %s", w->out.path, strerror(errno));
         data = (const char *)data + (size_t)k * ct_dtype_size(e->data_dtype);
         n -= k;
         w->cur_done += k;
@@ -288,16 +269,13 @@ ct_status ct_st_writer_append(ct_st_writer *w, const void *data, int64_t n) {
 }
 
 ct_status ct_st_writer_finish(ct_st_writer *w) {
-    if (!w->out) return ct_set_error("safetensors: finish without ct_st_writer_begin");
-    FILE *f = w->out;
-    w->out = NULL;
+    if (!w->out.f) return ct_set_error("safetensors: finish without ct_st_writer_begin");
     if (w->cur < w->n) {
-        fclose(f);
-        unlink(w->tmp);
-        return ct_set_error_at(CT_E_INTERNAL, w->path, "%s: stream ended with tensor %s at %lld of %lld elements", w->path,
+        ct_fs_atomic_abort(&w->out);
+        return ct_set_error_at(CT_E_INTERNAL, w->out.path, "%s: stream ended with tensor %s at %lld of %lld elements", w->out.path,
                             w->e[w->cur].name, (long long)w->cur_done, (long long)w->e[w->cur].numel);
     }
-    return end_file(f, 1, w->tmp, w->path);
+    return ct_fs_atomic_commit(&w->out);
 }
 
 // ---- reader ---------------------------------------------------------------------------------

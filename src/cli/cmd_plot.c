@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/toml.h"
 #include "metrics/metrics_read.h"
@@ -199,17 +200,16 @@ int ct_cmd_plot(int argc, char **argv) {
     }
     if (!rc) {
         po.xlabel = tokens ? "tokens seen" : "step";
-        char tmp[PATH_MAX + 8];
-        FILE *f = ct_json_file_open(out, tmp, sizeof tmp);
+        ct_fs_atomic svg;
+        FILE *f = ct_fs_atomic_open(&svg, out, "plot", 0);
         if (!f) {
             fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
             rc = 1;
         } else if (ct_svg_plot_write(f, pr, n_runs, &po)) {
             fprintf(stderr, "ctitan plot: %s: %s\n", out, ct_last_error());
-            fclose(f);
-            unlink(tmp);
+            ct_fs_atomic_abort(&svg);
             rc = 1;
-        } else if (ct_json_file_close(f, tmp, out)) {
+        } else if (ct_fs_atomic_commit(&svg)) {
             fprintf(stderr, "ctitan plot: %s\n", ct_last_error());
             rc = 1;
         } else {

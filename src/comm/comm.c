@@ -491,10 +491,3 @@ int ct_comm_stats_format(const ct_group *g, char *buf, size_t n) {
     }
     return len;
 }
-
-void ct_comm_stats_print(const ct_group *g, FILE *f) {
-    char line[1024];
-    int len = ct_comm_stats_format(g, line, sizeof line);
-    fputs(line, f);
-    if ((size_t)len >= sizeof line) fputs("\n(comm stats truncated)\n", f);
-}

@@ -195,5 +195,4 @@ double ct_comm_stats_total_bytes(const ct_group *g);
 // One line per kind that was used: "comm <group> <kind>: calls C, bytes B, wait S s".
 // Writes at most n bytes (NUL-terminated); returns the length it wanted, like snprintf.
 int ct_comm_stats_format(const ct_group *g, char *buf, size_t n);
-void ct_comm_stats_print(const ct_group *g, FILE *f);
 #endif

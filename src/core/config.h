@@ -135,6 +135,7 @@ typedef struct {
     char save_traces_folder[CT_STR];  // profiling.save_traces_folder, inside dump_folder
     bool enable_memory_snapshot;      // profiling.enable_memory_snapshot
     char save_memory_snapshot_folder[CT_STR];  // profiling.save_memory_snapshot_folder, inside dump_folder
+    bool trace_actions;               // profiling.trace_actions: every executor action to stderr
 
     // [validation]
     bool val_enable;

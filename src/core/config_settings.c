@@ -192,6 +192,8 @@ const ct_setting ct_settings[] = {
          "write every buffer by category after the first step, and when an allocation fails"),
     STR("profiling.save_memory_snapshot_folder", save_memory_snapshot_folder, "memory_snapshot", NULL,
         "memory snapshot folder inside job.dump_folder: rank<R>.txt, rank<R>_failed.txt"),
+    BOOL("profiling.trace_actions", trace_actions, "false", NULL,
+         "print every schedule action (0F3, 1SEND_B2, REDUCE_GRADS, ...) to stderr as this rank starts it"),
 
     // [validation]
     BOOL("validation.enable", val_enable, "false", NULL, "evaluate the loss on held-out data during training"),

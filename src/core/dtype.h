@@ -24,5 +24,4 @@ typedef enum {
 
 size_t ct_dtype_size(ct_dtype d);        // bytes per element; 0 for an unknown value
 const char *ct_dtype_name(ct_dtype d);   // "f32", "bf16", "f8_e4m3", ...; "?" when unknown
-int ct_dtype_is_float(ct_dtype d);       // 1 for the floating-point types (not e8m0 scales)
 #endif

@@ -1,11 +1,9 @@
 // JSON reader (a recursive descent over RFC 8259) and string writer; see json.h.
 #include "core/json.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/file_check.h"
 #include "core/strbuf.h"
@@ -279,21 +277,4 @@ void ct_json_write_string(FILE *f, const char *s, size_t len) {
         else fputc(c, f);
     }
     fputc('"', f);
-}
-
-FILE *ct_json_file_open(const char *path, char *tmp, size_t tmp_size) {
-    snprintf(tmp, tmp_size, "%s.tmp", path);
-    return ct_file_fopen_write(tmp, "file", CT_FILE_WRITE_NOFOLLOW);  // our own temporary name
-}
-
-ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path) {
-    int ok = !ferror(f) && fflush(f) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        unlink(tmp);
-        return ct_set_error_at(CT_E_IO, path, "%s: write failed: %s", path, strerror(errno));
-    }
-    if (rename(tmp, path) != 0)
-        return ct_set_error_at(CT_E_IO, path, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-    return CT_OK;
 }

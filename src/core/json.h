@@ -44,10 +44,4 @@ const ct_json *ct_json_get(const ct_json *j, const char *key);
 // Writes s (len bytes of UTF-8) as a JSON string literal with quotes, escaping '"', '\' and
 // control characters.
 void ct_json_write_string(FILE *f, const char *s, size_t len);
-
-// A text file written whole or not at all: ct_json_file_open creates path.tmp (its name into
-// tmp), ct_json_file_close checks every write, closes and renames it to path (removing it on a
-// failure). NULL / CT_ERR + error naming the file.
-FILE *ct_json_file_open(const char *path, char *tmp, size_t tmp_size);
-ct_status ct_json_file_close(FILE *f, const char *tmp, const char *path);
 #endif

@@ -123,7 +123,6 @@ int ct_mem_registered(void) {
     unlock();
     return n;
 }
-int ct_mem_registry_capacity(void) { return REG_CAP; }
 
 // ------------------------------------------------------------------ allocation
 

@@ -116,7 +116,6 @@ bool ct_mem_describe(const void *p, char *buf, size_t n);
 ct_status ct_mem_snapshot_write(const char *path, const char *why);
 // Where a failed allocation writes its snapshot before ending the job ("" or NULL: nowhere).
 void ct_mem_snapshot_on_failure(const char *path);
-// Live blocks the registry holds now, and its capacity (tests).
+// Live blocks the registry holds now (tests).
 int ct_mem_registered(void);
-int ct_mem_registry_capacity(void);
 #endif

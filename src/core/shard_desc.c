@@ -1,7 +1,6 @@
 #include "core/shard_desc.h"
 
-static long min_l(long a, long b) { return a < b ? a : b; }
-static long max_l(long a, long b) { return a > b ? a : b; }
+#include "core/mathutil.h"
 
 ct_shard_desc ct_shard_desc_make(long rows, long cols, int tp_dim, long tp_start, long tp_count) {
     ct_shard_desc d = {.global_shape = {rows, cols}, .tp_dim = tp_dim};
@@ -74,8 +73,8 @@ long ct_shard_desc_global_index(const ct_shard_desc *d, long local) {
 }
 
 long ct_shard_desc_intersect(ct_shard_desc *d, long tensor_offset, long lo, long hi, long *pos_in_range) {
-    long a = max_l(tensor_offset + d->flat_begin, lo);
-    long b = min_l(tensor_offset + d->flat_begin + d->flat_count, hi);
+    long a = ct_max_l(tensor_offset + d->flat_begin, lo);
+    long b = ct_min_l(tensor_offset + d->flat_begin + d->flat_count, hi);
     if (a >= b) {
         d->flat_begin = d->flat_count = 0;
         if (pos_in_range) *pos_in_range = 0;
@@ -95,7 +94,7 @@ bool ct_shard_next_run(const ct_shard_desc *d, ct_shard_iter *it, ct_shard_run *
     if (column_slice(d)) {
         long col = e % d->tp_count;
         run->global = e / d->tp_count * d->global_shape[1] + d->tp_start + col;
-        run->len = min_l(d->tp_count - col, left);  // to the end of this row of the slice
+        run->len = ct_min_l(d->tp_count - col, left);  // to the end of this row of the slice
     } else {
         run->global = contiguous_base(d) + e;
         run->len = left;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
+#include "core/fs.h"
 #include "data/corpus.h"
 #include "data/prepare_workers.h"
 #include "data/shard.h"
@@ -240,8 +241,7 @@ static int move_shards(const char *from, const char *to) {
         char a[4096], b[4096];
         snprintf(a, sizeof a, "%s/%s", from, e->d_name);
         snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-        if (rename(a, b) != 0) {
-            ct_set_error("%s: cannot move to %s: %s", a, to, strerror(errno));
+        if (ct_fs_rename(a, b)) {
             closedir(d);
             return -1;
         }
@@ -284,21 +284,6 @@ static ct_status swap_in(const char *out_dir, const char *staging, int *replaced
     }
     remove_shard_folder(old);
     *replaced = n_old;
-    return CT_OK;
-}
-
-static ct_status make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char c = *p;
-            *p = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return ct_set_error("%s: cannot create folder: %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
     return CT_OK;
 }
 
@@ -518,7 +503,7 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         }
     char staging[4096];
     snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
-    ct_status st = make_dirs(o->out_dir);
+    ct_status st = ct_fs_make_dirs(o->out_dir);
     if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
     prep_ctx c = {.vocab = (uint32_t)vocab, .res = res, .val_docs = o->val_docs};
     c.val_every = !o->val_docs && o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;

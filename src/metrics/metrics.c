@@ -10,19 +10,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
-
-ct_status ct_make_dirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) && errno != EEXIST) return ct_set_error("cannot create folder %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) && errno != EEXIST) return ct_set_error("cannot create folder %s: %s", buf, strerror(errno));
-    return CT_OK;
-}
+#include "core/fs.h"
 
 // A resumed run keeps the lines of steps up to the checkpoint's and drops later ones (written by
 // the run that died after its last save), so each step appears once.
@@ -32,9 +20,8 @@ static ct_status keep_steps_up_to(const char *path, int last_step) {
     // Streamed a line at a time, so no size limit; a FIFO here would block the resume.
     FILE *in = ct_file_fopen_read(path, "metrics log", 0);
     if (!in) return CT_ERR;
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = ct_file_fopen_write(tmp, "metrics log", CT_FILE_WRITE_NOFOLLOW);
+    ct_fs_atomic rewrite;
+    FILE *out = ct_fs_atomic_open(&rewrite, path, "metrics log", 0);
     if (!out) {
         fclose(in);
         return CT_ERR;
@@ -46,9 +33,7 @@ static ct_status keep_steps_up_to(const char *path, int last_step) {
         fputs(line, out);
     }
     fclose(in);
-    bool ok = fflush(out) == 0;
-    if (fclose(out) || !ok || rename(tmp, path)) return ct_set_error("cannot rewrite %s: %s", path, strerror(errno));
-    return CT_OK;
+    return ct_fs_atomic_commit(&rewrite);
 }
 
 // A previous run's metrics in the same folder are kept under the time they were last written.
@@ -62,8 +47,7 @@ static ct_status set_aside(const char *folder, const char *path) {
     char stamp[32], old[1200];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
     snprintf(old, sizeof old, "%s/metrics-%s.jsonl", folder, stamp);
-    if (rename(path, old)) return ct_set_error("cannot keep the previous %s as %s: %s", path, old, strerror(errno));
-    return CT_OK;
+    return ct_fs_rename(path, old);
 }
 
 bool ct_metrics_user_terminal(void) {
@@ -97,7 +81,7 @@ ct_status ct_metrics_open(ct_metrics_logger *lg, const char *folder, int total_s
     lg->columns = terminal_columns();
     lg->start = ct_now_seconds();
     if (quiet) return CT_OK;
-    if (ct_make_dirs(folder)) return CT_ERR;
+    if (ct_fs_make_dirs(folder)) return CT_ERR;
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", folder);
     if (resume_step > 0 && keep_steps_up_to(path, resume_step)) return CT_ERR;

@@ -74,7 +74,4 @@ ct_status ct_metrics_enable_tensorboard(ct_metrics_logger *lg, const char *folde
 bool ct_metrics_user_terminal(void);
 void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m);
 void ct_metrics_close(ct_metrics_logger *lg);
-
-// mkdir -p
-ct_status ct_make_dirs(const char *path);
 #endif

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/file_check.h"
-#include "metrics/metrics.h"  // ct_make_dirs
+#include "core/fs.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -164,7 +164,7 @@ ct_status ct_tb_open(ct_tb_writer *w, const char *folder) {
     memset(w, 0, sizeof *w);
     if (!folder || !*folder) return ct_set_error("TensorBoard: no folder given for the event files");
     if (strlen(folder) > 1000) return ct_set_error("TensorBoard folder name is longer than 1000 bytes: %.60s...", folder);
-    if (ct_make_dirs(folder)) return ct_set_error("TensorBoard: %s", ct_last_error());
+    if (ct_fs_make_dirs(folder)) return ct_set_error("TensorBoard: %s", ct_last_error());
     char host[256] = "";
     if (gethostname(host, sizeof host - 1) || !host[0]) snprintf(host, sizeof host, "localhost");
     host[64] = 0;  // HOST_NAME_MAX on Linux; keeps the path within its buffer

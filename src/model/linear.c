@@ -1,18 +1,11 @@
 #include "model/linear.h"
 
 #include "core/error.h"
-
-const char *ct_block_linear_name(ct_block_linear l) {
-    static const char *names[CT_BLOCK_LINEARS] = {"attention.wqkv", "attention.wo", "feed_forward.w13",
-                                                  "feed_forward.w2"};
-    return l >= 0 && l < CT_BLOCK_LINEARS ? names[l] : "?";
-}
+#include "core/mathutil.h"
 
 static bool bf16(const ct_linear_ctx *c) { return c->prec.compute == CT_BF16; }
 static long halves(long n) { return (n + 1) / 2; }  // floats that hold n bf16 values
 static long align16(long n) { return (n + 15) & ~15L; }
-
-static long lmax(long a, long b) { return a > b ? a : b; }
 
 // Each scratch buffer's size in floats: the largest any of the layers needs of it.
 typedef struct {
@@ -23,12 +16,13 @@ static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, c
     scratch_sizes s = {0};
     for (int i = 0; i < n; i++) {
         long IC = l[i].in, OC = l[i].out;
-        if (p->compute == CT_BF16) s.w16 = lmax(s.w16, align16(halves(OC * IC)));  // the bf16 weight
+        if (p->compute == CT_BF16) s.w16 = ct_max_l(s.w16, align16(halves(OC * IC)));  // the bf16 weight
         // the bf16 output gradient (ct_round_to_bf16 also rounds up to N x out through it)
-        if (p->compute == CT_BF16 || p->quantized) s.g16 = lmax(s.g16, align16(halves(N * OC)));
-        if (p->quantized && p->compute == CT_BF16) s.inp32 = lmax(s.inp32, align16(N * IC));  // a widened input
+        if (p->compute == CT_BF16 || p->quantized) s.g16 = ct_max_l(s.g16, align16(halves(N * OC)));
+        if (p->quantized && p->compute == CT_BF16) s.inp32 = ct_max_l(s.inp32, align16(N * IC));  // a widened input
         if (p->quantized)  // the 8-bit kernels, either direction
-            s.f8 = lmax(s.f8, align16(lmax(k->f8_scratch_floats(N, IC, OC), k->f8_backward_scratch_floats(N, IC, OC))));
+            s.f8 = ct_max_l(s.f8, align16(ct_max_l(k->f8_scratch_floats(N, IC, OC),
+                                                   k->f8_backward_scratch_floats(N, IC, OC))));
     }
     return s;
 }

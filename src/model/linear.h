@@ -39,8 +39,6 @@
 // The linear layers of one block, in the order they run.
 typedef enum { CT_LINEAR_WQKV = 0, CT_LINEAR_WO, CT_LINEAR_W13, CT_LINEAR_W2, CT_BLOCK_LINEARS } ct_block_linear;
 
-const char *ct_block_linear_name(ct_block_linear l);  // "attention.wqkv", "attention.wo", ...
-
 typedef struct {
     ct_dtype compute;              // CT_F32 or CT_BF16: matmul inputs and the activations they keep
     bool quantized;                // 8-bit matmuls for the layers f8_layers selects

@@ -71,10 +71,13 @@ static long block_params(const ct_model_config *m, int layer) {
     return total;
 }
 
+long ct_model_block_params(const ct_model_config *m) { return block_params(m, 0); }
+long ct_model_head_params(const ct_model_config *m) { return m->dim + (long)m->vocab_size * m->dim; }
+
 long ct_model_num_params(const ct_model_config *m) {
     long blocks = 0;
     for (int l = 0; l < m->n_layers; l++) blocks += block_params(m, l);
-    return ct_model_embedding_params(m) + blocks + m->dim + (long)m->vocab_size * m->dim;
+    return ct_model_embedding_params(m) + blocks + ct_model_head_params(m);
 }
 
 double ct_model_flops_per_token(const ct_model_config *m, long seq_len) {

@@ -95,9 +95,13 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c);
 // is refused with a message naming both numbers.
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local);
 
-// Number of parameters, total and in the token embedding.
+// Number of parameters: total, in the token embedding, in one block (every block of the families
+// here has the same tensors) and in the head (final norm and output projection). With m from
+// ct_model_config_local, those one tp rank holds.
 long ct_model_num_params(const ct_model_config *m);
 long ct_model_embedding_params(const ct_model_config *m);
+long ct_model_block_params(const ct_model_config *m);
+long ct_model_head_params(const ct_model_config *m);
 
 // Model FLOPs per token for one training step (forward + backward): 3 x the blocks' forward
 // matmul FLOPs and the output projection's, + 12 * L * NH * HS * T (the attention score and

@@ -7,8 +7,6 @@
 
 static int ep_size(const ct_moe_layer_spec *s) { return s->ep.size > 1 ? s->ep.size : 1; }
 
-const int64_t *ct_moe_counts(const ct_moe_acts *a) { return a->host_counts; }
-
 void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance) {
     double lo = (double)counts[0], hi = lo, sum = 0;
     for (long e = 0; e < E; e++) {
@@ -17,10 +15,6 @@ void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, 
     }
     *min = lo, *max = hi;
     *imbalance = sum > 0 ? hi / (sum / (double)E) : 1.0;
-}
-
-void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate) {
-    l->s.k->moe_bias_update(bias, counts, l->s.E, rate);
 }
 
 ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {

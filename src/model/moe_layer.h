@@ -100,12 +100,6 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
 void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
                      float *dx, ct_moe_grads *g);
 
-// This rank's pairs per expert in the last forward (host, E): the load statistics' input.
-const int64_t *ct_moe_counts(const ct_moe_acts *a);
 // min, max and max / mean of counts (E); imbalance 1 is perfectly balanced.
 void ct_moe_load_stats(const int64_t *counts, long E, double *min, double *max, double *imbalance);
-// DeepSeek-V3's loss-free balancing after a step: bias (E, device) moved by rate towards the
-// experts the device counts (E) say are underloaded (sum them over data-parallel ranks first for a
-// global view).
-void ct_moe_update_bias(const ct_moe_layer *l, float *bias, const int64_t *counts, float rate);
 #endif

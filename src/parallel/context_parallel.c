@@ -204,8 +204,6 @@ void ct_cp_free(ct_cp *cp) {
     memset(cp, 0, sizeof *cp);
 }
 
-void ct_cp_reset_counts(ct_cp *cp) { memset(&cp->counts, 0, sizeof cp->counts); }
-
 long ct_cp_scratch_floats(const ct_cp *cp) {
     // ring: kernel calls on (C, C) chunk pairs; allgather: (T_local, T) in one call
     if (cp->rotate == CT_CP_RING) return cp->k->attention_scratch_floats(cp->C, cp->C, cp->HS);

@@ -43,7 +43,7 @@ void ct_cp_positions(ct_cp_balance balance, int cp_rank, int cp_size, long T, in
 // a multiple of 8").
 ct_status ct_cp_check_seq_len(ct_cp_balance balance, int cp_size, long T);
 
-// Work counters since init (or ct_cp_reset_counts): chunk-pair kernel calls made and skipped
+// Work counters since init: chunk-pair kernel calls made and skipped
 // because every key of the pair lies in the future of every query (ring); the all-gather makes
 // one call per forward / backward and skips nothing (the kernel skips future tiles itself).
 typedef struct {
@@ -110,5 +110,4 @@ void ct_cp_apply(ct_cp *cp, ct_stage_ops *ops);
 double ct_cp_expected_bytes(const ct_cp *cp, bool backward);
 // Floats of scratch one op call needs (what ops->attention.scratch_floats returns).
 long ct_cp_scratch_floats(const ct_cp *cp);
-void ct_cp_reset_counts(ct_cp *cp);
 #endif

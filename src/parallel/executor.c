@@ -16,8 +16,6 @@ void ct_executor_init(ct_executor *e, int n_stages, ct_stage **stages, ct_group 
     memcpy(e->stage, stages, (size_t)n_stages * sizeof(ct_stage *));
     e->pp = pp;
     e->stage_rank = stage_rank;
-    const char *trace = getenv("CTITAN_TRACE_ACTIONS");
-    e->trace = trace && *trace && *trace != '0';
 }
 
 void ct_executor_free(ct_executor *e) {
@@ -260,16 +258,6 @@ static void push_grad(ct_executor *e, int stage, int mb, ct_act_slot *slot) {
 }
 
 // ------------------------------------------------------------------ running
-
-double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule *s) {
-    double busy = 0;
-    for (int i = 0; i < e->timeline_count && i < s->count; i++) {
-        ct_action_kind k = s->actions[i].kind;
-        if (k == CT_ACT_FORWARD || k == CT_ACT_BACKWARD || k == CT_ACT_BACKWARD_INPUT || k == CT_ACT_BACKWARD_WEIGHT)
-            busy += e->t_end[i] - e->t_start[i];
-    }
-    return busy;
-}
 
 // Profiling: one span per action, named by what it does and its token ("forward 0F3"), with
 // the stage and micro-batch as arguments. Called only while spans are recorded.

@@ -43,7 +43,8 @@ typedef struct {
     const int *stage_rank;        // (n_stages) pp rank that runs each stage (NULL: no pipeline)
     ct_grad_reducer reducers[CT_EXECUTOR_MAX_REDUCERS];
     int n_reducers;
-    bool trace;                   // print every action as it runs (CTITAN_TRACE_ACTIONS=1)
+    bool trace;                   // print every action as it starts; off after init (the trainer
+                                  // sets it from profiling.trace_actions)
 
     int max_mb;                   // micro-batches the planned schedules use
     int *slot_of;                 // (n_stages, max_mb) slot a micro-batch holds, or -1
@@ -73,9 +74,6 @@ ct_status ct_executor_plan(ct_executor *e, const ct_schedule *const *schedules, 
 // tokens of the whole step. ct_executor_run_into adds the sum of token losses computed by this
 // rank's head stage (nothing elsewhere) to *loss_sum, one double on the stages' device, and reads
 // nothing back; ct_executor_run returns that sum, read back once at the end of the run.
-// How long this rank waited on receives in the last run (the pipeline's idle time seen here),
-// and how long its compute actions took.
-double ct_executor_last_compute_seconds(const ct_executor *e, const ct_schedule *s);
 double ct_executor_run(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,
                        float grad_scale);
 void ct_executor_run_into(ct_executor *e, const ct_schedule *s, const ct_microbatch *mbs, int n_mb, bool training,

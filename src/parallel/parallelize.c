@@ -175,9 +175,17 @@ static void copy_schedule(ct_schedule *dst, const ct_schedule *src) {
     for (int i = 0; i < src->count; i++) ct_schedule_push(dst, src->actions[i].kind, src->actions[i].stage, src->actions[i].mb);
 }
 
-void ct_parallelize_cache_free(ct_parallelize_cache *c) {
+static void free_lists(ct_parallelize_cache *c) {
     for (int r = 0; c->lists && r < c->pp; r++) ct_schedule_free(&c->lists[r]);
     free(c->lists);
+    c->lists = NULL;
+    c->name[0] = 0;
+    c->pp = c->vpp = c->n_mb = 0;
+}
+
+void ct_parallelize_cache_free(ct_parallelize_cache *c) {
+    free_lists(c);
+    if (c->table_built) ct_param_table_free(&c->table);
     memset(c, 0, sizeof *c);
 }
 
@@ -185,7 +193,7 @@ void ct_parallelize_cache_free(ct_parallelize_cache *c) {
 static ct_status cached_schedule(ct_parallelize_cache *c, const ct_config *cfg, int pp, int vpp, int n_mb, int me,
                                  ct_schedule *out) {
     if (!c->lists || strcmp(c->name, cfg->pipeline_schedule) || c->pp != pp || c->vpp != vpp || c->n_mb != n_mb) {
-        ct_parallelize_cache_free(c);
+        free_lists(c);
         c->lists = ct_xcalloc((size_t)pp, sizeof(ct_schedule));
         c->pp = pp;
         if (ct_pp_schedule_build(cfg->pipeline_schedule, pp, vpp, n_mb, c->lists)) {

@@ -57,6 +57,12 @@ typedef struct {
     char name[64];       // pipeline_schedule the lists were built for ("": none held)
     int pp, vpp, n_mb;
     ct_schedule *lists;  // (pp)
+    // The parameter table sizing last used, and the (model, tp) it was built for: only the shapes
+    // decide it, and building one names every tensor.
+    bool table_built;
+    ct_model_config table_model;
+    int table_tp;
+    ct_param_table table;
 } ct_parallelize_cache;
 void ct_parallelize_cache_free(ct_parallelize_cache *c);
 

@@ -71,30 +71,22 @@ static ct_status resolve(const ct_config *c, int world, ct_mesh_layout *l) {
     return ct_mesh_resolve(&want, world, l, err, sizeof err);
 }
 
-// The parameter table of (m, tp), which only the shapes decide. Building it names every tensor
-// (a snprintf each); the planner sizes thousands of layouts of one model, one pp rank at a
-// time, so the last table is kept (single-threaded, like the planner).
-static struct {
-    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_hidden, vocab_size, tp;
-    ct_param_table table;
-    bool built;
-} last_table;
-
-static const ct_param_table *param_table(const ct_model_config *m, int tp) {
-    bool same = last_table.built && last_table.dim == m->dim && last_table.n_layers == m->n_layers &&
-                last_table.n_heads == m->n_heads && last_table.n_kv_heads == m->n_kv_heads &&
-                last_table.head_dim == m->head_dim && last_table.ffn_hidden == m->ffn_hidden &&
-                last_table.vocab_size == m->vocab_size && last_table.tp == tp;
+// The parameter table of (m, tp): the cache's when it was built for the same shapes, else built
+// into it (the planner sizes thousands of layouts of one model, one pp rank at a time).
+static const ct_param_table *param_table(ct_parallelize_cache *cache, const ct_model_config *m, int tp) {
+    const ct_model_config *k = &cache->table_model;
+    bool same = cache->table_built && cache->table_tp == tp && k->family == m->family && k->dim == m->dim &&
+                k->n_layers == m->n_layers && k->n_heads == m->n_heads && k->n_kv_heads == m->n_kv_heads &&
+                k->head_dim == m->head_dim && k->ffn_hidden == m->ffn_hidden && k->vocab_size == m->vocab_size &&
+                k->n_experts == m->n_experts && k->moe_top_k == m->moe_top_k;
     if (!same) {
-        if (last_table.built) ct_param_table_free(&last_table.table);
-        memset(&last_table.table, 0, sizeof last_table.table);
-        ct_param_table_build_tp(&last_table.table, m, 0, tp);
-        last_table.dim = m->dim, last_table.n_layers = m->n_layers, last_table.n_heads = m->n_heads;
-        last_table.n_kv_heads = m->n_kv_heads, last_table.head_dim = m->head_dim;
-        last_table.ffn_hidden = m->ffn_hidden, last_table.vocab_size = m->vocab_size, last_table.tp = tp;
-        last_table.built = true;
+        if (cache->table_built) ct_param_table_free(&cache->table);
+        ct_param_table_build_tp(&cache->table, m, 0, tp);
+        cache->table_model = *m;
+        cache->table_tp = tp;
+        cache->table_built = true;
     }
-    return &last_table.table;
+    return &cache->table;
 }
 
 // One pp rank's bytes; cache: the pipeline lists every pp rank of the layout shares.
@@ -125,7 +117,7 @@ static ct_status size_pp_rank(const ct_model_config *m, const ct_config *c, int 
     ct_group g_tp = {.name = "tp", .rank = 0, .size = tp};
 
     ct_mem_sizing sz = {0};
-    const ct_param_table *table = param_table(m, tp);
+    const ct_param_table *table = param_table(cache, m, tp);
     ct_precision prec;
     uint8_t *f8 = NULL;
     ct_fsdp fsdp = {0};

@@ -29,24 +29,10 @@ static double ag_time(link l, int n, double bytes) { return n > 1 ? ag_bytes(n, 
 static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
 static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
 
-// ------------------------------------------------------------------ sizes
-
-double ct_tm_block_numel(const ct_tm *t) {
-    const ct_model_config *l = &t->lm;
-    double C = l->dim, HS = l->head_dim;
-    return 2 * C + C * (l->n_heads + 2.0 * l->n_kv_heads) * HS + (double)l->n_heads * HS * C + 3 * C * l->ffn_hidden;
-}
-double ct_tm_embedding_numel(const ct_tm *t) { return (double)t->lm.vocab_size * t->lm.dim; }
-double ct_tm_head_numel(const ct_tm *t) { return t->lm.dim + (double)t->lm.vocab_size * t->lm.dim; }
-
-double ct_tm_model_flops_per_token(const ct_tm *t) {
-    const ct_model_config *m = t->m;
-    double C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, F = m->ffn_hidden, V = m->vocab_size;
-    double block = 2 * C + C * (NH + 2 * NKV) * HS + NH * HS * C + 3 * C * F;
-    // 6 FLOPs per weight and token (forward 2, backward 4), the embedding's lookup excluded;
-    // attention 12·NH·HS·T per layer and token (score and value products, forward and backward).
-    return 6.0 * (m->n_layers * block + C + V * C) + 12.0 * m->n_layers * NH * HS * (double)t->seq_len;
-}
+// Parameters (elements) of each FSDP group kind on one tp rank: the model's own counts.
+static double block_numel(const ct_tm *t) { return (double)ct_model_block_params(&t->lm); }
+static double embedding_numel(const ct_tm *t) { return (double)ct_model_embedding_params(&t->lm); }
+static double head_numel(const ct_tm *t) { return (double)ct_model_head_params(&t->lm); }
 
 static int fsdp_n(const ct_tm *t) { return t->ds * t->cp; }
 // Groups of a stage are gathered per step (UNSHARD / RESHARD around the stage) rather than per
@@ -71,7 +57,7 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     ct_cfg_reshard policy = t->c->fsdp_reshard_after_forward;
     bool async = t->c->enable_async_comm;
     const ct_block_cost *b = &t->block;
-    double blk = ct_tm_block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
+    double blk = block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
         bool regather =
             policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
@@ -84,7 +70,7 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
         add(st, CT_PLAN_DP_SHARD, bytes, fwd + bwd, xf + xb);
         st->xf += xf, st->xi += xb;
     }
-    double ends = (s == 0 ? ct_tm_embedding_numel(t) : 0) + (s == t->n_stages - 1 ? ct_tm_head_numel(t) : 0);
+    double ends = (s == 0 ? embedding_numel(t) : 0) + (s == t->n_stages - 1 ? head_numel(t) : 0);
     if (ends > 0) {  // embedding and head: gathered once (their backward needs no re-gather)
         double g = ag_time(l, N, ends * gb), rs = ag_time(l, N, ends * rb);
         add(st, CT_PLAN_DP_SHARD, ag_bytes(N, ends * gb) + ag_bytes(N, ends * rb), g + rs,
@@ -220,10 +206,10 @@ static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, int
     *groups = 0;
     for (int s = 0; s < t->n_stages; s++) {
         if (stage_rank[s] != busiest) continue;
-        numel += (t->first[s + 1] - t->first[s]) * ct_tm_block_numel(t);
+        numel += (t->first[s + 1] - t->first[s]) * block_numel(t);
         *groups += t->first[s + 1] - t->first[s];
-        if (s == 0) numel += ct_tm_embedding_numel(t), ++*groups;
-        if (s == t->n_stages - 1) numel += ct_tm_head_numel(t), ++*groups;
+        if (s == 0) numel += embedding_numel(t), ++*groups;
+        if (s == t->n_stages - 1) numel += head_numel(t), ++*groups;
     }
     return numel;
 }

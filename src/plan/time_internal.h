@@ -72,9 +72,4 @@ void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);
 void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out);
 double ct_tm_optimizer_time(const ct_tm *t, int busiest, const int *stage_rank);
 double ct_tm_pp_bytes(const ct_tm *t);
-double ct_tm_model_flops_per_token(const ct_tm *t);
-// Parameters (elements) of FSDP group kinds on one tp rank.
-double ct_tm_block_numel(const ct_tm *t);
-double ct_tm_embedding_numel(const ct_tm *t);
-double ct_tm_head_numel(const ct_tm *t);
 #endif

@@ -339,9 +339,9 @@ ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int
     out->step = out->compute + ex + out->bubble;
     out->n_microbatches = t.n_mb;
     double tokens = (double)c->gradient_accumulation_steps * c->micro_batch_size * c->seq_len * t.dr * t.ds;
-    out->model_flops = ct_tm_model_flops_per_token(&t) * tokens;
+    out->model_flops = ct_model_flops_per_token(m, c->seq_len) * tokens;
     out->tokens_per_s_per_device = tokens / out->step / world;
-    out->model_flops_per_s = ct_model_flops_per_token(m, c->seq_len) * tokens / out->step / world;
+    out->model_flops_per_s = out->model_flops / out->step / world;
     double peak = (t.f8 ? ct_hw_peak(hw, "fp8") : t.hi_peak) * (hw->cpu ? t.share : 1);
     out->mfu = peak > 0 ? out->model_flops_per_s / peak : 0;
     return CT_OK;

@@ -45,8 +45,8 @@ typedef struct {
     // What the seconds come from (for tests and --explain):
     double bytes[CT_PLAN_NDIMS];        // bytes per step on the busiest rank of each dimension, counted
                                         // as the comm layer counts them (the benches' analytic volumes)
-    double model_flops;                 // whole job, one step, summed from the layer shapes under the
-                                        // 6·N + attention convention (= ct_model_flops_per_token · tokens)
+    double model_flops;                 // whole job, one step: ct_model_flops_per_token · tokens
+                                        // (the 6·N + attention convention)
     double rank_flops;                  // executed on the busiest rank: causal attention, recompute
     double attention, elementwise;      // of compute: the busiest rank's seconds in attention kernels
                                         // and in the blocks' elementwise passes (recompute included)

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/file_check.h"
 #include "core/failpoint.h"
+#include "core/fs.h"
 #include "core/memory.h"
 #include "core/trace.h"
 #include "metrics/metrics.h"
@@ -268,8 +269,7 @@ static ct_status publish(ct_checkpointer *c, const int64_t *records) {
                             "out of %s)",
                             final, held, m->step, c->folder);
     if (ct_dcp_remove_dir(final)) return CT_ERR;
-    if (rename(c->pending_dir, final)) return ct_set_error("rename %s -> %s: %s", c->pending_dir, final, strerror(errno));
-    if (ct_dcp_sync_dir(c->folder)) return CT_ERR;
+    if (ct_fs_rename(c->pending_dir, final) || ct_fs_sync_dir(c->folder)) return CT_ERR;
     ct_failpoint("ckpt.after_rename", 0);
 
     // Old checkpoints go only now that a newer one is complete: the oldest by their manifests'
@@ -346,10 +346,9 @@ static ct_status save(ct_checkpointer *c, bool model_only) {
     snprintf(c->pending_dir, sizeof c->pending_dir, "%s.tmp", final);
     ct_status st = CT_OK;
     if (world->rank == 0) {
-        st = ct_make_dirs(c->folder);
+        st = ct_fs_make_dirs(c->folder);
         if (st == CT_OK) st = ct_dcp_remove_dir(c->pending_dir);
-        if (st == CT_OK && mkdir(c->pending_dir, 0755))
-            st = ct_set_error("cannot create %s: %s", c->pending_dir, strerror(errno));
+        if (st == CT_OK) st = ct_fs_make_dirs(c->pending_dir);
     }
     if (ct_comm_agree(world, st)) return ct_set_error("checkpoint step %d: %s", at.step, ct_last_error());
 

@@ -1,15 +1,12 @@
 #include "train/peak.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/file_check.h"
-#include "metrics/metrics.h"
+#include "core/fs.h"
 
 enum { MEASURE_REPS = 5 };
 
@@ -73,11 +70,10 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = 0;
-        if (ct_make_dirs(dir)) return CT_ERR;
+        if (ct_fs_make_dirs(dir)) return CT_ERR;
     }
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", file, (int)getpid());
-    FILE *out = ct_file_fopen_write(tmp, "matmul rate cache", CT_FILE_WRITE_NOFOLLOW);
+    ct_fs_atomic cache;  // ranks of one node may store at once: each through its own temporary file
+    FILE *out = ct_fs_atomic_open(&cache, file, "matmul rate cache", CT_FS_TEMP_PER_PROCESS);
     if (!out) return CT_ERR;
     FILE *in = open_cache(file);
     char line[1024];
@@ -89,12 +85,7 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
         if (!(line[0] == '"' && !strncmp(line + 1, key, kl) && line[1 + kl] == '"')) fputs(line, out);
     if (in) fclose(in);
     fprintf(out, "\"%s\" = %.3f\n", key, gflops);
-    bool ok = fflush(out) == 0 && !ferror(out);
-    if (fclose(out) || !ok || rename(tmp, file)) {
-        unlink(tmp);
-        return ct_set_error("%s: %s", file, strerror(errno));
-    }
-    return CT_OK;
+    return ct_fs_atomic_commit(&cache);
 }
 
 void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool compute_bf16, ct_group *world,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/trace.h"
@@ -44,7 +45,7 @@ void ct_profiler_init(ct_profiler *p, const ct_config *c, ct_group *world, const
     if (p->traces) ct_trace_reserve(span_capacity(c));
     if (p->snapshots) {
         // The folder exists before anything can fail to allocate: the failure path only opens a file.
-        if (ct_make_dirs(p->snapshot_dir)) {
+        if (ct_fs_make_dirs(p->snapshot_dir)) {
             fprintf(stderr, "[rank %d] profiling: %s (no memory snapshots)\n", world->rank, ct_last_error());
             p->snapshots = false;
             return;
@@ -80,7 +81,7 @@ ct_status ct_profiler_write_trace(ct_profiler *p, char *path, size_t n) {
     p->recording = false;
     char dir[sizeof p->traces_dir + 32];
     snprintf(dir, sizeof dir, "%s/iteration_%d", p->traces_dir, p->iteration);
-    if (ct_make_dirs(dir)) return CT_ERR;
+    if (ct_fs_make_dirs(dir)) return CT_ERR;
     snprintf(path, n, "%s/rank%d_trace.json", dir, rank);
     char name[128];
     int len = snprintf(name, sizeof name, "rank %d:", rank);

@@ -9,7 +9,7 @@
 #include "core/file_check.h"
 #include "core/toml.h"
 #include "core/version.h"
-#include "metrics/metrics.h"
+#include "core/fs.h"
 
 // <job.dump_folder>/run.toml: which run wrote the folder. A new run (not one resumed from its
 // checkpoint) refuses a folder another run wrote, unless job.overwrite.
@@ -27,7 +27,7 @@ ct_status ct_run_record_claim(const ct_config *cfg, int ranks, int resumed_from_
         return st;
     }
     ct_toml_free(prev);
-    if (ct_make_dirs(cfg->dump_folder)) return CT_ERR;
+    if (ct_fs_make_dirs(cfg->dump_folder)) return CT_ERR;
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);

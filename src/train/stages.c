@@ -18,6 +18,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
                                .eval_schedule = &t->eval_schedule};
     if (ct_parallelize(&env, &t->par)) return CT_ERR;  // ct_trainer_free frees what was built
     t->n_mb = t->par.n_mb;
+    t->exec.trace = t->cfg.trace_actions;  // profiling.trace_actions: each action printed as it starts
 
     // Micro-batches: views into this step's tokens, `mb_seqs` sequences each.
     long mb_tokens = (long)t->mb_seqs * t->seq_local;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/failpoint.h"
+#include "core/fs.h"
 #include "core/trace.h"
 #include "train/pipeline_trace.h"
 #include "train/precision.h"

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/mathutil.h"
 #include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/fastmath.h"
 #include "kernels/cpu/spin.h"
@@ -82,7 +83,6 @@ static inline attvi attvi_load(const int32_t *p) {
     return v;
 }
 
-static inline long min_l(long a, long b) { return a < b ? a : b; }
 static inline long pad_hs(long HS) { return (HS + CT_ATT_PAD - 1) / CT_ATT_PAD * CT_ATT_PAD; }
 
 // Per-thread tiles, carved from the thread's part of the scratch (NULL base: only counts), each
@@ -402,7 +402,7 @@ static void scores_t(float *st, const float *K, long ldk, const float *qt, long 
     for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
         long c0 = band_first_query(d, m0);
         if (c0 < CT_ATT_BQ)
-            ct_att_mm(CT_ATT_STORE, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, K + m0 * ldk, ldk, 1, qt + c0,
+            ct_att_mm(CT_ATT_STORE, ct_min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, K + m0 * ldk, ldk, 1, qt + c0,
                       CT_ATT_BQ, st + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, alpha, NULL);
     }
 }
@@ -411,7 +411,7 @@ static void scores_t(float *st, const float *K, long ldk, const float *qt, long 
 static void queries_by_keys(ct_att_mode mode, float *c, const float *pt, const float *b, long nq, long nk, long HP,
                             const float *rowv, diag_band d) {
     for (long r0 = 0; r0 < nq; r0 += CT_ATT_SUB)
-        ct_att_mm(mode, min_l(CT_ATT_SUB, nq - r0), HP, band_keys(d, r0, nk), pt + r0, 1, CT_ATT_BQ, b, HP,
+        ct_att_mm(mode, ct_min_l(CT_ATT_SUB, nq - r0), HP, band_keys(d, r0, nk), pt + r0, 1, CT_ATT_BQ, b, HP,
                   c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
 }
 
@@ -419,7 +419,7 @@ static void queries_by_keys(ct_att_mode mode, float *c, const float *pt, const f
 static void keys_by_queries(float *c, const float *pt, const float *b, long nq, long nk, long HP, diag_band d) {
     for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
         long c0 = band_first_query(d, m0);
-        ct_att_mm(CT_ATT_STORE, min_l(CT_ATT_SUB, nk - m0), HP, nq > c0 ? nq - c0 : 0, pt + m0 * CT_ATT_BQ + c0,
+        ct_att_mm(CT_ATT_STORE, ct_min_l(CT_ATT_SUB, nk - m0), HP, nq > c0 ? nq - c0 : 0, pt + m0 * CT_ATT_BQ + c0,
                   CT_ATT_BQ, 1, b + c0 * HP, HP, c + m0 * HP, HP, 1.0f, NULL);
     }
 }
@@ -507,7 +507,7 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
     const int32_t *q_pos = x->q_pos, *k_pos = x->k_pos;
     // the last query tiles see the most keys: hand them out first
     long qt = ntq - 1 - it % ntq, bh = it / ntq, b = bh / NH, h = bh % NH, g = h / x->group;
-    long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
+    long i0 = qt * CT_ATT_BQ, nq = ct_min_l(CT_ATT_BQ, Tq - i0);
     const float *Q = x->q + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
     // the kv head's rows (Tk, HS): K with row stride ldk, V contiguous or to be copied per tile
     const long ldk = kl ? HP : x->ldk;
@@ -523,7 +523,7 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
     for (long i = 0; i < CT_ATT_BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0.0f;
     memset(t->o, 0, sizeof(float) * CT_ATT_BQ * HP);
     for (long kt = 0; kt < ntk; kt++) {
-        long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+        long j0 = kt * CT_ATT_BK, nk = ct_min_l(CT_ATT_BK, Tk - j0);
         long klo, khi;
         pos_range(k_pos, j0, nk, &klo, &khi);
         if (klo > qhi) continue;  // no query of the tile sees any key of this tile
@@ -655,7 +655,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     long bg = it / per_kv, hl = it % per_kv / ntq, qt = ntq - 1 - it % ntq;
     long b = bg / NKV, g = bg % NKV, h = g * group + hl;
     int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
-    long i0 = qt * CT_ATT_BQ, nq = min_l(CT_ATT_BQ, Tq - i0);
+    long i0 = qt * CT_ATT_BQ, nq = ct_min_l(CT_ATT_BQ, Tq - i0);
     const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
     const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
     const float *dO = dout + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
@@ -682,7 +682,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     memset(t->dqa, 0, sizeof(float) * CT_ATT_BQ * HP);
     for (long kt = 0; kt < ntk; kt++) {
         if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
-        long j0 = kt * CT_ATT_BK, nk = min_l(CT_ATT_BK, Tk - j0);
+        long j0 = kt * CT_ATT_BK, nk = ct_min_l(CT_ATT_BK, Tk - j0);
         // this item's turn among the items of this kv head that see key tile kt by position:
         // its rank among them
         int64_t rank = hl * kcnt[kt];
@@ -716,7 +716,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
         for (long m0 = 0; m0 < nk; m0 += CT_ATT_SUB) {
             long c0 = band_first_query(d, m0);  // columns before it hold P = 0: dS = 0
             if (c0 < CT_ATT_BQ)
-                ct_att_mm(CT_ATT_DS, min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv_t, ldv_t, 1,
+                ct_att_mm(CT_ATT_DS, ct_min_l(CT_ATT_SUB, nk - m0), CT_ATT_BQ - c0, HS, V + m0 * ldv_t, ldv_t, 1,
                           t->dot + c0, CT_ATT_BQ, t->pt + m0 * CT_ATT_BQ + c0, CT_ATT_BQ, scale, t->d + c0);
         }
         // dQ (nq, HP) += dS K, dS read down the columns of dS^T
@@ -751,12 +751,12 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     float *base = scratch + att_header_floats(Tq, Tk);
     for (long qt = 0; qt < ntq; qt++) {
         long lo, hi;
-        pos_range(q_pos, qt * CT_ATT_BQ, min_l(CT_ATT_BQ, Tq - qt * CT_ATT_BQ), &lo, &hi);
+        pos_range(q_pos, qt * CT_ATT_BQ, ct_min_l(CT_ATT_BQ, Tq - qt * CT_ATT_BQ), &lo, &hi);
         qlo[qt] = lo, qhi[qt] = hi;
     }
     for (long kt = 0; kt < ntk; kt++) {
         long lo, hi;
-        pos_range(k_pos, kt * CT_ATT_BK, min_l(CT_ATT_BK, Tk - kt * CT_ATT_BK), &lo, &hi);
+        pos_range(k_pos, kt * CT_ATT_BK, ct_min_l(CT_ATT_BK, Tk - kt * CT_ATT_BK), &lo, &hi);
         klo[kt] = lo, khi[kt] = hi;
         kcnt[kt] = 0;
         for (long qt = 0; qt < ntq; qt++) kcnt[kt] += lo <= qhi[qt];

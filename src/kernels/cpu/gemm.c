@@ -282,9 +282,9 @@ static void deal_rows(row_range *set, int nr, long M) {
 static void pack_slivers(float *bp, const gemm_args *g, const gemm_pass *p, long s0, long s1) {
     if (s1 <= s0) return;
     for (long pc = p->pc0; pc < p->pc1; pc += CT_KC) {
-        long kc = min_l(CT_KC, p->pc1 - pc);
+        long kc = ct_min_l(CT_KC, p->pc1 - pc);
         ct_gemm_pack_b(bp + (pc - p->pc0) * p->nsl * CT_NR + s0 * kc * CT_NR, g, pc, kc, p->jc + s0 * CT_NR,
-                       min_l(s1 * CT_NR, p->nc) - s0 * CT_NR);
+                       ct_min_l(s1 * CT_NR, p->nc) - s0 * CT_NR);
     }
 }
 
@@ -317,7 +317,7 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
         const long units = CT_ROW_UNITS(M);
         if (*own >= units) return 0;
         u0 = *own;
-        n = min_l(CT_BLOCK_UNITS, units - u0);
+        n = ct_min_l(CT_BLOCK_UNITS, units - u0);
         *own += n;
     } else {
         row_range *set = rs->col->sets[q % 2];
@@ -326,7 +326,7 @@ static long next_rows(const row_source *rs, long q, long M, long *own, long *r0)
         if (!n) return 0;
     }
     *r0 = u0 * CT_MR;
-    return min_l(n * CT_MR, M - *r0);
+    return ct_min_l(n * CT_MR, M - *r0);
 }
 
 // ---------------------------------------------------------------- one thread
@@ -398,7 +398,7 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
     const long N = g->N, K = g->K, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     const int inplace = a_in_place(g, nsl);
     for (long pc = pc0; pc < pc1; pc += CT_KC) {
-        long kc = min_l(CT_KC, K - pc);
+        long kc = ct_min_l(CT_KC, K - pc);
         float beta = pc == 0 ? g->beta : 1.0f;
         const float *bk = bp + (pc - pc0) * nsl * CT_NR;
         // A's rows in place (rs_a, cs_a) or packed slivers (1, MR)
@@ -407,10 +407,10 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
         if (!inplace) ct_gemm_pack_a(apack, g, ic, mc, pc, kc);
         const int stream = stream_c(g, kc, ks, beta);
         for (long s = 0; s < nsl; s++) {
-            long j = jc + s * CT_NR, nr = min_l(CT_NR, N - j);
+            long j = jc + s * CT_NR, nr = ct_min_l(CT_NR, N - j);
             const float *bs = bk + s * kc * CT_NR;
             for (long ir = 0; ir < mc; ir += CT_MR) {
-                long mr = min_l(CT_MR, mc - ir);
+                long mr = ct_min_l(CT_MR, mc - ir);
                 const float *as = a0 + ir * (inplace ? rs_a : kc);
                 float *c = g->C + (ic + ir) * g->ldc + j;
                 if (mr == CT_MR && nr == CT_NR && !inplace)
@@ -454,7 +454,7 @@ static void gemm_block(const gemm_args *g, float *apack, const float *bp, long n
 #endif
 static long panel_width(const gemm_args *g) {
     const long N = g->N, K = g->K;
-    if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * min_l(N, CT_NC) > CT_BPACK_FLOATS) {  // narrower, packed whole
+    if (CT_WHOLE_MIN_NC > 0 && !g->ta && K * ct_min_l(N, CT_NC) > CT_BPACK_FLOATS) {  // narrower, packed whole
         long w = CT_BPACK_FLOATS / K / CT_NR * CT_NR;
         if (w >= CT_WHOLE_MIN_NC && w < N) {
             long parts = (N + w - 1) / w;
@@ -489,11 +489,11 @@ static int next_pass(const gemm_args *g, long panel, int first, gemm_pass *p) {
         if (pc0 >= K) jc += panel, pc0 = 0;
         if (jc >= N) return 0;
     }
-    p->jc = jc, p->nc = min_l(panel, N - jc), p->nsl = (p->nc + CT_NR - 1) / CT_NR, p->pc0 = pc0;
+    p->jc = jc, p->nc = ct_min_l(panel, N - jc), p->nsl = (p->nc + CT_NR - 1) / CT_NR, p->pc0 = pc0;
     // as many K blocks of the panel as the buffer (KC x NC floats) holds -- all of them when they
     // fit -- or for A^T one
     long span = CT_TA_ONE_BLOCK && g->ta ? CT_KC : CT_BPACK_FLOATS / (p->nsl * CT_NR) / CT_KC * CT_KC;
-    p->pc1 = min_l(pc0 + span, K);
+    p->pc1 = ct_min_l(pc0 + span, K);
     return 1;
 }
 
@@ -541,10 +541,10 @@ static void small_rows(const gemm_args *g, const float *bp, long r0, long mc) {
     const long M = g->M, N = g->N, K = g->K, ldc = g->ldc, ks = K <= CT_SHORT_K ? CT_SHORT_KS : CT_KC;
     const long rs_a = g->ta ? 1 : g->lda, cs_a = g->ta ? g->lda : 1, nsl = (N + CT_NR - 1) / CT_NR;
     for (long i = r0; i < r0 + mc; i += CT_MR) {
-        long mr = min_l(CT_MR, M - i);
+        long mr = ct_min_l(CT_MR, M - i);
         const float *a = g->A + i * rs_a;
         for (long s = 0; s < nsl; s++) {
-            long j = s * CT_NR, nr = min_l(CT_NR, N - j);
+            long j = s * CT_NR, nr = ct_min_l(CT_NR, N - j);
             float *c = g->C + i * ldc + j;
             if (nr < CT_NR)
                 ukernel_cols(mr, nr, K, a, rs_a, cs_a, bp + s * K * CT_NR, CT_NR, c, ldc, g->alpha, g->beta, ks);
@@ -608,7 +608,7 @@ typedef struct {
 static int column_args(const team_gemm *t, int c, gemm_args *s) {
     const gemm_args *g = t->g;
     long nu = (g->N + CT_NR - 1) / CT_NR;  // tiles across
-    long n0 = c * nu / t->tn * CT_NR, n1 = min_l((c + 1) * nu / t->tn * CT_NR, g->N);
+    long n0 = c * nu / t->tn * CT_NR, n1 = ct_min_l((c + 1) * nu / t->tn * CT_NR, g->N);
     if (n0 >= n1) return 0;
     *s = *g;
     s->N = n1 - n0;
@@ -645,7 +645,7 @@ static void help_columns(const team_gemm *t, int in) {
         row_range *set = col->sets[q % 2];
         for (int i = 0; i < t->tm; i++)
             for (long u0, n; (n = take_back(&set[i], CT_BLOCK_UNITS, &u0)) > 0;) {
-                long r0 = u0 * CT_MR, mc = min_l(n * CT_MR, s.M - r0);
+                long r0 = u0 * CT_MR, mc = ct_min_l(n * CT_MR, s.M - r0);
                 if (small)
                     small_rows(&s, bp, r0, mc);
                 else
@@ -757,7 +757,7 @@ static void gemm_run(const gemm_args *g) {
         double cost = (double)M / a + (double)N / (nthr / a);
         if (best < 0 || cost < best) best = cost, tm = a, tn = nthr / a;
     }
-    if (best < 0) tm = (int)min_l(mu, nthr), tn = 1;  // too few tiles for every thread (or hooks): a row split
+    if (best < 0) tm = (int)ct_min_l(mu, nthr), tn = 1;  // too few tiles for every thread (or hooks): a row split
     row_range sets[2][CT_GEMM_MAX_THREADS];
     float *bufs[CT_GEMM_MAX_THREADS];
     team_column cols[CT_GEMM_MAX_THREADS];

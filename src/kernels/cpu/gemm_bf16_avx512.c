@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/mathutil.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
 
@@ -90,7 +91,6 @@
 #define BK_NC 1024  // columns per B panel
 #endif
 
-static inline long min_l(long a, long b) { return a < b ? a : b; }
 static inline __mmask16 lane_mask(long n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 // the first n of 32 bf16 lanes (n clamped to [0, 32])
 static inline __mmask32 lane_mask32(long n) {
@@ -263,11 +263,11 @@ static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, l
         uint32_t *d = (uint32_t *)(dst + n * kps * 2);
         for (long h = 0; h < BK_NR; h += 16) {
             const uint16_t *src = g->B + (n0 + n + h) * ldb + k0;
-            long rows = min_l(16, nc - n - h);
+            long rows = ct_min_l(16, nc - n - h);
             for (long p0 = 0; p0 < kp; p0 += 16) {
                 __m512i v[16];
                 load_tr16(v, src + 2 * p0, ldb, rows, kc - 2 * p0);
-                long q1 = min_l(16, kp - p0);
+                long q1 = ct_min_l(16, kp - p0);
                 for (long q = 0; q < q1; q++) _mm512_store_si512((void *)(d + (p0 + q) * BK_NR + h), v[q]);
             }
         }
@@ -282,9 +282,9 @@ static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, l
         // at a time across the whole block (the rows are a leading dimension apart, often each in
         // its own page: each is read once while its page is still in the TLB)
         for (long p0 = 0; p0 < kp; p0 += BK_TA_PAIRS) {
-            long p1 = min_l(p0 + BK_TA_PAIRS, kp);
+            long p1 = ct_min_l(p0 + BK_TA_PAIRS, kp);
             for (long i = 0; i < mc; i += BK_MR) {
-                __mmask16 m = lane_mask(min_l(BK_MR, mc - i));
+                __mmask16 m = lane_mask(ct_min_l(BK_MR, mc - i));
                 uint32_t *d = dst + i * kp;
                 for (long p = p0; p < p1; p++) {
                     const uint16_t *r0 = g->A + (k0 + 2 * p) * lda + m0 + i;
@@ -301,13 +301,13 @@ static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, l
     // op(A)[m][k] = A[m lda + k]: the pair is one word of row m; 12 rows x 16 words at a time,
     // transposed in registers
     for (long i = 0; i < mc; i += BK_MR) {
-        long mr = min_l(BK_MR, mc - i);
+        long mr = ct_min_l(BK_MR, mc - i);
         const uint16_t *src = g->A + (m0 + i) * lda + k0;
         uint32_t *d = dst + i * kp;
         for (long p0 = 0; p0 < kp; p0 += 16) {
             __m512i v[16];
             load_tr16(v, src + 2 * p0, lda, mr, kc - 2 * p0);
-            long q1 = min_l(16, kp - p0);
+            long q1 = ct_min_l(16, kp - p0);
             for (long q = 0; q < q1; q++) _mm512_mask_storeu_epi32(d + (p0 + q) * BK_MR, (__mmask16)((1u << BK_MR) - 1), v[q]);
         }
     }
@@ -414,33 +414,33 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
     const long NCb = even_block(N, g->amx ? AMX_NC : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
     if (g->amx) ct_bf16_amx_begin();
     for (long jc = 0; jc < N; jc += NCb) {
-        long nc = min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
+        long nc = ct_min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
         for (long pc = 0; pc < K; pc += KCb) {
-            long kc = min_l(KCb, K - pc), kp = (kc + 1) / 2, kps = g->amx ? (kp + 15) / 16 * 16 : kp;
+            long kc = ct_min_l(KCb, K - pc), kp = (kc + 1) / 2, kps = g->amx ? (kp + 15) / 16 * 16 : kp;
             float beta = pc == 0 ? g->beta : 1.0f;
             long s0 = me * nsl / nt, s1 = (me + 1) * nsl / nt;  // this thread's slivers to pack
             if (s0 < s1)
                 pack_b(bpack + s0 * kps * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR,
-                       min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR), kps);
+                       ct_min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR), kps);
             if (nt > 1) {
 #pragma omp barrier
             }
             for (long ic = m0; ic < m1; ic += MCb) {
-                long mc = min_l(MCb, m1 - ic);
+                long mc = ct_min_l(MCb, m1 - ic);
                 if (g->amx)
                     pack_a_amx((uint16_t *)buf->apack, g, ic, mc, pc, kc, kps);
                 else
                     pack_a(buf->apack, g, ic, mc, pc, kc);
                 for (long s = 0; s < nsl; s++) {
-                    long j = jc + s * BK_NR, nr = min_l(BK_NR, N - j);
+                    long j = jc + s * BK_NR, nr = ct_min_l(BK_NR, N - j);
                     const uint16_t *bs = bpack + s * kps * 2 * BK_NR;
                     for (long ir = 0; ir < mc; ir += mr_grid) {
                         float *c = g->C + (ic + ir) * g->ldc + j;
                         if (g->amx)
-                            ct_bf16_amx_kernel(min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(buf->apack + ir * kps), bs,
+                            ct_bf16_amx_kernel(ct_min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(buf->apack + ir * kps), bs,
                                                c, g->ldc, g->alpha, beta, nr);
                         else
-                            ukernel(min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
+                            ukernel(ct_min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
                     }
                 }
             }
@@ -483,7 +483,7 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
 #pragma omp parallel num_threads(nthr)
     {
         int me = omp_get_thread_num(), nt = omp_get_num_threads();  // (nt may be fewer than asked)
-        gemm_rows(&g, bpack, min_l(me * mu / nt * mr_grid, M), min_l((me + 1) * mu / nt * mr_grid, M), me, nt);
+        gemm_rows(&g, bpack, ct_min_l(me * mu / nt * mr_grid, M), ct_min_l((me + 1) * mu / nt * mr_grid, M), me, nt);
     }
 }
 

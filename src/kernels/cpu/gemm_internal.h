@@ -3,10 +3,10 @@
 // blocked loops (gemm.c) call once per block.
 #ifndef CT_CPU_GEMM_INTERNAL_H
 #define CT_CPU_GEMM_INTERNAL_H
+#include "core/mathutil.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/kernels.h"
 
-static inline long min_l(long a, long b) { return a < b ? a : b; }
 
 // MR x NR register tile: MR rows of C, NR = NV vectors wide; every k: NV vector loads of B, MR
 // broadcasts of A, MR NV FMAs into MR NV accumulators.

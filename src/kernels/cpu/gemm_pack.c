@@ -35,7 +35,7 @@ NO_LIBCALLS void ct_gemm_pack_b(float *restrict dst, const gemm_args *g, long k0
     for (long n = 0; n < nc; n += CT_NR) {
         const float *src = g->B + (n0 + n) * ldb + k0;
         float *d = dst + n * kc;
-        long nr = min_l(CT_NR, nc - n);
+        long nr = ct_min_l(CT_NR, nc - n);
 #if defined(__AVX2__)
         if (nr == CT_NR) {  // 8 x 8 blocks transposed in registers
             long k = 0;
@@ -113,7 +113,7 @@ NO_LIBCALLS void ct_gemm_pack_a(float *restrict dst, const gemm_args *g, long m0
         for (long i = 0; i < mc; i += CT_MR) {
             const float *src = g->A + (m0 + i) * g->lda + k0;
             float *d = dst + i * kc;
-            long mr = min_l(CT_MR, mc - i);
+            long mr = ct_min_l(CT_MR, mc - i);
             if (mr == CT_MR) {
                 const float *s[CT_MR];
                 for (int r = 0; r < CT_MR; r++) s[r] = src + r * g->lda;

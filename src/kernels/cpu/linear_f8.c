@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/float_formats.h"
+#include "core/mathutil.h"
 #include "kernels/cpu/gemm_f8.h"
 
 #define PAR_MIN 65536  // elements below which a loop stays serial (thread start-up dominates)
@@ -24,7 +25,6 @@
 // The gradient's element format in every recipe (see the header for torchao's choices).
 #define GRAD_FMT CT_F8_E5M2
 
-static long lmax(long a, long b) { return a > b ? a : b; }
 
 // Whether a loop over n elements runs on the team. Serial loops are plain loops, not
 // `parallel for if (...)`: libgomp allocates and frees a team for every region that runs on one
@@ -258,13 +258,13 @@ typedef struct {
 
 // Sizes of the regions above, in floats (G, the two scale arrays) and bytes (the rest).
 static void bwd_sizes(long N, long IC, long OC, long f[3], long b[4]) {
-    f[0] = lmax(ct_gemm_f8_scratch_floats(N, IC, OC, 0), ct_gemm_f8_scratch_floats(OC, IC, N, 1));
-    f[1] = lmax(lmax(N, OC), 1);
-    f[2] = lmax(IC, 1);
+    f[0] = ct_max_l(ct_gemm_f8_scratch_floats(N, IC, OC, 0), ct_gemm_f8_scratch_floats(OC, IC, N, 1));
+    f[1] = ct_max_l(ct_max_l(N, OC), 1);
+    f[2] = ct_max_l(IC, 1);
     b[0] = N * OC;
-    b[1] = lmax(OC, N) * IC;
-    b[2] = lmax(N * ct_mx_nblocks(OC), OC * ct_mx_nblocks(N));
-    b[3] = IC * lmax(ct_mx_nblocks(OC), ct_mx_nblocks(N));
+    b[1] = ct_max_l(OC, N) * IC;
+    b[2] = ct_max_l(N * ct_mx_nblocks(OC), OC * ct_mx_nblocks(N));
+    b[3] = IC * ct_max_l(ct_mx_nblocks(OC), ct_mx_nblocks(N));
 }
 
 long ct_f8_backward_scratch_floats(long N, long IC, long OC) {

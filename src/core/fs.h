@@ -1,0 +1,59 @@
+// The one way ctitan makes folders, writes a file whole or not at all, moves a name, and makes a
+// folder's entries durable. Every failure is one line that names the path to change.
+#ifndef CT_FS_H
+#define CT_FS_H
+#include <limits.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+// mkdir -p: every missing level of path is created (0755, umask applied); levels that exist as
+// folders, or links to folders, are kept. A level that is a file is refused:
+// "cannot create folder a/f/run: a/f is not a folder".
+ct_status ct_fs_make_dirs(const char *path);
+
+// rename(from, to), with an error naming both.
+ct_status ct_fs_rename(const char *from, const char *to);
+
+// fsync of a folder, so that a rename or a new file in it survives a power cut. A file system that
+// cannot sync a folder (tmpfs, some network mounts) is not an error.
+ct_status ct_fs_sync_dir(const char *dir);
+
+// ---- atomic write -------------------------------------------------------------------------------
+// A reader of path sees its old content or the whole new one, never a part: the bytes go to a
+// temporary file in the same folder (so the rename cannot cross file systems), which is flushed,
+// fsynced and then renamed over path.
+//
+//   ct_fs_atomic a;
+//   FILE *f = ct_fs_atomic_open(&a, path, "metrics log", 0);
+//   if (!f) return CT_ERR;
+//   fprintf(f, ...);
+//   return ct_fs_atomic_commit(&a);        // or ct_fs_atomic_abort(&a) to give up
+
+enum {
+    CT_FS_SYNC_FOLDER = 1,       // also fsync path's folder after the rename (checkpoint files:
+                                 // the new name itself must survive a power cut)
+    CT_FS_TEMP_PER_PROCESS = 2,  // temporary name path.PID.tmp rather than path.tmp, for a file
+                                 // that several processes may rewrite at once
+};
+
+typedef struct {
+    FILE *f;  // writes go here between open and commit; NULL once committed or aborted
+    int flags;
+    char path[PATH_MAX];
+    char tmp[PATH_MAX + 32];
+} ct_fs_atomic;
+
+// Creates the temporary file beside path (a symbolic link under its name is refused, not
+// followed); `what` names the kind of file in an error ("metrics log"). Returns a->f, or NULL
+// with the error naming the path (too long, or the reason the temporary file cannot be made).
+FILE *ct_fs_atomic_open(ct_fs_atomic *a, const char *path, const char *what, int flags);
+
+// Checks every write made through a->f, flushes, fsyncs and closes it, and renames it to path. On
+// any failure the temporary file is removed, path keeps what it held, and the error names path.
+ct_status ct_fs_atomic_commit(ct_fs_atomic *a);
+
+// Closes and removes the temporary file: the caller gives up, path keeps what it held. Does
+// nothing once committed or aborted.
+void ct_fs_atomic_abort(ct_fs_atomic *a);
+#endif

@@ -219,7 +219,7 @@ chaos: $(BUILD)/ctitan
 # ---- Fuzzing ----------------------------------------------------------------------------------
 # libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
 # built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the files the parsers live
-# in -- core, data, checkpoint, the model's dimensions and registry, the pipeline schedules and
+# in -- core, data, checkpoint, the model interface (families, their blocks, the registry), the pipeline schedules and
 # their CSV and simulator, the planner's profiles, the metrics reader and SVG plot -- none of which
 # includes <mpi.h> (only src/comm does), so no mpicc, MPI stub, OpenMP or oneDNN is needed. Not -Werror:
 # the product build (gcc) is the one held to that; a clang-only warning must not stop fuzzing.

@@ -77,4 +77,5 @@ const ct_model_family ct_llama3_moe_family = {
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,
     .block = &ct_llama3_moe_block,
+    .hf_model_type = "qwen3_moe",
 };

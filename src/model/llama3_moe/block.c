@@ -77,6 +77,11 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
     return used;
 }
 
+static void expert_counts(const void *acts, long n_experts, int64_t *counts) {
+    const int64_t *last = ((const ct_llama3_moe_acts *)acts)->moe.host_counts;  // this rank's pairs (host)
+    for (long e = 0; e < n_experts; e++) counts[e] += last[e];
+}
+
 static void release_acts(void *acts) { ct_moe_acts_free(&((ct_llama3_moe_acts *)acts)->moe); }
 
 // What carve_acts takes per token: Llama 3's attention half with nothing checkpointed (with the
@@ -113,4 +118,5 @@ const ct_block_ops ct_llama3_moe_block = {
     .backward_weight = NULL,
     .kept_bytes_per_token = kept_bytes_per_token,
     .recompute_flops_per_token = recompute_flops_per_token,
+    .expert_counts = expert_counts,
 };

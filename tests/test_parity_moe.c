@@ -39,7 +39,6 @@ static void refusals(void) {
         {"quantization.float8.enable", "true", "float8"},
         {"activation_checkpoint.mode", "full", "activation_checkpoint"},
         {"pipeline_schedule", "zbv", "zero-bubble"},
-        {"checkpoint.last_save_in_hf", "true", "Hugging Face"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ct_config c = parity_base;

@@ -27,6 +27,7 @@ typedef struct ct_model_config {
                       // expert's hidden size in a mixture-of-experts family
     int n_experts;    // E routed experts per block (0: a dense family)
     int moe_top_k;    // experts each token is routed to
+    int qk_norm;      // 1: an RMSNorm over each head's HS values of q and of k before RoPE (Qwen3)
     int vocab_size;   // V
     int multiple_of;
     double ffn_dim_multiplier;  // 0 = none
@@ -43,7 +44,7 @@ typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
 
 enum {
     CT_BLOCK_MAX_PARAMS = 16,  // tensors of one block
-    CT_BLOCK_MAX_VIEWS = 8,    // the views a block's code reads its weights through
+    CT_BLOCK_MAX_VIEWS = 12,   // the views a block's code reads its weights through
 };
 
 // One tensor of a block, as its family declares it: global shape, how tensor parallelism

@@ -31,6 +31,7 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim : f->expert_hidden;
     m->n_experts = f->n_experts;
     m->moe_top_k = f->top_k;
+    m->qk_norm = 1;  // Qwen3's per-head q and k norms
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
     m->rope_scaling = c->rope_scaling;
@@ -65,7 +66,7 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
 // The parameters a token meets: attention, two norms, the router, and top_k experts of the E.
 static double block_forward_flops_per_token(const ct_model_config *m) {
     double C = m->dim, HS = m->head_dim, F = m->ffn_hidden, NH = m->n_heads, NKV = m->n_kv_heads;
-    double attn = C * (NH * HS) + 2 * C * (NKV * HS) + (NH * HS) * C;
+    double attn = C * (NH * HS) + 2 * C * (NKV * HS) + (NH * HS) * C + (m->qk_norm ? 2 * HS : 0);
     return 2.0 * (attn + 2 * C + m->n_experts * C + m->moe_top_k * 3 * C * F);
 }
 
@@ -76,4 +77,5 @@ const ct_model_family ct_llama3_moe_family = {
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,
     .block = &ct_llama3_moe_block,
+    .hf_model_type = "qwen3_moe",
 };

@@ -58,11 +58,31 @@ static void test_measured_peak_never_gives_mfu_above_one(void) {
     ct_trainer_free(&t);
 }
 
+// metrics.device names a GPU: its dense bf16 peak from the vendors' data sheets (H100 and H200
+// SXM 989 TFLOP/s, A100 312), read from the hardware profiles; metrics.peak_tflops wins over it.
+static void test_device_peaks(void) {
+    struct {
+        ct_cfg_peak_device device;
+        double flops;
+    } want[] = {{CT_CFG_PEAK_H100, 989e12}, {CT_CFG_PEAK_H200, 989e12}, {CT_CFG_PEAK_A100, 312e12}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ct_config c;
+        ct_config_defaults(&c);
+        c.device = want[i].device;
+        ct_peak p;
+        CHECK(ct_peak_init(&p, &c, NULL, true, NULL, 1) == CT_OK, "%s", ct_last_error());
+        CHECK(p.flops == want[i].flops && !p.measured, "device %d: %g FLOP/s", (int)want[i].device, p.flops);
+        c.peak_tflops = 100;
+        CHECK(ct_peak_init(&p, &c, NULL, true, NULL, 1) == CT_OK && p.flops == 100e12, "metrics.peak_tflops wins");
+    }
+}
+
 int main(int argc, char **argv) {
     if (!mkdtemp(dir)) return 1;
     snprintf(file, sizeof file, "%s/sub/peaks.toml", dir);
     setenv("CTITAN_CALIBRATION", file, 1);
     if (ct_comm_init(&argc, &argv)) return 1;
+    CT_RUN(test_device_peaks);
     CT_RUN(test_calibration_keeps_the_best);
     CT_RUN(test_measured_peak_never_gives_mfu_above_one);
     ct_comm_finalize();

@@ -302,10 +302,6 @@ bool ct_setting_name_eq(const char *a, const char *b, size_t n);
 // with the same advice.
 const char *ct_setting_build_note(const ct_setting *s);
 
-// Peak FLOP/s for MFU: metrics.peak_tflops when > 0, else the table value of metrics.device
-// (h100/h200 989e12, a100 312e12: bf16 dense), or 0 for cpu (measure at start-up instead).
-double ct_config_peak_flops(const ct_config *c);
-
 // data_shard_degree with -1 resolved against the world size: the ranks the other degrees leave
 // (world / (replicate * compute * pipeline * context)); 1 in a single process.
 int ct_config_shard_degree(const ct_config *c, int world_size);

@@ -186,18 +186,6 @@ ct_status ct_config_check_implemented(const ct_config *c) {
     return CT_OK;
 }
 
-double ct_config_peak_flops(const ct_config *c) {
-    if (c->peak_tflops > 0) return c->peak_tflops * 1e12;
-    // Dense bf16 tensor-core peaks from the vendors' data sheets (SXM parts).
-    switch (c->device) {
-    case CT_CFG_PEAK_H100:
-    case CT_CFG_PEAK_H200: return 989e12;
-    case CT_CFG_PEAK_A100: return 312e12;
-    case CT_CFG_PEAK_CPU: break;
-    }
-    return 0;  // cpu: measured at start-up
-}
-
 ct_cfg_ac ct_config_ac(const ct_config *c) {
     if (c->ac_mode == CT_CFG_AC_FULL) return (ct_cfg_ac){CT_CFG_KEEP_INPUT, 1};
     if (c->ac_mode != CT_CFG_AC_SELECTIVE && !c->ac_selective) return (ct_cfg_ac){CT_CFG_KEEP_ALL, 0};

@@ -7,6 +7,7 @@
 
 #include "core/file_check.h"
 #include "core/fs.h"
+#include "plan/hardware.h"
 
 enum { MEASURE_REPS = 5 };
 
@@ -88,22 +89,27 @@ ct_status ct_peak_store(const char *file, const char *key, double gflops) {
     return ct_fs_atomic_commit(&cache);
 }
 
-void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool compute_bf16, ct_group *world,
+ct_status ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool compute_bf16, ct_group *world,
                   int ranks_on_node) {
     memset(p, 0, sizeof *p);
     const char *dtype = compute_bf16 ? "bf16" : "fp32";
     if (cfg->peak_tflops > 0) {
         p->flops = cfg->peak_tflops * 1e12;
         snprintf(p->how, sizeof p->how, "metrics.peak_tflops");
-        return;
+        return CT_OK;
     }
-    double table = ct_config_peak_flops(cfg);
-    if (table > 0) {
-        p->flops = table;
+    if (cfg->device != CT_CFG_PEAK_CPU) {
+        // A GPU's dense bf16 peak: the hardware profile the planner reads (profiles/*.toml, the
+        // vendors' data sheets), the one place those numbers live.
         char device[16];
-        snprintf(p->how, sizeof p->how, "metrics.device %s, dense bf16",
-                 ct_setting_choice("metrics.device", cfg->device, device, sizeof device));
-        return;
+        ct_setting_choice("metrics.device", cfg->device, device, sizeof device);
+        ct_hw_profile hw;
+        if (ct_hw_profile_load(device, &hw))
+            return ct_set_error_at(CT_E_CONFIG, "metrics.device", "metrics.device %s: %s (or give metrics.peak_tflops)",
+                                   device, ct_last_error());
+        p->flops = hw.peak_bf16;
+        snprintf(p->how, sizeof p->how, "metrics.device %s, dense bf16 (profile %s)", device, hw.name);
+        return CT_OK;
     }
     // Measured: every rank at once (they share the node's cores as training will), best of
     // MEASURE_REPS, the largest over ranks.
@@ -126,6 +132,7 @@ void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool co
     snprintf(p->how, sizeof p->how, "%s matmul, measured: %.1f now (best of %d), best on record %.1f%s%s", dtype, now,
              MEASURE_REPS, stored, p->file[0] ? " in " : "", p->file);
     if (now > stored) ct_peak_save(p, world->rank);
+    return CT_OK;
 }
 
 double ct_peak_mfu(ct_peak *p, double flops) {

@@ -10,6 +10,7 @@
 // ~/.cache/ctitan/peaks.toml; lines `"<key>" = <GFLOP/s>`. Unwritable: the run goes on without.
 #ifndef CT_TRAIN_PEAK_H
 #define CT_TRAIN_PEAK_H
+#include "core/error.h"
 #include <stdbool.h>
 
 #include "comm/comm.h"
@@ -26,8 +27,9 @@ typedef struct {
 } ct_peak;
 
 // Finds the peak (collective over world when measured: every rank measures, the largest
-// wins). compute_bf16: the matmuls run in bf16 (else fp32).
-void ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool compute_bf16, ct_group *world,
+// wins). compute_bf16: the matmuls run in bf16 (else fp32). CT_ERR when metrics.device names a
+// GPU whose hardware profile cannot be read.
+ct_status ct_peak_init(ct_peak *p, const ct_config *cfg, const ct_kernels *k, bool compute_bf16, ct_group *world,
                   int ranks_on_node);
 
 // A step achieved `flops` per rank: a measured peak below it is raised to it (and stored by

@@ -272,7 +272,8 @@ static ct_status init(ct_trainer *t, const ct_config *cfg, ct_group *parent) {
     t->flops_per_token = ct_model_flops_per_token(&t->model, cfg->seq_len);
     // MFU divides by the peak of the unit the matmuls run on: bf16 under mixed precision (and for
     // the 8-bit emulation, which decodes into bf16 tiles where the CPU multiplies bf16), else fp32.
-    ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ct_memory_fit_ranks_on_node());
+    if (ct_peak_init(&t->peak, cfg, t->k, t->prec.compute == CT_BF16, &t->world, ct_memory_fit_ranks_on_node()))
+        return CT_ERR;
     return CT_OK;
 }
 

@@ -219,7 +219,7 @@ chaos: $(BUILD)/ctitan
 # ---- Fuzzing ----------------------------------------------------------------------------------
 # libFuzzer targets, one per parser (tests/fuzz/fuzz_*.c, seeds in tests/fuzz/corpus/<name>/),
 # built with clang + ASan + UBSan into $(BUILD)/fuzz/. They link only the files the parsers live
-# in -- core, data, checkpoint, the model's dimensions and registry, the pipeline schedules and
+# in -- core, data, checkpoint, the model interface (families, their blocks, the registry), the pipeline schedules and
 # their CSV and simulator, the planner's profiles, the metrics reader and SVG plot -- none of which
 # includes <mpi.h> (only src/comm does), so no mpicc, MPI stub, OpenMP or oneDNN is needed. Not -Werror:
 # the product build (gcc) is the one held to that; a clang-only warning must not stop fuzzing.
@@ -229,7 +229,8 @@ FUZZ_CC       := clang
 FUZZ_CFLAGS   := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Isrc -Itests/fuzz \
                  -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) \
-                 src/model/params.c src/model/llama3/config.c \
+                 src/model/params.c src/model/model.c $(wildcard src/model/llama3/*.c src/model/llama3_moe/*.c) \
+                 src/model/linear.c src/model/moe_layer.c src/model/checkpointing.c \
                  src/parallel/schedule.c src/parallel/schedule_csv.c src/parallel/pipeline_schedules.c \
                  src/parallel/schedule_lowering.c \
                  src/parallel/pipeline_sim.c src/plan/hardware.c src/metrics/metrics_read.c src/metrics/svg_plot.c

@@ -24,6 +24,7 @@ enum { STEPS = 10, GLOBAL_BATCH = 8 };
 typedef struct {
     double loss[STEPS];
     double grad_norm[STEPS];  // global gradient norm before clipping
+    double moe_pairs[STEPS], moe_load_min[STEPS], moe_load_max[STEPS];  // mixture of experts: t.last's
     double val_loss;      // forward-only evaluation after training
     float *params;        // (P) the whole model, gathered
     long total;
@@ -71,6 +72,9 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
     for (int s = 0; s < STEPS; s++) {
         out->loss[s] = ct_trainer_step(&t);
         out->grad_norm[s] = t.last.grad_norm;
+        out->moe_pairs[s] = t.last.moe_pairs;
+        out->moe_load_min[s] = t.last.moe_load_min;
+        out->moe_load_max[s] = t.last.moe_load_max;
     }
     out->val_loss = ct_trainer_validate(&t);
     out->total = t.global_table.total;
@@ -162,6 +166,12 @@ static void parity_compare(const parity_result *r, const char *what) {
         CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= tol * ref->grad_norm[s],
               "%s step %d grad norm %.9g vs %.9g (bound %.3g)", what, s + 1, r->grad_norm[s], ref->grad_norm[s], tol);
     }
+    // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts.
+    for (int s = 0; s < STEPS; s++)
+        CHECK(r->moe_pairs[s] == ref->moe_pairs[s] && r->moe_load_min[s] == ref->moe_load_min[s] &&
+                  r->moe_load_max[s] == ref->moe_load_max[s],
+              "%s step %d expert load: %.0f pairs, min %.6g max %.6g vs %.0f, %.6g, %.6g", what, s + 1, r->moe_pairs[s],
+              r->moe_load_min[s], r->moe_load_max[s], ref->moe_pairs[s], ref->moe_load_min[s], ref->moe_load_max[s]);
     if (getenv("VERBOSE")) {
         double wl = 0, wg = 0;
         for (int s = 0; s < STEPS; s++) {

@@ -56,6 +56,7 @@ static void write_layout(const char *dir, const layout *l, bool with_optim) {
     m.model.n_layers = m.model.n_heads = m.model.n_kv_heads = m.model.ffn_hidden = m.model.vocab_size = 1;
     m.model.norm_eps = 1e-5;
     m.model.rope_theta = 5e5;
+    m.model.qk_norm = 1;  // recorded only when set: the round trip below reads it back
     m.files = calloc((size_t)m.world_size, sizeof *m.files);
     for (int t = 0; t < l->tp; t++)
         for (int s = 0; s < l->fsdp; s++) {
@@ -146,6 +147,7 @@ static void test_manifest_round_trip(void) {
     CHECK(ct_dcp_read_manifest(dir, &m) == CT_OK, "%s", ct_last_error());
     CHECK(m.step == 7 && m.optimizer_step == 7 && m.world_size == 6 && !m.model_only && m.seq_len == 16, "fields");
     CHECK(!strcmp(m.layout, "tp 2 (dim 1) x fsdp 3") && m.model.dim == COLS && m.model.norm_eps == 1e-5, "strings");
+    CHECK(m.model.qk_norm == 1, "qk_norm %d", m.model.qk_norm);
     CHECK(m.n_files == 6, "%d files", m.n_files);
     for (int i = 0; i < m.n_files; i++) CHECK(ct_dcp_verify_file(dir, &m.files[i]) == CT_OK, "%s", ct_last_error());
     ct_dcp_manifest_free(&m);

@@ -22,9 +22,9 @@ make_tree() {
   printf '#include "kernels/kernels.h"\n#include "fastmath.h"\n' >"$t/src/kernels/cpu/gemm.c"
   printf '#include <math.h>\n' >"$t/src/kernels/cpu/fastmath.h"
   printf '#include <mpi.h>\n#include "core/error.h"\n' >"$t/src/comm/comm.h"
-  printf '#include "core/error.h"\n#include "kernels/backend.h"\n' >"$t/src/model/llama.h"
+  printf '#include "core/error.h"\n#include "kernels/backend.h"\n' >"$t/src/model/weights.h"
   printf '#include "model/weights.h"\n#include "comm/comm.h"\n' >"$t/src/parallel/fsdp.h"
-  printf '#include "parallel/fsdp.h"\n#include "../model/llama.h"\n' >"$t/src/train/trainer.c"
+  printf '#include "parallel/fsdp.h"\n#include "../model/weights.h"\n' >"$t/src/train/trainer.c"
   printf '#include "train/../parallel/fsdp.h"\n#include "core/error.h"\n' >"$t/src/cli/main.c"
 }
 

@@ -1,12 +1,15 @@
 // Whole-model checks: gradients of every parameter tensor against central finite differences
-// (directional derivatives along random directions, one tensor at a time), loss at
-// initialisation = ln(V), determinism, and micro-batch accumulation = one big batch.
+// (directional derivatives along random directions, one tensor at a time), with and without
+// Qwen3's per-head q/k norms, loss at initialisation = ln(V), determinism, and micro-batch
+// accumulation = one big batch. The q/k norms' forward by a property: a head's q or k scaled
+// leaves the loss as it was.
 #include <math.h>
 #include <string.h>
 
 #include "core/memory.h"
 #include "core/rng.h"
 #include "model/weights.h"
+#include "expect_error.h"
 #include "model/runner.h"
 #include "test.h"
 
@@ -73,9 +76,11 @@ static double mean_loss(rig *r) {
 
 // Gradients against finite differences. Weights are made larger than at init (std 0.3) so every
 // tensor's gradient is well above float32 rounding of the loss.
-static void check_gradients(int n_heads, int n_kv_heads) {
+static void check_gradients(int n_heads, int n_kv_heads, int qk_norm) {
     rig r;
-    rig_init(&r, tiny(n_heads, n_kv_heads), 2, 7, 11);
+    ct_model_config m = tiny(n_heads, n_kv_heads);
+    m.qk_norm = qk_norm;
+    rig_init(&r, m, 2, 7, 11);
     ct_rng rng;
     ct_rng_seed(&rng, 3);
     for (long i = 0; i < r.t.total; i++) r.params[i] += 0.3f * ct_rng_next_normal(&rng);
@@ -103,13 +108,59 @@ static void check_gradients(int n_heads, int n_kv_heads) {
         if (getenv("VERBOSE")) printf("    %-36s analytic %10.6f numeric %10.6f\n", p->name, analytic, numeric);
         CHECK(fabs(numeric - analytic) <= 2e-2 * fabs(analytic) + 2e-4, "%s: analytic %.6g numeric %.6g", p->name,
               analytic, numeric);
+        // The q/k norm weights reach the loss (a forward that skipped them would pass the check
+        // above with both sides 0).
+        if (strstr(p->name, "_norm.weight") && strstr(p->name, "attention."))
+            CHECK(fabs(numeric) > 1e-3, "%s: the loss does not depend on it (numeric %.3g)", p->name, numeric);
     }
     free(dir);
     rig_free(&r);
 }
 
-static void test_gradients_mha(void) { check_gradients(4, 4); }
-static void test_gradients_gqa(void) { check_gradients(4, 2); }
+static void test_gradients_mha(void) { check_gradients(4, 4, 0); }
+static void test_gradients_gqa(void) { check_gradients(4, 2, 0); }
+static void test_gradients_qk_norm(void) { check_gradients(4, 2, 1); }
+
+// Mean loss after the rows of wqkv that make head `head` of q (or of k: kv head `head`) are
+// scaled by s. The per-head norm divides the scale out (eps aside); without it the scores change.
+static double loss_with_head_scaled(int qk_norm, int k_head, int head, float s) {
+    rig r;
+    ct_model_config m = tiny(4, 2);
+    m.qk_norm = qk_norm;
+    rig_init(&r, m, 2, 7, 13);
+    ct_rng rng;
+    ct_rng_seed(&rng, 5);
+    for (long i = 0; i < r.t.total; i++) r.params[i] += 0.3f * ct_rng_next_normal(&rng);
+    const ct_param *w = ct_param_find(&r.t, k_head ? "layers.0.attention.wk.weight" : "layers.0.attention.wq.weight");
+    long HS = m.head_dim, C = m.dim;
+    for (long i = head * HS * C; i < (head + 1) * HS * C; i++) r.params[w->offset + i] *= s;
+    double loss = mean_loss(&r);
+    rig_free(&r);
+    return loss;
+}
+
+static void test_qk_norm_per_head(void) {
+    for (int k_head = 0; k_head < 2; k_head++) {
+        double base = loss_with_head_scaled(1, k_head, 1, 1.0f), scaled = loss_with_head_scaled(1, k_head, 1, 3.0f);
+        CHECK_CLOSE(scaled, base, 0, 1e-5);
+        // The same scale without the norms moves the loss: the property above is not vacuous.
+        double plain = loss_with_head_scaled(0, k_head, 1, 1.0f), plain3 = loss_with_head_scaled(0, k_head, 1, 3.0f);
+        CHECK(fabs(plain3 - plain) > 1e-3, "%s head scaled: loss %.6f -> %.6f without qk_norm", k_head ? "k" : "q",
+              plain, plain3);
+    }
+}
+
+// The q/k norm weights are replicated over tp but each rank meets only its heads, so their
+// gradients would need a sum the tp strategy does not make: refused by name.
+static void test_qk_norm_refuses_tp(void) {
+    ct_model_config m = tiny(4, 2), local;
+    m.vocab_size = 62;
+    CHECK(ct_model_config_local(&m, 2, &local) == CT_OK, "tp 2 without qk_norm: %s", ct_last_error());
+    m.qk_norm = 1;
+    EXPECT_ERROR(ct_model_config_local(&m, 2, &local), CT_E_CONFIG, "parallelism.compute_parallel_degree",
+                 "q/k norms", "set it to 1");
+    CHECK(ct_model_config_local(&m, 1, &local) == CT_OK && local.qk_norm == 1, "tp 1: %s", ct_last_error());
+}
 
 static void test_initial_loss_is_ln_vocab(void) {
     ct_model_config m = tiny(4, 2);
@@ -165,6 +216,9 @@ static void test_accumulation_equals_big_batch(void) {
 int main(void) {
     CT_RUN(test_gradients_mha);
     CT_RUN(test_gradients_gqa);
+    CT_RUN(test_gradients_qk_norm);
+    CT_RUN(test_qk_norm_per_head);
+    CT_RUN(test_qk_norm_refuses_tp);
     CT_RUN(test_initial_loss_is_ln_vocab);
     CT_RUN(test_deterministic);
     CT_RUN(test_accumulation_equals_big_batch);

@@ -192,7 +192,7 @@ static void write_variant(const char *path, const variant *v) {
     const char *meta[][2] = {{"format", "ctitan-llama3"}, {"flavor", "test"}, {"dim", "32"},
                              {"n_layers", "2"},           {"n_heads", "4"},   {"n_kv_heads", "2"},
                              {"vocab_size", "61"},        {"ffn_hidden", "40"}, {"norm_eps", "1e-05"},
-                             {"rope_theta", "10000"},     {"rope_scaling", "1"}};
+                             {"rope_theta", "10000"},     {"rope_scaling", "1"}, {"qk_norm", "0"}};
     ct_st_writer *w = ct_st_writer_new();
     for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
         if (v->meta_drop && !strcmp(v->meta_drop, meta[i][0])) continue;
@@ -290,6 +290,9 @@ static void test_bad_metadata(void) {
     v = (variant){.meta_key = "vocab_size", .meta_value = "0"};
     e = load_variant(&v, 1);
     CHECK(contains(e, "vocab_size") && contains(e, "positive"), "%s", e);
+    v = (variant){.meta_key = "qk_norm", .meta_value = "2"};
+    e = load_variant(&v, 1);
+    CHECK(contains(e, "metadata qk_norm 2, expected 0 or 1"), "%s", e);
 
     // Not a safetensors file at all.
     const char *p = tmp_path("junk.safetensors");

@@ -18,6 +18,19 @@ static void pp2_fsdp2(void) {
 }
 static void cp2(void) { parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "moe cp2"); }
 
+// The reference's expert loads against the arithmetic: every token of the step (GLOBAL_BATCH
+// sequences of training.seq_len) reaches top_k = 2 experts in each of the 2 blocks; the least and
+// most loaded experts bracket the mean.
+static void expert_load_counts(void) {
+    long T = parity_base.seq_len;
+    for (int s = 0; s < STEPS; s++) {
+        CHECK(parity_ref.moe_pairs[s] == (double)GLOBAL_BATCH * T * 2 * 2, "step %d: %.0f pairs, expected %ld", s + 1,
+              parity_ref.moe_pairs[s], (long)GLOBAL_BATCH * T * 2 * 2);
+        CHECK(parity_ref.moe_load_min[s] <= 1 && parity_ref.moe_load_max[s] >= 1 && parity_ref.moe_load_min[s] >= 0,
+              "step %d: load min %.3f max %.3f", s + 1, parity_ref.moe_load_min[s], parity_ref.moe_load_max[s]);
+    }
+}
+
 // Each unsupported setting: ct_model_config_from refuses it naming the setting and the family.
 static void refusals(void) {
     static const char *bad[][3] = {
@@ -26,7 +39,6 @@ static void refusals(void) {
         {"quantization.float8.enable", "true", "float8"},
         {"activation_checkpoint.mode", "full", "activation_checkpoint"},
         {"pipeline_schedule", "zbv", "zero-bubble"},
-        {"checkpoint.last_save_in_hf", "true", "Hugging Face"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ct_config c = parity_base;
@@ -44,6 +56,7 @@ static void refusals(void) {
 static void cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(refusals);
+        CT_MPI_RUN(expert_load_counts);
         CT_MPI_RUN(fsdp);
         CT_MPI_RUN(fsdp_accumulation);
         CT_MPI_RUN(pp2);

@@ -41,20 +41,21 @@ static ct_model_config planned(const ct_config *c) {
 
 // Qwen3-30B-A3B: C 2048, L 48, 32 heads of 128 (4096 wide), 4 kv heads, 128 experts of F 768, 8
 // per token, V 151936. A block: wq 2048·4096 = 8,388,608, wk and wv 2048·512 = 1,048,576 each,
-// wo 8,388,608 (attention 18,874,368), two norms 4,096, router 128·2048 = 262,144, experts
-// 128·3·2048·768 = 603,979,776: 623,120,384. Total 48 blocks = 29,909,778,432, embedding and
-// output 151936·2048 = 311,164,928 each, final norm 2,048: 30,532,110,336 (published: 30.5B).
-// Active: less 48 · 120 idle experts · 4,718,592 = 27,179,089,920: 3,353,020,416 (published 3.3B).
-// FLOPs per token at T 4096: forward block 2·(18,874,368 + 4,096 + 262,144 + 8·4,718,592) =
-// 113,778,688, x 48 = 5,461,377,024, head 2·(311,164,928 + 2,048) = 622,333,952; x 3 =
-// 18,251,132,928; attention 12·48·4096·4096 = 9,663,676,416: 27,914,809,344.
+// wo 8,388,608 (attention 18,874,368), the q and k norms 2·128 = 256, two norms 4,096, router
+// 128·2048 = 262,144, experts 128·3·2048·768 = 603,979,776: 623,120,640. Total 48 blocks =
+// 29,909,790,720, embedding and output 151936·2048 = 311,164,928 each, final norm 2,048:
+// 30,532,122,624 (published: 30.5B). Active: less 48 · 120 idle experts · 4,718,592 =
+// 27,179,089,920: 3,353,032,704 (published 3.3B). FLOPs per token at T 4096: forward block
+// 2·(18,874,368 + 256 + 4,096 + 262,144 + 8·4,718,592) = 113,779,200, x 48 = 5,461,401,600,
+// head 2·(311,164,928 + 2,048) = 622,333,952; x 3 = 18,251,206,656; attention 12·48·4096·4096
+// = 9,663,676,416: 27,914,883,072.
 static void test_qwen3_counts(void) {
     ct_config c = moe_config("qwen3_30b_a3b");
     ct_model_config m = planned(&c);
     CHECK(m.head_dim == 128 && m.n_heads == 32 && m.dim == 2048, "head %d x %d over dim %d", m.n_heads, m.head_dim, m.dim);
-    CHECK(ct_model_num_params(&m) == 30532110336L, "total %ld", ct_model_num_params(&m));
-    CHECK(ct_model_active_params(&m) == 3353020416L, "active %ld", ct_model_active_params(&m));
-    CHECK_CLOSE(ct_model_flops_per_token(&m, 4096), 27914809344.0, 1e-12, 0);
+    CHECK(ct_model_num_params(&m) == 30532122624L, "total %ld", ct_model_num_params(&m));
+    CHECK(ct_model_active_params(&m) == 3353032704L, "active %ld", ct_model_active_params(&m));
+    CHECK_CLOSE(ct_model_flops_per_token(&m, 4096), 27914883072.0, 1e-12, 0);
 }
 
 // DeepSeek-V3 without MLA: C 7168, L 61 (3 dense of F 18432, then 58 routed), 128 query heads of

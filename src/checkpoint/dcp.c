@@ -155,6 +155,7 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     // Llama 3, the default family, is written as nothing (manifests read the same in every build).
     if (c->family && strcmp(c->family->name, "llama3")) put_string(f, "family", c->family->name);
     if (c->n_experts > 0) fprintf(f, "n_experts = %d\nmoe_top_k = %d\n", c->n_experts, c->moe_top_k);
+    if (c->qk_norm) fprintf(f, "qk_norm = 1\n");  // absent: no per-head q/k norms
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "\n[[file]]\n");
         put_string(f, "name", m->files[i].name);
@@ -245,6 +246,7 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
         INT_FIELD("model.n_experts", 1, 1 << 20, c->n_experts);
         INT_FIELD("model.moe_top_k", 1, c->n_experts, c->moe_top_k);
     }
+    if (ct_toml_get_path(t, "model.qk_norm")) INT_FIELD("model.qk_norm", 0, 1, c->qk_norm);
 #undef INT_FIELD
     // The mask and positions trained with (absent in older manifests: causal, sequence).
     char mask[16] = "causal", rpos[16] = "sequence";

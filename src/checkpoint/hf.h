@@ -1,5 +1,6 @@
-// Hugging Face interchange: a ctitan model as a directory that `transformers` loads as
-// LlamaForCausalLM, and such a directory (ours, or a real Llama 3 / 3.1 checkpoint) back.
+// Hugging Face interchange: a ctitan model as a directory that `transformers` loads -- a llama3
+// model as LlamaForCausalLM, a llama3_moe model as Qwen3MoeForCausalLM -- and such a directory
+// (ours, or a real Llama 3 / 3.1 or Qwen3-MoE checkpoint of the shapes ctitan computes) back.
 //
 // The directory:
 //   config.json             LlamaConfig: dims, rms_norm_eps, rope_theta, max_position_embeddings
@@ -24,12 +25,27 @@
 //   norm.weight, output.weight            model.norm.weight, lm_head.weight
 // Shapes are the same on both sides ([out, in] matrices, [C] norm weights).
 //
+// Qwen3-MoE (model_type "qwen3_moe", the llama3_moe family) has the same attention and norm names
+// and adds, per layer:
+//   layers.N.attention.q_norm|k_norm.weight   model.layers.N.self_attn.q_norm|k_norm.weight  [HS]
+//   layers.N.moe.router.weight                model.layers.N.mlp.gate.weight                 [E, C]
+//   layers.N.moe.experts.w13.weight [E·2F, C] model.layers.N.mlp.experts.X.gate_proj.weight  [F, C]
+//                                             then .up_proj.weight [F, C], for X = 0 .. E-1
+//   layers.N.moe.experts.w2.weight  [E·C, F]  model.layers.N.mlp.experts.X.down_proj.weight  [C, F]
+// so an expert tensor is several HF tensors, its pieces (ct_hf_pieces), each a run of its rows in
+// order. config.json: Qwen3MoeConfig -- num_experts, num_experts_per_tok, moe_intermediate_size
+// (F), norm_topk_prob true (ctitan renormalises the chosen weights), decoder_sparse_step 1 and
+// mlp_only_layers [] (every layer routed), head_dim, use_sliding_window false,
+// output_router_logits false; intermediate_size, the size of dense layers none of which there
+// are, is written as F. The router's softmax over every expert, then top-k, is Qwen3-MoE's.
+//
 // RoPE: ctitan rotates adjacent pairs (x[2i], x[2i+1]) of each head (Meta's layout,
 // kernels/cpu/rope.c); HF's LlamaAttention rotates (x[i], x[i + HS/2]) (rotate_half). The two
 // compute the same function when the rows of wq and wk are permuted within each head: ctitan
 // row 2i + j of a head is HF row j·HS/2 + i (j = 0, 1; i < HS/2) -- the permutation of HF's
 // convert_llama_weights_to_hf.py. q·k is unchanged because q and k move alike; v, wo and the
-// rest need nothing.
+// rest need nothing. Qwen3's q_norm and k_norm weights scale a head's rows, so they are
+// permuted alike (the norm itself, over the whole head, does not see the order).
 //
 // Everything streams: tensors are read from a memory-mapped file and written a piece at a
 // time, and the mapped pages of each piece are let go once it is written, so memory is a fixed
@@ -59,7 +75,7 @@ ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_model_co
 // ---- import ------------------------------------------------------------------------------
 // The model's dimensions from DIR/config.json (max_seq_len = ctitan_max_seq_len, else
 // max_position_embeddings; flavor = ctitan_flavor or "hf"). Refused with one line naming the file and key: a missing file, a
-// model_type other than "llama", missing or non-integer dims, head_dim != hidden/heads,
+// model_type other than "llama" or "qwen3_moe", missing or non-integer dims, head_dim != hidden/heads,
 // hidden_act other than silu, attention or MLP biases, rope_scaling other than none or
 // Llama 3.1's (ctitan computes only that one).
 ct_status ct_hf_load_config(const char *dir, ct_model_config *m);
@@ -84,9 +100,15 @@ ct_dtype ct_hf_source_dtype(const ct_hf_dir *f);
 ct_status ct_hf_import(const char *dir, const char *model_file, ct_dtype dtype);
 
 // ---- the two conventions, for tests and tools ---------------------------------------------
-// HF's name for a ctitan parameter name; CT_ERR for a name that is not a model parameter.
+// HF's name for a ctitan parameter name; CT_ERR for a name that is not a model parameter or one
+// HF stores in pieces.
 ct_status ct_hf_name(const char *ct_name, char *out, size_t out_size);
-// 1 for the tensors whose rows are permuted (attention.wq / attention.wk), else 0.
+// How many HF tensors hold ctitan parameter ct_name of model m (an expert tensor: one per expert
+// and projection; else 1), each the same number of its rows, in order; and piece `piece`'s HF
+// name (for a one-piece tensor, ct_hf_name's).
+int ct_hf_pieces(const ct_model_config *m, const char *ct_name);
+ct_status ct_hf_piece_name(const char *ct_name, int piece, char *out, size_t out_size);
+// 1 for the tensors whose rows are permuted (attention.wq / wk / q_norm / k_norm), else 0.
 int ct_hf_rope_permuted(const char *ct_name);
 // Row of the HF tensor that holds ctitan row `row` of wq / wk (HS = head_dim), and back.
 long ct_hf_row_of_ct(long row, long head_dim);

@@ -115,6 +115,7 @@ static ct_status check_limits(const char *path, const ct_model_config *m) {
         int value, limit;
     } lim[] = {{"hidden_size", m->dim, 1 << 20},        {"num_hidden_layers", m->n_layers, 1 << 14},
                {"intermediate_size", m->ffn_hidden, 1 << 22}, {"vocab_size", m->vocab_size, 1 << 24},
+               {"num_experts", m->n_experts, 1 << 16},
                {"max_position_embeddings", m->max_seq_len, 1 << 20}};
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].value > lim[i].limit)
@@ -130,13 +131,60 @@ static ct_status check_limits(const char *path, const ct_model_config *m) {
     return CT_OK;
 }
 
+// The family model_type names: "llama" (llama3) or "qwen3_moe" (llama3_moe).
+static ct_status read_family(const ct_json *c, const char *path, ct_model_config *m) {
+    const ct_json *v = ct_json_get(c, "model_type");
+    if (!v || v->type == CT_JSON_NULL)
+        return ct_set_error_at(CT_E_DATA, path, "%s: no \"model_type\" (expected \"llama\" or \"qwen3_moe\")", path);
+    if (v->type != CT_JSON_STRING)
+        return ct_set_error_at(CT_E_DATA, path, "%s: \"model_type\" must be a string", path);
+    for (const ct_model_family *const *f = ct_model_families(); *f; f++)
+        if ((*f)->hf_model_type && !strcmp((*f)->hf_model_type, v->string)) m->family = *f;
+    if (!m->family)
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: model_type \"%s\" is not supported (ctitan reads \"llama\" and \"qwen3_moe\")",
+                               path, v->string);
+    return CT_OK;
+}
+
+// Qwen3-MoE's routed feed-forward as ctitan computes it: every layer routed, the chosen weights
+// renormalised, no sliding window; the experts' sizes into m (ffn_hidden is each expert's).
+static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_config *m) {
+    if (get_int(c, path, "moe_intermediate_size", -1, &m->ffn_hidden) ||
+        get_int(c, path, "num_experts", -1, &m->n_experts) ||
+        get_int(c, path, "num_experts_per_tok", -1, &m->moe_top_k))
+        return CT_ERR;
+    if (m->moe_top_k > m->n_experts)
+        return ct_set_error_at(CT_E_DATA, path, "%s: num_experts_per_tok %d is above num_experts %d", path,
+                               m->moe_top_k, m->n_experts);
+    int flag, step = 1;
+    const ct_json *norm = ct_json_get(c, "norm_topk_prob");
+    if (!norm || norm->type != CT_JSON_BOOL || !norm->boolean)
+        return ct_set_error_at(CT_E_DATA, path,
+                               "%s: norm_topk_prob must be true (ctitan renormalises the chosen experts' weights)", path);
+    if (get_int(c, path, "decoder_sparse_step", 1, &step)) return CT_ERR;
+    if (step != 1)
+        return ct_set_error_at(CT_E_DATA, path, "%s: decoder_sparse_step %d is not supported (ctitan routes every layer: 1)",
+                               path, step);
+    const ct_json *dense = ct_json_get(c, "mlp_only_layers");
+    if (dense && dense->type != CT_JSON_NULL && (dense->type != CT_JSON_ARRAY || dense->n > 0))
+        return ct_set_error_at(CT_E_DATA, path, "%s: mlp_only_layers must be empty (ctitan routes every layer)", path);
+    if (get_bool(c, path, "use_sliding_window", &flag)) return CT_ERR;
+    if (flag)
+        return ct_set_error_at(CT_E_DATA, path, "%s: use_sliding_window true is not supported (ctitan attends causally)",
+                               path);
+    m->qk_norm = 1;
+    return CT_OK;
+}
+
 static ct_status config_from_json(const ct_json *c, const char *path, ct_model_config *m, int *tied) {
     memset(m, 0, sizeof *m);
     if (c->type != CT_JSON_OBJECT) return ct_set_error_at(CT_E_DATA, path, "%s: not a JSON object", path);
-    if (expect_string(c, path, "model_type", "llama", 1, "ctitan reads Llama models: \"llama\"")) return CT_ERR;
-    m->family = ct_model_family_find("llama3");
+    if (read_family(c, path, m)) return CT_ERR;
+    int moe = m->family->hf_model_type && !strcmp(m->family->hf_model_type, "qwen3_moe");
     if (expect_string(c, path, "hidden_act", "silu", 0, "ctitan's FFN is SwiGLU: \"silu\"")) return CT_ERR;
-    if (get_int(c, path, "hidden_size", -1, &m->dim) || get_int(c, path, "intermediate_size", -1, &m->ffn_hidden) ||
+    if (moe ? read_qwen3_moe(c, path, m) : get_int(c, path, "intermediate_size", -1, &m->ffn_hidden)) return CT_ERR;
+    if (get_int(c, path, "hidden_size", -1, &m->dim) ||
         get_int(c, path, "num_hidden_layers", -1, &m->n_layers) ||
         get_int(c, path, "num_attention_heads", -1, &m->n_heads) ||
         get_int(c, path, "num_key_value_heads", m->n_heads, &m->n_kv_heads) ||
@@ -231,8 +279,16 @@ ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype
     ct_fs_atomic out;
     FILE *f = ct_fs_atomic_open(&out, path, "model config", 0);
     if (!f) return CT_ERR;
+    int moe = !strcmp(m->family->hf_model_type, "qwen3_moe");
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
+            moe ? "Qwen3MoeForCausalLM" : "LlamaForCausalLM", m->family->hf_model_type);
+    if (moe)  // intermediate_size sizes dense layers, of which there are none (mlp_only_layers [])
+        fprintf(f,
+                "  \"moe_intermediate_size\": %d,\n  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
+                "  \"norm_topk_prob\": true,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [],\n"
+                "  \"use_sliding_window\": false,\n  \"output_router_logits\": false,\n",
+                m->ffn_hidden, m->n_experts, m->moe_top_k);
     fprintf(f,
-            "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"vocab_size\": %d,\n  \"rms_norm_eps\": ",
@@ -258,9 +314,9 @@ ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype
     }
     fprintf(f,
             "  \"hidden_act\": \"silu\",\n  \"tie_word_embeddings\": false,\n  \"attention_bias\": false,\n"
-            "  \"attention_dropout\": 0.0,\n  \"mlp_bias\": false,\n  \"initializer_range\": 0.02,\n"
-            "  \"pretraining_tp\": 1,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
-            dtype == CT_BF16 ? "bfloat16" : "float32");
+            "  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n%s"
+            "  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
+            moe ? "" : "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n", dtype == CT_BF16 ? "bfloat16" : "float32");
     if (vocab && vocab->bos >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", (int)vocab->bos);
     if (vocab && vocab->eos >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", (int)vocab->eos);
     fprintf(f, "  \"ctitan_max_seq_len\": %d,\n  \"ctitan_flavor\": ", m->max_seq_len);

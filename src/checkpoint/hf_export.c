@@ -72,10 +72,15 @@ static ct_status export_from(const char *dir, const ct_param_table *t, const ct_
     long widest = CT_HF_PIECE;
     for (int i = 0; i < t->count && st == CT_OK; i++) {
         const ct_param *p = &t->params[i];
-        int64_t shape[2] = {p->shape[0], p->shape[1]};
+        // An expert tensor goes out as its experts' tensors, each a run of its rows: declared in
+        // row order, they take the parameter's elements in the order put_tensor appends them.
+        const int pieces = ct_hf_pieces(m, p->name);
+        int64_t shape[2] = {p->shape[0] / pieces, p->shape[1]};
         widest = p->shape[1] > widest ? p->shape[1] : widest;
-        st = ct_hf_name(p->name, name, sizeof name);
-        if (st == CT_OK) st = ct_st_writer_add(w, name, dtype, p->ndim, shape, CT_F32, NULL);
+        for (int k = 0; k < pieces && st == CT_OK; k++) {
+            st = ct_hf_piece_name(p->name, k, name, sizeof name);
+            if (st == CT_OK) st = ct_st_writer_add(w, name, dtype, p->ndim, shape, CT_F32, NULL);
+        }
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (st == CT_OK) st = ct_st_writer_begin(w, path);
@@ -110,7 +115,7 @@ ct_status ct_hf_export(const char *model_file, const char *dir, const ct_hf_voca
     ct_model_config m;
     if (ct_model_load_config(model_file, &m)) return CT_ERR;
     if (!m.family->hf_model_type)
-        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 models do)", model_file,
+        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 and llama3_moe do)", model_file,
                             m.family->name);
     if (dtype == CT_HF_DTYPE_SOURCE && file_dtype(model_file, &dtype)) return CT_ERR;
     ct_param_table t;
@@ -131,7 +136,7 @@ ct_status ct_hf_save(const char *dir, const ct_param_table *t, const ct_model_co
                      ct_dtype dtype, const ct_hf_vocab *vocab) {
     if (check_dtype(dtype, dir)) return CT_ERR;
     if (!m->family->hf_model_type)
-        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 models do)", dir,
+        return ct_set_error("%s: a %s model has no Hugging Face layout in ctitan yet (llama3 and llama3_moe do)", dir,
                             m->family->name);
     source src = {.block = full};
     return export_from(dir, t, m, &src, dtype == CT_HF_DTYPE_SOURCE ? CT_F32 : dtype, vocab);

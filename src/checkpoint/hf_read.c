@@ -17,9 +17,12 @@ struct ct_hf_dir {
     int n_files;
     const ct_param_table *table;
     char source[1100];           // DIR/model.safetensors or DIR/model.safetensors.index.json
-    const ct_st_tensor **src;    // (table->count) the tensor each parameter reads
-    int *src_file;               // (table->count) the file it is in
+    int *first;                  // (table->count + 1) each parameter's first piece below; the
+                                 // pieces of parameter i are [first[i], first[i + 1]) (hf.h)
+    const ct_st_tensor **src;    // (pieces) the tensor each piece reads
+    int *src_file;               // (pieces) the file it is in
     long head_dim;
+    const char *model_type;      // config.json's, for messages
 };
 
 void ct_hf_close(ct_hf_dir *f) {
@@ -30,6 +33,7 @@ void ct_hf_close(ct_hf_dir *f) {
     }
     free(f->files);
     free(f->file_names);
+    free(f->first);
     free(f->src);
     free(f->src_file);
     free(f);
@@ -129,10 +133,12 @@ static void format_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-// Binds parameter i to its tensor and checks shape and dtype. `name` is the HF name to read.
-static ct_status bind(ct_hf_dir *f, const char *dir, const listing *l, int i, const char *name) {
+// Binds piece k of parameter i to its tensor and checks shape and dtype. `name` is the HF name
+// to read.
+static ct_status bind(ct_hf_dir *f, const char *dir, const listing *l, int i, int k, const char *name) {
     const ct_param *p = &f->table->params[i];
-    int64_t want[2] = {p->global_shape[0], p->global_shape[1]};
+    int pieces = f->first[i + 1] - f->first[i];
+    int64_t want[2] = {p->global_shape[0] / pieces, p->global_shape[1]};
     char ws[64], gs[128];
     format_shape(ws, sizeof ws, p->ndim, want);
     int at = -1;
@@ -151,13 +157,14 @@ static ct_status bind(ct_hf_dir *f, const char *dir, const listing *l, int i, co
     if (x->dtype != CT_F32 && x->dtype != CT_BF16 && x->dtype != CT_F16)
         return ct_set_error_at(CT_E_DATA, dir, "%s/%s: tensor %s is %s; expected F32, BF16 or F16", dir,
                                f->file_names[l->where[at]], name, ct_st_dtype_name(x->dtype));
-    f->src[i] = x;
-    f->src_file[i] = l->where[at];
+    f->src[f->first[i] + k] = x;
+    f->src_file[f->first[i] + k] = l->where[at];
     return CT_OK;
 }
 
 // Every tensor of the directory must be one the model reads (or a RoPE buffer HF recomputes).
-static ct_status check_unexpected(const ct_hf_dir *f, const char *dir, const listing *l, char (*hf_names)[HF_NAME]) {
+static ct_status check_unexpected(const ct_hf_dir *f, const char *dir, const listing *l, char (*hf_names)[HF_NAME],
+                                  int n_names) {
     static const char buffer_suffix[] = "rotary_emb.inv_freq";
     const size_t bn = sizeof buffer_suffix - 1;
     for (int k = 0; k < l->n; k++) {
@@ -165,10 +172,10 @@ static ct_status check_unexpected(const ct_hf_dir *f, const char *dir, const lis
         size_t n = strlen(s);
         if (n >= bn && !strcmp(s + n - bn, buffer_suffix)) continue;
         int known = 0;
-        for (int i = 0; i < f->table->count && !known; i++) known = !strcmp(hf_names[i], s);
+        for (int i = 0; i < n_names && !known; i++) known = !strcmp(hf_names[i], s);
         if (!known)
-            return ct_set_error_at(CT_E_DATA, dir, "%s/%s: unexpected tensor %s (not a parameter of this Llama model)",
-                                   dir, f->file_names[l->where[k]], s);
+            return ct_set_error_at(CT_E_DATA, dir, "%s/%s: unexpected tensor %s (not a parameter of this %s model)",
+                                   dir, f->file_names[l->where[k]], s, f->model_type);
     }
     return CT_OK;
 }
@@ -180,20 +187,27 @@ ct_hf_dir *ct_hf_open(const char *dir, const ct_param_table *t) {
     ct_hf_dir *f = ct_xcalloc(1, sizeof *f);
     f->table = t;
     f->head_dim = m.head_dim;
-    f->src = ct_xcalloc((size_t)t->count, sizeof *f->src);
-    f->src_file = ct_xcalloc((size_t)t->count, sizeof *f->src_file);
+    f->model_type = m.family->hf_model_type;
+    f->first = ct_xcalloc((size_t)t->count + 1, sizeof *f->first);
+    for (int i = 0; i < t->count; i++) f->first[i + 1] = f->first[i] + ct_hf_pieces(&m, t->params[i].name);
+    const int n_pieces = f->first[t->count];
+    f->src = ct_xcalloc((size_t)n_pieces, sizeof *f->src);
+    f->src_file = ct_xcalloc((size_t)n_pieces, sizeof *f->src_file);
     listing l = {0};
     ct_status st = list_tensors(f, dir, &l);
-    char (*hf_names)[HF_NAME] = ct_xcalloc((size_t)t->count, HF_NAME);  // (count) each parameter's HF name
-    for (int i = 0; st == CT_OK && i < t->count; i++) st = ct_hf_name(t->params[i].name, hf_names[i], HF_NAME);
+    char (*hf_names)[HF_NAME] = ct_xcalloc((size_t)n_pieces, HF_NAME);  // (pieces) each piece's HF name
+    for (int i = 0; st == CT_OK && i < t->count; i++)
+        for (int k = f->first[i]; st == CT_OK && k < f->first[i + 1]; k++)
+            st = ct_hf_piece_name(t->params[i].name, k - f->first[i], hf_names[k], HF_NAME);
     int emb = -1;  // tied embeddings: the output projection reads the embedding (HF stores no lm_head)
     for (int i = 0; i < t->count; i++)
         if (!strcmp(t->params[i].name, "tok_embeddings.weight")) emb = i;
     for (int i = 0; st == CT_OK && i < t->count; i++) {
         int from = tied && emb >= 0 && !strcmp(t->params[i].name, "output.weight") ? emb : i;
-        st = bind(f, dir, &l, i, hf_names[from]);
+        for (int k = 0; st == CT_OK && k < f->first[i + 1] - f->first[i]; k++)
+            st = bind(f, dir, &l, i, k, hf_names[f->first[from] + k]);
     }
-    if (st == CT_OK) st = check_unexpected(f, dir, &l, hf_names);
+    if (st == CT_OK) st = check_unexpected(f, dir, &l, hf_names, n_pieces);
     free(hf_names);
     listing_free(&l);
     if (st != CT_OK) {
@@ -204,27 +218,38 @@ ct_hf_dir *ct_hf_open(const char *dir, const ct_param_table *t) {
 }
 
 ct_dtype ct_hf_source_dtype(const ct_hf_dir *f) {
-    for (int i = 0; i < f->table->count; i++)
-        if (f->src[i]->dtype != CT_BF16) return CT_F32;
+    for (int k = 0; k < f->first[f->table->count]; k++)
+        if (f->src[k]->dtype != CT_BF16) return CT_F32;
     return CT_BF16;
 }
 
-void ct_hf_read_range(const ct_hf_dir *f, const ct_param *p, long begin, long n, float *dst) {
-    // p is normally an entry of the table the directory was opened with; otherwise find it by name.
+// p's index in the table the directory was opened with (p is normally an entry of it; otherwise
+// it is found by name).
+static long param_index(const ct_hf_dir *f, const ct_param *p) {
     long i = p - f->table->params;
-    if (i < 0 || i >= f->table->count) {
-        const ct_param *q = ct_param_find(f->table, p->name);
-        if (!q) ct_fatal("hf", "parameter %s is not in the table this directory was opened with", p->name);
-        i = q - f->table->params;
-    }
-    const ct_st_tensor *x = f->src[i];
-    if (begin < 0 || n < 0 || begin + n > x->numel)
-        ct_fatal("hf", "read of %s [%ld, %ld) outside its %lld elements", p->name, begin, begin + n, (long long)x->numel);
+    if (i >= 0 && i < f->table->count) return i;
+    const ct_param *q = ct_param_find(f->table, p->name);
+    if (!q) ct_fatal("hf", "parameter %s is not in the table this directory was opened with", p->name);
+    return q - f->table->params;
+}
+
+void ct_hf_read_range(const ct_hf_dir *f, const ct_param *p, long begin, long n, float *dst) {
+    long i = param_index(f, p);
+    const long numel = p->global_shape[0] * p->global_shape[1];
+    const long per_piece = numel / (f->first[i + 1] - f->first[i]);  // equally many in each piece
+    if (begin < 0 || n < 0 || begin + n > numel)
+        ct_fatal("hf", "read of %s [%ld, %ld) outside its %ld elements", p->name, begin, begin + n, numel);
     ct_status st = CT_OK;
     if (!ct_hf_rope_permuted(p->name)) {
-        st = ct_st_read_f32_range(x, begin, n, dst);
+        // Piece by piece: element e is element e % per_piece of piece e / per_piece.
+        for (long e = begin; e < begin + n && st == CT_OK;) {
+            long k = e / per_piece, off = e % per_piece, m = per_piece - off < begin + n - e ? per_piece - off : begin + n - e;
+            st = ct_st_read_f32_range(f->src[f->first[i] + k], off, m, dst + (e - begin));
+            e += m;
+        }
     } else {
-        // Row by row: ctitan row r is HF row ct_hf_row_of_ct(r); columns stay.
+        // Row by row: ctitan row r is HF row ct_hf_row_of_ct(r); columns stay (one piece).
+        const ct_st_tensor *x = f->src[f->first[i]];
         const long C = p->global_shape[1];
         for (long e = begin; e < begin + n && st == CT_OK;) {
             long row = e / C, col = e % C, k = C - col < begin + n - e ? C - col : begin + n - e;
@@ -239,5 +264,10 @@ void ct_hf_release(const ct_hf_dir *f, const ct_param *p, long begin, long n) {
     long i = p - f->table->params;
     if (i < 0 || i >= f->table->count) return;
     ct_hf_widen_to_heads(p, f->head_dim, &begin, &n);
-    ct_st_release(f->files[f->src_file[i]], f->src[i], begin, n);
+    const long per_piece = p->global_shape[0] * p->global_shape[1] / (f->first[i + 1] - f->first[i]);
+    for (long e = begin; e < begin + n;) {
+        long k = e / per_piece, off = e % per_piece, m = per_piece - off < begin + n - e ? per_piece - off : begin + n - e;
+        ct_st_release(f->files[f->src_file[f->first[i] + k]], f->src[f->first[i] + k], off, m);
+        e += m;
+    }
 }

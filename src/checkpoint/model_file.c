@@ -52,6 +52,9 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct
         META_INT("n_experts", m->n_experts);
         META_INT("moe_top_k", m->moe_top_k);
     }
+    if (m->qk_norm) {  // per-head q/k norms (absent: none)
+        META_INT("qk_norm", 1);
+    }
     META_DBL("norm_eps", m->norm_eps);
     META_DBL("rope_theta", m->rope_theta);
     META_INT("rope_scaling", m->rope_scaling ? 1 : 0);
@@ -192,6 +195,9 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
     if (m->n_experts < 0 || m->moe_top_k < 0 || m->moe_top_k > m->n_experts || (m->n_experts > 0) != (m->moe_top_k > 0))
         return ct_set_error("%s: metadata n_experts %d, moe_top_k %d: expected 1 <= moe_top_k <= n_experts", path,
                             m->n_experts, m->moe_top_k);
+    if (ct_st_metadata(f, "qk_norm") && meta_int(f, path, "qk_norm", &m->qk_norm)) return CT_ERR;
+    if (m->qk_norm != 0 && m->qk_norm != 1)
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata qk_norm %d, expected 0 or 1", path, m->qk_norm);
     if ((m->n_experts > 0) != !strcmp(m->family->name, "llama3_moe"))
         return ct_set_error("%s: metadata n_experts %d does not fit a %s model", path, m->n_experts, m->family->name);
     // The mask and positions the model was trained with (absent in older files: causal, sequence).
@@ -279,6 +285,7 @@ ct_status ct_model_config_match(const ct_model_config *file, const ct_model_conf
     SAME_INT(ffn_hidden);
     SAME_INT(n_experts);
     SAME_INT(moe_top_k);
+    SAME_INT(qk_norm);
 #undef SAME_INT
     if ((file->rope_scaling != 0) != (run->rope_scaling != 0))
         return ct_set_error("model file rope_scaling %d does not match this run's %d", file->rope_scaling != 0,

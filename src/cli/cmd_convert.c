@@ -1,8 +1,8 @@
 // `ctitan convert --to hf --model MODEL.safetensors|STEP_DIR --out DIR [--tokenizer TOK] [--dtype bf16|fp32]`
 // `ctitan convert --from hf --model DIR --out MODEL.safetensors [--dtype bf16|fp32]`
 // Moves a model to and from the Hugging Face layout (checkpoint/hf.h): a directory that
-// transformers loads as LlamaForCausalLM, and such a directory (also a sharded one) back into
-// ctitan's model file. Streams tensor by tensor; --dtype defaults to the source's.
+// transformers loads as LlamaForCausalLM (a llama3 model) or Qwen3MoeForCausalLM (llama3_moe),
+// and such a directory (also a sharded one) back into ctitan's model file. Streams tensor by tensor; --dtype defaults to the source's.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +63,10 @@ static int to_hf_file(const char *model, const char *named, const char *out, con
     ct_status st = ct_hf_export(model, out, tok_path ? &vv.v : NULL, dtype);
     ct_hf_vocab_free(&vv);
     if (st) return fail(ct_last_error());
-    printf("convert: %s -> %s (Hugging Face LlamaForCausalLM%s)\n", named, out, tok_path ? ", with tokenizer" : "");
+    ct_model_config m;
+    int moe = ct_model_load_config(model, &m) == CT_OK && m.n_experts > 0;
+    printf("convert: %s -> %s (Hugging Face %s%s)\n", named, out, moe ? "Qwen3MoeForCausalLM" : "LlamaForCausalLM",
+           tok_path ? ", with tokenizer" : "");
     return 0;
 }
 
@@ -87,7 +90,8 @@ int ct_cmd_convert(int argc, char **argv) {
     const ct_opt_spec spec = {
         "ctitan convert", "--to hf --model MODEL.safetensors --out DIR [--tokenizer TOK] [--dtype bf16|fp32]\n"
                           "       ctitan convert --from hf --model DIR --out MODEL.safetensors [--dtype bf16|fp32]",
-        "--to hf writes DIR for transformers' LlamaForCausalLM: model.safetensors (HF names, q/k rows in HF's\n"
+        "--to hf writes DIR for transformers' LlamaForCausalLM (a llama3 model) or Qwen3MoeForCausalLM\n"
+        "(llama3_moe): model.safetensors (HF names, q/k rows in HF's\n"
         "RoPE layout), config.json, and with --tokenizer tokenizer.json, tokenizer_config.json,\n"
         "generation_config.json, original/tokenizer.model. --from hf reads DIR (model.safetensors or\n"
         "model.safetensors.index.json + shards, config.json). --dtype bf16 only when every source tensor is.\n",

@@ -128,6 +128,10 @@ static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     put_number(f, "mfu", "%.4f", m->mfu);
     if (m->val_loss >= 0 || isnan(m->val_loss)) put_number(f, "val_loss", "%.6f", m->val_loss);
     if (m->skipped_steps) fprintf(f, ", \"skipped_steps\": %d", m->skipped_steps);
+    if (m->moe_pairs > 0) {
+        put_number(f, "moe_load_min", "%.4f", m->moe_load_min);
+        put_number(f, "moe_load_max", "%.4f", m->moe_load_max);
+    }
     if (m->n_data) {
         fprintf(f, ", \"data_tokens\": {");
         for (int d = 0; d < m->n_data; d++) {
@@ -169,6 +173,8 @@ static void log_tensorboard(ct_metrics_logger *lg, const ct_step_metrics *m) {
     if (!st) st = ct_tb_add_scalar(w, "tokens_per_s", m->step, m->tokens_per_s, now);
     if (!st) st = ct_tb_add_scalar(w, "mfu", m->step, m->mfu, now);
     if (!st && (m->val_loss >= 0 || isnan(m->val_loss))) st = ct_tb_add_scalar(w, "val_loss", m->step, m->val_loss, now);
+    if (!st && m->moe_pairs > 0) st = ct_tb_add_scalar(w, "moe/load_min", m->step, m->moe_load_min, now);
+    if (!st && m->moe_pairs > 0) st = ct_tb_add_scalar(w, "moe/load_max", m->step, m->moe_load_max, now);
     for (int c = 0; c < CT_MEM_NCATEGORIES && !st; c++) {
         char tag[64];
         snprintf(tag, sizeof tag, "memory/%s_mib", ct_mem_category_name((ct_mem_category)c));
@@ -210,13 +216,16 @@ void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
     double elapsed = ct_now_seconds() - lg->start;  // steps, validation and logging alike
     int done = m->step - lg->first_step;
     format_eta(eta, sizeof eta, done > 0 ? elapsed / done * (lg->total_steps - m->step) : 0.0);
-    char skipped[32] = "";
-    if (m->skipped_steps) snprintf(skipped, sizeof skipped, "  skipped %d", m->skipped_steps);
+    char extra[80] = "";  // what only some runs have
+    if (m->skipped_steps) snprintf(extra, sizeof extra, "  skipped %d", m->skipped_steps);
+    if (m->moe_pairs > 0)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), "  experts %.2f-%.2f", m->moe_load_min,
+                 m->moe_load_max);
     char numbers[512];
     snprintf(numbers, sizeof numbers,
              "step %d/%d  loss %.4f%s  gnorm %.3f  lr %.2e  %.0f tok/s  %.1f ms/step  MFU %.1f%%  %s%s  ETA %s", m->step,
              lg->total_steps, m->loss, val, m->grad_norm, m->lr, m->tokens_per_s, 1e3 * m->step_seconds, 100 * m->mfu,
-             mem, skipped, eta);
+             mem, extra, eta);
     if (lg->tty) {
         // One line redrawn in place, cut to the terminal's width: a bar, then the numbers.
         int width = 20, filled = lg->total_steps ? (int)((long)width * m->step / lg->total_steps) : width;

@@ -24,6 +24,9 @@ typedef struct {
     double val_loss;        // < 0: not measured this step
     double mem_peak_mib[CT_MEM_NCATEGORIES];
     int skipped_steps;      // steps skipped so far for a non-finite loss or norm (skip_nonfinite_steps)
+    // Mixture of experts (moe_pairs > 0): the step's (token, expert) pairs over the job, and the
+    // least and most loaded expert of any block as a fraction of its block's mean load (1: even).
+    double moe_pairs, moe_load_min, moe_load_max;
     // Communication of this step per mesh group (bytes this rank moved, seconds it waited),
     // for TensorBoard; the trainer fills it from comm's counters (metrics/ cannot include comm/).
     int n_comm;

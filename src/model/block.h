@@ -83,6 +83,9 @@ struct ct_block_ops {
     void (*backward_weight)(const ct_block_ctx *c, int layer, const void *acts, const void *keep, ct_block_weights *g);
     // The policy's arithmetic (model/checkpointing.h): bytes kept per token, FLOPs recomputed.
     double (*kept_bytes_per_token)(const ct_ac_shape *s, ct_ac_kind kind);
+    // A mixture-of-experts block: adds the (token, expert) pairs its last forward routed to each
+    // of the n_experts experts into counts (host); NULL for a dense family.
+    void (*expert_counts)(const void *acts, long n_experts, int64_t *counts);
     double (*recompute_flops_per_token)(const ct_ac_shape *s, ct_ac_kind kind, long seq_len);
 };
 #endif

@@ -60,6 +60,13 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {
     *local = *m;
     if (tp <= 1) return CT_OK;
+    // The q/k norm weights are replicated but each rank sees only its heads: their gradients
+    // would need a sum over tp that the tp strategy makes only under sequence parallel.
+    if (m->qk_norm)
+        return ct_set_error_at(CT_E_CONFIG, "parallelism.compute_parallel_degree",
+                               "parallelism.compute_parallel_degree %d: a model with per-head q/k norms runs without "
+                               "tensor parallelism; set it to 1",
+                               tp);
     const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
     int value[] = {m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size};
     for (int i = 0; i < 4; i++)

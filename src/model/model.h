@@ -30,6 +30,7 @@ typedef struct ct_model_config {
     int n_shared_experts;  // S experts of hidden F every token passes besides its top_k (DeepSeek)
     int n_dense_layers;    // the first blocks are dense SwiGLU blocks instead of experts (DeepSeek)
     int dense_ffn_hidden;  // those blocks' FFN hidden size
+    int qk_norm;      // 1: an RMSNorm over each head's HS values of q and of k before RoPE (Qwen3)
     int vocab_size;   // V
     int multiple_of;
     double ffn_dim_multiplier;  // 0 = none
@@ -46,7 +47,7 @@ typedef enum { CT_INIT_ONES, CT_INIT_NORMAL } ct_init_kind;
 
 enum {
     CT_BLOCK_MAX_PARAMS = 16,  // tensors of one block
-    CT_BLOCK_MAX_VIEWS = 8,    // the views a block's code reads its weights through
+    CT_BLOCK_MAX_VIEWS = 12,   // the views a block's code reads its weights through
 };
 
 // One tensor of a block, as its family declares it: global shape, how tensor parallelism

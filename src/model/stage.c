@@ -152,6 +152,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->block = m->family->block;
     s->lin.prec = s->prec;  // the carve functions read the compute dtype from it
     s->work = ct_xcalloc(1, s->block->work_size);
+    if (m->n_experts > 0 && s->block->expert_counts && !s->sizing)
+        s->expert_load = ct_xcalloc((size_t)(n_layers(s) > 0 ? n_layers(s) : 1) * (size_t)m->n_experts, sizeof(int64_t));
     s->xent_chunk_rows = xent_chunk_rows(s->N, m->vocab_size);
     long scratch = n_layers(s) ? s->ops.attention.scratch_floats(s->ops.attention.ctx, s->T, s->T, HS) : 0;
     if (s->has_head) {
@@ -209,6 +211,7 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
 void ct_stage_free(ct_stage *s) {
     free_slots(s);
     free(s->work);
+    free(s->expert_load);
     ct_mem_free(s->arena);
     memset(s, 0, sizeof *s);
 }
@@ -330,8 +333,17 @@ void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_sca
         float *out = i + 1 < n_layers(s) ? a->x[i + 1] : a->out;
         s->block->forward(&c, l, acts_of(s, a, i), &s->w->blocks[l], out);
         release(s, group, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
+        if (training && s->expert_load)
+            s->block->expert_counts(acts_of(s, a, i), s->cfg.n_experts, s->expert_load + (long)i * s->cfg.n_experts);
     }
     if (s->has_head) head_forward(s, a, training, grad_scale);
+}
+
+void ct_stage_take_expert_load(ct_stage *s, int64_t *load) {
+    if (!s->expert_load) return;
+    long E = s->cfg.n_experts, n = (long)n_layers(s) * E;
+    for (long i = 0; i < n; i++) load[(long)s->layer_begin * E + i] += s->expert_load[i];
+    memset(s->expert_load, 0, (size_t)n * sizeof(int64_t));
 }
 
 // A checkpointed block's activations, again, just before its backward: what its kind recomputes

@@ -79,6 +79,9 @@ typedef struct {
     float *rope_cos, *rope_sin;  // (rope_len, HS/2)
     float *scratch;              // attention tiles / logits chunk
     long xent_chunk_rows;
+    int64_t *expert_load;        // (n_layers, n_experts) host, mixture-of-experts families only: pairs
+                                 // each block routed to each expert in training forwards since the
+                                 // last ct_stage_take_expert_load
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
     ct_mem_sizing *sizing;       // non-NULL: a sizing stage (no buffers, see ct_stage_spec)
@@ -119,6 +122,10 @@ ct_tensor ct_stage_grad(ct_stage *s, ct_act_slot *a);
 // The layer groups this stage computes (0 embedding, 1 + l block l, L + 1 head), in order, into
 // groups (room for n_layers + 2); returns how many.
 int ct_stage_groups(const ct_stage *s, int *groups);
+
+// Adds this stage's expert_load into load (L, n_experts) at its blocks' global rows, then zeroes
+// it. A dense family adds nothing.
+void ct_stage_take_expert_load(ct_stage *s, int64_t *load);
 
 // Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
 // stage: the sum of its token losses is added to *a->loss_sum (on the device), and with training also the head's backward (gradients

@@ -444,6 +444,34 @@ double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *t
     return step_on_tokens(t, select_and_count(t), ct_now_seconds());
 }
 
+// Mixture of experts: the step's pairs per (block, expert) from every stage, summed over the job
+// (data, context and pipeline ranks see different tokens or blocks; tensor-parallel ranks route
+// the same tokens alike, so the sum counts each tp replica once per rank and is divided back),
+// then the least and most loaded expert of any block against its block's mean.
+static void expert_load(ct_trainer *t, ct_step_metrics *m) {
+    long L = t->model.n_layers, E = t->model.n_experts;
+    if (E <= 0) return;
+    int64_t *load = ct_xcalloc((size_t)(L * E), sizeof(int64_t));
+    for (int s = 0; s < t->par.n_stages; s++)
+        if (t->par.stage_rank[s] == t->mesh.dim[CT_MESH_PP].rank) ct_stage_take_expert_load(&t->par.stages[s], load);
+    ct_comm_all_reduce(&t->world, load, load, L * E, CT_I64, CT_COMM_SUM);
+    int tp = t->mesh.dim[CT_MESH_TP].size;
+    double lo = INFINITY, hi = 0, pairs = 0;
+    for (long l = 0; l < L; l++) {
+        double sum = 0, mn = INFINITY, mx = 0;
+        for (long e = 0; e < E; e++) {
+            double n = (double)(load[l * E + e] / tp);
+            sum += n, mn = fmin(mn, n), mx = fmax(mx, n);
+        }
+        pairs += sum;
+        if (sum > 0) lo = fmin(lo, mn * E / sum), hi = fmax(hi, mx * E / sum);
+    }
+    free(load);
+    m->moe_pairs = pairs;
+    m->moe_load_min = pairs > 0 ? lo : 0;
+    m->moe_load_max = hi;
+}
+
 // One optimizer step on the tokens in seq_inputs / seq_targets (valid: the step's valid targets;
 // t0: when the step began).
 static double step_on_tokens(ct_trainer *t, long valid, double t0) {
@@ -516,6 +544,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
         dataset_name(ct_loader_blend_path(t->train_data, d), m->data[d].name, sizeof m->data[d].name);
         m->data[d].tokens = (double)ct_loader_blend_tokens(t->train_data, d);
     }
+    expert_load(t, m);
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak_on(ct_kernels_device(t->k), (ct_mem_category)k) / 1048576.0;
     return m->loss;
 }

@@ -15,6 +15,10 @@ What it checks, on small models trained for a few steps by `ctitan train`:
   transformers' loggers and every Python warning raised meanwhile fails the check, listed.
   4. Directories written by transformers' save_pretrained -- sharded, bf16, tied embeddings --
      read by `ctitan convert --from hf` give transformers' loss under `ctitan eval`.
+  5. Qwen3-MoE: a llama3_moe model trained here loads with Qwen3MoeForCausalLM without a warning
+     and gives `ctitan eval`'s loss; reading its q/k norm weights in ctitan's order gives another
+     loss; a Qwen3MoeForCausalLM save_pretrained directory read by `ctitan convert --from hf`
+     gives transformers' loss.
 Prints PASS/FAIL lines and "N passed, N failed"; exits 1 when anything failed.
 """
 import argparse
@@ -245,6 +249,54 @@ class Checks:
             self.check(f"{label}_import_loss_matches_transformers", shards and abs(got - want) <= 1e-5 * abs(want),
                        f"ctitan {got:.7f}, transformers {want:.7f}, sharded {shards}")
 
+    # ---- 5: Qwen3-MoE (the llama3_moe family) ----------------------------------------------------
+    def moe_checks(self, rng):
+        import torch
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+        vocab = 96
+        model_file = self.train("moe", vocab, ["--model.name", "llama3_moe", "--model.ffn_hidden_dim", "48",
+                                               "--model.rope_theta", "10000", "--model.rope_scaling", "false"])
+        tokens = [int(t) for t in rng.integers(0, vocab, self.T + 1)]
+        data = self.shard(tokens, vocab, "data_moe")
+        hf = self.path("hf_moe")
+        self.ctitan("convert", "--to", "hf", "--model", model_file, "--out", hf)
+        want = self.ctitan_loss(model_file, data)
+        with LoadLog() as log:
+            model = Qwen3MoeForCausalLM.from_pretrained(hf, **self.fp32)
+        self.check("qwen3_moe_export_loads_without_warning", not log.lines, " | ".join(log.lines))
+        got = self.hf_loss(model, tokens)
+        self.check("qwen3_moe_loss_matches_ctitan_eval", abs(got - want) <= 1e-5 * abs(want),
+                   f"transformers {got:.7f}, ctitan {want:.7f}")
+        hd = model.config.head_dim
+        with torch.no_grad():  # q/k norm weights back in ctitan's interleaved order
+            for layer in model.model.layers:
+                for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+                    w = norm.weight
+                    w.copy_(w.view(2, hd // 2).transpose(0, 1).reshape(hd))
+        wrong = self.hf_loss(model, tokens)
+        self.check("qwen3_moe_unpermuted_norms_change_the_loss", abs(wrong - want) > 1e-4 * abs(want),
+                   f"unpermuted {wrong:.7f} vs {want:.7f}")
+
+        torch.manual_seed(3)
+        cfg = Qwen3MoeConfig(vocab_size=vocab, hidden_size=64, intermediate_size=64, moe_intermediate_size=32,
+                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                             num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+                             mlp_only_layers=[], max_position_embeddings=4096, rms_norm_eps=1e-6,
+                             rope_theta=10000.0, tie_word_embeddings=False)
+        model = Qwen3MoeForCausalLM(cfg)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.normal_(0, 0.3 if p.dim() >= 2 else 1.0)
+        d = self.path("from_hf_qwen3_moe")
+        model.save_pretrained(d)
+        out = self.path("qwen3_moe.safetensors")
+        self.ctitan("convert", "--from", "hf", "--model", d, "--out", out)
+        want = self.hf_loss(Qwen3MoeForCausalLM.from_pretrained(d, **self.fp32), tokens)
+        got = self.ctitan_loss(out, data)
+        self.check("qwen3_moe_import_loss_matches_transformers", abs(got - want) <= 1e-5 * abs(want),
+                   f"ctitan {got:.7f}, transformers {want:.7f}")
+
     def run(self):
         import numpy as np
 
@@ -258,6 +310,7 @@ class Checks:
             hf = self.export_checks(label, model_file, tokenizer, 300, rng, check_rows=label == "plain_rope")
         self.tokenizer_checks(hf, tokenizer)
         self.import_checks(rng)
+        self.moe_checks(rng)
         print(f"{self.passed} passed, {self.failed} failed")
         return 1 if self.failed else 0
 

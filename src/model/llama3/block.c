@@ -164,16 +164,72 @@ static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
     return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
 }
 
-// norm1 -> the QKV matmul -> RoPE. Fused (--compile.enable): without sequence parallel the whole
-// chain is one product (rmsnorm_linear_rope_forward: the norm computed straight into the
-// matmul's input rows, RoPE applied to its output rows); with it the norm's output is gathered
-// over tp first, so only RoPE is fused into the matmul's output.
+// ------------------------------------------------------------------ QK-norm (Qwen3)
+
+// H heads of qkv (N, QKV) starting at column col, as (N·H, HS) contiguous rows in rows; and back.
+// The norm runs over rows of HS values, one per head, so the heads are gathered first.
+static void heads_out(const ct_block_ctx *c, float *rows, const float *qkv, long col, long H) {
+    size_t w = (size_t)(H * c->cfg->head_dim) * sizeof(float);
+    c->k->copy_2d(rows, w, qkv + col, (size_t)qkv_dim(c) * sizeof(float), w, c->N);
+}
+static void heads_in(const ct_block_ctx *c, float *qkv, long col, const float *rows, long H) {
+    size_t w = (size_t)(H * c->cfg->head_dim) * sizeof(float);
+    c->k->copy_2d(qkv + col, (size_t)qkv_dim(c) * sizeof(float), rows, w, w, c->N);
+}
+
+// Each q head and each k head of qkv (N, QKV) normed over its HS values (RMSNorm, the model's
+// eps, one weight vector per kind shared by the heads), in place; what wqkv wrote is kept for
+// the backward with the norm's statistics.
+static void qk_norm_forward(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
+    const ct_model_config *m = c->cfg;
+    long N = c->N, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
+    float *y = W(c)->qk_tmp, eps = (float)m->norm_eps;  // (N·NH, HS), then (N·NKV, HS)
+    int span = op_span("qk_norm.forward", layer);
+    heads_out(c, s->q_raw, qkv, 0, NH);
+    c->k->rmsnorm_forward(y, s->q_rstd, s->q_raw, w->t[LLAMA3_Q_NORM], N * NH, HS, eps);
+    heads_in(c, qkv, 0, y, NH);
+    heads_out(c, s->k_raw, qkv, NH * HS, NKV);
+    c->k->rmsnorm_forward(y, s->k_rstd, s->k_raw, w->t[LLAMA3_K_NORM], N * NKV, HS, eps);
+    heads_in(c, qkv, NH * HS, y, NKV);
+    ct_trace_end(span);
+}
+
+// dqkv's q and k parts, on entry the gradients of the normed heads, on exit those of what wqkv
+// wrote; the norm weights' gradients added into gw (NULL views: not now).
+static void qk_norm_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
+                             ct_block_weights *gw, float *dqkv) {
+    const ct_model_config *m = c->cfg;
+    long N = c->N, HS = m->head_dim;
+    const struct {
+        long col, H;
+        const float *raw, *rstd;
+        int view;
+    } part[2] = {{0, m->n_heads, s->q_raw, s->q_rstd, LLAMA3_Q_NORM},
+                 {(long)m->n_heads * HS, m->n_kv_heads, s->k_raw, s->k_rstd, LLAMA3_K_NORM}};
+    float *dy = W(c)->qk_tmp, *dx = dy + N * (m->n_heads + m->n_kv_heads) * HS;  // (N·H, HS) each
+    int span = op_span("qk_norm.backward", layer);
+    for (int i = 0; i < 2; i++) {
+        heads_out(c, dy, dqkv, part[i].col, part[i].H);
+        c->k->zero(dx, (size_t)(N * part[i].H * HS) * sizeof(float));
+        c->k->rmsnorm_backward(dx, gw->t[part[i].view], dy, part[i].raw, w->t[part[i].view], part[i].rstd,
+                               N * part[i].H, HS);
+        heads_in(c, dqkv, part[i].col, dx, part[i].H);
+    }
+    ct_trace_end(span);
+}
+
+// norm1 -> the QKV matmul -> (qk_norm) -> RoPE. Fused (--compile.enable): without sequence
+// parallel the whole chain is one product (rmsnorm_linear_rope_forward: the norm computed
+// straight into the matmul's input rows, RoPE applied to its output rows); with it the norm's
+// output is gathered over tp first, so only RoPE is fused into the matmul's output. The fused
+// kernels have no place for the per-head norms between the matmul and RoPE, so qk_norm runs the
+// chain unfused.
 static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
     const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
     long QKV = qkv_dim(c);
-    bool fused = fuse(c, layer, CT_LINEAR_WQKV);
+    bool fused = fuse(c, layer, CT_LINEAR_WQKV) && !m->qk_norm;
     if (fused && !seq_parallel(c)) {
         int span = op_span("rmsnorm+attention.wqkv+rope.forward", layer);
         k->rmsnorm_linear_rope_forward(qkv, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM], w->t[LLAMA3_WQKV], N, C, QKV,
@@ -191,6 +247,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
         return;
     }
     linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV);  // this rank's heads
+    if (m->qk_norm) qk_norm_forward(c, layer, s, w, qkv);
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
@@ -401,6 +458,9 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
     long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
     long NKV = m->n_kv_heads, QKV = qkv_dim(c);
     bool split = keep != NULL;
+    // The split backward's weight pass has no record of the q/k norms' gradients (the families
+    // with qk_norm do not run split backward: their supports).
+    if (split && m->qk_norm) ct_fatal("llama3", "qk_norm with a split backward");
     float *dqkv = split ? keep->dqkv : W(c)->dqkv;
     float *dfull;
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
@@ -418,6 +478,7 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
     k->rope_backward(dq, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_backward(dk, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
+    if (m->qk_norm) qk_norm_backward(c, layer, s, w, gw, dqkv);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
     column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->t[LLAMA3_WQKV], dqkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
@@ -512,6 +573,7 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
         long r = k->linear_rope_scratch_floats(N, C, QKV);
         TAKE(wk->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
     }
+    if (m->qk_norm) TAKE(wk->qk_tmp, 2 * N * (NH + m->n_kv_heads) * HS);
     TAKE(wk->datt, N * NH * HS);
     TAKE(wk->dqkv, N * QKV);
     TAKE(wk->dh, N * F);
@@ -531,6 +593,13 @@ long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *
     TAKE(b->x_mid, Nl * C);
     TAKE_ACT(b->norm2, N * C);
     TAKE(b->rstd2, Nl);
+    if (m->qk_norm) {  // fp32: the norms run on the fp32 matmul output whatever the compute dtype
+        long NKV = m->n_kv_heads;
+        TAKE(b->q_raw, N * NH * HS);
+        TAKE(b->k_raw, N * NKV * HS);
+        TAKE(b->q_rstd, N * NH);
+        TAKE(b->k_rstd, N * NKV);
+    }
     return used;
 }
 
@@ -546,6 +615,7 @@ long ct_llama3_carve_attention_work(const ct_block_ctx *c, ct_llama3_work *wk, f
         long f = c->k->rmsnorm_linear_scratch_floats(N, C, QKV), r = c->k->linear_rope_scratch_floats(N, C, QKV);
         TAKE(wk->fuse_scratch, f > r ? f : r);
     }
+    if (m->qk_norm) TAKE(wk->qk_tmp, 2 * N * (m->n_heads + m->n_kv_heads) * (long)m->head_dim);
     TAKE(wk->datt, N * Q);
     TAKE(wk->dqkv, N * QKV);
     return used;
@@ -558,6 +628,9 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
     long F = m->ffn_hidden, QKV = qkv_dim(c), used = 0;
     if (base) *b = W(c)->rc;  // what the block does not keep lives in the shared recompute buffers
     b->x = x;
+    // The checkpointing kinds recompute q and k without the per-head norms (the families with
+    // qk_norm do not checkpoint: their supports).
+    if (m->qk_norm && kind != CT_AC_NONE) ct_fatal("llama3", "qk_norm with activation checkpointing");
     if (kind == CT_AC_FULL) return used;
     if (kind == CT_AC_OPS) {
         TAKE_ACT(b->qv, N * (NH + m->n_kv_heads) * HS);

@@ -62,7 +62,8 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     return CT_OK;
 }
 
-// Per layer: attention_norm, wq | wk | wv (one (NH + 2 NKV)·HS x C matrix), wo, ffn_norm,
+// Per layer: attention_norm, wq | wk | wv (one (NH + 2 NKV)·HS x C matrix), wo, with qk_norm the
+// q and k norms (HS each), ffn_norm,
 // w1 | w3 (2F x C), w2. Megatron's split under tp: wq, wk, wv, w1, w3 by rows (heads, FFN
 // columns), wo and w2 by columns, norms replicated. Initialisation (GPT-2 / Megatron style):
 // norms 1, matrices normal(0, 0.02), the residual outputs wo and w2 normal(0, 0.02 / sqrt(2 L)).
@@ -76,6 +77,10 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
     p[n++] = (ct_param_spec){"attention.wk.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1};
     p[n++] = (ct_param_spec){"attention.wv.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1};
     p[n++] = (ct_param_spec){"attention.wo.weight", C, NH * HS, 1, CT_INIT_NORMAL, std_out, LLAMA3_WO};
+    if (m->qk_norm) {  // each head's q and k normed before RoPE, every head by the same weights
+        p[n++] = (ct_param_spec){"attention.q_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_Q_NORM};
+        p[n++] = (ct_param_spec){"attention.k_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_K_NORM};
+    }
     p[n++] = (ct_param_spec){"ffn_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_FFN_NORM};
     p[n++] = (ct_param_spec){"feed_forward.w1.weight", F, C, 0, CT_INIT_NORMAL, std, LLAMA3_W13};
     p[n++] = (ct_param_spec){"feed_forward.w3.weight", F, C, 0, CT_INIT_NORMAL, std, -1};

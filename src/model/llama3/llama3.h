@@ -26,6 +26,8 @@ enum {
     LLAMA3_FFN_NORM,   // (C)
     LLAMA3_W13,        // (2F, C): w1 | w3
     LLAMA3_W2,         // (C, F)
+    LLAMA3_Q_NORM,     // (HS) qk_norm only: every q head's norm weight
+    LLAMA3_K_NORM,     // (HS) qk_norm only: every k head's
     LLAMA3_VIEWS
 };
 
@@ -49,6 +51,12 @@ typedef struct {
     // w3's output and puts the two back together in the shared qkv and h13 before the backward.
     void *qv;      // (N, NH·HS + NKV·HS) q | v, q after RoPE
     void *h1;      // (N, F) w1 x
+    // qk_norm only (NULL otherwise): q and k as wqkv wrote them, before their per-head norm, and
+    // the norm's statistics, one per head row.
+    float *q_raw;   // (N, NH·HS)
+    float *k_raw;   // (N, NKV·HS)
+    float *q_rstd;  // (N·NH)
+    float *k_rstd;  // (N·NKV)
 } ct_llama3_acts;
 
 // What backward_input keeps for backward_weight: the gradients flowing into each weight's
@@ -77,20 +85,22 @@ typedef struct {
     float *w_h13;           // (N, 2F)
     float *w_h;             // (N, F)
     float *fuse_scratch;    // the fused kernels' (--compile.enable)
+    float *qk_tmp;          // (2, N, (NH + NKV)·HS) qk_norm only: the per-head norms' contiguous rows
     ct_llama3_acts rc;      // recomputed activations, one block's worth shared by every slot (x
                             // unused): what the checkpointing kinds recompute
 } ct_llama3_work;
 
 // The attention half of a block, for families built on Llama 3's attention (the feed-forward
-// theirs): x -> norm1 -> wqkv -> RoPE -> attention -> wo -> x_mid = x + that, then norm2 of
-// x_mid into s->norm2 (s->rstd2); and its backward, from dres = the gradient of x_mid (norm2's
-// backward already added) to that of x. gw: where weight gradients go now (its views NULL when
-// keep holds what the weight pass needs instead).
+// theirs): x -> norm1 -> wqkv -> (qk_norm: each head of q and of k normed) -> RoPE -> attention
+// -> wo -> x_mid = x + that, then norm2 of x_mid into s->norm2 (s->rstd2); and its backward,
+// from dres = the gradient of x_mid (norm2's backward already added) to that of x. gw: where
+// weight gradients go now (its views NULL when keep holds what the weight pass needs instead).
 void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w);
 void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
                                   ct_block_weights *gw, ct_llama3_wgrad *keep, float *dres);
-// What the attention half keeps with nothing checkpointed (norm1 .. rstd2 of b), and the
-// workspace it uses (its fields of wk), carved as ct_block_ops's carve functions do.
+// What the attention half keeps with nothing checkpointed (norm1 .. rstd2 of b, and the qk_norm
+// buffers when the model has them), and the workspace it uses (its fields of wk), carved as
+// ct_block_ops's carve functions do.
 long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base);
 long ct_llama3_carve_attention_work(const ct_block_ctx *c, ct_llama3_work *wk, float *base);
 #endif

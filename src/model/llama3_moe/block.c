@@ -77,16 +77,23 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
     return used;
 }
 
+static void expert_counts(const void *acts, long n_experts, int64_t *counts) {
+    const int64_t *last = ((const ct_llama3_moe_acts *)acts)->moe.host_counts;  // this rank's pairs (host)
+    for (long e = 0; e < n_experts; e++) counts[e] += last[e];
+}
+
 static void release_acts(void *acts) { ct_moe_acts_free(&((ct_llama3_moe_acts *)acts)->moe); }
 
-// What carve_acts takes per token: Llama 3's attention half with nothing checkpointed, and the
-// expert layer's (router logits and scores, the token's k choices sent and received back, each
-// expert row's input, h13, h and output).
+// What carve_acts takes per token: Llama 3's attention half with nothing checkpointed (with the
+// q and k norms' inputs and statistics under qk_norm), and the expert layer's (router logits and
+// scores, the token's k choices sent and received back, each expert row's input, h13, h and
+// output).
 static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     const ct_model_config *m = s->cfg;
     double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
     double E = m->n_experts, K = m->moe_top_k, F = m->ffn_hidden;
     double attn = 2 * 4 * C + 2 * 4 + 4 * (2 * C + Q + 2 * KV + Q) + 4.0 * m->n_heads;
+    if (m->qk_norm) attn += 4 * (Q + KV) + 4.0 * (m->n_heads + m->n_kv_heads);  // q, k unnormed; rstd
     double moe = 4 * (2 * E) + K * (4 + 4 + 4) + 4 * K * (2 * C + C + 2 * F + F + C);
     return kind == CT_AC_NONE ? attn + moe : 0;
 }
@@ -111,4 +118,5 @@ const ct_block_ops ct_llama3_moe_block = {
     .backward_weight = NULL,
     .kept_bytes_per_token = kept_bytes_per_token,
     .recompute_flops_per_token = recompute_flops_per_token,
+    .expert_counts = expert_counts,
 };

@@ -9,6 +9,7 @@ typedef struct {
     int dim, n_layers, n_heads, n_kv_heads, head_dim;  // head_dim 0: dim / n_heads
     int vocab_size, expert_hidden, n_experts, top_k;
     int n_shared, n_dense, dense_hidden;  // shared experts; dense first blocks and their FFN width
+    int qk_norm;                          // per-head RMSNorm of q and k before RoPE (Qwen3)
     double rope_theta;
 } flavor_row;
 
@@ -16,19 +17,19 @@ typedef struct {
 // the dense model's active FLOPs per token).
 // qwen3_30b_a3b: Qwen3-30B-A3B's published config.json (huggingface.co/Qwen/Qwen3-30B-A3B):
 // hidden 2048, 48 layers, 32 heads of 128 (4096 wide, not hidden / heads), 4 kv heads, 128
-// experts of hidden 768, 8 per token, vocabulary 151936, rope_theta 1e6 (its per-head QK-norm
-// is not in these counts: 256 weights a block).
+// experts of hidden 768, 8 per token, vocabulary 151936, rope_theta 1e6, and its per-head
+// QK-norm (2 x 128 weights a block).
 // deepseek_v3_like: DeepSeek-V3's published config.json (huggingface.co/deepseek-ai/DeepSeek-V3)
 // with grouped-query attention in place of multi-head latent attention: hidden 7168, 61 layers,
 // 256 routed experts of hidden 2048, 8 per token, 1 shared expert, the first 3 layers dense of
 // hidden 18432, vocabulary 129280, rope_theta 10000. Attention: V3's 128 heads of value width
 // 128 as 128 query heads of 128, with 8 kv heads of 128 (Llama 3 70B / 405B's kv count, a
 // 16:1 grouping): 249M parameters a block against MLA's 187M, and 2 x 8 x 128 cached values a
-// token and layer against MLA's 576.
+// token and layer against MLA's 576. No QK-norm (V3 norms MLA's compressed latents instead).
 static const flavor_row flavors[] = {
-    {"debugmodel", 256, 6, 16, 16, 0, 2048, 256, 8, 2, 0, 0, 0, 500000.0},
-    {"qwen3_30b_a3b", 2048, 48, 32, 4, 128, 151936, 768, 128, 8, 0, 0, 0, 1000000.0},
-    {"deepseek_v3_like", 7168, 61, 128, 8, 128, 129280, 2048, 256, 8, 1, 3, 18432, 10000.0},
+    {"debugmodel", 256, 6, 16, 16, 0, 2048, 256, 8, 2, 0, 0, 0, 1, 500000.0},
+    {"qwen3_30b_a3b", 2048, 48, 32, 4, 128, 151936, 768, 128, 8, 0, 0, 0, 1, 1000000.0},
+    {"deepseek_v3_like", 7168, 61, 128, 8, 128, 129280, 2048, 256, 8, 1, 3, 18432, 0, 10000.0},
 };
 
 static ct_status config_from(ct_model_config *m, const ct_config *c) {
@@ -53,6 +54,7 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->n_shared_experts = f->n_shared;
     m->n_dense_layers = f->n_dense < m->n_layers ? f->n_dense : m->n_layers;
     m->dense_ffn_hidden = f->dense_hidden;
+    m->qk_norm = f->qk_norm;
     m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
     m->rope_scaling = c->rope_scaling;
@@ -112,7 +114,7 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
 // its SwiGLU.
 static double block_forward_flops_per_token(const ct_model_config *m) {
     double C = m->dim, HS = m->head_dim, F = m->ffn_hidden, NH = m->n_heads, NKV = m->n_kv_heads;
-    double attn = C * (NH * HS) + 2 * C * (NKV * HS) + (NH * HS) * C;
+    double attn = C * (NH * HS) + 2 * C * (NKV * HS) + (NH * HS) * C + (m->qk_norm ? 2 * HS : 0);
     double routed = m->n_experts * C + (m->moe_top_k + m->n_shared_experts) * 3 * C * F;
     double dense = 3 * C * (double)m->dense_ffn_hidden, L = m->n_layers, Ld = m->n_dense_layers;
     return 2.0 * (attn + 2 * C + ((L - Ld) * routed + Ld * dense) / L);
@@ -126,4 +128,5 @@ const ct_model_family ct_llama3_moe_family = {
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,
     .block = &ct_llama3_moe_block,
+    .hf_model_type = "qwen3_moe",
 };

@@ -1,7 +1,8 @@
 // Llama 3 with routed experts: each block is Llama 3's attention half (model/llama3/llama3.h)
 // followed by a dropless mixture-of-experts feed-forward (model/moe_layer.h): a router picks
 // moe_top_k of n_experts SwiGLU experts per token (softmax scores, chosen weights renormalised,
-// as Qwen3-MoE does without its QK-norm), and the block's output is x_mid + their weighted sum.
+// as Qwen3-MoE does, with its per-head QK-norm), and the block's output is x_mid + their weighted
+// sum.
 //
 // What it runs today: fp32, no tensor parallelism, no activation checkpointing, no split
 // backward (ct_model_family.supports); every expert on every rank (no expert parallelism), so
@@ -17,9 +18,9 @@ extern const ct_block_ops ct_llama3_moe_block;
 
 // A block's weight views: Llama 3's attention views, then the experts'.
 enum {
-    LLAMA3_MOE_ROUTER = LLAMA3_FFN_NORM + 1,  // (E, C)
-    LLAMA3_MOE_W13,                           // (E·2F, C): each expert's w1 | w3
-    LLAMA3_MOE_W2,                            // (E·C, F): each expert's w2
+    LLAMA3_MOE_ROUTER = LLAMA3_K_NORM + 1,  // (E, C)
+    LLAMA3_MOE_W13,                         // (E·2F, C): each expert's w1 | w3
+    LLAMA3_MOE_W2,                          // (E·C, F): each expert's w2
 };
 
 // One block's activations: the attention half's (first, so Llama 3's code reads it), then the

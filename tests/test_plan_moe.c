@@ -121,6 +121,12 @@ static void test_ep_memory(void) {
     }
     CHECK_CLOSE(mem[0].bytes[CT_MEM_PARAMS] - mem[1].bytes[CT_MEM_PARAMS], 11274289152.0, 1e-6, 0);
     CHECK_CLOSE(mem[0].bytes[CT_MEM_GRADS] - mem[1].bytes[CT_MEM_GRADS], 5637144576.0, 1e-6, 0);
+    // Without expert parallelism a rank gathers a routed block whole, 11,569,739,776 fp32 values,
+    // in each of the two slots: 92,557,918,208 bytes, more than an 80 GB device holds.
+    ct_plan_memory whole;
+    set(&c, "parallelism.expert_parallel_degree", "1");
+    CHECK(ct_plan_memory_rank(&m, &c, 256, &whole) == CT_OK, "%s", ct_last_error());
+    CHECK(whole.bytes[CT_MEM_PARAMS] >= 92557918208.0, "ep 1 params %.0f bytes", whole.bytes[CT_MEM_PARAMS]);
 }
 
 // All-to-all bytes, Qwen3 on fsdp64 with ep 8, one micro-batch of 4096 tokens on ctitan's stack

@@ -72,6 +72,18 @@ if "$bin" plan --model 70b --gpus 512 --gpu h100 --seq_len 8192 --layout fsdp8,t
     fail pipeline_layout_has_a_bubble "$(grep -E '^(layout|step)' "$out")"
 else fail pipeline_layout_has_a_bubble "$(tail -1 "$out")"; fi
 
+# ---- a mixture-of-experts model: total and active parameters, the all-to-alls of expert parallelism
+out=$tmp/moe.txt
+if "$bin" plan --model qwen3_30b_a3b --gpus 64 --seq_len 4096 --layout fsdp64,ep4 --local_batch 2 >"$out" 2>&1 ||
+   [ $? -eq 1 ]; then
+  bad=""
+  for want in "30.53B parameters, 3.35B active per token" "^layout fsdp64,ep4 " "^  ep  *communication [0-9.]*[1-9]" \
+              "planned only: ctitan train refuses it today"; do
+    grep -q "$want" "$out" || bad="$bad; no '$want'"
+  done
+  [ -z "$bad" ] && pass moe_layout_counts_active_and_all_to_all || fail moe_layout_counts_active_and_all_to_all "${bad#; }"
+else fail moe_layout_counts_active_and_all_to_all "$(tail -1 "$out")"; fi
+
 # ---- --tables: three tables, each with a recommended row
 out=$tmp/tables.txt
 "$bin" plan --tables >"$out" 2>&1
@@ -99,6 +111,8 @@ bad_input() {  # NAME EXPECTED-TEXT ARGS...
 bad_input bad_model_is_named "unknown model 'llama9'" --model llama9 --gpus 8
 bad_input bad_layout_word_is_named "'xp4' is not a degree" --model 8b --gpus 8 --seq_len 8192 --layout fsdp2,xp4
 bad_input layout_product_must_match "uses 16 devices, --gpus is 8" --model 8b --gpus 8 --seq_len 8192 --layout fsdp2,tp8
+bad_input expert_parallel_must_divide "must divide the 128 experts" --model qwen3_30b_a3b --gpus 8 --seq_len 4096 --layout fsdp8,ep3
+bad_input expert_parallel_needs_experts "has no experts" --model 8b --gpus 8 --seq_len 8192 --layout fsdp8,ep2
 bad_input unknown_profile_is_named "nosuchgpu" --model 8b --gpus 8 --gpu nosuchgpu
 bad_input bad_batch_is_named "global_batch_tokens" --model 8b --gpus 8 --seq_len 8192 --global_batch_tokens 12Q
 bad_input devices_are_required "how many devices" --model 8b

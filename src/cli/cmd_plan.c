@@ -32,7 +32,8 @@ static const char plan_about[] =
     "Searches the layouts (pp x dp_replicate x dp_shard x cp x tp, pipeline schedule, micro-batches,\n"
     "activation checkpointing, precision) of a Llama 3 model on a cluster and ranks those that fit the\n"
     "device's memory by predicted tokens/s per device. With --layout, evaluates that one layout instead.\n"
-    "  --model: debugmodel | 8b | 10b | 70b | 405b (10b: the 10B quick experiment's dimensions), or\n"
+    "  --model: debugmodel | 8b | 10b | 70b | 405b (10b: the 10B quick experiment's dimensions), the\n"
+    "           mixture-of-experts qwen3_30b_a3b | deepseek_v3_like (searched with expert parallelism too), or\n"
     "           --config FILE takes the model and training.seq_len from a ctitan TOML file.\n"
     "  --gpu: a profile in profiles/ (h100_sxm | h100, h100_hbm2e_500w, h200, a100_80gb | a100, b200,\n"
     "         this_machine) or a .toml path; this_machine is a cpu profile, written by --calibrate;\n"
@@ -40,7 +41,7 @@ static const char plan_about[] =
     "  --global_batch_tokens: tokens per optimizer step over the job; K and M are 1024 and 1048576\n"
     "         (16M = 2048 sequences of 8192). Default: one sequence per device.\n"
     "  --layout: degrees by name, outermost first by convention: pp8,dp2,fsdp4,cp2,tp4 (dp = replicate,\n"
-    "         fsdp = shard). --local_batch: sequences per data-parallel rank per step (default 1);\n"
+    "         fsdp = shard; ep<N>: experts over N of the fsdp x cp ranks, not counted in the product). --local_batch: sequences per data-parallel rank per step (default 1);\n"
     "         --micro_batch: sequences per micro-batch (default: the local batch, or 1 with a pipeline).\n"
     "Memory per device is what ctitan allocates for the run (by category); times come from the\n"
     "profile's peaks and links and the pipeline schedule simulator. See docs/parallelism.md, \"Choosing a layout\".\n";
@@ -53,13 +54,24 @@ static ct_status set_model(ct_config *c, const char *name) {
             snprintf(c->flavor, sizeof c->flavor, "%s", flavors[i][1]);
             return CT_OK;
         }
+    // Mixture-of-experts shapes (model/llama3_moe/config.c): Qwen3-30B-A3B's and DeepSeek-V3's
+    // without multi-head latent attention.
+    static const char *const moe[] = {"qwen3_30b_a3b", "deepseek_v3_like"};
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+        if (!strcasecmp(name, moe[i])) {
+            snprintf(c->model_name, sizeof c->model_name, "llama3_moe");
+            snprintf(c->flavor, sizeof c->flavor, "%s", moe[i]);
+            return CT_OK;
+        }
     if (!strcasecmp(name, "10b")) {
         snprintf(c->flavor, sizeof c->flavor, "8B");
         c->dim = 5120, c->n_layers = 32, c->n_heads = 40, c->n_kv_heads = 8;
         c->multiple_of = 1024, c->ffn_dim_multiplier = 1.0;
         return CT_OK;
     }
-    return ct_set_error("--model: unknown model '%s' (debugmodel, 8b, 10b, 70b, 405b; or --config FILE)", name);
+    return ct_set_error("--model: unknown model '%s' (debugmodel, 8b, 10b, 70b, 405b, qwen3_30b_a3b, deepseek_v3_like; "
+                        "or --config FILE)",
+                        name);
 }
 
 // "16M", "1048576", "512K" -> tokens.
@@ -92,11 +104,27 @@ static void print_header(const ct_plan_request *r, FILE *f) {
     long seqs = r->global_batch_tokens / r->base.seq_len;
     char mem[160];
     memory_text(r, mem, sizeof mem);
-    fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%s), "
-               "sequence %d, global batch %ld tokens (%ld sequences)\n",
-            r->model.flavor, ct_model_num_params(&r->model) / 1e9, r->model.dim, r->model.n_layers, r->model.n_heads,
-            r->model.n_kv_heads, r->model.ffn_hidden, r->model.vocab_size, r->devices, r->hw.name, mem,
-            r->base.seq_len, r->global_batch_tokens, seqs);
+    const ct_model_config *m = &r->model;
+    if (m->n_experts > 0) {
+        fprintf(f, "%s %s (%.2fB parameters, %.2fB active per token: dim %d, %d layers, %d/%d heads of %d, %d experts "
+                   "of ffn %d, %d per token, %d shared, %d dense first layers of ffn %d, vocab %d) on %d x %s (%s), "
+                   "sequence %d, global batch %ld tokens (%ld sequences)\n",
+                m->family->name, m->flavor, ct_model_num_params(m) / 1e9, ct_model_active_params(m) / 1e9, m->dim,
+                m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->n_experts, m->ffn_hidden, m->moe_top_k,
+                m->n_shared_experts, m->n_dense_layers, m->dense_ffn_hidden, m->vocab_size, r->devices, r->hw.name,
+                mem, r->base.seq_len, r->global_batch_tokens, seqs);
+        fprintf(f, "(MFU and model FLOPs on the active parameters: %.3g FLOPs per token; expert-parallel layouts end in "
+                   "ep<N>, ranks borrowed from fsdp x cp)\n",
+                ct_model_flops_per_token(m, r->base.seq_len));
+        ct_model_config trained;
+        if (ct_model_config_from(&trained, &r->base))
+            fprintf(f, "(planned only: ctitan train refuses it today: %s)\n", ct_last_error());
+    } else {
+        fprintf(f, "Llama 3 %s (%.2fB parameters: dim %d, %d layers, %d/%d heads, ffn %d, vocab %d) on %d x %s (%s), "
+                   "sequence %d, global batch %ld tokens (%ld sequences)\n",
+                m->flavor, ct_model_num_params(m) / 1e9, m->dim, m->n_layers, m->n_heads, m->n_kv_heads, m->ffn_hidden,
+                m->vocab_size, r->devices, r->hw.name, mem, r->base.seq_len, r->global_batch_tokens, seqs);
+    }
     fprintf(f, "(MFU: model FLOPs per second over the device's dense peak at the matmul precision: bf16, or fp8 "
                "for float8 layouts)\n");
 }
@@ -213,7 +241,7 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
         b->mixed_precision = CT_CFG_BF16;
     }
     if (ct_config_validate(b)) return CT_ERR;
-    if (ct_model_config_from(&r->model, b)) return CT_ERR;
+    if (ct_model_config_plan(&r->model, b)) return CT_ERR;
     // The 10B experiment is the 8B flavor with its own dimensions: say which model it is.
     if (a->model && !strcasecmp(a->model, "10b")) snprintf(r->model.flavor, sizeof r->model.flavor, "10B");
     r->devices = (int)a->gpus;
@@ -366,7 +394,7 @@ int ct_cmd_plan(int argc, char **argv) {
     plan_args a = {0};
     a.headroom_gib = -1;  // the profile's
     const ct_opt opts[] = {
-        {"model", 0, CT_OPT_STR, &a.model, "NAME", "debugmodel | 8b | 10b | 70b | 405b", 0, 0},
+        {"model", 0, CT_OPT_STR, &a.model, "NAME", "debugmodel | 8b | 10b | 70b | 405b | qwen3_30b_a3b | deepseek_v3_like", 0, 0},
         {"config", 0, CT_OPT_STR, &a.config, "FILE", "take the model (and training settings) from a ctitan TOML", 0, 0},
         {"gpus", 0, CT_OPT_LONG, &a.gpus, "N", "devices (ranks) in the job", 1, 1 << 20},
         {"gpu", 0, CT_OPT_STR, &a.gpu, "PROFILE", "hardware profile (default h100_sxm)", 0, 0},

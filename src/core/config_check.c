@@ -110,6 +110,8 @@ ct_status ct_config_validate_report(const ct_config *c, ct_config_report *rep) {
     REQUIRE(c->pipeline_degree >= 1, "parallelism.pipeline_degree: expected >= 1, got %d", c->pipeline_degree);
     REQUIRE(c->context_extension_degree >= 1, "parallelism.context_extension_degree: expected >= 1, got %d",
             c->context_extension_degree);
+    REQUIRE(c->expert_parallel_degree >= 1, "parallelism.expert_parallel_degree: expected >= 1, got %d",
+            c->expert_parallel_degree);
     REQUIRE(c->pipeline_stages_per_rank >= 1, "parallelism.pipeline_stages_per_rank: expected >= 1, got %d",
             c->pipeline_stages_per_rank);
     REQUIRE(c->pipeline_microbatch_size >= 0, "parallelism.pipeline_microbatch_size: expected >= 0, got %d",

@@ -54,8 +54,9 @@ const ct_setting ct_settings[] = {
     // [model]
     NAME("model.name", model_name, "llama3", "llama3|llama3_moe", NULL, NULL,
          "model family: llama3, or llama3_moe (Llama 3 attention with routed SwiGLU experts)"),
-    NAME("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B", NULL, NULL,
-         "Llama 3 size preset; the model.* numbers below override it"),
+    NAME("model.flavor", flavor, "debugmodel", "debugmodel|8B|70B|405B|qwen3_30b_a3b|deepseek_v3_like", NULL, NULL,
+         "size preset of the family (llama3: debugmodel, 8B, 70B, 405B; llama3_moe: debugmodel, qwen3_30b_a3b, "
+         "deepseek_v3_like); the model.* numbers below override it"),
     INT("model.dim", dim, "0", NULL, "hidden size (0 = the flavor's)"),
     INT("model.n_layers", n_layers, "0", NULL, "transformer blocks (0 = the flavor's)"),
     INT("model.n_heads", n_heads, "0", NULL, "attention query heads (0 = the flavor's)"),
@@ -123,6 +124,9 @@ const ct_setting ct_settings[] = {
         "pipeline degree: splits the layers into stages"),
     INT("parallelism.context_extension_degree", context_extension_degree, "1", "parallelism.context_parallel_degree",
         "context extension (context parallel) degree: splits the sequence"),
+    INT("parallelism.expert_parallel_degree", expert_parallel_degree, "1", NULL,
+        "expert parallel degree: a mixture-of-experts model's experts split over this many ranks borrowed from "
+        "data sharding x context parallel (ctitan plan sizes it; the trainer runs 1 only)"),
     ENUM("parallelism.context_parallel_load_balancer", cp_load_balancer, "headtail", "headtail|none", NULL, NULL,
          "context parallel split: headtail gives rank r chunks r and 2cp-1-r (equal causal work); none: contiguous"),
     ENUM("parallelism.context_parallel_rotate_method", cp_rotate_method, "allgather", "allgather|ring", NULL, NULL,

@@ -33,7 +33,7 @@ static ct_status supported(const ct_model_family *f, const ct_config *c) {
     return CT_OK;
 }
 
-ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
+ct_status ct_model_config_plan(ct_model_config *m, const ct_config *c) {
     const ct_model_family *f = ct_model_family_find(c->model_name);
     if (!f) {
         char names[128] = "";
@@ -43,7 +43,18 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
     }
     if (f->config_from(m, c)) return CT_ERR;
     m->family = f;
-    return supported(f, c);
+    return CT_OK;
+}
+
+ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
+    if (ct_model_config_plan(m, c)) return CT_ERR;
+    if (c->expert_parallel_degree > 1)
+        return ct_set_error_at(CT_E_CONFIG, "parallelism.expert_parallel_degree",
+                               "parallelism.expert_parallel_degree %d: the trainer does not run expert parallelism yet "
+                               "(ctitan plan sizes it); set 1",
+                               c->expert_parallel_degree);
+    if (m->family->trainable && m->family->trainable(m)) return CT_ERR;
+    return supported(m->family, c);
 }
 
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {
@@ -64,6 +75,10 @@ ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_confi
     local->n_heads /= tp;
     local->n_kv_heads /= tp;
     local->ffn_hidden /= tp;
+    if (m->dense_ffn_hidden % tp)
+        return ct_set_error("parallelism.compute_parallel_degree %d does not divide the dense blocks' FFN hidden size %d",
+                            tp, m->dense_ffn_hidden);
+    local->dense_ffn_hidden /= tp;
     local->vocab_size /= tp;
     return CT_OK;
 }
@@ -78,13 +93,20 @@ static long block_params(const ct_model_config *m, int layer) {
     return total;
 }
 
-long ct_model_block_params(const ct_model_config *m) { return block_params(m, 0); }
+long ct_model_block_params(const ct_model_config *m) { return block_params(m, m->n_layers - 1); }
 long ct_model_head_params(const ct_model_config *m) { return m->dim + (long)m->vocab_size * m->dim; }
 
 long ct_model_num_params(const ct_model_config *m) {
     long blocks = 0;
     for (int l = 0; l < m->n_layers; l++) blocks += block_params(m, l);
     return ct_model_embedding_params(m) + blocks + ct_model_head_params(m);
+}
+
+long ct_model_active_params(const ct_model_config *m) {
+    long idle = 0;  // per routed block: the experts a token is not sent to, w1 | w3 and w2 each
+    if (m->n_experts > 0)
+        idle = (long)(m->n_layers - m->n_dense_layers) * (m->n_experts - m->moe_top_k) * 3L * m->dim * m->ffn_hidden;
+    return ct_model_num_params(m) - idle;
 }
 
 double ct_model_flops_per_token(const ct_model_config *m, long seq_len) {

@@ -22,11 +22,14 @@ typedef struct ct_model_config {
     int n_layers;     // L
     int n_heads;      // NH
     int n_kv_heads;   // NKV (grouped-query attention when < NH)
-    int head_dim;     // HS = C / NH
+    int head_dim;     // HS: C / NH unless a flavor sets its own (attention is written in NH·HS)
     int ffn_hidden;   // F, from the multiple_of / ffn_dim_multiplier rule unless overridden; each
                       // expert's hidden size in a mixture-of-experts family
     int n_experts;    // E routed experts per block (0: a dense family)
     int moe_top_k;    // experts each token is routed to
+    int n_shared_experts;  // S experts of hidden F every token passes besides its top_k (DeepSeek)
+    int n_dense_layers;    // the first blocks are dense SwiGLU blocks instead of experts (DeepSeek)
+    int dense_ffn_hidden;  // those blocks' FFN hidden size
     int qk_norm;      // 1: an RMSNorm over each head's HS values of q and of k before RoPE (Qwen3)
     int vocab_size;   // V
     int multiple_of;
@@ -74,10 +77,14 @@ struct ct_model_family {
     unsigned supports; // CT_FAMILY_* bits
     // Dimensions from the settings (flavor, then overrides), validated; family set by the caller.
     ct_status (*config_from)(ct_model_config *m, const ct_config *c);
+    // CT_ERR naming the flavor when its dimensions hold parts the blocks do not run yet (the
+    // planner sizes them; training refuses them). NULL: every flavor trains.
+    ct_status (*trainable)(const ct_model_config *m);
     // Block `layer`'s tensors in the order they lie in memory; returns how many.
     int (*block_params)(const ct_model_config *m, int layer, ct_param_spec specs[CT_BLOCK_MAX_PARAMS]);
     // Matmul FLOPs of one block's forward per token, attention's score and value products
-    // excluded (those are counted from the sequence length): 2 x the parameters a token meets.
+    // excluded (those are counted from the sequence length): 2 x the parameters a token meets;
+    // the mean over the blocks where a family's blocks differ (dense-first MoE layers).
     double (*block_forward_flops_per_token)(const ct_model_config *m);
     const ct_block_ops *block;  // model/block.h
     const char *hf_model_type;  // its Hugging Face config's model_type (checkpoint/hf*.c), NULL: none yet
@@ -88,21 +95,28 @@ const ct_model_family *ct_model_family_find(const char *name);
 // Every family, NULL-terminated (help text, errors).
 const ct_model_family *const *ct_model_families(void);
 
-// The family model.name names, then its flavor and the config's overrides; validated.
+// The family model.name names, then its flavor and the config's overrides; validated, and
+// refused where the family's blocks cannot train it (supports, trainable).
 ct_status ct_model_config_from(ct_model_config *m, const ct_config *c);
+// The same dimensions without the training checks: what the planner sizes (it plans layouts
+// and models the blocks do not run yet, and says so).
+ct_status ct_model_config_plan(ct_model_config *m, const ct_config *c);
 
-// The dimensions one tensor-parallel rank computes with: heads, kv heads, FFN hidden and
-// vocabulary divided by tp (dim and head_dim unchanged). A tp degree that does not divide them
+// The dimensions one tensor-parallel rank computes with: heads, kv heads, FFN hidden (each
+// expert's, and dense blocks') and vocabulary divided by tp (dim and head_dim unchanged). A tp degree that does not divide them
 // is refused with a message naming both numbers.
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local);
 
-// Number of parameters: total, in the token embedding, in one block (every block of the families
-// here has the same tensors) and in the head (final norm and output projection). With m from
+// Number of parameters: total, in the token embedding, in the last block (the blocks of a family
+// are alike but for a mixture-of-experts model's dense first blocks) and in the head (final norm and output projection). With m from
 // ct_model_config_local, those one tp rank holds.
 long ct_model_num_params(const ct_model_config *m);
 long ct_model_embedding_params(const ct_model_config *m);
 long ct_model_block_params(const ct_model_config *m);
 long ct_model_head_params(const ct_model_config *m);
+// Parameters one token meets (embedding row, blocks, head): the total less, in each routed
+// block, the n_experts - moe_top_k experts it is not sent to. The total for a dense family.
+long ct_model_active_params(const ct_model_config *m);
 
 // Model FLOPs per token for one training step (forward + backward): 3 x the blocks' forward
 // matmul FLOPs and the output projection's, + 12 * L * NH * HS * T (the attention score and

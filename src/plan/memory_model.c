@@ -15,6 +15,7 @@
 #include "model/params.h"
 #include "parallel/parallelize.h"
 #include "parallel/precision_policy.h"
+#include "plan/moe.h"
 
 long ct_plan_step_tokens(const ct_config *cfg) {
     return (long)cfg->gradient_accumulation_steps * cfg->micro_batch_size * cfg->seq_len;
@@ -152,10 +153,62 @@ static ct_status size_pp_rank(const ct_model_config *m, const ct_config *c, int 
     return status;
 }
 
+// A mixture-of-experts model's pp rank (plan/moe.h): its blocks do not run bf16, tp or
+// checkpointing yet, so the trainer's set-up is run on two dense stand-ins and combined. The
+// gathered groups (gather slots, whole-gradient and communication buffers: params, grads, comm)
+// are those of `weights`, whose blocks are as large as what a rank gathers of a routed block under
+// expert parallelism; the activations are those of `acts`, whose FFN keeps per token what the
+// routed layer keeps; the shards (fp32 parameters and gradients, AdamW's two moments: 4 + 4 + 8
+// bytes an element) are the real model's, each block's dense tensors over dp_shard x cp and its
+// experts over ep x the dp_shard x cp / ep ranks outside the EP group -- the same count, so a
+// rank holds 1 / (dp_shard x cp) of every block of its stages.
+static ct_status size_moe_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
+                                  ct_parallelize_cache *cache, ct_plan_memory *out) {
+    int ep, tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
+    if (ct_plan_moe_ep(m, c, world, &ep)) return CT_ERR;
+    ct_model_config w, a, lm, lw;
+    if (ct_plan_moe_standins(m, ep, tp, &w, &a) || ct_model_config_local(m, tp, &lm) ||
+        ct_model_config_local(&w, tp, &lw))
+        return CT_ERR;
+    ct_plan_memory mw, ma;
+    if (size_pp_rank(&w, c, world, pp_rank, cache, &mw) || size_pp_rank(&a, c, world, pp_rank, cache, &ma))
+        return CT_ERR;
+    bool *mine = ct_xcalloc((size_t)m->n_layers, sizeof *mine);
+    ct_status st = ct_plan_layers_on_pp_rank(c, m->n_layers, pp_rank, mine);
+    double extra = 0;  // shard elements the real blocks hold beyond the stand-in's
+    for (int l = 0; st == CT_OK && l < m->n_layers; l++) {
+        if (!mine[l]) continue;
+        double dense, experts;
+        ct_plan_moe_block_numel(&lm, l, 1, &dense, &experts);
+        extra += dense + experts - (double)ct_model_block_params(&lw);
+    }
+    free(mine);
+    if (st) return CT_ERR;
+    extra /= (double)ct_config_shard_degree(c, world) * c->context_extension_degree;
+    *out = mw;
+    out->bytes[CT_MEM_ACTIVATIONS] = ma.bytes[CT_MEM_ACTIVATIONS];
+    out->bytes[CT_MEM_PARAMS] += 4 * extra;
+    out->bytes[CT_MEM_GRADS] += 4 * extra;
+    out->bytes[CT_MEM_OPTIM] += 8 * extra;
+    out->total = 0;
+    for (int i = 0; i < CT_MEM_NCATEGORIES; i++) out->total += out->bytes[i];
+    return CT_OK;
+}
+
+// A model the trainer runs as configured is sized as it allocates (the trainer's own memory check
+// comes here); a mixture-of-experts layout it does not run yet through the stand-ins.
+static ct_status size_any_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
+                                  ct_parallelize_cache *cache, ct_plan_memory *out) {
+    ct_model_config trained;
+    if (m->n_experts > 0 && ct_model_config_from(&trained, c) != CT_OK)
+        return size_moe_pp_rank(m, c, world, pp_rank, cache, out);
+    return size_pp_rank(m, c, world, pp_rank, cache, out);
+}
+
 ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                  ct_plan_memory *out) {
     ct_parallelize_cache cache = {0};
-    ct_status st = size_pp_rank(m, c, world, pp_rank, &cache, out);
+    ct_status st = size_any_pp_rank(m, c, world, pp_rank, &cache, out);
     ct_parallelize_cache_free(&cache);
     return st;
 }
@@ -167,7 +220,7 @@ ct_status ct_plan_memory_rank_cached(const ct_model_config *m, const ct_config *
     if (resolve(c, world, &l)) return CT_ERR;
     for (int r = 0; r < l.degree[CT_MESH_PP]; r++) {
         ct_plan_memory one;
-        if (size_pp_rank(m, c, world, r, cache, &one)) return CT_ERR;
+        if (size_any_pp_rank(m, c, world, r, cache, &one)) return CT_ERR;
         if (r == 0 || one.total > out->total) *out = one;
     }
     return CT_OK;

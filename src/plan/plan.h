@@ -8,7 +8,8 @@
 //
 // Conventions of the search space (documented in docs/parallelism.md, "Choosing a layout"):
 //   tp within a node (at most devices_per_node), sequence parallel on whenever tp > 1;
-//   cp, pp and dp_replicate are powers of two; dp_shard is what the others leave;
+//   cp, pp and dp_replicate are powers of two; dp_shard is what the others leave; for a
+//   mixture-of-experts model, expert parallel degrees (powers of two) borrowed from dp_shard x cp;
 //   the global batch (tokens) is fixed: sequences per data-parallel rank = global sequences /
 //   (dp_replicate x dp_shard), cut into micro-batches of 1, 2 or 4 sequences;
 //   pipeline schedules 1f1b, interleaved_1f1b (2 stages per rank) and zbv;
@@ -58,11 +59,13 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
 // legal (the message says why: e.g. the global batch does not split over the devices).
 ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int *n);
 
-// "fsdp32,tp8": the non-1 degrees outermost first (pp, dp (replicate), fsdp (shard), cp, tp);
+// "fsdp32,tp8": the non-1 degrees outermost first (pp, dp (replicate), fsdp (shard), cp, tp),
+// then ep (expert parallel: ranks of fsdp x cp, not a factor of the world);
 // "single" for one rank. Returns the length, like snprintf.
 int ct_plan_layout_name(const ct_config *c, char *buf, size_t n);
 // Sets the degrees of c from a layout name ("fsdp32,tp8", "pp8,dp2,fsdp4,cp2,tp4"; any order;
-// "ddp" = "dp" = dp_replicate, "hsdp" not accepted: spell dp and fsdp; "single": one rank).
+// "ddp" = "dp" = dp_replicate, "hsdp" not accepted: spell dp and fsdp; "single": one rank; ep<N>
+// sets parallelism.expert_parallel_degree and does not count in the product).
 // Degrees not named are 1.
 // CT_ERR when a word is unknown or the product is not `devices`.
 ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c);

@@ -21,7 +21,7 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
     out->cfg = *c;
     ct_plan_layout_name(c, out->layout, sizeof out->layout);
     ct_model_config m;
-    if (ct_model_config_from(&m, c)) return CT_ERR;
+    if (ct_model_config_plan(&m, c)) return CT_ERR;
     if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
     out->budget = ct_plan_budget(&r->hw, r->devices);
     out->fits = out->mem.total <= out->budget;
@@ -36,7 +36,7 @@ int ct_plan_layout_name(const ct_config *c, char *buf, size_t n) {
         int degree;
     } dims[] = {{"pp", c->pipeline_degree},        {"dp", c->data_replicate_degree},
                 {"fsdp", c->data_shard_degree},    {"cp", c->context_extension_degree},
-                {"tp", c->compute_parallel_degree}};
+                {"tp", c->compute_parallel_degree},  {"ep", c->expert_parallel_degree}};
     int len = 0;
     if (n) buf[0] = 0;
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
@@ -50,7 +50,7 @@ int ct_plan_layout_name(const ct_config *c, char *buf, size_t n) {
 }
 
 ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
-    int pp = 1, dp = 1, fsdp = 1, cp = 1, tp = 1;
+    int pp = 1, dp = 1, fsdp = 1, cp = 1, tp = 1, ep = 1;
     char copy[256];
     if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) return ct_set_error("--layout: too long");
     char *save = NULL;
@@ -59,6 +59,7 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
         int *slot = NULL;
         size_t k = 0;
         if (!strncmp(w, "fsdp", 4)) slot = &fsdp, k = 4;
+        else if (!strncmp(w, "ep", 2)) slot = &ep, k = 2;
         else if (!strncmp(w, "ddp", 3)) slot = &dp, k = 3;
         else if (!strncmp(w, "dp", 2)) slot = &dp, k = 2;
         else if (!strncmp(w, "pp", 2)) slot = &pp, k = 2;
@@ -67,7 +68,7 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
         char *end;
         long v = slot ? strtol(w + k, &end, 10) : 0;
         if (!slot || end == w + k || *end || v < 1 || v > 1 << 20)
-            return ct_set_error("--layout: '%s' is not a degree (expected pp<N>, dp<N>, fsdp<N>, cp<N> or tp<N>, "
+            return ct_set_error("--layout: '%s' is not a degree (expected pp<N>, dp<N>, fsdp<N>, cp<N>, tp<N> or ep<N>, "
                                 "e.g. fsdp32,tp8)",
                                 w);
         *slot = (int)v;
@@ -77,6 +78,7 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c) {
         return ct_set_error("--layout %s uses %ld devices, --gpus is %d", text, world, devices);
     c->pipeline_degree = pp, c->data_replicate_degree = dp, c->data_shard_degree = fsdp;
     c->context_extension_degree = cp, c->compute_parallel_degree = tp;
+    c->expert_parallel_degree = ep;  // borrowed from fsdp x cp: not a factor of the world
     c->sequence_parallel = tp > 1;
     return CT_OK;
 }
@@ -125,7 +127,7 @@ static void consider(const ct_plan_request *r, const ct_config *c, ct_paralleliz
     cand.cfg = *c;
     ct_plan_layout_name(c, cand.layout, sizeof cand.layout);
     ct_model_config m;
-    if (ct_model_config_from(&m, c) || ct_plan_memory_rank_cached(&m, c, r->devices, cache, &cand.mem)) return;
+    if (ct_model_config_plan(&m, c) || ct_plan_memory_rank_cached(&m, c, r->devices, cache, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
     if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
@@ -226,7 +228,14 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                         c.pipeline_microbatch_size = 0;
                         ct_plan_single_cp_balance(&c);
                         c.compile = r->compile, c.enable_async_comm = r->async_comm;
-                        options(r, c, &cache, &cs);
+                        // Expert parallel degrees: powers of two dividing the experts and the
+                        // dp_shard x cp ranks they borrow (1 alone for a dense model).
+                        int shard = dp / rep * cp;
+                        for (int ep = 1; ep <= shard && (ep == 1 || ep <= r->model.n_experts); ep *= 2) {
+                            if (shard % ep || (ep > 1 && r->model.n_experts % ep)) continue;
+                            c.expert_parallel_degree = ep;
+                            options(r, c, &cache, &cs);
+                        }
                     }
                 }
             }

@@ -45,10 +45,10 @@ bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double 
 // outputs once: the norm with the residual add before it, RoPE, SwiGLU; the copies remain.
 // Backward: twice the forward's bytes (each kernel reads its saved input and the output's
 // gradient and writes the input's), as for ctitan's kernels.
-bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, ct_tm_ew_bytes *out) {
+bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, double F, ct_tm_ew_bytes *out) {
     if (t->stack != CT_STACK_TORCHTITAN || t->hw->cpu) return false;
     const ct_model_config *l = &t->lm;
-    const double C = l->dim, HS = l->head_dim, NH = l->n_heads, NKV = l->n_kv_heads, F = l->ffn_hidden;
+    const double C = l->dim, HS = l->head_dim, NH = l->n_heads, NKV = l->n_kv_heads;
     const double e = t->bf16 ? 2 : 4, u = 4;
     double norm, rope, swiglu, resid;
     if (t->compile) {

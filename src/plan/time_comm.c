@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "plan/moe.h"
 #include "plan/time_internal.h"
 
 // ------------------------------------------------------------------ links
@@ -29,8 +30,12 @@ static double ag_time(link l, int n, double bytes) { return n > 1 ? ag_bytes(n, 
 static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
 static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
 
-// Parameters (elements) of each FSDP group kind on one tp rank: the model's own counts.
-static double block_numel(const ct_tm *t) { return (double)ct_model_block_params(&t->lm); }
+// Parameters (elements) of each FSDP group kind on one tp rank: the model's own counts. Block
+// `layer`'s: those sharded over all dp_shard x cp ranks, and the experts this EP rank gathers
+// over the dp_shard x cp / ep ranks outside its EP group (plan/moe.h).
+static void block_numel(const ct_tm *t, int layer, double *dense, double *experts) {
+    ct_plan_moe_block_numel(&t->lm, layer, t->ep, dense, experts);
+}
 static double embedding_numel(const ct_tm *t) { return (double)ct_model_embedding_params(&t->lm); }
 static double head_numel(const ct_tm *t) { return (double)ct_model_head_params(&t->lm); }
 
@@ -56,13 +61,17 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     double gb = t->bf16 ? 2 : 4, rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
     ct_cfg_reshard policy = t->c->fsdp_reshard_after_forward;
     bool async = t->c->enable_async_comm;
-    const ct_block_cost *b = &t->block;
-    double blk = block_numel(t), blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
+    int Ne = N / t->ep;  // the ranks each expert is sharded over
+    link le = link_for(t, t->tp * t->cp * t->ds);  // strided by ep: it spans the whole shard group
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        const ct_block_cost *b = ct_tm_block(t, layer);
+        double blk, ex, blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
+        block_numel(t, layer, &blk, &ex);
         bool regather =
             policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
-        double g = ag_time(l, N, blk * gb), rs = ag_time(l, N, blk * rb);
-        double bytes = ag_bytes(N, blk * gb) * (regather ? 2 : 1) + ag_bytes(N, blk * rb);
+        double g = ag_time(l, N, blk * gb) + ag_time(le, Ne, ex * gb), rs = ag_time(l, N, blk * rb) + ag_time(le, Ne, ex * rb);
+        double bytes = (ag_bytes(N, blk * gb) + ag_bytes(Ne, ex * gb)) * (regather ? 2 : 1) + ag_bytes(N, blk * rb) +
+                       ag_bytes(Ne, ex * rb);
         double fwd = g, bwd = (regather ? g : 0) + rs;
         // Async: the next block's gather runs behind this one's compute (forward), the one
         // below's re-gather and this one's reduce-scatter behind the backward.
@@ -151,7 +160,7 @@ static void cp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     int P = t->cp;
     if (P <= 1) return;
     link l = link_for(t, t->tp * P);
-    const ct_block_cost *b = &t->block;
+    const ct_block_cost *b = &t->block;  // attention is alike in every block
     double S = 2.0 * t->tokens * t->lm.n_kv_heads * t->lm.head_dim * 4;  // this rank's K and V
     bool ring = t->c->cp_rotate_method == CT_CFG_CP_RING;
     double fb, bb, ft, bt;  // bytes (the comm layer's count) and seconds, forward and backward
@@ -174,8 +183,31 @@ static void cp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     st->xf += layers * xf, st->xi += layers * xb + full * xf;
 }
 
+// A routed layer's all-to-alls under expert parallelism: forward the dispatch (each token's k
+// rows to the ranks holding their experts) and the combine (the experts' output rows back),
+// backward the same two for the gradients -- four exchanges of the rows that leave the rank, at
+// the residual stream's width (bf16 activations on TorchTitan's stack under bf16, ctitan's fp32
+// otherwise). Peers on other nodes are reached over the inter-node link, the others over the
+// node's, both at once: an exchange takes the longer. Blocking: nothing hides them (TorchTitan
+// runs them between the router and the experts' matmuls, which wait for the rows).
+static void ep_stage(const ct_tm *t, int s, ct_stage_tm *st) {
+    if (t->ep <= 1) return;
+    const ct_hw_profile *hw = t->hw;
+    double width = t->stack == CT_STACK_TORCHTITAN && t->bf16 ? 2 : 4;
+    double bytes = ct_plan_moe_a2a_bytes(t->tokens, t->lm.moe_top_k, t->lm.dim, width, t->ep);
+    double off = hw->cpu ? 0 : ct_plan_moe_a2a_off_node(t->ep, t->tp, hw->devices_per_node);
+    double secs = fmax(bytes * (1 - off) / hw->intra_bw + (t->ep - 1) * hw->intra_latency,
+                       off > 0 ? bytes * off / hw->inter_bw + (t->ep - 1) * hw->inter_latency : 0);
+    for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        if (!ct_plan_moe_routed(t->m, layer)) continue;
+        add(st, CT_PLAN_EP, 4 * bytes, 4 * secs, 4 * secs);
+        st->xf += 2 * secs, st->xi += 2 * secs;
+    }
+}
+
 void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st) {
     fsdp_stage(t, s, st);
+    ep_stage(t, s, st);
     tp_stage(t, s, st);
     cp_stage(t, s, st);
     if (t->pp > 1) {
@@ -201,12 +233,18 @@ double ct_tm_pp_bytes(const ct_tm *t) {
     return most;
 }
 
-static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, int *groups) {
+// Elements of the busiest rank's groups on one tp rank: whole (`gathered` false: what its shards
+// cover, 1 / (dp_shard x cp) of each), or as gathered under expert parallelism (E / ep experts).
+static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, bool gathered, int *groups) {
     double numel = 0;
     *groups = 0;
     for (int s = 0; s < t->n_stages; s++) {
         if (stage_rank[s] != busiest) continue;
-        numel += (t->first[s + 1] - t->first[s]) * block_numel(t);
+        for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+            double dense, experts;
+            block_numel(t, layer, &dense, &experts);
+            numel += dense + experts * (gathered ? 1 : t->ep);
+        }
         *groups += t->first[s + 1] - t->first[s];
         if (s == 0) numel += embedding_numel(t), ++*groups;
         if (s == t->n_stages - 1) numel += head_numel(t), ++*groups;
@@ -216,13 +254,14 @@ static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, int
 
 void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out) {
     int groups, N = fsdp_n(t);
-    double numel = rank_numel(t, busiest, stage_rank, &groups);
+    double numel = rank_numel(t, busiest, stage_rank, false, &groups);
+    double gathered = rank_numel(t, busiest, stage_rank, true, &groups);
     double rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
     if (fsdp_per_step(t)) {  // one gather and one reduce-scatter per group and step
         link l = link_for(t, t->tp * t->cp * t->ds);
-        double gb = t->bf16 ? 2 : 4, secs = ag_time(l, N, numel * gb) + ag_time(l, N, numel * rb);
+        double gb = t->bf16 ? 2 : 4, secs = ag_time(l, N, gathered * gb) + ag_time(l, N, gathered * rb);
         secs += 2 * (groups - 1) * (N - 1) * l.lat;  // one collective per group
-        out->bytes[CT_PLAN_DP_SHARD] += ag_bytes(N, numel * gb) + ag_bytes(N, numel * rb);
+        out->bytes[CT_PLAN_DP_SHARD] += ag_bytes(N, gathered * gb) + ag_bytes(N, gathered * rb);
         out->comm[CT_PLAN_DP_SHARD] += secs;
         // Async: gathers start at UNSHARD and reduce-scatters finish later; the first wait remains.
         out->exposed[CT_PLAN_DP_SHARD] += t->c->enable_async_comm ? secs / fmax(1, groups) : secs;
@@ -251,6 +290,6 @@ void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan
 // compute copy narrowed (6): about 40 bytes per element at memory bandwidth.
 double ct_tm_optimizer_time(const ct_tm *t, int busiest, const int *stage_rank) {
     int groups;
-    double numel = rank_numel(t, busiest, stage_rank, &groups) / fsdp_n(t);
+    double numel = rank_numel(t, busiest, stage_rank, false, &groups) / fsdp_n(t);
     return numel * (t->bf16 ? 42.0 : 36.0) / t->mem_bw + groups * t->hw->kernel_launch;
 }

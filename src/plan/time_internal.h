@@ -46,6 +46,7 @@ typedef struct {
     ct_plan_stack stack;
     ct_model_config lm;           // tp-local dims
     int world, tp, cp, pp, dr, ds, vpp, n_stages, n_mb, seq_len, ac_every;
+    int ep;                       // expert parallel degree (plan/moe.h), 1 for a dense model
     ct_pp_kind kind;
     int first[CT_TM_MAX_STAGES + 1];  // stage s: blocks [first[s], first[s+1])
     bool sp, bf16, f8, compile;
@@ -53,19 +54,24 @@ typedef struct {
     double tokens;                // tokens per micro-batch on one rank (seqs x T / cp)
     double share;                 // this rank's share of a device (cpu: of the node)
     double mm_peak, hi_peak, attn_peak, mem_bw;
-    ct_block_cost block;
+    ct_block_cost block;          // every block's, or a mixture-of-experts model's routed blocks'
+    ct_block_cost dense_block;    // a mixture-of-experts model's dense first blocks'
 } ct_tm;
+
+// The cost of block `layer`: t->block, or t->dense_block for a dense first block.
+const ct_block_cost *ct_tm_block(const ct_tm *t, int layer);
 
 // stack.c: attention's forward and backward fractions of the bf16 peak on the run's stack at
 // this kernel sequence length; false where the hardware profile's figure stands.
 bool ct_tm_stack_attention(const ct_tm *t, double seq, double *fwd_frac, double *bwd_frac);
 
 // stack.c: the elementwise bytes of one block and micro-batch (N tokens, Nsp rows under sequence
-// parallel) on the run's stack; false where ctitan's own kernel counts (time_model.c) stand.
+// parallel, F the SwiGLU width a token passes: k + S experts' in a routed block) on the run's
+// stack; false where ctitan's own kernel counts (time_model.c) stand.
 typedef struct {
     double fwd, bwd, recompute;  // forward, backward, what selective checkpointing reruns
 } ct_tm_ew_bytes;
-bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, ct_tm_ew_bytes *out);
+bool ct_tm_stack_elementwise(const ct_tm *t, double N, double Nsp, double F, ct_tm_ew_bytes *out);
 
 // time_comm.c
 void ct_tm_stage_comm(const ct_tm *t, int s, ct_stage_tm *st);

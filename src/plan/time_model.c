@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "parallel/pipeline_split.h"
+#include "plan/moe.h"
 #include "plan/time_internal.h"
 
 const char *ct_plan_dim_name(ct_plan_dim d) {
-    static const char *names[] = {"dp_shard", "dp_replicate", "tp", "cp", "pp"};
+    static const char *names[] = {"dp_shard", "dp_replicate", "tp", "cp", "pp", "ep"};
     return d >= 0 && d < CT_PLAN_NDIMS ? names[d] : "?";
 }
 
@@ -45,18 +46,59 @@ static double mem_time(const ct_tm *t, double bytes) { return bytes / t->mem_bw;
 
 // ------------------------------------------------------------------ one block, one micro-batch
 
-// A block's seconds for one micro-batch of N tokens on this rank (tp-local dims in t->lm).
-static void block_cost(const ct_tm *t, ct_block_cost *b) {
+// A grouped linear: `groups` matmuls of M rows each over one weight (K x N) apiece, as one kernel
+// (one launch). The rate follows each group's own smallest dimension.
+static void grouped_linear(const ct_tm *t, double groups, double M, double N, double K, double peak, double *f,
+                           double *i, double *w) {
+    double gf = 0, gi = 0, gw = 0;
+    linear(t, M, N, K, peak, &gf, &gi, &gw);
+    double launch = (groups - 1) * t->hw->kernel_launch;
+    *f += groups * gf - launch, *i += groups * gi - launch, *w += groups * gw - launch;
+}
+
+// A routed layer's matmuls on this rank for N tokens: the router (N x E from C, kept at the high
+// precision as TorchTitan keeps it), the experts this EP rank holds as grouped matmuls over the
+// rows routed to them, and the shared experts as one SwiGLU of S·F. Each of the E experts sees
+// N·k·ep / E rows on an EP rank holding E / ep of them (N·k rows in all): the mean load, as
+// balanced routing gives it (auxiliary loss or DeepSeek-V3's bias update); a busiest expert's
+// excess would stretch the step by the ratio of its rows to the mean, which the planner does not
+// model. Returns the FLOPs per token (forward) of these matmuls.
+static double routed_ffn(const ct_tm *t, double N, double *f, double *i, double *w) {
+    const ct_model_config *l = &t->lm;
+    const double C = l->dim, F = l->ffn_hidden, E = l->n_experts, k = l->moe_top_k, S = l->n_shared_experts;
+    double rows = N * k * t->ep / E, groups = E / t->ep;
+    linear(t, N, E, C, t->hi_peak, f, i, w);                         // router
+    grouped_linear(t, groups, rows, 2 * F, C, t->mm_peak, f, i, w);  // experts' w1, w3
+    grouped_linear(t, groups, rows, C, F, t->mm_peak, f, i, w);      // experts' w2
+    if (S > 0) {
+        linear(t, N, 2 * S * F, C, t->mm_peak, f, i, w);  // shared w1, w3
+        linear(t, N, C, S * F, t->mm_peak, f, i, w);      // shared w2
+    }
+    return 2.0 * C * (E + 3 * (k + S) * F);
+}
+
+// A block's seconds for one micro-batch of N tokens on this rank (tp-local dims in t->lm): a
+// routed block, or a dense one (a dense model's, or a mixture-of-experts model's dense first
+// blocks with their own FFN width).
+static void block_cost(const ct_tm *t, bool routed, ct_block_cost *b) {
     memset(b, 0, sizeof *b);
     const ct_model_config *l = &t->lm;
     const double N = t->tokens, C = l->dim, HS = l->head_dim, NH = l->n_heads, NKV = l->n_kv_heads;
-    const double F = l->ffn_hidden, Nsp = t->sp ? N / t->tp : N;  // rows the elementwise ops see
+    const double Nsp = t->sp ? N / t->tp : N;  // rows the elementwise ops see
+    // The FFN hidden width a token's SwiGLU passes see: k + S experts' in a routed block.
+    const double F = routed ? (l->moe_top_k + l->n_shared_experts) * (double)l->ffn_hidden
+                   : l->n_experts > 0 ? l->dense_ffn_hidden : l->ffn_hidden;
     const double pk = t->mm_peak;
-    double f = 0, i = 0, w = 0;
+    double f = 0, i = 0, w = 0, ffn_flops;
     linear(t, N, (NH + 2 * NKV) * HS, C, pk, &f, &i, &w);  // wqkv
     linear(t, N, C, NH * HS, pk, &f, &i, &w);              // wo
-    linear(t, N, 2 * F, C, pk, &f, &i, &w);                // w1, w3
-    linear(t, N, C, F, pk, &f, &i, &w);                    // w2
+    if (routed) {
+        ffn_flops = routed_ffn(t, N, &f, &i, &w);
+    } else {
+        linear(t, N, 2 * F, C, pk, &f, &i, &w);  // w1, w3
+        linear(t, N, C, F, pk, &f, &i, &w);      // w2
+        ffn_flops = 2.0 * C * 3 * F;
+    }
     b->mm_f = f, b->mm_i = i, b->mm_w = w;
     b->mm_f_qkv = mm_time(t, N, (NH + 2 * NKV) * HS, C, pk);
     b->mm_f_o = mm_time(t, N, C, NH * HS, pk);
@@ -76,14 +118,18 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
         b->attn_f = attn / (t->hi_peak * ff);
         b->attn_b = 2.5 * attn / (t->hi_peak * bf);
     }
-    b->flops_f = 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + attn;
-    b->flops_b = 2.0 * 2.0 * N * C * ((NH + 2 * NKV) * HS + NH * HS + 3 * F) + 2.5 * attn;
+    double mm_flops = N * (2.0 * C * ((NH + 2 * NKV) * HS + NH * HS) + ffn_flops);
+    b->flops_f = mm_flops + attn;
+    b->flops_b = 2.0 * mm_flops + 2.5 * attn;
     // Elementwise passes, bytes at fp32 (each pass reads its inputs and writes its output):
     double norm = 2 * Nsp * C * 4;                   // one RMSNorm
     double rope = 2 * N * (NH + NKV) * HS * 4;       // q and k rotated in place
     double swiglu = 3 * N * F * 4;                   // h1, h3 -> silu(h1) * h3
     double resid = 3 * Nsp * C * 4;                  // x + y
-    const double passes = 2 * norm + rope + swiglu + 2 * resid;
+    // A routed block also permutes its tokens' k rows into expert order and combines them back
+    // (each a read and a write of N·k·C values).
+    double permute = routed ? 2 * 2 * N * l->moe_top_k * C * 4 : 0;
+    const double passes = 2 * norm + rope + swiglu + 2 * resid + permute;
     double fwd = passes, bwd = 2.0 * passes;  // gradients of each: ~2x
     // compile.enable: the attention norm computed into the QKV matmul's input, the residual add
     // into ffn_norm, SwiGLU into the w1/w3 output (the passes that disappear). ctitan's fused cpu
@@ -101,7 +147,7 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
     if (t->bf16) fwd += 6.0 * (N * C * 3 + N * NH * HS + N * F - (gpu_fuse ? 2 * N * C + N * F : 0));
     double recompute = 2 * norm + swiglu;  // either selective policy
     ct_tm_ew_bytes stack;
-    if (ct_tm_stack_elementwise(t, N, Nsp, &stack)) fwd = stack.fwd, bwd = stack.bwd, recompute = stack.recompute;
+    if (ct_tm_stack_elementwise(t, N, Nsp, F, &stack)) fwd = stack.fwd + permute, bwd = stack.bwd + 2 * permute, recompute = stack.recompute;
     b->ew_f = mem_time(t, fwd);
     b->ew_b = mem_time(t, bwd);
     b->ew_recompute_ops = mem_time(t, recompute);
@@ -118,12 +164,16 @@ static void block_cost(const ct_tm *t, ct_block_cost *b) {
 
 // ------------------------------------------------------------------ stage costs
 
+const ct_block_cost *ct_tm_block(const ct_tm *t, int layer) {
+    return t->m->n_experts > 0 && !ct_plan_moe_routed(t->m, layer) ? &t->dense_block : &t->block;
+}
+
 static void stage_costs(ct_tm *t, int s, ct_stage_tm *st) {
     memset(st, 0, sizeof *st);
     const ct_model_config *l = &t->lm;
     const double N = t->tokens, C = l->dim, V = l->vocab_size, Nsp = t->sp ? N / t->tp : N;
-    const ct_block_cost *b = &t->block;
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
+        const ct_block_cost *b = ct_tm_block(t, layer);
         double rec = 0;
         ct_ac_mode ac = t->ac;
         if (ac == CT_TM_AC_EVERY) ac = (layer + 1) % t->ac_every == 0 ? CT_TM_AC_FULL : CT_TM_AC_NONE;
@@ -170,6 +220,7 @@ static ct_status setup(ct_tm *t, const ct_model_config *m, const ct_config *c, i
         return ct_set_error("layout pp %d x dp_replicate %d x dp_shard %d x cp %d x tp %d is not %d ranks", t->pp, t->dr,
                             t->ds, t->cp, t->tp, world);
     if (ct_model_config_local(m, t->tp, &t->lm)) return CT_ERR;
+    if (ct_plan_moe_ep(m, c, world, &t->ep)) return CT_ERR;
     if (c->seq_len % t->cp) return ct_set_error("training.seq_len %d does not split over cp %d", c->seq_len, t->cp);
     t->sp = c->sequence_parallel && t->tp > 1;
     t->seq_len = c->seq_len;
@@ -286,7 +337,8 @@ ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int
     ct_tm t;
     if (setup(&t, m, c, world, hw)) return CT_ERR;
     t.stack = stack;
-    block_cost(&t, &t.block);
+    block_cost(&t, m->n_experts > 0, &t.block);
+    if (m->n_dense_layers > 0) block_cost(&t, false, &t.dense_block);
     ct_stage_tm st[CT_TM_MAX_STAGES];
     ct_plan_stage_cost sc[CT_TM_MAX_STAGES];
     for (int s = 0; s < t.n_stages; s++) {

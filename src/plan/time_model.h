@@ -29,9 +29,10 @@
 #include "parallel/pipeline_schedules.h"
 #include "plan/hardware.h"
 
-// Mesh dimensions whose communication the model reports separately.
-typedef enum { CT_PLAN_DP_SHARD = 0, CT_PLAN_DP_REPLICATE, CT_PLAN_TP, CT_PLAN_CP, CT_PLAN_PP, CT_PLAN_NDIMS } ct_plan_dim;
-const char *ct_plan_dim_name(ct_plan_dim d);  // "dp_shard", "dp_replicate", "tp", "cp", "pp"
+// Mesh dimensions whose communication the model reports separately (ep: a mixture-of-experts
+// model's dispatch and combine all-to-alls, over ranks borrowed from dp_shard x cp).
+typedef enum { CT_PLAN_DP_SHARD = 0, CT_PLAN_DP_REPLICATE, CT_PLAN_TP, CT_PLAN_CP, CT_PLAN_PP, CT_PLAN_EP, CT_PLAN_NDIMS } ct_plan_dim;
+const char *ct_plan_dim_name(ct_plan_dim d);  // "dp_shard", "dp_replicate", "tp", "cp", "pp", "ep"
 
 typedef struct {
     double compute;                     // seconds per step on the busiest rank (incl. recompute)

@@ -43,7 +43,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ct_config_parse(&c, argc, argv) == CT_OK) {
         ct_config_check_implemented(&c);
         ct_config_shard_degree(&c, 8);
-        ct_config_peak_flops(&c);
         size_t len1, len2;
         char *t1 = config_text(&c, &len1);
         char path[1024];

@@ -62,9 +62,9 @@ static void write_shard(ct_st_writer *w, const char *file) {
 // old checkpoints), and odd.safetensors with copies to send tensors to: a BF16 and an F16
 // one that fit, and one of the wrong shape, one of an integer dtype, one the model lacks.
 static void setup(void) {
-    model = (ct_model_config){.flavor = "fuzz", .dim = 8, .n_layers = 2, .n_heads = 2, .n_kv_heads = 1,
-                              .head_dim = 4, .ffn_hidden = 8, .vocab_size = 16, .norm_eps = 1e-5,
-                              .rope_theta = 500000, .max_seq_len = 16};
+    model = (ct_model_config){.family = ct_model_family_find("llama3"), .flavor = "fuzz", .dim = 8, .n_layers = 2,
+                              .n_heads = 2, .n_kv_heads = 1, .head_dim = 4, .ffn_hidden = 8, .vocab_size = 16,
+                              .norm_eps = 1e-5, .rope_theta = 500000, .max_seq_len = 16};
     ct_param_table_build(&table, &model);
     snprintf(dir, sizeof dir, "%s/hf", ct_fuzz_tmpdir());
     mkdir(dir, 0755);

@@ -57,6 +57,21 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
     return supported(m->family, c);
 }
 
+ct_status ct_model_config_attention(ct_model_config *m, const ct_config *c, int head_dim) {
+    m->norm_eps = c->norm_eps;
+    m->rope_scaling = c->rope_scaling;
+    m->block_causal = c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
+    m->document_positions = m->block_causal && c->rope_positions == CT_CFG_ROPE_DOCUMENT;
+    m->max_seq_len = c->seq_len;
+    if (head_dim <= 0 && m->dim % m->n_heads)
+        return ct_set_error("model.n_heads: %d heads do not divide model.dim %d", m->n_heads, m->dim);
+    if (m->n_heads % m->n_kv_heads)
+        return ct_set_error("model.n_kv_heads: %d kv heads do not divide %d heads", m->n_kv_heads, m->n_heads);
+    m->head_dim = head_dim > 0 ? head_dim : m->dim / m->n_heads;
+    if (m->head_dim % 2) return ct_set_error("model: head dim %d must be even for RoPE", m->head_dim);
+    return CT_OK;
+}
+
 ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_config *local) {
     *local = *m;
     if (tp <= 1) return CT_OK;

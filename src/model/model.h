@@ -95,6 +95,12 @@ const ct_model_family *ct_model_family_find(const char *name);
 // Every family, NULL-terminated (help text, errors).
 const ct_model_family *const *ct_model_families(void);
 
+// For a family's config_from, once dim and the heads are set: what the inputs were made with
+// (norm_eps, RoPE scaling, the mask and RoPE positions, max_seq_len) from the settings, and the
+// head width -- head_dim when > 0 (a flavor's own), else dim / n_heads, which must divide -- with
+// kv heads dividing the heads and an even head width (RoPE). CT_ERR names the setting.
+ct_status ct_model_config_attention(ct_model_config *m, const ct_config *c, int head_dim);
+
 // The family model.name names, then its flavor and the config's overrides; validated, and
 // refused where the family's blocks cannot train it (supports, trainable).
 ct_status ct_model_config_from(ct_model_config *m, const ct_config *c);

@@ -43,20 +43,10 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->vocab_size = c->vocab_size > 0 ? c->vocab_size : f->vocab_size;
     m->multiple_of = c->multiple_of > 0 ? c->multiple_of : f->multiple_of;
     m->ffn_dim_multiplier = c->ffn_dim_multiplier > 0 ? c->ffn_dim_multiplier : f->ffn_dim_multiplier;
-    m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
-    m->rope_scaling = c->rope_scaling;
-    m->block_causal = c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
-    m->document_positions = m->block_causal && c->rope_positions == CT_CFG_ROPE_DOCUMENT;
-    m->max_seq_len = c->seq_len;
     if (m->dim <= 0 || m->n_layers <= 0 || m->n_heads <= 0 || m->n_kv_heads <= 0 || m->vocab_size <= 0)
         return ct_set_error("model: dimensions must be positive");
-    if (m->dim % m->n_heads)
-        return ct_set_error("model.n_heads: %d heads do not divide model.dim %d", m->n_heads, m->dim);
-    if (m->n_heads % m->n_kv_heads)
-        return ct_set_error("model.n_kv_heads: %d kv heads do not divide %d heads", m->n_kv_heads, m->n_heads);
-    m->head_dim = m->dim / m->n_heads;
-    if (m->head_dim % 2) return ct_set_error("model: head dim %d must be even for RoPE", m->head_dim);
+    if (ct_model_config_attention(m, c, 0)) return CT_ERR;
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim
                                           : ct_llama3_ffn_hidden(m->dim, m->multiple_of, m->ffn_dim_multiplier);
     return CT_OK;

@@ -55,23 +55,13 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->n_dense_layers = f->n_dense < m->n_layers ? f->n_dense : m->n_layers;
     m->dense_ffn_hidden = f->dense_hidden;
     m->qk_norm = f->qk_norm;
-    m->norm_eps = c->norm_eps;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
-    m->rope_scaling = c->rope_scaling;
-    m->block_causal = c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
-    m->document_positions = m->block_causal && c->rope_positions == CT_CFG_ROPE_DOCUMENT;
-    m->max_seq_len = c->seq_len;
     if (m->dim <= 0 || m->n_layers <= 0 || m->n_heads <= 0 || m->n_kv_heads <= 0 || m->vocab_size <= 0 ||
         m->ffn_hidden <= 0)
         return ct_set_error("model: dimensions must be positive");
     // A flavor's own head width stands unless the width or the heads are overridden.
     bool own_head = f->head_dim > 0 && c->dim <= 0 && c->n_heads <= 0;
-    if (!own_head && m->dim % m->n_heads)
-        return ct_set_error("model.n_heads: %d heads do not divide model.dim %d", m->n_heads, m->dim);
-    if (m->n_heads % m->n_kv_heads)
-        return ct_set_error("model.n_kv_heads: %d kv heads do not divide %d heads", m->n_kv_heads, m->n_heads);
-    m->head_dim = own_head ? f->head_dim : m->dim / m->n_heads;
-    if (m->head_dim % 2) return ct_set_error("model: head dim %d must be even for RoPE", m->head_dim);
+    if (ct_model_config_attention(m, c, own_head ? f->head_dim : 0)) return CT_ERR;
     return CT_OK;
 }
 

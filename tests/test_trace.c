@@ -325,6 +325,25 @@ static void *other_thread(void *arg) {
     return NULL;
 }
 
+// A device's synchronize runs at both ends of every span recorded, before the clock is read,
+// and never while not recording.
+static int syncs;
+static void count_sync(void) { syncs++; }
+static void device_sync_brackets_every_span(void) {
+    ct_trace_reserve(8);
+    ct_trace_set_device_sync(count_sync);
+    syncs = 0;
+    ct_trace_end(ct_trace_begin(CT_TRACE_KERNEL, "not recorded"));
+    CHECK(syncs == 0, "%d synchronizes while not recording", syncs);
+    ct_trace_start();
+    int a = ct_trace_begin(CT_TRACE_STEP, "outer");
+    ct_trace_end(ct_trace_begin(CT_TRACE_KERNEL, "inner"));
+    ct_trace_end(a);
+    ct_trace_stop();
+    ct_trace_set_device_sync(NULL);
+    CHECK(syncs == 4, "%d synchronizes for 2 spans (expected 4)", syncs);
+}
+
 static void recorder_spans_nest_and_count(void) {
     CHECK(!ct_trace_on() && ct_trace_begin(CT_TRACE_STEP, "off") == -1, "a span recorded while off");
     ct_trace_reserve(8);
@@ -766,6 +785,7 @@ int main(int argc, char **argv) {
     if (rc) printf("FAIL fsdp2_tp2_profile_np4 (mpirun exit %d)\n", rc);
     CT_RUN(validator_rejects_broken_traces);
     CT_RUN(recorder_spans_nest_and_count);
+    CT_RUN(device_sync_brackets_every_span);
     CT_RUN(snapshot_adds_up);
     CT_RUN(allocation_failure_writes_snapshot);  // forks: before MPI starts here
     if (ct_comm_init(&argc, &argv)) return 1;

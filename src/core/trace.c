@@ -39,6 +39,8 @@ void ct_trace_reserve(int n) {
 
 int ct_trace_capacity(void) { return capacity; }
 
+static void (*device_sync)(void);
+
 void ct_trace_start(void) {
     if (!events) ct_fatal("trace", "ct_trace_start without a span buffer (ct_trace_reserve)");
     atomic_store_explicit(&used, 0, memory_order_relaxed);
@@ -76,11 +78,17 @@ int ct_trace_open_(ct_trace_cat cat, const char *name, const char *detail, const
         e->detail[n] = 0;
     }
     e->t1 = 0;
-    e->t0 = now_ns();  // last: the span's own bookkeeping is not inside it
+    if (device_sync) device_sync();  // the work launched before the span is not inside it
+    e->t0 = now_ns();                // last: the span's own bookkeeping is not inside it
     return i;
 }
 
-void ct_trace_close_(int h) { events[h].t1 = now_ns(); }
+void ct_trace_set_device_sync(void (*sync)(void)) { device_sync = sync; }
+
+void ct_trace_close_(int h) {
+    if (device_sync) device_sync();
+    events[h].t1 = now_ns();
+}
 
 int ct_trace_count(void) {
     int n = atomic_load_explicit(&used, memory_order_relaxed);

@@ -93,6 +93,11 @@ static inline void ct_trace_end(int h) {
     if (h >= 0) ct_trace_close_(h);
 }
 
+// A function each span calls at its start and its end, before reading the clock (NULL: none):
+// the kernel backend's synchronize on an asynchronous device, so that spans time the device's
+// work, not its launch. Set once before recording; it costs a device round trip per span end.
+void ct_trace_set_device_sync(void (*sync)(void));
+
 // What the last recording holds (valid after ct_trace_stop): events in the order they began.
 int ct_trace_count(void);
 const ct_trace_event *ct_trace_events(void);

@@ -61,6 +61,10 @@ typedef struct ct_kernels {
     // device -> device, `rows` rows of row_bytes each, rows dst_pitch / src_pitch bytes apart
     // (a block of columns of a row-major matrix: cudaMemcpy2D's shape)
     void (*copy_2d)(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows);
+    // Returns once the device has finished every operation launched so far (the cpu's return
+    // finished): what a profiled span waits for at each end, so that it times the device's work
+    // rather than its launch.
+    void (*synchronize)(void);
 
     // ---- matmul
     void (*gemm)(int trans_a, int trans_b, long M, long N, long K, float alpha, const float *A, long lda,

@@ -11,6 +11,7 @@
 #include "core/json.h"
 #include "core/memory.h"
 #include "core/trace.h"
+#include "kernels/backend.h"
 #include "metrics/metrics.h"
 #include "train/timeline_svg.h"
 #include "model/model.h"
@@ -54,6 +55,10 @@ void ct_profiler_init(ct_profiler *p, const ct_config *c, ct_group *world, const
         snprintf(path, sizeof path, "%s/rank%d_failed.txt", p->snapshot_dir, world->rank);
         ct_mem_snapshot_on_failure(path);
     }
+}
+
+void ct_profiler_use_device(ct_profiler *p, const ct_kernels *k) {
+    if (p->traces) ct_trace_set_device_sync(k->device == CT_DEVICE_CPU ? NULL : k->synchronize);
 }
 
 void ct_profiler_free(ct_profiler *p) {

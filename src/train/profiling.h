@@ -35,6 +35,8 @@
 #include "core/config.h"
 #include "core/error.h"
 
+struct ct_kernels;
+
 // The span buffer's planning (ct_profiler_init): spans one block may record for one micro-batch
 // over all its passes -- forward, recompute, backward (or its input and weight halves) -- with
 // its per-operation spans (block.c), FSDP's gather and reduce-scatter, and the waits of tp and
@@ -63,6 +65,9 @@ typedef struct {
 // dropped) and the failure snapshot's path. world and mesh are kept by reference (the mesh may be
 // filled later, before the first step).
 void ct_profiler_init(ct_profiler *p, const ct_config *cfg, ct_group *world, const ct_mesh *mesh);
+// The run's kernel table, once chosen: on an asynchronous device every profiled span waits for
+// the device at both ends (its synchronize), so that it times the device's work, not its launch.
+void ct_profiler_use_device(ct_profiler *p, const struct ct_kernels *k);
 // Forgets the failure snapshot's path (a later allocation failure in this process belongs to
 // no run).
 void ct_profiler_free(ct_profiler *p);

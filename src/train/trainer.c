@@ -123,6 +123,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (!t->k && cfg->train_device == CT_CFG_DEVICE_CUDA)
         return ct_set_error("this ctitan was built without CUDA (make CUDA=1)");
     if (!t->k) return ct_set_error("no %s kernel backend in this build", device);
+    ct_profiler_use_device(&t->prof, t->k);
     if (t->k->device == CT_DEVICE_CUDA && strcmp(ct_comm_backend_name(), "nccl"))
         return ct_set_error("training.device cuda: the job's communication is %s, not nccl (ctitan train selects "
                             "nccl for cuda before it starts the transport)",

@@ -59,6 +59,7 @@ void ct_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pi
         ct_cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, (size_t)rows,
                                         cudaMemcpyDeviceToDevice, 0), "cudaMemcpy2DAsync (copy_2d)");
 }
+void ct_cuda_synchronize(void) { ct_cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 void ct_cuda_to_host(void *host_dst, const void *src, size_t bytes) {
     if (bytes) ct_cuda_check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to host)");
 }

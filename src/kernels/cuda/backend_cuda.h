@@ -23,6 +23,7 @@ ct_device ct_cuda_device(void);
 // ---- memory (backend_cuda.c)
 void ct_cuda_zero(void *dst, size_t bytes);
 void ct_cuda_copy(void *dst, const void *src, size_t bytes);
+void ct_cuda_synchronize(void);  // the whole device: every stream
 void ct_cuda_copy_2d(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t row_bytes, long rows);
 void ct_cuda_to_host(void *host_dst, const void *src, size_t bytes);
 void ct_cuda_from_host(void *dst, const void *host_src, size_t bytes);

@@ -5,10 +5,12 @@
 //   reductions in another order (norms, softmax, matmuls, attention): 1e-4 relative with an
 //   absolute floor scaled to the size of the sum.
 // Built with CUDA=1 only (make test-cuda); without a CUDA device at run time it prints one line
-// "SKIP: no CUDA device" and exits 0. NOT YET RUN ON A GPU when it was written (no device).
+// "SKIP: no CUDA device" and exits 0. `--peak [n]` prints cuBLASLt's matmul rates and the
+// attention kernels' instead of testing.
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/memory.h"
 #include "kernels/backend.h"
@@ -41,13 +43,16 @@ static float *dzeros(long n) {
     gpu->zero(d, (size_t)(n > 0 ? n : 1) * sizeof(float));
     return d;
 }
-// Compares device d (n) with host ref: |g - r| <= atol + rtol |r| everywhere, names the worst.
+// Compares device d (n) with host ref: |g - r| <= atol + rtol |r| everywhere (equal values, the
+// infinities of fully masked rows' log-sum-exp included, and NaN against NaN agree), names the
+// first that does not.
 static void cmp(const char *what, const float *d, const float *ref, long n, double rtol, double atol) {
     float *g = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     gpu->copy_to_host(g, d, (size_t)n * sizeof(float));
     long bad = -1;
     for (long i = 0; i < n && bad < 0; i++)
-        if (!(fabs((double)g[i] - ref[i]) <= atol + rtol * fabs((double)ref[i])) && !(isnan(g[i]) && isnan(ref[i])))
+        if (g[i] != ref[i] && !(fabs((double)g[i] - ref[i]) <= atol + rtol * fabs((double)ref[i])) &&
+            !(isnan(g[i]) && isnan(ref[i])))
             bad = i;
     CHECK(bad < 0, "%s: element %ld gpu %.9g cpu %.9g", what, bad, bad >= 0 ? g[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0);
     free(g);
@@ -223,6 +228,19 @@ static void rmsnorm_swiglu_vs_cpu(void) {
     gpu->rmsnorm_backward(d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C);
     cmp("rmsnorm_backward dinp", d_dx, dx, N * C, 1e-4, 1e-5);
     cmp("rmsnorm_backward dweight", d_dw, dw, C, 1e-4, 1e-5);
+    {  // enough rows for several of the dweight kernel's row chunks
+        long n2 = 300;
+        float *x2 = host_rand(n2 * C, 2), *dy2 = host_rand(n2 * C, 1), *r2 = malloc(n2 * 4), *o2 = malloc(n2 * C * 4),
+              *dw2 = host_rand(C, 1);
+        float *g_x2 = upf(x2, n2 * C), *g_dy2 = upf(dy2, n2 * C), *g_r2 = dzeros(n2), *g_o2 = dzeros(n2 * C),
+              *g_dw2 = upf(dw2, C);
+        cpu->rmsnorm_forward(o2, r2, x2, w, n2, C, 1e-5f);
+        gpu->rmsnorm_forward(g_o2, g_r2, g_x2, d_w, n2, C, 1e-5f);
+        cpu->rmsnorm_backward(NULL, dw2, dy2, x2, w, r2, n2, C);
+        gpu->rmsnorm_backward(NULL, g_dw2, g_dy2, g_x2, d_w, g_r2, n2, C);
+        cmp("rmsnorm_backward dweight, 300 rows", g_dw2, dw2, C, 1e-4, 1e-5);
+        free(x2), free(dy2), free(r2), free(o2), free(dw2);
+    }
     float *h = host_rand(N * 2 * F, 4), *d_h = upf(h, N * 2 * F), *o = malloc(N * F * 4), *d_o = dzeros(N * F);
     float *go = host_rand(N * F, 1), *d_go = upf(go, N * F), *dh = malloc(N * 2 * F * 4), *d_dh = dzeros(N * 2 * F);
     cpu->swiglu_forward(o, h, N, F);
@@ -300,6 +318,88 @@ static void attention_vs_cpu(void) {
     gpu->attention_forward(g_out2, g_lse2, g_qk, 2 * ldk, g_k, ldk, g_v, ldv, NULL, NULL, NULL, NULL, B, Tk, Tk, NKV, NKV, HS,
                            g_scr);
     cmp("attention causal out", g_out2, out2, B * Tk * NKV * HS, 1e-4, 1e-5);
+}
+
+// One attention case through both tables, forward and backward: qp / kp explicit positions
+// (NULL: 0..T-1), docs: document ids (B, T), three documents per sequence, when set (Tq == Tk).
+static void attention_case(const char *what, long B, long Tq, long Tk, long NH, long NKV, long HS, const int32_t *qp,
+                           const int32_t *kp, bool docs) {
+    long ldq = NH * HS + 8, ldk = NKV * HS + 4, ldv = ldk;
+    long nq = B * Tq * ldq, nk = B * Tk * ldk, no = B * Tq * NH * HS, nl = B * NH * Tq;
+    int32_t *qd = NULL, *kd = NULL, *g_qd = NULL, *g_kd = NULL;
+    if (docs) {
+        qd = malloc((size_t)(B * Tq) * sizeof *qd), kd = malloc((size_t)(B * Tk) * sizeof *kd);
+        for (long i = 0; i < B * Tq; i++) qd[i] = (int32_t)((i % Tq) * 3 / Tq + i / Tq);
+        for (long j = 0; j < B * Tk; j++) kd[j] = (int32_t)((j % Tk) * 3 / Tk + j / Tk);
+        g_qd = up(qd, (size_t)(B * Tq) * sizeof *qd), g_kd = up(kd, (size_t)(B * Tk) * sizeof *kd);
+    }
+    int32_t *g_qp = qp ? up(qp, (size_t)Tq * sizeof *qp) : NULL, *g_kp = kp ? up(kp, (size_t)Tk * sizeof *kp) : NULL;
+    float *q = host_rand(nq, 1), *k = host_rand(nk, 1), *v = host_rand(nk, 1), *out = malloc(no * 4),
+          *lse = malloc(nl * 4), *dout = host_rand(no, 1);
+    float *dq = host_rand(nq, 0.1f), *dk = host_rand(nk, 0.1f), *dv = host_rand(nk, 0.1f);
+    float *scratch = malloc((size_t)cpu->attention_scratch_floats(Tq, Tk, HS) * 4);
+    float *g_q = upf(q, nq), *g_k = upf(k, nk), *g_v = upf(v, nk), *g_out = dzeros(no), *g_lse = dzeros(nl),
+          *g_dout = upf(dout, no), *g_dq = upf(dq, nq), *g_dk = upf(dk, nk), *g_dv = upf(dv, nk),
+          *g_scr = dzeros(gpu->attention_scratch_floats(Tq, Tk, HS));
+    char name[96];
+    cpu->attention_forward(out, lse, q, ldq, k, ldk, v, ldv, qp, kp, qd, kd, B, Tq, Tk, NH, NKV, HS, scratch);
+    gpu->attention_forward(g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, g_qd, g_kd, B, Tq, Tk, NH, NKV, HS,
+                           g_scr);
+    snprintf(name, sizeof name, "%s HS %ld out", what, HS), cmp(name, g_out, out, no, 1e-4, 1e-5);
+    snprintf(name, sizeof name, "%s HS %ld lse", what, HS), cmp(name, g_lse, lse, nl, 1e-5, 1e-5);
+    cpu->attention_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, qp, kp, qd, kd, B, Tq, Tk, NH, NKV, HS,
+                            scratch);
+    gpu->attention_backward(g_dq, g_dk, g_dv, g_dout, g_out, g_lse, g_q, ldq, g_k, ldk, g_v, ldv, g_qp, g_kp, g_qd, g_kd,
+                            B, Tq, Tk, NH, NKV, HS, g_scr);
+    snprintf(name, sizeof name, "%s HS %ld dq", what, HS), cmp(name, g_dq, dq, nq, 1e-4, 1e-5);
+    snprintf(name, sizeof name, "%s HS %ld dk", what, HS), cmp(name, g_dk, dk, nk, 1e-4, 1e-5);
+    snprintf(name, sizeof name, "%s HS %ld dv", what, HS), cmp(name, g_dv, dv, nk, 1e-4, 1e-5);
+    free(q), free(k), free(v), free(out), free(lse), free(dout), free(dq), free(dk), free(dv), free(scratch);
+    free(qd), free(kd);
+}
+
+// The tiled kernels (head sizes 64 and 128): sequences that end inside a tile, grouped heads,
+// a context-parallel chunk with explicit positions whose first queries see no key, documents.
+static void attention_tiled_vs_cpu(void) {
+    int32_t qp[70], kp[90];
+    for (long i = 0; i < 70; i++) qp[i] = (int32_t)(100 + 3 * i);
+    for (long j = 0; j < 90; j++) kp[j] = (int32_t)(110 + 2 * j);  // queries 0..3 see no key
+    for (long HS = 64; HS <= 128; HS *= 2) {
+        attention_case("causal", 2, 150, 150, 4, 2, HS, NULL, NULL, false);
+        attention_case("positions", 2, 70, 90, 6, 2, HS, qp, kp, false);
+        attention_case("documents", 2, 130, 130, 2, 1, HS, NULL, NULL, true);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Forward and backward TFLOP/s of the attention kernels at a model's shape (causal: half the
+// T x T products): B 4, T 2048, head size 64 (32 heads, 8 kv) and 128 (16 heads, 8 kv).
+static void attention_rates(void) {
+    for (long HS = 64; HS <= 128; HS *= 2) {
+        long B = 4, T = 2048, NH = 2048 / HS, NKV = 8, ld = NH * HS, ldk = NKV * HS;
+        float *q = dzeros(B * T * ld), *k = dzeros(B * T * ldk), *v = dzeros(B * T * ldk), *o = dzeros(B * T * ld),
+              *l = dzeros(B * NH * T), *dq = dzeros(B * T * ld), *dk = dzeros(B * T * ldk), *dv = dzeros(B * T * ldk),
+              *scr = dzeros(gpu->attention_scratch_floats(T, T, HS));
+        double flops = 4.0 * B * NH * HS * (double)T * T / 2, t[2] = {0, 0};
+        for (int rep = 0; rep < 4; rep++) {
+            gpu->synchronize();
+            double t0 = now_s();
+            gpu->attention_forward(o, l, q, ld, k, ldk, v, ldk, NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS, scr);
+            gpu->synchronize();
+            double t1 = now_s();
+            gpu->attention_backward(dq, dk, dv, o, o, l, q, ld, k, ldk, v, ldk, NULL, NULL, NULL, NULL, B, T, T, NH, NKV, HS,
+                                    scr);
+            gpu->synchronize();
+            if (rep > 0) t[0] += t1 - t0, t[1] += now_s() - t1;  // the first warms up
+        }
+        printf("attention HS %ld (B %ld, T %ld, %ld heads): forward %.1f TFLOP/s, backward %.1f TFLOP/s\n", HS, B, T, NH,
+               3 * flops / t[0] / 1e12, 3 * 2.5 * flops / t[1] / 1e12);
+    }
 }
 
 static void xent_vs_cpu(void) {
@@ -403,6 +503,7 @@ int main(int argc, char **argv) {
         long sz = argc > 2 ? atol(argv[2]) : 8192;
         printf("matmul_peak n=%ld bf16 %.1f TFLOP/s fp32 %.1f TFLOP/s\n", sz, gpu->matmul_peak_gflops_bf16(sz, 10) / 1e3,
                gpu->matmul_peak_gflops(sz, 3) / 1e3);
+        attention_rates();
         return 0;
     }
     srand(1234);
@@ -415,6 +516,7 @@ int main(int argc, char **argv) {
     CT_RUN(moe_vs_cpu);
     CT_RUN(rope_vs_cpu);
     CT_RUN(attention_vs_cpu);
+    CT_RUN(attention_tiled_vs_cpu);
     CT_RUN(xent_vs_cpu);
     CT_RUN(fused_chains_vs_cpu);
     CT_RUN(f8_linear_vs_cpu);

@@ -1,13 +1,12 @@
 // Causal grouped-query attention on the GPU (contracts: ct_attention_forward / _backward in
 // kernels/kernels.h; with document ids q_doc / k_doc (B, T) a key is visible only within its
-// document as well). Phase 1, correctness first: one warp per query row (b, h, i), the head
+// document as well). Head sizes 64 and 128 go to the tiled kernels (attention_tiled.cu); these
+// take every other head size up to CT_CUDA_ATT_MAX_HS: one warp per query row (b, h, i), the head
 // split over the lanes (lane l holds elements l, l+32, ... of q, o and dq), keys walked one at a
 // time with an online softmax (FlashAttention's recurrence without tiles in shared memory).
 // Backward recomputes each probability from lse: p = exp(s - lse), dS = p (dP - D) with
 // D = rowsum(dO * O); dQ stays in registers, dK and dV are added with atomics (their order of
 // addition is not fixed: results agree with the cpu to fp32 rounding, not bit for bit).
-// What would make it fast, later: query tiles per block with K/V tiles staged in shared memory
-// and the products on tensor cores (mma / wgmma), and a dK/dV pass per key tile without atomics.
 #include <math.h>
 #include <stdint.h>
 
@@ -146,6 +145,9 @@ static unsigned warp_blocks(long rows) { return (unsigned)((rows * 32 + 127) / 1
 extern "C" void ct_cuda_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
                                           const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
                                           const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS) {
+    if (ct_cuda_attention_tiled_forward(out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc, B, Tq, Tk, NH,
+                                        NKV, HS))
+        return;
     att_shape s = {B, Tq, Tk, NH, NKV, HS, ldq, ldk, ldv};
     long rows = B * NH * Tq;
     if (rows <= 0) return;
@@ -157,6 +159,9 @@ extern "C" void ct_cuda_attention_backward(float *dq, float *dk, float *dv, cons
                                            const float *lse, const float *q, long ldq, const float *k, long ldk,
                                            const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
                                            const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS) {
+    if (ct_cuda_attention_tiled_backward(dq, dk, dv, dout, out, lse, q, ldq, k, ldk, v, ldv, q_pos, k_pos, q_doc, k_doc,
+                                         B, Tq, Tk, NH, NKV, HS))
+        return;
     att_shape s = {B, Tq, Tk, NH, NKV, HS, ldq, ldk, ldv};
     long rows = B * NH * Tq;
     if (rows <= 0) return;

@@ -9,6 +9,7 @@
 // After each launch ct_cuda_launched checks for a launch error and ends the job with its name.
 #ifndef CT_CUDA_KERNELS_H
 #define CT_CUDA_KERNELS_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -42,16 +43,29 @@ void ct_cuda_embedding_backward(float *dwte, const float *dout, const int32_t *t
                                 long vocab_start, long V_local);
 void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C,
                              float eps);
+// part: CT_CUDA_RMSNORM_DW_ROWS-row chunks of N times C floats of device scratch (dweight only).
+enum { CT_CUDA_RMSNORM_DW_ROWS = 128 };
 void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                              const float *weight, const float *rstd, long N, long C);
+                              const float *weight, const float *rstd, long N, long C,
+                              float *part);
 // dir +1: forward rotation, -1: the inverse (backward).
 void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                   long T, long H, long HS, long ld, float dir);
 void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F);
 void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
 
-// ---- attention (attention.cu); HS <= CT_CUDA_ATT_MAX_HS
+// ---- attention (attention.cu); HS <= CT_CUDA_ATT_MAX_HS. Head sizes 64 and 128 run the tiled
+// kernels of attention_tiled.cu (same contracts; false: another head size, nothing launched).
 enum { CT_CUDA_ATT_MAX_HS = 256 };
+bool ct_cuda_attention_tiled_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
+                                     const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                     const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                     long NKV, long HS);
+bool ct_cuda_attention_tiled_backward(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                      const float *lse, const float *q, long ldq, const float *k, long ldk,
+                                      const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                      const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                      long NKV, long HS);
 void ct_cuda_attention_forward(float *out, float *lse, const float *q, long ldq, const float *k, long ldk,
                                const float *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
                                const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS);

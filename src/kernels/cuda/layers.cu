@@ -68,13 +68,23 @@ __global__ static void rmsnorm_bwd_dinp_k(float *dinp, const float *dout, const 
     for (long c = threadIdx.x; c < C; c += blockDim.x) dx[c] += r * weight[c] * dy[c] - k * x[c];
 }
 
-// dweight_c += sum_n dy_nc x_nc r_n, a thread per column summing rows in order (the cpu's order)
-__global__ static void rmsnorm_bwd_dw_k(float *dweight, const float *dout, const float *inp, const float *rstd,
-                                        long N, long C) {
+// dweight_c += sum_n dy_nc x_nc r_n in two passes with a fixed order: block (columns, chunk)
+// sums its chunk's rows in order into part[chunk][c], then a thread per column adds the chunks in
+// order. One pass of a thread per column would leave all but C / 128 blocks of the GPU idle.
+__global__ static void rmsnorm_bwd_dw_part_k(float *part, const float *dout, const float *inp, const float *rstd,
+                                             long N, long C) {
+    long c = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    long n0 = blockIdx.y * (long)CT_CUDA_RMSNORM_DW_ROWS, n1 = n0 + CT_CUDA_RMSNORM_DW_ROWS < N ? n0 + CT_CUDA_RMSNORM_DW_ROWS : N;
+    float acc = 0.0f;
+    for (long n = n0; n < n1; n++) acc += dout[n * C + c] * inp[n * C + c] * rstd[n];
+    part[blockIdx.y * C + c] = acc;
+}
+__global__ static void rmsnorm_bwd_dw_sum_k(float *dweight, const float *part, long chunks, long C) {
     long c = blockIdx.x * (long)blockDim.x + threadIdx.x;
     if (c >= C) return;
     float acc = 0.0f;
-    for (long n = 0; n < N; n++) acc += dout[n * C + c] * inp[n * C + c] * rstd[n];
+    for (long k = 0; k < chunks; k++) acc += part[k * C + c];
     dweight[c] += acc;
 }
 
@@ -85,14 +95,17 @@ extern "C" void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *in
     ct_cuda_launched("rmsnorm_forward");
 }
 extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
-                                         const float *weight, const float *rstd, long N, long C) {
+                                         const float *weight, const float *rstd, long N, long C, float *part) {
     if (N <= 0) return;
     if (dinp) {
         rmsnorm_bwd_dinp_k<<<(unsigned)N, 256>>>(dinp, dout, inp, weight, rstd, C);
         ct_cuda_launched("rmsnorm_backward (dinp)");
     }
     if (dweight) {
-        rmsnorm_bwd_dw_k<<<(unsigned)((C + 127) / 128), 128>>>(dweight, dout, inp, rstd, N, C);
+        long chunks = (N + CT_CUDA_RMSNORM_DW_ROWS - 1) / CT_CUDA_RMSNORM_DW_ROWS;
+        rmsnorm_bwd_dw_part_k<<<dim3((unsigned)((C + 127) / 128), (unsigned)chunks), 128>>>(part, dout, inp, rstd, N, C);
+        ct_cuda_launched("rmsnorm_backward (dweight parts)");
+        rmsnorm_bwd_dw_sum_k<<<(unsigned)((C + 127) / 128), 128>>>(dweight, part, chunks, C);
         ct_cuda_launched("rmsnorm_backward (dweight)");
     }
 }

@@ -14,6 +14,14 @@
 #include "kernels/kernels.h"
 
 // ---- layers
+// The per-chunk column sums of dweight go to the backend's small buffer (the table's contract
+// has no scratch for rmsnorm): chunks x C floats, 4 MB at N 65536, C 8192.
+static void rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                             const float *rstd, long N, long C) {
+    long chunks = (N + CT_CUDA_RMSNORM_DW_ROWS - 1) / CT_CUDA_RMSNORM_DW_ROWS;
+    float *part = dweight && N > 0 ? ct_cuda_small_buffer((size_t)(chunks * C) * sizeof(float)) : NULL;
+    ct_cuda_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, part);
+}
 static void rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
                         double low_freq_factor, double high_freq_factor, long original_max_pos) {
     size_t n = (size_t)max_T * (size_t)(HS / 2);
@@ -211,6 +219,7 @@ const ct_kernels ct_kernels_cuda = {
     .copy_to_host = ct_cuda_to_host,
     .copy_from_host = ct_cuda_from_host,
     .copy_2d = ct_cuda_copy_2d,
+    .synchronize = ct_cuda_synchronize,
 
     .gemm = ct_cuda_gemm,
     .linear_forward = ct_cuda_linear_forward,
@@ -220,7 +229,7 @@ const ct_kernels ct_kernels_cuda = {
     .embedding_forward = ct_cuda_embedding_forward,
     .embedding_backward = ct_cuda_embedding_backward,
     .rmsnorm_forward = ct_cuda_rmsnorm_forward,
-    .rmsnorm_backward = ct_cuda_rmsnorm_backward,
+    .rmsnorm_backward = rmsnorm_backward,
     .rope_tables = rope_tables,
     .rope_forward = rope_forward,
     .rope_backward = rope_backward,

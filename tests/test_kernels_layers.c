@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/float_formats.h"
 #include "kernels/kernels.h"
 #include "test.h"
 #include "test_rand.h"
@@ -32,6 +33,19 @@ static void test_embedding_window_and_scatter(void) {
                 CHECK(out[n * C + c] == want, "N=%ld row %ld col %ld", N, n, c);
             }
         }
+        // From the table's bf16 copy: each row widened exactly (the row of bf16(wte)).
+        uint16_t *wte16 = malloc(sizeof(uint16_t) * V * C);
+        for (long i = 0; i < V * C; i++) wte16[i] = ct_f32_to_bf16(wte[i]);
+        for (long i = 0; i < N * C; i++) out[i] = NAN;
+        ct_embedding_forward_bf16(out, tok, wte16, N, C, start, V);
+        long bad16 = 0;
+        for (long n = 0; n < N; n++) {
+            long r = tok[n] - start;
+            for (long c = 0; c < C; c++)
+                bad16 += out[n * C + c] != ((r >= 0 && r < V) ? ct_bf16_to_f32(wte16[r * C + c]) : 0.0f);
+        }
+        CHECK(bad16 == 0, "bf16 table, N=%ld: %ld of %ld values differ", N, bad16, N * C);
+        free(wte16);
         double *ref = malloc(sizeof(double) * V * C);
         for (long i = 0; i < V * C; i++) ref[i] = dw0[i];
         for (long n = 0; n < N; n++) {

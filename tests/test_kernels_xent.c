@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/float_formats.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/xent_row.h"
 #include "kernels/kernels.h"
@@ -157,8 +158,8 @@ static int within(double got, double ref, long K, double mag) {
 }
 
 // The output layer's products (ct_head_products, kernels/backend.h) against float64, in fp32 and
-// in bf16: the bf16 products take x and W as they are (bf16 values already) and the dlogits as
-// two bf16 parts, hi = bf16(z) and lo = bf16(z - hi), worked out here.
+// in bf16: the bf16 products take W in bf16 (as FSDP gathers it), x as it is (bf16 values
+// already) and the dlogits as two bf16 parts, hi = bf16(z) and lo = bf16(z - hi), worked out here.
 static void test_head_products(void) {
     const long N = 37, C = 24, V = 70, chunk = 40;
     const ct_kernels *k = ct_kernels_get("cpu");
@@ -170,11 +171,14 @@ static void test_head_products(void) {
     for (long i = 0; i < V * C; i++) W[i] = round_bf16(2 * urand() - 1), dW0[i] = 2 * urand() - 1;
     for (long i = 0; i < N * V; i++) z[i] = (2 * urand() - 1) * 0.01f;  // fp32 dlogits: not bf16 values
     CHECK(ct_head_products_floats(chunk, V, C, false) == 0, "fp32 needs no copies");
+    uint16_t *W16 = malloc(sizeof(uint16_t) * V * C);
+    ct_f32_to_bf16_n(W, W16, V * C);  // exact: W holds bf16 values
     for (int bf16 = 0; bf16 < 2; bf16++) {
-        ct_head_products h = ct_head_products_begin(k, bf16, W, V, C, chunk, scratch);
-        ct_head_logits(&h, logits, x, W, N);
+        const void *Wk = bf16 ? (const void *)W16 : W;
+        ct_head_products h = ct_head_products_begin(k, bf16, Wk, V, C, chunk, scratch);
+        ct_head_logits(&h, logits, x, Wk, N);
         memcpy(dW, dW0, sizeof(float) * V * C);
-        ct_head_backward(&h, dx, dW, z, x, W, N);
+        ct_head_backward(&h, dx, dW, z, x, Wk, N);
         long bad = 0;
         for (long n = 0; n < N; n++)
             for (long v = 0; v < V; v++) {
@@ -210,7 +214,7 @@ static void test_head_products(void) {
         CHECK(bad == 0, "%s: %ld of %ld results outside fp32 summation error", bf16 ? "bf16" : "fp32", bad,
               N * V + N * C + V * C);
     }
-    free(x), free(W), free(z), free(dW0), free(dW), free(dx), free(logits), free(scratch);
+    free(x), free(W), free(W16), free(z), free(dW0), free(dW), free(dx), free(logits), free(scratch);
 }
 
 // The fused loss in bf16 computes the same softmax on logits that differ from fp32's only in
@@ -224,11 +228,13 @@ static void test_xent_bf16(void) {
     for (long i = 0; i < N * C; i++) x[i] = round_bf16(2 * urand() - 1);
     for (long i = 0; i < V * C; i++) W[i] = round_bf16(2 * urand() - 1);
     for (long n = 0; n < N; n++) tg[n] = n % 7 == 3 ? -1 : (int32_t)(urand() * V);
+    uint16_t *W16 = malloc(sizeof(uint16_t) * V * C);
+    ct_f32_to_bf16_n(W, W16, V * C);  // exact: W holds bf16 values
     double loss[2];
     for (int b = 0; b < 2; b++) {
         dx[b] = malloc(sizeof(float) * N * C), dW[b] = calloc((size_t)(V * C), sizeof(float));
         float *scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, C, b));
-        loss[b] = ct_xent_fused(dx[b], dW[b], x, W, tg, N, C, V, 1.0f / N, chunk, b, scratch);
+        loss[b] = ct_xent_fused(dx[b], dW[b], x, b ? (const void *)W16 : W, tg, N, C, V, 1.0f / N, chunk, b, scratch);
         free(scratch);
     }
     CHECK(fabs(loss[1] - loss[0]) <= 1e-5 * fabs(loss[0]), "loss bf16 %.9g fp32 %.9g", loss[1], loss[0]);

@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "mpi_test.h"
+#include "core/float_formats.h"
 #include "test_bf16.h"
 #include "test_rand.h"
 #include "parallel/loss_parallel.h"
@@ -94,12 +95,16 @@ static void one_case_in(ct_group *tp, long N, long C, long V, long chunk, float 
     }
     const int P = tp->size, rank = tp->rank;
     const long Vl = V / P, vs = rank * Vl;
+    // Under bf16 the weight goes in as its bf16 copy (FSDP's gathered compute copy).
+    uint16_t *W16 = malloc(sizeof(uint16_t) * V * C);
+    ct_f32_to_bf16_n(p.W, W16, V * C);  // exact: W holds bf16 values
+    const void *W_all = bf16 ? (const void *)W16 : p.W, *W_mine = bf16 ? (const void *)(W16 + vs * C) : p.W + vs * C;
     const float gs = 1.0f / (float)p.valid;
     // reference: the full vocabulary on this rank
     float *dx_ref = malloc(sizeof(float) * N * C), *dW_ref = malloc(sizeof(float) * V * C);
     float *ref_scratch = malloc(sizeof(float) * ct_xent_scratch_floats(chunk, V, C, bf16));
     memcpy(dW_ref, p.dW0, sizeof(float) * V * C);
-    double loss_ref = ct_xent_fused(backward ? dx_ref : NULL, backward ? dW_ref : NULL, p.x, p.W, p.tg, N, C, V, gs,
+    double loss_ref = ct_xent_fused(backward ? dx_ref : NULL, backward ? dW_ref : NULL, p.x, W_all, p.tg, N, C, V, gs,
                                     chunk, bf16, ref_scratch);
     // this rank's slice
     float *dx = malloc(sizeof(float) * N * C), *dWl = malloc(sizeof(float) * Vl * C);
@@ -107,7 +112,7 @@ static void one_case_in(ct_group *tp, long N, long C, long V, long chunk, float 
     for (long i = 0; i < N * C; i++) dx[i] = NAN;  // dx is overwritten
     memcpy(dWl, p.dW0 + vs * C, sizeof(float) * Vl * C);
     double loss = 0;  // the sum is added to it (kern is the cpu: its device memory is the host's)
-    ct_xent_vocab_parallel(kern, &loss, backward ? dx : NULL, backward ? dWl : NULL, p.x, p.W + vs * C, p.tg, N, C, Vl,
+    ct_xent_vocab_parallel(kern, &loss, backward ? dx : NULL, backward ? dWl : NULL, p.x, W_mine, p.tg, N, C, Vl,
                            vs, gs, chunk, bf16, scratch, tp, gather);
 
     CHECK(isfinite(loss), "loss %g", loss);
@@ -129,7 +134,7 @@ static void one_case_in(ct_group *tp, long N, long C, long V, long chunk, float 
         e = rel_err(dx, dx_ref, N * C);
         CHECK(e <= 1e-5, "sum over tp of dx rel err %g (gather %d chunk %ld)", e, gather, chunk);
     }
-    free(dx_ref), free(dW_ref), free(ref_scratch), free(dx), free(dWl), free(scratch);
+    free(W16), free(dx_ref), free(dW_ref), free(ref_scratch), free(dx), free(dWl), free(scratch);
     free_problem(&p);
 }
 

@@ -44,6 +44,9 @@ typedef struct {
     ct_parallelized par;
 } rig;
 
+// The precision build_with hands to ct_parallelize (fp32 unless a test says otherwise).
+static ct_precision rig_prec;
+
 // tiny() with the n_kv settings of kv (key, value pairs), as pp rank pp_rank of pp, data sharding
 // over fsdp ranks.
 static ct_status build_with(rig *r, const char *const *kv, int n_kv, int pp, int pp_rank, int fsdp,
@@ -65,7 +68,7 @@ static ct_status build_with(rig *r, const char *const *kv, int n_kv, int pp, int
     ct_parallelize_env env = {
         .cfg = &r->cfg, .k = k, .model = &r->model, .local_model = &r->model, .table = &r->table,
         .fsdp = &r->g_fsdp, .replicate = &r->g_rep, .cp = &r->g_cp, .pp = &r->g_pp, .tp = &r->tp,
-        .prec = ct_precision_fp32(), .seq_local = r->cfg.seq_len, .mb_seqs = 1, .sizing = &r->sizing, .cache = cache,
+        .prec = rig_prec, .seq_local = r->cfg.seq_len, .mb_seqs = 1, .sizing = &r->sizing, .cache = cache,
     };
     return ct_parallelize(&env, &r->par);
 }
@@ -73,6 +76,31 @@ static ct_status build_with(rig *r, const char *const *kv, int n_kv, int pp, int
 static void release(rig *r) {
     ct_parallelized_free(&r->par);
     ct_param_table_free(&r->table);
+}
+
+// Under bf16 the gather slots hold each group's bf16 copy, and fp32 only for what reads fp32:
+// the norm weights (two per block, dim 32 each; the head's one), never the matrices, the
+// embedding or the output projection. With 8-bit layers the blocks' matrices get fp32 too (the
+// 8-bit layers quantise from fp32); the vocabulary matrices still not.
+static void test_bf16_slots_hold_fp32_only_where_read(void) {
+    rig r;
+    rig_prec = (ct_precision){.compute = CT_BF16, .weights_bf16 = true};
+    CHECK(build_with(&r, NULL, 0, 1, 0, 2, NULL) == CT_OK, "%s", ct_last_error());
+    CHECK(r.fsdp.slot_numel == 2 * 32, "bf16: fp32 slot of %ld floats (want the block's two norms, 64)",
+          r.fsdp.slot_numel);
+    for (int i = 0; i < r.table.count; i++) {
+        const ct_param *p = &r.table.params[i];
+        CHECK((r.fsdp.f32_at[i] < 0) == p->read_bf16, "%s: fp32 place %ld", p->name, r.fsdp.f32_at[i]);
+    }
+    release(&r);
+    rig_prec = (ct_precision){.compute = CT_BF16, .quantized = true};
+    CHECK(build_with(&r, NULL, 0, 1, 0, 2, NULL) == CT_OK, "%s", ct_last_error());
+    long block = r.table.group_offset[2] - r.table.group_offset[1];
+    CHECK(r.fsdp.slot_numel == block, "bf16 + 8-bit: fp32 slot of %ld floats (want a whole block, %ld)",
+          r.fsdp.slot_numel, block);
+    CHECK(r.fsdp.f32_at[0] < 0, "the embedding got an fp32 copy under 8-bit layers");
+    release(&r);
+    rig_prec = ct_precision_fp32();
 }
 
 // What ct_parallelized_free must leave: nothing made, the caller's pieces zeroed.
@@ -159,8 +187,10 @@ static void test_refuses_stages_per_rank_without_pipeline(void) {
 }
 
 int main(void) {
+    rig_prec = ct_precision_fp32();
     CT_RUN(test_interleaved_placement);
     CT_RUN(test_cache);
+    CT_RUN(test_bf16_slots_hold_fp32_only_where_read);
     CT_RUN(test_refuses_checkpointing_with_split_backward);
     CT_RUN(test_refuses_stages_per_rank_without_pipeline);
     CT_TEST_EXIT();

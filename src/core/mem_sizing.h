@@ -19,6 +19,9 @@ static inline void *ct_mem_sizing_add(ct_mem_sizing *s, ct_mem_category cat, siz
     return NULL;
 }
 
+// Set-up that replaces a buffer it took (the sizing forgets its bytes; else it is freed).
+#define ct_mem_give_back(sizing, p, cat, n) ((sizing) ? (void)((sizing)->bytes[(cat)] -= (double)(n)) : ct_mem_free(p))
+
 // dev: where the buffer lives (the run's device; the sizing counts every device's bytes alike).
 // A macro, so that an allocation keeps its call site (function, file, line) in memory snapshots.
 #define ct_mem_take(sizing, dev, cat, bytes) \

@@ -78,6 +78,9 @@ typedef struct ct_kernels {
     // ---- layers
     void (*embedding_forward)(float *out, const int32_t *tokens, const float *wte, long N, long C, long vocab_start,
                               long V_local);
+    // The same from a bf16 table (under bf16, FSDP's gathered compute copy): rows widened exactly.
+    void (*embedding_forward_bf16)(float *out, const int32_t *tokens, const uint16_t *wte, long N, long C,
+                                   long vocab_start, long V_local);
     void (*embedding_backward)(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
                                long vocab_start, long V_local);
     void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, long N, long C,
@@ -132,7 +135,8 @@ typedef struct ct_kernels {
     // loss_sum: one double on this device that the SUM of the token losses is added to, so the
     // loss stays on the device until the step reads it (once, with the step's other scalars).
     long (*xent_scratch_floats)(long chunk_rows, long V, long C, bool bf16);
-    void (*xent_fused)(double *loss_sum, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
+    // W (V, C): fp32, or bf16 values when bf16 (the gathered compute copy).
+    void (*xent_fused)(double *loss_sum, float *dx, float *dW, const float *x, const void *W, const int32_t *targets,
                        long N, long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
     // First row n whose target is outside [-1, V), or -1: so a caller can refuse bad targets
     // without reading device memory.
@@ -283,9 +287,9 @@ void ct_kernel_set_missing(int i, char *out, size_t n);
 // cross-entropy, the vocabulary-parallel loss), in one of two precisions:
 //   fp32  z = x W^T, dx = z W, dW += z^T x, all in fp32 (the table's gemm);
 //   bf16  the same products on the table's gemm_bf16 (bf16 inputs, fp32 accumulation), as the
-//         blocks' linear layers take them under --mixed_precision bf16: x and W hold bf16 values
-//         already (the head's input is rounded before the call, W is the bf16 compute copy), so
-//         narrowing them is exact. The dlogits z (fp32) go in as two bf16 parts, hi = bf16(z)
+//         blocks' linear layers take them under --mixed_precision bf16: W is the bf16 compute copy
+//         (FSDP's gathered bf16 group: no copy of it is made) and x holds bf16 values already (the
+//         head's input is rounded before the call), so narrowing it is exact. The dlogits z (fp32) go in as two bf16 parts, hi = bf16(z)
 //         and lo = bf16(z - hi), each multiplied and the products summed in fp32: z to about
 //         2^-17 of itself, where one bf16 would keep 2^-9 (PyTorch's autocast rounds it so).
 //         Why: the vocabulary-parallel loss reduces the softmax's sums in another order, so its
@@ -296,25 +300,26 @@ void ct_kernel_set_missing(int i, char *out, size_t n);
 typedef struct {
     const ct_kernels *k;
     long V, C;
-    uint16_t *W16;  // (V, C) W narrowed; NULL: fp32 products
+    const uint16_t *W16;  // (V, C) W in bf16 (the caller's); NULL: fp32 products
     uint16_t *x16;  // (chunk_rows, C) the chunk's rows narrowed (by ct_head_logits)
     uint16_t *zhi;  // (chunk_rows, V) the chunk's dlogits, bf16 part (by ct_head_backward)
     uint16_t *zlo;  // (chunk_rows, V) and what it leaves, in bf16
 } ct_head_products;
 
-// Floats of scratch the bf16 copies take (0 for fp32): W16, x16, zhi and zlo, each 16-float aligned.
+// Floats of scratch the bf16 copies take (0 for fp32): x16, zhi and zlo, each 16-float aligned.
 long ct_head_products_floats(long chunk_rows, long V, long C, bool bf16);
 
-// Set up for one loss call over W (V, C): under bf16 narrows W into scratch (which must hold
-// ct_head_products_floats(chunk_rows, V, C, true) floats, on k's device).
-ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const float *W, long V, long C,
+// Set up for one loss call over W (V, C): fp32, or bf16 values under bf16, whose copies of the
+// chunk's rows go to scratch (ct_head_products_floats(chunk_rows, V, C, true) floats, on k's
+// device).
+ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const void *W, long V, long C,
                                         long chunk_rows, float *scratch);
 
 // z (nr, V) = xc W^T for a chunk xc (nr, C), nr <= chunk_rows.
-void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const float *W, long nr);
+void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const void *W, long nr);
 
 // dx (nr, C) = z W (when dx) and dW (V, C) += z^T xc, z (nr, V) the chunk's dlogits: after the
 // ct_head_logits call of the same chunk (bf16 reuses its narrowed rows).
 void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const float *z, const float *xc,
-                      const float *W, long nr);
+                      const void *W, long nr);
 #endif

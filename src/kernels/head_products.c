@@ -9,23 +9,22 @@ static long floats_of_bf16(long n) { return align16((n + 1) / 2); }  // floats t
 
 long ct_head_products_floats(long chunk_rows, long V, long C, bool bf16) {
     if (!bf16) return 0;
-    return floats_of_bf16(V * C) + floats_of_bf16(chunk_rows * C) + 2 * floats_of_bf16(chunk_rows * V);
+    return floats_of_bf16(chunk_rows * C) + 2 * floats_of_bf16(chunk_rows * V);
 }
 
-ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const float *W, long V, long C, long chunk_rows,
+ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const void *W, long V, long C, long chunk_rows,
                                         float *scratch) {
     ct_head_products h = {.k = k, .V = V, .C = C};
     if (!bf16) return h;
     float *at = scratch;  // the four copies in turn, each 16-float aligned
-    h.W16 = (uint16_t *)at, at += floats_of_bf16(V * C);
+    h.W16 = W;
     h.x16 = (uint16_t *)at, at += floats_of_bf16(chunk_rows * C);
     h.zhi = (uint16_t *)at, at += floats_of_bf16(chunk_rows * V);
     h.zlo = (uint16_t *)at;
-    k->f32_to_bf16(h.W16, W, V * C);
     return h;
 }
 
-void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const float *W, long nr) {
+void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const void *W, long nr) {
     const long V = h->V, C = h->C;
     if (!h->W16) {
         h->k->gemm(0, 1, nr, V, C, 1.0f, xc, C, W, C, 0.0f, z, V);
@@ -35,7 +34,7 @@ void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const 
     h->k->gemm_bf16(0, 1, nr, V, C, 1.0f, h->x16, C, h->W16, C, 0.0f, z, V);
 }
 
-void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const float *z, const float *xc, const float *W,
+void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const float *z, const float *xc, const void *W,
                       long nr) {
     const long V = h->V, C = h->C;
     if (!h->W16) {

@@ -53,6 +53,9 @@ void ct_linear_backward(float *dinp, float *dweight, const float *dout, const fl
 // ---------------------------------------------------------------- embedding
 // out (N, C) = wte[tokens[n] - vocab_start] for tokens in [vocab_start, vocab_start + V_local),
 // zero rows for tokens outside (vocabulary-parallel embedding). wte (V_local, C).
+// The same from a bf16 table wte16 (V_local, C): each row widened exactly.
+void ct_embedding_forward_bf16(float *out, const int32_t *tokens, const uint16_t *wte16, long N, long C,
+                               long vocab_start, long V_local);
 void ct_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C, long vocab_start,
                           long V_local);
 // dwte (V_local, C) += rows of dout (N, C) scattered by token (same vocabulary window).
@@ -125,10 +128,10 @@ void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N
 // x (N, C), W (V, C), targets (N) with -1 = ignore. Returns sum over valid rows of
 // -log softmax(logits)[target] (in double). When dx != NULL also computes, with
 // dlogits = (softmax - onehot) * grad_scale: dx (N, C) = dlogits @ W and dW (V, C) += dlogits^T x.
-// bf16: the three products take bf16 inputs with fp32 accumulation (kernels/backend.h: ct_head_products).
-// scratch: ct_xent_scratch_floats(chunk_rows, V, C, bf16) floats.
+// bf16: W holds bf16 values, and the three products take bf16 inputs with fp32 accumulation
+// (kernels/backend.h: ct_head_products). scratch: ct_xent_scratch_floats(chunk_rows, V, C, bf16) floats.
 long ct_xent_scratch_floats(long chunk_rows, long V, long C, bool bf16);
-double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
+double ct_xent_fused(float *dx, float *dW, const float *x, const void *W, const int32_t *targets, long N, long C,
                      long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
 // First row n whose target is outside [-1, V) (a caller bug), or -1 when all are valid.
 long ct_xent_bad_target(const int32_t *targets, long N, long V);

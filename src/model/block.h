@@ -19,10 +19,16 @@
 #include "model/stage_ops.h"
 
 // One block's tensors inside a flat block (parameters or gradients), by view: t[v] is where the
-// tensor declared with view v starts (ct_param_spec.view; the family names its views).
+// tensor declared with view v starts (ct_param_spec.view; the family names its views). Under
+// bf16, t16[v] is the gathered bf16 compute copy of each tensor the linear layers read
+// (ct_param_spec.read_bf16), and t[v] of those is NULL unless 8-bit layers need an fp32 copy;
+// otherwise t16 is all NULL.
 typedef struct {
     float *t[CT_BLOCK_MAX_VIEWS];
+    const uint16_t *t16[CT_BLOCK_MAX_VIEWS];
 } ct_block_weights;
+// Linear view v of a block's weights as the linear layers take it.
+static inline ct_weight ct_block_weight(const ct_block_weights *w, int v) { return (ct_weight){w->t[v], w->t16[v]}; }
 
 // Everything a block call needs besides its weights and activations. Shared buffers are scratch,
 // valid inside one call.

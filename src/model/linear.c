@@ -16,7 +16,7 @@ static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, c
     scratch_sizes s = {0};
     for (int i = 0; i < n; i++) {
         long IC = l[i].in, OC = l[i].out;
-        if (p->compute == CT_BF16) s.w16 = ct_max_l(s.w16, align16(halves(OC * IC)));  // the bf16 weight
+        if (p->compute == CT_BF16 && !p->weights_bf16) s.w16 = ct_max_l(s.w16, align16(halves(OC * IC)));  // narrowed weight
         // the bf16 output gradient (ct_round_to_bf16 also rounds up to N x out through it)
         if (p->compute == CT_BF16 || p->quantized) s.g16 = ct_max_l(s.g16, align16(halves(N * OC)));
         if (p->quantized && p->compute == CT_BF16) s.inp32 = ct_max_l(s.inp32, align16(N * IC));  // a widened input
@@ -38,7 +38,7 @@ void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precisio
     scratch_sizes s = sizes(k, p, N, layers, n_layers);
     *c = (ct_linear_ctx){.k = k, .prec = *p};
     float *at = scratch;
-    if (p->compute == CT_BF16) {
+    if (p->compute == CT_BF16 && !p->weights_bf16) {
         c->w16 = (uint16_t *)at;
         at += s.w16;
     }
@@ -62,6 +62,19 @@ static const float *input_f32(const ct_linear_ctx *c, ct_tensor inp) {
     return c->inp32;
 }
 
+// The fp32 weight (fp32 and 8-bit layers).
+static const float *weight_f32(ct_weight W) {
+    if (!W.f32) ct_fatal("linear", "an fp32 or 8-bit layer was given its weight in bf16 only");
+    return W.f32;
+}
+// The bf16 weight: as given, or narrowed now from fp32 into w16.
+static const uint16_t *weight_bf16(const ct_linear_ctx *c, ct_weight W, long n) {
+    if (W.bf16) return W.bf16;
+    if (!c->w16) ct_fatal("linear", "a bf16 layer was given an fp32 weight, and its stage gathers bf16 weights");
+    c->k->f32_to_bf16(c->w16, weight_f32(W), n);
+    return c->w16;
+}
+
 static void check_input(const ct_linear_ctx *c, ct_tensor inp) {
     if (inp.dtype != c->prec.compute || inp.ld != inp.cols)
         ct_fatal("linear", "input of dtype %s (ld %ld, %ld cols), stage computes in %s", ct_dtype_name(inp.dtype),
@@ -69,37 +82,33 @@ static void check_input(const ct_linear_ctx *c, ct_tensor inp) {
 }
 
 void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *out, ct_tensor inp,
-                   const float *W, long OC) {
+                   ct_weight W, long OC) {
     const ct_kernels *k = c->k;
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_forward_f8(out, input_f32(c, inp), W, N, IC, OC, c->prec.recipe, split, c->f8);
+        k->linear_forward_f8(out, input_f32(c, inp), weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
-        k->f32_to_bf16(c->w16, W, OC * IC);
-        k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, c->w16, IC, 0.0f, out, OC);
+        k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, weight_bf16(c, W, OC * IC), IC, 0.0f, out, OC);
     } else {
-        k->linear_forward(out, inp.data, W, N, IC, OC);
+        k->linear_forward(out, inp.data, weight_f32(W), N, IC, OC);
     }
 }
 
 void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *dinp, float *dW,
-                   const float *dout, ct_tensor inp, const float *W, long OC) {
+                   const float *dout, ct_tensor inp, ct_weight W, long OC) {
     const ct_kernels *k = c->k;
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, W, N, IC, OC, c->prec.recipe, split,
-                              c->f8);
+        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, dinp ? weight_f32(W) : NULL, N, IC, OC,
+                              c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
-        if (dinp) {
-            k->f32_to_bf16(c->w16, W, OC * IC);
-            k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, c->w16, IC, 0.0f, dinp, IC);
-        }
+        if (dinp) k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, weight_bf16(c, W, OC * IC), IC, 0.0f, dinp, IC);
         if (dW) k->gemm_bf16(1, 0, OC, IC, N, 1.0f, c->g16, OC, inp.data, IC, 1.0f, dW, IC);
     } else {
-        k->linear_backward(dinp, dW, dout, inp.data, W, N, IC, OC);
+        k->linear_backward(dinp, dW, dout, inp.data, dinp ? weight_f32(W) : NULL, N, IC, OC);
     }
 }
 

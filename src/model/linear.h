@@ -26,8 +26,10 @@
 //             (which tensorwise scales, not powers of two, pass on to every product: such runs
 //             drift apart sooner; tests/test_parity_f8.c measures it).
 //
-// Weights arrive as fp32 views; under bf16 they already hold bf16 values (the compute copy the
-// weight operations gather), so rounding them again changes nothing.
+// Weights arrive as ct_weight: under bf16, the bf16 compute copy the weight operations gather,
+// read by the matmuls as it is (no fp32 copy of it is made, and no narrowing pass per call); an
+// fp32 weight (fp32 runs, the 8-bit layers, callers without a gathered copy) is narrowed at the
+// call into the w16 scratch, which ct_precision.weights_bf16 leaves out.
 #ifndef CT_LINEAR_H
 #define CT_LINEAR_H
 #include <stdbool.h>
@@ -44,7 +46,18 @@ typedef struct {
     bool quantized;                // 8-bit matmuls for the layers f8_layers selects
     ct_f8_recipe recipe;           // tensorwise, rowwise or MXFP8
     const uint8_t *f8_layers;      // (n_layers) bit l set: linear l of that block is 8-bit; NULL = all
+    bool weights_bf16;             // bf16: every non-8-bit layer gets its weight as bf16 (no w16 scratch)
 } ct_precision;
+
+// A linear layer's weight (OC, IC), row-major, as the caller holds it: fp32, bf16, or both (the
+// same values); the other NULL. ct_weight_at: the rows from element `off` on.
+typedef struct {
+    const float *f32;
+    const uint16_t *bf16;
+} ct_weight;
+static inline ct_weight ct_weight_at(ct_weight w, long off) {
+    return (ct_weight){w.f32 ? w.f32 + off : NULL, w.bf16 ? w.bf16 + off : NULL};
+}
 
 static inline ct_precision ct_precision_fp32(void) { return (ct_precision){.compute = CT_F32}; }
 
@@ -57,7 +70,7 @@ static inline bool ct_precision_f8(const ct_precision *p, int layer, ct_block_li
 typedef struct {
     const ct_kernels *k;
     ct_precision prec;
-    uint16_t *w16;   // (max OC·IC) bf16 weight
+    uint16_t *w16;   // (max OC·IC) bf16 weight narrowed at the call (NULL under weights_bf16)
     uint16_t *g16;   // (N · max OC) bf16 output gradient
     float *inp32;    // (N · max IC) a bf16 input widened for the 8-bit kernels
     float *f8;       // the 8-bit kernels' scratch
@@ -80,10 +93,10 @@ void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precisio
 // f8: in 8 bits; split: how tp splits this layer, for the 8-bit scales (kernels/backend.h;
 // NULL: whole, or not 8-bit).
 void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *out, ct_tensor inp,
-                   const float *W, long OC);
-// dinp (N, IC) = dout @ W (NULL: skipped); dW (OC, IC) += dout^T @ inp (NULL: skipped).
+                   ct_weight W, long OC);
+// dinp (N, IC) = dout @ W (NULL: skipped, and W unread); dW (OC, IC) += dout^T @ inp (NULL: skipped).
 void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, float *dinp, float *dW,
-                   const float *dout, ct_tensor inp, const float *W, long OC);
+                   const float *dout, ct_tensor inp, ct_weight W, long OC);
 
 // Keeping an activation for backward: `work` (n fp32, just computed) is narrowed to the kept
 // dtype, nearest even, into `kept`, and work itself takes the narrowed values so that the rest

@@ -60,6 +60,9 @@ typedef struct {
     double init_std;
     int view;          // the view (ct_block_weights.t[view]) it starts, or -1: it continues the
                        // previous tensor's matrix (wq | wk | wv read as one fused matrix)
+    bool read_bf16;    // under bf16 read only in bf16 (by the linear layers, model/linear.h): FSDP
+                       // then gathers it without an fp32 copy (a tensor that continues a matrix
+                       // says the same as the matrix's first)
 } ct_param_spec;
 
 // What a family's blocks support beyond fp32, one process-wide tensor layout and no

@@ -33,18 +33,21 @@ static void add(ct_param_table *t, int cap, const char *name, const ct_param_spe
     p->view = spec->view;
     p->init = spec->init;
     p->init_std = spec->init_std;
+    p->read_bf16 = spec->read_bf16;
     t->total += p->numel;
 }
 
 // The embedding (group 0) and head (group L + 1) tensors every family has.
 static ct_param_spec embedding_spec(const ct_model_config *m) {
-    return (ct_param_spec){"tok_embeddings.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 0};
+    // Under bf16 both vocabulary matrices are read in bf16: the embedding lookup widens the rows
+    // it takes, and the output projection multiplies in bf16.
+    return (ct_param_spec){"tok_embeddings.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 0, true};
 }
 static ct_param_spec norm_spec(const ct_model_config *m) {
-    return (ct_param_spec){"norm.weight", m->dim, 1, -1, CT_INIT_ONES, 0, 0};
+    return (ct_param_spec){"norm.weight", m->dim, 1, -1, CT_INIT_ONES, 0, 0, false};
 }
 static ct_param_spec output_spec(const ct_model_config *m) {
-    return (ct_param_spec){"output.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 1};
+    return (ct_param_spec){"output.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 1, true};
 }
 
 // a += b·c, false on overflow.

@@ -29,6 +29,7 @@ typedef struct {
                                // head: norm 0, output 1), -1: it continues the previous tensor
     ct_init_kind init;
     double init_std;
+    bool read_bf16;            // ct_param_spec.read_bf16
 } ct_param;
 
 typedef struct {

@@ -273,13 +273,24 @@ static float *norm_out(ct_stage *s, float *full) { return seq_parallel(s) ? s->t
 static float *partial_out(ct_stage *s, float *local) { return seq_parallel(s) ? s->tmp_full : local; }
 static long vocab_start(const ct_stage *s) { return (long)s->ops.tp.rank * s->cfg.vocab_size; }
 
+// The output projection's weight as the loss takes it: its bf16 compute copy under bf16 (FSDP
+// gathers the head that way), else fp32.
+static const void *head_weight(const ct_stage *s) {
+    if (s->prec.compute != CT_BF16) return s->w->output;
+    if (!s->w->output16) ct_fatal("stage", "bf16 head without the bf16 copy of its output weight");
+    return s->w->output16;
+}
+
 static void embedding_forward(ct_stage *s, ct_act_slot *a) {
     const ct_model_config *m = &s->cfg;
     int span = acquire(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS);
     // This rank's vocabulary rows (zeros for other tokens), summed over tp.
     float *x0 = input_buffer(s, a), *e = partial_out(s, x0);
     int op = ct_trace_begin(CT_TRACE_KERNEL, "tok_embeddings.forward");
-    s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
+    if (s->w->tok_embeddings16)
+        s->k->embedding_forward_bf16(e, a->inputs, s->w->tok_embeddings16, s->N, m->dim, vocab_start(s), m->vocab_size);
+    else
+        s->k->embedding_forward(e, a->inputs, s->w->tok_embeddings, s->N, m->dim, vocab_start(s), m->vocab_size);
     ct_trace_end(op);
     reduce_rows(s, e, x0);
     release(s, 0, CT_PHASE_FORWARD, CT_USE_WEIGHTS, span);
@@ -306,12 +317,12 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
     // vocabulary parallel: its reductions inside).
     if (!training) {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward");
-        L->fn(L->ctx, a->loss_sum, NULL, NULL, a->norm_f, s->w->output, a->targets, N, C, m->vocab_size,
+        L->fn(L->ctx, a->loss_sum, NULL, NULL, a->norm_f, head_weight(s), a->targets, N, C, m->vocab_size,
               vocab_start(s), 0.0f, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
     } else {
         op = ct_trace_begin(CT_TRACE_KERNEL, "output+cross_entropy.forward_backward");
-        L->fn(L->ctx, a->loss_sum, s->dnorm, s->g->output, a->norm_f, s->w->output, a->targets, N, C,
+        L->fn(L->ctx, a->loss_sum, s->dnorm, s->g->output, a->norm_f, head_weight(s), a->targets, N, C,
               m->vocab_size, vocab_start(s), grad_scale, s->xent_chunk_rows, s->prec.compute == CT_BF16, s->scratch);
         ct_trace_end(op);
         float *dn = norm_out(s, s->dnorm);

@@ -27,7 +27,7 @@ static long attention_scratch(void *ctx, long Tq, long Tk, long HS) {
     return k->attention_scratch_floats(Tq, Tk, HS);
 }
 
-static void loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+static void loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const void *W,
                  const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
                  long chunk_rows, bool bf16, float *scratch) {
     const ct_kernels *k = ctx;

@@ -107,10 +107,11 @@ typedef struct {
 // targets (N) global ids (-1 ignored); adds the SUM of token losses to *loss_sum (one double on
 // the device: the loss is read on the host once a step, not per call); with dx != NULL also
 // dx (N, C) = partial input gradient (summed over tp by the caller) and dW += its gradient.
-// bf16: the output projection's products take bf16 inputs (kernels/backend.h: ct_head_products).
+// bf16: W holds bf16 values and the output projection's products take bf16 inputs
+// (kernels/backend.h: ct_head_products).
 typedef struct {
     void *ctx;
-    void (*fn)(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+    void (*fn)(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const void *W,
                const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
                long chunk_rows, bool bf16, float *scratch);
     long (*scratch_floats)(void *ctx, long chunk_rows, long V_local, long C, bool bf16);

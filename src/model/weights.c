@@ -14,9 +14,26 @@ void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, 
         const ct_param *p = &t->params[i];
         if (p->view < 0) continue;  // inside the matrix the previous tensor's view starts
         float *at = group_block + (p->offset - start);
-        if (group == 0) w->tok_embeddings = at;
-        else if (group == L + 1) *(p->view == 0 ? &w->norm : &w->output) = at;
-        else w->blocks[group - 1].t[p->view] = at;
+        if (group == 0) w->tok_embeddings = at, w->tok_embeddings16 = NULL;
+        else if (group == L + 1 && p->view == 0) w->norm = at;
+        else if (group == L + 1) w->output = at, w->output16 = NULL;
+        else w->blocks[group - 1].t[p->view] = at, w->blocks[group - 1].t16[p->view] = NULL;
+    }
+}
+
+void ct_model_weights_point_group_bf16(ct_model_weights *w, const ct_param_table *t, int group, float *group_f32,
+                                       const long *f32_at, const uint16_t *group_bf16) {
+    long start = t->group_offset[group];
+    int L = t->n_groups - 2;
+    for (int i = t->group_first[group]; i < t->group_first[group + 1]; i++) {
+        const ct_param *p = &t->params[i];
+        if (p->view < 0) continue;
+        float *at = f32_at[i] >= 0 ? group_f32 + f32_at[i] : NULL;
+        const uint16_t *at16 = p->read_bf16 ? group_bf16 + (p->offset - start) : NULL;
+        if (group == 0) w->tok_embeddings = at, w->tok_embeddings16 = at16;
+        else if (group == L + 1 && p->view == 0) w->norm = at;
+        else if (group == L + 1) w->output = at, w->output16 = at16;
+        else w->blocks[group - 1].t[p->view] = at, w->blocks[group - 1].t16[p->view] = at16;
     }
 }
 

@@ -39,11 +39,13 @@ static size_t bytes16(long n) { return (size_t)n * sizeof(uint16_t); }
 
 // What the buffers below add per rank, as allocated.
 static void update_buffer_bytes(ct_fsdp *f) {
-    size_t floats = (size_t)(f->n_slots + f->n_full + f->n_pin_grads) * (size_t)f->max_group_numel +
+    size_t floats = (size_t)f->n_slots * (size_t)f->slot_numel +
+                    (size_t)(f->n_full + f->n_pin_grads) * (size_t)f->max_group_numel +
                     (size_t)f->n_lanes * (size_t)f->max_shard_numel;
     f->buffer_bytes = floats * sizeof(float);
     if (f->has16) f->buffer_bytes += bytes16(f->max_shard_numel + f->max_group_numel);
-    f->buffer_bytes += (size_t)f->n_own16 * bytes16(f->max_shard_numel + f->max_group_numel);
+    if (f->param_dtype == CT_BF16) f->buffer_bytes += (size_t)f->n_slots * bytes16(f->max_group_numel);
+    f->buffer_bytes += (size_t)f->n_own16 * bytes16(f->max_shard_numel);
     for (int l = 1; l < f->n_lanes; l++)
         if (f->lanes[l].own16) f->buffer_bytes += bytes16(f->max_group_numel + f->max_shard_numel);
     if (f->has_replica16) f->buffer_bytes += bytes16(f->local_numel);
@@ -55,22 +57,38 @@ static void *grow_array(void *p, int n, size_t size) {
     return q;
 }
 
+// A slot's buffers: the fp32 views' (slot_numel floats) and, under bf16, the gathered copy.
+static void alloc_slot(ct_fsdp *f, int s) {
+    f->slot[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->slot_numel * sizeof(float));
+    f->slot16[s] = f->param_dtype == CT_BF16 ? ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, bytes16(f->max_group_numel))
+                                             : NULL;
+}
+static void free_slot(ct_fsdp *f, int s) {
+    ct_mem_free(f->slot[s]);
+    ct_mem_free(f->slot16[s]);
+}
+// The fp32 buffer again during set-up, when the sizing counted it (slots are planned in fp32
+// first: no bf16 copy yet).
+static void give_back_slot(ct_fsdp *f, int s) {
+    ct_mem_give_back(f->sizing, f->slot[s], CT_MEM_PARAMS, (size_t)f->slot_numel * sizeof(float));
+}
+
 // Set-up (or a schedule's plan): n gather slots, each one padded group.
 static void grow_slots(ct_fsdp *f, int n) {
     if (n <= f->n_slots) return;
     f->slot = grow_array(f->slot, n, sizeof(float *));
+    f->slot16 = grow_array(f->slot16, n, sizeof(uint16_t *));
     f->slot_group = grow_array(f->slot_group, n, sizeof(int));
     f->gather_h = grow_array(f->gather_h, n, sizeof(ct_comm_handle));
     f->gather_open = grow_array(f->gather_open, n, sizeof(bool));
     f->prefetched = grow_array(f->prefetched, n, sizeof(bool));
     f->send16 = grow_array(f->send16, n, sizeof(uint16_t *));
-    f->recv16 = grow_array(f->recv16, n, sizeof(uint16_t *));
     for (int s = f->n_slots; s < n; s++) {
-        f->slot[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->max_group_numel * sizeof(float));
+        alloc_slot(f, s);
         f->slot_group[s] = -1;
         memset(&f->gather_h[s], 0, sizeof f->gather_h[s]);
         f->gather_open[s] = f->prefetched[s] = false;
-        f->send16[s] = f->recv16[s] = NULL;
+        f->send16[s] = NULL;
     }
     f->n_slots = n;
 }
@@ -80,20 +98,14 @@ static void grow_slots(ct_fsdp *f, int n) {
 static int base_slots(const ct_fsdp *f) { return f->policy == CT_RESHARD_NEVER ? f->n_groups : f->async ? 3 : 2; }
 
 // Brings the communication buffers in line with the settings (idempotent; after init, precision,
-// async and reserve): bf16 gather buffers per slot (async, each slot its own; blocking, every slot
-// shares shard16 / comm16), and the reduce-scatter lanes with their whole-gradient buffers.
+// async and reserve): the narrowed shard each bf16 gather sends (async, each slot its own;
+// blocking, every slot shares shard16), and the reduce-scatter lanes with their whole-gradient
+// buffers.
 static void plan_buffers(ct_fsdp *f) {
     int N = nshards(f);
     bool own16 = f->async && f->param_dtype == CT_BF16 && N > 1;
-    for (int s = f->n_own16; s < f->n_slots; s++) {
-        if (own16) {
-            f->send16[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_shard_numel));
-            f->recv16[s] = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_group_numel));
-        } else {
-            f->send16[s] = f->shard16;
-            f->recv16[s] = f->comm16;
-        }
-    }
+    for (int s = f->n_own16; s < f->n_slots; s++)
+        f->send16[s] = own16 ? ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, bytes16(f->max_shard_numel)) : f->shard16;
     if (own16) f->n_own16 = f->n_slots;
     if (N > 1) {
         int want = f->async ? 2 : 1;
@@ -170,7 +182,7 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
         if (shard > max_shard) max_shard = shard;
         f->group_slot[g] = -1;
     }
-    f->max_group_numel = max_shard * N;
+    f->max_group_numel = f->slot_numel = max_shard * N;
     f->max_shard_numel = max_shard;
     f->params = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
     f->grads = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
@@ -188,9 +200,9 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
         }
         return;
     }
+    // The slots come with the precision and async settings (or at the first gather), so that they
+    // are taken once at their final size: under bf16 smaller in fp32, with a bf16 copy beside.
     f->via_slots = true;
-    // Two slots suffice when groups are freed after use; `never` keeps every group whole.
-    grow_slots(f, base_slots(f));
     f->full_grad = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->max_group_numel * sizeof(float));
     f->rs_out = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)max_shard * sizeof(float));
     plan_buffers(f);
@@ -208,9 +220,35 @@ void ct_fsdp_init_sizing(ct_fsdp *f, const ct_kernels *k, const ct_param_table *
     init_placed(f, k, t, shard_group, replicate_group, policy, NULL, NULL, owned, group_stage, sizing);
 }
 
-void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
+// Under bf16: where each tensor read in fp32 lies in its fp32 slot (its group's such tensors one
+// after another, in order), and the slots' size. Tensors read in bf16 (ct_param.read_bf16) have
+// none, except the blocks' under widen_linears.
+static void plan_f32_layout(ct_fsdp *f, bool widen_linears) {
+    const ct_param_table *t = f->table;
+    f->f32_at = ct_xcalloc((size_t)(t->count > 0 ? t->count : 1), sizeof(long));
+    f->slot_numel = 0;
+    for (int g = 0; g < t->n_groups; g++) {
+        long at = 0;
+        for (int i = t->group_first[g]; i < t->group_first[g + 1]; i++) {
+            const ct_param *q = &t->params[i];
+            bool widen = !q->read_bf16 || (widen_linears && g > 0 && g < t->n_groups - 1);
+            f->f32_at[i] = widen ? at : -1;
+            if (widen) at += t->params[i].numel;
+        }
+        if (f->owned[g] && at > f->slot_numel) f->slot_numel = at;
+    }
+}
+
+void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce, bool widen_linears) {
     if ((param != CT_F32 && param != CT_BF16) || (reduce != CT_F32 && reduce != CT_BF16))
         ct_fatal("fsdp", "precision %s / %s: expected f32 or bf16", ct_dtype_name(param), ct_dtype_name(reduce));
+    if (param == CT_BF16 && f->param_dtype != CT_BF16) {
+        // The slots hold the gathered bf16 group, and fp32 only what is read in fp32.
+        for (int s = 0; s < f->n_slots; s++) give_back_slot(f, s);
+        f->param_dtype = param;
+        plan_f32_layout(f, widen_linears);
+        for (int s = 0; s < f->n_slots; s++) alloc_slot(f, s);
+    }
     f->param_dtype = param;
     f->reduce_dtype = reduce;
     bool narrow = param == CT_BF16 || (reduce == CT_BF16 && nshards(f) > 1);
@@ -223,12 +261,10 @@ void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce) {
         f->replica16 = ct_mem_take(f->sizing, f->dev, CT_MEM_COMM, (size_t)f->local_numel * sizeof(uint16_t));
         f->has_replica16 = true;
     }
-    if (param == CT_BF16 && !f->via_slots) {
-        // One shard is the whole group, but the model must compute with its bf16 copy: gather
-        // (narrow and widen) into slots as N > 1 does, instead of reading the shard in place.
-        f->via_slots = true;
-        grow_slots(f, base_slots(f));
-    }
+    // N = 1 under bf16: one shard is the whole group, but the model must compute with its bf16
+    // copy, so it is gathered into slots as N > 1 does instead of read in place.
+    if (param == CT_BF16) f->via_slots = true;
+    if (f->via_slots) grow_slots(f, base_slots(f));
     plan_buffers(f);
 }
 
@@ -241,18 +277,16 @@ void ct_fsdp_set_async(ct_fsdp *f, bool on) {
 void ct_fsdp_free(ct_fsdp *f) {
     ct_mem_free(f->params);
     ct_mem_free(f->grads);
-    for (int s = 0; s < f->n_slots; s++) ct_mem_free(f->slot[s]);
-    for (int s = 0; s < f->n_own16; s++) {
-        ct_mem_free(f->send16[s]);
-        ct_mem_free(f->recv16[s]);
-    }
+    for (int s = 0; s < f->n_slots; s++) free_slot(f, s);
+    for (int s = 0; s < f->n_own16; s++) ct_mem_free(f->send16[s]);
     free(f->slot);
+    free(f->slot16);
+    free(f->f32_at);
     free(f->slot_group);
     free(f->gather_h);
     free(f->gather_open);
     free(f->prefetched);
     free(f->send16);
-    free(f->recv16);
     for (int b = 1; b < f->n_full; b++) ct_mem_free(f->full[b]);
     free(f->full);
     for (int l = 1; l < f->n_lanes; l++) {
@@ -295,19 +329,29 @@ static void poll(ct_fsdp *f) {
     for (int i = 0; i < f->rs_count; i++) ct_comm_test(&f->lanes[(f->rs_first + i) % f->n_lanes].h);
 }
 
-// Starts gathering group g into slot s: the fp32 shard, or its bf16 compute copy (narrowed now,
-// widened into the slot when the gather finishes). The views point at the slot from here on;
-// the model reads them only after acquire has finished the gather.
+// Under bf16, once slot s holds group g's bf16 copy: the tensors read in fp32, widened (exactly).
+static void widen_f32(ct_fsdp *f, int g, int s) {
+    const ct_param_table *t = f->table;
+    for (int i = t->group_first[g]; i < t->group_first[g + 1]; i++)
+        if (f->f32_at[i] >= 0)
+            f->k->bf16_to_f32(f->slot[s] + f->f32_at[i], f->slot16[s] + (t->params[i].offset - t->group_offset[g]),
+                              t->params[i].numel);
+}
+
+// Starts gathering group g into slot s: the fp32 shard, or its bf16 compute copy (narrowed now;
+// what is read in fp32 widened when the gather finishes). The views point at the slot from here
+// on; the model reads them only after acquire has finished the gather.
 static void gather_start(ct_fsdp *f, int g, int s) {
     long n = f->shard_numel[g];
     if (f->param_dtype == CT_BF16) {
-        // The bf16 compute copy: narrow this shard, gather half the bytes, widen (exactly).
-        f->k->f32_to_bf16(f->send16[s], f->params + f->shard_offset[g], n);
+        // The bf16 compute copy: narrow this shard, gather half the bytes.
         if (nshards(f) > 1) {
-            f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->send16[s], f->recv16[s], (size_t)n, CT_BF16);
+            f->k->f32_to_bf16(f->send16[s], f->params + f->shard_offset[g], n);
+            f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->send16[s], f->slot16[s], (size_t)n, CT_BF16);
             f->gather_open[s] = true;
         } else {
-            f->k->bf16_to_f32(f->slot[s], f->send16[s], n);
+            f->k->f32_to_bf16(f->slot16[s], f->params + f->shard_offset[g], n);
+            widen_f32(f, g, s);
         }
     } else {
         f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->params + f->shard_offset[g], f->slot[s],
@@ -317,14 +361,15 @@ static void gather_start(ct_fsdp *f, int g, int s) {
     f->slot_group[s] = g;
     f->group_slot[g] = s;
     f->prefetched[s] = false;
-    ct_model_weights_point_group(f->weights, f->table, g, f->slot[s]);
+    if (f->param_dtype == CT_BF16)
+        ct_model_weights_point_group_bf16(f->weights, f->table, g, f->slot[s], f->f32_at, f->slot16[s]);
+    else ct_model_weights_point_group(f->weights, f->table, g, f->slot[s]);
 }
 
 static void gather_finish(ct_fsdp *f, int s) {
     if (!f->gather_open[s]) return;
     ct_comm_wait(&f->gather_h[s]);
-    if (f->param_dtype == CT_BF16)
-        f->k->bf16_to_f32(f->slot[s], f->recv16[s], f->shard_numel[f->slot_group[s]] * nshards(f));
+    if (f->param_dtype == CT_BF16) widen_f32(f, f->slot_group[s], s);
     f->gather_open[s] = false;
 }
 
@@ -340,6 +385,10 @@ static void release_group(ct_fsdp *f, int g) {
 // A free slot for group g; when every slot is busy, one holding a group gathered ahead that the
 // schedule has not asked for is taken back (only under async; the guess was wrong).
 static int take_slot(ct_fsdp *f, int g) {
+    if (f->n_slots == 0) {  // neither precision nor async was set: the default slots now
+        grow_slots(f, base_slots(f));
+        plan_buffers(f);
+    }
     for (int s = 0; s < f->n_slots; s++)
         if (f->slot_group[s] < 0) return s;
     for (int s = 0; s < f->n_slots; s++)

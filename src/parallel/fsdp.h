@@ -15,11 +15,14 @@
 // With N = 1 every view points at the local shard and the hooks move nothing.
 // Mixed precision (ct_fsdp_set_precision): the shards stay fp32 (master weights, optimizer
 // state); what is gathered is their bf16 compute copy, rounded from the shard at each gather,
-// so all-gathers move half the bytes. The gathered copy is widened into the fp32 slot the views
-// point at (exactly: the slot holds bf16 values), so every kernel of the model reads the same
-// numbers; the linear layers narrow them again for free (model/linear.h). Under bf16 even N = 1
-// goes through the slots, so one process computes with the same bf16 weights as N. Gradients
-// are reduce-scattered in fp32, or in bf16 when the reduce dtype says so.
+// so all-gathers move half the bytes. The gathered bf16 group stays in its slot (slot16), and
+// the linear layers read their matrices from it (the blocks' t16 views, model/block.h); only the
+// tensors something reads in fp32 -- norms, the embedding, the output projection, and every
+// tensor when 8-bit layers quantise from fp32 -- are widened (exactly) into a smaller fp32 slot.
+// So a gathered matrix costs 2 bytes an element and no pass, and every kernel reads the same
+// bf16 values. Under bf16 even N = 1 goes through the slots, so one process computes with the
+// same bf16 weights as N. Gradients are reduce-scattered in fp32, or in bf16 when the reduce
+// dtype says so.
 // Replicated data parallel (DDP, and HSDP with sharding) all-reduces the gradient shards over
 // the `dp_replicate` group once per step (ct_fsdp_reduce_replicas).
 // Asynchronous communication (ct_fsdp_set_async, parallelism.enable_async_comm): acquire starts
@@ -83,7 +86,12 @@ typedef struct {
     // `never`; more when a schedule's UNSHARD actions hold groups whole (reserve).
     long max_group_numel;
     int n_slots;
-    float **slot;                // (n_slots) × (max_group_numel)
+    long slot_numel;             // floats of each fp32 slot: max_group_numel, or under bf16 the
+                                 // largest group's tensors read in fp32 (f32_at)
+    float **slot;                // (n_slots) × (slot_numel) the gathered group (fp32 views)
+    uint16_t **slot16;           // (n_slots) × (max_group_numel) bf16: the gathered compute copy
+    long *f32_at;                // (table->count) bf16: each tensor's place in its fp32 slot, -1:
+                                 // none (a linear tensor, read through its bf16 view)
     int *slot_group;             // (n_slots) which group is whole in each slot (-1: none)
     float *full_grad;            // (max_group_numel)
     float *rs_out;               // (max shard) reduce-scatter result before accumulation
@@ -112,8 +120,8 @@ typedef struct {
     ct_comm_handle *gather_h;    // (n_slots) all-gather into each slot
     bool *gather_open;           // (n_slots) started and not finished (waited, widened)
     bool *prefetched;            // (n_slots) gathered ahead of its acquire: may be taken back
-    uint16_t **send16, **recv16; // (n_slots) bf16 gather buffers (async: each slot its own)
-    int n_own16;                 // slots [0, n_own16) own their bf16 buffers
+    uint16_t **send16;           // (n_slots) bf16 narrowed shard to gather (async: each slot its own)
+    int n_own16;                 // slots [0, n_own16) own their send16
     float **full;                // (n_full) whole-gradient buffers; full[0] == full_grad
     int n_full;
     float *grad_cur;             // the buffer the acquired group's gradient goes to
@@ -144,7 +152,9 @@ void ct_fsdp_free(ct_fsdp *f);
 // Mixed precision, once after init and before the first use: param (CT_F32 | CT_BF16) is the
 // dtype weights are gathered and computed in, reduce (CT_F32 | CT_BF16) that of gradient
 // reductions.
-void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce);
+// widen_linears: under bf16, give the linear layers' tensors an fp32 copy as well (8-bit layers
+// quantise from fp32).
+void ct_fsdp_set_precision(ct_fsdp *f, ct_dtype param, ct_dtype reduce, bool widen_linears);
 // Asynchronous communication (see above), once after init and before the first use.
 void ct_fsdp_set_async(ct_fsdp *f, bool on);
 

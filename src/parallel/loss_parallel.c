@@ -53,7 +53,7 @@ static void check_args(const ct_kernels *k, const float *dx, const float *dW_loc
 
 // Loss parallel, one chunk of nr rows starting at r0: the logits never leave this rank.
 static void chunk_loss_parallel(const ct_kernels *k, double *loss_sum, const ct_head_products *h, float *dx, float *dW_local,
-                                  const float *x, const float *W_local, const int32_t *targets, long r0, long nr,
+                                  const float *x, const void *W_local, const int32_t *targets, long r0, long nr,
                                   long C, long V_local, long vocab_start, float grad_scale, float *scratch,
                                   long chunk_rows, ct_group *tp) {
     const float *xc = x + r0 * C;                 // (nr, C)
@@ -75,7 +75,7 @@ static void chunk_loss_parallel(const ct_kernels *k, double *loss_sum, const ct_
 
 // Gather mode, one chunk: every rank sees the chunk's full (nr, V) logits as (tp, nr, V_local).
 static void chunk_gather(const ct_kernels *k, double *loss_sum, const ct_head_products *h, float *dx, float *dW_local, const float *x,
-                           const float *W_local, const int32_t *targets, long r0, long nr, long C, long V_local,
+                           const void *W_local, const int32_t *targets, long r0, long nr, long C, long V_local,
                            float grad_scale, float *scratch, long chunk_rows, ct_group *tp) {
     const float *xc = x + r0 * C;                             // (nr, C)
     const int32_t *tc = targets + r0;                         // (nr)
@@ -91,7 +91,7 @@ static void chunk_gather(const ct_kernels *k, double *loss_sum, const ct_head_pr
     if (dx) ct_head_backward(h, dx + r0 * C, dW_local, z, xc, W_local, nr);  // dx (nr, C) and dW_local +=
 }
 
-void ct_xent_vocab_parallel(const ct_kernels *k, double *loss_sum, float *dx, float *dW_local, const float *x, const float *W_local,
+void ct_xent_vocab_parallel(const ct_kernels *k, double *loss_sum, float *dx, float *dW_local, const float *x, const void *W_local,
                               const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
                               long chunk_rows, bool bf16, float *scratch, ct_group *tp, bool gather_logits) {
     check_args(k, dx, dW_local, targets, N, C, V_local, vocab_start, chunk_rows, tp);

@@ -37,13 +37,14 @@ long ct_xent_vocab_parallel_scratch_floats(const ct_kernels *k, long chunk_rows,
 // double on k's device; the same sum on every tp rank); when dx != NULL also dW_local (V_local, C) += dlogits_local^T x and
 // dx (N, C) = dlogits_local @ W_local -- a PARTIAL sum over this rank's vocabulary slice: the
 // caller reduces dx over tp (all-reduce, or reduce-scatter under sequence parallel).
-// dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file. bf16: the
-// output projection's products take bf16 inputs (kernels/backend.h: ct_head_products), as xent_fused's do.
+// dlogits = (softmax - onehot) * grad_scale. gather_logits: see the top of this file. bf16: W_local
+// holds bf16 values and the products take bf16 inputs (kernels/backend.h: ct_head_products), as
+// xent_fused's do.
 // Collective over tp: every rank calls it with the same N, chunk_rows, gather_logits.
 // With a group of one this is the backend's xent_fused. The math runs on the backend k (every
 // buffer lives on its device); this file only sequences k's row pieces and the tp collectives.
 void ct_xent_vocab_parallel(const ct_kernels *k, double *loss_sum, float *dx, float *dW_local, const float *x,
-                              const float *W_local, const int32_t *targets, long N, long C, long V_local,
+                              const void *W_local, const int32_t *targets, long N, long C, long V_local,
                               long vocab_start, float grad_scale, long chunk_rows, bool bf16, float *scratch,
                               ct_group *tp, bool gather_logits);
 

@@ -139,7 +139,8 @@ static void apply_fsdp(const ct_parallelize_env *env, ct_parallelized *o, ct_sta
     else
         ct_fsdp_init_placed(o->fsdp, env->k, env->table, env->fsdp, env->replicate, policy, env->weights,
                             env->grad_views, owned, group_stage);
-    ct_fsdp_set_precision(o->fsdp, env->prec.compute, cfg->mixed_precision_reduce == CT_CFG_BF16 ? CT_BF16 : CT_F32);
+    ct_fsdp_set_precision(o->fsdp, env->prec.compute, cfg->mixed_precision_reduce == CT_CFG_BF16 ? CT_BF16 : CT_F32,
+                          env->prec.quantized);
     ct_fsdp_set_async(o->fsdp, cfg->enable_async_comm);
     ops->weights = ct_fsdp_weight_ops(o->fsdp);
 }

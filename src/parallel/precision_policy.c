@@ -71,6 +71,9 @@ ct_status ct_precision_policy(const ct_config *c, const ct_model_config *m, int 
     *p = ct_precision_fp32();
     *f8 = NULL;
     if (c->mixed_precision == CT_CFG_BF16) p->compute = CT_BF16;
+    // FSDP gathers the bf16 copy the linear layers read (parallel/fsdp.h), unless 8-bit layers
+    // need fp32 weights: then every weight is widened, and bf16 layers narrow theirs.
+    p->weights_bf16 = p->compute == CT_BF16 && !c->float8 && !c->mxfp8;
     if (!c->float8 && !c->mxfp8) return CT_OK;
     // The output projection is fused with the loss, which computes in fp32 (a vocabulary-sized
     // 8-bit matmul would also cost the most accuracy); TorchTitan filters it by default too.

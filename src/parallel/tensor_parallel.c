@@ -46,7 +46,7 @@ static void amax_max(void *ctx, float *amax, long n) {
     ct_comm_all_reduce(tp->group, amax, amax, (size_t)n, CT_I32, CT_COMM_MAX);
 }
 
-static void output_loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+static void output_loss(void *ctx, double *loss_sum, float *dx, float *dW, const float *x, const void *W,
                         const int32_t *targets, long N, long C, long V_local, long vocab_start, float grad_scale,
                         long chunk_rows, bool bf16, float *scratch) {
     ct_tp *tp = ctx;

@@ -149,6 +149,15 @@ static void embedding_vs_cpu(void) {
     cpu->embedding_forward(out, tok, wte, N, C, start, V);
     gpu->embedding_forward(dout2, dtok, dwte, N, C, start, V);
     cmp("embedding_forward", dout2, out, N * C, 0, 0);
+    uint16_t *wte16 = malloc((size_t)(V * C) * sizeof(uint16_t));
+    for (long i = 0; i < V * C; i++) wte16[i] = (uint16_t)(i * 2654435761u >> 16);  // any bf16 bits, NaNs aside
+    for (long i = 0; i < V * C; i++)
+        if ((wte16[i] & 0x7f80) == 0x7f80) wte16[i] &= 0xbfff;
+    uint16_t *dwte16 = up(wte16, (size_t)(V * C) * sizeof(uint16_t));
+    cpu->embedding_forward_bf16(out, tok, wte16, N, C, start, V);
+    gpu->embedding_forward_bf16(dout2, dtok, dwte16, N, C, start, V);
+    cmp("embedding_forward_bf16", dout2, out, N * C, 0, 0);
+    free(wte16);
     cpu->embedding_backward(dw, dout, tok, N, C, start, V);
     gpu->embedding_backward(ddw, dout_d, dtok, N, C, start, V);
     cmp("embedding_backward", ddw, dw, V * C, 0, 0);  // same order of additions per element

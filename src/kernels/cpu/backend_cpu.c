@@ -12,7 +12,7 @@
 #include "kernels/cpu/linear_f8.h"
 #include "kernels/kernels.h"
 
-static void xent_fused_into(double *loss_sum, float *dx, float *dW, const float *x, const float *W,
+static void xent_fused_into(double *loss_sum, float *dx, float *dW, const float *x, const void *W,
                             const int32_t *targets, long N, long C, long V, float grad_scale, long chunk_rows, bool bf16,
                             float *scratch) {
     *loss_sum += ct_xent_fused(dx, dW, x, W, targets, N, C, V, grad_scale, chunk_rows, bf16, scratch);
@@ -44,6 +44,7 @@ static const ct_kernels ct_kernels_cpu = {
     .matmul_peak_gflops = ct_cpu_matmul_peak_gflops,
 
     .embedding_forward = ct_embedding_forward,
+    .embedding_forward_bf16 = ct_embedding_forward_bf16,
     .embedding_backward = ct_embedding_backward,
     .rmsnorm_forward = ct_rmsnorm_forward,
     .rmsnorm_backward = ct_rmsnorm_backward,

@@ -3,6 +3,7 @@
 // tensor-parallel reduction adds the parts).
 #include <string.h>
 
+#include "core/float_formats.h"
 #include "kernels/kernels.h"
 
 void ct_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C, long vocab_start,
@@ -13,6 +14,19 @@ void ct_embedding_forward(float *out, const int32_t *tokens, const float *wte, l
         float *o = out + n * C;  // (C)
         if (row >= 0 && row < V_local)
             memcpy(o, wte + row * C, (size_t)C * sizeof(float));
+        else
+            memset(o, 0, (size_t)C * sizeof(float));
+    }
+}
+
+void ct_embedding_forward_bf16(float *out, const int32_t *tokens, const uint16_t *wte16, long N, long C,
+                               long vocab_start, long V_local) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) {
+        long row = (long)tokens[n] - vocab_start;
+        float *o = out + n * C;  // (C)
+        if (row >= 0 && row < V_local)
+            ct_bf16_to_f32_n(wte16 + row * C, o, C);
         else
             memset(o, 0, (size_t)C * sizeof(float));
     }

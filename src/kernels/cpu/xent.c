@@ -20,7 +20,7 @@ long ct_xent_scratch_floats(long chunk_rows, long V, long C, bool bf16) {
     return own_floats(chunk_rows, V) + ct_head_products_floats(chunk_rows, V, C, bf16);
 }
 
-double ct_xent_fused(float *dx, float *dW, const float *x, const float *W, const int32_t *targets, long N, long C,
+double ct_xent_fused(float *dx, float *dW, const float *x, const void *W, const int32_t *targets, long N, long C,
                      long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
     long bad = ct_xent_bad_target(targets, N, V);
     if (bad >= 0)

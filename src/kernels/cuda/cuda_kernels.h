@@ -37,6 +37,8 @@ void ct_cuda_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, long n);  
 void ct_cuda_bf16_to_f32(float *dst, const uint16_t *src, long n);
 
 // ---- layers (layers.cu)
+void ct_cuda_embedding_forward_bf16(float *out, const int32_t *tokens, const uint16_t *wte, long N, long C,
+                                    long vocab_start, long V_local);
 void ct_cuda_embedding_forward(float *out, const int32_t *tokens, const float *wte, long N, long C,
                                long vocab_start, long V_local);
 void ct_cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, long N, long C,

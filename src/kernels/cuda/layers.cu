@@ -15,6 +15,14 @@ __global__ static void embedding_fwd_k(float *out, const int32_t *tokens, const 
     for (long c = threadIdx.x; c < C; c += blockDim.x) o[c] = in ? wte[row * C + c] : 0.0f;
 }
 
+__global__ static void embedding_fwd_bf16_k(float *out, const int32_t *tokens, const uint16_t *wte, long C,
+                                            long vocab_start, long V_local) {
+    long n = blockIdx.x, row = (long)tokens[n] - vocab_start;
+    float *o = out + n * C;
+    bool in = row >= 0 && row < V_local;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) o[c] = in ? __uint_as_float((unsigned)wte[row * C + c] << 16) : 0.0f;
+}
+
 // one thread per column, rows in order: no races, the cpu's summation order
 __global__ static void embedding_bwd_k(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
                                        long vocab_start, long V_local) {
@@ -31,6 +39,12 @@ extern "C" void ct_cuda_embedding_forward(float *out, const int32_t *tokens, con
     if (N <= 0) return;
     embedding_fwd_k<<<(unsigned)N, 256>>>(out, tokens, wte, C, vocab_start, V_local);
     ct_cuda_launched("embedding_forward");
+}
+extern "C" void ct_cuda_embedding_forward_bf16(float *out, const int32_t *tokens, const uint16_t *wte, long N, long C,
+                                               long vocab_start, long V_local) {
+    if (N <= 0) return;
+    embedding_fwd_bf16_k<<<(unsigned)N, 256>>>(out, tokens, wte, C, vocab_start, V_local);
+    ct_cuda_launched("embedding_forward_bf16");
 }
 extern "C" void ct_cuda_embedding_backward(float *dwte, const float *dout, const int32_t *tokens, long N, long C,
                                            long vocab_start, long V_local) {

@@ -90,7 +90,7 @@ static long xent_scratch_floats(long chunk_rows, long V, long C, bool bf16) {
 
 // The loss never leaves the device: the rows' losses are added to a running total in row order
 // (the cpu's sum), and the total to *loss_sum.
-static void xent_fused(double *loss_sum, float *dx, float *dW, const float *x, const float *W, const int32_t *targets,
+static void xent_fused(double *loss_sum, float *dx, float *dW, const float *x, const void *W, const int32_t *targets,
                        long N, long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch) {
     long bad = xent_bad_target(targets, N, V);
     if (bad >= 0) {
@@ -227,6 +227,7 @@ const ct_kernels ct_kernels_cuda = {
     .matmul_peak_gflops = ct_cuda_matmul_peak_gflops,
 
     .embedding_forward = ct_cuda_embedding_forward,
+    .embedding_forward_bf16 = ct_cuda_embedding_forward_bf16,
     .embedding_backward = ct_cuda_embedding_backward,
     .rmsnorm_forward = ct_cuda_rmsnorm_forward,
     .rmsnorm_backward = rmsnorm_backward,

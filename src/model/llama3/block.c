@@ -101,7 +101,7 @@ static const ct_f8_split *tp_split(const ct_block_ctx *c, ct_block_linear l, ct_
     return sp;
 }
 // Linear l of block `layer` at the stage's precision (model/linear.h), as tp splits it.
-static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *out, ct_tensor inp, const float *W,
+static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *out, ct_tensor inp, ct_weight W,
                        long OC) {
     ct_f8_split sp;
     int span = ct_trace_on() ? op_span(linear_span_name(l, true, true, false), layer) : -1;
@@ -109,7 +109,7 @@ static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, floa
     ct_trace_end(span);
 }
 static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dinp, float *dW, const float *dout,
-                       ct_tensor inp, const float *W, long OC) {
+                       ct_tensor inp, ct_weight W, long OC) {
     ct_f8_split sp;
     int span = ct_trace_on() ? op_span(linear_span_name(l, false, dinp != NULL, dW != NULL), layer) : -1;
     ct_linear_bwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), dinp, dW, dout, inp, W, OC);
@@ -246,7 +246,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
         ct_trace_end(span);
         return;
     }
-    linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV);  // this rank's heads
+    linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), ct_block_weight(w, LLAMA3_WQKV), QKV);  // this rank's heads
     if (m->qk_norm) qk_norm_forward(c, layer, s, w, qkv);
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
@@ -276,7 +276,7 @@ static void residual_norm2(const ct_block_ctx *c, int layer, ct_llama3_acts *s, 
 static void attention_out(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
     const ct_model_config *m = c->cfg;
     float *y = partial_out(c, s->x_mid);
-    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), w->t[LLAMA3_WO], m->dim);  // (N, C) partial
+    linear_fwd(c, layer, CT_LINEAR_WO, y, act(c, s->att, m->n_heads * m->head_dim), ct_block_weight(w, LLAMA3_WO), m->dim);  // (N, C) partial
     reduce_rows(c, y, s->x_mid);                                                                       // (N_l, C)
     residual_norm2(c, layer, s, w);
 }
@@ -317,13 +317,13 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
         k->linear_swiglu_forward(h13, s->h, s->norm2, w->t[LLAMA3_W13], N, C, F, W(c)->fuse_scratch);  // (N, 2F), (N, F)
         ct_trace_end(span);
     } else {
-        linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F);  // (N, 2F)
+        linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);  // (N, 2F)
         ct_keep_activation(L, s->h13, h13, N * 2 * F);
         swiglu_keep(c, layer, s->h, h13);
     }
     if (s->h1) copy_cols(c, s->h1, F, 0, s->h13, 2 * F, 0, F);  // per-op checkpointing keeps w1's half
     float *y = partial_out(c, out);
-    linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), w->t[LLAMA3_W2], C);  // (N, C) partial over tp
+    linear_fwd(c, layer, CT_LINEAR_W2, y, act(c, s->h, F), ct_block_weight(w, LLAMA3_W2), C);  // (N, C) partial over tp
     reduce_rows(c, y, out);
     span = op_span("residual_add.forward", layer);
     k->add_inplace(out, s->x_mid, Nl * C);
@@ -346,8 +346,8 @@ static void recompute_k(const ct_block_ctx *c, int layer, ct_llama3_acts *s, con
     bool whole = f8(c, layer, CT_LINEAR_WQKV);
     long ld = whole ? QKV : KV, col = whole ? Q : 0;
     float *out = W(c)->dqkv;  // (N, ld) fp32: the backward's buffer, free until it starts
-    if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV);
-    else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), w->t[LLAMA3_WQKV] + Q * C, KV);
+    if (whole) linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), ct_block_weight(w, LLAMA3_WQKV), QKV);
+    else linear_fwd(c, layer, CT_LINEAR_WQKV, out, act(c, s->norm1, C), ct_weight_at(ct_block_weight(w, LLAMA3_WQKV), Q * C), KV);
     int span = op_span("rope.forward", layer);
     c->k->rope_forward(out + col, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, m->n_kv_heads, HS,
                        ld);
@@ -364,8 +364,8 @@ static void recompute_h(const ct_block_ctx *c, int layer, ct_llama3_acts *s, con
     bool whole = f8(c, layer, CT_LINEAR_W13);
     long ld = whole ? 2 * F : F, col = whole ? F : 0;
     float *out = whole ? W(c)->dh13 : W(c)->dh;  // (N, ld) fp32, free until the backward starts
-    if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F);
-    else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), w->t[LLAMA3_W13] + F * C, F);
+    if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);
+    else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), ct_weight_at(ct_block_weight(w, LLAMA3_W13), F * C), F);
     copy_cols(c, s->h13, 2 * F, 0, s->h1, F, 0, F);
     put_cols(c, s->h13, 2 * F, F, out, ld, col, F, W(c)->w_h13);
     swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, W(c)->w_h13, N * 2 * F));
@@ -407,7 +407,7 @@ static const float *norm_grad(const ct_block_ctx *c, float **dfull, float *kept)
 // is computed and finished after the weight gradient's matmul, which needs none of it. The same
 // operations either way, so the same bits.
 static void column_linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dfull, float *dW,
-                              const float *dout, ct_tensor inp, const float *W, long OC, float *dn) {
+                              const float *dout, ct_tensor inp, ct_weight W, long OC, float *dn) {
     const ct_tp_ops *tp = &c->ops->tp;
     if (!dW || !tp->reduce_rows_start) {
         linear_bwd(c, layer, l, dfull, dW, dout, inp, W, OC);
@@ -416,7 +416,7 @@ static void column_linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear 
     }
     linear_bwd(c, layer, l, dfull, NULL, dout, inp, W, OC);
     tp->reduce_rows_start(tp->ctx, dfull, dn, c->N_local, c->cfg->dim);
-    linear_bwd(c, layer, l, NULL, dW, dout, inp, NULL, OC);  // (an 8-bit amax reduction may run meanwhile)
+    linear_bwd(c, layer, l, NULL, dW, dout, inp, (ct_weight){0}, OC);  // (an 8-bit amax reduction may run meanwhile)
     tp->reduce_rows_wait(tp->ctx);
 }
 
@@ -436,14 +436,14 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
-    linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), w->t[LLAMA3_W2], C);
+    linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), ct_block_weight(w, LLAMA3_W2), C);
     const float *h13 = ct_kept_as_f32(L, s->h13, W(c)->w_h13, N * 2 * F);
     int span = op_span("swiglu.backward", layer);
     k->swiglu_backward(dh13, W(c)->dh, h13, N, F);
     ct_trace_end(span);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
-    column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->t[LLAMA3_W13], dh13, act(c, s->norm2, C), w->t[LLAMA3_W13], 2 * F, (float *)dn);
+    column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->t[LLAMA3_W13], dh13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->t[LLAMA3_FFN_NORM], dn, s->x_mid, w->t[LLAMA3_FFN_NORM], s->rstd2, Nl, C);
     ct_trace_end(span);
@@ -465,7 +465,7 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
     float *dfull;
     // attention: x_mid = x + g(wo(attention(rope(wqkv(f(norm1(x)))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_att : NULL);
-    linear_bwd(c, layer, CT_LINEAR_WO, W(c)->datt, gw->t[LLAMA3_WO], dy, act(c, s->att, NH * HS), w->t[LLAMA3_WO], C);
+    linear_bwd(c, layer, CT_LINEAR_WO, W(c)->datt, gw->t[LLAMA3_WO], dy, act(c, s->att, NH * HS), ct_block_weight(w, LLAMA3_WO), C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
     const float *qkv = ct_kept_as_f32(L, s->qkv, W(c)->w_qkv, N * QKV);
     float *att = (float *)ct_kept_as_f32(L, s->att, W(c)->w_att, N * NH * HS);
@@ -480,7 +480,7 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
     ct_trace_end(span);
     if (m->qk_norm) qk_norm_backward(c, layer, s, w, gw, dqkv);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn1 : NULL);
-    column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->t[LLAMA3_WQKV], dqkv, act(c, s->norm1, C), w->t[LLAMA3_WQKV], QKV, (float *)dn);
+    column_linear_bwd(c, layer, CT_LINEAR_WQKV, dfull, gw->t[LLAMA3_WQKV], dqkv, act(c, s->norm1, C), ct_block_weight(w, LLAMA3_WQKV), QKV, (float *)dn);
     span = op_span(split ? "rmsnorm.backward_input" : "rmsnorm.backward", layer);
     k->rmsnorm_backward(dres, gw->t[LLAMA3_ATTN_NORM], dn, s->x, w->t[LLAMA3_ATTN_NORM], s->rstd1, Nl, C);
     ct_trace_end(span);
@@ -495,13 +495,13 @@ static void block_backward_weight(const ct_block_ctx *c, int layer, const void *
     long Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden, QKV = qkv_dim(c);
     // The same gemms and column passes the combined backward runs, so the gradients are the
     // same bits whichever way a schedule computes them.
-    linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->t[LLAMA3_W2], kept->dy_ffn, act(c, s->h, F), NULL, C);
-    linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->t[LLAMA3_W13], kept->dh13, act(c, s->norm2, C), NULL, 2 * F);
+    linear_bwd(c, layer, CT_LINEAR_W2, NULL, g->t[LLAMA3_W2], kept->dy_ffn, act(c, s->h, F), (ct_weight){0}, C);
+    linear_bwd(c, layer, CT_LINEAR_W13, NULL, g->t[LLAMA3_W13], kept->dh13, act(c, s->norm2, C), (ct_weight){0}, 2 * F);
     int span = op_span("rmsnorm.backward_weight", layer);
     k->rmsnorm_backward(NULL, g->t[LLAMA3_FFN_NORM], kept->dn2, s->x_mid, NULL, s->rstd2, Nl, C);
     ct_trace_end(span);
-    linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->t[LLAMA3_WO], kept->dy_att, act(c, s->att, NH * HS), NULL, C);
-    linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->t[LLAMA3_WQKV], kept->dqkv, act(c, s->norm1, C), NULL, QKV);
+    linear_bwd(c, layer, CT_LINEAR_WO, NULL, g->t[LLAMA3_WO], kept->dy_att, act(c, s->att, NH * HS), (ct_weight){0}, C);
+    linear_bwd(c, layer, CT_LINEAR_WQKV, NULL, g->t[LLAMA3_WQKV], kept->dqkv, act(c, s->norm1, C), (ct_weight){0}, QKV);
     span = op_span("rmsnorm.backward_weight", layer);
     k->rmsnorm_backward(NULL, g->t[LLAMA3_ATTN_NORM], kept->dn1, s->x, NULL, s->rstd1, Nl, C);
     ct_trace_end(span);

@@ -31,7 +31,8 @@ static ct_plan_request request(const char *gpu, ct_plan_stack stack) {
     }
     r.devices = 4;
     r.global_batch_tokens = 128L * 256;
-    r.allow_float8 = true, r.compile = true, r.async_comm = true;
+    r.allow_float8 = true, r.compile = true;
+    r.comm = (ct_plan_comm){.fsdp_prefetch = true, .async_tp = true};
     r.stack = stack;
     return r;
 }
@@ -55,7 +56,7 @@ static int count(const found *f, const char *layout, const char *text, bool fit)
     int n = 0;
     for (int i = 0; i < f->n; i++) {
         char opts[160];
-        ct_plan_options_name(&f->v[i].cfg, opts, sizeof opts);
+        ct_plan_options_name(&f->v[i].cfg, &f->v[i].comm, opts, sizeof opts);
         if ((!layout || !strcmp(f->v[i].layout, layout)) && strstr(opts, text) && (!fit || f->v[i].fits)) n++;
     }
     return n;

@@ -24,9 +24,12 @@ static link link_for(const ct_tm *t, int span) {
     return (link){hw->inter_bw, hw->inter_latency};
 }
 
-// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks.
+// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks. Nothing to send is
+// no collective (a dense model's experts): no latency either.
 static double ag_bytes(int n, double bytes) { return n > 1 ? (n - 1.0) / n * bytes : 0; }
-static double ag_time(link l, int n, double bytes) { return n > 1 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0; }
+static double ag_time(link l, int n, double bytes) {
+    return n > 1 && bytes > 0 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0;
+}
 static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
 static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
 

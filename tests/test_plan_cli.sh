@@ -130,6 +130,33 @@ bad_input zbv_runs_two_stages_per_rank "ZBVZeroBubble needs exactly 2 stages per
 bad_input one_stage_schedule_refuses_more "1F1B runs one stage per rank (got vpp 2)" --model 8b --gpus 8 \
   --seq_len 8192 --layout pp2,fsdp4 --local_batch 8 --schedule 1f1b --stages_per_rank 2
 
+bad_input async_tp_is_on_or_off "--async_tp: expected on or off, got 'yes'" --model 8b --gpus 8 --seq_len 8192 \
+  --async_tp yes
+bad_input async_tp_contradicts_no_async "--async_tp on contradicts --no_async_comm" --model 8b --gpus 8 --seq_len 8192 \
+  --no_async_comm --async_tp on
+bad_input float8_all_gather_needs_float8 "--float8_all_gather gathers float8 matmuls' weights in fp8: add --float8" \
+  --model 8b --gpus 8 --seq_len 8192 --layout fsdp8 --float8_all_gather
+bad_input emit_needs_one_overlap_switch "ctitan train overlaps FSDP's and tp's communication together" --model 8b \
+  --gpus 8 --seq_len 8192 --layout fsdp4,tp2 --async_tp off --emit-config "$tmp/apart.toml"
+bad_input emit_refuses_fp8_gathers "ctitan train gathers FSDP's parameters in the compute dtype" --model 8b --gpus 8 \
+  --seq_len 8192 --layout fsdp8 --float8 --float8_all_gather --emit-config "$tmp/f8ag.toml"
+
+# ---- overlap per dimension, and fp8 gathers, each in the label and in the times
+out=$tmp/apart.txt
+"$bin" plan --model 8b --gpus 8 --seq_len 8192 --stack torchtitan --layout fsdp4,tp2 --async_tp off >"$out" 2>&1
+exp_off=$(sed -n 's/^  tp  *communication .* exposed \([0-9.]*\) s$/\1/p' "$out")
+"$bin" plan --model 8b --gpus 8 --seq_len 8192 --stack torchtitan --layout fsdp4,tp2 >"$tmp/both.txt" 2>&1
+exp_on=$(sed -n 's/^  tp  *communication .* exposed \([0-9.]*\) s$/\1/p' "$tmp/both.txt")
+grep -q "^layout fsdp4,tp2 (.*, fsdp prefetch)" "$out" && grep -q "FSDP prefetch on, async tp off" "$out" &&
+  awk -v a="$exp_off" -v b="$exp_on" 'BEGIN {exit !(a > b && b >= 0 && a != "")}' &&
+  pass overlap_switches_apart || fail overlap_switches_apart "tp exposed ${exp_off:-?} (async tp off) vs ${exp_on:-?}: $(grep '^layout' "$out")"
+gather_s() { sed -n 's/^  dp_shard  *communication \([0-9.]*\) s.*/\1/p' "$1"; }
+"$bin" plan --model 8b --gpus 8 --seq_len 8192 --layout fsdp8 --float8 >"$tmp/f8.txt" 2>&1
+"$bin" plan --model 8b --gpus 8 --seq_len 8192 --layout fsdp8 --float8 --float8_all_gather >"$out" 2>&1
+grep -q "^layout fsdp8 (.*, fp8 gathers)" "$out" &&
+  awk -v a="$(gather_s "$out")" -v b="$(gather_s "$tmp/f8.txt")" 'BEGIN {exit !(a != "" && a < b)}' &&
+  pass float8_all_gather_is_evaluated || fail float8_all_gather_is_evaluated "$(grep -E '^(layout|  dp_shard)' "$out")"
+
 # ---- a search on a GPU without fp8 units offers no float8 layout (it offers some bf16 ones)
 out=$tmp/a100.txt
 "$bin" plan --model 8b --gpus 8 --gpu a100 --seq_len 8192 --all >"$out" 2>&1

@@ -100,6 +100,23 @@ static void test_fsdp_bytes(void) {
     }
 }
 
+// Seconds over the inter-node link: bytes / bandwidth plus (N-1) latencies per collective, and
+// a collective per gather or reduce-scatter a dense model runs -- each block gathered in forward,
+// re-gathered in backward but the last, reduce-scattered; embedding and output together once
+// each way (one stage): 3L + 1. None for the experts a dense model does not have.
+static void test_fsdp_latency_per_collective(void) {
+    ct_hw_profile hw = profile("h100");
+    ct_config c = big_config("8B");
+    set(&c, "parallelism.data_shard_degree", "128");
+    set(&c, "parallelism.enable_async_comm", "false");
+    ct_model_config m;
+    ct_model_config_from(&m, &c);
+    ct_plan_time t = run(&c, 128, &hw);
+    double L = m.n_layers;
+    CHECK_CLOSE(t.comm[CT_PLAN_DP_SHARD] - t.bytes[CT_PLAN_DP_SHARD] / hw.inter_bw, (3 * L + 1) * 127 * hw.inter_latency,
+                1e-9, 0);
+}
+
 static void test_tp_bytes(void) {
     ct_hw_profile hw = profile("h100");
     for (int sp = 0; sp < 2; sp++) {
@@ -398,6 +415,7 @@ static void test_recompute_costs(void) {
 int main(void) {
     CT_RUN(test_model_flops_of_published_shapes);
     CT_RUN(test_fsdp_bytes);
+    CT_RUN(test_fsdp_latency_per_collective);
     CT_RUN(test_tp_bytes);
     CT_RUN(test_tp_bytes_by_stack);
     CT_RUN(test_attention_by_stack);

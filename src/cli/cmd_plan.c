@@ -23,9 +23,10 @@ static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
 typedef struct {
     const char *model, *config, *gpu, *layout, *ac, *schedule, *emit, *batch_text, *out, *precision, *dataset, *stack;
+    const char *async_tp, *fsdp_prefetch;
     long gpus, seq_len, local_batch, micro_batch, top, steps, stages_per_rank;
     double memory_gib, headroom_gib;
-    bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all;
+    bool explain, tables, calibrate, float8, mxfp8, compile, no_compile, no_async, no_float8, all, f8_gather;
 } plan_args;
 
 static const char plan_about[] =
@@ -127,6 +128,12 @@ static void print_header(const ct_plan_request *r, FILE *f) {
     }
     fprintf(f, "(MFU: model FLOPs per second over the device's dense peak at the matmul precision: bf16, or fp8 "
                "for float8 layouts)\n");
+    if (r->comm.fsdp_prefetch != r->comm.async_tp)
+        fprintf(f, "(overlap set apart: FSDP prefetch %s, async tp %s; ctitan train has one switch for both)\n",
+                r->comm.fsdp_prefetch ? "on" : "off", r->comm.async_tp ? "on" : "off");
+    if (r->comm.float8_all_gather)
+        fprintf(f, "(float8 layouts gather their matmul weights in fp8, as TorchTitan's float8 all-gather; the memory "
+                   "is ctitan's, which gathers in the compute dtype)\n");
 }
 
 static void print_row_header(FILE *f) {
@@ -136,7 +143,7 @@ static void print_row_header(FILE *f) {
 
 static void print_row(FILE *f, int i, const ct_plan_candidate *c) {
     char opts[160], parts[64];
-    ct_plan_options_name(&c->cfg, opts, sizeof opts);
+    ct_plan_options_name(&c->cfg, &c->comm, opts, sizeof opts);
     const double *b = c->mem.bytes;
     snprintf(parts, sizeof parts, "%.1f/%.1f/%.1f/%.1f/%.1f", b[CT_MEM_PARAMS] / GIB, b[CT_MEM_GRADS] / GIB,
              b[CT_MEM_OPTIM] / GIB, b[CT_MEM_ACTIVATIONS] / GIB, b[CT_MEM_COMM] / GIB);
@@ -181,7 +188,7 @@ static void print_checkpointing(FILE *f, const ct_plan_request *r, const ct_conf
 // One candidate in full (--layout).
 static void print_detail(FILE *f, const ct_plan_candidate *c) {
     char opts[160];
-    ct_plan_options_name(&c->cfg, opts, sizeof opts);
+    ct_plan_options_name(&c->cfg, &c->comm, opts, sizeof opts);
     fprintf(f, "layout %s (%s)\n", c->layout, opts);
     fprintf(f, "memory per device: %.2f GiB of the %.2f the run may fill%s (pipeline rank %d)\n", c->mem.total / GIB,
             c->budget / GIB, c->fits ? "" : ": DOES NOT FIT", c->mem.worst_pp_rank);
@@ -201,6 +208,7 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
 }
 
 static ct_status emit(const char *path, const ct_plan_candidate *c, const ct_plan_request *r) {
+    if (ct_plan_trainer_runs(c)) return CT_ERR;
     FILE *f = ct_file_fopen_write(path, "--emit-config file", CT_FILE_WRITE_TRUNC);
     if (!f) return CT_ERR;
     fprintf(f, "# ctitan plan (ctitan %s): layout %s on %d x %s; predicted %.0f tokens/s per device, MFU %.1f%%, "
@@ -209,6 +217,17 @@ static ct_status emit(const char *path, const ct_plan_candidate *c, const ct_pla
             c->mem.total / (1024.0 * 1024.0), r->devices, path);
     ct_config_write_toml(&c->cfg, f);
     if (fclose(f)) return ct_set_error("--emit-config %s: write failed", path);
+    return CT_OK;
+}
+
+// --async_tp / --fsdp_prefetch: on (the default) or off; --no_async_comm turns both off.
+static ct_status overlap_switch(const char *text, const char *name, bool no_async, bool *out) {
+    *out = !no_async;
+    if (!text) return CT_OK;
+    if (strcmp(text, "on") && strcmp(text, "off")) return ct_set_error("%s: expected on or off, got '%s'", name, text);
+    if (no_async && !strcmp(text, "on"))
+        return ct_set_error("%s on contradicts --no_async_comm (which turns every overlap off): drop one", name);
+    *out = !strcmp(text, "on");
     return CT_OK;
 }
 
@@ -249,7 +268,13 @@ static ct_status build_request(const plan_args *a, ct_plan_request *r) {
     if (a->batch_text && parse_tokens(a->batch_text, &r->global_batch_tokens)) return CT_ERR;
     r->allow_float8 = !a->no_float8 && !r->hw.cpu;
     r->compile = !a->no_compile;
-    r->async_comm = !a->no_async;
+    if (overlap_switch(a->async_tp, "--async_tp", a->no_async, &r->comm.async_tp) ||
+        overlap_switch(a->fsdp_prefetch, "--fsdp_prefetch", a->no_async, &r->comm.fsdp_prefetch))
+        return CT_ERR;
+    r->comm.float8_all_gather = a->f8_gather;
+    if (a->f8_gather && (a->no_float8 || (a->layout && !a->float8)))
+        return ct_set_error("--float8_all_gather gathers float8 matmuls' weights in fp8: %s",
+                            a->layout ? "add --float8" : "drop --no_float8");
     if (a->stack && ct_plan_stack_parse(a->stack, &r->stack)) return CT_ERR;
     return CT_OK;
 }
@@ -312,7 +337,7 @@ static int evaluate_layout(const plan_args *a, ct_plan_request *r) {
         goto fail;
     }
     c.float8 = a->float8, c.mxfp8 = a->mxfp8;
-    c.compile = a->compile, c.enable_async_comm = !a->no_async;
+    c.compile = a->compile, c.enable_async_comm = r->comm.fsdp_prefetch;
     if (ct_config_validate(&c)) goto fail;
     ct_plan_candidate cand;
     if (ct_plan_evaluate(r, &c, &cand)) goto fail;
@@ -412,7 +437,12 @@ int ct_cmd_plan(int argc, char **argv) {
         {"compile", 0, CT_OPT_FLAG, &a.compile, NULL, "--layout: fused kernels", 0, 0},
         {"no_compile", 0, CT_OPT_FLAG, &a.no_compile, NULL, "search without fused kernels", 0, 0},
         {"no_float8", 0, CT_OPT_FLAG, &a.no_float8, NULL, "search bf16 only", 0, 0},
-        {"no_async_comm", 0, CT_OPT_FLAG, &a.no_async, NULL, "communication not overlapped", 0, 0},
+        {"no_async_comm", 0, CT_OPT_FLAG, &a.no_async, NULL, "communication not overlapped (--async_tp and --fsdp_prefetch off)", 0, 0},
+        {"async_tp", 0, CT_OPT_STR, &a.async_tp, "on|off", "tp's collectives behind their matmuls (default on)", 0, 0},
+        {"fsdp_prefetch", 0, CT_OPT_STR, &a.fsdp_prefetch, "on|off",
+         "FSDP's gathers and reduce-scatters behind the neighbouring blocks (default on)", 0, 0},
+        {"float8_all_gather", 0, CT_OPT_FLAG, &a.f8_gather, NULL,
+         "float8 layouts gather their matmul weights in fp8 (TorchTitan's; ctitan train gathers in bf16)", 0, 0},
         {"precision", 0, CT_OPT_STR, &a.precision, "P", "fp32 | bf16 (default: bf16 on a GPU, the config's on a CPU)", 0, 0},
         {"memory_gib", 0, CT_OPT_DOUBLE, &a.memory_gib, "GIB", "override the profile's memory per device", 0.001, 1e6},
         {"memory_headroom_gib", 0, CT_OPT_DOUBLE, &a.headroom_gib, "GIB",

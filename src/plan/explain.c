@@ -77,7 +77,7 @@ static void say_memory(FILE *f, const ct_plan_candidate *c) {
 
 static void say_candidate(FILE *f, const ct_plan_candidate *c) {
     char opts[160];
-    ct_plan_options_name(&c->cfg, opts, sizeof opts);
+    ct_plan_options_name(&c->cfg, &c->comm, opts, sizeof opts);
     fprintf(f, "%s (%s): ", c->layout, opts);
     say_memory(f, c);
     if (c->fits) fprintf(f, ", %.0f tokens/s per device, MFU %.1f%%", c->time.tokens_per_s_per_device, 100 * c->time.mfu);

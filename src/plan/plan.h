@@ -14,7 +14,8 @@
 //   (dp_replicate x dp_shard), cut into micro-batches of 1, 2 or 4 sequences;
 //   pipeline schedules 1f1b, interleaved_1f1b (2 stages per rank) and zbv;
 //   activation checkpointing none, selective per op, full; bf16 mixed precision, and float8
-//   (tensorwise) where the device multiplies fp8 and the request allows it.
+//   (tensorwise) where the device multiplies fp8 and the request allows it. Overlap and fp8
+//   gathers are the request's (ct_plan_comm), not searched.
 #ifndef CT_PLAN_PLAN_H
 #define CT_PLAN_PLAN_H
 #include <stdbool.h>
@@ -34,7 +35,8 @@ typedef struct {
     long global_batch_tokens;  // tokens per optimizer step over the whole job
     bool allow_float8;         // float8 candidates where the device has an fp8 peak
     bool compile;              // compile.enable in every candidate
-    bool async_comm;           // parallelism.enable_async_comm in every candidate
+    ct_plan_comm comm;         // overlap per dimension and fp8 gathers in every candidate; a
+                               // candidate's parallelism.enable_async_comm is comm.fsdp_prefetch
     ct_plan_stack stack;       // the software stack the times are for (--stack)
 } ct_plan_request;
 
@@ -42,6 +44,7 @@ typedef struct {
     ct_config cfg;             // runnable: `ctitan train --config` of ct_config_write_toml(cfg)
     ct_plan_memory mem;
     ct_plan_time time;
+    ct_plan_comm comm;         // how it communicates (the request's)
     double budget;             // bytes a rank may use: the device's memory less its headroom (a cpu node's / ranks)
     bool fits;                 // mem.total <= budget
     char layout[96];           // "pp8,fsdp4,cp2,tp4" (ct_plan_layout_name)
@@ -75,6 +78,11 @@ ct_status ct_plan_layout_parse(const char *text, int devices, ct_config *c);
 // (an odd one too) is legal, as it is for the model (head-tail needs 2 x cp chunks).
 void ct_plan_single_cp_balance(ct_config *c);
 
-// One line for a candidate's options: "mb 2 x 8, 1f1b, ac op, bf16, compile, async".
-int ct_plan_options_name(const ct_config *c, char *buf, size_t n);
+// One line for a candidate's options: "mb 2 x 8, 1f1b, ac op, bf16, compile, async" (async: both
+// overlaps; "async tp" or "fsdp prefetch" when only one; "fp8 gathers" under float8 with them).
+int ct_plan_options_name(const ct_config *c, const ct_plan_comm *comm, char *buf, size_t n);
+
+// When ctitan train cannot run the candidate as it was judged: the overlaps set apart (ctitan
+// has one switch for both) or FSDP's fp8 gathers. CT_ERR naming the setting to change.
+ct_status ct_plan_trainer_runs(const ct_plan_candidate *c);
 #endif

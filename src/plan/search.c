@@ -25,7 +25,8 @@ ct_status ct_plan_evaluate(const ct_plan_request *r, const ct_config *c, ct_plan
     if (ct_plan_memory_rank(&m, c, r->devices, &out->mem)) return CT_ERR;
     out->budget = ct_plan_budget(&r->hw, r->devices);
     out->fits = out->mem.total <= out->budget;
-    return ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &out->time);
+    out->comm = r->comm;
+    return ct_plan_time_step_with(&m, c, r->devices, &r->hw, r->stack, &r->comm, &out->time);
 }
 
 // ------------------------------------------------------------------ names
@@ -87,7 +88,7 @@ void ct_plan_single_cp_balance(ct_config *c) {
     if (c->context_extension_degree == 1) c->cp_load_balancer = CT_CFG_CP_NONE;
 }
 
-int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
+int ct_plan_options_name(const ct_config *c, const ct_plan_comm *comm, char *buf, size_t n) {
     char ac[32] = "none";
     ct_cfg_ac policy = ct_config_ac(c);
     if (policy.kind == CT_CFG_KEEP_INPUT) snprintf(ac, sizeof ac, "full");
@@ -98,8 +99,23 @@ int ct_plan_options_name(const ct_config *c, char *buf, size_t n) {
     if (c->pipeline_degree > 1)
         snprintf(sched, sizeof sched, c->pipeline_stages_per_rank > 1 ? ", %s x%d" : ", %s", c->pipeline_schedule,
                  c->pipeline_stages_per_rank);
-    return snprintf(buf, n, "mb %d x %d%s, ac %s, %s%s%s", c->micro_batch_size, c->gradient_accumulation_steps, sched,
-                    ac, prec, c->compile ? ", compile" : "", c->enable_async_comm ? ", async" : "");
+    const char *overlap = comm->fsdp_prefetch && comm->async_tp ? ", async"
+                        : comm->async_tp                        ? ", async tp"
+                        : comm->fsdp_prefetch                   ? ", fsdp prefetch"
+                                                                : "";
+    bool f8_gathers = comm->float8_all_gather && c->float8 && !c->mxfp8;
+    return snprintf(buf, n, "mb %d x %d%s, ac %s, %s%s%s%s", c->micro_batch_size, c->gradient_accumulation_steps,
+                    sched, ac, prec, c->compile ? ", compile" : "", overlap, f8_gathers ? ", fp8 gathers" : "");
+}
+
+ct_status ct_plan_trainer_runs(const ct_plan_candidate *c) {
+    if (c->comm.fsdp_prefetch != c->comm.async_tp)
+        return ct_set_error("ctitan train overlaps FSDP's and tp's communication together (parallelism.enable_async_comm): "
+                            "give --async_tp and --fsdp_prefetch the same value to write a config it runs");
+    if (c->comm.float8_all_gather && c->cfg.float8 && !c->cfg.mxfp8)
+        return ct_set_error("ctitan train gathers FSDP's parameters in the compute dtype, not in fp8: drop "
+                            "--float8_all_gather to write a config it runs");
+    return CT_OK;
 }
 
 // ------------------------------------------------------------------ the space
@@ -130,7 +146,8 @@ static void consider(const ct_plan_request *r, const ct_config *c, ct_paralleliz
     if (ct_model_config_plan(&m, c) || ct_plan_memory_rank_cached(&m, c, r->devices, cache, &cand.mem)) return;
     cand.budget = ct_plan_budget(&r->hw, r->devices);
     cand.fits = cand.mem.total <= cand.budget;
-    if (cand.fits && ct_plan_time_step_on(&m, c, r->devices, &r->hw, r->stack, &cand.time)) return;
+    cand.comm = r->comm;
+    if (cand.fits && ct_plan_time_step_with(&m, c, r->devices, &r->hw, r->stack, &r->comm, &cand.time)) return;
     keep(cs, &cand);
 }
 
@@ -227,7 +244,7 @@ ct_status ct_plan_search(const ct_plan_request *r, ct_plan_candidate **out, int 
                         c.micro_batch_size = mb, c.gradient_accumulation_steps = (int)n_micro;
                         c.pipeline_microbatch_size = 0;
                         ct_plan_single_cp_balance(&c);
-                        c.compile = r->compile, c.enable_async_comm = r->async_comm;
+                        c.compile = r->compile, c.enable_async_comm = r->comm.fsdp_prefetch;
                         // Expert parallel degrees: powers of two dividing the experts and the
                         // dp_shard x cp ranks they borrow (1 alone for a dense model).
                         int shard = dp / rep * cp;

@@ -24,9 +24,12 @@ static link link_for(const ct_tm *t, int span) {
     return (link){hw->inter_bw, hw->inter_latency};
 }
 
-// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks.
+// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks. Nothing to send is
+// no collective (a dense model's experts): no latency either.
 static double ag_bytes(int n, double bytes) { return n > 1 ? (n - 1.0) / n * bytes : 0; }
-static double ag_time(link l, int n, double bytes) { return n > 1 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0; }
+static double ag_time(link l, int n, double bytes) {
+    return n > 1 && bytes > 0 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0;
+}
 static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
 static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
 
@@ -40,6 +43,20 @@ static double embedding_numel(const ct_tm *t) { return (double)ct_model_embeddin
 static double head_numel(const ct_tm *t) { return (double)ct_model_head_params(&t->lm); }
 
 static int fsdp_n(const ct_tm *t) { return t->ds * t->cp; }
+
+// Bytes of one gather of block `layer`'s `dense` and `experts` elements at the compute dtype's
+// width gb, or, with fp8 gathers under tensorwise float8 (TorchTitan's float8 all-gather: the
+// weights are cast to fp8 before the collective, which then sends 1 byte an element), gb for
+// what stays out of float8 -- the two norm weights and a routed block's router -- and 1 for the
+// matmul weights.
+static void gather_bytes(const ct_tm *t, int layer, double dense, double experts, double gb, double *dense_b,
+                         double *experts_b) {
+    *dense_b = dense * gb, *experts_b = experts * gb;
+    if (!t->comm.float8_all_gather || !t->f8 || t->c->mxfp8 || t->c->float8_recipe == CT_CFG_F8_ROWWISE) return;
+    double hi = 2.0 * t->lm.dim + (ct_plan_moe_routed(t->m, layer) ? (double)t->lm.dim * t->lm.n_experts : 0);
+    if (hi > dense) hi = dense;
+    *dense_b = hi * gb + (dense - hi), *experts_b = experts;
+}
 // Groups of a stage are gathered per step (UNSHARD / RESHARD around the stage) rather than per
 // micro-batch: the trainer does this under a pipeline with the default reshard policy.
 static bool fsdp_per_step(const ct_tm *t) {
@@ -60,17 +77,19 @@ static void fsdp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     link l = link_for(t, t->tp * t->cp * t->ds);
     double gb = t->bf16 ? 2 : 4, rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
     ct_cfg_reshard policy = t->c->fsdp_reshard_after_forward;
-    bool async = t->c->enable_async_comm;
+    bool async = t->comm.fsdp_prefetch;
     int Ne = N / t->ep;  // the ranks each expert is sharded over
     link le = link_for(t, t->tp * t->cp * t->ds);  // strided by ep: it spans the whole shard group
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
         const ct_block_cost *b = ct_tm_block(t, layer);
         double blk, ex, blk_f = b->mm_f + b->attn_f + b->ew_f, blk_b = b->mm_i + b->mm_w + b->attn_b + b->ew_b;
         block_numel(t, layer, &blk, &ex);
+        double blk_g, ex_g;  // bytes gathered
+        gather_bytes(t, layer, blk, ex, gb, &blk_g, &ex_g);
         bool regather =
             policy == CT_CFG_RESHARD_ALWAYS || (policy == CT_CFG_RESHARD_DEFAULT && layer != t->m->n_layers - 1);
-        double g = ag_time(l, N, blk * gb) + ag_time(le, Ne, ex * gb), rs = ag_time(l, N, blk * rb) + ag_time(le, Ne, ex * rb);
-        double bytes = (ag_bytes(N, blk * gb) + ag_bytes(Ne, ex * gb)) * (regather ? 2 : 1) + ag_bytes(N, blk * rb) +
+        double g = ag_time(l, N, blk_g) + ag_time(le, Ne, ex_g), rs = ag_time(l, N, blk * rb) + ag_time(le, Ne, ex * rb);
+        double bytes = (ag_bytes(N, blk_g) + ag_bytes(Ne, ex_g)) * (regather ? 2 : 1) + ag_bytes(N, blk * rb) +
                        ag_bytes(Ne, ex * rb);
         double fwd = g, bwd = (regather ? g : 0) + rs;
         // Async: the next block's gather runs behind this one's compute (forward), the one
@@ -100,7 +119,7 @@ static void f8_amax(const ct_tm *t, link l, int n, double *fwd, double *bwd, dou
     if (!t->f8 || t->c->mxfp8) return;
     double N = t->tokens, C = t->lm.dim;
     if (t->c->float8_recipe != CT_CFG_F8_ROWWISE) {
-        int nb = t->c->enable_async_comm ? 10 : 8;
+        int nb = t->comm.async_tp ? 10 : 8;
         *fwd = 6 * ar_time(l, n, 4), *fb = 6 * ar_bytes(n, 4);
         *bwd = nb * ar_time(l, n, 4), *bb = nb * ar_bytes(n, 4);
     } else {
@@ -118,7 +137,7 @@ static void tp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     double width = t->stack == CT_STACK_TORCHTITAN && t->bf16 ? 2 : 4;
     double E = t->tokens * t->lm.dim * width;
     double one = ar_time(l, n, E), ob = ar_bytes(n, E);
-    bool async = t->c->enable_async_comm;
+    bool async = t->comm.async_tp;
     double af, ab, afb, abb;  // 8-bit amax reductions of one block: seconds and bytes, fwd / bwd
     f8_amax(t, l, n, &af, &ab, &afb, &abb);
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
@@ -235,36 +254,44 @@ double ct_tm_pp_bytes(const ct_tm *t) {
 
 // Elements of the busiest rank's groups on one tp rank: whole (`gathered` false: what its shards
 // cover, 1 / (dp_shard x cp) of each), or as gathered under expert parallelism (E / ep experts).
-static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, bool gathered, int *groups) {
-    double numel = 0;
+// gather_b (when not NULL): the bytes of gathering them at width gb (gather_bytes).
+static double rank_numel_bytes(const ct_tm *t, int busiest, const int *stage_rank, bool gathered, int *groups,
+                               double gb, double *gather_b) {
+    double numel = 0, bytes = 0;
     *groups = 0;
     for (int s = 0; s < t->n_stages; s++) {
         if (stage_rank[s] != busiest) continue;
         for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
-            double dense, experts;
+            double dense, experts, db, eb;
             block_numel(t, layer, &dense, &experts);
             numel += dense + experts * (gathered ? 1 : t->ep);
+            gather_bytes(t, layer, dense, experts * (gathered ? 1 : t->ep), gb, &db, &eb);
+            bytes += db + eb;
         }
         *groups += t->first[s + 1] - t->first[s];
-        if (s == 0) numel += embedding_numel(t), ++*groups;
-        if (s == t->n_stages - 1) numel += head_numel(t), ++*groups;
+        if (s == 0) numel += embedding_numel(t), bytes += embedding_numel(t) * gb, ++*groups;
+        if (s == t->n_stages - 1) numel += head_numel(t), bytes += head_numel(t) * gb, ++*groups;
     }
+    if (gather_b) *gather_b = bytes;
     return numel;
+}
+static double rank_numel(const ct_tm *t, int busiest, const int *stage_rank, bool gathered, int *groups) {
+    return rank_numel_bytes(t, busiest, stage_rank, gathered, groups, 0, NULL);
 }
 
 void ct_tm_step_comm(const ct_tm *t, int busiest, const int *stage_rank, ct_plan_time *out) {
     int groups, N = fsdp_n(t);
-    double numel = rank_numel(t, busiest, stage_rank, false, &groups);
-    double gathered = rank_numel(t, busiest, stage_rank, true, &groups);
+    double numel = rank_numel(t, busiest, stage_rank, false, &groups), gathered_b;
+    double gathered = rank_numel_bytes(t, busiest, stage_rank, true, &groups, t->bf16 ? 2 : 4, &gathered_b);
     double rb = t->c->mixed_precision_reduce == CT_CFG_BF16 ? 2 : 4;
     if (fsdp_per_step(t)) {  // one gather and one reduce-scatter per group and step
         link l = link_for(t, t->tp * t->cp * t->ds);
-        double gb = t->bf16 ? 2 : 4, secs = ag_time(l, N, gathered * gb) + ag_time(l, N, gathered * rb);
+        double secs = ag_time(l, N, gathered_b) + ag_time(l, N, gathered * rb);
         secs += 2 * (groups - 1) * (N - 1) * l.lat;  // one collective per group
-        out->bytes[CT_PLAN_DP_SHARD] += ag_bytes(N, gathered * gb) + ag_bytes(N, gathered * rb);
+        out->bytes[CT_PLAN_DP_SHARD] += ag_bytes(N, gathered_b) + ag_bytes(N, gathered * rb);
         out->comm[CT_PLAN_DP_SHARD] += secs;
         // Async: gathers start at UNSHARD and reduce-scatters finish later; the first wait remains.
-        out->exposed[CT_PLAN_DP_SHARD] += t->c->enable_async_comm ? secs / fmax(1, groups) : secs;
+        out->exposed[CT_PLAN_DP_SHARD] += t->comm.fsdp_prefetch ? secs / fmax(1, groups) : secs;
     }
     if (t->dr > 1) {  // the gradient shards all-reduced over the replicas once per step
         link l = link_for(t, t->tp * t->cp * t->ds * t->dr);

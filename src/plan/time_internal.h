@@ -44,6 +44,7 @@ typedef struct {
     const ct_config *c;
     const ct_hw_profile *hw;
     ct_plan_stack stack;
+    ct_plan_comm comm;            // overlap per dimension, fp8 gathers
     ct_model_config lm;           // tp-local dims
     int world, tp, cp, pp, dr, ds, vpp, n_stages, n_mb, seq_len, ac_every;
     int ep;                       // expert parallel degree (plan/moe.h), 1 for a dense model

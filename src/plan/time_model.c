@@ -331,12 +331,23 @@ ct_status ct_plan_time_step(const ct_model_config *m, const ct_config *c, int wo
     return ct_plan_time_step_on(m, c, world, hw, CT_STACK_CTITAN, out);
 }
 
+ct_plan_comm ct_plan_comm_of(const ct_config *c) {
+    return (ct_plan_comm){.fsdp_prefetch = c->enable_async_comm, .async_tp = c->enable_async_comm};
+}
+
 ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                                ct_plan_stack stack, ct_plan_time *out) {
+    ct_plan_comm comm = ct_plan_comm_of(c);
+    return ct_plan_time_step_with(m, c, world, hw, stack, &comm, out);
+}
+
+ct_status ct_plan_time_step_with(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+                                 ct_plan_stack stack, const ct_plan_comm *comm, ct_plan_time *out) {
     memset(out, 0, sizeof *out);
     ct_tm t;
     if (setup(&t, m, c, world, hw)) return CT_ERR;
     t.stack = stack;
+    t.comm = *comm;
     block_cost(&t, m->n_experts > 0, &t.block);
     if (m->n_dense_layers > 0) block_cost(&t, false, &t.dense_block);
     ct_stage_tm st[CT_TM_MAX_STAGES];

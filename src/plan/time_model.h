@@ -12,7 +12,7 @@
 //                spans (within a node or across: groups are laid out tp innermost, then cp,
 //                dp_shard, dp_replicate, pp) with a latency per ring step and the link's
 //                bandwidth per direction; hidden behind compute where the run overlaps
-//                (enable_async_comm: FSDP gathers / reduce-scatters behind the neighbouring
+//                (ct_plan_comm: FSDP gathers / reduce-scatters behind the neighbouring
 //                layer, tp's backward input-gradient reductions behind the weight-gradient matmul,
 //                as the code does; cp's ring behind the attention of the block in hand; pipeline
 //                sends never block the sender), exposed otherwise;
@@ -64,11 +64,28 @@ typedef enum { CT_STACK_CTITAN = 0, CT_STACK_TORCHTITAN } ct_plan_stack;
 // "ctitan" | "torchtitan" -> *out; CT_ERR naming --stack otherwise.
 ct_status ct_plan_stack_parse(const char *name, ct_plan_stack *out);
 
+// How the run communicates, dimension by dimension, where one switch of ctitan train does not
+// say it all. ctitan overlaps FSDP's and tp's collectives together or not at all
+// (parallelism.enable_async_comm); TorchTitan sets them apart (FSDP2 prefetches the next block's
+// gather by default; async tensor parallel is its own setting), and can gather float8 matmuls'
+// weights in fp8 (enable_fsdp_float8_all_gather), which ctitan does not: it gathers in the
+// compute dtype.
+typedef struct {
+    bool fsdp_prefetch;      // FSDP's gathers and reduce-scatters behind the neighbouring blocks' compute
+    bool async_tp;           // tp's collectives behind their matmuls
+    bool float8_all_gather;  // under float8 (tensorwise), the blocks' matmul weights gathered in fp8
+} ct_plan_comm;
+// What ctitan train does with c: both overlaps from parallelism.enable_async_comm, gathers in
+// the compute dtype.
+ct_plan_comm ct_plan_comm_of(const ct_config *c);
+
 // Same preconditions as ct_plan_memory_rank. CT_ERR when the schedule cannot be built.
 ct_status ct_plan_time_step(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
                             ct_plan_time *out);  // on ctitan's stack
 ct_status ct_plan_time_step_on(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
-                               ct_plan_stack stack, ct_plan_time *out);
+                               ct_plan_stack stack, ct_plan_time *out);  // communicating as ct_plan_comm_of(c)
+ct_status ct_plan_time_step_with(const ct_model_config *m, const ct_config *c, int world, const ct_hw_profile *hw,
+                                 ct_plan_stack stack, const ct_plan_comm *comm, ct_plan_time *out);
 
 // Seconds of one pipeline micro-batch's actions on one stage.
 typedef struct {

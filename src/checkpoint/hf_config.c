@@ -157,6 +157,7 @@ static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_con
     if (m->moe_top_k > m->n_experts)
         return ct_set_error_at(CT_E_DATA, path, "%s: num_experts_per_tok %d is above num_experts %d", path,
                                m->moe_top_k, m->n_experts);
+    m->moe_route_norm = 1;  // softmax scores, no choosing bias
     int flag, step = 1;
     const ct_json *norm = ct_json_get(c, "norm_topk_prob");
     if (!norm || norm->type != CT_JSON_BOOL || !norm->boolean)
@@ -274,6 +275,11 @@ static ct_status write_generation_config(const char *dir, const ct_hf_vocab *voc
 }
 
 ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
+    if (m->n_experts > 0 && (m->moe_sigmoid || !m->moe_route_norm || m->moe_bias_rate > 0))
+        return ct_set_error("Hugging Face export: Qwen3-MoE routes by softmax with renormalised weights and no choosing "
+                            "bias; this model has model.moe.score_func %s, route_norm %s, load_balance_coeff %g",
+                            m->moe_sigmoid ? "sigmoid" : "softmax", m->moe_route_norm ? "true" : "false",
+                            m->moe_bias_rate);
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_fs_atomic out;

@@ -275,11 +275,6 @@ static ct_status write_generation_config(const char *dir, const ct_hf_vocab *voc
 }
 
 ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype dtype, const ct_hf_vocab *vocab) {
-    if (m->n_experts > 0 && (m->moe_sigmoid || !m->moe_route_norm || m->moe_bias_rate > 0))
-        return ct_set_error("Hugging Face export: Qwen3-MoE routes by softmax with renormalised weights and no choosing "
-                            "bias; this model has model.moe.score_func %s, route_norm %s, load_balance_coeff %g",
-                            m->moe_sigmoid ? "sigmoid" : "softmax", m->moe_route_norm ? "true" : "false",
-                            m->moe_bias_rate);
     char path[1024];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_fs_atomic out;

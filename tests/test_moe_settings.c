@@ -1,7 +1,8 @@
 // The router and balancing settings (model.moe.*): their values in the model's dimensions and in
 // the blocks' tensors (the choosing bias exists only with model.moe.load_balance_coeff > 0), and
 // each invalid combination refused with one line naming the setting: a negative coefficient, the
-// load-balancing loss under context parallelism, any of them on a dense family.
+// load-balancing loss under context parallelism, a router the Hugging Face export cannot hold with
+// checkpoint.last_save_in_hf, any of them on a dense family.
 #include <string.h>
 
 #include "core/config.h"
@@ -86,6 +87,20 @@ static void aux_loss_with_context_parallel(void) {
     CHECK(ct_model_config_from(&m, &c) == CT_OK, "the bias under cp: %s", ct_last_error());
 }
 
+// The Hugging Face layout (Qwen3-MoE) holds only a softmax router with renormalised weights.
+static void hf_export_of_another_router(void) {
+    static const char *kv[][2] = {{"model.moe.score_func", "sigmoid"}, {"model.moe.route_norm", "false"},
+                                  {"model.moe.load_balance_coeff", "0.001"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        ct_config c = moe_config();
+        set(&c, "checkpoint.last_save_in_hf", "true");
+        ct_model_config m;
+        CHECK(ct_model_config_from(&m, &c) == CT_OK, "the default router: %s", ct_last_error());
+        set(&c, kv[i][0], kv[i][1]);
+        EXPECT_ERROR(ct_model_config_from(&m, &c), CT_E_CONFIG, "checkpoint.last_save_in_hf", "Qwen3-MoE");
+    }
+}
+
 static void dense_family(void) {
     static const char *kv[][2] = {{"model.moe.score_func", "sigmoid"},     {"model.moe.route_norm", "false"},
                                   {"model.moe.aux_loss_coeff", "0.01"},    {"model.moe.aux_loss_level", "batch"},
@@ -106,6 +121,7 @@ int main(void) {
     CT_RUN(values);
     CT_RUN(negative_coefficients);
     CT_RUN(aux_loss_with_context_parallel);
+    CT_RUN(hf_export_of_another_router);
     CT_RUN(dense_family);
     CT_TEST_EXIT();
 }

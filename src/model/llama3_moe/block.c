@@ -94,7 +94,7 @@ static void release_acts(void *acts) { ct_moe_acts_free(&((ct_llama3_moe_acts *)
 // What carve_acts takes per token: Llama 3's attention half with nothing checkpointed (with the
 // q and k norms' inputs and statistics under qk_norm), and the expert layer's (router logits and
 // scores, the token's k choices sent and received back, each expert row's input, h13, h and
-// output).
+// output, and with the load-balancing loss its gradient in the scores).
 static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     const ct_model_config *m = s->cfg;
     double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
@@ -102,6 +102,7 @@ static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     double attn = 2 * 4 * C + 2 * 4 + 4 * (2 * C + Q + 2 * KV + Q) + 4.0 * m->n_heads;
     if (m->qk_norm) attn += 4 * (Q + KV) + 4.0 * (m->n_heads + m->n_kv_heads);  // q, k unnormed; rstd
     double moe = 4 * (2 * E) + K * (4 + 4 + 4) + 4 * K * (2 * C + C + 2 * F + F + C);
+    if (m->moe_aux_coeff > 0) moe += 4 * E;  // the load-balancing loss's gradient in the scores
     return kind == CT_AC_NONE ? attn + moe : 0;
 }
 

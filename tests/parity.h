@@ -25,6 +25,7 @@ typedef struct {
     double loss[STEPS];
     double grad_norm[STEPS];  // global gradient norm before clipping
     double moe_pairs[STEPS], moe_load_min[STEPS], moe_load_max[STEPS];  // mixture of experts: t.last's
+    double moe_aux_loss[STEPS];  // mixture of experts: the load-balancing loss (0: none)
     double val_loss;      // forward-only evaluation after training
     float *params;        // (P) the whole model, gathered
     long total;
@@ -75,6 +76,7 @@ static void parity_train(const ct_config *c, ct_group *parent, parity_result *ou
         out->moe_pairs[s] = t.last.moe_pairs;
         out->moe_load_min[s] = t.last.moe_load_min;
         out->moe_load_max[s] = t.last.moe_load_max;
+        out->moe_aux_loss[s] = t.last.moe_aux_loss;
     }
     out->val_loss = ct_trainer_validate(&t);
     out->total = t.global_table.total;
@@ -165,6 +167,13 @@ static void parity_compare(const parity_result *r, const char *what) {
         double tol = parity_step_bound(1);
         CHECK(fabs(r->grad_norm[s] - ref->grad_norm[s]) <= tol * ref->grad_norm[s],
               "%s step %d grad norm %.9g vs %.9g (bound %.3g)", what, s + 1, r->grad_norm[s], ref->grad_norm[s], tol);
+    }
+    // The load-balancing loss: a sum of the same terms as the loss (per sequence or per call).
+    for (int s = 0; s < STEPS; s++) {
+        double tol = parity_step_bound(0);
+        CHECK(fabs(r->moe_aux_loss[s] - ref->moe_aux_loss[s]) <= tol * fabs(ref->moe_aux_loss[s]),
+              "%s step %d load-balancing loss %.9g vs %.9g (bound %.3g)", what, s + 1, r->moe_aux_loss[s],
+              ref->moe_aux_loss[s], tol);
     }
     // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts.
     for (int s = 0; s < STEPS; s++)

@@ -3,7 +3,9 @@
 #   exact resume  a 40-step run against the same run stopped at step 20 and resumed: every logged
 #                 loss and grad norm, the step-40 checkpoint (parameters and both AdamW moments)
 #                 and the exported model equal bit for bit -- one process, FSDP 4, pp 2 x tp 2,
-#                 cp 2 x FSDP 2, and async saving;
+#                 cp 2 x FSDP 2, and async saving; a mixture-of-experts model with both
+#                 load-balancing methods (its load-balancing losses too; the choosing biases are in
+#                 the checkpoints and the model) under FSDP 2;
 #   resharding    a checkpoint saved under FSDP 4 resumed under tp 2 x FSDP 2, pp 2 x dp 2 and one
 #                 process: the next steps' losses equal the uninterrupted FSDP 4 run's within 1e-5.
 # Needs $BUILD/ctitan (make).
@@ -54,6 +56,8 @@ exact() {
   grep -q "resumed from .*step-20 (step 20" "$b.log" || { fail "resume_exact_$name" "no resume line"; return; }
   local bad=""
   [ "$(losses "$a")" = "$(losses "$b")" ] || bad="logged losses differ"
+  [ "$(grep -o '"aux_loss": [^,]*' "$a/metrics.jsonl")" = "$(grep -o '"aux_loss": [^,]*' "$b/metrics.jsonl")" ] ||
+    bad="$bad; logged load-balancing losses differ"
   cmp -s "$a/model.safetensors" "$b/model.safetensors" || bad="$bad; final models differ"
   local fa fb
   for fa in "$a"/checkpoint/step-40/rank-*.safetensors; do
@@ -70,6 +74,8 @@ exact pp2_tp2 4 --parallelism.pipeline_degree 2 --parallelism.compute_parallel_d
 exact cp2_fsdp2 4 --parallelism.context_extension_degree 2 --parallelism.data_shard_degree 2 \
   --training.local_batch_size 2
 exact fsdp2_async 2 --parallelism.data_shard_degree 2 --training.local_batch_size 2 --checkpoint.async_mode async
+exact moe_balanced_fsdp2 2 --model.name llama3_moe --model.moe.score_func sigmoid --model.moe.aux_loss_coeff 0.01 \
+  --model.moe.load_balance_coeff 0.001 --parallelism.data_shard_degree 2 --training.local_batch_size 2
 
 # Async saving writes the same bytes as a synchronous save.
 same=yes

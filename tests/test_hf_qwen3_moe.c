@@ -381,6 +381,7 @@ static ct_model_config tiny_moe(void) {
     strcpy(m.flavor, "debugmodel");
     m.dim = C, m.n_layers = L, m.n_heads = NH, m.n_kv_heads = NKV, m.head_dim = HS, m.ffn_hidden = F;
     m.n_experts = E, m.moe_top_k = K, m.qk_norm = 1, m.vocab_size = V;
+    m.moe_route_norm = 1;  // Qwen3-MoE's router: softmax, renormalised, no choosing bias
     m.norm_eps = 1e-6, m.rope_theta = 1000000.0, m.max_seq_len = 24;
     return m;
 }
@@ -509,6 +510,28 @@ static void test_round_trip(void) {
 
 // ---- refusals ---------------------------------------------------------------------------------
 
+// A router Qwen3-MoE cannot hold (sigmoid scores, weights not renormalised, a choosing bias) is
+// not exported, with one line naming the settings.
+static void test_export_refuses_router(void) {
+    for (int which = 0; which < 3; which++) {
+        ct_model_config m = tiny_moe();
+        if (which == 0) m.moe_sigmoid = 1;
+        if (which == 1) m.moe_route_norm = 0;
+        if (which == 2) m.moe_bias_rate = 1e-3;
+        ct_param_table t;
+        ct_param_table_build(&t, &m);
+        float *block = calloc((size_t)t.total, sizeof(float));
+        const char *a = tmp_path("router.safetensors"), *dir = tmp_path("router_exported");
+        CHECK(ct_model_save(a, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+        ct_status st = ct_hf_export(a, dir, NULL, CT_HF_DTYPE_SOURCE);
+        CHECK(st == CT_ERR && strstr(ct_last_error(), "Qwen3-MoE routes by softmax") &&
+                  strstr(ct_last_error(), "model.moe.score_func") && !strchr(ct_last_error(), '\n'),
+              "router %d: %s", which, st ? ct_last_error() : "exported");
+        free(block);
+        ct_param_table_free(&t);
+    }
+}
+
 static void expect_refusal(const char *name, const char *extra, const char *skip, const char *want) {
     hf_model hm;
     make_model(&hm);
@@ -545,6 +568,7 @@ int main(void) {
     CT_RUN(test_import_matches_reference);
     CT_RUN(test_round_trip);
     CT_RUN(test_refusals);
+    CT_RUN(test_export_refuses_router);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) return 1;

@@ -1,7 +1,11 @@
 // Parity of the llama3_moe family (Llama 3 attention + routed SwiGLU experts, added through the
 // model interface alone) with its single-process run (tests/parity.h): FSDP 2 and 4 (experts
 // sharded like any parameter), pp 2 (1F1B) and pp 2 x FSDP 2, cp 2, and gradient accumulation.
-// Then the settings the family does not run yet, refused with one line naming them.
+// Then with both load-balancing methods on (sigmoid scores, the per-sequence load-balancing loss
+// and the choosing bias's update): FSDP 2 and 4, accumulation, pp 2 and pp 2 x FSDP 2 against
+// that model's own single-process run -- losses, load-balancing losses, expert loads and every
+// parameter, the biases among them. Then the settings the family does not run yet, refused with
+// one line naming them.
 #include "parity.h"
 
 static void fsdp(void) { parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 1}, "moe fsdp"); }
@@ -53,6 +57,62 @@ static void refusals(void) {
     }
 }
 
+static void balanced_fsdp(void) {
+    parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 1}, "balanced moe fsdp");
+}
+static void balanced_fsdp_accumulation(void) {
+    parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 2}, "balanced moe fsdp+accum");
+}
+static void balanced_pp2(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"},
+               "balanced moe pp2 1f1b");
+}
+static void balanced_pp2_fsdp2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 2, .pp = 2, .schedule = "1f1b"},
+               "balanced moe pp2 x fsdp2");
+}
+
+// The balanced model: its single-process run becomes the reference for the layouts after it.
+static void balanced_reference(void) {
+    parity_set(&parity_base, "model.moe.score_func", "sigmoid");
+    parity_set(&parity_base, "model.moe.aux_loss_coeff", "0.1");
+    parity_set(&parity_base, "model.moe.aux_loss_level", "sequence");
+    parity_set(&parity_base, "model.moe.load_balance_coeff", "0.01");
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    parity_reference(&world);
+    ct_comm_group_free(&world);
+}
+
+// The reference itself: a load-balancing loss every step near its coefficient x blocks (a
+// balanced router scores 1 per block), and biases that moved, each a whole number of steps of
+// 0.01 -- the optimizer's decay never touched them.
+static void balanced_moves(void) {
+    ct_model_config m;
+    CHECK(ct_model_config_from(&m, &parity_base) == CT_OK, "%s", ct_last_error());
+    for (int s = 0; s < STEPS; s++)
+        CHECK(parity_ref.moe_aux_loss[s] > 0.1 * 2 * 0.9 && parity_ref.moe_aux_loss[s] < 0.1 * 2 * 2,
+              "step %d: load-balancing loss %.6g", s + 1, parity_ref.moe_aux_loss[s]);
+    ct_param_table table;
+    ct_param_table_build(&table, &m);
+    int moved = 0;
+    for (int l = 0; l < m.n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "layers.%d.moe.expert_bias", l);
+        const ct_param *p = ct_param_find(&table, name);
+        CHECK(p != NULL, "%s missing", name);
+        if (!p) continue;
+        for (long e = 0; e < p->numel; e++) {
+            double b = parity_ref.params[p->offset + e] * 100;
+            moved += b != 0;
+            CHECK(fabs(b - round(b)) < 1e-4 && fabs(b) <= STEPS, "%s[%ld] = %.9g: not a whole number of 0.01 steps",
+                  name, e, b / 100);
+        }
+    }
+    ct_param_table_free(&table);
+    CHECK(moved > 0, "no choosing bias moved in %d steps", STEPS);
+}
+
 static void cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(refusals);
@@ -65,6 +125,18 @@ static void cases(int n) {
     if (n == 4) {
         CT_MPI_RUN(fsdp);
         CT_MPI_RUN(pp2_fsdp2);
+    }
+    if (n > 4) return;
+    balanced_reference();
+    if (n == 2) {
+        CT_MPI_RUN(balanced_moves);
+        CT_MPI_RUN(balanced_fsdp);
+        CT_MPI_RUN(balanced_fsdp_accumulation);
+        CT_MPI_RUN(balanced_pp2);
+    }
+    if (n == 4) {
+        CT_MPI_RUN(balanced_fsdp);
+        CT_MPI_RUN(balanced_pp2_fsdp2);
     }
 }
 

@@ -154,7 +154,9 @@ ct_status ct_dcp_write_manifest(const char *dir, const ct_dcp_manifest *m) {
     put_string(f, "rope_positions", c->document_positions ? "document" : "sequence");
     // Llama 3, the default family, is written as nothing (manifests read the same in every build).
     if (c->family && strcmp(c->family->name, "llama3")) put_string(f, "family", c->family->name);
-    if (c->n_experts > 0) fprintf(f, "n_experts = %d\nmoe_top_k = %d\n", c->n_experts, c->moe_top_k);
+    if (c->n_experts > 0)
+        fprintf(f, "n_experts = %d\nmoe_top_k = %d\nmoe_sigmoid = %d\nmoe_route_norm = %d\nmoe_load_balance_coeff = %.17g\n",
+                c->n_experts, c->moe_top_k, c->moe_sigmoid, c->moe_route_norm, c->moe_bias_rate);
     if (c->qk_norm) fprintf(f, "qk_norm = 1\n");  // absent: no per-head q/k norms
     for (int i = 0; i < m->n_files; i++) {
         fprintf(f, "\n[[file]]\n");
@@ -245,6 +247,12 @@ static ct_status manifest_from_toml(const ct_toml_value *t, const char *file, ct
     if (ct_toml_get_path(t, "model.n_experts")) {
         INT_FIELD("model.n_experts", 1, 1 << 20, c->n_experts);
         INT_FIELD("model.moe_top_k", 1, c->n_experts, c->moe_top_k);
+        c->moe_route_norm = 1;  // the router (absent in older manifests: softmax, renormalised, no bias)
+        if (ct_toml_get_path(t, "model.moe_sigmoid")) INT_FIELD("model.moe_sigmoid", 0, 1, c->moe_sigmoid);
+        if (ct_toml_get_path(t, "model.moe_route_norm")) INT_FIELD("model.moe_route_norm", 0, 1, c->moe_route_norm);
+        if (ct_toml_get_path(t, "model.moe_load_balance_coeff") &&
+            get_double(t, "model.moe_load_balance_coeff", file, &c->moe_bias_rate))
+            return CT_ERR;
     }
     if (ct_toml_get_path(t, "model.qk_norm")) INT_FIELD("model.qk_norm", 0, 1, c->qk_norm);
 #undef INT_FIELD

@@ -157,6 +157,7 @@ static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_con
     if (m->moe_top_k > m->n_experts)
         return ct_set_error_at(CT_E_DATA, path, "%s: num_experts_per_tok %d is above num_experts %d", path,
                                m->moe_top_k, m->n_experts);
+    m->moe_route_norm = 1;  // softmax scores, no choosing bias
     int flag, step = 1;
     const ct_json *norm = ct_json_get(c, "norm_topk_prob");
     if (!norm || norm->type != CT_JSON_BOOL || !norm->boolean)

@@ -62,6 +62,11 @@ static ct_status put_tensor(ct_st_writer *w, const ct_param *p, long head_dim, s
 
 static ct_status export_from(const char *dir, const ct_param_table *t, const ct_model_config *m, source *src,
                              ct_dtype dtype, const ct_hf_vocab *vocab) {
+    if (m->n_experts > 0 && (m->moe_sigmoid || !m->moe_route_norm || m->moe_bias_rate > 0))
+        return ct_set_error("%s: Qwen3-MoE routes by softmax with renormalised weights and no choosing bias; this model "
+                            "has model.moe.score_func %s, route_norm %s, load_balance_coeff %g", dir,
+                            m->moe_sigmoid ? "sigmoid" : "softmax", m->moe_route_norm ? "true" : "false",
+                            m->moe_bias_rate);
     if (ct_hf_check_dir(dir)) return CT_ERR;
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
     if (ct_fs_make_dirs(dir)) return CT_ERR;

@@ -51,6 +51,14 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct
     if (m->n_experts > 0) {  // a mixture-of-experts family (absent: dense)
         META_INT("n_experts", m->n_experts);
         META_INT("moe_top_k", m->moe_top_k);
+        // The router, where it differs from softmax with renormalised weights and no bias
+        if (m->moe_sigmoid) ct_st_writer_metadata(w, "moe_score_func", "sigmoid");
+        if (!m->moe_route_norm) {
+            META_INT("moe_route_norm", 0);
+        }
+        if (m->moe_bias_rate > 0) {  // the bias tensors are in the file
+            META_DBL("moe_load_balance_coeff", m->moe_bias_rate);
+        }
     }
     if (m->qk_norm) {  // per-head q/k norms (absent: none)
         META_INT("qk_norm", 1);
@@ -167,6 +175,24 @@ static ct_status check_counts(const ct_st_file *f, const char *path, const ct_mo
     return CT_OK;
 }
 
+// A mixture-of-experts file's router (absent records: softmax, renormalised, no bias).
+static ct_status read_router(const ct_st_file *f, const char *path, ct_model_config *m) {
+    const char *score = ct_st_metadata(f, "moe_score_func");
+    if (score && strcmp(score, "softmax") && strcmp(score, "sigmoid"))
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata 'moe_score_func' = '%.40s', expected softmax or sigmoid",
+                               path, score);
+    m->moe_sigmoid = score && !strcmp(score, "sigmoid");
+    m->moe_route_norm = 1;
+    if (ct_st_metadata(f, "moe_route_norm") && meta_int(f, path, "moe_route_norm", &m->moe_route_norm)) return CT_ERR;
+    if (ct_st_metadata(f, "moe_load_balance_coeff") &&
+        meta_double(f, path, "moe_load_balance_coeff", &m->moe_bias_rate))
+        return CT_ERR;
+    if ((m->moe_route_norm != 0 && m->moe_route_norm != 1) || !(m->moe_bias_rate >= 0))
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata moe_route_norm %d, moe_load_balance_coeff %g: expected 0 "
+                               "or 1, and >= 0", path, m->moe_route_norm, m->moe_bias_rate);
+    return CT_OK;
+}
+
 static ct_status config_from_file(const ct_st_file *f, const char *path, ct_model_config *m) {
     memset(m, 0, sizeof *m);
     const char *format, *flavor;
@@ -198,6 +224,7 @@ static ct_status config_from_file(const ct_st_file *f, const char *path, ct_mode
     if (ct_st_metadata(f, "qk_norm") && meta_int(f, path, "qk_norm", &m->qk_norm)) return CT_ERR;
     if (m->qk_norm != 0 && m->qk_norm != 1)
         return ct_set_error_at(CT_E_DATA, path, "%s: metadata qk_norm %d, expected 0 or 1", path, m->qk_norm);
+    if (m->n_experts > 0 && read_router(f, path, m)) return CT_ERR;
     if ((m->n_experts > 0) != !strcmp(m->family->name, "llama3_moe"))
         return ct_set_error("%s: metadata n_experts %d does not fit a %s model", path, m->n_experts, m->family->name);
     // The mask and positions the model was trained with (absent in older files: causal, sequence).
@@ -286,7 +313,12 @@ ct_status ct_model_config_match(const ct_model_config *file, const ct_model_conf
     SAME_INT(n_experts);
     SAME_INT(moe_top_k);
     SAME_INT(qk_norm);
+    SAME_INT(moe_sigmoid);
+    SAME_INT(moe_route_norm);
 #undef SAME_INT
+    if ((file->moe_bias_rate > 0) != (run->moe_bias_rate > 0))
+        return ct_set_error("model file %s choosing biases (model.moe.load_balance_coeff), this run %s",
+                            file->moe_bias_rate > 0 ? "holds" : "has no", run->moe_bias_rate > 0 ? "has them" : "not");
     if ((file->rope_scaling != 0) != (run->rope_scaling != 0))
         return ct_set_error("model file rope_scaling %d does not match this run's %d", file->rope_scaling != 0,
                             run->rope_scaling != 0);

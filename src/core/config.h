@@ -27,6 +27,8 @@ typedef enum { CT_CFG_F8_TENSORWISE, CT_CFG_F8_ROWWISE } ct_cfg_float8_recipe;  
 typedef enum { CT_CFG_CKPT_SYNC, CT_CFG_CKPT_ASYNC } ct_cfg_ckpt_mode;               // disabled|async
 typedef enum { CT_CFG_MASK_CAUSAL, CT_CFG_MASK_BLOCK_CAUSAL } ct_cfg_attn_mask;      // causal|block_causal
 typedef enum { CT_CFG_ROPE_SEQUENCE, CT_CFG_ROPE_DOCUMENT } ct_cfg_rope_positions;   // sequence|document
+typedef enum { CT_CFG_SCORE_SOFTMAX, CT_CFG_SCORE_SIGMOID } ct_cfg_score_func;        // softmax|sigmoid
+typedef enum { CT_CFG_AUX_SEQUENCE, CT_CFG_AUX_BATCH } ct_cfg_aux_level;              // sequence|batch
 typedef enum { CT_CFG_PEAK_CPU, CT_CFG_PEAK_H100, CT_CFG_PEAK_H200, CT_CFG_PEAK_A100 } ct_cfg_peak_device;  // cpu|h100|h200|a100
 typedef enum { CT_CFG_DEVICE_CPU, CT_CFG_DEVICE_CUDA, CT_CFG_DEVICE_CPU_SIM } ct_cfg_device;  // cpu|cuda|cpu_sim
 typedef enum { CT_CFG_PROGRESS_AUTO, CT_CFG_PROGRESS_BAR, CT_CFG_PROGRESS_LINES } ct_cfg_progress;  // auto|bar|lines
@@ -58,6 +60,12 @@ typedef struct {
     ct_cfg_attn_mask attn_mask_type;    // model.attn_mask_type: causal | block_causal (documents by EOS)
     ct_cfg_rope_positions rope_positions;  // model.rope_positions: sequence | document (restart per document)
     char tokenizer_path[CT_STR];      // model.tokenizer_path
+    // model.moe.*: a mixture-of-experts family's router and load balancing (model/moe_settings.c)
+    ct_cfg_score_func moe_score_func;   // softmax | sigmoid
+    bool moe_route_norm;                // the chosen weights divided by their sum
+    double moe_aux_loss_coeff;          // load-balancing loss coefficient (0: none)
+    ct_cfg_aux_level moe_aux_loss_level;  // its groups: each sequence, or each micro-batch
+    double moe_load_balance_coeff;      // rate of the choosing bias's update (0: no bias)
     char converters[CT_STR];          // model.converters: list; float8 / mx turn on quantization.*.enable
 
     // [training] and top-level product settings

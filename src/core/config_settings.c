@@ -74,6 +74,18 @@ const ct_setting ct_settings[] = {
     ENUM("model.rope_positions", rope_positions, "sequence", "sequence|document", NULL, NULL,
          "RoPE positions: sequence (0..seq_len-1 along the packed sequence), or document (from 0 again at "
          "each document's first token; needs model.attn_mask_type block_causal)"),
+    ENUM("model.moe.score_func", moe_score_func, "softmax", "softmax|sigmoid", NULL, NULL,
+         "mixture of experts: the router's scores, softmax over the experts (Qwen3) or a sigmoid each (DeepSeek-V3)"),
+    BOOL("model.moe.route_norm", moe_route_norm, "true", NULL,
+         "mixture of experts: divide each token's chosen experts' scores by their sum"),
+    FLT("model.moe.aux_loss_coeff", moe_aux_loss_coeff, "0", NULL,
+        "mixture of experts: coefficient of the load-balancing loss added to the training loss (0 = none)"),
+    ENUM("model.moe.aux_loss_level", moe_aux_loss_level, "sequence", "sequence|batch", NULL, NULL,
+         "mixture of experts: the load-balancing loss per sequence (DeepSeek-V3's), or per micro-batch of a block "
+         "call (which depends on micro_batch_size and the data-parallel layout)"),
+    FLT("model.moe.load_balance_coeff", moe_load_balance_coeff, "0", NULL,
+        "mixture of experts: auxiliary-loss-free balancing (DeepSeek-V3): after each step every block's choosing bias "
+        "moves by this much toward the experts loaded below the mean (0 = no bias)"),
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
     LIST("model.converters", converters, "", NULL,
          "model converters: float8 turns on quantization.float8.enable, mx quantization.mxfp8.enable "

@@ -128,6 +128,7 @@ static bool write_jsonl(FILE *f, const ct_step_metrics *m) {
     put_number(f, "mfu", "%.4f", m->mfu);
     if (m->val_loss >= 0 || isnan(m->val_loss)) put_number(f, "val_loss", "%.6f", m->val_loss);
     if (m->skipped_steps) fprintf(f, ", \"skipped_steps\": %d", m->skipped_steps);
+    if (m->moe_aux_loss > 0) put_number(f, "aux_loss", "%.6f", m->moe_aux_loss);
     if (m->moe_pairs > 0) {
         put_number(f, "moe_load_min", "%.4f", m->moe_load_min);
         put_number(f, "moe_load_max", "%.4f", m->moe_load_max);
@@ -173,6 +174,7 @@ static void log_tensorboard(ct_metrics_logger *lg, const ct_step_metrics *m) {
     if (!st) st = ct_tb_add_scalar(w, "tokens_per_s", m->step, m->tokens_per_s, now);
     if (!st) st = ct_tb_add_scalar(w, "mfu", m->step, m->mfu, now);
     if (!st && (m->val_loss >= 0 || isnan(m->val_loss))) st = ct_tb_add_scalar(w, "val_loss", m->step, m->val_loss, now);
+    if (!st && m->moe_aux_loss > 0) st = ct_tb_add_scalar(w, "moe/aux_loss", m->step, m->moe_aux_loss, now);
     if (!st && m->moe_pairs > 0) st = ct_tb_add_scalar(w, "moe/load_min", m->step, m->moe_load_min, now);
     if (!st && m->moe_pairs > 0) st = ct_tb_add_scalar(w, "moe/load_max", m->step, m->moe_load_max, now);
     for (int c = 0; c < CT_MEM_NCATEGORIES && !st; c++) {
@@ -207,8 +209,10 @@ void ct_metrics_log(ct_metrics_logger *lg, const ct_step_metrics *m) {
         fprintf(stderr, "metrics: WARNING: cannot write %s (%s): it ends before step %d\n", lg->path, strerror(errno),
                 m->step);
     }
-    char val[48] = "";
-    if (m->val_loss >= 0 || isnan(m->val_loss)) snprintf(val, sizeof val, "  val %.4f", m->val_loss);
+    char val[64] = "";
+    if (m->moe_aux_loss > 0) snprintf(val, sizeof val, "  aux %.4f", m->moe_aux_loss);
+    if (m->val_loss >= 0 || isnan(m->val_loss))
+        snprintf(val + strlen(val), sizeof val - strlen(val), "  val %.4f", m->val_loss);
     char mem[160];
     snprintf(mem, sizeof mem, "mem MiB p %.1f g %.1f o %.1f a %.1f", m->mem_peak_mib[CT_MEM_PARAMS],
              m->mem_peak_mib[CT_MEM_GRADS], m->mem_peak_mib[CT_MEM_OPTIM], m->mem_peak_mib[CT_MEM_ACTIVATIONS]);

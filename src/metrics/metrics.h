@@ -27,6 +27,9 @@ typedef struct {
     // Mixture of experts (moe_pairs > 0): the step's (token, expert) pairs over the job, and the
     // least and most loaded expert of any block as a fraction of its block's mean load (1: even).
     double moe_pairs, moe_load_min, moe_load_max;
+    // The step's load-balancing loss (model.moe.aux_loss_coeff > 0; else 0), summed over the blocks,
+    // beside loss (which is the language-model loss alone; the gradient is of their sum).
+    double moe_aux_loss;
     // Communication of this step per mesh group (bytes this rank moved, seconds it waited),
     // for TensorBoard; the trainer fills it from comm's counters (metrics/ cannot include comm/).
     int n_comm;

@@ -48,6 +48,11 @@ typedef struct {
     float *scratch;                   // attention tiles
     float *dnorm;                     // (N, C) gradient scratch, backward only (the head's too)
     void *work;                       // the family's shared buffers (ct_block_ops.carve_work)
+    // A training forward only (else 0 and NULL): the weight of one token in the step's loss (1 /
+    // the step's valid targets), and one float on the device that a block adds its own loss
+    // terms to, weighted alike (a mixture-of-experts block's load-balancing loss).
+    float token_weight;
+    float *aux_sum;
 } ct_block_ctx;
 
 // The bit of each checkpointing kind in a set of kinds (ct_block_ops.carve_work).

@@ -41,7 +41,7 @@ ct_status ct_model_config_plan(ct_model_config *m, const ct_config *c) {
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", families[i]->name);
         return ct_set_error("model.name: unknown model family '%s' (%s)", c->model_name, names);
     }
-    if (f->config_from(m, c)) return CT_ERR;
+    if (f->config_from(m, c) || ct_model_config_moe(m, c)) return CT_ERR;
     m->family = f;
     return CT_OK;
 }
@@ -53,6 +53,15 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
                                "parallelism.expert_parallel_degree %d: the trainer does not run expert parallelism yet "
                                "(ctitan plan sizes it); set 1",
                                c->expert_parallel_degree);
+    if (m->moe_aux_coeff > 0 && c->context_extension_degree > 1)
+        return ct_set_error_at(CT_E_CONFIG, "model.moe.aux_loss_coeff",
+                               "model.moe.aux_loss_coeff %g with parallelism.context_parallel_degree %d: the load-"
+                               "balancing loss needs a sequence's tokens on one rank; set one of them back (0, 1)",
+                               m->moe_aux_coeff, c->context_extension_degree);
+    if (c->ckpt_last_save_in_hf && m->n_experts > 0 && (m->moe_sigmoid || !m->moe_route_norm || m->moe_bias_rate > 0))
+        return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
+                               "checkpoint.last_save_in_hf: Qwen3-MoE routes by softmax with renormalised weights and no "
+                               "choosing bias, not as model.moe.score_func / route_norm / load_balance_coeff say here");
     if (m->family->trainable && m->family->trainable(m)) return CT_ERR;
     return supported(m->family, c);
 }

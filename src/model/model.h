@@ -31,6 +31,12 @@ typedef struct ct_model_config {
     int n_dense_layers;    // the first blocks are dense SwiGLU blocks instead of experts (DeepSeek)
     int dense_ffn_hidden;  // those blocks' FFN hidden size
     int qk_norm;      // 1: an RMSNorm over each head's HS values of q and of k before RoPE (Qwen3)
+    // The router and its load balancing (model.moe.*, model/moe_settings.c; a dense family: zero)
+    int moe_sigmoid;             // scores: a sigmoid each (DeepSeek-V3), else a softmax over the experts
+    int moe_route_norm;          // the chosen experts' weights divided by their sum
+    double moe_aux_coeff;        // load-balancing loss coefficient (0: none)
+    int moe_aux_per_sequence;    // its groups: each sequence, else each block call's micro-batch
+    double moe_bias_rate;        // the choosing bias's update per step (0: the blocks hold no bias)
     int vocab_size;   // V
     int multiple_of;
     double ffn_dim_multiplier;  // 0 = none
@@ -103,6 +109,11 @@ const ct_model_family *const *ct_model_families(void);
 // head width -- head_dim when > 0 (a flavor's own), else dim / n_heads, which must divide -- with
 // kv heads dividing the heads and an even head width (RoPE). CT_ERR names the setting.
 ct_status ct_model_config_attention(ct_model_config *m, const ct_config *c, int head_dim);
+
+// For ct_model_config_plan, after the family's config_from: the router and balancing settings
+// (model.moe.*) into m for a family with experts; CT_ERR naming the setting for a negative
+// coefficient, or for any of them set away from its default on a dense family.
+ct_status ct_model_config_moe(ct_model_config *m, const ct_config *c);
 
 // The family model.name names, then its flavor and the config's overrides; validated, and
 // refused where the family's blocks cannot train it (supports, trainable).

@@ -36,6 +36,7 @@ ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {
     l->ep_size = ep;
     l->ep_rank = ep > 1 ? spec->ep.rank : 0;
     l->E_local = spec->E / ep;
+    l->aux_weight = 1.0f;
     return CT_OK;
 }
 
@@ -175,8 +176,9 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
     long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F;
     k->linear_forward(a->logits, x, p->router, N, C, E);
     k->moe_router_forward(a->ids, a->weights, a->scores, a->logits, p->bias, N, E, K, s->sigmoid, s->renorm);
-    if (s->aux_coef > 0)
-        k->moe_aux_loss(a->aux_loss, a->daux, a->scores, a->ids, N, E, K, s->aux_group, s->aux_coef, s->sigmoid);
+    if (a->daux)
+        k->moe_aux_loss(a->aux_loss, a->daux, a->scores, a->ids, N, E, K, s->aux_group, s->aux_coef * l->aux_weight,
+                        s->sigmoid);
     k->moe_dispatch_plan(a->counts, a->pos, a->ids, N, E, K);
     k->moe_permute(a->xs, x, a->pos, N, K, C);
     plan_exchange(l, a);

@@ -71,7 +71,7 @@ typedef struct {
     float *h;                 // (R, F)
     float *ye;                // (R, C)
     float *scratch;           // (max(R, N)·max(2F, C)) backward's work rows
-    float *aux_loss;          // (1) the load-balancing loss of the last forward (aux_coef > 0)
+    float *aux_loss;          // (1) the load-balancing loss of the last forward, times aux_weight (aux_coef > 0)
     float *daux;              // (N, E) its gradient in the scores
     // host: the exchange's shape, set by the forward and reused by the backward
     int64_t *host_counts;     // (E) this rank's pairs per expert
@@ -85,6 +85,8 @@ typedef struct {
     ct_moe_layer_spec s;
     int ep_size, ep_rank;
     long E_local;
+    float aux_weight;  // the next calls' load-balancing loss (value and gradient) scaled by this: 1
+                       // from init; a caller sets it per call (0: the loss and its gradient are 0)
 } ct_moe_layer;
 
 // CT_ERR (one line) when E does not split over the ep group or a size is not positive.

@@ -337,6 +337,7 @@ static void head_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_
 
 void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale) {
     ct_block_ctx c = block_ctx(s, a);
+    if (training) c.token_weight = grad_scale, c.aux_sum = s->aux_sum;
     if (s->has_embedding) embedding_forward(s, a);
     for (int i = 0; i < n_layers(s); i++) {
         int l = s->layer_begin + i, group = 1 + l;

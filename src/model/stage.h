@@ -82,6 +82,8 @@ typedef struct {
     int64_t *expert_load;        // (n_layers, n_experts) host, mixture-of-experts families only: pairs
                                  // each block routed to each expert in training forwards since the
                                  // last ct_stage_take_expert_load
+    float *aux_sum;              // one float on the device (the caller's; NULL: none) that training
+                                 // forwards add the blocks' own loss terms to (ct_block_ctx.aux_sum)
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
     ct_mem_sizing *sizing;       // non-NULL: a sizing stage (no buffers, see ct_stage_spec)
@@ -130,6 +132,8 @@ void ct_stage_take_expert_load(ct_stage *s, int64_t *load);
 // Forward of one micro-batch in slot a (a->inputs / a->targets set by the caller). On the head
 // stage: the sum of its token losses is added to *a->loss_sum (on the device), and with training also the head's backward (gradients
 // scaled by grad_scale = 1 / valid tokens of the whole step) leaving a->grad set.
+// With training, the blocks' own loss terms, weighted by grad_scale per token, are added to
+// *s->aux_sum when it is set.
 void ct_stage_forward(ct_stage *s, ct_act_slot *a, bool training, float grad_scale);
 // a->grad holds the gradient of the stage's output (set by the head's forward, or received);
 // on return it holds the gradient of the stage's input (not on the embedding stage).

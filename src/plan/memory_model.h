@@ -46,7 +46,7 @@ ct_status ct_plan_memory_pp_rank(const ct_model_config *m, const ct_config *c, i
 // The step's scalars, doubles on the run's device (train/trainer.c): the loss sum, the
 // gradients' sum of squares (both reduced there) and the clip factor (a float in the third),
 // read back together once a step.
-enum { CT_PLAN_STEP_SCALARS = 3 };
+enum { CT_PLAN_STEP_SCALARS = 4 };
 // The trainer's token buffers: (accum, B, T) inputs and targets as read, and with cp > 1 this
 // rank's (accum, B, T / cp) of them: int32 elements per buffer.
 long ct_plan_step_tokens(const ct_config *cfg);

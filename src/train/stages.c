@@ -20,6 +20,15 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     t->n_mb = t->par.n_mb;
     t->exec.trace = t->cfg.trace_actions;  // profiling.trace_actions: each action printed as it starts
 
+    // Mixture of experts: this rank's stages add their blocks' load-balancing losses to the step's
+    // fourth scalar; the choosing biases found in the store; the job's loads per step kept.
+    for (int s = 0; s < t->par.n_stages; s++)
+        if (t->model.moe_aux_coeff > 0 && t->par.stage_rank[s] == t->mesh.dim[CT_MESH_PP].rank)
+            t->par.stages[s].aux_sum = (float *)(t->scalars + 3);
+    ct_moe_bias_init(&t->moe_bias, &t->fsdp.store, t->k, &t->model);
+    if (t->model.n_experts > 0)
+        t->moe_load = ct_xcalloc((size_t)t->model.n_layers * (size_t)t->model.n_experts, sizeof(int64_t));
+
     // Micro-batches: views into this step's tokens, `mb_seqs` sequences each.
     long mb_tokens = (long)t->mb_seqs * t->seq_local;
     t->mbs = ct_xcalloc((size_t)t->n_mb, sizeof(ct_microbatch));

@@ -306,6 +306,8 @@ void ct_trainer_free(ct_trainer *t) {
     ct_parallelized_free(&t->par);  // stages, executor, schedules, cp, fsdp
     free(t->mbs);
     ct_adamw_free(&t->adam);
+    ct_moe_bias_free(&t->moe_bias);
+    free(t->moe_load);
     ct_model_weights_free(&t->weights);
     ct_model_weights_free(&t->grad_views);
     free(t->f8_layers);
@@ -323,6 +325,11 @@ void ct_trainer_free(ct_trainer *t) {
 static void share_loss(ct_trainer *t, double *loss_sum) {
     ct_comm_all_reduce(&t->mesh.dim[CT_MESH_PP], loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
     ct_comm_all_reduce(&t->mesh.dp_cp, loss_sum, loss_sum, 1, CT_F64, CT_COMM_SUM);
+    if (t->model.moe_aux_coeff > 0) {  // the blocks' load-balancing losses: each stage's, each data rank's
+        float *aux = (float *)(t->scalars + 3);
+        ct_comm_all_reduce(&t->mesh.dim[CT_MESH_PP], aux, aux, 1, CT_F32, CT_COMM_SUM);
+        ct_comm_all_reduce(&t->mesh.dp_cp, aux, aux, 1, CT_F32, CT_COMM_SUM);
+    }
 }
 
 // Keeps this rank's tokens of each sequence read into seq_inputs / seq_targets (all of them
@@ -448,12 +455,13 @@ double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *t
 
 // Mixture of experts: the step's pairs per (block, expert) from every stage, summed over the job
 // (data, context and pipeline ranks see different tokens or blocks; tensor-parallel ranks route
-// the same tokens alike, so the sum counts each tp replica once per rank and is divided back),
-// then the least and most loaded expert of any block against its block's mean.
+// the same tokens alike, so the sum counts each tp replica once per rank and is divided back)
+// into t->moe_load, then the least and most loaded expert of any block against its block's mean.
 static void expert_load(ct_trainer *t, ct_step_metrics *m) {
     long L = t->model.n_layers, E = t->model.n_experts;
     if (E <= 0) return;
-    int64_t *load = ct_xcalloc((size_t)(L * E), sizeof(int64_t));
+    int64_t *load = t->moe_load;
+    memset(load, 0, (size_t)(L * E) * sizeof(int64_t));
     for (int s = 0; s < t->par.n_stages; s++)
         if (t->par.stage_rank[s] == t->mesh.dim[CT_MESH_PP].rank) ct_stage_take_expert_load(&t->par.stages[s], load);
     ct_comm_all_reduce(&t->world, load, load, L * E, CT_I64, CT_COMM_SUM);
@@ -462,13 +470,13 @@ static void expert_load(ct_trainer *t, ct_step_metrics *m) {
     for (long l = 0; l < L; l++) {
         double sum = 0, mn = INFINITY, mx = 0;
         for (long e = 0; e < E; e++) {
-            double n = (double)(load[l * E + e] / tp);
+            load[l * E + e] /= tp;
+            double n = (double)load[l * E + e];
             sum += n, mn = fmin(mn, n), mx = fmax(mx, n);
         }
         pairs += sum;
         if (sum > 0) lo = fmin(lo, mn * E / sum), hi = fmax(hi, mx * E / sum);
     }
-    free(load);
     m->moe_pairs = pairs;
     m->moe_load_min = pairs > 0 ? lo : 0;
     m->moe_load_max = hi;
@@ -508,6 +516,7 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     t->k->clip_factor(clip, t->scalars, c->max_norm);
     double lr = ct_lr_at(&t->schedule, t->step + 1);
     int opt_span = ct_trace_begin(CT_TRACE_OPTIM, "optimizer");  // profiling
+    ct_moe_bias_keep(&t->moe_bias, t->k, t->fsdp.store.params);  // the optimizer does not train them
     ct_adamw_step(&t->adam, t->k, t->fsdp.params, t->fsdp.grads, lr, clip);
     ct_trace_end(opt_span);
     // The step's one read from the device, after its update: the metrics, and on the host
@@ -515,6 +524,8 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
     double host[CT_PLAN_STEP_SCALARS];
     t->k->copy_to_host(host, t->scalars, sizeof host);
     double norm = sqrt(host[1]), loss_total = host[0];
+    float aux_total;  // the fourth scalar, a float
+    memcpy(&aux_total, host + 3, sizeof aux_total);
     double loss = valid ? loss_total / (double)valid : 0.0;
     t->nonfinite = !isfinite(loss_total) || !isfinite(norm);  // as clip_factor decided
     if (t->nonfinite) {
@@ -546,7 +557,11 @@ static double step_on_tokens(ct_trainer *t, long valid, double t0) {
         dataset_name(ct_loader_blend_path(t->train_data, d), m->data[d].name, sizeof m->data[d].name);
         m->data[d].tokens = (double)ct_loader_blend_tokens(t->train_data, d);
     }
+    m->moe_aux_loss = t->model.moe_aux_coeff > 0 ? aux_total : 0;
     expert_load(t, m);
+    // The choosing biases back as they were before the optimizer, moved by the step's loads (a
+    // step that made no update moves nothing).
+    ct_moe_bias_step(&t->moe_bias, t->k, t->fsdp.store.params, t->nonfinite ? NULL : t->moe_load);
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++) m->mem_peak_mib[k] = (double)ct_mem_peak_on(ct_kernels_device(t->k), (ct_mem_category)k) / 1048576.0;
     return m->loss;
 }

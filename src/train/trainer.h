@@ -18,6 +18,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
+#include "train/moe_bias.h"
 #include "train/peak.h"
 #include "train/profiling.h"
 
@@ -40,6 +41,8 @@ typedef struct ct_trainer {
     ct_fsdp fsdp;
     ct_tp tp;
     ct_adamw adam;           // over fsdp.local_numel elements
+    ct_moe_bias moe_bias;    // choosing biases moved after each step (model.moe.load_balance_coeff)
+    int64_t *moe_load;       // (L, n_experts) host, mixture of experts: the last step's pairs over the job
     ct_lr_schedule schedule;
     ct_checkpointer ckpt;        // distributed checkpoints: save, resume (train/checkpoint.h)
     ct_model_weights weights, grad_views;
@@ -78,7 +81,8 @@ typedef struct ct_trainer {
     long seq_local;          // T / cp
     int mb_seqs;             // sequences per micro-batch the stages run (pipeline micro-batch size)
     ct_cp_balance cp_balance;
-    double *scalars;         // (CT_PLAN_STEP_SCALARS) on the device: loss sum, gradients' sum of squares, clip factor (float)
+    double *scalars;         // (CT_PLAN_STEP_SCALARS) on the device: loss sum, gradients' sum of squares, clip
+                             // factor (float), the blocks' load-balancing loss (float, weighted: train/moe_bias.h)
     int32_t *cp_pos;         // (T / cp) global positions of this rank's tokens, on the device; NULL without cp
     int32_t *host_cp_pos;    // (T / cp) the same on the host
     ct_cp cp;                // context-parallel attention (inactive without cp)

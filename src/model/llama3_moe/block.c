@@ -1,5 +1,6 @@
 // The llama3_moe block: Llama 3's attention half, then the routed experts on norm2's rows.
 // fp32, no tensor parallelism (the family's supports), so N_local = N and nothing is reduced.
+// The layer's load-balancing loss is weighted per call (ct_moe_layer.aux_weight).
 #include <stdbool.h>
 
 #include "core/trace.h"
@@ -8,17 +9,21 @@
 static ct_llama3_moe_work *W(const ct_block_ctx *c) { return c->work; }
 
 static ct_moe_params expert_params(const ct_model_config *m, const ct_block_weights *w) {
-    (void)m;
-    return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER], .bias = NULL, .w13 = w->t[LLAMA3_MOE_W13],
-                           .w2 = w->t[LLAMA3_MOE_W2]};
+    return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER], .bias = m->moe_bias_rate > 0 ? w->t[LLAMA3_MOE_BIAS] : NULL,
+                           .w13 = w->t[LLAMA3_MOE_W13], .w2 = w->t[LLAMA3_MOE_W2]};
 }
 
 static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
     ct_llama3_moe_acts *s = acts;
     ct_llama3_attention_forward(c, layer, &s->attn, w);  // x_mid, norm2 (N, C)
     ct_moe_params p = expert_params(c->cfg, w);
+    // The load-balancing loss of this call's tokens, weighted by their share of the step's loss
+    // (0 outside training: no loss, no gradient); its gradient comes back in the backward.
+    ct_moe_layer *l = &W(c)->layer;
+    l->aux_weight = (float)((double)c->N * c->token_weight);
     int span = ct_trace_begin2(CT_TRACE_KERNEL, "moe.forward", "layer", layer, NULL, 0);
-    ct_moe_forward(&W(c)->layer, &p, &s->moe, s->attn.norm2, out);  // (N, C)
+    ct_moe_forward(l, &p, &s->moe, s->attn.norm2, out);  // (N, C)
+    if (c->aux_sum && s->moe.aux_loss) c->k->add_inplace(c->aux_sum, s->moe.aux_loss, 1);
     ct_trace_end(span);
     span = ct_trace_begin2(CT_TRACE_KERNEL, "residual_add.forward", "layer", layer, NULL, 0);
     c->k->add_inplace(out, s->attn.x_mid, c->N * c->cfg->dim);
@@ -62,7 +67,9 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
     if (base) {
         const ct_model_config *m = c->cfg;
         ct_moe_layer_spec spec = {.k = c->k, .C = m->dim, .F = m->ffn_hidden, .E = m->n_experts,
-                                  .topk = m->moe_top_k, .renorm = 1, .N = c->N};
+                                  .topk = m->moe_top_k, .sigmoid = m->moe_sigmoid, .renorm = m->moe_route_norm,
+                                  .N = c->N, .aux_coef = (float)m->moe_aux_coeff,
+                                  .aux_group = m->moe_aux_per_sequence ? c->T : 0};
         if (ct_moe_layer_init(&wk->layer, &spec)) ct_fatal("llama3_moe", "%s", ct_last_error());
     }
     return used;
@@ -87,7 +94,7 @@ static void release_acts(void *acts) { ct_moe_acts_free(&((ct_llama3_moe_acts *)
 // What carve_acts takes per token: Llama 3's attention half with nothing checkpointed (with the
 // q and k norms' inputs and statistics under qk_norm), and the expert layer's (router logits and
 // scores, the token's k choices sent and received back, each expert row's input, h13, h and
-// output).
+// output, and with the load-balancing loss its gradient in the scores).
 static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     const ct_model_config *m = s->cfg;
     double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
@@ -95,6 +102,7 @@ static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     double attn = 2 * 4 * C + 2 * 4 + 4 * (2 * C + Q + 2 * KV + Q) + 4.0 * m->n_heads;
     if (m->qk_norm) attn += 4 * (Q + KV) + 4.0 * (m->n_heads + m->n_kv_heads);  // q, k unnormed; rstd
     double moe = 4 * (2 * E) + K * (4 + 4 + 4) + 4 * K * (2 * C + C + 2 * F + F + C);
+    if (m->moe_aux_coeff > 0) moe += 4 * E;  // the load-balancing loss's gradient in the scores
     return kind == CT_AC_NONE ? attn + moe : 0;
 }
 

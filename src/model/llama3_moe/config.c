@@ -77,7 +77,7 @@ static ct_status trainable(const ct_model_config *m) {
 }
 
 // Llama 3's attention tensors, then the router and the experts (the residual output w2 depth-
-// scaled as Llama 3's is), the shared experts as one SwiGLU of S·F; a dense first block is Llama
+// scaled as Llama 3's is), the choosing bias under auxiliary-loss-free balancing, the shared experts as one SwiGLU of S·F; a dense first block is Llama
 // 3's block of the dense FFN width. Nothing splits over tp (the family does not run tp).
 static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_BLOCK_MAX_PARAMS]) {
     if (layer < m->n_dense_layers) {
@@ -92,6 +92,8 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
     p[n++] = (ct_param_spec){"moe.router.weight", E, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_ROUTER, false};
     p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, false};
     p[n++] = (ct_param_spec){"moe.experts.w2.weight", E * C, F, -1, CT_INIT_NORMAL, std_out, LLAMA3_MOE_W2, false};
+    if (m->moe_bias_rate > 0)  // starts at zero; not trained (train/moe_bias.c moves it)
+        p[n++] = (ct_param_spec){"moe.expert_bias", E, 1, -1, CT_INIT_NORMAL, 0.0, LLAMA3_MOE_BIAS, false};
     if (SF > 0) {  // no view: trainable() keeps these from a block that would read them
         p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, -1, false};
         p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, -1, false};

@@ -1,0 +1,35 @@
+// The model.moe.* settings: a mixture-of-experts family's router (score function, renormalised
+// weights) and load balancing (the auxiliary loss, the choosing bias's update rate), checked and
+// copied into the model's dimensions where the blocks read them.
+#include <math.h>
+
+#include "model/model.h"
+
+static ct_status negative(const char *name, double v) {
+    return ct_set_error_at(CT_E_CONFIG, name, "%s %g: expected a finite number >= 0 (0 = off)", name, v);
+}
+
+ct_status ct_model_config_moe(ct_model_config *m, const ct_config *c) {
+    if (!(c->moe_aux_loss_coeff >= 0) || !isfinite(c->moe_aux_loss_coeff))
+        return negative("model.moe.aux_loss_coeff", c->moe_aux_loss_coeff);
+    if (!(c->moe_load_balance_coeff >= 0) || !isfinite(c->moe_load_balance_coeff))
+        return negative("model.moe.load_balance_coeff", c->moe_load_balance_coeff);
+    if (m->n_experts <= 0) {  // a dense family: none of them may be set
+        const char *set = c->moe_score_func != CT_CFG_SCORE_SOFTMAX ? "model.moe.score_func"
+                          : !c->moe_route_norm                     ? "model.moe.route_norm"
+                          : c->moe_aux_loss_coeff > 0              ? "model.moe.aux_loss_coeff"
+                          : c->moe_aux_loss_level != CT_CFG_AUX_SEQUENCE ? "model.moe.aux_loss_level"
+                          : c->moe_load_balance_coeff > 0          ? "model.moe.load_balance_coeff"
+                                                                   : NULL;
+        if (set)
+            return ct_set_error_at(CT_E_CONFIG, set, "%s: model.name %s has no experts to route (model.name llama3_moe "
+                                   "has)", set, c->model_name);
+        return CT_OK;
+    }
+    m->moe_sigmoid = c->moe_score_func == CT_CFG_SCORE_SIGMOID;
+    m->moe_route_norm = c->moe_route_norm;
+    m->moe_aux_coeff = c->moe_aux_loss_coeff;
+    m->moe_aux_per_sequence = c->moe_aux_loss_level == CT_CFG_AUX_SEQUENCE;
+    m->moe_bias_rate = c->moe_load_balance_coeff;
+    return CT_OK;
+}

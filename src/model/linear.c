@@ -87,7 +87,7 @@ void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_forward_f8(out, input_f32(c, inp), weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
+        k->linear_forward_f8(out, input_f32(c, inp), CT_F32, weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, weight_bf16(c, W, OC * IC), IC, 0.0f, out, OC);
     } else {
@@ -101,8 +101,8 @@ void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, dinp ? weight_f32(W) : NULL, N, IC, OC,
-                              c->prec.recipe, split, c->f8);
+        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, CT_F32, dinp ? weight_f32(W) : NULL, N,
+                              IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
         if (dinp) k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, weight_bf16(c, W, OC * IC), IC, 0.0f, dinp, IC);

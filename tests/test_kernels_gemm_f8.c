@@ -218,7 +218,7 @@ static void test_linear_forward_f8(void) {
         for (int r = 0; r < 3; r++)
             for (int path = 1; path <= 2; path++) {
                 ct_gemm_f8_test_path(path);
-                k->linear_forward_f8(out, x, w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+                k->linear_forward_f8(out, x, CT_F32, w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
                 ct_gemm_f8_test_path(0);
                 double num = 0, den = 0;
                 for (long i = 0; i < N * OC; i++) {

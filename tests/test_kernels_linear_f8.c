@@ -208,7 +208,7 @@ static void test_against_float64(void) {
                 for (long i = 0; i < N * IC; i++) dinp[i] = NAN;
                 memcpy(dw, C0, OC * IC * sizeof(float));
                 ct_gemm_f8_test_path(path);
-                k->linear_backward_f8(dinp, dw, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+                k->linear_backward_f8(dinp, dw, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
                 ct_gemm_f8_test_path(0);
                 double e1 = worst_dinp(dinp, &o, N, IC, OC), e2 = worst_dweight(dw, C0, &o, N, IC, OC);
                 CHECK(e1 <= 1.0 && e2 <= 1.0, "N=%ld IC=%ld OC=%ld %s path %d: dinp %.3g, dweight %.3g x bound", N,
@@ -233,20 +233,20 @@ static void test_null_and_degenerate(void) {
     float *scratch = scratch_with_canary(N, IC, OC, &ns);
     for (int r = 0; r < 3; r++) {
         for (long i = 0; i < OC * IC; i++) dw1[i] = dw2[i] = (float)i * 1e-4f;
-        k->linear_backward_f8(di1, dw1, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+        k->linear_backward_f8(di1, dw1, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
         for (long i = 0; i < N * IC; i++) di2[i] = NAN;
-        k->linear_backward_f8(di2, NULL, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+        k->linear_backward_f8(di2, NULL, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
         CHECK(!memcmp(di1, di2, N * IC * sizeof(float)), "%s: dinp with dweight NULL differs", names[r]);
-        k->linear_backward_f8(NULL, dw2, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+        k->linear_backward_f8(NULL, dw2, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
         CHECK(!memcmp(dw1, dw2, OC * IC * sizeof(float)), "%s: dweight with dinp NULL differs", names[r]);
-        k->linear_backward_f8(NULL, NULL, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+        k->linear_backward_f8(NULL, NULL, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
         CHECK(!canary_bad(scratch, ns), "%s: scratch canary", names[r]);
 
         // OC = 0: dinp (N, IC) = an empty sum = 0; dweight has no elements.
         for (long i = 0; i < N * IC; i++) di2[i] = NAN;
         long ns0;
         float *s0 = scratch_with_canary(N, IC, 0, &ns0);
-        k->linear_backward_f8(di2, dw2, d.dout, d.inp, d.w, N, IC, 0, (ct_f8_recipe)r, NULL, s0);
+        k->linear_backward_f8(di2, dw2, d.dout, d.inp, CT_F32, d.w, N, IC, 0, (ct_f8_recipe)r, NULL, s0);
         int nz = 0;
         for (long i = 0; i < N * IC; i++) nz += di2[i] != 0.0f;
         CHECK(nz == 0 && !canary_bad(s0, ns0), "%s OC=0: %d nonzero dinp", names[r], nz);
@@ -254,7 +254,7 @@ static void test_null_and_degenerate(void) {
         // N = 0: dweight += an empty sum: unchanged.
         memcpy(dw2, dw1, OC * IC * sizeof(float));
         s0 = scratch_with_canary(0, IC, OC, &ns0);
-        k->linear_backward_f8(di2, dw2, d.dout, d.inp, d.w, 0, IC, OC, (ct_f8_recipe)r, NULL, s0);
+        k->linear_backward_f8(di2, dw2, d.dout, d.inp, CT_F32, d.w, 0, IC, OC, (ct_f8_recipe)r, NULL, s0);
         CHECK(!memcmp(dw1, dw2, OC * IC * sizeof(float)) && !canary_bad(s0, ns0), "%s N=0: dweight changed",
               names[r]);
         free(s0);
@@ -277,7 +277,7 @@ static void test_against_fp32(void) {
         ct_linear_backward(ri, rw, d.dout, d.inp, d.w, N, IC, OC);
         for (int r = 0; r < 3; r++) {
             memset(dw, 0, OC * IC * sizeof(float));
-            k->linear_backward_f8(di, dw, d.dout, d.inp, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
+            k->linear_backward_f8(di, dw, d.dout, d.inp, CT_F32, d.w, N, IC, OC, (ct_f8_recipe)r, NULL, scratch);
             double rel[2];
             for (int t = 0; t < 2; t++) {
                 const float *a = t ? dw : di, *b = t ? rw : ri;

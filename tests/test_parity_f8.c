@@ -222,8 +222,8 @@ static void shard_vs_whole(void) {
     float *scratch = malloc((size_t)(sf > sb ? sf : sb) * sizeof(float));
     static float out[N * OC], dx[N * IC], dw[OC * IC];
     memset(dw, 0, sizeof dw);
-    k->linear_forward_f8(out, x, w, N, IC, OC, recipe, NULL, scratch);
-    k->linear_backward_f8(dx, dw, dy, x, w, N, IC, OC, recipe, NULL, scratch);
+    k->linear_forward_f8(out, x, CT_F32, w, N, IC, OC, recipe, NULL, scratch);
+    k->linear_backward_f8(dx, dw, dy, x, CT_F32, w, N, IC, OC, recipe, NULL, scratch);
     // this rank's shards
     static float x_r[N * ICl], w_row[OC * ICl], w_col[OCl * IC], dy_r[N * OCl];
     columns(x_r, x, N, IC, r * ICl, ICl);
@@ -244,12 +244,12 @@ static void shard_vs_whole(void) {
     for (int with = 1; with >= 0; with--) {
         static float o_row[N * OC], o_col[N * OCl], dx_col[N * IC], dw_r[OC * ICl];
         memset(dw_r, 0, sizeof dw_r);
-        k->linear_forward_f8(o_row, x_r, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
+        k->linear_forward_f8(o_row, x_r, CT_F32, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
         ct_comm_all_reduce(&world, o_row, o_row, N * OC, CT_F32, CT_COMM_SUM);
-        k->linear_forward_f8(o_col, x, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
-        k->linear_backward_f8(dx_col, NULL, dy_r, x, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
+        k->linear_forward_f8(o_col, x, CT_F32, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
+        k->linear_backward_f8(dx_col, NULL, dy_r, x, CT_F32, w_col, N, IC, OCl, recipe, with ? &col : NULL, scratch);
         ct_comm_all_reduce(&world, dx_col, dx_col, N * IC, CT_F32, CT_COMM_SUM);
-        k->linear_backward_f8(NULL, dw_r, dy, x_r, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
+        k->linear_backward_f8(NULL, dw_r, dy, x_r, CT_F32, w_row, N, ICl, OC, recipe, with ? &row : NULL, scratch);
         double err[4] = {rel_err(o_row, out, N * OC), rel_err(o_col, want_out_col, N * OCl),
                          rel_err(dx_col, dx, N * IC), rel_err(dw_r, want_dw_row, OC * ICl)};
         // the worst rank (the rank holding a tensor's amax computes its own piece right anyway)
@@ -369,8 +369,8 @@ static void tp_amax_reductions_wired(void) {
     for (int row = 0; row < 2; row++) {
         const ct_f8_split sp = {.ic_split = row, .oc_split = !row, .amax_max = count_amax};
         amax_calls = 0;
-        k->linear_forward_f8(out, x, w, N, IC, OC, recipe, &sp, scratch);
-        k->linear_backward_f8(dx, dw, dy, x, w, N, IC, OC, recipe, &sp, scratch);
+        k->linear_forward_f8(out, x, CT_F32, w, N, IC, OC, recipe, &sp, scratch);
+        k->linear_backward_f8(dx, dw, dy, x, CT_F32, w, N, IC, OC, recipe, &sp, scratch);
         per_layer += 2 * amax_calls;  // two linears of each kind per layer
     }
     free(scratch);

@@ -198,18 +198,20 @@ typedef struct ct_kernels {
                        const uint8_t *B, const uint8_t *scale_b, ct_dtype fmt_b, float beta, float *C,
                        float *scratch);
     // out (N, OC) = inp @ weight^T with both quantised to e4m3 per recipe (kernels/cpu/linear_f8.h).
+    // inp in inp_dtype, CT_F32 or CT_BF16 (the kept activation as it is: bf16 gives exactly what
+    // its fp32 values give); weight fp32. Scratch sizes do not depend on inp_dtype.
     long (*f8_scratch_floats)(long N, long IC, long OC);
     // split: how tp splits the layer, for the scales (ct_f8_split above; NULL: not split).
-    void (*linear_forward_f8)(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                              ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
+    void (*linear_forward_f8)(float *out, const void *inp, ct_dtype inp_dtype, const float *weight, long N, long IC,
+                              long OC, ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 
     // ---- float8 backward (kernels/cpu/linear_f8.h) and bf16 widening
     // linear_backward's contract (dinp = dout @ weight, overwritten; dweight += dout^T @ inp;
     // either NULL to skip) with dout cast to e5m2, inp and weight to e4m3, scaled per recipe for
     // each matmul, split as for linear_forward_f8. scratch: f8_backward_scratch_floats(N, IC, OC)
-    // floats, any recipe.
+    // floats, any recipe. inp in inp_dtype as for linear_forward_f8 (read only for dweight).
     long (*f8_backward_scratch_floats)(long N, long IC, long OC);
-    void (*linear_backward_f8)(float *dinp, float *dweight, const float *dout, const float *inp,
+    void (*linear_backward_f8)(float *dinp, float *dweight, const float *dout, const void *inp, ct_dtype inp_dtype,
                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
                                const ct_f8_split *split, float *scratch);
     // dst (n) = the fp32 value of each bf16 src (exact: bits << 16).

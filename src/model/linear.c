@@ -9,7 +9,7 @@ static long align16(long n) { return (n + 15) & ~15L; }
 
 // Each scratch buffer's size in floats: the largest any of the layers needs of it.
 typedef struct {
-    long w16, g16, inp32, f8;
+    long w16, g16, f8;
 } scratch_sizes;
 
 static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, const ct_linear_shape *l, int n) {
@@ -19,7 +19,6 @@ static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, c
         if (p->compute == CT_BF16 && !p->weights_bf16) s.w16 = ct_max_l(s.w16, align16(halves(OC * IC)));  // narrowed weight
         // the bf16 output gradient (ct_round_to_bf16 also rounds up to N x out through it)
         if (p->compute == CT_BF16 || p->quantized) s.g16 = ct_max_l(s.g16, align16(halves(N * OC)));
-        if (p->quantized && p->compute == CT_BF16) s.inp32 = ct_max_l(s.inp32, align16(N * IC));  // a widened input
         if (p->quantized)  // the 8-bit kernels, either direction
             s.f8 = ct_max_l(s.f8, align16(ct_max_l(k->f8_scratch_floats(N, IC, OC),
                                                    k->f8_backward_scratch_floats(N, IC, OC))));
@@ -30,7 +29,7 @@ static scratch_sizes sizes(const ct_kernels *k, const ct_precision *p, long N, c
 long ct_linear_scratch_floats(const ct_kernels *k, const ct_precision *p, long N, const ct_linear_shape *layers,
                               int n_layers) {
     scratch_sizes s = sizes(k, p, N, layers, n_layers);
-    return s.w16 + s.g16 + s.inp32 + s.f8;
+    return s.w16 + s.g16 + s.f8;
 }
 
 void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precision *p, float *scratch, long N,
@@ -46,20 +45,7 @@ void ct_linear_ctx_init(ct_linear_ctx *c, const ct_kernels *k, const ct_precisio
         c->g16 = (uint16_t *)at;
         at += s.g16;
     }
-    if (p->quantized) {
-        if (p->compute == CT_BF16) {
-            c->inp32 = at;
-            at += s.inp32;
-        }
-        c->f8 = at;
-    }
-}
-
-// The input as fp32 for the 8-bit kernels (widened into inp32 when kept in bf16).
-static const float *input_f32(const ct_linear_ctx *c, ct_tensor inp) {
-    if (inp.dtype == CT_F32) return inp.data;
-    c->k->bf16_to_f32(c->inp32, inp.data, inp.rows * inp.cols);
-    return c->inp32;
+    if (p->quantized) c->f8 = at;
 }
 
 // The fp32 weight (fp32 and 8-bit layers).
@@ -87,7 +73,7 @@ void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_forward_f8(out, input_f32(c, inp), weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
+        k->linear_forward_f8(out, inp.data, inp.dtype, weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, weight_bf16(c, W, OC * IC), IC, 0.0f, out, OC);
     } else {
@@ -101,8 +87,8 @@ void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
     long N = inp.rows, IC = inp.cols;
     check_input(c, inp);
     if (f8) {
-        k->linear_backward_f8(dinp, dW, dout, dW ? input_f32(c, inp) : NULL, dinp ? weight_f32(W) : NULL, N, IC, OC,
-                              c->prec.recipe, split, c->f8);
+        k->linear_backward_f8(dinp, dW, dout, dW ? inp.data : NULL, inp.dtype, dinp ? weight_f32(W) : NULL, N, IC,
+                              OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
         if (dinp) k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, weight_bf16(c, W, OC * IC), IC, 0.0f, dinp, IC);

@@ -11,6 +11,8 @@
 //             gradient to e5m2 with tensorwise or rowwise scales, or blocks of 32 with e8m0
 //             scales (MXFP8), and multiply the 8-bit values with fp32 accumulation
 //             (linear_forward_f8 / linear_backward_f8); on top of fp32 or bf16 for the rest.
+//             The input goes to them as it is kept, bf16 under bf16 (quantised from its exact
+//             fp32 values): no fp32 copy of it is made here.
 //             Under tensor parallel the scales are the single-process run's: every amax that
 //             spans a dimension tp splits is MAX-reduced over the tp group before the casts
 //             (the caller passes a ct_f8_split: block.c says which layers are column-parallel --
@@ -72,8 +74,7 @@ typedef struct {
     ct_precision prec;
     uint16_t *w16;   // (max OC·IC) bf16 weight narrowed at the call (NULL under weights_bf16)
     uint16_t *g16;   // (N · max OC) bf16 output gradient
-    float *inp32;    // (N · max IC) a bf16 input widened for the 8-bit kernels
-    float *f8;       // the 8-bit kernels' scratch
+    float *f8;       // the 8-bit kernels' scratch (they take a bf16 input as it is kept)
 } ct_linear_ctx;
 
 // One linear layer's widths: inp (N, in) -> out (N, out).

@@ -487,9 +487,35 @@ static void f8_linear_vs_cpu(void) {
     float *g_x = upf(x, N * IC), *g_w = upf(w, OC * IC);
     float *scr = malloc((size_t)cpu->f8_scratch_floats(N, IC, OC) * 4), *g_scr = dzeros(gpu->f8_scratch_floats(N, IC, OC));
     for (int r = 0; r < 3; r++) {
-        cpu->linear_forward_f8(out, x, w, N, IC, OC, (ct_f8_recipe)r, NULL, scr);
-        gpu->linear_forward_f8(g_out, g_x, g_w, N, IC, OC, (ct_f8_recipe)r, NULL, g_scr);
+        cpu->linear_forward_f8(out, x, CT_F32, w, N, IC, OC, (ct_f8_recipe)r, NULL, scr);
+        gpu->linear_forward_f8(g_out, g_x, CT_F32, g_w, N, IC, OC, (ct_f8_recipe)r, NULL, g_scr);
         cmp("linear_forward_f8", g_out, out, N * OC, 0, 0);
+    }
+}
+
+// A bf16 input (what a bf16 run keeps) on the device against the cpu given its fp32 values: the
+// same bits, forward and backward.
+static void f8_linear_bf16_input_vs_cpu(void) {
+    long N = 20, IC = 64, OC = 24;
+    float *x = host_rand(N * IC, 2), *w = host_rand(OC * IC, 1), *dy = host_rand(N * OC, 1e-3f);
+    uint16_t *x16 = malloc((size_t)(N * IC) * sizeof(uint16_t));
+    cpu->f32_to_bf16(x16, x, N * IC);
+    cpu->bf16_to_f32(x, x16, N * IC);
+    float *out = malloc(N * OC * 4), *di = malloc(N * IC * 4), *dw = calloc(OC * IC, 4);
+    float *g_out = dzeros(N * OC), *g_di = dzeros(N * IC), *g_dw = dzeros(OC * IC), *g_dy = upf(dy, N * OC);
+    float *g_w = upf(w, OC * IC);
+    void *g_x16 = up(x16, (size_t)(N * IC) * sizeof(uint16_t));
+    long nf = cpu->f8_scratch_floats(N, IC, OC), nb = cpu->f8_backward_scratch_floats(N, IC, OC);
+    float *scr = malloc((size_t)(nf > nb ? nf : nb) * 4);
+    float *g_scr = dzeros(gpu->f8_scratch_floats(N, IC, OC) + gpu->f8_backward_scratch_floats(N, IC, OC));
+    for (int r = 0; r < 3; r++) {
+        cpu->linear_forward_f8(out, x, CT_F32, w, N, IC, OC, (ct_f8_recipe)r, NULL, scr);
+        gpu->linear_forward_f8(g_out, g_x16, CT_BF16, g_w, N, IC, OC, (ct_f8_recipe)r, NULL, g_scr);
+        cmp("linear_forward_f8 bf16 input", g_out, out, N * OC, 0, 0);
+        cpu->linear_backward_f8(di, dw, dy, x, CT_F32, w, N, IC, OC, (ct_f8_recipe)r, NULL, scr);
+        gpu->linear_backward_f8(g_di, g_dw, g_dy, g_x16, CT_BF16, g_w, N, IC, OC, (ct_f8_recipe)r, NULL, g_scr);
+        cmp("linear_backward_f8 bf16 input dinp", g_di, di, N * IC, 0, 0);
+        cmp("linear_backward_f8 bf16 input dweight", g_dw, dw, OC * IC, 0, 0);
     }
 }
 
@@ -529,6 +555,7 @@ int main(int argc, char **argv) {
     CT_RUN(xent_vs_cpu);
     CT_RUN(fused_chains_vs_cpu);
     CT_RUN(f8_linear_vs_cpu);
+    CT_RUN(f8_linear_bf16_input_vs_cpu);
     printf("device memory still held (other): %zu bytes\n", ct_mem_current_on(dev, CT_MEM_OTHER));
     return ct_test_failures ? 1 : 0;
 }

@@ -1,5 +1,5 @@
-// Float8 / MXFP8 linear layers: quantise the fp32 operands into the caller's scratch, then
-// multiply with ct_gemm_f8 / ct_gemm_mxfp8. Contracts and recipes in kernels/cpu/linear_f8.h.
+// Float8 / MXFP8 linear layers: quantise the operands into the caller's scratch, then multiply
+// with ct_gemm_f8 / ct_gemm_mxfp8. Contracts and recipes in kernels/cpu/linear_f8.h.
 // The float_formats helpers are serial by design; the loops here run them over row ranges (or
 // column blocks) in parallel, with the same scalar casts, so the codes and scales are the ones
 // the serial helpers give.
@@ -13,8 +13,10 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/float_formats.h"
 #include "core/mathutil.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_f8.h"
 
 #define PAR_MIN 65536  // elements below which a loop stays serial (thread start-up dominates)
@@ -195,36 +197,60 @@ static void quantize_mx(const float *x, long rows, long cols, ct_dtype fmt, uint
     }
 }
 
-// dst (cols, rows) = src (rows, cols)^T, in tiles.
-static void transpose_tile(float *dst, const float *src, long rows, long cols, long i0, long j0) {
+// dst (cols, rows) fp32 = src (rows, cols)^T, in tiles; src fp32 or bf16 (widened on the way,
+// exactly, so a bf16 source costs no fp32 copy of its own).
+static void transpose_tile(float *dst, const void *src, ct_dtype dt, long rows, long cols, long i0, long j0) {
     long i1 = i0 + TILE < rows ? i0 + TILE : rows, j1 = j0 + TILE < cols ? j0 + TILE : cols;
-    for (long j = j0; j < j1; j++)
-        for (long i = i0; i < i1; i++) dst[j * rows + i] = src[i * cols + j];
+    if (dt == CT_BF16) {
+        const uint16_t *s = src;
+        for (long j = j0; j < j1; j++)
+            for (long i = i0; i < i1; i++) dst[j * rows + i] = ct_bf16_to_f32(s[i * cols + j]);
+    } else {
+        const float *s = src;
+        for (long j = j0; j < j1; j++)
+            for (long i = i0; i < i1; i++) dst[j * rows + i] = s[i * cols + j];
+    }
 }
-static void transpose(float *dst, const float *src, long rows, long cols) {
+static void transpose(float *dst, const void *src, ct_dtype dt, long rows, long cols) {
     if (par(rows * cols)) {
 #pragma omp parallel for collapse(2) schedule(static)
         for (long i0 = 0; i0 < rows; i0 += TILE)
-            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, rows, cols, i0, j0);
+            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, dt, rows, cols, i0, j0);
     } else {
         for (long i0 = 0; i0 < rows; i0 += TILE)
-            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, rows, cols, i0, j0);
+            for (long j0 = 0; j0 < cols; j0 += TILE) transpose_tile(dst, src, dt, rows, cols, i0, j0);
     }
 }
 
+// ---- the input operand -----------------------------------------------------------------------
+static void check_input(ct_dtype dt) {
+    if (dt != CT_F32 && dt != CT_BF16)
+        ct_fatal("linear_f8", "input of dtype %s: the 8-bit linears take f32 or bf16", ct_dtype_name(dt));
+}
+// inp (n elements of dt) as fp32: itself, or a bf16 input widened into `spare`, a part of the
+// scratch nothing else uses before the matmul (the decoded tiles' region, >= n floats).
+static const float *input_f32(const void *inp, ct_dtype dt, long n, float *spare) {
+    if (dt == CT_F32) return inp;
+    ct_bf16_to_f32_array(spare, inp, n);
+    return spare;
+}
+
 // ---- forward ---------------------------------------------------------------------------------
-// Layout: [gemm scratch][float scales: N + OC][codes: N*IC, OC*IC][e8m0 scales: (N + OC) nb].
+// Layout: [gemm scratch][float scales: N + OC][codes: N*IC, OC*IC][e8m0 scales: (N + OC) nb];
+// the gemm scratch (N*IC + OC*IC) first holds a bf16 inp widened, until inp is quantised.
 long ct_f8_scratch_floats(long N, long IC, long OC) {
     long bytes = (N + OC) * IC + (N + OC) * ct_mx_nblocks(IC);
     return ct_gemm_f8_scratch_floats(N, OC, IC, 0) + N + OC + (bytes + 3) / 4;
 }
 
-void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                          ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
+void ct_linear_forward_f8(float *out, const void *inp_any, ct_dtype inp_dtype, const float *weight, long N, long IC,
+                          long OC, ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
+    check_input(inp_dtype);
     if (N <= 0 || OC <= 0) return;
     bool ic = split && split->ic_split, oc = split && split->oc_split;
     float *g = scratch, *sx = g + ct_gemm_f8_scratch_floats(N, OC, IC, 0), *sw = sx + N;
     uint8_t *qx = (uint8_t *)(sw + OC), *qw = qx + N * IC, *mx = qw + OC * IC, *mw = mx + N * ct_mx_nblocks(IC);
+    const float *inp = input_f32(inp_any, inp_dtype, N * IC, g);  // g: the gemm's, N*IC + OC*IC floats
     switch (recipe) {
     case CT_F8_RECIPE_TENSORWISE:
         quantize_tensor(inp, N * IC, CT_F8_E4M3, split, ic, sx, qx);
@@ -250,7 +276,8 @@ void ct_linear_forward_f8(float *out, const float *inp, const float *weight, lon
 //   [codes of dout: N*OC][codes of the other operand: max(OC, N) * IC]
 //   [e8m0 of dout: max(N nb(OC), OC nb(N))][e8m0 of the other: IC max(nb(OC), nb(N))]
 // G is the larger gemm's scratch: dweight's with beta (OC*N + N*IC + OC*IC), which also holds any
-// one of the fp32 transposes MXFP8 makes (W^T, dout^T, inp^T) before it is quantised.
+// one of the fp32 transposes MXFP8 makes (W^T, dout^T, inp^T), or a bf16 inp widened, before it
+// is quantised.
 typedef struct {
     float *g, *sg, *so;
     uint8_t *qg, *qo, *mg, *mo;
@@ -287,9 +314,10 @@ static bwd_scratch bwd_layout(float *scratch, long N, long IC, long OC) {
     return s;
 }
 
-void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           long N, long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split,
-                           float *scratch) {
+void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const void *inp, ct_dtype inp_dtype,
+                           const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
+                           const ct_f8_split *split, float *scratch) {
+    check_input(inp_dtype);
     if (N <= 0 || IC <= 0 || (!dinp && !dweight)) return;  // nothing to write (dweight += 0)
     bwd_scratch s = bwd_layout(scratch, N, IC, OC);
     bool ic = split && split->ic_split, oc = split && split->oc_split;  // N is never split
@@ -302,7 +330,7 @@ void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const
                        s.g);
         }
         if (dweight) {  // (N, OC)^T @ (N, IC)
-            quantize_tensor(inp, N * IC, CT_F8_E4M3, split, ic, s.so, s.qo);
+            quantize_tensor(input_f32(inp, inp_dtype, N * IC, s.g), N * IC, CT_F8_E4M3, split, ic, s.so, s.qo);
             ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 0, 1.0f, dweight, IC,
                        s.g);
         }
@@ -317,7 +345,7 @@ void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const
         }
         if (dweight) {  // rows of dout^T = columns of dout (over N), columns of inp (over N)
             quantize_cols(dout, N, OC, GRAD_FMT, split, false, s.sg, s.qg);
-            quantize_cols(inp, N, IC, CT_F8_E4M3, split, false, s.so, s.qo);
+            quantize_cols(input_f32(inp, inp_dtype, N * IC, s.g), N, IC, CT_F8_E4M3, split, false, s.so, s.qo);
             ct_gemm_f8(1, 0, OC, IC, N, s.qg, OC, GRAD_FMT, s.sg, s.qo, IC, CT_F8_E4M3, s.so, 1, 1.0f, dweight, IC,
                        s.g);
         }
@@ -327,14 +355,14 @@ void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const
         // through G (free until the gemm) and are quantised out of it.
         if (dinp) {  // A = dout (N, OC), B = weight^T (IC, OC); K = OC
             quantize_mx(dout, N, OC, GRAD_FMT, s.mg, s.qg);
-            transpose(s.g, weight, OC, IC);
+            transpose(s.g, weight, CT_F32, OC, IC);
             quantize_mx(s.g, IC, OC, CT_F8_E4M3, s.mo, s.qo);
             ct_gemm_mxfp8(N, IC, OC, s.qg, s.mg, GRAD_FMT, s.qo, s.mo, CT_F8_E4M3, 0.0f, dinp, s.g);
         }
         if (dweight) {  // A = dout^T (OC, N), B = inp^T (IC, N); K = N
-            transpose(s.g, dout, N, OC);
+            transpose(s.g, dout, CT_F32, N, OC);
             quantize_mx(s.g, OC, N, GRAD_FMT, s.mg, s.qg);
-            transpose(s.g, inp, N, IC);
+            transpose(s.g, inp, inp_dtype, N, IC);
             quantize_mx(s.g, IC, N, CT_F8_E4M3, s.mo, s.qo);
             ct_gemm_mxfp8(OC, IC, N, s.qg, s.mg, GRAD_FMT, s.qo, s.mo, CT_F8_E4M3, 1.0f, dweight, s.g);
         }

@@ -4,14 +4,21 @@
 // code above kernels/ calls the table members f8_scratch_floats, linear_forward_f8,
 // f8_backward_scratch_floats and linear_backward_f8 in kernels/backend.h.
 //
-// Each matmul quantises its operands afresh (fp32 in, fp8 codes + scales in the caller's
-// scratch) and hands them to ct_gemm_f8 / ct_gemm_mxfp8 (kernels/cpu/gemm_f8.h), whose results
-// are the GPU's up to fp32 summation order. Every cast saturates and rounds to nearest even
+// Each matmul quantises its operands afresh (fp8 codes + scales in the caller's scratch) and
+// hands them to ct_gemm_f8 / ct_gemm_mxfp8 (kernels/cpu/gemm_f8.h), whose results are the GPU's
+// up to fp32 summation order. Every cast saturates and rounds to nearest even
 // (core/float_formats.h). Formats: inp and weight e4m3; the gradient dout e5m2 (more range,
 // one bit less precision: torchao's default for grad_output, and what the tensorwise recipe
 // uses). torchao's rowwise and mxfp8 recipes keep grad_output in e4m3; here every recipe casts
 // it to e5m2 (one gradient format for every recipe), which changes only which fp8 value a
 // gradient element rounds to, not where the scales go.
+//
+// The input inp comes as it is kept: inp_dtype CT_F32, or CT_BF16 (the activation a bf16 run
+// keeps for backward). bf16 values are exact in fp32 and quantised as those fp32 values, so a
+// bf16 input gives bit for bit what its fp32 widening gives, with no caller-side copy: the
+// kernel widens it into the part of its scratch the matmul's decoded tiles use later (at least
+// N * IC floats, free until the matmul), so the scratch sizes do not depend on inp_dtype.
+// weight and dout are fp32.
 #ifndef CT_CPU_LINEAR_F8_H
 #define CT_CPU_LINEAR_F8_H
 #include "kernels/backend.h"  // ct_f8_recipe
@@ -27,8 +34,8 @@ long ct_f8_scratch_floats(long N, long IC, long OC);
 // split dimension are MAX-agreed over the group before the casts -- tensorwise: inp's when IC is
 // split, weight's when either is; rowwise: inp's and weight's rows when IC is split. MXFP8 blocks
 // lie along IC and need nothing (the caller keeps a split IC's local extent a multiple of 32).
-void ct_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                          ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
+void ct_linear_forward_f8(float *out, const void *inp, ct_dtype inp_dtype, const float *weight, long N, long IC,
+                          long OC, ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 
 // The backward of that layer, with ct_linear_backward's contract (kernels/kernels.h):
 //   dinp (N, IC)     = dout (N, OC) @ weight (OC, IC)    overwritten; skipped when dinp == NULL
@@ -50,7 +57,8 @@ void ct_linear_forward_f8(float *out, const float *inp, const float *weight, lon
 // either is, inp's when IC is split; rowwise on dinp's dout rows and weight columns (both over
 // OC) when OC is split; dweight's scales run over N, which tp never splits; MXFP8 as forward.
 long ct_f8_backward_scratch_floats(long N, long IC, long OC);
-void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           long N, long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split,
-                           float *scratch);
+// inp (inp_dtype, as for the forward) is read only when dweight != NULL.
+void ct_linear_backward_f8(float *dinp, float *dweight, const float *dout, const void *inp, ct_dtype inp_dtype,
+                           const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
+                           const ct_f8_split *split, float *scratch);
 #endif

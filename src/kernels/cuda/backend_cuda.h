@@ -55,12 +55,12 @@ void ct_cuda_gemm_mxfp8(long M, long N, long K, const uint8_t *A, const uint8_t 
                         const uint8_t *B, const uint8_t *scale_b, ct_dtype fmt_b, float beta, float *C,
                         float *scratch);
 long ct_cuda_f8_scratch_floats(long N, long IC, long OC);
-void ct_cuda_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                               ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
+void ct_cuda_linear_forward_f8(float *out, const void *inp, ct_dtype inp_dtype, const float *weight, long N,
+                               long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 long ct_cuda_f8_backward_scratch_floats(long N, long IC, long OC);
-void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp,
-                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
-                                const ct_f8_split *split, float *scratch);
+void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const void *inp,
+                                ct_dtype inp_dtype, const float *weight, long N, long IC, long OC,
+                                ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
 void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
                                 long V, long mine, float grad_scale, int dlogits);
 #endif

@@ -87,26 +87,31 @@ static const ct_f8_split *host_split(const ct_f8_split *dev, ct_f8_split *h) {
     return h;
 }
 
-void ct_cuda_linear_forward_f8(float *out, const float *inp, const float *weight, long N, long IC, long OC,
-                               ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
+// The input's bytes, in the dtype it is kept in (f32 or bf16; the cpu function refuses others).
+static size_t input_bytes(long N, long IC, ct_dtype dt) { return (size_t)(N * IC) * ct_dtype_size(dt); }
+
+void ct_cuda_linear_forward_f8(float *out, const void *inp, ct_dtype inp_dtype, const float *weight, long N,
+                               long IC, long OC, ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
     size_t no = (size_t)(N * OC) * sizeof(float);
-    float *x = down(inp, (size_t)(N * IC) * sizeof(float)), *w = down(weight, (size_t)(OC * IC) * sizeof(float));
+    void *x = down(inp, input_bytes(N, IC, inp_dtype));
+    float *w = down(weight, (size_t)(OC * IC) * sizeof(float));
     float *o = host_alloc(no), *hs = host_alloc((size_t)ct_f8_scratch_floats(N, IC, OC) * sizeof(float));
     ct_f8_split hsp;
-    ct_linear_forward_f8(o, x, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
+    ct_linear_forward_f8(o, x, inp_dtype, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
     up_free(out, o, no);
     free(x), free(w), free(hs);
 }
 
-void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const float *inp,
-                                const float *weight, long N, long IC, long OC, ct_f8_recipe recipe,
-                                const ct_f8_split *split, float *scratch) {
+void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const void *inp,
+                                ct_dtype inp_dtype, const float *weight, long N, long IC, long OC,
+                                ct_f8_recipe recipe, const ct_f8_split *split, float *scratch) {
     size_t ndi = (size_t)(N * IC) * sizeof(float), ndw = (size_t)(OC * IC) * sizeof(float);
-    float *dy = down(dout, (size_t)(N * OC) * sizeof(float)), *x = down(inp, ndi), *w = down(weight, ndw);
+    float *dy = down(dout, (size_t)(N * OC) * sizeof(float)), *w = down(weight, ndw);
+    void *x = down(inp, input_bytes(N, IC, inp_dtype));
     float *di = dinp ? host_alloc(ndi) : NULL, *dw = down(dweight, ndw);  // dweight accumulates: bring it down
     float *hs = host_alloc((size_t)ct_f8_backward_scratch_floats(N, IC, OC) * sizeof(float));
     ct_f8_split hsp;
-    ct_linear_backward_f8(di, dw, dy, x, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
+    ct_linear_backward_f8(di, dw, dy, x, inp_dtype, w, N, IC, OC, recipe, host_split(split, &hsp), hs);
     up_free(dinp, di, ndi);
     up_free(dweight, dw, ndw);
     free(dy), free(x), free(w), free(hs);

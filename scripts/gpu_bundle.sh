@@ -6,7 +6,7 @@
 # which points the loader and Open MPI at them (a singleton, isolated: no mpirun, no orted).
 # The target needs the same CUDA major version as this machine's toolkit.
 #   bash scripts/gpu_bundle.sh [OUT.tar.xz]            (default .gpu/bundle.tar.xz)
-# (.gpu/ is ignored by git; name it in the device tool's carry.)
+# (.gpu/ is ignored by git: copy the bundle to the GPU machine.)
 # There:  tar xJf bundle.tar.xz -C /tmp/ctb && . /tmp/ctb/env.sh && bash /tmp/ctb/install.sh
 # (install.sh copies the binaries into build-cuda/ for PREBUILT=1 bash scripts/gpu_check.sh).
 set -eu

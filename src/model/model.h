@@ -69,6 +69,10 @@ typedef struct {
     bool read_bf16;    // under bf16 read only in bf16 (by the linear layers, model/linear.h): FSDP
                        // then gathers it without an fp32 copy (a tensor that continues a matrix
                        // says the same as the matrix's first)
+    bool expert;       // a routed experts' tensor, (E·rows per expert, cols): under expert
+                       // parallelism split by rows over the ep group (E/ep experts a rank) and
+                       // sharded by FSDP over the ranks holding the same experts. A block's
+                       // expert tensors come last, so they are one contiguous part of its group.
 } ct_param_spec;
 
 // What a family's blocks support beyond fp32, one process-wide tensor layout and no

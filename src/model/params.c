@@ -41,13 +41,13 @@ static void add(ct_param_table *t, int cap, const char *name, const ct_param_spe
 static ct_param_spec embedding_spec(const ct_model_config *m) {
     // Under bf16 both vocabulary matrices are read in bf16: the embedding lookup widens the rows
     // it takes, and the output projection multiplies in bf16.
-    return (ct_param_spec){"tok_embeddings.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 0, true};
+    return (ct_param_spec){"tok_embeddings.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 0, true, false};
 }
 static ct_param_spec norm_spec(const ct_model_config *m) {
-    return (ct_param_spec){"norm.weight", m->dim, 1, -1, CT_INIT_ONES, 0, 0, false};
+    return (ct_param_spec){"norm.weight", m->dim, 1, -1, CT_INIT_ONES, 0, 0, false, false};
 }
 static ct_param_spec output_spec(const ct_model_config *m) {
-    return (ct_param_spec){"output.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 1, true};
+    return (ct_param_spec){"output.weight", m->vocab_size, m->dim, 0, CT_INIT_NORMAL, 0.02, 1, true, false};
 }
 
 // a += b·c, false on overflow.

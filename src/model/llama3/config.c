@@ -62,19 +62,19 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
     long C = m->dim, HS = m->head_dim, F = m->ffn_hidden, NH = m->n_heads, NKV = m->n_kv_heads;
     const double std = 0.02, std_out = 0.02 / sqrt(2.0 * m->n_layers);
     int n = 0;
-    p[n++] = (ct_param_spec){"attention_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_ATTN_NORM, false};
-    p[n++] = (ct_param_spec){"attention.wq.weight", NH * HS, C, 0, CT_INIT_NORMAL, std, LLAMA3_WQKV, true};
-    p[n++] = (ct_param_spec){"attention.wk.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1, true};
-    p[n++] = (ct_param_spec){"attention.wv.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1, true};
-    p[n++] = (ct_param_spec){"attention.wo.weight", C, NH * HS, 1, CT_INIT_NORMAL, std_out, LLAMA3_WO, true};
+    p[n++] = (ct_param_spec){"attention_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_ATTN_NORM, false, false};
+    p[n++] = (ct_param_spec){"attention.wq.weight", NH * HS, C, 0, CT_INIT_NORMAL, std, LLAMA3_WQKV, true, false};
+    p[n++] = (ct_param_spec){"attention.wk.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1, true, false};
+    p[n++] = (ct_param_spec){"attention.wv.weight", NKV * HS, C, 0, CT_INIT_NORMAL, std, -1, true, false};
+    p[n++] = (ct_param_spec){"attention.wo.weight", C, NH * HS, 1, CT_INIT_NORMAL, std_out, LLAMA3_WO, true, false};
     if (m->qk_norm) {  // each head's q and k normed before RoPE, every head by the same weights
-        p[n++] = (ct_param_spec){"attention.q_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_Q_NORM, false};
-        p[n++] = (ct_param_spec){"attention.k_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_K_NORM, false};
+        p[n++] = (ct_param_spec){"attention.q_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_Q_NORM, false, false};
+        p[n++] = (ct_param_spec){"attention.k_norm.weight", HS, 1, -1, CT_INIT_ONES, 0, LLAMA3_K_NORM, false, false};
     }
-    p[n++] = (ct_param_spec){"ffn_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_FFN_NORM, false};
-    p[n++] = (ct_param_spec){"feed_forward.w1.weight", F, C, 0, CT_INIT_NORMAL, std, LLAMA3_W13, true};
-    p[n++] = (ct_param_spec){"feed_forward.w3.weight", F, C, 0, CT_INIT_NORMAL, std, -1, true};
-    p[n++] = (ct_param_spec){"feed_forward.w2.weight", C, F, 1, CT_INIT_NORMAL, std_out, LLAMA3_W2, true};
+    p[n++] = (ct_param_spec){"ffn_norm.weight", C, 1, -1, CT_INIT_ONES, 0, LLAMA3_FFN_NORM, false, false};
+    p[n++] = (ct_param_spec){"feed_forward.w1.weight", F, C, 0, CT_INIT_NORMAL, std, LLAMA3_W13, true, false};
+    p[n++] = (ct_param_spec){"feed_forward.w3.weight", F, C, 0, CT_INIT_NORMAL, std, -1, true, false};
+    p[n++] = (ct_param_spec){"feed_forward.w2.weight", C, F, 1, CT_INIT_NORMAL, std_out, LLAMA3_W2, true, false};
     return n;
 }
 

@@ -89,15 +89,16 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
     while (n > 0 && p[n - 1].view != LLAMA3_FFN_NORM) n--;  // keep attention + ffn_norm
     long C = m->dim, F = m->ffn_hidden, E = m->n_experts, SF = (long)m->n_shared_experts * m->ffn_hidden;
     const double std = 0.02, std_out = 0.02 / sqrt(2.0 * m->n_layers);
-    p[n++] = (ct_param_spec){"moe.router.weight", E, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_ROUTER, false};
-    p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, false};
-    p[n++] = (ct_param_spec){"moe.experts.w2.weight", E * C, F, -1, CT_INIT_NORMAL, std_out, LLAMA3_MOE_W2, false};
+    p[n++] = (ct_param_spec){"moe.router.weight", E, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_ROUTER, false, false};
     if (m->moe_bias_rate > 0)  // starts at zero; not trained (train/moe_bias.c moves it)
-        p[n++] = (ct_param_spec){"moe.expert_bias", E, 1, -1, CT_INIT_NORMAL, 0.0, LLAMA3_MOE_BIAS, false};
+        p[n++] = (ct_param_spec){"moe.expert_bias", E, 1, -1, CT_INIT_NORMAL, 0.0, LLAMA3_MOE_BIAS, false, false};
     if (SF > 0) {  // no view: trainable() keeps these from a block that would read them
-        p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, -1, false};
-        p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, -1, false};
+        p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, -1, false, false};
+        p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, -1, false, false};
     }
+    // The routed experts last (ct_param_spec.expert).
+    p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, false, true};
+    p[n++] = (ct_param_spec){"moe.experts.w2.weight", E * C, F, -1, CT_INIT_NORMAL, std_out, LLAMA3_MOE_W2, false, true};
     return n;
 }
 

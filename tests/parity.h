@@ -237,6 +237,7 @@ typedef struct {
     const char *schedule;   // pipeline_schedule (NULL: the default)
     const char *schedule_file;  // pipeline_schedule_file (NULL: none)
     bool async;             // parallelism.enable_async_comm
+    int ep;                 // expert parallel degree, borrowed from shard x cp (0: 1)
 } parity_layout;
 
 // Trains `layout` over all ranks and compares it with the reference.
@@ -255,6 +256,7 @@ static void parity_run(parity_layout l, const char *what) {
     parity_set_int(&c, "parallelism.data_shard_degree", l.shard);
     parity_set_int(&c, "parallelism.data_replicate_degree", l.replicate);
     parity_set_int(&c, "parallelism.compute_parallel_degree", l.tp);
+    parity_set_int(&c, "parallelism.expert_parallel_degree", l.ep > 0 ? l.ep : 1);
     parity_set_int(&c, "gradient_accumulation_steps", l.accum);
     parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / dp / l.accum);
     parity_set(&c, "sequence_parallel.enable", l.sequence_parallel ? "true" : "false");

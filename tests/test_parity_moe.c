@@ -1,8 +1,11 @@
 // Parity of the llama3_moe family (Llama 3 attention + routed SwiGLU experts, added through the
 // model interface alone) with its single-process run (tests/parity.h): FSDP 2 and 4 (experts
-// sharded like any parameter), pp 2 (1F1B) and pp 2 x FSDP 2, cp 2, and gradient accumulation.
+// sharded like any parameter), pp 2 (1F1B) and pp 2 x FSDP 2, cp 2, gradient accumulation, and
+// expert parallelism: ep 2, ep 4, ep 2 x FSDP 2, ep 2 x pp 2, ep 2 x HSDP 2, ep 2 with
+// accumulation and async communication.
 // Then with both load-balancing methods on (sigmoid scores, the per-sequence load-balancing loss
-// and the choosing bias's update): FSDP 2 and 4, accumulation, pp 2 and pp 2 x FSDP 2 against
+// and the choosing bias's update): FSDP 2 and 4, accumulation, pp 2 and pp 2 x FSDP 2, ep 2, ep 4,
+// ep 2 x FSDP 2 and ep 2 x pp 2 against
 // that model's own single-process run -- losses, load-balancing losses, expert loads and every
 // parameter, the biases among them. Then the settings the family does not run yet, refused with
 // one line naming them.
@@ -19,6 +22,25 @@ static void pp2(void) {
 static void pp2_fsdp2(void) {
     parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 2, .pp = 2, .schedule = "1f1b"},
                "moe pp2 x fsdp2");
+}
+// Expert parallelism: the experts split over ep ranks of the data-sharding group, tokens
+// exchanged by all-to-all; the rest of the model sharded over the whole group, the experts over
+// the ranks holding the same ones.
+static void ep2(void) { parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, "moe ep2"); }
+static void ep2_accumulation(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 2, .ep = 2, .async = true},
+               "moe ep2+accum+async");
+}
+static void ep4(void) { parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 4}, "moe ep4"); }
+static void ep2_fsdp2(void) {
+    parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, "moe ep2 x fsdp2");
+}
+static void ep2_pp2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b", .ep = 2},
+               "moe ep2 x pp2");
+}
+static void ep2_hsdp(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 2, .tp = 1, .accum = 1, .ep = 2}, "moe ep2 x hsdp2");
 }
 static void cp2(void) { parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2}, "moe cp2"); }
 
@@ -55,6 +77,20 @@ static void refusals(void) {
                   ct_last_error());
         }
     }
+}
+
+static void balanced_ep2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, "balanced moe ep2");
+}
+static void balanced_ep2_fsdp2(void) {
+    parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, "balanced moe ep2 x fsdp2");
+}
+static void balanced_ep4(void) {
+    parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 4}, "balanced moe ep4");
+}
+static void balanced_ep2_pp2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b", .ep = 2},
+               "balanced moe ep2 x pp2");
 }
 
 static void balanced_fsdp(void) {
@@ -121,10 +157,16 @@ static void cases(int n) {
         CT_MPI_RUN(fsdp_accumulation);
         CT_MPI_RUN(pp2);
         CT_MPI_RUN(cp2);
+        CT_MPI_RUN(ep2);
+        CT_MPI_RUN(ep2_accumulation);
     }
     if (n == 4) {
         CT_MPI_RUN(fsdp);
         CT_MPI_RUN(pp2_fsdp2);
+        CT_MPI_RUN(ep4);
+        CT_MPI_RUN(ep2_fsdp2);
+        CT_MPI_RUN(ep2_pp2);
+        CT_MPI_RUN(ep2_hsdp);
     }
     if (n > 4) return;
     balanced_reference();
@@ -133,10 +175,14 @@ static void cases(int n) {
         CT_MPI_RUN(balanced_fsdp);
         CT_MPI_RUN(balanced_fsdp_accumulation);
         CT_MPI_RUN(balanced_pp2);
+        CT_MPI_RUN(balanced_ep2);
     }
     if (n == 4) {
         CT_MPI_RUN(balanced_fsdp);
         CT_MPI_RUN(balanced_pp2_fsdp2);
+        CT_MPI_RUN(balanced_ep4);
+        CT_MPI_RUN(balanced_ep2_fsdp2);
+        CT_MPI_RUN(balanced_ep2_pp2);
     }
 }
 

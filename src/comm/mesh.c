@@ -141,9 +141,21 @@ fail:;
     return ct_set_error("%s", keep);
 }
 
+ct_status ct_mesh_create_experts(ct_mesh *m, int ep) {
+    ct_group *f = &m->fsdp;
+    if (ep < 1 || f->size % ep)
+        return ct_set_error("parallelism.expert_parallel_degree %d must divide data_shard_degree %d x "
+                            "context_parallel_degree %d = %d: expert parallelism borrows its ranks from data sharding",
+                            ep, m->layout.degree[CT_MESH_DP_SHARD], m->layout.degree[CT_MESH_CP], f->size);
+    // ep neighbours of the fsdp group exchange tokens; every ep-th one holds the same experts.
+    if (ct_comm_group_split(f, f->rank / ep, f->rank % ep, "ep", &m->ep)) return CT_ERR;
+    return ct_comm_group_split(f, f->rank % ep, f->rank / ep, "expert_shard", &m->expert_shard);
+}
+
 void ct_mesh_set_timeout(ct_mesh *m, double timeout_s) {
     for (int d = 0; d < CT_MESH_NDIMS; d++) m->dim[d].timeout_s = timeout_s;
     m->fsdp.timeout_s = m->dp.timeout_s = m->dp_cp.timeout_s = timeout_s;
+    m->ep.timeout_s = m->expert_shard.timeout_s = timeout_s;
 }
 
 void ct_mesh_free(ct_mesh *m) {
@@ -151,4 +163,6 @@ void ct_mesh_free(ct_mesh *m) {
     ct_comm_group_free(&m->fsdp);
     ct_comm_group_free(&m->dp);
     ct_comm_group_free(&m->dp_cp);
+    ct_comm_group_free(&m->ep);
+    ct_comm_group_free(&m->expert_shard);
 }

@@ -72,12 +72,22 @@ typedef struct {
     ct_group dp;                      // dp_replicate × dp_shard ("dp"): ranks reading different data
     ct_group dp_cp;                   // dp_replicate × dp_shard × cp ("dp_cp"): gradient
                                       // reduction and global token counts
+    // Expert parallelism borrows its ranks from the fsdp group (ct_mesh_create_experts): `ep`
+    // neighbouring ranks of it hold E/ep routed experts each and exchange tokens; the routed
+    // experts are sharded by FSDP over `expert_shard`, the fsdp ranks holding the same experts
+    // (fsdp / ep of them). Without expert parallelism ep has one rank and expert_shard is fsdp.
+    ct_group ep;                      // "ep"
+    ct_group expert_shard;            // "expert_shard"
 } ct_mesh;
 
 // Resolves `want` against world's size (refusing before any communication, with the message
 // of ct_mesh_resolve in ct_last_error), then splits world into every group (collective over
 // world). Groups inherit world's timeout.
 ct_status ct_mesh_create(ct_group *world, const ct_mesh_layout *want, ct_mesh *out);
+// Splits the fsdp group into expert-parallel groups of ep consecutive fsdp ranks and the expert
+// shard groups across them (collective over fsdp). CT_ERR with one line when ep does not divide
+// the fsdp group.
+ct_status ct_mesh_create_experts(ct_mesh *m, int ep);
 // Every group of the mesh gets this collective timeout (they start with the world's).
 void ct_mesh_set_timeout(ct_mesh *m, double timeout_s);
 void ct_mesh_free(ct_mesh *m);

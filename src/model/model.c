@@ -48,11 +48,15 @@ ct_status ct_model_config_plan(ct_model_config *m, const ct_config *c) {
 
 ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
     if (ct_model_config_plan(m, c)) return CT_ERR;
-    if (c->expert_parallel_degree > 1)
+    int ep = c->expert_parallel_degree;
+    if (ep > 1 && m->n_experts == 0)
         return ct_set_error_at(CT_E_CONFIG, "parallelism.expert_parallel_degree",
-                               "parallelism.expert_parallel_degree %d: the trainer does not run expert parallelism yet "
-                               "(ctitan plan sizes it); set 1",
-                               c->expert_parallel_degree);
+                               "parallelism.expert_parallel_degree %d: model.name %s has no experts; set 1", ep,
+                               m->family->name);
+    if (ep > 1 && m->n_experts % ep)
+        return ct_set_error_at(CT_E_CONFIG, "parallelism.expert_parallel_degree",
+                               "parallelism.expert_parallel_degree %d does not divide the model's %d experts", ep,
+                               m->n_experts);
     if (m->moe_aux_coeff > 0 && c->context_extension_degree > 1)
         return ct_set_error_at(CT_E_CONFIG, "model.moe.aux_loss_coeff",
                                "model.moe.aux_loss_coeff %g with parallelism.context_parallel_degree %d: the load-"

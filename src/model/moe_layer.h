@@ -22,19 +22,9 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "model/stage_ops.h"
 
-// How pairs reach their experts' ranks (parallel/expert_parallel.c provides it over a comm group;
-// size 0 or 1: every expert on this rank, nothing moves). Both are collective over the group.
-typedef struct {
-    int size, rank;
-    // recv[s·per_peer + i] = what rank s sent as send[rank·per_peer + i] (host int64)
-    void (*exchange_counts)(void *ctx, const int64_t *send, int64_t *recv, long per_peer);
-    // rows of C floats (device): send_rows[p] rows from send + send_at[p] to rank p, recv_rows[s]
-    // rows from rank s into recv + recv_at[s] (counts and offsets in rows, host)
-    void (*exchange_rows)(void *ctx, const float *send, const size_t *send_rows, const size_t *send_at, float *recv,
-                          const size_t *recv_rows, const size_t *recv_at, long C);
-    void *ctx;
-} ct_moe_ep_ops;
+// ct_moe_ep_ops, how pairs reach their experts' ranks: model/stage_ops.h.
 
 typedef struct {
     const ct_kernels *k;

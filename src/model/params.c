@@ -11,7 +11,8 @@
 #include "core/rng.h"
 
 // Adds a tensor of global shape (rows, cols); tp_dim says which dimension this rank holds
-// 1/tp of (the tp_rank-th slice), -1 for a replicated tensor.
+// 1/tp of (the tp_rank-th slice), -1 for a replicated tensor. A routed experts' tensor under
+// expert parallelism holds the ep_rank-th 1/ep of its rows instead (its experts).
 static void add(ct_param_table *t, int cap, const char *name, const ct_param_spec *spec, int group) {
     if (t->count == cap) ct_fatal("params", "registry overflow");
     ct_param *p = &t->params[t->count++];
@@ -21,7 +22,9 @@ static void add(ct_param_table *t, int cap, const char *name, const ct_param_spe
     p->ndim = cols > 1 ? 2 : 1;
     p->global_shape[0] = rows;
     p->global_shape[1] = cols;
-    p->tp_dim = tp_size > 1 ? spec->tp_dim : -1;
+    p->expert = spec->expert;
+    if (spec->expert && t->ep_size > 1) tp_size = t->ep_size, tp_rank = t->ep_rank;
+    p->tp_dim = spec->expert ? (t->ep_size > 1 ? 0 : -1) : tp_size > 1 ? spec->tp_dim : -1;
     if (p->tp_dim == 0) rows /= tp_size;
     if (p->tp_dim == 1) cols /= tp_size;
     p->tp_start = p->tp_dim == 0 ? tp_rank * rows : p->tp_dim == 1 ? tp_rank * cols : 0;
@@ -94,12 +97,19 @@ ct_status ct_param_count(const ct_model_config *m, int *n_tensors, long *n_eleme
     return CT_OK;
 }
 
-void ct_param_table_build(ct_param_table *t, const ct_model_config *m) { ct_param_table_build_tp(t, m, 0, 1); }
+void ct_param_table_build(ct_param_table *t, const ct_model_config *m) { ct_param_table_build_local(t, m, 0, 1, 0, 1); }
 
 void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size) {
+    ct_param_table_build_local(t, m, tp_rank, tp_size, 0, 1);
+}
+
+void ct_param_table_build_local(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size, int ep_rank,
+                                int ep_size) {
     memset(t, 0, sizeof *t);
     t->tp_rank = tp_rank;
     t->tp_size = tp_size;
+    t->ep_rank = ep_rank;
+    t->ep_size = ep_size;
     int cap;
     long n_elements;
     // Callers validate dimensions first; this catches the one that did not, before the

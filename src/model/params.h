@@ -20,8 +20,10 @@ typedef struct {
     int ndim;
     long shape[2];             // this rank's shape (rows, cols); 1-D tensors have shape[1] = 1
     long global_shape[2];      // the whole tensor's shape (= shape without tensor parallelism)
-    int tp_dim;                // split over tp: -1 replicated, 0 rows, 1 columns
+    int tp_dim;                // split over tp: -1 replicated, 0 rows, 1 columns; a routed experts'
+                               // tensor under expert parallelism: 0, split over ep
     long tp_start;             // first global row (tp_dim 0) or column (tp_dim 1) held here
+    bool expert;               // ct_param_spec.expert: sharded by FSDP over the expert shard group
     long offset;               // element offset in the flat block
     long numel;
     int group;                 // FSDP group: 0 embedding, 1..L blocks, L+1 norm + output
@@ -37,6 +39,7 @@ typedef struct {
     int count;
     long total;                // elements in the block
     int tp_rank, tp_size;      // the tp slice this table describes (1: the whole model)
+    int ep_rank, ep_size;      // and the ep slice of the routed experts (1: every expert)
     int n_groups;
     long *group_offset;        // (n_groups + 1) element offsets: group g is [off[g], off[g+1])
     int *group_first;          // (n_groups + 1) group g's tensors are params[first[g] .. first[g+1])
@@ -54,6 +57,11 @@ void ct_param_table_build(ct_param_table *t, const ct_model_config *m);
 // kv heads, FFN hidden and vocabulary — ct_model_config_local checks): embedding and output
 // split by rows (vocabulary), the final norm replicated, a block's tensors as its family says.
 void ct_param_table_build_tp(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size);
+// This rank's part under tensor and expert parallelism: as ct_param_table_build_tp, and the
+// routed experts' tensors (ct_param_spec.expert) split by rows over ep (ep_size must divide
+// them: ct_model_config_from checks the experts).
+void ct_param_table_build_local(ct_param_table *t, const ct_model_config *m, int tp_rank, int tp_size, int ep_rank,
+                                int ep_size);
 // Global flattened index of local element `local` of p.
 long ct_param_global_index(const ct_param *p, long local);
 void ct_param_table_free(ct_param_table *t);

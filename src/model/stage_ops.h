@@ -10,6 +10,8 @@
 //   attention  causal attention of one block; context parallel replaces it with a ring.
 //   loss       output projection + cross-entropy; loss parallel replaces it with the
 //              vocabulary-split version.
+//   experts    the exchange of a mixture-of-experts layer's tokens with the ranks holding their
+//              experts (expert parallelism).
 // Each strategy fills only its own entries, with its own context.
 #ifndef CT_STAGE_OPS_H
 #define CT_STAGE_OPS_H
@@ -117,11 +119,26 @@ typedef struct {
     long (*scratch_floats)(void *ctx, long chunk_rows, long V_local, long C, bool bf16);
 } ct_loss_ops;
 
+// Expert parallelism: how a mixture-of-experts layer's (token, expert) pairs reach their experts'
+// ranks (model/moe_layer.h; parallel/expert_parallel.c provides it over the ep group; size 0 or
+// 1: every expert on this rank, nothing moves). Both are collective over the group.
+typedef struct {
+    int size, rank;
+    // recv[s·per_peer + i] = what rank s sent as send[rank·per_peer + i] (host int64)
+    void (*exchange_counts)(void *ctx, const int64_t *send, int64_t *recv, long per_peer);
+    // rows of C floats (device): send_rows[p] rows from send + send_at[p] to rank p, recv_rows[s]
+    // rows from rank s into recv + recv_at[s] (counts and offsets in rows, host)
+    void (*exchange_rows)(void *ctx, const float *send, const size_t *send_rows, const size_t *send_at, float *recv,
+                          const size_t *recv_rows, const size_t *recv_at, long C);
+    void *ctx;
+} ct_moe_ep_ops;
+
 typedef struct {
     ct_weight_ops weights;
     ct_tp_ops tp;
     ct_attention_ops attention;
     ct_loss_ops loss;
+    ct_moe_ep_ops experts;
 } ct_stage_ops;
 
 // The single-process table over kernel backend k: weights always in place, no tp, local

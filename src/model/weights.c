@@ -7,13 +7,14 @@
 
 // ------------------------------------------------------------------ weight views
 
-void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block) {
+void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block,
+                                  const long *at_of) {
     long start = t->group_offset[group];
     int L = t->n_groups - 2;
     for (int i = t->group_first[group]; i < t->group_first[group + 1]; i++) {
         const ct_param *p = &t->params[i];
         if (p->view < 0) continue;  // inside the matrix the previous tensor's view starts
-        float *at = group_block + (p->offset - start);
+        float *at = group_block + (at_of ? at_of[i] : p->offset - start);
         if (group == 0) w->tok_embeddings = at, w->tok_embeddings16 = NULL;
         else if (group == L + 1 && p->view == 0) w->norm = at;
         else if (group == L + 1) w->output = at, w->output16 = NULL;
@@ -22,14 +23,14 @@ void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, 
 }
 
 void ct_model_weights_point_group_bf16(ct_model_weights *w, const ct_param_table *t, int group, float *group_f32,
-                                       const long *f32_at, const uint16_t *group_bf16) {
+                                       const long *f32_at, const uint16_t *group_bf16, const long *at_of) {
     long start = t->group_offset[group];
     int L = t->n_groups - 2;
     for (int i = t->group_first[group]; i < t->group_first[group + 1]; i++) {
         const ct_param *p = &t->params[i];
         if (p->view < 0) continue;
         float *at = f32_at[i] >= 0 ? group_f32 + f32_at[i] : NULL;
-        const uint16_t *at16 = p->read_bf16 ? group_bf16 + (p->offset - start) : NULL;
+        const uint16_t *at16 = p->read_bf16 ? group_bf16 + (at_of ? at_of[i] : p->offset - start) : NULL;
         if (group == 0) w->tok_embeddings = at, w->tok_embeddings16 = at16;
         else if (group == L + 1 && p->view == 0) w->norm = at;
         else if (group == L + 1) w->output = at, w->output16 = at16;
@@ -40,7 +41,7 @@ void ct_model_weights_point_group_bf16(ct_model_weights *w, const ct_param_table
 void ct_model_weights_init(ct_model_weights *w, const ct_param_table *t, const ct_model_config *m, float *block) {
     memset(w, 0, sizeof *w);
     w->blocks = ct_xcalloc((size_t)m->n_layers, sizeof(ct_block_weights));
-    for (int g = 0; g < t->n_groups; g++) ct_model_weights_point_group(w, t, g, block + t->group_offset[g]);
+    for (int g = 0; g < t->n_groups; g++) ct_model_weights_point_group(w, t, g, block + t->group_offset[g], NULL);
 }
 
 void ct_model_weights_free(ct_model_weights *w) {

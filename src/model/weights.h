@@ -22,14 +22,16 @@ typedef struct {
 // Points a weights struct at the tensors of a flat block laid out by the registry.
 void ct_model_weights_init(ct_model_weights *w, const ct_param_table *t, const ct_model_config *m, float *block);
 // Re-points the views of one group (FSDP moves a group into a gathered buffer and back).
-// `group_block` holds the group's elements, starting at its first tensor. No name lookups: each
-// tensor knows its view.
-void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block);
+// `group_block` holds the group's elements: tensor i at at[i] (per table tensor), or with at NULL
+// as they lie in the flat block, starting at its first tensor. No name lookups: each tensor
+// knows its view.
+void ct_model_weights_point_group(ct_model_weights *w, const ct_param_table *t, int group, float *group_block,
+                                  const long *at);
 // The same for a group gathered in bf16: each read_bf16 tensor's bf16 view points into
 // group_bf16 (the whole group's elements); the fp32 views point into group_f32 at f32_at[i] (per
 // table tensor), or are NULL where f32_at[i] < 0 (no fp32 copy).
 void ct_model_weights_point_group_bf16(ct_model_weights *w, const ct_param_table *t, int group, float *group_f32,
-                                       const long *f32_at, const uint16_t *group_bf16);
+                                       const long *f32_at, const uint16_t *group_bf16, const long *at);
 void ct_model_weights_free(ct_model_weights *w);
 
 // RoPE tables cos/sin (T, HS/2) for this model: rope_theta, and Llama 3.1's frequency scaling

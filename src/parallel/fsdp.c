@@ -12,6 +12,24 @@ static long group_numel(const ct_fsdp *f, int g) { return f->table->group_offset
 static int head_group(const ct_fsdp *f) { return f->n_groups - 1; }
 static int nshards(const ct_fsdp *f) { return f->shard_group->size; }
 
+// ---- a group's two parts: its dense tensors (part 0, sharded over shard_group) and its routed
+// experts' (part 1, sharded over expert_group; empty without expert parallelism).
+enum { CT_FSDP_PARTS = 2 };
+static ct_group *part_group(const ct_fsdp *f, int p) { return p == 0 ? f->shard_group : f->expert_group; }
+static long part_len(const ct_fsdp *f, int g, int p) { return p == 0 ? f->part_at[g] : group_numel(f, g) - f->part_at[g]; }
+static long part_shard(const ct_fsdp *f, int g, int p) {
+    return p == 0 ? f->shard0[g] : f->shard_numel[g] - f->shard0[g];
+}
+static long part_shard_at(const ct_fsdp *f, int g, int p) { return p == 0 ? 0 : f->shard0[g]; }  // in the shard
+static long part_whole_at(const ct_fsdp *f, int g, int p) {  // in the gathered group
+    return p == 0 ? 0 : f->shard0[g] * nshards(f);
+}
+static bool has_part(const ct_fsdp *f, int g, int p) { return part_shard(f, g, p) > 0; }
+// Elements of group g gathered whole: each part padded to a multiple of its group's size.
+static long whole_numel(const ct_fsdp *f, int g) {
+    return part_whole_at(f, g, 1) + (f->expert_group ? part_shard(f, g, 1) * f->expert_group->size : 0);
+}
+
 // The store's descriptors: tensor p's tp slice, cut to this rank's shard of its group.
 static void build_store(ct_fsdp *f) {
     const ct_param_table *t = f->table;
@@ -29,9 +47,12 @@ static void build_store(ct_fsdp *f) {
         if (p->tp_dim < 0 && t->tp_size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_TP);
         if (f->replicate_group && f->replicate_group->size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_DP_REPLICATE);
         d.stage = f->group_stage[g];
-        long lo = (long)f->shard_group->rank * f->shard_numel[g], pos = 0;
-        if (!ct_shard_desc_intersect(&d, p->offset - t->group_offset[g], lo, lo + f->shard_numel[g], &pos)) continue;
-        st->shards[st->count++] = (ct_param_shard){.param = p, .desc = d, .offset = f->shard_offset[g] + pos};
+        long rel = p->offset - t->group_offset[g];
+        int part = rel >= f->part_at[g];
+        long n = part_shard(f, g, part), lo = (long)part_group(f, part)->rank * n, pos = 0;
+        if (!ct_shard_desc_intersect(&d, rel - (part ? f->part_at[g] : 0), lo, lo + n, &pos)) continue;
+        st->shards[st->count++] =
+            (ct_param_shard){.param = p, .desc = d, .offset = f->shard_offset[g] + part_shard_at(f, g, part) + pos};
     }
 }
 
@@ -79,14 +100,14 @@ static void grow_slots(ct_fsdp *f, int n) {
     f->slot = grow_array(f->slot, n, sizeof(float *));
     f->slot16 = grow_array(f->slot16, n, sizeof(uint16_t *));
     f->slot_group = grow_array(f->slot_group, n, sizeof(int));
-    f->gather_h = grow_array(f->gather_h, n, sizeof(ct_comm_handle));
+    f->gather_h = grow_array(f->gather_h, n, CT_FSDP_PARTS * sizeof(ct_comm_handle));
     f->gather_open = grow_array(f->gather_open, n, sizeof(bool));
     f->prefetched = grow_array(f->prefetched, n, sizeof(bool));
     f->send16 = grow_array(f->send16, n, sizeof(uint16_t *));
     for (int s = f->n_slots; s < n; s++) {
         alloc_slot(f, s);
         f->slot_group[s] = -1;
-        memset(&f->gather_h[s], 0, sizeof f->gather_h[s]);
+        memset(&f->gather_h[CT_FSDP_PARTS * s], 0, CT_FSDP_PARTS * sizeof f->gather_h[0]);
         f->gather_open[s] = f->prefetched[s] = false;
         f->send16[s] = NULL;
     }
@@ -142,13 +163,25 @@ static void plan_buffers(ct_fsdp *f) {
 void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
                   ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
                   ct_model_weights *grad_views) {
-    ct_fsdp_init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, NULL, NULL);
+    ct_fsdp_init_placed(f, k, t, shard_group, NULL, replicate_group, policy, weights, grad_views, NULL, NULL);
+}
+
+// Where group g's routed experts start in it (its size when it has none), checking that they
+// are the group's last tensors.
+static long expert_part_at(const ct_param_table *t, int g) {
+    long at = t->group_offset[g + 1] - t->group_offset[g];
+    for (int i = t->group_first[g + 1] - 1; i >= t->group_first[g] && t->params[i].expert; i--)
+        at = t->params[i].offset - t->group_offset[g];
+    for (int i = t->group_first[g]; i < t->group_first[g + 1]; i++)
+        if (t->params[i].expert && t->params[i].offset - t->group_offset[g] < at)
+            ct_fatal("fsdp", "%s: a group's routed experts must be its last tensors", t->params[i].name);
+    return at;
 }
 
 static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                        ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
-                        ct_model_weights *grad_views, const bool *owned, const int *group_stage,
-                        ct_mem_sizing *sizing) {
+                        ct_group *expert_group, ct_group *replicate_group, ct_reshard_policy policy,
+                        ct_model_weights *weights, ct_model_weights *grad_views, const bool *owned,
+                        const int *group_stage, ct_mem_sizing *sizing) {
     memset(f, 0, sizeof *f);
     f->sizing = sizing;
     f->k = k;
@@ -156,6 +189,10 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
     f->table = t;
     f->param_dtype = f->reduce_dtype = CT_F32;
     f->shard_group = shard_group;
+    f->expert_group = expert_group && t->ep_size > 1 ? expert_group : NULL;
+    if (f->expert_group && (expert_group->size * t->ep_size != shard_group->size))
+        ct_fatal("fsdp", "expert shard group of %d ranks x ep %d is not the shard group's %d", expert_group->size,
+                 t->ep_size, shard_group->size);
     f->replicate_group = replicate_group;
     f->policy = policy;
     f->n_groups = t->n_groups;
@@ -163,6 +200,9 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
     f->grad_views = grad_views;
     f->shard_numel = ct_xcalloc((size_t)f->n_groups, sizeof(long));
     f->shard_offset = ct_xcalloc((size_t)f->n_groups, sizeof(long));
+    f->part_at = ct_xcalloc((size_t)f->n_groups, sizeof(long));
+    f->shard0 = ct_xcalloc((size_t)f->n_groups, sizeof(long));
+    f->whole_at = ct_xcalloc((size_t)(t->count > 0 ? t->count : 1), sizeof(long));
     f->group_slot = ct_xcalloc((size_t)f->n_groups, sizeof(int));
     f->pinned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
     f->owned = ct_xcalloc((size_t)f->n_groups, sizeof(bool));
@@ -172,17 +212,26 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
         f->owned[g] = owned ? owned[g] : true;
         f->group_stage[g] = group_stage ? group_stage[g] : 0;
     }
-    int N = nshards(f);
-    long max_shard = 0;
+    int N = nshards(f), NE = f->expert_group ? f->expert_group->size : 1;
+    long max_shard = 0, max_whole = 0;
     for (int g = 0; g < f->n_groups; g++) {
-        long shard = f->owned[g] ? (group_numel(f, g) + N - 1) / N : 0;  // another stage's: nothing here
-        f->shard_numel[g] = shard;
+        // Another stage's group: nothing here. Without an expert group, one part: the whole group.
+        f->part_at[g] = f->expert_group ? expert_part_at(t, g) : group_numel(f, g);
+        long s0 = f->owned[g] ? (f->part_at[g] + N - 1) / N : 0;
+        long s1 = f->owned[g] ? (group_numel(f, g) - f->part_at[g] + NE - 1) / NE : 0;
+        f->shard0[g] = s0;
+        f->shard_numel[g] = s0 + s1;
         f->shard_offset[g] = f->local_numel;
-        f->local_numel += shard;
-        if (shard > max_shard) max_shard = shard;
+        f->local_numel += s0 + s1;
+        if (s0 + s1 > max_shard) max_shard = s0 + s1;
+        if (whole_numel(f, g) > max_whole) max_whole = whole_numel(f, g);
         f->group_slot[g] = -1;
+        for (int i = t->group_first[g]; i < t->group_first[g + 1]; i++) {
+            long rel = t->params[i].offset - t->group_offset[g];
+            f->whole_at[i] = rel < f->part_at[g] ? rel : part_whole_at(f, g, 1) + rel - f->part_at[g];
+        }
     }
-    f->max_group_numel = f->slot_numel = max_shard * N;
+    f->max_group_numel = f->slot_numel = max_whole;
     f->max_shard_numel = max_shard;
     f->params = ct_mem_take(f->sizing, f->dev, CT_MEM_PARAMS, (size_t)f->local_numel * sizeof(float));
     f->grads = ct_mem_take(f->sizing, f->dev, CT_MEM_GRADS, (size_t)f->local_numel * sizeof(float));
@@ -195,8 +244,8 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
         // One shard is the whole group: the views point at it for good.
         for (int g = 0; g < f->n_groups && !sizing; g++) {
             if (!f->owned[g]) continue;
-            ct_model_weights_point_group(weights, t, g, f->params + f->shard_offset[g]);
-            ct_model_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g]);
+            ct_model_weights_point_group(weights, t, g, f->params + f->shard_offset[g], NULL);
+            ct_model_weights_point_group(grad_views, t, g, f->grads + f->shard_offset[g], NULL);
         }
         return;
     }
@@ -209,15 +258,17 @@ static void init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t
 }
 
 void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
-                         ct_model_weights *grad_views, const bool *owned, const int *group_stage) {
-    init_placed(f, k, t, shard_group, replicate_group, policy, weights, grad_views, owned, group_stage, NULL);
+                         ct_group *expert_group, ct_group *replicate_group, ct_reshard_policy policy,
+                         ct_model_weights *weights, ct_model_weights *grad_views, const bool *owned,
+                         const int *group_stage) {
+    init_placed(f, k, t, shard_group, expert_group, replicate_group, policy, weights, grad_views, owned, group_stage,
+                NULL);
 }
 
 void ct_fsdp_init_sizing(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, const bool *owned,
-                         const int *group_stage, ct_mem_sizing *sizing) {
-    init_placed(f, k, t, shard_group, replicate_group, policy, NULL, NULL, owned, group_stage, sizing);
+                         ct_group *expert_group, ct_group *replicate_group, ct_reshard_policy policy,
+                         const bool *owned, const int *group_stage, ct_mem_sizing *sizing) {
+    init_placed(f, k, t, shard_group, expert_group, replicate_group, policy, NULL, NULL, owned, group_stage, sizing);
 }
 
 // Under bf16: where each tensor read in fp32 lies in its fp32 slot (its group's such tensors one
@@ -302,6 +353,9 @@ void ct_fsdp_free(ct_fsdp *f) {
     ct_mem_free(f->replica16);
     free(f->shard_numel);
     free(f->shard_offset);
+    free(f->part_at);
+    free(f->shard0);
+    free(f->whole_at);
     free(f->group_slot);
     free(f->pinned);
     free(f->owned);
@@ -325,8 +379,9 @@ void ct_fsdp_init_params(ct_fsdp *f, uint64_t seed) { ct_param_store_init_values
 static void poll(ct_fsdp *f) {
     if (!f->async) return;
     for (int s = 0; s < f->n_slots; s++)
-        if (f->gather_open[s]) ct_comm_test(&f->gather_h[s]);
-    for (int i = 0; i < f->rs_count; i++) ct_comm_test(&f->lanes[(f->rs_first + i) % f->n_lanes].h);
+        for (int p = 0; p < CT_FSDP_PARTS && f->gather_open[s]; p++) ct_comm_test(&f->gather_h[CT_FSDP_PARTS * s + p]);
+    for (int i = 0; i < f->rs_count; i++)
+        for (int p = 0; p < CT_FSDP_PARTS; p++) ct_comm_test(&f->lanes[(f->rs_first + i) % f->n_lanes].h[p]);
 }
 
 // Under bf16, once slot s holds group g's bf16 copy: the tensors read in fp32, widened (exactly).
@@ -334,8 +389,7 @@ static void widen_f32(ct_fsdp *f, int g, int s) {
     const ct_param_table *t = f->table;
     for (int i = t->group_first[g]; i < t->group_first[g + 1]; i++)
         if (f->f32_at[i] >= 0)
-            f->k->bf16_to_f32(f->slot[s] + f->f32_at[i], f->slot16[s] + (t->params[i].offset - t->group_offset[g]),
-                              t->params[i].numel);
+            f->k->bf16_to_f32(f->slot[s] + f->f32_at[i], f->slot16[s] + f->whole_at[i], t->params[i].numel);
 }
 
 // Starts gathering group g into slot s: the fp32 shard, or its bf16 compute copy (narrowed now;
@@ -343,32 +397,39 @@ static void widen_f32(ct_fsdp *f, int g, int s) {
 // on; the model reads them only after acquire has finished the gather.
 static void gather_start(ct_fsdp *f, int g, int s) {
     long n = f->shard_numel[g];
+    ct_comm_handle *h = &f->gather_h[CT_FSDP_PARTS * s];
     if (f->param_dtype == CT_BF16) {
         // The bf16 compute copy: narrow this shard, gather half the bytes.
         if (nshards(f) > 1) {
             f->k->f32_to_bf16(f->send16[s], f->params + f->shard_offset[g], n);
-            f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->send16[s], f->slot16[s], (size_t)n, CT_BF16);
+            for (int p = 0; p < CT_FSDP_PARTS; p++)
+                if (has_part(f, g, p))
+                    h[p] = ct_comm_all_gather_start(part_group(f, p), f->send16[s] + part_shard_at(f, g, p),
+                                                    f->slot16[s] + part_whole_at(f, g, p), (size_t)part_shard(f, g, p),
+                                                    CT_BF16);
             f->gather_open[s] = true;
         } else {
             f->k->f32_to_bf16(f->slot16[s], f->params + f->shard_offset[g], n);
             widen_f32(f, g, s);
         }
     } else {
-        f->gather_h[s] = ct_comm_all_gather_start(f->shard_group, f->params + f->shard_offset[g], f->slot[s],
-                                                  (size_t)n, CT_F32);
+        for (int p = 0; p < CT_FSDP_PARTS; p++)
+            if (has_part(f, g, p))
+                h[p] = ct_comm_all_gather_start(part_group(f, p), f->params + f->shard_offset[g] + part_shard_at(f, g, p),
+                                                f->slot[s] + part_whole_at(f, g, p), (size_t)part_shard(f, g, p), CT_F32);
         f->gather_open[s] = true;
     }
     f->slot_group[s] = g;
     f->group_slot[g] = s;
     f->prefetched[s] = false;
     if (f->param_dtype == CT_BF16)
-        ct_model_weights_point_group_bf16(f->weights, f->table, g, f->slot[s], f->f32_at, f->slot16[s]);
-    else ct_model_weights_point_group(f->weights, f->table, g, f->slot[s]);
+        ct_model_weights_point_group_bf16(f->weights, f->table, g, f->slot[s], f->f32_at, f->slot16[s], f->whole_at);
+    else ct_model_weights_point_group(f->weights, f->table, g, f->slot[s], f->whole_at);
 }
 
 static void gather_finish(ct_fsdp *f, int s) {
     if (!f->gather_open[s]) return;
-    ct_comm_wait(&f->gather_h[s]);
+    for (int p = 0; p < CT_FSDP_PARTS; p++) ct_comm_wait(&f->gather_h[CT_FSDP_PARTS * s + p]);
     if (f->param_dtype == CT_BF16) widen_f32(f, f->slot_group[s], s);
     f->gather_open[s] = false;
 }
@@ -455,7 +516,7 @@ enum { PIN_REDUCING = -2 };  // pin_grad_user: an unshard buffer a reduce-scatte
 // (micro-batches accumulate there, in the order they were started).
 static void rs_complete_oldest(ct_fsdp *f) {
     ct_fsdp_rs *r = &f->lanes[f->rs_first];
-    ct_comm_wait(&r->h);
+    for (int p = 0; p < CT_FSDP_PARTS; p++) ct_comm_wait(&r->h[p]);
     long n = f->shard_numel[r->group];
     if (f->reduce_dtype == CT_BF16) f->k->bf16_to_f32(r->out, r->recv16, n);
     f->k->add_inplace(f->grads + f->shard_offset[r->group], r->out, n);
@@ -481,15 +542,18 @@ static void rs_start(ct_fsdp *f, int g, const float *full) {
     if (f->rs_count == f->n_lanes) rs_complete_oldest(f);
     ct_fsdp_rs *r = &f->lanes[(f->rs_first + f->rs_count) % f->n_lanes];
     f->rs_count++;
-    long n = f->shard_numel[g];
     r->group = g;
-    if (f->reduce_dtype == CT_BF16) {
-        f->k->f32_to_bf16(r->send16, full, n * nshards(f));
-        r->src = NULL;
-        r->h = ct_comm_reduce_scatter_start(f->shard_group, r->send16, r->recv16, (size_t)n, CT_BF16, CT_COMM_SUM);
-    } else {
-        r->src = full;
-        r->h = ct_comm_reduce_scatter_start(f->shard_group, full, r->out, (size_t)n, CT_F32, CT_COMM_SUM);
+    if (f->reduce_dtype == CT_BF16) f->k->f32_to_bf16(r->send16, full, whole_numel(f, g));
+    r->src = f->reduce_dtype == CT_BF16 ? NULL : full;
+    for (int p = 0; p < CT_FSDP_PARTS; p++) {
+        memset(&r->h[p], 0, sizeof r->h[p]);
+        if (!has_part(f, g, p)) continue;
+        size_t n = (size_t)part_shard(f, g, p);
+        long whole = part_whole_at(f, g, p), at = part_shard_at(f, g, p);
+        r->h[p] = f->reduce_dtype == CT_BF16
+                      ? ct_comm_reduce_scatter_start(part_group(f, p), r->send16 + whole, r->recv16 + at, n, CT_BF16,
+                                                     CT_COMM_SUM)
+                      : ct_comm_reduce_scatter_start(part_group(f, p), full + whole, r->out + at, n, CT_F32, CT_COMM_SUM);
     }
     if (!f->async) rs_complete_oldest(f);
 }
@@ -524,9 +588,9 @@ static void acquire(void *ctx, int g, ct_phase phase, unsigned use) {
         float *full = f->pin_grad_of[g];
         if (!full) {
             full = f->grad_cur = take_full(f);
-            f->k->zero(full, (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+            f->k->zero(full, (size_t)whole_numel(f, g) * sizeof(float));
         }
-        ct_model_weights_point_group(f->grad_views, f->table, g, full);
+        ct_model_weights_point_group(f->grad_views, f->table, g, full, f->whole_at);
     }
 }
 
@@ -566,7 +630,7 @@ static void unshard(void *ctx, int g) {
         if (b < f->n_pin_grads) {
             f->pin_grad_user[b] = g;
             f->pin_grad_of[g] = f->pin_grads[b];
-            f->k->zero(f->pin_grads[b], (size_t)(f->shard_numel[g] * nshards(f)) * sizeof(float));
+            f->k->zero(f->pin_grads[b], (size_t)whole_numel(f, g) * sizeof(float));
             return;
         }
         if (!f->rs_count) ct_fatal("fsdp", "no gradient buffer left for unsharded group %d", g);
@@ -651,22 +715,28 @@ void ct_fsdp_gather_full(ct_fsdp *f, float *full) {
     float *buf = ct_xmalloc((size_t)f->max_group_numel * sizeof(float));  // (N · shard) one padded group
     for (int g = 0; g < f->n_groups; g++) {
         if (!f->owned[g]) continue;  // another pipeline stage's: left as it is
-        ct_comm_all_gather(f->shard_group, f->params + f->shard_offset[g], buf, (size_t)f->shard_numel[g],
-                           CT_F32);
-        f->k->copy_to_host(full + t->group_offset[g], buf, (size_t)group_numel(f, g) * sizeof(float));
+        for (int p = 0; p < CT_FSDP_PARTS; p++) {
+            if (!has_part(f, g, p)) continue;
+            ct_comm_all_gather(part_group(f, p), f->params + f->shard_offset[g] + part_shard_at(f, g, p),
+                               buf + part_whole_at(f, g, p), (size_t)part_shard(f, g, p), CT_F32);
+            f->k->copy_to_host(full + t->group_offset[g] + (p ? f->part_at[g] : 0), buf + part_whole_at(f, g, p),
+                               (size_t)part_len(f, g, p) * sizeof(float));
+        }
     }
     free(buf);
 }
 
 double ct_fsdp_expected_elements(const ct_fsdp *f) {
-    int N = nshards(f);
-    if (N == 1) return 0;
+    if (nshards(f) == 1) return 0;
     double total = 0;
     for (int g = 0; g < f->n_groups; g++) {
         if (!f->owned[g]) continue;
         int gathers = 1;  // forward
         if (g != 0 && g != head_group(f) && !keep_after_forward(f, g)) gathers++;  // again for backward
-        total += (gathers + 1.0) * (double)group_numel(f, g);                     // + reduce-scatter
+        for (int p = 0; p < CT_FSDP_PARTS; p++) {
+            int N = p == 0 ? nshards(f) : f->expert_group ? f->expert_group->size : 1;
+            total += (gathers + 1.0) * (double)part_len(f, g, p) * (N - 1) / N;  // + reduce-scatter
+        }
     }
-    return total * (N - 1) / N;
+    return total;
 }

@@ -57,7 +57,7 @@ typedef struct {
     float *out;                  // (max shard) fp32 result
     uint16_t *send16, *recv16;   // bf16 reduce: the narrowed gradient and the bf16 result
     bool own16;                  // send16 / recv16 are this lane's own (planned)
-    ct_comm_handle h;
+    ct_comm_handle h[2];         // one per part of the group (dense, routed experts)
 } ct_fsdp_rs;
 
 typedef struct {
@@ -65,6 +65,8 @@ typedef struct {
     ct_device dev;               // and its device, where every buffer below lives
     const ct_param_table *table;
     ct_group *shard_group;       // fsdp: dp_shard × cp (size N)
+    ct_group *expert_group;      // expert parallelism: the fsdp ranks holding the same experts
+                                 // (N / ep), which shard the routed experts; NULL: none
     ct_group *replicate_group;   // dp_replicate (size R), gradients all-reduced over it
     ct_reshard_policy policy;
     int n_groups;
@@ -72,6 +74,13 @@ typedef struct {
     // Per group g: padded size N·shard_numel[g], and where its shard sits in the local block.
     long *shard_numel;           // (n_groups)
     long *shard_offset;          // (n_groups) offset in params/grads
+    // A group is two parts: its dense tensors, sharded over shard_group, and its routed experts'
+    // (the group's last tensors), sharded over expert_group -- each part padded to a multiple of
+    // its group's size, this rank's shard of part 0 then of part 1. Without an expert group part
+    // 1 is empty.
+    long *part_at;               // (n_groups) where part 1 starts in the group (its elements)
+    long *shard0;                // (n_groups) this rank's shard of part 0; of part 1: shard_numel - shard0
+    long *whole_at;              // (table->count) each tensor's place in its gathered group
     long local_numel;            // Σ shard_numel
 
     float *params;               // (local_numel) this rank's parameter shards
@@ -117,7 +126,7 @@ typedef struct {
     // Communication in flight. Blocking (the default) completes each operation at once, through
     // the same code: one lane aliasing rs_out / comm16 / shard16, one full-gradient buffer.
     bool async;
-    ct_comm_handle *gather_h;    // (n_slots) all-gather into each slot
+    ct_comm_handle *gather_h;    // (n_slots × 2) all-gathers into each slot, one per part
     bool *gather_open;           // (n_slots) started and not finished (waited, widened)
     bool *prefetched;            // (n_slots) gathered ahead of its acquire: may be taken back
     uint16_t **send16;           // (n_slots) bf16 narrowed shard to gather (async: each slot its own)
@@ -138,16 +147,19 @@ void ct_fsdp_init(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_g
 // Under pipeline parallelism a rank holds only its stages' groups: owned[g] (n_groups) says
 // which (the others get no shard, buffers or views), group_stage[g] the stage each belongs to
 // (recorded in the shard descriptors). NULL: every group, stage 0.
+// Under expert parallelism (t->ep_size > 1) the routed experts' tensors are sharded over
+// expert_group (NULL without).
 void ct_fsdp_init_placed(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, ct_model_weights *weights,
-                         ct_model_weights *grad_views, const bool *owned, const int *group_stage);
+                         ct_group *expert_group, ct_group *replicate_group, ct_reshard_policy policy,
+                         ct_model_weights *weights, ct_model_weights *grad_views, const bool *owned,
+                         const int *group_stage);
 // The same planning without buffers: every buffer init, ct_fsdp_set_precision, ct_fsdp_set_async
 // and a schedule's reserve would allocate is added to `sizing` instead (core/mem_sizing.h). The
 // groups need only their size and rank (no communicator); the views are left alone. For the
 // planner's memory model; such an fsdp can be planned and freed, never run.
 void ct_fsdp_init_sizing(ct_fsdp *f, const ct_kernels *k, const ct_param_table *t, ct_group *shard_group,
-                         ct_group *replicate_group, ct_reshard_policy policy, const bool *owned,
-                         const int *group_stage, ct_mem_sizing *sizing);
+                         ct_group *expert_group, ct_group *replicate_group, ct_reshard_policy policy,
+                         const bool *owned, const int *group_stage, ct_mem_sizing *sizing);
 void ct_fsdp_free(ct_fsdp *f);
 // Mixed precision, once after init and before the first use: param (CT_F32 | CT_BF16) is the
 // dtype weights are gathered and computed in, reduce (CT_F32 | CT_BF16) that of gradient

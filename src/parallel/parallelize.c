@@ -1,6 +1,6 @@
 // One rank's set-up (parallel/parallelize.h), read top to bottom in TorchTitan's order: split the
 // model into pipeline stages and place them; then, on this rank's stages, tensor parallel,
-// context parallel, activation checkpointing, compile and data sharding; then the executor and
+// context parallel, expert parallel, activation checkpointing, compile and data sharding; then the executor and
 // the schedules it runs the stages by.
 #include "parallel/parallelize.h"
 
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "parallel/expert_parallel.h"
 #include "parallel/pipeline_schedules.h"
 #include "parallel/pipeline_split.h"
 #include "parallel/schedule_lowering.h"
@@ -134,11 +135,11 @@ static void apply_fsdp(const ct_parallelize_env *env, ct_parallelized *o, ct_sta
     for (int g = 0; g < n_groups; g++) owned[g] = o->stage_rank[group_stage[g]] == me;
     ct_reshard_policy policy = ct_parallelize_reshard_policy(cfg);
     if (env->sizing)
-        ct_fsdp_init_sizing(o->fsdp, env->k, env->table, env->fsdp, env->replicate, policy, owned, group_stage,
-                            env->sizing);
+        ct_fsdp_init_sizing(o->fsdp, env->k, env->table, env->fsdp, env->expert_shard, env->replicate, policy, owned,
+                            group_stage, env->sizing);
     else
-        ct_fsdp_init_placed(o->fsdp, env->k, env->table, env->fsdp, env->replicate, policy, env->weights,
-                            env->grad_views, owned, group_stage);
+        ct_fsdp_init_placed(o->fsdp, env->k, env->table, env->fsdp, env->expert_shard, env->replicate, policy,
+                            env->weights, env->grad_views, owned, group_stage);
     ct_fsdp_set_precision(o->fsdp, env->prec.compute, cfg->mixed_precision_reduce == CT_CFG_BF16 ? CT_BF16 : CT_F32,
                           env->prec.quantized);
     ct_fsdp_set_async(o->fsdp, cfg->enable_async_comm);
@@ -277,6 +278,7 @@ ct_status ct_parallelize(const ct_parallelize_env *env, ct_parallelized *o) {
     // The operations every stage of this rank shares, each strategy filling its entries.
     ct_stage_ops ops = ct_stage_ops_local(env->k);
     ct_tp_apply(env->tp, &ops);
+    if (env->ep && env->ep->size > 1) ops.experts = ct_expert_parallel_ops(env->ep);
     if (apply_cp(env, o->cp, &ops)) return CT_ERR;
     ct_ac_policy ac = ct_parallelize_ac_policy(cfg);
     bool fused = cfg->compile;

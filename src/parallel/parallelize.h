@@ -73,8 +73,11 @@ typedef struct {
     const ct_kernels *k;
     const ct_model_config *model;        // the whole model
     const ct_model_config *local_model;  // this tp rank's dimensions
-    const ct_param_table *table;         // this tp rank's slice of every tensor
+    const ct_param_table *table;         // this tp (and ep) rank's slice of every tensor
     ct_group *fsdp, *replicate, *cp, *pp;
+    // Expert parallelism (NULL, or groups of one rank: none): the ep group the routed experts are
+    // split over, and the expert shard group FSDP shards them over (comm/mesh.h).
+    ct_group *ep, *expert_shard;
     ct_tp *tp;                           // tensor parallel (its group of size 1: none)
     ct_precision prec;                   // parallel/precision_policy.h
     ct_cp_balance cp_balance;

@@ -10,7 +10,7 @@ ct_status ct_trainer_build_stages(ct_trainer *t) {
     ct_parallelize_env env = {
         .cfg = &t->cfg, .k = t->k, .model = &t->model, .local_model = &t->local_model, .table = &t->table,
         .fsdp = &t->mesh.fsdp, .replicate = &t->mesh.dim[CT_MESH_DP_REPLICATE], .cp = &t->mesh.dim[CT_MESH_CP],
-        .pp = &t->mesh.dim[CT_MESH_PP], .tp = &t->tp, .prec = t->prec, .cp_balance = t->cp_balance,
+        .pp = &t->mesh.dim[CT_MESH_PP], .ep = &t->mesh.ep, .expert_shard = &t->mesh.expert_shard, .tp = &t->tp, .prec = t->prec, .cp_balance = t->cp_balance,
         .cp_pos = t->cp_pos, .seq_local = t->seq_local, .mb_seqs = t->mb_seqs, .weights = &t->weights,
         .grad_views = &t->grad_views,
     };

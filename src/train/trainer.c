@@ -113,6 +113,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     if (ct_model_config_from(&t->model, cfg)) return CT_ERR;
     ct_mesh_layout want = ct_mesh_layout_from_config(cfg);
     if (ct_mesh_create(&t->world, &want, &t->mesh)) return CT_ERR;
+    if (ct_mesh_create_experts(&t->mesh, cfg->expert_parallel_degree)) return CT_ERR;
     t->is_logger = t->world.rank == 0;
 
     t->kernel_set = t->kernel_set_best_lo = t->kernel_set_best_hi = -1;
@@ -140,7 +141,7 @@ static ct_status plan_layout(ct_trainer *t, const ct_config *cfg) {
     // Before the first big allocation: a run that cannot fit says so, with the numbers -- the
     // planner's memory model, which sizes this run by running its own set-up without allocating.
     if (ct_memory_fit_check(&t->model, cfg, t->world.size)) return CT_ERR;
-    ct_param_table_build_tp(&t->table, &t->model, tp->rank, tp->size);
+    ct_param_table_build_local(&t->table, &t->model, tp->rank, tp->size, t->mesh.ep.rank, t->mesh.ep.size);
     ct_param_table_build(&t->global_table, &t->model);
     return CT_OK;
 }

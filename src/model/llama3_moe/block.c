@@ -69,7 +69,7 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
         ct_moe_layer_spec spec = {.k = c->k, .C = m->dim, .F = m->ffn_hidden, .E = m->n_experts,
                                   .topk = m->moe_top_k, .sigmoid = m->moe_sigmoid, .renorm = m->moe_route_norm,
                                   .N = c->N, .aux_coef = (float)m->moe_aux_coeff,
-                                  .aux_group = m->moe_aux_per_sequence ? c->T : 0};
+                                  .aux_group = m->moe_aux_per_sequence ? c->T : 0, .ep = c->ops->experts};
         if (ct_moe_layer_init(&wk->layer, &spec)) ct_fatal("llama3_moe", "%s", ct_last_error());
     }
     return used;

@@ -7,7 +7,10 @@
 #                 load-balancing methods (its load-balancing losses too; the choosing biases are in
 #                 the checkpoints and the model) under FSDP 2;
 #   resharding    a checkpoint saved under FSDP 4 resumed under tp 2 x FSDP 2, pp 2 x dp 2 and one
-#                 process: the next steps' losses equal the uninterrupted FSDP 4 run's within 1e-5.
+#                 process: the next steps' losses equal the uninterrupted FSDP 4 run's within 1e-5;
+#                 a mixture-of-experts model saved under expert parallel 4, resumed under ep 2 x
+#                 FSDP 2, saved again and resumed on one process: every step's loss equals the
+#                 uninterrupted ep 4 run's within 1e-5.
 # Needs $BUILD/ctitan (make).
 set -u
 cd "$(dirname "$0")/.."
@@ -87,6 +90,19 @@ for f in "$tmp"/fsdp2_sync/checkpoint/step-*/rank-*.safetensors; do
 done
 [ "$same" = yes ] && pass async_save_writes_the_same_bytes || fail async_save_writes_the_same_bytes "$same"
 
+# same_losses REF RUN N: nothing when RUN's N logged losses equal REF's at the same steps within
+# 1e-5 (relative), else what differs.
+same_losses() {
+  paste <(losses "$1" | grep -F -f <(losses "$2" | cut -d, -f1)) <(losses "$2") | awk -v n="$3" '
+    # "step": N, "loss": X, "grad_norm": G <tab> the same of the resumed run
+    { split($0, f, /[ ,\t]+/); want = f[4]; got = f[10]; steps++
+      if (f[2] != f[8]) { print "step " f[2] " vs " f[8]; exit }
+      if (want !~ /^[0-9.-]+$/ || got !~ /^[0-9.-]+$/) { print "unparsed: " $0; exit }
+      d = want - got; if (d < 0) d = -d
+      if (d > 1e-5 * (want < 0 ? -want : want)) { print "step " f[2] ": loss " got " vs " want; exit } }
+    END { if (steps != n) print steps " steps compared, want " n }'
+}
+
 # ---- resharding: saved under FSDP 4, resumed under other layouts ---------------------------------
 ref=$tmp/reshard.fsdp4
 if run 4 "$ref" --training.steps 24 --checkpoint.interval 20 --parallelism.data_shard_degree 4 \
@@ -102,14 +118,7 @@ if run 4 "$ref" --training.steps 24 --checkpoint.interval 20 --parallelism.data_
     fi
     grep -q "resumed from .*saved by 4 ranks" "$d.log" || { fail "reshard_fsdp4_to_$name" "no resume line"; return; }
     local verdict
-    verdict=$(paste <(losses "$ref" | tail -4) <(losses "$d") | awk '
-      # "step": N, "loss": X, "grad_norm": G <tab> the same of the resumed run
-      { split($0, f, /[ ,\t]+/); want = f[4]; got = f[10]; steps++
-        if (f[2] != f[8]) { print "step " f[2] " vs " f[8]; exit }
-        if (want !~ /^[0-9.-]+$/ || got !~ /^[0-9.-]+$/) { print "unparsed: " $0; exit }
-        d = want - got; if (d < 0) d = -d
-        if (d > 1e-5 * (want < 0 ? -want : want)) { print "step " f[2] ": loss " got " vs " want; exit } }
-      END { if (steps != 4) print steps " steps compared, want 4" }')
+    verdict=$(same_losses "$ref" "$d" 4)
     [ -z "$verdict" ] && pass "reshard_fsdp4_to_$name" || fail "reshard_fsdp4_to_$name" "$verdict"
   }
   reshard tp2_fsdp2 4 --parallelism.compute_parallel_degree 2 --parallelism.data_shard_degree 2 \
@@ -119,4 +128,35 @@ if run 4 "$ref" --training.steps 24 --checkpoint.interval 20 --parallelism.data_
   reshard one_process 1 --training.local_batch_size 4
 else
   fail reshard_fsdp4_reference "$(tail -3 "$ref.log")"
+fi
+
+# ---- mixture of experts across expert-parallel degrees: ep 4 -> ep 2 x FSDP 2 -> one process ------
+moe=(--model.name llama3_moe --model.moe.score_func sigmoid --model.moe.aux_loss_coeff 0.01
+     --model.moe.load_balance_coeff 0.001)
+ref=$tmp/moe.ep4
+if run 4 "$ref" --training.steps 24 --checkpoint.interval 20 "${moe[@]}" --parallelism.data_shard_degree 4 \
+       --parallelism.expert_parallel_degree 4 --training.local_batch_size 1; then
+  mid=$tmp/moe.ep2_fsdp2 last=$tmp/moe.one_process verdict=""
+  mkdir -p "$mid/checkpoint" "$last/checkpoint"
+  cp -r "$ref/checkpoint/step-20" "$mid/checkpoint/"
+  # (the same 24 steps as the reference, or the learning-rate schedule differs; saved at 22 as well)
+  if ! run 4 "$mid" --training.steps 24 --checkpoint.interval 2 "${moe[@]}" --parallelism.data_shard_degree 4 \
+         --parallelism.expert_parallel_degree 2 --training.local_batch_size 1; then
+    verdict="ep 2 x FSDP 2: $(grep -v '^step' "$mid.log" | tail -3)"
+  elif ! grep -q "resumed from .*saved by 4 ranks" "$mid.log"; then
+    verdict="ep 2 x FSDP 2: no resume line"
+  else
+    verdict=$(same_losses "$ref" "$mid" 4)
+    cp -r "$mid/checkpoint/step-22" "$last/checkpoint/"
+    if [ -n "$verdict" ]; then :
+    elif ! run 1 "$last" --training.steps 24 "${moe[@]}" --training.local_batch_size 4; then
+      verdict="one process: $(grep -v '^step' "$last.log" | tail -3)"
+    else
+      verdict=$(same_losses "$ref" "$last" 2)
+    fi
+  fi
+  [ -z "$verdict" ] && pass reshard_moe_ep4_to_ep2_fsdp2_to_one_process ||
+    fail reshard_moe_ep4_to_ep2_fsdp2_to_one_process "$verdict"
+else
+  fail reshard_moe_ep4_reference "$(tail -3 "$ref.log")"
 fi

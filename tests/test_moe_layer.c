@@ -48,6 +48,7 @@ typedef struct {
     double y[N * C], dx[N * C];
     double drouter[E * C], dw13[E * 2 * F * C], dw2[E * C * F];  // accumulated
     double aux;  // the load-balancing loss
+    int chosen[N][K];  // each token's experts
 } ref_out;
 
 // The load-balancing loss over groups of G tokens, and its gradient in the normalised scores
@@ -102,6 +103,7 @@ static void reference(const weights *w, const float *x, const float *dy, int sig
                 }
         if (pass == 0) {
             for (int e = 0; e < E; e++) S[n][e] = s[e], IDS[n][e] = ids[e];
+            for (int j = 0; j < K; j++) r->chosen[n][j] = ids[j];
             if (n == N - 1) {
                 memset(dnorm, 0, sizeof dnorm);
                 r->aux = aux_coef > 0 ? aux_ref((const double (*)[E])S, (const int (*)[E])IDS, aux_coef,
@@ -284,6 +286,9 @@ static void expert_parallel(void) {
     float x[N * C], dy[N * C];
     static ref_out mine, all;
     memset(&all, 0, sizeof all);
+    // The exchange's bytes from the reference's choices: the pairs this rank sends to experts on
+    // other ranks, and those other ranks send to its experts.
+    long El = E / n, sent = 0, received = 0;
     for (int r = 0; r < n; r++) {  // every rank's tokens: the experts' gradients see all of them
         draw_tokens(r, x, dy);
         static ref_out one;
@@ -291,14 +296,27 @@ static void expert_parallel(void) {
         memcpy(one.dw13, all.dw13, sizeof all.dw13);
         memcpy(one.dw2, all.dw2, sizeof all.dw2);
         reference(&w, x, dy, 0, 1, 0, 0, 0, &one);
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < K; j++) {
+                int owner = one.chosen[t][j] / (int)El;
+                sent += r == me && owner != me;
+                received += r != me && owner == me;
+            }
         all = one;
         if (r == me) mine = one;
     }
     draw_tokens(me, x, dy);
     run_out o;
+    ct_comm_stats_reset(&world);
     run_layer(&w, x, dy, 0, 1, 0, 0, 0, ct_expert_parallel_ops(&world), &o);
+    // Forward: the counts (El per peer, int64), the pairs out and their results back; backward:
+    // the output gradients out and the input gradients back.
+    double want = (double)(n - 1) * El * 8 + 2.0 * (sent + received) * C * 4;
+    double got = world.stats[CT_COMM_ALL_TO_ALL].bytes;
+    CHECK(got == want, "ep %d rank %d: all-to-all bytes %.0f, expected %.0f (%ld pairs sent, %ld received): ratio %.4f",
+          n, me, got, want, sent, received, got / want);
+    if (me == 0) printf("    ep %d: all-to-all bytes %.0f of %.0f expected (ratio %.4f)\n", n, got, want, got / want);
     ct_comm_all_reduce(&world, o.drouter, o.drouter, E * C, CT_F32, CT_COMM_SUM);
-    long El = E / n;
     double ey = worst_diff(o.y, mine.y, N * C), edx = worst_diff(o.dx, mine.dx, N * C);
     double er = worst_diff(o.drouter, all.drouter, E * C);
     double e13 = worst_diff(o.dw13, all.dw13 + (size_t)me * El * 2 * F * C, El * 2 * F * C);

@@ -398,9 +398,11 @@ static void dataset_name(const char *path, char *out, size_t n) {
 
 // The mesh groups whose communication a step reports (TensorBoard comm/<group>/...), in a fixed
 // order (comm_prev's): pp, dp_replicate, fsdp (dp_shard x cp), cp, tp.
-static void comm_groups(ct_trainer *t, ct_group *g[5]) {
+enum { COMM_GROUPS = 7 };
+static void comm_groups(ct_trainer *t, ct_group *g[COMM_GROUPS]) {
     g[0] = &t->mesh.dim[CT_MESH_PP], g[1] = &t->mesh.dim[CT_MESH_DP_REPLICATE], g[2] = &t->mesh.fsdp;
-    g[3] = &t->mesh.dim[CT_MESH_CP], g[4] = &t->mesh.dim[CT_MESH_TP];
+    g[3] = &t->mesh.dim[CT_MESH_CP], g[4] = &t->mesh.dim[CT_MESH_TP], g[5] = &t->mesh.ep;
+    g[6] = &t->mesh.expert_shard;
 }
 
 static double comm_wait_total(const ct_group *g) {
@@ -412,9 +414,9 @@ static double comm_wait_total(const ct_group *g) {
 // Called as a step begins: what ran since the last step (validation, checkpoints, start-up) is
 // not the next step's communication.
 static void comm_mark(ct_trainer *t) {
-    ct_group *g[5];
+    ct_group *g[COMM_GROUPS];
     comm_groups(t, g);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < COMM_GROUPS; i++) {
         t->comm_prev[i][0] = ct_comm_stats_total_bytes(g[i]);
         t->comm_prev[i][1] = comm_wait_total(g[i]);
     }
@@ -423,11 +425,12 @@ static void comm_mark(ct_trainer *t) {
 // This step's communication per mesh group that has more than one rank: bytes moved and seconds
 // waited since comm_mark (comm's counters only grow), for the metrics (TensorBoard).
 static void fill_comm(ct_trainer *t, ct_step_metrics *m) {
-    ct_group *g[5];
+    ct_group *g[COMM_GROUPS];
     comm_groups(t, g);
     m->n_comm = 0;
-    for (int i = 0; i < 5; i++) {
-        if (g[i]->size <= 1) continue;
+    for (int i = 0; i < COMM_GROUPS; i++) {
+        // expert_shard is fsdp itself without expert parallelism: counted once, as fsdp
+        if (g[i]->size <= 1 || (i == 6 && t->mesh.ep.size <= 1)) continue;
         int n = m->n_comm++;
         snprintf(m->comm[n].group, sizeof m->comm[n].group, "%.15s", g[i]->name);  // names are short: tp, fsdp
         m->comm[n].bytes = ct_comm_stats_total_bytes(g[i]) - t->comm_prev[i][0];

@@ -90,7 +90,7 @@ typedef struct ct_trainer {
     int step;                // optimizer steps done
     bool nonfinite;          // the last step's loss or gradient norm was NaN / Inf (no update made)
     int skipped_steps;       // such steps so far
-    double comm_prev[5][2];  // per mesh group: bytes and wait seconds counted up to the last step
+    double comm_prev[7][2];  // per mesh group (and the expert groups): bytes and wait seconds counted up to the last step
     double flops_per_token;
     ct_peak peak;            // FLOP/s per rank for MFU and where it comes from (train/peak.h)
     ct_metrics_logger log;

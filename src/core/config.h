@@ -99,7 +99,7 @@ typedef struct {
     int compute_parallel_degree;      // tensor parallel
     int pipeline_degree;
     int context_extension_degree;     // context parallel
-    int expert_parallel_degree;       // experts split over this many ranks of dp_shard x cp (planner only yet)
+    int expert_parallel_degree;       // routed experts split over this many ranks of dp_shard x cp
     ct_cfg_cp_balancer cp_load_balancer;  // headtail | none
     ct_cfg_cp_rotate cp_rotate_method;  // allgather | ring
     bool enable_async_comm;

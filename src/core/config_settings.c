@@ -138,7 +138,7 @@ const ct_setting ct_settings[] = {
         "context extension (context parallel) degree: splits the sequence"),
     INT("parallelism.expert_parallel_degree", expert_parallel_degree, "1", NULL,
         "expert parallel degree: a mixture-of-experts model's experts split over this many ranks borrowed from "
-        "data sharding x context parallel (ctitan plan sizes it; the trainer runs 1 only)"),
+        "data sharding x context parallel, which it must divide; it must divide the experts too"),
     ENUM("parallelism.context_parallel_load_balancer", cp_load_balancer, "headtail", "headtail|none", NULL, NULL,
          "context parallel split: headtail gives rank r chunks r and 2cp-1-r (equal causal work); none: contiguous"),
     ENUM("parallelism.context_parallel_rotate_method", cp_rotate_method, "allgather", "allgather|ring", NULL, NULL,

@@ -1,8 +1,8 @@
 // Parity of the llama3_moe family (Llama 3 attention + routed SwiGLU experts, added through the
 // model interface alone) with its single-process run (tests/parity.h): FSDP 2 and 4 (experts
 // sharded like any parameter), pp 2 (1F1B) and pp 2 x FSDP 2, cp 2, gradient accumulation, and
-// expert parallelism: ep 2, ep 4, ep 2 x FSDP 2, ep 2 x pp 2, ep 2 x HSDP 2, ep 2 with
-// accumulation and async communication.
+// expert parallelism: ep 2, ep 4, ep 2 x FSDP 2, ep 2 x pp 2, ep 2 x HSDP 2, ep 2 x cp 2,
+// ep 4 over FSDP 2 x cp 2, ep 2 with accumulation and async communication.
 // Then with both load-balancing methods on (sigmoid scores, the per-sequence load-balancing loss
 // and the choosing bias's update): FSDP 2 and 4, accumulation, pp 2 and pp 2 x FSDP 2, ep 2, ep 4,
 // ep 2 x FSDP 2 and ep 2 x pp 2 against
@@ -38,6 +38,13 @@ static void ep2_fsdp2(void) {
 static void ep2_pp2(void) {
     parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b", .ep = 2},
                "moe ep2 x pp2");
+}
+static void ep2_cp2(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 1, .cp = 2, .ep = 2}, "moe ep2 x cp2");
+}
+static void ep4_fsdp2_cp2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 1, .cp = 2, .ep = 4},
+               "moe ep4 over fsdp2 x cp2");
 }
 static void ep2_hsdp(void) {
     parity_run((parity_layout){.shard = 2, .replicate = 2, .tp = 1, .accum = 1, .ep = 2}, "moe ep2 x hsdp2");
@@ -159,6 +166,7 @@ static void cases(int n) {
         CT_MPI_RUN(cp2);
         CT_MPI_RUN(ep2);
         CT_MPI_RUN(ep2_accumulation);
+        CT_MPI_RUN(ep2_cp2);
     }
     if (n == 4) {
         CT_MPI_RUN(fsdp);
@@ -167,6 +175,7 @@ static void cases(int n) {
         CT_MPI_RUN(ep2_fsdp2);
         CT_MPI_RUN(ep2_pp2);
         CT_MPI_RUN(ep2_hsdp);
+        CT_MPI_RUN(ep4_fsdp2_cp2);
     }
     if (n > 4) return;
     balanced_reference();

@@ -159,6 +159,9 @@ static const struct {
     {"prepare.before_links", 1, false},   {"prepare.mid_links", 1, false},    {"prepare.mid_links", 2, false},
     {"prepare.before_switch", 1, false},  {"prepare.after_switch", 1, true},  {"prepare.mid_tidy", 1, true},
     {"prepare.mid_tidy", 2, true},        {"prepare.before_remove_old", 1, true},
+    // The switch of .current (hit 1), then a shard name turned into a link (hit 2; only when the
+    // folder held its shards itself).
+    {"fs.switch_link", 1, false},         {"fs.switch_link", 2, true},
 };
 enum { N_POINTS = sizeof points / sizeof points[0] };
 

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/failpoint.h"
 #include "core/file_check.h"
 
 // One level of ct_fs_make_dirs: level is path cut after one of its components.
@@ -52,6 +53,7 @@ ct_status ct_fs_switch_link(const char *link, const char *target) {
         return ct_set_error("%.60s...: path too long", link);
     unlink(tmp);  // one a killed process of the same id left
     if (symlink(target, tmp) != 0) return ct_set_error("cannot create link %s: %s", tmp, strerror(errno));
+    ct_failpoint("fs.switch_link", 0);  // crash tests: the temporary link made, not yet renamed
     if (rename(tmp, link) != 0) {
         int err = errno;
         unlink(tmp);

@@ -19,7 +19,6 @@
 // a time, so a kill could leave shards in them).
 #define LEGACY_NEW ".prepare-new-"
 #define LEGACY_OLD ".prepare-old-"
-#define LINK_TMP CT_DATASET_CURRENT ".tmp-"  // ct_fs_switch_link's temporary name for .current
 
 static bool starts_with(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
@@ -29,6 +28,16 @@ static bool is_shard_name(const char *name) {
     char split[8];
     return sscanf(name, "%5[a-z]_%d.bin%n", split, &num, &len) == 2 && len == (int)strlen(name) &&
            (!strcmp(split, "train") || !strcmp(split, "val"));
+}
+
+// A temporary link ct_fs_switch_link left when killed between its two steps: NAME.tmp-PID, NAME
+// being .current or a shard name.
+static bool is_switch_tmp(const char *name) {
+    const char *t = strstr(name, ".tmp-");
+    if (!t || t == name || (size_t)(t - name) >= 64) return false;
+    char head[64];
+    snprintf(head, sizeof head, "%.*s", (int)(t - name), name);
+    return !strcmp(head, CT_DATASET_CURRENT) || is_shard_name(head);
 }
 
 // ---- names -------------------------------------------------------------------------------------
@@ -164,7 +173,7 @@ static ct_status tidy(const char *dir, const char *target, bool switched) {
         snprintf(path, sizeof path, "%s/%s", dir, e);
         struct stat sb;
         if (lstat(path, &sb) != 0) continue;
-        if (starts_with(e, LINK_TMP) && S_ISLNK(sb.st_mode)) unlink(path);
+        if (is_switch_tmp(e) && S_ISLNK(sb.st_mode)) unlink(path);
         if (!S_ISDIR(sb.st_mode) || (target && !strcmp(e, target))) continue;
         if (starts_with(e, CT_DATASET_SHARDS_PREFIX) || (target && (starts_with(e, LEGACY_NEW) || starts_with(e, LEGACY_OLD))))
             remove_shard_folder(path);

@@ -20,7 +20,8 @@
 //
 // Failpoints (core/failpoint.h) at each step, for the crash tests: prepare.before_links,
 // prepare.mid_links (after each link made; CTITAN_FAILPOINT_HIT picks which), prepare.before_switch,
-// prepare.after_switch, prepare.mid_tidy (after each shard name put right), prepare.before_remove_old.
+// prepare.after_switch, prepare.mid_tidy (after each shard name put right), prepare.before_remove_old,
+// and fs.switch_link inside each switch of a link (core/fs.h).
 #ifndef CT_PREPARE_SWAP_H
 #define CT_PREPARE_SWAP_H
 #include <limits.h>

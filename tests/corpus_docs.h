@@ -17,6 +17,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "data/shard.h"
+
 // Every document ends with a newline (a fortune holds its last newline), or is empty; none holds
 // a line that is exactly "%". Non-ASCII, JSON's special characters, CRLF, tabs, an empty one.
 #define CT_TEST_N_DOCS 10
@@ -44,7 +46,8 @@ static inline void ct_test_write_file(const char *path, const void *data, size_t
     }
 }
 
-// Reads a whole file (malloc'd, NUL after it); NULL if it cannot.
+// Reads a whole file (malloc'd, NUL after it); NULL if it cannot (a folder included: fopen opens
+// one, and its "length" is no size to allocate).
 static inline char *ct_test_read_file(const char *path, size_t *n) {
     *n = 0;
     FILE *f = fopen(path, "rb");
@@ -52,7 +55,11 @@ static inline char *ct_test_read_file(const char *path, size_t *n) {
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
+    char *buf = len >= 0 && len < (1L << 40) ? malloc((size_t)len + 1) : NULL;
+    if (!buf) {
+        fclose(f);
+        return NULL;
+    }
     if (fread(buf, 1, (size_t)len, f) != (size_t)len) len = 0;
     buf[len] = 0;
     fclose(f);
@@ -195,8 +202,12 @@ static inline void ct_test_write_megatron(const char *prefix, const int32_t *ids
 
 // ---- shards -----------------------------------------------------------------------------------
 
-// FNV-1a (64 bits) of every file of a folder, in name order, names included; *files = how many.
-static inline uint64_t ct_test_hash_folder(const char *dir, int *files) {
+// FNV-1a (64 bits) of every file of a dataset folder, in name order, names included; *files = how
+// many. A folder `data prepare` wrote is hashed in the folder of shards its .current names (whose
+// own name is random: data/shard.h).
+static inline uint64_t ct_test_hash_folder(const char *dataset, int *files) {
+    char dir[1024];
+    if (ct_shard_dataset_folder(dataset, dir, sizeof dir) != CT_OK) snprintf(dir, sizeof dir, "%s", dataset);
     struct dirent **names;
     int n = scandir(dir, &names, NULL, alphasort);
     uint64_t h = 1469598103934665603ull;
@@ -204,7 +215,7 @@ static inline uint64_t ct_test_hash_folder(const char *dir, int *files) {
     for (int i = 0; i < n; i++) {
         const char *nm = names[i]->d_name;
         if (strcmp(nm, ".") && strcmp(nm, "..")) {
-            char path[1024];
+            char path[1400];
             snprintf(path, sizeof path, "%s/%s", dir, nm);
             size_t len = 0;
             char *data = ct_test_read_file(path, &len);

@@ -1,10 +1,9 @@
 // `data prepare` replaces a dataset only when the new one is complete:
-//  - an empty corpus (no non-blank document) is refused with one line and a non-zero exit
-//    (it used to exit 0 having written no shards);
+//  - an empty corpus (no non-blank document) is refused with one line and a non-zero exit;
 //  - a prepare that fails part way (here: a file-size limit, as a full disk would) leaves the
-//    previous shards exactly as they were (they used to be deleted before the new ones were
-//    written), and no staging folder behind;
+//    previous shards exactly as they were, and no staging folder behind;
 //  - a successful prepare replaces the old shards (none left over) and cleans up after itself.
+// (tests/test_prepare_crash.c kills a prepare at each step of the replacement.)
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -116,11 +115,14 @@ static void test_success_replaces_and_cleans_up(void) {
     prepare_good(1000);
     char now[4096];
     snapshot(out, now, sizeof now);
-    // One shard per split, nothing else (no train_001.bin of the earlier run, no staging folder).
-    CHECK(!strncmp(now, "train_000.bin:", 14) && strstr(now, ";val_000.bin:") && !strstr(now, "001"), "%s", now);
+    // One shard per split, nothing else (no train_001.bin of the earlier run, no second folder
+    // of shards): .current, the folder it names, and a link per shard (data/shard.h).
+    CHECK(!strncmp(now, ".current:", 9) && strstr(now, ";.shards-") && strstr(now, ";train_000.bin:") &&
+              strstr(now, ";val_000.bin:") && !strstr(now, "001"),
+          "%s", now);
     int entries = 0;
     for (const char *p = now; (p = strchr(p, ';')); p++) entries++;
-    CHECK(entries == 2, "%d entries: %s", entries, now);
+    CHECK(entries == 4, "%d entries: %s", entries, now);
 }
 
 // A new folder (absent before) that a failed prepare leaves absent.

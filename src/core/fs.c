@@ -4,9 +4,12 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/failpoint.h"
 #include "core/file_check.h"
 
 // One level of ct_fs_make_dirs: level is path cut after one of its components.
@@ -42,6 +45,31 @@ ct_status ct_fs_make_dirs(const char *path) {
 ct_status ct_fs_rename(const char *from, const char *to) {
     if (rename(from, to) == 0) return CT_OK;
     return ct_set_error("cannot rename %s to %s: %s", from, to, strerror(errno));
+}
+
+ct_status ct_fs_switch_link(const char *link, const char *target) {
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%d", link, (int)getpid()) >= (int)sizeof tmp)
+        return ct_set_error("%.60s...: path too long", link);
+    unlink(tmp);  // one a killed process of the same id left
+    if (symlink(target, tmp) != 0) return ct_set_error("cannot create link %s: %s", tmp, strerror(errno));
+    ct_failpoint("fs.switch_link", 0);  // crash tests: the temporary link made, not yet renamed
+    if (rename(tmp, link) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return ct_set_error("cannot replace %s with a link to %s: %s", link, target, strerror(err));
+    }
+    return CT_OK;
+}
+
+int ct_fs_lock_dir(const char *dir, const char *who) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ct_set_error("%s: cannot open folder: %s", dir, strerror(errno)), -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK) return ct_set_error("%s: another %s is writing this folder; wait for it to end", dir, who), -1;
+    return ct_set_error("%s: cannot lock folder: %s", dir, strerror(err)), -1;
 }
 
 ct_status ct_fs_sync_dir(const char *dir) {

@@ -15,6 +15,18 @@ ct_status ct_fs_make_dirs(const char *path);
 // rename(from, to), with an error naming both.
 ct_status ct_fs_rename(const char *from, const char *to);
 
+// Makes `link` a symbolic link to `target` in one rename(2): whoever resolves `link` finds its old
+// target or the new one, never no link. The link is made under a temporary name beside it
+// (link.tmp-PID) and renamed over `link`, replacing a file or link there (a folder there is
+// refused, by name). A crash between the two steps leaves only the temporary link behind.
+ct_status ct_fs_switch_link(const char *link, const char *target);
+
+// Takes an exclusive lock on a folder (flock on the folder itself) for as long as the returned
+// descriptor stays open; `who` names the holder in the error: "data/shards: another data prepare
+// is writing this folder; wait for it to end". Returns the descriptor, or -1 with the error set.
+// The lock goes with the process however it ends, so a killed holder leaves none behind.
+int ct_fs_lock_dir(const char *dir, const char *who);
+
 // fsync of a folder, so that a rename or a new file in it survives a power cut. A file system that
 // cannot sync a folder (tmpfs, some network mounts) is not an error.
 ct_status ct_fs_sync_dir(const char *dir);

@@ -64,7 +64,7 @@ static int list_shards(const char *dir, const char *split, char ***out) {
     char **names = ct_xmalloc(sizeof(char *) * (size_t)cap);
     for (struct dirent *e; (e = readdir(d));) {
         if (!is_split_file(e->d_name, split)) continue;
-        char path[1024];
+        char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
@@ -118,8 +118,13 @@ static ct_status open_shards(ct_loader *l) {
     char **names = NULL;
     int n;
     if (S_ISDIR(st.st_mode)) {
-        n = list_shards(l->source, l->split, &names);
-        if (n < 0) return ct_set_error_at(CT_E_IO, l->source, "%s: cannot read folder", l->source);
+        // .current is resolved once: every shard is then opened in the one folder it named, so a
+        // prepare that replaces the dataset meanwhile cannot mix two datasets (data/shard.h).
+        char folder[2048];
+        if (ct_shard_dataset_folder(l->source, folder, sizeof folder) != CT_OK)
+            return ct_set_error_at(CT_E_DATA, l->source, "%s", ct_last_error());
+        n = list_shards(folder, l->split, &names);
+        if (n < 0) return ct_set_error_at(CT_E_IO, l->source, "%s: cannot read folder", folder);
         if (n == 0) {
             free(names);
             // The validation split is made by `data prepare`; say how, rather than only what is missing.
@@ -188,7 +193,9 @@ static bool peek_header(const char *source, const char *split, unsigned char h[C
     if (!source || !strcmp(source, "synthetic") || stat(source, &st) != 0) return false;
     char **names = NULL;
     int n = 0;
-    if (S_ISDIR(st.st_mode) && (n = list_shards(source, split, &names)) <= 0) {
+    char folder[2048];
+    if (S_ISDIR(st.st_mode) && (ct_shard_dataset_folder(source, folder, sizeof folder) != CT_OK ||
+                                (n = list_shards(folder, split, &names)) <= 0)) {
         free(names);
         return false;
     }

@@ -16,6 +16,7 @@
 #include "core/file_check.h"
 #include "core/fs.h"
 #include "data/corpus.h"
+#include "data/prepare_swap.h"
 #include "data/prepare_workers.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -214,77 +215,6 @@ static ct_status split_close(split_out *s) {
     ct_shard_writer *w = s->w;
     s->w = NULL;
     return ct_shard_writer_close(w);
-}
-
-// ---- replacing a dataset -------------------------------------------------------------------
-// New shards are written into a staging folder inside out_dir (hidden, so the loader never sees
-// it) and moved into place only when every one is complete; the old shards are moved aside
-// first and deleted last. A prepare that fails on the way -- a bad input, a full disk, an empty
-// corpus -- leaves the previous dataset exactly as it was.
-
-// train_NNN.bin / val_NNN.bin: exactly the names prepare writes (and so may replace).
-static bool is_shard_name(const char *name) {
-    int num, len = 0;
-    char split[8];
-    return sscanf(name, "%5[a-z]_%d.bin%n", split, &num, &len) == 2 && len == (int)strlen(name) &&
-           (!strcmp(split, "train") || !strcmp(split, "val"));
-}
-
-// Moves every shard-named file from `from` to `to` (same filesystem: renames). Returns the count
-// moved, or -1 with the error set (the files already moved stay moved).
-static int move_shards(const char *from, const char *to) {
-    DIR *d = opendir(from);
-    if (!d) return ct_set_error("%s: cannot read folder: %s", from, strerror(errno)), -1;
-    int moved = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_shard_name(e->d_name)) continue;
-        char a[4096], b[4096];
-        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
-        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
-        if (ct_fs_rename(a, b)) {
-            closedir(d);
-            return -1;
-        }
-        moved++;
-    }
-    closedir(d);
-    return moved;
-}
-
-// Deletes a folder that holds only shard-named files (a staging or set-aside folder).
-static void remove_shard_folder(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!is_shard_name(e->d_name)) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-// The swap, once the staging folder holds the complete new dataset: old shards aside, new ones
-// in, old ones deleted. Only renames within out_dir, so it cannot run out of space; if a rename
-// fails anyway, what moved is moved back and the error names the folders.
-static ct_status swap_in(const char *out_dir, const char *staging, int *replaced) {
-    char old[4096];
-    snprintf(old, sizeof old, "%s/.prepare-old-XXXXXX", out_dir);
-    if (!mkdtemp(old)) return ct_set_error("%s: cannot create a folder: %s", out_dir, strerror(errno));
-    int n_old = move_shards(out_dir, old);
-    if (n_old < 0 || move_shards(staging, out_dir) < 0) {
-        char why[1024];
-        snprintf(why, sizeof why, "%s", ct_last_error());
-        move_shards(out_dir, staging);  // new ones back (none when the first move failed)
-        int back = move_shards(old, out_dir);
-        if (back >= 0) rmdir(old);
-        return ct_set_error("%s (the new shards are left in %s%s%s)", why, staging, back < 0 ? ", the old ones in " : "",
-                            back < 0 ? old : "");
-    }
-    remove_shard_folder(old);
-    *replaced = n_old;
-    return CT_OK;
 }
 
 // ---- progress -------------------------------------------------------------------------------
@@ -501,10 +431,13 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
             snprintf(created, sizeof created, "%.*s", (int)i, o->out_dir);
             if (access(created, F_OK) == 0) created[0] = 0;
         }
-    char staging[4096];
-    snprintf(staging, sizeof staging, "%s/.prepare-new-XXXXXX", o->out_dir);
+    // The new shards go to a staging folder inside out_dir, which becomes the dataset in one step
+    // once every shard is complete (data/prepare_swap.h); a prepare that fails on the way -- a bad
+    // input, a full disk, an empty corpus -- or is killed leaves the previous dataset as it was.
+    ct_prep_swap swap = {.lock_fd = -1};
     ct_status st = ct_fs_make_dirs(o->out_dir);
-    if (st == CT_OK && !mkdtemp(staging)) st = ct_set_error("%s: cannot create a folder: %s", o->out_dir, strerror(errno));
+    if (st == CT_OK) st = ct_prep_swap_begin(&swap, o->out_dir);
+    const char *staging = swap.staging;
     prep_ctx c = {.vocab = (uint32_t)vocab, .res = res, .val_docs = o->val_docs};
     c.val_every = !o->val_docs && o->val_fraction > 0 ? (long)(1.0 / o->val_fraction + 0.5) : 0;
     for (int k = 0; k < 2; k++)
@@ -540,11 +473,10 @@ ct_status ct_data_prepare(const ct_data_prepare_opts *o, ct_data_prepare_result 
         res->shards[k] = c.out[k].shards;
     }
     int replaced = 0;
-    bool swap_failed = false;
-    if (st == CT_OK) swap_failed = (st = swap_in(o->out_dir, staging, &replaced)) != CT_OK;
+    if (st == CT_OK) st = ct_prep_swap_commit(&swap, &replaced);
     if (st == CT_OK && replaced && o->progress)
         fprintf(stderr, "prepare: replaced %d shards of an earlier run in %s\n", replaced, o->out_dir);
-    if (!swap_failed) remove_shard_folder(staging);  // half a dataset, or emptied by the swap
+    ct_prep_swap_end(&swap);  // removes the staging folder unless it became the dataset
     if (st != CT_OK && created[0]) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", o->out_dir);

@@ -25,9 +25,9 @@ typedef struct {
     const char *const *inputs;  // files and/or folders
     int n_inputs;
     const char *tokenizer_path;
-    const char *out_dir;        // created if absent; old train_NNN.bin / val_NNN.bin are replaced
-                                // only once every new shard is complete (staged in a hidden
-                                // folder of out_dir, then swapped in): a failure leaves them be
+    const char *out_dir;        // created if absent; its dataset (data/shard.h) is replaced only
+                                // once every new shard is complete, in one step
+                                // (data/prepare_swap.h): a failure or a kill leaves the old one
     double val_fraction;        // in [0, 0.5]; 0.05 is the usual choice (0 with val_docs)
     uint64_t val_docs;          // > 0: the last val_docs documents are the validation split
     const char *text_field;     // JSONL field / Parquet column of the text (NULL: "text")

@@ -363,3 +363,26 @@ void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out) 
         done += k;
     }
 }
+
+// ---- a dataset folder -------------------------------------------------------------------------
+
+ct_status ct_shard_dataset_folder(const char *dir, char *out, size_t n) {
+    char link[4096], target[256];
+    snprintf(link, sizeof link, "%s/" CT_DATASET_CURRENT, dir);
+    ssize_t k = readlink(link, target, sizeof target - 1);
+    if (k < 0 && (errno == ENOENT || errno == ENOTDIR)) {
+        snprintf(out, n, "%s", dir);
+        return CT_OK;
+    }
+    if (k < 0 || k == (ssize_t)sizeof target - 1)
+        return ct_set_error("%s: not a link `data prepare` made (%s); move it away or prepare the dataset again", link,
+                            k < 0 ? strerror(errno) : "target too long");
+    target[k] = 0;
+    // prepare links a name beside .current; anything else was not made by it.
+    struct stat st;
+    if (strchr(target, '/') || strncmp(target, CT_DATASET_SHARDS_PREFIX, strlen(CT_DATASET_SHARDS_PREFIX)) ||
+        snprintf(out, n, "%s/%s", dir, target) >= (int)n || stat(out, &st) != 0 || !S_ISDIR(st.st_mode))
+        return ct_set_error("%s: links to %s, not to a folder of shards beside it; prepare the dataset again", link,
+                            target);
+    return CT_OK;
+}

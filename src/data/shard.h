@@ -87,4 +87,20 @@ void ct_shard_close(ct_shard *s);
 uint32_t ct_shard_token(const ct_shard *s, uint64_t i);
 // out[k] = token[start + k] for k < n (caller keeps start + n <= n_tokens). No allocation.
 void ct_shard_copy(const ct_shard *s, uint64_t start, uint64_t n, int32_t *out);
+
+// ---- a dataset folder -------------------------------------------------------------------------
+// `data prepare` writes a dataset folder DIR as
+//   DIR/.shards-XXXXXX/train_NNN.bin, val_NNN.bin   the shards of one prepare
+//   DIR/.current -> .shards-XXXXXX                   which of those folders is the dataset
+//   DIR/train_NNN.bin -> .current/train_NNN.bin      one link per shard, so a shard's path reads it
+// A new dataset replaces the old one by one rename(2) of .current, so a reader that resolves
+// .current once sees one whole dataset, never a mix. A folder without .current (shards made by
+// hand, by llm.c, or by an earlier ctitan) holds its shards itself.
+#define CT_DATASET_CURRENT ".current"
+#define CT_DATASET_SHARDS_PREFIX ".shards-"
+
+// The folder holding dataset folder dir's shards, into out (n bytes): dir/TARGET when
+// dir/.current is a link to TARGET, else dir. CT_ERR, with one line naming what to change, when
+// .current is there but is not a link to a folder beside it.
+ct_status ct_shard_dataset_folder(const char *dir, char *out, size_t n);
 #endif

@@ -97,6 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (struct dirent *e; (e = readdir(d));)
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) entries++;
     closedir(d);
-    ct_fuzz_check(entries == files, "%d entries in the output folder, %d shards", entries, files);
+    // A link per shard, .current, and the folder of shards it names (data/shard.h).
+    ct_fuzz_check(entries == files + 2, "%d entries in the output folder, %d shards", entries, files);
     return 0;
 }

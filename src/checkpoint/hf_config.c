@@ -150,8 +150,11 @@ static ct_status read_family(const ct_json *c, const char *path, ct_model_config
 // Qwen3-MoE's routed feed-forward as ctitan computes it: every layer routed, the chosen weights
 // renormalised, no sliding window; the experts' sizes into m (ffn_hidden is each expert's).
 static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_config *m) {
+    // Qwen's published configs say num_experts; transformers 5 writes num_local_experts.
+    const char *experts = ct_json_get(c, "num_experts") || !ct_json_get(c, "num_local_experts") ? "num_experts"
+                                                                                                : "num_local_experts";
     if (get_int(c, path, "moe_intermediate_size", -1, &m->ffn_hidden) ||
-        get_int(c, path, "num_experts", -1, &m->n_experts) ||
+        get_int(c, path, experts, -1, &m->n_experts) ||
         get_int(c, path, "num_experts_per_tok", -1, &m->moe_top_k))
         return CT_ERR;
     if (m->moe_top_k > m->n_experts)

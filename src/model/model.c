@@ -95,14 +95,16 @@ ct_status ct_model_config_local(const ct_model_config *m, int tp, ct_model_confi
                                "parallelism.compute_parallel_degree %d: a model with per-head q/k norms runs without "
                                "tensor parallelism; set it to 1",
                                tp);
+    // A mixture of experts' ffn_hidden is each routed expert's: experts are not split over tp
+    // (expert tensor parallel 1), every tp rank holds them whole.
     const char *what[] = {"model.n_heads", "model.n_kv_heads", "FFN hidden size", "model.vocab_size"};
-    int value[] = {m->n_heads, m->n_kv_heads, m->ffn_hidden, m->vocab_size};
+    int value[] = {m->n_heads, m->n_kv_heads, m->n_experts > 0 ? tp : m->ffn_hidden, m->vocab_size};
     for (int i = 0; i < 4; i++)
         if (value[i] % tp)
             return ct_set_error("parallelism.compute_parallel_degree %d does not divide %s %d", tp, what[i], value[i]);
     local->n_heads /= tp;
     local->n_kv_heads /= tp;
-    local->ffn_hidden /= tp;
+    if (m->n_experts == 0) local->ffn_hidden /= tp;
     if (m->dense_ffn_hidden % tp)
         return ct_set_error("parallelism.compute_parallel_degree %d does not divide the dense blocks' FFN hidden size %d",
                             tp, m->dense_ffn_hidden);

@@ -44,7 +44,8 @@ static void build_store(ct_fsdp *f) {
         if (!f->owned[g]) continue;
         ct_shard_desc d = ct_shard_desc_make(p->global_shape[0], p->global_shape[1], p->tp_dim, p->tp_start,
                                              p->tp_dim >= 0 ? p->shape[p->tp_dim] : 0);
-        if (p->tp_dim < 0 && t->tp_size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_TP);
+        // (a routed experts' tensor is sliced over ep, and held whole by every tp rank)
+        if ((p->tp_dim < 0 || p->expert) && t->tp_size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_TP);
         if (f->replicate_group && f->replicate_group->size > 1) d.replicated_over |= CT_DIM_BIT(CT_DIM_DP_REPLICATE);
         d.stage = f->group_stage[g];
         long rel = p->offset - t->group_offset[g];

@@ -459,8 +459,9 @@ double ct_trainer_step_on(ct_trainer *t, const int32_t *inputs, const int32_t *t
 
 // Mixture of experts: the step's pairs per (block, expert) from every stage, summed over the job
 // (data, context and pipeline ranks see different tokens or blocks; tensor-parallel ranks route
-// the same tokens alike, so the sum counts each tp replica once per rank and is divided back)
-// into t->moe_load, then the least and most loaded expert of any block against its block's mean.
+// the same tokens alike, so the sum counts each tp replica once per rank and is divided back --
+// except under sequence parallel, where each routes its own rows) into t->moe_load, then the
+// least and most loaded expert of any block against its block's mean.
 static void expert_load(ct_trainer *t, ct_step_metrics *m) {
     long L = t->model.n_layers, E = t->model.n_experts;
     if (E <= 0) return;
@@ -469,7 +470,7 @@ static void expert_load(ct_trainer *t, ct_step_metrics *m) {
     for (int s = 0; s < t->par.n_stages; s++)
         if (t->par.stage_rank[s] == t->mesh.dim[CT_MESH_PP].rank) ct_stage_take_expert_load(&t->par.stages[s], load);
     ct_comm_all_reduce(&t->world, load, load, L * E, CT_I64, CT_COMM_SUM);
-    int tp = t->mesh.dim[CT_MESH_TP].size;
+    int tp = t->tp.sequence_parallel ? 1 : t->mesh.dim[CT_MESH_TP].size;
     double lo = INFINITY, hi = 0, pairs = 0;
     for (long l = 0; l < L; l++) {
         double sum = 0, mn = INFINITY, mx = 0;

@@ -674,7 +674,7 @@ static void xent_rows_gathered_vs_cpu(void) {
 static void f8_rates(long n) {
     uint8_t *a = ct_mem_alloc_on(dev, CT_MEM_OTHER, (size_t)(n * n)), *b = ct_mem_alloc_on(dev, CT_MEM_OTHER, (size_t)(n * n));
     gpu->zero(a, (size_t)(n * n)), gpu->zero(b, (size_t)(n * n));
-    float one = 1.0f, *s = upf(&one, 1), *c = dzeros(n * n), *scr = dzeros(2 * n * n + 256);  // MXFP8's two decoded operands, more than gemm_f8 asks
+    float one = 1.0f, *s = upf(&one, 1), *c = dzeros(n * n), *scr = dzeros(gpu->gemm_f8_scratch_floats(n, n, n, 0));
     long nb = (n + 31) / 32;
     uint8_t *e = ct_mem_alloc_on(dev, CT_MEM_OTHER, (size_t)(n * nb));
     gpu->zero(e, (size_t)(n * nb));

@@ -41,10 +41,15 @@ static long byte_region(long bytes) { return region((bytes + 3) / 4); }
 // are carved at 64-byte steps; sizes below include the slack).
 static float *aligned(float *scratch) { return (float *)(((uintptr_t)scratch + 255) & ~(uintptr_t)255); }
 
+// MXFP8's scratch: the two operands decoded to fp32, (rows_a, K) and (rows_b, K).
+static long mx_floats(long rows_a, long rows_b, long K) { return ALIGN_FLOATS + region(rows_a * K) + region(rows_b * K); }
+
 // ---- the general product (table member gemm_f8): any transposes and leading dimensions
-// [acc: M x pad4(N) floats][A codes: M x pad16(K)][B codes: N x pad16(K)]
+// [acc: M x pad4(N) floats][A codes: M x pad16(K)][B codes: N x pad16(K)]; gemm_mxfp8 takes the
+// same size (gemm_f8.h's contract), so it is the larger of that and MXFP8's decoded operands.
 long ct_cuda_gemm_f8_scratch_floats(long M, long N, long K, int with_beta) {
-    return ALIGN_FLOATS + region(M * pad4(N)) + byte_region(M * pad16(K)) + byte_region(N * pad16(K));
+    long f8 = ALIGN_FLOATS + region(M * pad4(N)) + byte_region(M * pad16(K)) + byte_region(N * pad16(K));
+    return ct_max_l(f8, mx_floats(M, N, K));
 }
 
 void ct_cuda_gemm_f8(int trans_a, int trans_b, long M, long N, long K, const uint8_t *A, long lda, ct_dtype fmt_a,
@@ -127,8 +132,6 @@ static void check_input(ct_dtype dt) {
 }
 
 // ---- forward: out (N, OC) = inp (N, IC) @ weight (OC, IC)^T
-static long mx_floats(long rows_a, long rows_b, long K) { return ALIGN_FLOATS + region(rows_a * K) + region(rows_b * K); }
-
 long ct_cuda_f8_scratch_floats(long N, long IC, long OC) {
     return ct_max_l(ALIGN_FLOATS + operands_floats(N, OC, IC), mx_floats(N, OC, IC));
 }

@@ -2,14 +2,17 @@
 # One command for a machine with an NVIDIA GPU, within 10 minutes:
 #   1. build with CUDA=1 for the GPU at hand (or, with PREBUILT=1, use $BUILD's binaries made
 #      elsewhere with the same CUDA: scripts/gpu_bundle.sh);
-#   2. the GPU tests (tests/cuda: every cuda kernel against the cpu backend) and cuBLASLt's bf16
-#      and fp32 matmul rates through the cuda table;
+#   2. the GPU tests (tests/cuda: every cuda kernel against the cpu backend, the float8 / MXFP8
+#      quantisation and matmuls and the gathered cross-entropy rows included) and the matmul
+#      rates through the cuda table: cuBLASLt bf16 and fp32, the fp8 product (gemm_f8) and MXFP8's;
 #   3. the trainer on the GPU: the debug model, 20 steps, on cuda against the same run on the cpu
 #      in fp32 (the losses must agree to accumulation order); when the cuda run does not finish,
 #      its first step again under compute-sanitizer (where the machine allows it);
 #   4. a Llama 3 ~1B run (dim 2048, 16 layers, seq 2048, bf16) for tokens/s and MFU;
 #   5. the debug model's parity again in bf16, and in fp32 with head size 64 (the tiled
-#      attention kernels; the debug model's own heads are 16 wide).
+#      attention kernels; the debug model's own heads are 16 wide);
+#   6. the debug model with float8 (tensorwise, rowwise) and MXFP8 linears, 6 steps each: the
+#      8-bit kernels in a training step, cuda against cpu.
 # Logs go under $OUT when set (else outputs/gpu_check), at most 8 files; runs' dump folders
 # under $WORK (/tmp/ctitan_gpu_check): the ~1B run's exported model is 5 GB.
 set -u
@@ -82,4 +85,8 @@ log "llama ~1B bf16 (exit $?):"; grep -E '^(model|precision|step)|rror|fatal' "$
 parity parity_bf16 --mixed_precision bf16
 # Head size 64 (4 heads of 256; 2 kv heads): the tiled attention kernels, with grouped heads.
 parity parity_hs64 --model.n_heads 4 --model.n_kv_heads 2
+# 8-bit linears: the same codes and scales on both devices, sums in another order.
+parity parity_f8 --training.steps 6 --quantization.float8.enable true
+parity parity_f8_rowwise --training.steps 6 --quantization.float8.enable true --quantization.float8.recipe rowwise
+parity parity_mxfp8 --training.steps 6 --quantization.mxfp8.enable true
 exit $rc

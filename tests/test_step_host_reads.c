@@ -72,11 +72,13 @@ static void case_accum(const char *accum) {
 }
 
 static void test_one_micro_batch(void) { case_accum("1"); }
+static void test_two_micro_batches(void) { case_accum("2"); }
 static void test_three_micro_batches(void) { case_accum("3"); }
 
 int main(int argc, char **argv) {
     if (ct_comm_init(&argc, &argv)) return 1;
     CT_RUN(test_one_micro_batch);
+    CT_RUN(test_two_micro_batches);
     CT_RUN(test_three_micro_batches);
     ct_comm_finalize();
     CT_TEST_EXIT();

@@ -7,10 +7,21 @@
 // Streams. Kernels run on the compute stream, the legacy default stream 0 (kernels/cuda/
 // cuda_kernels.h); NCCL runs on one communication stream per process. A start records an event
 // on the compute stream and makes the communication stream wait for it (the operands are
-// ready), queues the NCCL call there and records a `done` event after it. `test` polls that
-// event (never blocking, so comm.c's timeout still works); once it has fired it makes the
-// compute stream wait for it, so kernels queued afterwards see the result, and the handle is
-// finished. Compute queued between start and wait overlaps the transfer.
+// ready), queues the NCCL call there and records a `done` event after it. `test` makes the
+// compute stream wait for that event (cudaStreamWaitEvent, as PyTorch's work.wait()), so kernels
+// queued afterwards see the result, and the handle is finished for the host at once: the host
+// keeps queueing work while the transfer runs. Compute queued between start and wait overlaps
+// the transfer on the device as well.
+//
+// Never hang. A collective a peer never joins would leave the compute stream waiting forever,
+// and the host with it at its next read (copy_to_host synchronises). So an operation that has
+// not finished when its wait is asked for goes on a list that a watchdog thread polls (the
+// thread PyTorch's ProcessGroupNCCL keeps for the same reason): each entry carries the group's
+// timeout from the moment of its wait, comm.c's deadline; past it, or when NCCL reports an
+// asynchronous error, the watchdog aborts the NCCL communicator and ends the job through
+// ct_fatal with the operation, the group and the timeout -- the guarantee comm.c's polling loop
+// gives, kept while the host is free or blocked anywhere else. When the list is full, `test`
+// falls back to answering "not yet" and comm.c's loop polls with its own timeout.
 //
 // The control plane. The step also reduces a few host scalars over its groups (the loss, the
 // gradient norm, token counts, the flags errors are agreed with). NCCL moves device memory only,
@@ -28,7 +39,11 @@
 #include <limits.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 
@@ -78,6 +93,98 @@ static ncclRedOp_t nccl_op(const ct_group *g, ct_comm_kind k, ct_dtype dt, ct_co
     return op == CT_COMM_MAX ? ncclMax : ncclSum;
 }
 
+// ---- the watchdog: operations the compute stream waits on that may not have finished
+enum { PENDING_CAP = 1024, WATCH_PERIOD_US = 10000 };
+typedef struct {
+    cudaEvent_t done;
+    ncclComm_t nccl;
+    double deadline;  // seconds on CLOCK_MONOTONIC; 0: no timeout
+    double timeout_s;
+    ct_comm_kind kind;
+    char group[48];
+} pending_op;
+
+static pending_op pending[PENDING_CAP];  // fixed: no allocation in the step
+static int n_pending;
+static pthread_mutex_t pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t watchdog;
+static bool watchdog_running;
+static atomic_bool watchdog_stop;
+static int watch_device;  // the device the operations run on (a new thread starts on device 0)
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Entry i has failed or run out of time: abort its communicator (its kernels return, so nothing
+// on the device waits for it any more) and end the job with what it was.
+static _Noreturn void pending_fatal(const pending_op *p, const char *why) {
+    char what[160];
+    snprintf(what, sizeof what, "%s on group %s", ct_comm_kind_name(p->kind), p->group);
+    ncclCommAbort(p->nccl);
+    ct_fatal("comm", "%s %s (the compute stream was waiting on it; the NCCL watchdog ended the job)", what, why);
+}
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    cudaSetDevice(watch_device);
+    while (!atomic_load(&watchdog_stop)) {
+        pthread_mutex_lock(&pending_mu);
+        double now = mono_now();
+        for (int i = 0; i < n_pending;) {
+            pending_op *p = &pending[i];
+            cudaError_t e = cudaEventQuery(p->done);
+            if (e == cudaSuccess) {
+                cudaEventDestroy(p->done);
+                pending[i] = pending[--n_pending];
+                continue;
+            }
+            if (e != cudaErrorNotReady) {
+                char why[96];
+                snprintf(why, sizeof why, "failed: %s", cudaGetErrorString(e));
+                pending_fatal(p, why);
+            }
+            ncclResult_t async = ncclSuccess;  // a peer that failed shows here, not as a hang
+            if (ncclCommGetAsyncError(p->nccl, &async) == ncclSuccess && async != ncclSuccess &&
+                async != ncclInProgress) {
+                char why[96];
+                snprintf(why, sizeof why, "failed: %s", ncclGetErrorString(async));
+                pending_fatal(p, why);
+            }
+            if (p->deadline > 0 && now > p->deadline) {
+                char why[64];
+                snprintf(why, sizeof why, "timed out after %g s", p->timeout_s);
+                pending_fatal(p, why);
+            }
+            i++;
+        }
+        pthread_mutex_unlock(&pending_mu);
+        struct timespec ts = {0, WATCH_PERIOD_US * 1000L};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+// Hands `done` of h to the watchdog; false when its list is full (the caller polls instead).
+static bool watch(const ct_comm_handle *h, cudaEvent_t done) {
+    const ct_group *g = h->group;
+    pthread_mutex_lock(&pending_mu);
+    bool room = n_pending < PENDING_CAP;
+    if (room) {
+        pending_op *p = &pending[n_pending++];
+        p->done = done;
+        p->nccl = group_of(g).nccl;
+        p->timeout_s = g->timeout_s;
+        p->deadline = g->timeout_s > 0 ? mono_now() + g->timeout_s : 0;
+        p->kind = h->kind;
+        snprintf(p->group, sizeof p->group, "%s", g->name);
+    }
+    pthread_mutex_unlock(&pending_mu);
+    return room;
+}
+
 // ---- process
 
 static ct_status nccl_init(int *argc, char ***argv) {
@@ -99,10 +206,22 @@ static ct_status nccl_init(int *argc, char ***argv) {
     if (cudaMalloc((void **)&barrier_buf, sizeof(float)) != cudaSuccess ||
         cudaMemset(barrier_buf, 0, sizeof(float)) != cudaSuccess)
         return ct_set_error("comm: cudaMalloc of the barrier's float failed");
+    watch_device = lrank % ndev;
+    atomic_store(&watchdog_stop, false);
+    // Without the thread every wait polls on the host (comm.c's loop and timeout), as before.
+    watchdog_running = pthread_create(&watchdog, NULL, watchdog_main, NULL) == 0;
     return CT_OK;
 }
 
 static void nccl_finalize(void) {
+    if (watchdog_running) {
+        atomic_store(&watchdog_stop, true);
+        pthread_join(watchdog, NULL);
+        watchdog_running = false;
+    }
+    if (comm_stream) cudaStreamSynchronize(comm_stream);  // every watched operation has finished
+    for (int i = 0; i < n_pending; i++) cudaEventDestroy(pending[i].done);
+    n_pending = 0;
     if (barrier_buf) cudaFree(barrier_buf);
     if (comm_stream) cudaStreamDestroy(comm_stream);
     barrier_buf = NULL;
@@ -334,11 +453,17 @@ static bool nccl_test(ct_comm_handle *h) {
         if (h->group && ncclCommGetAsyncError(group_of(h->group).nccl, &async) == ncclSuccess && async != ncclSuccess &&
             async != ncclInProgress)
             check_nccl(async, ct_comm_kind_name(h->kind), h->group);
-        return false;
+        // Still running: order the compute stream after it and let the watchdog own the event.
+        if (!watchdog_running || !h->group) return false;
+        check_cuda(cudaStreamWaitEvent(0, done, 0), ct_comm_kind_name(h->kind), h->group);  // compute after comm
+        if (!watch(h, done)) return false;  // list full: comm.c polls (the stream wait is harmless twice)
+        memset(&h->backend, 0, sizeof h->backend);
+        return true;
     }
     check_cuda(e, ct_comm_kind_name(h->kind), h->group);
     check_cuda(cudaStreamWaitEvent(0, done, 0), ct_comm_kind_name(h->kind), h->group);  // compute after comm
     cudaEventDestroy(done);
+    memset(&h->backend, 0, sizeof h->backend);
     return true;
 }
 

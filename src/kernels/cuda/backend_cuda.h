@@ -46,7 +46,13 @@ void ct_cuda_linear_forward(float *out, const float *inp, const float *weight, l
 void ct_cuda_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                              long N, long IC, long OC);
 
-// ---- float8 and gathered cross-entropy through the cpu reference (host_fallback_cuda.c)
+// ---- fp8 product through cuBLASLt (blas_cuda.c): D (M, N) fp32, row-major with ld ldd (a
+// multiple of 4) = A (M, Kp) B (N, Kp)^T of fp8 codes (row stride Kp, a multiple of 16; pointers
+// 16-byte aligned), unit scales, fp32 accumulation. Not both e5m2.
+void ct_cuda_gemm_f8_tn(long M, long N, long Kp, const uint8_t *A, ct_dtype fmt_a, const uint8_t *B, ct_dtype fmt_b,
+                        float *D, long ldd);
+
+// ---- float8 / MXFP8 members (linear_f8_cuda.c)
 long ct_cuda_gemm_f8_scratch_floats(long M, long N, long K, int with_beta);
 void ct_cuda_gemm_f8(int trans_a, int trans_b, long M, long N, long K, const uint8_t *A, long lda, ct_dtype fmt_a,
                      const float *scale_a, const uint8_t *B, long ldb, ct_dtype fmt_b, const float *scale_b,
@@ -61,6 +67,4 @@ long ct_cuda_f8_backward_scratch_floats(long N, long IC, long OC);
 void ct_cuda_linear_backward_f8(float *dinp, float *dweight, const float *dout, const void *inp,
                                 ct_dtype inp_dtype, const float *weight, long N, long IC, long OC,
                                 ct_f8_recipe recipe, const ct_f8_split *split, float *scratch);
-void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
-                                long V, long mine, float grad_scale, int dlogits);
 #endif

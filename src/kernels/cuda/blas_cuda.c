@@ -139,3 +139,75 @@ static double peak(long n, int reps, cudaDataType_t ab) {
 
 double ct_cuda_matmul_peak_gflops(long n, int reps) { return peak(n, reps, CUDA_R_32F); }
 double ct_cuda_matmul_peak_gflops_bf16(long n, int reps) { return peak(n, reps, CUDA_R_16BF); }
+
+// ---- fp8 products (float8 linears): cuBLASLt's fp8 kernels on sm_89 / sm_90 and later.
+// Their requirements (cuBLAS documentation, cublasLtMatmul, "FP8"): the "TN" layout -- cuBLASLt's
+// A transposed and B not, i.e. both operands stored with K contiguous -- compute type 32F, scale
+// type 32F, and e5m2 x e5m2 unsupported; operands 16-byte aligned with leading dimensions a
+// multiple of 16 bytes. The caller lays the codes out so (kernels/cuda/linear_f8_cuda.c: K padded
+// to a multiple of 16 with zero codes, regions 256-byte aligned, which is also the alignment the
+// heuristic assumes by default). The scales are not handed to cuBLASLt: the product is taken
+// with unit scales in fp32 and the scales applied after by ct_cuda_f8_epilogue, the cpu's
+// epilogue operation for operation, which covers rowwise scales on sm_90 (its cuBLASLt has
+// tensorwise scale pointers only; the outer-vector mode is newer hardware's) and leaves
+// accumulation order as the only difference from the cpu. Fast accumulation stays off: on
+// Hopper it keeps partial sums in lower precision than fp32, and the cpu's arithmetic sums in fp32.
+static cudaDataType_t f8_type(ct_dtype f) { return f == CT_F8_E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
+
+static void f8_check(cublasStatus_t s, const char *call, long M, long N, long Kp) {
+    if (s != CUBLAS_STATUS_SUCCESS)
+        ct_fatal("cuda", "cuBLASLt %s failed for the fp8 product M %ld N %ld K %ld: status %d", call, M, N, Kp,
+                 (int)s);
+}
+
+void ct_cuda_gemm_f8_tn(long M, long N, long Kp, const uint8_t *A, ct_dtype fmt_a, const uint8_t *B, ct_dtype fmt_b,
+                        float *D, long ldd) {
+    if (M <= 0 || N <= 0) return;
+    if (Kp <= 0) {  // no products: zeros
+        ct_cuda_check(cudaMemset2DAsync(D, (size_t)ldd * sizeof(float), 0, (size_t)N * sizeof(float), (size_t)M, 0),
+                      "cudaMemset2DAsync (fp8 product with K = 0)");
+        return;
+    }
+    if (Kp % 16 || ldd % 4 || ((uintptr_t)A | (uintptr_t)B | (uintptr_t)D) % 16)
+        ct_fatal("cuda", "fp8 product M %ld N %ld K %ld: K must be a multiple of 16, ld %ld of 4, pointers 16-byte "
+                 "aligned (the caller pads)", M, N, Kp, ldd);
+    if (fmt_a == CT_F8_E5M2 && fmt_b == CT_F8_E5M2)
+        ct_fatal("cuda", "fp8 product M %ld N %ld K %ld: e5m2 x e5m2 has no cuBLASLt kernel (one side must be e4m3)",
+                 M, N, Kp);
+    lt_init();
+    cublasLtMatmulDesc_t op;
+    f8_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate", M, N, Kp);
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    int8_t fast = 0;
+    f8_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA", M, N, Kp);
+    f8_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB", M, N, Kp);
+    f8_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast), "set FAST_ACCUM",
+             M, N, Kp);
+    // Column-major view: D^T (N, M) = B (N, Kp as stored: Kp x N column-major, transposed) times
+    // A (Kp x M column-major, as is). cuBLASLt's A is our B.
+    cublasLtMatrixLayout_t la, lb, lc;
+    f8_check(cublasLtMatrixLayoutCreate(&la, f8_type(fmt_b), (uint64_t)Kp, (uint64_t)N, Kp), "layout B", M, N, Kp);
+    f8_check(cublasLtMatrixLayoutCreate(&lb, f8_type(fmt_a), (uint64_t)Kp, (uint64_t)M, Kp), "layout A", M, N, Kp);
+    f8_check(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, (uint64_t)N, (uint64_t)M, ldd), "layout D", M, N, Kp);
+    cublasLtMatmulPreference_t pref;
+    f8_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate", M, N, Kp);
+    size_t ws = LT_WORKSPACE_BYTES;
+    f8_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+             "set workspace", M, N, Kp);
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    f8_check(cublasLtMatmulAlgoGetHeuristic(lt_handle, op, la, lb, lc, lc, pref, 1, &heur, &found), "AlgoGetHeuristic",
+             M, N, Kp);
+    if (found < 1)
+        ct_fatal("cuda", "cuBLASLt has no fp8 algorithm for M %ld N %ld K %ld (%s x %s; needs sm_89 or newer)", M, N,
+                 Kp, fmt_a == CT_F8_E4M3 ? "e4m3" : "e5m2", fmt_b == CT_F8_E4M3 ? "e4m3" : "e5m2");
+    float one = 1.0f, zero = 0.0f;
+    f8_check(cublasLtMatmul(lt_handle, op, &one, B, la, A, lb, &zero, D, lc, D, lc, &heur.algo, lt_workspace,
+                            LT_WORKSPACE_BYTES, 0),
+             "Matmul", M, N, Kp);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+}

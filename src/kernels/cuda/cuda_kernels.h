@@ -112,6 +112,39 @@ void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const float *sum,
 // *first_bad (device int, the caller sets it to N first) = the lowest row whose target is outside [-1, V).
 void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V);
 
+// Gather mode (ct_xent_rows_gathered): G (P, R, V) whole rows, one block per row; the row's sum
+// is the slices' block sums added in slice order, an order fixed by the ids alone.
+void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P, long R,
+                                long V, long mine, float grad_scale, int dlogits);
+
+// ---- 8-bit quantisation (f8.cu): the casts of core/float_formats.h, bit for bit. x is fp32, or
+// bf16 when `bf16` (widened exactly as it is read). Amaxes are written as max |x| with any NaN
+// as the positive quiet NaN (the form ct_f8_split's amax_max takes).
+// amax (1) = max |x| over n elements.
+void ct_cuda_f8_amax(float *amax, const void *x, bool bf16, long n);
+// amax (rows) per row / amax (cols) per column of x (rows, cols).
+void ct_cuda_f8_amax_rows(float *amax, const void *x, bool bf16, long rows, long cols);
+void ct_cuda_f8_amax_cols(float *amax, const void *x, bool bf16, long rows, long cols);
+// s (n): amaxes -> scales in place (ct_f8_scale_from_amax; pow2: rounded down to powers of two).
+void ct_cuda_f8_scales(float *s, long n, bool e4m3, bool pow2);
+// Which scale each element of ct_cuda_f8_cast takes: s[0], s[its row of x], s[its column of x].
+enum { CT_CUDA_F8_SCALE_ONE = 0, CT_CUDA_F8_SCALE_ROW = 1, CT_CUDA_F8_SCALE_COL = 2 };
+// q (out_rows, ld) codes = saturating cast of x' * scale, x' = x (rows, cols) or its transpose;
+// columns past x''s width up to ld are zero codes (the padding cuBLASLt's fp8 layout needs).
+void ct_cuda_f8_cast(uint8_t *q, long ld, const void *x, bool bf16, long rows, long cols, bool transpose,
+                     const float *s, int smode, bool e4m3);
+// y (out_rows, K) = x' quantised to MX (32-element blocks along each row of x' = x or x^T, e8m0
+// scales, ct_mx_quantize_rows) and decoded again: each element's exact fp32 value.
+void ct_cuda_mx_dequant(float *y, const void *x, bool bf16, long rows, long cols, bool transpose, bool e4m3);
+// y (rows, K) = MX codes q (rows, K) times their e8m0 scales (rows, nblocks(K)).
+void ct_cuda_mx_decode(float *y, const uint8_t *q, const uint8_t *scales, long rows, long K, bool e4m3);
+// dst (rows, ld_dst) = the codes of src as (rows, K) (trans: src holds (K, rows)), zero-padded.
+void ct_cuda_f8_repack(uint8_t *dst, long ld_dst, const uint8_t *src, long ld_src, long rows, long K, bool trans);
+// C (M, N) = acc * ((1/s_a) (1/s_b)) (+ beta C): kernels/cpu/gemm_f8.c's epilogue, the same float
+// operations; scales tensorwise (one each) or rowwise (scale_a[M], scale_b[N]).
+void ct_cuda_f8_epilogue(float *C, long ldc, const float *acc, long ld_acc, long M, long N, const float *scale_a,
+                         const float *scale_b, bool rowwise, float beta);
+
 #ifdef __cplusplus
 }
 #endif

@@ -155,3 +155,50 @@ extern "C" void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const 
     rows_loss_k<<<1, 1>>>(loss_sum, mx, sum, zt, targets, R);
     ct_cuda_launched("xent_rows_loss");
 }
+
+// ct_xent_rows_gathered, one block per row: the max over every slice, then the sum of exp(z - mx)
+// slice by slice in slice order, each slice a block sum with a layout fixed by the thread
+// numbering, so every rank holding the same G gets the same bits (the contract), and the cpu's
+// sum to fp32 rounding of the order.
+__global__ static void rows_gathered_k(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P,
+                                       long R, long V, long mine, float grad_scale, int dlogits) {
+    __shared__ float sh[32];
+    long r = blockIdx.x, t = targets[r], slice = R * V;
+    float *zr = G + mine * slice + r * V;  // (V) this rank's slice of the row -> dlogits
+    if (t < 0) {
+        if (dlogits)
+            for (long j = threadIdx.x; j < V; j += blockDim.x) zr[j] = 0.0f;
+        if (threadIdx.x == 0) mx[r] = sum[r] = zt[r] = 0.0f;
+        return;
+    }
+    float target_logit = G[(t / V) * slice + r * V + t % V];  // read before any dlogits are written
+    float m = -INFINITY;
+    for (long p = 0; p < P; p++)
+        for (long j = threadIdx.x; j < V; j += blockDim.x) m = fmaxf(m, G[p * slice + r * V + j]);
+    m = ct_block_max(m, sh);
+    float s = 0.0f;
+    for (long p = 0; p < P; p++) {
+        const float *zp = G + p * slice + r * V;
+        float part = 0.0f;
+        for (long j = threadIdx.x; j < V; j += blockDim.x) part += expf(zp[j] - m);
+        s += ct_block_sum(part, sh);  // every thread holds the same s (syncs inside: all reads are done)
+    }
+    if (threadIdx.x == 0) {
+        mx[r] = m;
+        sum[r] = s;
+        zt[r] = target_logit;
+    }
+    if (!dlogits) return;
+    float scale = grad_scale / s;
+    for (long j = threadIdx.x; j < V; j += blockDim.x) zr[j] = expf(zr[j] - m) * scale;
+    __syncthreads();
+    long tl = t - mine * V;
+    if (threadIdx.x == 0 && tl >= 0 && tl < V) zr[tl] -= grad_scale;
+}
+
+extern "C" void ct_cuda_xent_rows_gathered(float *G, float *mx, float *sum, float *zt, const int32_t *targets, long P,
+                                           long R, long V, long mine, float grad_scale, int dlogits) {
+    if (R <= 0) return;
+    rows_gathered_k<<<(unsigned)R, ROW_THREADS>>>(G, mx, sum, zt, targets, P, R, V, mine, grad_scale, dlogits);
+    ct_cuda_launched("xent_rows_gathered");
+}

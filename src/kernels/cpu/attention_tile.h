@@ -1,6 +1,7 @@
-// The attention's tile products (internal to src/kernels/cpu; attention.c): C (M, N) from
-// A (M, K) B (K, N), each element summed over k in order in one register chain, on the calling
-// thread, with the step that follows the product done on the registers before they are stored.
+// The attention's tile products (internal to src/kernels/cpu; attention_band.c and
+// attention_backward.c call them): C (M, N) from A (M, K) B (K, N), each element summed over k in
+// order in one register chain, on the calling thread, with the step that follows the product done
+// on the registers before they are stored.
 // A(r, k) = a[r rs_a + k cs_a], read in place (one broadcast per row and k, so any strides
 // do); B (K, N) row-major with leading dimension ldb, N a multiple of CT_ATT_PAD (the caller
 // pads its packed tiles with zero columns); C (M, N) with leading dimension ldc.

@@ -18,7 +18,7 @@
 //
 // What this does not cover: loops with schedule(dynamic / guided) call libgomp's work-share
 // functions, which allocate when there is no team; the kernels hand out dynamic work with an
-// atomic counter instead (attention.c, fused.c).
+// atomic counter instead (attention_forward.c, attention_backward.c, fused.c).
 #include <dlfcn.h>
 #include <omp.h>
 

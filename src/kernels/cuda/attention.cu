@@ -170,7 +170,7 @@ extern "C" void ct_cuda_attention_backward(float *dq, float *dk, float *dv, cons
     ct_cuda_launched("attention_backward");
 }
 
-// One thread per (b, t, h) row: the cpu's merge (kernels/cpu/attention.c), in double as it is.
+// One thread per (b, t, h) row: the cpu's merge (kernels/cpu/attention_merge.c), in double as it is.
 __global__ static void att_merge_k(float *o, float *l, const float *o_part, const float *l_part, long B, long C,
                                    long NH, long HS) {
     long r = blockIdx.x * (long)blockDim.x + threadIdx.x;

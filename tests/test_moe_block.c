@@ -9,13 +9,15 @@
 //     (directional derivatives along random directions), the shared expert's and the dense
 //     block's FFN among them, each reaching the loss;
 //   - the same loss and gradients under every activation-checkpointing kind as without, with the
-//     load-balancing loss on.
+//     load-balancing loss on;
+//   - the bytes a block keeps per token under each kind (kept_bytes_per_token) against its carve.
 #include <math.h>
 #include <string.h>
 
 #include "core/config.h"
 #include "core/memory.h"
 #include "core/rng.h"
+#include "model/checkpointing.h"
 #include "model/llama3_moe/llama3_moe.h"
 #include "model/params.h"
 #include "model/runner.h"
@@ -233,9 +235,37 @@ static void checkpointing_kinds(void) {
     rig_free(&ref);
 }
 
+// What kept_bytes_per_token says a block keeps, against what its carve takes: Llama 3's record
+// with the FFN buffers and the block's input x (the stage's) per token, for each kind; the
+// routed experts' buffers (allocated beside the record) the same under every kind but full,
+// which keeps none. N = 32 rows, so no slice is padded.
+static void kept_bytes_match_the_carve(void) {
+    ct_model_config m = moe_model();
+    ct_linear_ctx lin = {.k = ct_kernels_get("cpu"), .prec = ct_precision_fp32()};
+    ct_llama3_moe_work work = {0};
+    long Bk = 2, Tk = 16, N = Bk * Tk;
+    ct_block_ctx c = {.k = lin.k, .lin = &lin, .cfg = &m, .B = Bk, .T = Tk, .N = N, .N_local = N, .work = &work};
+    ct_ac_shape shape = {.cfg = &m, .compute_bytes = 4, .seq_parallel_tp = 1};
+    double moe = 0;
+    for (int kind = CT_AC_NONE; kind <= CT_AC_FULL; kind++) {
+        ct_llama3_moe_acts acts = {0};
+        double record = 4.0 * (ct_llama3_moe_block.carve_acts(&c, (ct_ac_kind)kind, NULL, &acts, NULL) + N * m.dim) / N;
+        double kept = ct_ac_kept_bytes_per_token(&shape, (ct_ac_kind)kind);
+        if (kind == CT_AC_NONE) moe = kept - record;
+        double want = record + (kind == CT_AC_FULL ? 0 : moe);
+        CHECK(kept == want, "%s: kept %.1f bytes a token, the carve %.1f", ct_ac_kind_name((ct_ac_kind)kind), kept, want);
+    }
+    // The routed experts' part by hand: logits and scores 2 x 4 x 256, then for each of the 8
+    // choices its weight, id and position (3 x 4) and its rows: sent and received (2C), the
+    // expert's input (C), h13 (2F), h (F) and output (C), 4 bytes each.
+    double hand = 8.0 * 256 + 8 * 12 + 4.0 * 8 * (2 * 24 + 24 + 2 * 10 + 10 + 24);
+    CHECK(moe == hand, "the routed experts keep %.1f bytes a token, by hand %.1f", moe, hand);
+}
+
 int main(void) {
     CT_RUN(structure_and_forward);
     CT_RUN(gradients);
     CT_RUN(checkpointing_kinds);
+    CT_RUN(kept_bytes_match_the_carve);
     CT_TEST_EXIT();
 }

@@ -69,6 +69,10 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     // A flavor's own head width stands unless the width or the heads are overridden.
     bool own_head = f->head_dim > 0 && c->dim <= 0 && c->n_heads <= 0;
     if (ct_model_config_attention(m, c, own_head ? f->head_dim : 0)) return CT_ERR;
+    if (c->ckpt_last_save_in_hf && m->n_shared_experts > 0)
+        return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
+                               "checkpoint.last_save_in_hf: Qwen3-MoE has no shared experts; set "
+                               "model.moe.num_shared_experts 0 or export none");
     // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
     if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
         return ct_set_error_at(CT_E_CONFIG, "activation_checkpoint.mode",

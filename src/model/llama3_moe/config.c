@@ -76,8 +76,9 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
     if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
         return ct_set_error_at(CT_E_CONFIG, "activation_checkpoint.mode",
-                               "activation_checkpoint.mode: model.flavor %s norms each head's q and k (qk_norm), which "
-                               "the blocks do not recompute; set activation_checkpoint.mode none",
+                               "model.name llama3_moe: its blocks do not run activation_checkpoint.mode other than none "
+                               "with qk_norm yet (model.flavor %s norms each head's q and k); set "
+                               "activation_checkpoint.mode none",
                                m->flavor);
     return CT_OK;
 }

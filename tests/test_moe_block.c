@@ -9,7 +9,8 @@
 //     (directional derivatives along random directions), the shared expert's and the dense
 //     block's FFN among them, each reaching the loss;
 //   - the same loss and gradients under every activation-checkpointing kind as without, with the
-//     load-balancing loss on;
+//     load-balancing loss on, for this model and for one of routed blocks alone;
+//   - the recompute's FLOPs at deepseek_v3_like's full shape against a hand count;
 //   - the bytes a block keeps per token under each kind (kept_bytes_per_token) against its carve.
 #include <math.h>
 #include <string.h>
@@ -214,8 +215,8 @@ static void gradients(void) {
 // recompute runs the forward's operations on the same inputs, so the same bits).
 // With the load-balancing loss on: its gradient, which the forward computes, must come out of a
 // full recompute (a call without the step's loss weight) as it came out of the forward.
-static void checkpointing_kinds(void) {
-    ct_model_config m = moe_model();
+// Also for routed blocks alone (no shared experts, no dense block: no FFN buffers in the record).
+static void checkpointing_kinds_of(ct_model_config m) {
     m.moe_aux_coeff = 0.1;
     rig ref;
     rig_init(&ref, m, CT_AC_NONE);
@@ -233,6 +234,40 @@ static void checkpointing_kinds(void) {
         rig_free(&r);
     }
     rig_free(&ref);
+}
+static void checkpointing_kinds(void) {
+    checkpointing_kinds_of(moe_model());
+    ct_model_config routed = moe_model();
+    routed.n_shared_experts = 0, routed.n_dense_layers = 0;
+    checkpointing_kinds_of(routed);
+}
+
+// The recompute's matmul FLOPs per token at deepseek_v3_like's full shape, from the kinds'
+// definitions: C 7168, 128 query heads and 8 kv heads of 128 (Q 16384, KV 1024), 256 experts of
+// 2048 with 8 per token, 1 shared expert (S·F 2048), 3 dense blocks of 18432 among 61.
+//   per-op, a dense block: wk, wo, w3 = 2C·KV + 2Q·C + 2C·18432; a routed block the same with the
+//     shared experts' w3 (2C·2048)
+//   full, a dense block: every matmul 2C·(Q + 2KV) + 2Q·C + 3 x 2C·18432, and attention's
+//     4Q·T; a routed block: the same with the shared 2048, plus the router 2C·256 and 8 experts'
+//     3 x 2C·2048
+static void recompute_flops_deepseek(void) {
+    ct_config c;
+    ct_config_defaults(&c);
+    CHECK(ct_config_set(&c, "model.name", "llama3_moe") == CT_OK && ct_config_set(&c, "model.flavor", "deepseek_v3_like") == CT_OK,
+          "%s", ct_last_error());
+    ct_model_config m;
+    CHECK(ct_model_config_plan(&m, &c) == CT_OK, "%s", ct_last_error());
+    ct_ac_shape s = {.cfg = &m, .compute_bytes = 4, .seq_parallel_tp = 1};
+    double C = 7168, Q = 16384, KV = 1024, T = 4096;
+    double op_dense = 2 * C * KV + 2 * Q * C + 2 * C * 18432, op_routed = 2 * C * KV + 2 * Q * C + 2 * C * 2048;
+    double full_dense = 2 * C * (Q + 2 * KV) + 2 * Q * C + 3 * 2 * C * 18432 + 4 * Q * T;
+    double full_routed = 2 * C * (Q + 2 * KV) + 2 * Q * C + 3 * 2 * C * 2048 + 4 * Q * T + 2 * C * 256 + 8 * 3 * 2 * C * 2048;
+    double op = (3 * op_dense + 58 * op_routed) / 61, full = (3 * full_dense + 58 * full_routed) / 61;
+    double got_op = ct_ac_recompute_flops_per_token(&s, CT_AC_OPS, (long)T);
+    double got_full = ct_ac_recompute_flops_per_token(&s, CT_AC_FULL, (long)T);
+    CHECK(fabs(got_op - op) <= 1e-12 * op, "op %.0f, by hand %.0f", got_op, op);
+    CHECK(fabs(got_full - full) <= 1e-12 * full, "full %.0f, by hand %.0f", got_full, full);
+    CHECK(ct_ac_recompute_flops_per_token(&s, CT_AC_ELEMENTWISE, (long)T) == 0, "elementwise recomputes a matmul");
 }
 
 // What kept_bytes_per_token says a block keeps, against what its carve takes: Llama 3's record
@@ -267,5 +302,6 @@ int main(void) {
     CT_RUN(gradients);
     CT_RUN(checkpointing_kinds);
     CT_RUN(kept_bytes_match_the_carve);
+    CT_RUN(recompute_flops_deepseek);
     CT_TEST_EXIT();
 }

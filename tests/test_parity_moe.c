@@ -6,7 +6,7 @@
 // that model's own single-process run -- losses, load-balancing losses, expert loads and every
 // parameter, the biases among them. Then DeepSeek's structure (a dense first block, a shared
 // expert) with that balancing: FSDP 2 and 4, accumulation, pp 2, and activation checkpointing
-// (full, selective per op and elementwise) under FSDP 2 / 4 and pp 2, against its plain
+// (full, selective per op, elementwise and every 2nd block) under FSDP 2 / 4 and pp 2, against its plain
 // single-process run. Then the settings the family does not run yet, refused with one line
 // naming them.
 #include "parity.h"
@@ -165,6 +165,7 @@ static void deepseek_ac_fsdp(void) {
     run_ac("full", "op", l, "deepseek-like ac full, fsdp");
     run_ac("selective", "op", l, "deepseek-like ac selective op, fsdp");
     run_ac("selective", "elementwise", l, "deepseek-like ac selective elementwise, fsdp");
+    run_ac("selective", "2", l, "deepseek-like ac every 2nd block full, fsdp");
 }
 static void deepseek_ac_pp2(void) {
     parity_layout l = {.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"};

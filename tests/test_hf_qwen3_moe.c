@@ -8,7 +8,9 @@
 //    or with interleaved RoPE, gives another loss, so a missing permutation cannot pass;
 //  - a ctitan llama3_moe model exported, every HF tensor checked against the ctitan tensor's rows
 //    it must hold (experts split by this test's own indexing), config.json's Qwen3-MoE fields,
-//    and imported back to the same file byte for byte (every tensor identical);
+//    and imported back to the same file byte for byte (every tensor identical); the same with a
+//    dense first block (mlp_only_layers [0], intermediate_size its width);
+//  - shared experts, which Qwen3-MoE lacks, refused by the export with one line;
 //  - each refusal of a config.json ctitan cannot compute, and a missing expert tensor: one line
 //    naming what is wrong.
 #include <math.h>
@@ -409,7 +411,8 @@ static void check_piece(const ct_st_file *f, const ct_param_table *t, const floa
     free(v);
 }
 
-static void check_config(const char *dir) {
+// config.json's fields; n_dense: the dense first layers it must list (intermediate_size wide).
+static void check_config(const char *dir, int n_dense, int dense_width) {
     char path[256];
     snprintf(path, sizeof path, "%s/config.json", dir);
     ct_json *c = ct_json_read_file(path, "config.json", 1u << 20);
@@ -433,7 +436,11 @@ static void check_config(const char *dir) {
     const ct_json *norm = ct_json_get(c, "norm_topk_prob"), *dense = ct_json_get(c, "mlp_only_layers");
     const ct_json *sliding = ct_json_get(c, "use_sliding_window"), *router = ct_json_get(c, "output_router_logits");
     CHECK(norm && norm->type == CT_JSON_BOOL && norm->boolean, "norm_topk_prob");
-    CHECK(dense && dense->type == CT_JSON_ARRAY && dense->n == 0, "mlp_only_layers");
+    CHECK(dense && dense->type == CT_JSON_ARRAY && dense->n == n_dense, "mlp_only_layers");
+    for (int i = 0; dense && dense->type == CT_JSON_ARRAY && i < dense->n; i++)
+        CHECK(dense->items[i].type == CT_JSON_NUMBER && dense->items[i].number == i, "mlp_only_layers[%d]", i);
+    const ct_json *width = ct_json_get(c, "intermediate_size");
+    if (n_dense > 0) CHECK(width && width->number == dense_width, "intermediate_size");
     CHECK(sliding && sliding->type == CT_JSON_BOOL && !sliding->boolean, "use_sliding_window");
     CHECK(router && router->type == CT_JSON_BOOL && !router->boolean, "output_router_logits");
     ct_json_free(c);
@@ -500,10 +507,65 @@ static void test_round_trip(void) {
         check_piece(f, &t, block, "lm_head.weight", "output.weight", 0, V, 0);
         ct_st_close(f);
     }
-    check_config(dir);
+    check_config(dir, 0, 0);
     CHECK(ct_hf_import(dir, b, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
     // The same bytes: every tensor identical, the same metadata (family, experts, qk_norm).
     CHECK(same_files(a, b), "%s and %s differ", a, b);
+    free(block);
+    ct_param_table_free(&t);
+}
+
+// A model with a dense first block (DeepSeek's structure, as Qwen3-MoE's mlp_only_layers): its
+// FFN under the dense MLP's names, the routed block's experts as before, the config listing
+// layer 0 with intermediate_size its width, and the import the same file byte for byte.
+static void test_round_trip_dense_first(void) {
+    ct_model_config m = tiny_moe();
+    m.n_dense_layers = 1, m.dense_ffn_hidden = 20;
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    float *block = malloc((size_t)t.total * sizeof(float));
+    rng_state = 0x2545f4914f6cdd1dULL;
+    for (long i = 0; i < t.total; i++) block[i] = (float)(2.0 * urand() - 1.0);
+    const char *a = tmp_path("dense_a.safetensors"), *b = tmp_path("dense_b.safetensors");
+    const char *dir = tmp_path("dense_exported");
+    CHECK(ct_model_save(a, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_hf_export(a, dir, NULL, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ct_st_file *f = ct_st_open(path);
+    CHECK(f != NULL, "%s", ct_last_error());
+    if (f) {
+        // 3 + the dense layer's 2 norms, q k v o, q/k norms, 3 FFN tensors + the routed layers'.
+        CHECK(ct_st_num_tensors(f) == 3 + 11 + (L - 1) * (9 + 3 * E), "%d tensors", ct_st_num_tensors(f));
+        check_piece(f, &t, block, "model.layers.0.mlp.gate_proj.weight", "layers.0.feed_forward.w1.weight", 0, 20, 0);
+        check_piece(f, &t, block, "model.layers.0.mlp.up_proj.weight", "layers.0.feed_forward.w3.weight", 0, 20, 0);
+        check_piece(f, &t, block, "model.layers.0.mlp.down_proj.weight", "layers.0.feed_forward.w2.weight", 0, C, 0);
+        CHECK(!ct_st_find(f, "model.layers.0.mlp.gate.weight"), "the dense layer has a router");
+        check_piece(f, &t, block, "model.layers.1.mlp.experts.0.down_proj.weight", "layers.1.moe.experts.w2.weight", 0,
+                    C, 0);
+        ct_st_close(f);
+    }
+    check_config(dir, 1, 20);
+    CHECK(ct_hf_import(dir, b, CT_HF_DTYPE_SOURCE) == CT_OK, "%s", ct_last_error());
+    CHECK(same_files(a, b), "%s and %s differ", a, b);
+    free(block);
+    ct_param_table_free(&t);
+}
+
+// Shared experts have no place in Qwen3-MoE: the export refuses them with one line.
+static void test_export_refuses_shared_experts(void) {
+    ct_model_config m = tiny_moe();
+    m.n_shared_experts = 1;
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    float *block = calloc((size_t)t.total, sizeof(float));
+    const char *a = tmp_path("shared.safetensors"), *dir = tmp_path("shared_exported");
+    CHECK(ct_model_save(a, &t, &m, block, CT_F32) == CT_OK, "%s", ct_last_error());
+    ct_status st = ct_hf_export(a, dir, NULL, CT_HF_DTYPE_SOURCE);
+    CHECK(st == CT_ERR && strstr(ct_last_error(), "no shared experts") &&
+              strstr(ct_last_error(), "model.moe.num_shared_experts") && !strchr(ct_last_error(), '\n'),
+          "%s", st ? ct_last_error() : "exported");
+    CHECK(access(dir, F_OK) != 0, "a refused export left %s", dir);
     free(block);
     ct_param_table_free(&t);
 }
@@ -553,8 +615,10 @@ static void test_refusals(void) {
     expect_refusal("norm_topk", ",\n  \"norm_topk_prob\": false", NULL, "norm_topk_prob must be true");
     expect_refusal("sparse_step", ",\n  \"decoder_sparse_step\": 2", NULL,
                    "decoder_sparse_step 2 is not supported");
-    expect_refusal("dense_layers", ",\n  \"mlp_only_layers\": [0]", NULL,
-                   "mlp_only_layers must be empty");
+    expect_refusal("dense_layers", ",\n  \"mlp_only_layers\": [1]", NULL,
+                   "mlp_only_layers must list the first layers in order");
+    expect_refusal("dense_all", ",\n  \"mlp_only_layers\": [0, 1, 2]", NULL,
+                   "mlp_only_layers lists 3 layers of num_hidden_layers 2");
     expect_refusal("sliding", ",\n  \"use_sliding_window\": true", NULL, "use_sliding_window true");
     expect_refusal("too_many_chosen", ",\n  \"num_experts_per_tok\": 5", NULL, "num_experts_per_tok 5 is above");
     expect_refusal("missing_expert", NULL, "model.layers.1.mlp.experts.3.up_proj.weight",
@@ -569,6 +633,8 @@ int main(void) {
     CT_RUN(test_round_trip);
     CT_RUN(test_refusals);
     CT_RUN(test_export_refuses_router);
+    CT_RUN(test_round_trip_dense_first);
+    CT_RUN(test_export_refuses_shared_experts);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) return 1;

@@ -2,7 +2,9 @@
 // the blocks' tensors (the choosing bias exists only with model.moe.load_balance_coeff > 0), and
 // each invalid combination refused with one line naming the setting: a negative coefficient, the
 // load-balancing loss under context parallelism, a router the Hugging Face export cannot hold with
-// checkpoint.last_save_in_hf, any of them on a dense family.
+// checkpoint.last_save_in_hf, any of them on a dense family. The structure's counts (shared
+// experts, dense first blocks and their width): the flavor's or the settings', and each bad value
+// refused.
 #include <string.h>
 
 #include "core/config.h"
@@ -101,10 +103,68 @@ static void hf_export_of_another_router(void) {
     }
 }
 
+// DeepSeek's structure from the settings: the flavor's (debugmodel: none; deepseek_v3_like: 1
+// shared expert, 3 dense first blocks of 18432, capped by a smaller model.n_layers), or the
+// settings' counts and width (a flavor without dense blocks taking Llama 3's rule for the width).
+static void structure(void) {
+    ct_config c = moe_config();
+    ct_model_config m;
+    CHECK(ct_model_config_from(&m, &c) == CT_OK, "%s", ct_last_error());
+    CHECK(m.n_shared_experts == 0 && m.n_dense_layers == 0, "debugmodel: shared %d dense %d", m.n_shared_experts,
+          m.n_dense_layers);
+    set(&c, "model.moe.num_shared_experts", "2");
+    set(&c, "model.moe.num_dense_layers", "1");
+    CHECK(ct_model_config_from(&m, &c) == CT_OK, "%s", ct_last_error());
+    // Llama 3's rule at dim 32: 2/3 x 4 x 32 = 85, up to a multiple of 256.
+    CHECK(m.n_shared_experts == 2 && m.n_dense_layers == 1 && m.dense_ffn_hidden == 256, "shared %d dense %d of %d",
+          m.n_shared_experts, m.n_dense_layers, m.dense_ffn_hidden);
+    set(&c, "model.moe.dense_ffn_hidden_dim", "40");
+    CHECK(ct_model_config_from(&m, &c) == CT_OK && m.dense_ffn_hidden == 40, "width %d", m.dense_ffn_hidden);
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    const ct_param *d = ct_param_find(&t, "layers.0.feed_forward.w1.weight");
+    const ct_param *s13 = ct_param_find(&t, "layers.1.moe.shared_experts.w13.weight");
+    CHECK(d && d->numel == 40L * 32, "the dense block's w1");
+    CHECK(s13 && s13->numel == 2L * 2 * 16 * 32, "the shared experts' w13 (2 x S·F, C)");
+    CHECK(!ct_param_find(&t, "layers.0.moe.router.weight"), "a router in the dense block");
+    ct_param_table_free(&t);
+    ct_config ds;
+    ct_config_defaults(&ds);
+    set(&ds, "model.name", "llama3_moe");
+    set(&ds, "model.flavor", "deepseek_v3_like");
+    set(&ds, "model.n_layers", "2");
+    CHECK(ct_model_config_from(&m, &ds) == CT_OK, "%s", ct_last_error());
+    CHECK(m.n_shared_experts == 1 && m.n_dense_layers == 2 && m.dense_ffn_hidden == 18432, "shared %d dense %d of %d",
+          m.n_shared_experts, m.n_dense_layers, m.dense_ffn_hidden);
+}
+
+// Each bad value refused with one line naming the setting.
+static void structure_refused(void) {
+    static const char *bad[][3] = {
+        {"model.moe.num_shared_experts", "-2", ">= 0"},
+        {"model.moe.num_dense_layers", "-3", ">= 0"},
+        {"model.moe.num_dense_layers", "3", "more than the model's 2 blocks"},
+        {"model.moe.dense_ffn_hidden_dim", "-8", "> 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ct_config c = moe_config();
+        set(&c, bad[i][0], bad[i][1]);
+        ct_model_config m;
+        EXPECT_ERROR(ct_model_config_from(&m, &c), CT_E_CONFIG, bad[i][0], bad[i][2]);
+    }
+    // Qwen3-MoE, the Hugging Face layout, has no shared experts.
+    ct_config c = moe_config();
+    set(&c, "checkpoint.last_save_in_hf", "true");
+    set(&c, "model.moe.num_shared_experts", "1");
+    ct_model_config m;
+    EXPECT_ERROR(ct_model_config_from(&m, &c), CT_E_CONFIG, "checkpoint.last_save_in_hf", "no shared experts");
+}
+
 static void dense_family(void) {
     static const char *kv[][2] = {{"model.moe.score_func", "sigmoid"},     {"model.moe.route_norm", "false"},
                                   {"model.moe.aux_loss_coeff", "0.01"},    {"model.moe.aux_loss_level", "batch"},
-                                  {"model.moe.load_balance_coeff", "0.001"}};
+                                  {"model.moe.load_balance_coeff", "0.001"}, {"model.moe.num_shared_experts", "1"},
+                                  {"model.moe.num_dense_layers", "0"},     {"model.moe.dense_ffn_hidden_dim", "64"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
         ct_config c;
         ct_config_defaults(&c);
@@ -122,6 +182,8 @@ int main(void) {
     CT_RUN(negative_coefficients);
     CT_RUN(aux_loss_with_context_parallel);
     CT_RUN(hf_export_of_another_router);
+    CT_RUN(structure);
+    CT_RUN(structure_refused);
     CT_RUN(dense_family);
     CT_TEST_EXIT();
 }

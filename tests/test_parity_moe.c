@@ -7,8 +7,12 @@
 // and the choosing bias's update): FSDP 2 and 4, accumulation, pp 2 and pp 2 x FSDP 2, ep 2, ep 4,
 // ep 2 x FSDP 2 and ep 2 x pp 2 against
 // that model's own single-process run -- losses, load-balancing losses, expert loads and every
-// parameter, the biases among them. Then the settings the family does not run yet, refused with
-// one line naming them.
+// parameter, the biases among them. Then DeepSeek's structure (a dense first block, a shared
+// expert) with that balancing: FSDP 2 and 4, accumulation, pp 2, and activation checkpointing
+// (full, selective per op, elementwise and every 2nd block) under FSDP 2 / 4 and pp 2, expert
+// parallelism (ep 2, ep 4, ep 2 x FSDP 2) with and without checkpointing, against its plain
+// single-process run. Then the settings the family does not run yet, refused with one line
+// naming them.
 #include "parity.h"
 
 static void fsdp(void) { parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 1}, "moe fsdp"); }
@@ -70,7 +74,6 @@ static void refusals(void) {
         {"parallelism.compute_parallel_degree", "2", "compute_parallel_degree"},
         {"mixed_precision", "bf16", "mixed_precision bf16"},
         {"quantization.float8.enable", "true", "float8"},
-        {"activation_checkpoint.mode", "full", "activation_checkpoint"},
         {"pipeline_schedule", "zbv", "zero-bubble"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -98,6 +101,17 @@ static void balanced_ep4(void) {
 static void balanced_ep2_pp2(void) {
     parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b", .ep = 2},
                "balanced moe ep2 x pp2");
+}
+
+// Llama 3's checkpointing kinds recompute q and k without the per-head norms: a flavor with them
+// (debugmodel, Qwen3's) is refused under checkpointing, naming the setting.
+static void qk_norm_checkpointing_refused(void) {
+    ct_config c = parity_base;
+    parity_set(&c, "activation_checkpoint.mode", "full");
+    ct_model_config m;
+    CHECK(ct_model_config_from(&m, &c) == CT_ERR, "activation checkpointing of q/k-normed heads accepted");
+    CHECK(strstr(ct_last_error(), "activation_checkpoint.mode") && strstr(ct_last_error(), "qk_norm"), "%s",
+          ct_last_error());
 }
 
 static void balanced_fsdp(void) {
@@ -156,9 +170,70 @@ static void balanced_moves(void) {
     CHECK(moved > 0, "no choosing bias moved in %d steps", STEPS);
 }
 
+// DeepSeek's structure: deepseek_v3_like (256 experts of which 8 per token, no q/k norms) at the
+// tiny width, block 0 dense (FFN 28 wide), block 1 routed with a shared expert, the balancing of
+// the model before it on. Its single-process run is the reference for the layouts after it, with
+// activation checkpointing among them (the same losses and parameters as the plain reference).
+static void deepseek_reference(void) {
+    parity_set(&parity_base, "model.flavor", "deepseek_v3_like");
+    parity_set(&parity_base, "model.moe.num_dense_layers", "1");
+    parity_set(&parity_base, "model.moe.num_shared_experts", "1");
+    parity_set(&parity_base, "model.moe.dense_ffn_hidden_dim", "28");
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    parity_reference(&world);
+    ct_comm_group_free(&world);
+}
+
+static void deepseek_fsdp(void) {
+    parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 1}, "deepseek-like fsdp");
+}
+static void deepseek_fsdp_accumulation(void) {
+    parity_run((parity_layout){.shard = -1, .replicate = 1, .tp = 1, .accum = 2}, "deepseek-like fsdp+accum");
+}
+static void deepseek_pp2(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"},
+               "deepseek-like pp2 1f1b");
+}
+
+// parity_run with activation checkpointing `mode` / `option` (the reference stays the plain run).
+static void run_ac(const char *mode, const char *option, parity_layout l, const char *what) {
+    ct_config saved = parity_base;
+    parity_set(&parity_base, "activation_checkpoint.mode", mode);
+    parity_set(&parity_base, "activation_checkpoint.selective_ac_option", option);
+    parity_run(l, what);
+    parity_base = saved;
+}
+static void deepseek_ac_fsdp(void) {
+    parity_layout l = {.shard = -1, .replicate = 1, .tp = 1, .accum = 1};
+    run_ac("full", "op", l, "deepseek-like ac full, fsdp");
+    run_ac("selective", "op", l, "deepseek-like ac selective op, fsdp");
+    run_ac("selective", "elementwise", l, "deepseek-like ac selective elementwise, fsdp");
+    run_ac("selective", "2", l, "deepseek-like ac every 2nd block full, fsdp");
+}
+// Expert parallelism with the shared expert and the dense block, and with checkpointing: the
+// recompute exchanges tokens again, in the same order on every rank.
+static void deepseek_ep2(void) {
+    parity_layout l = {.shard = 2, .replicate = 1, .tp = 1, .accum = 1, .ep = 2};
+    parity_run(l, "deepseek-like ep2");
+    run_ac("full", "op", l, "deepseek-like ac full, ep2");
+    run_ac("selective", "op", l, "deepseek-like ac selective op, ep2");
+}
+static void deepseek_ep_fsdp(void) {
+    parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 4}, "deepseek-like ep4");
+    run_ac("full", "op", (parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 2, .ep = 2},
+           "deepseek-like ac full, ep2 x fsdp2 + accum");
+}
+static void deepseek_ac_pp2(void) {
+    parity_layout l = {.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"};
+    run_ac("full", "op", l, "deepseek-like ac full, pp2 1f1b");
+    run_ac("selective", "op", l, "deepseek-like ac selective op, pp2 1f1b");
+}
+
 static void cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(refusals);
+        CT_MPI_RUN(qk_norm_checkpointing_refused);
         CT_MPI_RUN(expert_load_counts);
         CT_MPI_RUN(fsdp);
         CT_MPI_RUN(fsdp_accumulation);
@@ -192,6 +267,20 @@ static void cases(int n) {
         CT_MPI_RUN(balanced_ep4);
         CT_MPI_RUN(balanced_ep2_fsdp2);
         CT_MPI_RUN(balanced_ep2_pp2);
+    }
+    deepseek_reference();
+    if (n == 2) {
+        CT_MPI_RUN(deepseek_fsdp);
+        CT_MPI_RUN(deepseek_fsdp_accumulation);
+        CT_MPI_RUN(deepseek_pp2);
+        CT_MPI_RUN(deepseek_ac_fsdp);
+        CT_MPI_RUN(deepseek_ac_pp2);
+        CT_MPI_RUN(deepseek_ep2);
+    }
+    if (n == 4) {
+        CT_MPI_RUN(deepseek_fsdp);
+        CT_MPI_RUN(deepseek_ac_fsdp);
+        CT_MPI_RUN(deepseek_ep_fsdp);
     }
 }
 

@@ -147,8 +147,9 @@ static ct_status read_family(const ct_json *c, const char *path, ct_model_config
     return CT_OK;
 }
 
-// Qwen3-MoE's routed feed-forward as ctitan computes it: every layer routed, the chosen weights
-// renormalised, no sliding window; the experts' sizes into m (ffn_hidden is each expert's).
+// Qwen3-MoE's routed feed-forward as ctitan computes it: every layer after the dense first ones
+// routed, the chosen weights renormalised, no sliding window; the experts' sizes into m
+// (ffn_hidden is each expert's), and the dense layers' count and width.
 static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_config *m) {
     // Qwen's published configs say num_experts; transformers 5 writes num_local_experts.
     const char *experts = ct_json_get(c, "num_experts") || !ct_json_get(c, "num_local_experts") ? "num_experts"
@@ -170,9 +171,20 @@ static ct_status read_qwen3_moe(const ct_json *c, const char *path, ct_model_con
     if (step != 1)
         return ct_set_error_at(CT_E_DATA, path, "%s: decoder_sparse_step %d is not supported (ctitan routes every layer: 1)",
                                path, step);
+    // Dense layers (Qwen3MoeMLP of intermediate_size): ctitan's are the first n_dense_layers, so
+    // the list must be 0, 1, ..., n-1.
     const ct_json *dense = ct_json_get(c, "mlp_only_layers");
-    if (dense && dense->type != CT_JSON_NULL && (dense->type != CT_JSON_ARRAY || dense->n > 0))
-        return ct_set_error_at(CT_E_DATA, path, "%s: mlp_only_layers must be empty (ctitan routes every layer)", path);
+    if (dense && dense->type != CT_JSON_NULL) {
+        bool prefix = dense->type == CT_JSON_ARRAY;
+        for (int i = 0; prefix && i < dense->n; i++)
+            prefix = dense->items[i].type == CT_JSON_NUMBER && dense->items[i].is_int && dense->items[i].integer == i;
+        if (!prefix)
+            return ct_set_error_at(CT_E_DATA, path,
+                                   "%s: mlp_only_layers must list the first layers in order, [0, 1, ..., n-1] (ctitan's "
+                                   "dense blocks come first)", path);
+        m->n_dense_layers = dense->n;
+        if (dense->n > 0 && get_int(c, path, "intermediate_size", -1, &m->dense_ffn_hidden)) return CT_ERR;
+    }
     if (get_bool(c, path, "use_sliding_window", &flag)) return CT_ERR;
     if (flag)
         return ct_set_error_at(CT_E_DATA, path, "%s: use_sliding_window true is not supported (ctitan attends causally)",
@@ -196,6 +208,9 @@ static ct_status config_from_json(const ct_json *c, const char *path, ct_model_c
         get_int(c, path, "max_position_embeddings", 0, &m->max_seq_len) ||
         get_pos(c, path, "rms_norm_eps", 1e-6, &m->norm_eps) || get_bool(c, path, "tie_word_embeddings", tied))
         return CT_ERR;
+    if (m->n_dense_layers > m->n_layers)
+        return ct_set_error_at(CT_E_DATA, path, "%s: mlp_only_layers lists %d layers of num_hidden_layers %d", path,
+                               m->n_dense_layers, m->n_layers);
     int bias;
     if (get_bool(c, path, "attention_bias", &bias)) return CT_ERR;
     if (bias)
@@ -286,17 +301,20 @@ ct_status ct_hf_config_write(const char *dir, const ct_model_config *m, ct_dtype
     int moe = !strcmp(m->family->hf_model_type, "qwen3_moe");
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
             moe ? "Qwen3MoeForCausalLM" : "LlamaForCausalLM", m->family->hf_model_type);
-    if (moe)  // intermediate_size sizes dense layers, of which there are none (mlp_only_layers [])
+    if (moe) {  // the dense first blocks are mlp_only_layers, intermediate_size wide
         fprintf(f,
                 "  \"moe_intermediate_size\": %d,\n  \"num_experts\": %d,\n  \"num_experts_per_tok\": %d,\n"
-                "  \"norm_topk_prob\": true,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [],\n"
-                "  \"use_sliding_window\": false,\n  \"output_router_logits\": false,\n",
+                "  \"norm_topk_prob\": true,\n  \"decoder_sparse_step\": 1,\n  \"mlp_only_layers\": [",
                 m->ffn_hidden, m->n_experts, m->moe_top_k);
+        for (int l = 0; l < m->n_dense_layers; l++) fprintf(f, "%s%d", l ? ", " : "", l);
+        fputs("],\n  \"use_sliding_window\": false,\n  \"output_router_logits\": false,\n", f);
+    }
+    int dense_width = moe && m->n_dense_layers > 0 ? m->dense_ffn_hidden : m->ffn_hidden;
     fprintf(f,
             "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"vocab_size\": %d,\n  \"rms_norm_eps\": ",
-            m->dim, m->ffn_hidden, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size);
+            m->dim, dense_width, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size);
     put_double(f, m->norm_eps);
     fputs(",\n  \"rope_theta\": ", f);
     put_double(f, m->rope_theta);

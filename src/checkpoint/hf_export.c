@@ -67,6 +67,9 @@ static ct_status export_from(const char *dir, const ct_param_table *t, const ct_
                             "has model.moe.score_func %s, route_norm %s, load_balance_coeff %g", dir,
                             m->moe_sigmoid ? "sigmoid" : "softmax", m->moe_route_norm ? "true" : "false",
                             m->moe_bias_rate);
+    if (m->n_shared_experts > 0)
+        return ct_set_error("%s: Qwen3-MoE has no shared experts; this model has %d (model.moe.num_shared_experts)", dir,
+                            m->n_shared_experts);
     if (ct_hf_check_dir(dir)) return CT_ERR;
     if (t->tp_size > 1) return ct_set_error("%s: an HF export needs the whole model, not a tp slice", dir);
     if (ct_fs_make_dirs(dir)) return CT_ERR;

@@ -59,6 +59,14 @@ void ct_model_write_metadata(ct_st_writer *w, const ct_model_config *m, const ct
         if (m->moe_bias_rate > 0) {  // the bias tensors are in the file
             META_DBL("moe_load_balance_coeff", m->moe_bias_rate);
         }
+        // DeepSeek's structure (absent: none): shared experts, dense first blocks and their width
+        if (m->n_shared_experts > 0) {
+            META_INT("moe_shared_experts", m->n_shared_experts);
+        }
+        if (m->n_dense_layers > 0) {
+            META_INT("moe_dense_layers", m->n_dense_layers);
+            META_INT("moe_dense_ffn_hidden", m->dense_ffn_hidden);
+        }
     }
     if (m->qk_norm) {  // per-head q/k norms (absent: none)
         META_INT("qk_norm", 1);
@@ -190,6 +198,16 @@ static ct_status read_router(const ct_st_file *f, const char *path, ct_model_con
     if ((m->moe_route_norm != 0 && m->moe_route_norm != 1) || !(m->moe_bias_rate >= 0))
         return ct_set_error_at(CT_E_DATA, path, "%s: metadata moe_route_norm %d, moe_load_balance_coeff %g: expected 0 "
                                "or 1, and >= 0", path, m->moe_route_norm, m->moe_bias_rate);
+    if ((ct_st_metadata(f, "moe_shared_experts") && meta_int(f, path, "moe_shared_experts", &m->n_shared_experts)) ||
+        (ct_st_metadata(f, "moe_dense_layers") &&
+         (meta_int(f, path, "moe_dense_layers", &m->n_dense_layers) ||
+          meta_int(f, path, "moe_dense_ffn_hidden", &m->dense_ffn_hidden))))
+        return CT_ERR;
+    if (m->n_shared_experts < 0 || m->n_dense_layers < 0 || m->n_dense_layers > m->n_layers ||
+        (m->n_dense_layers > 0 && m->dense_ffn_hidden <= 0))
+        return ct_set_error_at(CT_E_DATA, path, "%s: metadata moe_shared_experts %d, moe_dense_layers %d of width %d: "
+                               "expected counts >= 0, at most n_layers %d dense, of a positive width", path,
+                               m->n_shared_experts, m->n_dense_layers, m->dense_ffn_hidden, m->n_layers);
     return CT_OK;
 }
 
@@ -315,6 +333,9 @@ ct_status ct_model_config_match(const ct_model_config *file, const ct_model_conf
     SAME_INT(qk_norm);
     SAME_INT(moe_sigmoid);
     SAME_INT(moe_route_norm);
+    SAME_INT(n_shared_experts);
+    SAME_INT(n_dense_layers);
+    if (file->n_dense_layers > 0) SAME_INT(dense_ffn_hidden);
 #undef SAME_INT
     if ((file->moe_bias_rate > 0) != (run->moe_bias_rate > 0))
         return ct_set_error("model file %s choosing biases (model.moe.load_balance_coeff), this run %s",

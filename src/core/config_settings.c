@@ -86,6 +86,15 @@ const ct_setting ct_settings[] = {
     FLT("model.moe.load_balance_coeff", moe_load_balance_coeff, "0", NULL,
         "mixture of experts: auxiliary-loss-free balancing (DeepSeek-V3): after each step every block's choosing bias "
         "moves by this much toward the experts loaded below the mean (0 = no bias)"),
+    INT("model.moe.num_shared_experts", moe_num_shared_experts, "-1", NULL,
+        "mixture of experts: shared experts every token passes besides its routed ones (DeepSeek), run as one SwiGLU "
+        "of this many times the expert hidden size (-1 = the flavor's)"),
+    INT("model.moe.num_dense_layers", moe_num_dense_layers, "-1", NULL,
+        "mixture of experts: the first this many blocks are dense SwiGLU blocks instead of experts (DeepSeek; -1 = "
+        "the flavor's)"),
+    INT("model.moe.dense_ffn_hidden_dim", moe_dense_ffn_hidden_dim, "0", NULL,
+        "mixture of experts: the dense first blocks' FFN hidden size (0 = the flavor's, or Llama 3's rule for "
+        "model.dim where the flavor has none)"),
     STR("model.tokenizer_path", tokenizer_path, "", NULL, "tokenizer file (\"\" = byte-level ids for synthetic data)"),
     LIST("model.converters", converters, "", NULL,
          "model converters: float8 turns on quantization.float8.enable, mx quantization.mxfp8.enable "

@@ -51,9 +51,16 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim : f->expert_hidden;
     m->n_experts = f->n_experts;
     m->moe_top_k = f->top_k;
-    m->n_shared_experts = f->n_shared;
-    m->n_dense_layers = f->n_dense < m->n_layers ? f->n_dense : m->n_layers;
-    m->dense_ffn_hidden = f->dense_hidden;
+    // Shared experts and dense first blocks: the flavor's (its dense count capped by a smaller
+    // model.n_layers), or the model.moe.* settings (model/moe_settings.c checks their range).
+    m->n_shared_experts = c->moe_num_shared_experts >= 0 ? c->moe_num_shared_experts : f->n_shared;
+    m->n_dense_layers = c->moe_num_dense_layers >= 0     ? c->moe_num_dense_layers
+                        : f->n_dense < m->n_layers       ? f->n_dense
+                                                         : m->n_layers;
+    m->dense_ffn_hidden = c->moe_dense_ffn_hidden_dim > 0 ? c->moe_dense_ffn_hidden_dim : f->dense_hidden;
+    if (m->n_dense_layers > 0 && m->dense_ffn_hidden <= 0)  // a flavor without dense blocks: Llama 3's rule
+        m->dense_ffn_hidden = ct_llama3_ffn_hidden(m->dim, c->multiple_of > 0 ? c->multiple_of : 256,
+                                                   c->ffn_dim_multiplier);
     m->qk_norm = f->qk_norm;
     m->rope_theta = c->rope_theta > 0 ? c->rope_theta : f->rope_theta;
     if (m->dim <= 0 || m->n_layers <= 0 || m->n_heads <= 0 || m->n_kv_heads <= 0 || m->vocab_size <= 0 ||
@@ -62,23 +69,23 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     // A flavor's own head width stands unless the width or the heads are overridden.
     bool own_head = f->head_dim > 0 && c->dim <= 0 && c->n_heads <= 0;
     if (ct_model_config_attention(m, c, own_head ? f->head_dim : 0)) return CT_ERR;
-    return CT_OK;
-}
-
-// Shared experts and dense first blocks are dimensions the planner sizes; the block runs
-// neither yet, so training them is refused rather than run without them.
-static ct_status trainable(const ct_model_config *m) {
-    if (m->n_shared_experts > 0 || m->n_dense_layers > 0)
-        return ct_set_error_at(CT_E_CONFIG, "model.flavor",
-                               "model.flavor %s: the llama3_moe block does not run its %d shared expert(s) and %d dense "
-                               "first layer(s) yet; plan it with ctitan plan, or train another flavor",
-                               m->flavor, m->n_shared_experts, m->n_dense_layers);
+    if (c->ckpt_last_save_in_hf && m->n_shared_experts > 0)
+        return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
+                               "checkpoint.last_save_in_hf: Qwen3-MoE has no shared experts; set "
+                               "model.moe.num_shared_experts 0 or export none");
+    // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
+    if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
+        return ct_set_error_at(CT_E_CONFIG, "activation_checkpoint.mode",
+                               "model.name llama3_moe: its blocks do not run activation_checkpoint.mode other than none "
+                               "with qk_norm yet (model.flavor %s norms each head's q and k); set "
+                               "activation_checkpoint.mode none",
+                               m->flavor);
     return CT_OK;
 }
 
 // Llama 3's attention tensors, then the router and the experts (the residual output w2 depth-
-// scaled as Llama 3's is), the choosing bias under auxiliary-loss-free balancing, the shared experts as one SwiGLU of S·F; a dense first block is Llama
-// 3's block of the dense FFN width. Nothing splits over tp (the family does not run tp).
+// scaled as Llama 3's is), the choosing bias under auxiliary-loss-free balancing, the shared experts as one SwiGLU of
+// S·F; a dense first block is Llama 3's block of the dense FFN width. Nothing splits over tp (the family does not run tp).
 static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_BLOCK_MAX_PARAMS]) {
     if (layer < m->n_dense_layers) {
         ct_model_config dense = *m;
@@ -92,9 +99,9 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
     p[n++] = (ct_param_spec){"moe.router.weight", E, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_ROUTER, false, false};
     if (m->moe_bias_rate > 0)  // starts at zero; not trained (train/moe_bias.c moves it)
         p[n++] = (ct_param_spec){"moe.expert_bias", E, 1, -1, CT_INIT_NORMAL, 0.0, LLAMA3_MOE_BIAS, false, false};
-    if (SF > 0) {  // no view: trainable() keeps these from a block that would read them
-        p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, -1, false, false};
-        p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, -1, false, false};
+    if (SF > 0) {  // at Llama 3's FFN views: the block runs them as Llama 3's FFN of width S·F
+        p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, LLAMA3_W13, false, false};
+        p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, LLAMA3_W2, false, false};
     }
     // The routed experts last (ct_param_spec.expert).
     p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, false, true};
@@ -115,9 +122,9 @@ static double block_forward_flops_per_token(const ct_model_config *m) {
 
 const ct_model_family ct_llama3_moe_family = {
     .name = "llama3_moe",
-    .supports = 0,
+    .supports = CT_FAMILY_CHECKPOINTING,
     .config_from = config_from,
-    .trainable = trainable,
+    .trainable = NULL,
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,
     .block = &ct_llama3_moe_block,

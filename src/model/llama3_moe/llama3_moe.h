@@ -9,11 +9,18 @@
 // "moe.expert_bias" of E per block, read by the router only, moved after each step by
 // train/moe_bias.c, never by the optimizer).
 //
-// What it runs today: fp32, no tensor parallelism, no activation checkpointing, no split
-// backward (ct_model_family.supports); every expert on every rank (no expert parallelism), so
-// data sharding shards the experts like any other parameter.
+// Shared experts (n_shared_experts, DeepSeek): one SwiGLU of hidden S·F every token passes, its
+// output added beside the routed experts'. Dense first blocks (n_dense_layers, DeepSeek): Llama
+// 3's block with FFN width dense_ffn_hidden, run by Llama 3's own code.
+//
+// What it runs today: fp32, no tensor parallelism, no split backward (ct_model_family.supports);
+// activation checkpointing of every kind (the routed experts' activations are kept whole by the
+// selective kinds and recomputed by full); every expert on every rank (no expert parallelism),
+// so data sharding shards the experts like any other parameter.
 #ifndef CT_LLAMA3_MOE_H
 #define CT_LLAMA3_MOE_H
+#include <stdbool.h>
+
 #include "model/llama3/llama3.h"
 #include "model/moe_layer.h"
 #include "model/model.h"
@@ -21,7 +28,9 @@
 extern const ct_model_family ct_llama3_moe_family;
 extern const ct_block_ops ct_llama3_moe_block;
 
-// A block's weight views: Llama 3's attention views, then the experts'.
+// A block's weight views: Llama 3's (a dense first block's are Llama 3's alone; a routed
+// block's LLAMA3_W13 / LLAMA3_W2 are its shared experts', one SwiGLU of hidden S·F, absent
+// without shared experts), then the experts'.
 enum {
     LLAMA3_MOE_ROUTER = LLAMA3_K_NORM + 1,  // (E, C)
     LLAMA3_MOE_W13,                         // (E·2F, C): each expert's w1 | w3
@@ -29,16 +38,30 @@ enum {
     LLAMA3_MOE_BIAS,                        // (E) the choosing bias (moe_bias_rate > 0 only)
 };
 
-// One block's activations: the attention half's (first, so Llama 3's code reads it), then the
-// expert layer's (its buffers allocated on the device when the record is carved, released with
-// the stage's slots).
+// The FFN width a block's Llama 3 record and workspace are carved for: the widest of a dense
+// first block's (dense_ffn_hidden) and the shared experts' (S·F), 0 with neither. The record
+// does not know its block, so every record holds room for either kind.
+long ct_llama3_moe_ffn_width(const ct_model_config *m);
+
+// One block's activations: the attention half's with the dense or shared FFN's h13 / h (first,
+// so Llama 3's code reads it), then the expert layer's (its buffers allocated on the device when
+// the record is carved, released with the stage's slots; under full checkpointing one block's
+// worth in the workspace, shared by the records).
 typedef struct {
     ct_llama3_acts attn;
     ct_moe_acts moe;
+    bool dense;          // set by the forward: the block was a dense first block (no routing)
+    float aux_weight;    // the load-balancing loss's weight the last training forward used, kept
+                         // for a full recompute (whose call carries no loss weight)
+    int *shared_users;   // full checkpointing: the records sharing the workspace's moe buffers
+    ct_moe_acts *shared; // those buffers (NULL: moe is the record's own)
 } ct_llama3_moe_acts;
 
 typedef struct {
-    ct_llama3_work attn;  // first, as Llama 3's attention half reads it
+    ct_llama3_work attn;  // first, as Llama 3's block reads it (carved for ct_llama3_moe_ffn_width)
     ct_moe_layer layer;   // the expert layer for this stage's N rows
+    float *tmp;           // (N, C) the routed experts' output; the shared experts' input gradient
+    ct_moe_acts rc_moe;   // full checkpointing: the routed experts' buffers of the block recomputed
+    int rc_moe_users;     // records using rc_moe (allocated with the first, freed with the last)
 } ct_llama3_moe_work;
 #endif

@@ -139,12 +139,35 @@ static void structure(void) {
 }
 
 // Each bad value refused with one line naming the setting.
+// The routed experts' count and top-k: the flavor's (debugmodel: 8, 2 a token), or the settings,
+// in the model's dimensions and in the experts' tensors' shapes.
+static void experts_and_top_k(void) {
+    ct_config c = moe_config();
+    ct_model_config m;
+    CHECK(ct_model_config_from(&m, &c) == CT_OK && m.n_experts == 8 && m.moe_top_k == 2, "flavor: %d experts, %d a token",
+          m.n_experts, m.moe_top_k);
+    set(&c, "model.moe.num_experts", "16");
+    set(&c, "model.moe.top_k", "3");
+    CHECK(ct_model_config_from(&m, &c) == CT_OK && m.n_experts == 16 && m.moe_top_k == 3, "set: %d experts, %d a token",
+          m.n_experts, m.moe_top_k);
+    ct_param_table t;
+    ct_param_table_build(&t, &m);
+    const ct_param *r = ct_param_find(&t, "layers.0.moe.router.weight"), *w2 = ct_param_find(&t, "layers.0.moe.experts.w2.weight");
+    CHECK(r && r->shape[0] == 16 && w2 && w2->shape[0] == 16L * m.dim, "router rows %ld, w2 rows %ld", r ? r->shape[0] : -1,
+          w2 ? w2->shape[0] : -1);
+    ct_param_table_free(&t);
+}
+
 static void structure_refused(void) {
     static const char *bad[][3] = {
         {"model.moe.num_shared_experts", "-2", ">= 0"},
         {"model.moe.num_dense_layers", "-3", ">= 0"},
         {"model.moe.num_dense_layers", "3", "more than the model's 2 blocks"},
         {"model.moe.dense_ffn_hidden_dim", "-8", "> 0"},
+        {"model.moe.num_experts", "-1", "> 0"},
+        {"model.moe.top_k", "-2", "> 0"},
+        {"model.moe.top_k", "9", "more than the model's 8 experts"},
+        {"model.moe.num_experts", "2000", "at most 1024"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ct_config c = moe_config();
@@ -164,7 +187,8 @@ static void dense_family(void) {
     static const char *kv[][2] = {{"model.moe.score_func", "sigmoid"},     {"model.moe.route_norm", "false"},
                                   {"model.moe.aux_loss_coeff", "0.01"},    {"model.moe.aux_loss_level", "batch"},
                                   {"model.moe.load_balance_coeff", "0.001"}, {"model.moe.num_shared_experts", "1"},
-                                  {"model.moe.num_dense_layers", "0"},     {"model.moe.dense_ffn_hidden_dim", "64"}};
+                                  {"model.moe.num_dense_layers", "0"},     {"model.moe.dense_ffn_hidden_dim", "64"},
+                                  {"model.moe.num_experts", "4"},          {"model.moe.top_k", "1"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
         ct_config c;
         ct_config_defaults(&c);
@@ -183,6 +207,7 @@ int main(void) {
     CT_RUN(aux_loss_with_context_parallel);
     CT_RUN(hf_export_of_another_router);
     CT_RUN(structure);
+    CT_RUN(experts_and_top_k);
     CT_RUN(structure_refused);
     CT_RUN(dense_family);
     CT_TEST_EXIT();

@@ -11,7 +11,8 @@
 // expert) with that balancing: FSDP 2 and 4, accumulation, pp 2, and activation checkpointing
 // (full, selective per op, elementwise and every 2nd block) under FSDP 2 / 4 and pp 2, expert
 // parallelism (ep 2, ep 4, ep 2 x FSDP 2) with and without checkpointing, against its plain
-// single-process run. Then the settings the family does not run yet, refused with one line
+// single-process run. Then tensor parallel on that structure without its shared expert: tp 2
+// with and without sequence parallel, with checkpointing, tp 2 x ep 2, tp 2 x pp 2. Then the settings the family does not run yet, refused with one line
 // naming them.
 #include "parity.h"
 
@@ -71,7 +72,6 @@ static void expert_load_counts(void) {
 // Each unsupported setting: ct_model_config_from refuses it naming the setting and the family.
 static void refusals(void) {
     static const char *bad[][3] = {
-        {"parallelism.compute_parallel_degree", "2", "compute_parallel_degree"},
         {"mixed_precision", "bf16", "mixed_precision bf16"},
         {"quantization.float8.enable", "true", "float8"},
         {"pipeline_schedule", "zbv", "zero-bubble"},
@@ -87,6 +87,33 @@ static void refusals(void) {
                   ct_last_error());
         }
     }
+}
+
+// What tensor parallel does not run yet, each refused with one line naming the setting: per-head
+// q/k norms (this base's flavor has them), the shared experts, and the load-balancing loss under
+// sequence parallel.
+static void tp_refusals(void) {
+    ct_config c = parity_base;
+    parity_set(&c, "parallelism.compute_parallel_degree", "2");
+    ct_model_config m, local;
+    CHECK(ct_model_config_from(&m, &c) == CT_OK, "%s", ct_last_error());
+    CHECK(ct_model_config_local(&m, 2, &local) == CT_ERR && strstr(ct_last_error(), "compute_parallel_degree") &&
+              strstr(ct_last_error(), "q/k norms"),
+          "qk_norm under tp: %s", ct_last_error());
+    ct_config d = c;
+    parity_set(&d, "model.flavor", "deepseek_v3_like");
+    parity_set(&d, "model.moe.num_shared_experts", "1");
+    CHECK(ct_model_config_from(&m, &d) == CT_ERR && strstr(ct_last_error(), "model.moe.num_shared_experts 1") &&
+              strstr(ct_last_error(), "compute_parallel_degree 2"),
+          "shared experts under tp: %s", ct_last_error());
+    parity_set(&d, "model.moe.num_shared_experts", "0");
+    parity_set(&d, "model.moe.aux_loss_coeff", "0.01");
+    parity_set(&d, "sequence_parallel.enable", "true");
+    CHECK(ct_model_config_from(&m, &d) == CT_ERR && strstr(ct_last_error(), "model.moe.aux_loss_coeff") &&
+              strstr(ct_last_error(), "sequence_parallel"),
+          "load-balancing loss under sequence parallel: %s", ct_last_error());
+    parity_set(&d, "sequence_parallel.enable", "false");
+    CHECK(ct_model_config_from(&m, &d) == CT_OK, "tp without sequence parallel: %s", ct_last_error());
 }
 
 static void balanced_ep2(void) {
@@ -224,6 +251,40 @@ static void deepseek_ep_fsdp(void) {
     run_ac("full", "op", (parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 2, .ep = 2},
            "deepseek-like ac full, ep2 x fsdp2 + accum");
 }
+// Tensor parallel: the attention and the dense block split as Llama 3's, the router and the
+// experts whole on every tp rank, run on its own rows (all of them, or its 1/tp under sequence
+// parallel). DeepSeek's structure without the shared expert (which does not split over tp yet),
+// heads and vocabulary that tp 2 divides, balanced by the choosing bias (the load-balancing loss
+// needs whole sequences, which sequence parallel splits).
+static void tp_reference(void) {
+    parity_set(&parity_base, "model.moe.num_shared_experts", "0");
+    parity_set(&parity_base, "model.n_kv_heads", "2");
+    parity_set(&parity_base, "model.vocab_size", "132");
+    parity_set(&parity_base, "model.moe.aux_loss_coeff", "0");
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    parity_reference(&world);
+    ct_comm_group_free(&world);
+}
+static void tp2(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 1}, "moe tp2");
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 2, .sequence_parallel = true},
+               "moe tp2 + sp + accum");
+}
+static void tp2_ep2(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .ep = 2}, "moe tp2 x ep2");
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .ep = 2, .sequence_parallel = true},
+               "moe tp2 + sp x ep2");
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 4, .pp = 2, .schedule = "1f1b",
+                               .sequence_parallel = true},
+               "moe tp2 + sp x pp2");
+}
+static void tp2_checkpointing(void) {
+    parity_layout l = {.shard = 1, .replicate = 1, .tp = 2, .accum = 1, .sequence_parallel = true};
+    run_ac("full", "op", l, "moe ac full, tp2 + sp");
+    run_ac("selective", "op", l, "moe ac selective op, tp2 + sp");
+}
+
 static void deepseek_ac_pp2(void) {
     parity_layout l = {.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"};
     run_ac("full", "op", l, "deepseek-like ac full, pp2 1f1b");
@@ -233,6 +294,7 @@ static void deepseek_ac_pp2(void) {
 static void cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(refusals);
+        CT_MPI_RUN(tp_refusals);
         CT_MPI_RUN(qk_norm_checkpointing_refused);
         CT_MPI_RUN(expert_load_counts);
         CT_MPI_RUN(fsdp);
@@ -282,6 +344,12 @@ static void cases(int n) {
         CT_MPI_RUN(deepseek_ac_fsdp);
         CT_MPI_RUN(deepseek_ep_fsdp);
     }
+    tp_reference();
+    if (n == 2) {
+        CT_MPI_RUN(tp2);
+        CT_MPI_RUN(tp2_checkpointing);
+    }
+    if (n == 4) CT_MPI_RUN(tp2_ep2);
 }
 
 int main(int argc, char **argv) {

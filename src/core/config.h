@@ -66,6 +66,8 @@ typedef struct {
     double moe_aux_loss_coeff;          // load-balancing loss coefficient (0: none)
     ct_cfg_aux_level moe_aux_loss_level;  // its groups: each sequence, or each micro-batch
     double moe_load_balance_coeff;      // rate of the choosing bias's update (0: no bias)
+    int moe_num_experts;                // routed experts per block (0: the flavor's)
+    int moe_top_k;                      // routed experts per token (0: the flavor's)
     int moe_num_shared_experts;         // experts every token passes besides its routed ones (-1: the flavor's)
     int moe_num_dense_layers;           // first blocks that are dense SwiGLU blocks (-1: the flavor's)
     int moe_dense_ffn_hidden_dim;       // their FFN hidden size (0: the flavor's)

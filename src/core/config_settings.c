@@ -86,6 +86,9 @@ const ct_setting ct_settings[] = {
     FLT("model.moe.load_balance_coeff", moe_load_balance_coeff, "0", NULL,
         "mixture of experts: auxiliary-loss-free balancing (DeepSeek-V3): after each step every block's choosing bias "
         "moves by this much toward the experts loaded below the mean (0 = no bias)"),
+    INT("model.moe.num_experts", moe_num_experts, "0", NULL,
+        "mixture of experts: routed experts per block (0 = the flavor's)"),
+    INT("model.moe.top_k", moe_top_k, "0", NULL, "mixture of experts: routed experts each token goes to (0 = the flavor's)"),
     INT("model.moe.num_shared_experts", moe_num_shared_experts, "-1", NULL,
         "mixture of experts: shared experts every token passes besides its routed ones (DeepSeek), run as one SwiGLU "
         "of this many times the expert hidden size (-1 = the flavor's)"),

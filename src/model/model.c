@@ -57,6 +57,12 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
         return ct_set_error_at(CT_E_CONFIG, "parallelism.expert_parallel_degree",
                                "parallelism.expert_parallel_degree %d does not divide the model's %d experts", ep,
                                m->n_experts);
+    if (m->moe_aux_coeff > 0 && c->compute_parallel_degree > 1 && c->sequence_parallel)
+        return ct_set_error_at(CT_E_CONFIG, "model.moe.aux_loss_coeff",
+                               "model.moe.aux_loss_coeff %g with parallelism.compute_parallel_degree %d under "
+                               "sequence_parallel.enable: the load-balancing loss needs a sequence's tokens on one "
+                               "rank; set one of them back (0, 1, false)",
+                               m->moe_aux_coeff, c->compute_parallel_degree);
     if (m->moe_aux_coeff > 0 && c->context_extension_degree > 1)
         return ct_set_error_at(CT_E_CONFIG, "model.moe.aux_loss_coeff",
                                "model.moe.aux_loss_coeff %g with parallelism.context_parallel_degree %d: the load-"

@@ -16,6 +16,18 @@ ct_status ct_model_config_moe(ct_model_config *m, const ct_config *c) {
         return negative("model.moe.aux_loss_coeff", c->moe_aux_loss_coeff);
     if (!(c->moe_load_balance_coeff >= 0) || !isfinite(c->moe_load_balance_coeff))
         return negative("model.moe.load_balance_coeff", c->moe_load_balance_coeff);
+    if (c->moe_num_experts < 0 || c->moe_top_k < 0)
+        return ct_set_error_at(CT_E_CONFIG, c->moe_num_experts < 0 ? "model.moe.num_experts" : "model.moe.top_k",
+                               "%s %d: expected a count > 0 (0 = the flavor's)",
+                               c->moe_num_experts < 0 ? "model.moe.num_experts" : "model.moe.top_k",
+                               c->moe_num_experts < 0 ? c->moe_num_experts : c->moe_top_k);
+    if (m->n_experts > 1024)  // the router's per-token sort (kernels/moe_rows.h)
+        return ct_set_error_at(CT_E_CONFIG, "model.moe.num_experts",
+                               "model.moe.num_experts %d: at most 1024 experts a block", m->n_experts);
+    if (m->n_experts > 0 && m->moe_top_k > m->n_experts)
+        return ct_set_error_at(CT_E_CONFIG, "model.moe.top_k",
+                               "model.moe.top_k %d: more than the model's %d experts (model.moe.num_experts)",
+                               m->moe_top_k, m->n_experts);
     if (c->moe_num_shared_experts < -1)
         return ct_set_error_at(CT_E_CONFIG, "model.moe.num_shared_experts",
                                "model.moe.num_shared_experts %d: expected a count >= 0 (-1 = the flavor's)",
@@ -34,6 +46,8 @@ ct_status ct_model_config_moe(ct_model_config *m, const ct_config *c) {
                                m->n_dense_layers, m->n_layers);
     if (m->n_experts <= 0) {  // a dense family: none of them may be set
         const char *set = c->moe_score_func != CT_CFG_SCORE_SOFTMAX ? "model.moe.score_func"
+                          : c->moe_num_experts > 0                 ? "model.moe.num_experts"
+                          : c->moe_top_k > 0                       ? "model.moe.top_k"
                           : c->moe_num_shared_experts >= 0         ? "model.moe.num_shared_experts"
                           : c->moe_num_dense_layers >= 0           ? "model.moe.num_dense_layers"
                           : c->moe_dense_ffn_hidden_dim > 0        ? "model.moe.dense_ffn_hidden_dim"

@@ -6,8 +6,12 @@
 // experts, with the model's ffn_hidden set to the block's FFN width (ffn_ctx): the dense block
 // whole, the routed block's attention half and shared FFN forward (Llama 3's block forward with
 // the shared width writes x_mid + shared into out) and the checkpointing kinds' recompute.
-// fp32, no tensor parallelism (the family's supports), so N_local = N and nothing is reduced.
-// The layer's load-balancing loss is weighted per call (ct_moe_layer.aux_weight).
+// Under tensor parallel the experts run on the rank's own residual rows (N_local of them: all N
+// without sequence parallel, every tp rank routing the same tokens alike; its 1/tp under sequence
+// parallel), whole on every tp rank, so they need no tp collective: under sequence parallel their
+// weights' gradients are partial sums, which the tp strategy adds up as for any tensor tp ranks
+// hold whole (parallel/tensor_parallel.h). fp32. The layer's load-balancing loss is weighted per
+// call (ct_moe_layer.aux_weight).
 #include <stdbool.h>
 
 #include "core/trace.h"
@@ -37,12 +41,19 @@ static long block_ffn(const ct_model_config *m, int layer) {
     return dense_block(m, layer) ? m->dense_ffn_hidden : shared_width(m);
 }
 
+// The routed experts' input: this rank's rows (N_local, C) of the gathered norm2 (N, C).
+static const float *routed_input(const ct_block_ctx *c, const ct_llama3_moe_acts *s) {
+    bool sp = c->ops->tp.sequence_parallel && c->ops->tp.size > 1;
+    const float *norm2 = s->attn.norm2;  // fp32: the family runs no narrower compute dtype
+    return norm2 + (sp ? (long)c->ops->tp.rank * c->N_local * c->cfg->dim : 0);
+}
+
 static ct_moe_params expert_params(const ct_model_config *m, const ct_block_weights *w) {
     return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER], .bias = m->moe_bias_rate > 0 ? w->t[LLAMA3_MOE_BIAS] : NULL,
                            .w13 = w->t[LLAMA3_MOE_W13], .w2 = w->t[LLAMA3_MOE_W2]};
 }
 
-// y (N, C) = the routed experts of norm2. A training forward (its loss weight or its loss sum
+// y (N_local, C) = the routed experts of this rank's rows of norm2. A training forward (its loss weight or its loss sum
 // set) weights the load-balancing loss by its tokens' share of the step's loss and keeps that
 // weight in the record; a call without them -- a full recompute before the backward, or an
 // evaluation -- reuses the kept weight, so a recompute computes the same gradient of the loss
@@ -51,10 +62,10 @@ static void routed_forward(const ct_block_ctx *c, int layer, ct_llama3_moe_acts 
                            float *y) {
     ct_moe_params p = expert_params(c->cfg, w);
     ct_moe_layer *l = &W(c)->layer;
-    if (c->aux_sum || c->token_weight != 0) s->aux_weight = (float)((double)c->N * c->token_weight);
+    if (c->aux_sum || c->token_weight != 0) s->aux_weight = (float)((double)c->N_local * c->token_weight);
     l->aux_weight = s->aux_weight;
     int span = ct_trace_begin2(CT_TRACE_KERNEL, "moe.forward", "layer", layer, NULL, 0);
-    ct_moe_forward(l, &p, &s->moe, s->attn.norm2, y);  // (N, C)
+    ct_moe_forward(l, &p, &s->moe, routed_input(c, s), y);  // (N_local, C)
     if (c->aux_sum && s->moe.aux_loss) c->k->add_inplace(c->aux_sum, s->moe.aux_loss, 1);
     ct_trace_end(span);
 }
@@ -62,7 +73,7 @@ static void routed_forward(const ct_block_ctx *c, int layer, ct_llama3_moe_acts 
 static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
     ct_llama3_moe_acts *s = acts;
     const ct_model_config *m = c->cfg;
-    long NC = c->N * m->dim;
+    long NC = c->N_local * m->dim;
     ct_model_config fm;
     ct_block_ctx f = ffn_ctx(c, &fm, block_ffn(m, layer));
     s->dense = dense_block(m, layer);
@@ -79,7 +90,7 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
         ct_trace_end(span);
         return;
     }
-    ct_llama3_attention_forward(c, layer, &s->attn, w);  // x_mid, norm2 (N, C)
+    ct_llama3_attention_forward(c, layer, &s->attn, w);  // x_mid (N_local, C), norm2 (N, C)
     routed_forward(c, layer, s, w, out);
     int span = ct_trace_begin2(CT_TRACE_KERNEL, "residual_add.forward", "layer", layer, NULL, 0);
     c->k->add_inplace(out, s->attn.x_mid, NC);
@@ -128,7 +139,7 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     if (keep) ct_fatal("llama3_moe", "a split backward (the family does not support it)");
     const ct_llama3_moe_acts *s = acts;
     const ct_kernels *k = c->k;
-    long N = c->N, C = c->cfg->dim;
+    long N = c->N_local, C = c->cfg->dim;
     if (dense_block(c->cfg, layer)) {
         ct_model_config fm;
         ct_block_ctx f = ffn_ctx(c, &fm, c->cfg->dense_ffn_hidden);
@@ -140,9 +151,9 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     // through ffn_norm into it.
     ct_moe_params p = expert_params(c->cfg, w);
     ct_moe_grads gr = {.router = g->t[LLAMA3_MOE_ROUTER], .w13 = g->t[LLAMA3_MOE_W13], .w2 = g->t[LLAMA3_MOE_W2]};
-    float *dn = c->dnorm;  // (N, C) gradient of norm2
+    float *dn = c->dnorm;  // (N_local, C) gradient of this rank's rows of norm2
     int span = ct_trace_begin2(CT_TRACE_KERNEL, "moe.backward", "layer", layer, NULL, 0);
-    ct_moe_backward(&W(c)->layer, &p, (ct_moe_acts *)&s->moe, s->attn.norm2, dres, dn, &gr);
+    ct_moe_backward(&W(c)->layer, &p, (ct_moe_acts *)&s->moe, routed_input(c, s), dres, dn, &gr);
     ct_trace_end(span);
     if (shared_width(c->cfg) > 0) shared_backward(c, layer, &s->attn, w, g, dres, dn);
     span = ct_trace_begin2(CT_TRACE_KERNEL, "rmsnorm.backward", "layer", layer, NULL, 0);
@@ -176,11 +187,11 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
     ct_block_ctx f = ffn_ctx(c, &fm, ct_llama3_moe_ffn_width(m));
     long used = ct_llama3_block.carve_work(&f, kinds, &wk->attn, base);
     wk->tmp = base ? base + used : NULL;
-    used += (c->N * m->dim + 15) & ~15L;
+    used += (c->N_local * m->dim + 15) & ~15L;
     if (base) {
         ct_moe_layer_spec spec = {.k = c->k, .C = m->dim, .F = m->ffn_hidden, .E = m->n_experts,
                                   .topk = m->moe_top_k, .sigmoid = m->moe_sigmoid, .renorm = m->moe_route_norm,
-                                  .N = c->N, .aux_coef = (float)m->moe_aux_coeff,
+                                  .N = c->N_local, .aux_coef = (float)m->moe_aux_coeff,
                                   .aux_group = m->moe_aux_per_sequence ? c->T : 0, .ep = c->ops->experts};
         if (ct_moe_layer_init(&wk->layer, &spec)) ct_fatal("llama3_moe", "%s", ct_last_error());
     }

@@ -49,10 +49,10 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     if (c->n_kv_heads <= 0 && m->n_kv_heads > m->n_heads) m->n_kv_heads = m->n_heads;
     m->vocab_size = c->vocab_size > 0 ? c->vocab_size : f->vocab_size;
     m->ffn_hidden = c->ffn_hidden_dim > 0 ? c->ffn_hidden_dim : f->expert_hidden;
-    m->n_experts = f->n_experts;
-    m->moe_top_k = f->top_k;
-    // Shared experts and dense first blocks: the flavor's (its dense count capped by a smaller
-    // model.n_layers), or the model.moe.* settings (model/moe_settings.c checks their range).
+    // The experts, shared experts and dense first blocks: the flavor's (its dense count capped by a
+    // smaller model.n_layers), or the model.moe.* settings (model/moe_settings.c checks their range).
+    m->n_experts = c->moe_num_experts > 0 ? c->moe_num_experts : f->n_experts;
+    m->moe_top_k = c->moe_top_k > 0 ? c->moe_top_k : f->top_k;
     m->n_shared_experts = c->moe_num_shared_experts >= 0 ? c->moe_num_shared_experts : f->n_shared;
     m->n_dense_layers = c->moe_num_dense_layers >= 0     ? c->moe_num_dense_layers
                         : f->n_dense < m->n_layers       ? f->n_dense
@@ -73,6 +73,13 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
         return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
                                "checkpoint.last_save_in_hf: Qwen3-MoE has no shared experts; set "
                                "model.moe.num_shared_experts 0 or export none");
+    // The shared experts are one fused w1 | w3 matrix, which does not split over tp as Llama 3's
+    // column-parallel w1 and w3 do.
+    if (m->n_shared_experts > 0 && c->compute_parallel_degree > 1)
+        return ct_set_error_at(CT_E_CONFIG, "model.moe.num_shared_experts",
+                               "model.moe.num_shared_experts %d with parallelism.compute_parallel_degree %d: the "
+                               "shared experts do not split over tp yet; set one of them back (0, 1)",
+                               m->n_shared_experts, c->compute_parallel_degree);
     // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
     if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
         return ct_set_error_at(CT_E_CONFIG, "activation_checkpoint.mode",
@@ -85,7 +92,9 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
 
 // Llama 3's attention tensors, then the router and the experts (the residual output w2 depth-
 // scaled as Llama 3's is), the choosing bias under auxiliary-loss-free balancing, the shared experts as one SwiGLU of
-// S·F; a dense first block is Llama 3's block of the dense FFN width. Nothing splits over tp (the family does not run tp).
+// S·F; a dense first block is Llama 3's block of the dense FFN width. Under tp the attention and
+// the dense blocks split as Llama 3's; the router, the shared and the routed experts do not (every
+// tp rank holds them whole and runs them on its own rows).
 static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_BLOCK_MAX_PARAMS]) {
     if (layer < m->n_dense_layers) {
         ct_model_config dense = *m;
@@ -122,7 +131,7 @@ static double block_forward_flops_per_token(const ct_model_config *m) {
 
 const ct_model_family ct_llama3_moe_family = {
     .name = "llama3_moe",
-    .supports = CT_FAMILY_CHECKPOINTING,
+    .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP,
     .config_from = config_from,
     .trainable = NULL,
     .block_params = block_params,

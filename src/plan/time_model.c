@@ -17,12 +17,14 @@ const char *ct_plan_dim_name(ct_plan_dim d) {
 
 // ------------------------------------------------------------------ rates
 
-// Seconds of a matmul C (M x N) = A (M x K) B (K x N) at `peak` FLOP/s, at the profile's
-// efficiency for its smallest dimension.
+// Seconds of a matmul C (M x N) = A (M x K) B (K x N) at `peak` FLOP/s: the profile's matmul
+// model for its shape and dtype (hardware.h, ct_hw_matmul_seconds). `peak` names the dtype: the
+// 8-bit peak where the device has one (operands 1 byte), else the high precision's (2 bytes under
+// bf16, 4 under fp32); outputs are written in the compute dtype.
 static double mm_time(const ct_tm *t, double M, double N, double K, double peak) {
-    double s = fmin(M, fmin(N, K));
-    double eff = t->hw->matmul_efficiency * s / (s + t->hw->matmul_half_size);
-    return 2.0 * M * N * K / (peak * t->share * eff) + t->hw->kernel_launch;
+    bool fp8 = t->f8 && peak == t->mm_peak && t->mm_peak != t->hi_peak;
+    double out = t->bf16 ? 2 : 4, in = fp8 ? 1 : out;
+    return ct_hw_matmul_seconds(t->hw, M, N, K, peak * t->share, fp8, in, out, t->mem_bw) + t->hw->kernel_launch;
 }
 
 // Forward, input-gradient and weight-gradient seconds of a linear layer y (M x N) = x (M x K) W.

@@ -6,10 +6,9 @@
 #
 # The runs: TorchTitan's docs/performance.md, Llama 3.1 8B on Meta's Grand Teton H100s
 # (profiles/h100_hbm2e_500w.toml), FSDP, sequence 8192, local batch 2, TorchTitan's per-op
-# selective checkpointing, bf16 (tables 1 and 3); and the 8B context-parallel run at sequence
-# 32768 on 8 GPUs with full checkpointing, compile and float8 (3,890 tokens/s per GPU). Its
-# context-parallel degree and local batch are not in the source this script was written from:
-# cp 8 (FSDP over the cp ranks) and one sequence are assumed, and the row says so.
+# selective checkpointing, bf16 (tables 1 and 3); and table 2, the 8B with context parallel on 8
+# GPUs, local batch 1, full checkpointing, compile and float8: FSDP 8 at sequence 32768, FSDP 4 x
+# CP 2 at 65536, FSDP 2 x CP 4 at 131072, CP 8 at 262144 (the sequence grows with cp).
 #   BUILD=build bash bench/plan_published.sh [extra plan options, e.g. --gpu h100_sxm; --stack ctitan]
 set -u
 cd "$(dirname "$0")/.."
@@ -26,7 +25,10 @@ runs=(
   "128 GPUs, bf16|128|fsdp128|8192|2|op||5605"
   "128 GPUs, compile|128|fsdp128|8192|2|op|--compile|6514"
   "128 GPUs, compile + float8|128|fsdp128|8192|2|op|--compile --float8|8380"
-  "8 GPUs, seq 32768, cp 8 (assumed), full AC, compile + float8|8|cp8|32768|1|full|--compile --float8|3890"
+  "8 GPUs, seq 32768, fsdp 8, full AC, compile + float8|8|fsdp8|32768|1|full|--compile --float8|3890"
+  "8 GPUs, seq 65536, fsdp 4 x cp 2, full AC, compile + float8|8|fsdp4,cp2|65536|1|full|--compile --float8|2540"
+  "8 GPUs, seq 131072, fsdp 2 x cp 4, full AC, compile + float8|8|fsdp2,cp4|131072|1|full|--compile --float8|1071"
+  "8 GPUs, seq 262144, cp 8, full AC, compile + float8|8|cp8|262144|1|full|--compile --float8|548"
 )
 
 declare -A pred pub

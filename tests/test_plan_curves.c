@@ -1,7 +1,7 @@
 // The planner's per-term curves (src/plan/hardware.h): matmul efficiency by shape and dtype, and
 // NCCL's collectives by message size, on the shipped GPU profiles. Each worked figure is computed
 // here by hand from the public measurements the profiles cite (profiles/h100_sxm.toml,
-// a100_80gb.toml), not read back from the model.
+// h100_hbm2e_500w.toml, a100_80gb.toml), not read back from the model.
 #include <math.h>
 #include <string.h>
 
@@ -34,6 +34,29 @@ static void test_matmul_full_waves_reach_mamf(void) {
     // The seconds of a large full-wave GEMM are its FLOPs at that rate (compute-bound).
     double secs = ct_hw_matmul_seconds(&h, M, N, K, 989e12, false, 2, 2, 3350e9);
     CHECK_CLOSE(secs, 2 * M * N * K / 794.5e12, 0.002, 0);
+}
+
+// The 500 W profile against the GEMM rates measured on an H100 at 500 W (pytorch/FBGEMM pull
+// request 2546): bf16 585.23, 575.12, 546.31 TFLOP/s and fp8 1125.51, 1082.75, 1141.38 at
+// 8192^3, 65536 x 8192 x 7168 and 65536 x 3584 x 8192. By hand: the profile's rate (585.23 and
+// 1141.38, the best of each) times the shape's fill -- 8192 x 8192: 2048 tiles in 16 waves,
+// 2048/2112; 65536 x 8192: 16384 tiles in 125 waves, 16384/16500; 65536 x 3584: 7168 tiles in 55
+// waves, 7168/7260. Each lands within 6% of its measurement.
+static void test_matmul_500w_against_fbgemm(void) {
+    ct_hw_profile h = profile("h100_hbm2e_500w");
+    const struct {
+        double M, N, K, fill, bf16, fp8;
+    } g[] = {{8192, 8192, 8192, 2048.0 / 2112, 585.23e12, 1125.51e12},
+             {65536, 8192, 7168, 16384.0 / 16500, 575.12e12, 1082.75e12},
+             {65536, 3584, 8192, 7168.0 / 7260, 546.31e12, 1141.38e12}};
+    for (int i = 0; i < 3; i++) {
+        double bf16 = ct_hw_matmul_efficiency(&h, g[i].M, g[i].N, g[i].K, false) * h.peak_bf16;
+        double fp8 = ct_hw_matmul_efficiency(&h, g[i].M, g[i].N, g[i].K, true) * h.peak_fp8;
+        CHECK_CLOSE(bf16, 585.23e12 * g[i].fill, 0.002, 0);
+        CHECK_CLOSE(fp8, 1141.38e12 * g[i].fill, 0.002, 0);
+        CHECK_CLOSE(bf16, g[i].bf16, 0.06, 0);
+        CHECK_CLOSE(fp8, g[i].fp8, 0.06, 0);
+    }
 }
 
 // Tile and wave quantisation worked by hand. TorchTitan's 8B wo output, 16384 tokens x 4096:
@@ -175,6 +198,7 @@ static void test_busbw_grows_with_size(void) {
 
 int main(void) {
     CT_RUN(test_matmul_full_waves_reach_mamf);
+    CT_RUN(test_matmul_500w_against_fbgemm);
     CT_RUN(test_matmul_wave_quantisation);
     CT_RUN(test_matmul_monotonic_and_bounded);
     CT_RUN(test_matmul_roofline);

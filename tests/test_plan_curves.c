@@ -79,6 +79,30 @@ static void test_matmul_wave_quantisation(void) {
     CHECK(ct_hw_matmul_waves(&cpu, 133 * 128, 256) == 1.0, "cpu profile quantised");
 }
 
+// A grouped kernel's tiles share the waves. DeepSeek-V3-like experts under tp 8 and no expert
+// parallelism, 8192 tokens: 256 experts of 256 rows each, w1|w3 output 2 x 2048 / 8 = 512 wide.
+// One expert alone: 2 x 2 = 4 tiles of 128 x 256 in one wave of 132, 256 x 512 / (132 x 128 x
+// 256) of its area. All 256 in one kernel: 1024 tiles in 8 waves, 256 x 256 x 512 / (8 x 132 x
+// 128 x 256). The grouped kernel's arithmetic is 256 experts' at that fill; its traffic is every
+// expert's weights and rows, 256 x ((256 x 7168 + 7168 x 512 + 256 x 512) x 2 bytes) = 2.89 GB,
+// 861 us at 3.35 TB/s, more than the arithmetic (625 us): 256-row experts are memory-bound.
+static void test_matmul_grouped_share_waves(void) {
+    ct_hw_profile h = profile("h100_sxm");
+    CHECK_CLOSE(ct_hw_matmul_waves(&h, 256, 512), 256.0 * 512 / (132.0 * 128 * 256), 1e-12, 0);
+    double fill = 256.0 * 256 * 512 / (8.0 * 132 * 128 * 256);
+    CHECK_CLOSE(ct_hw_grouped_matmul_waves(&h, 256, 256, 512), fill, 1e-12, 0);
+    double s = ct_hw_grouped_matmul_seconds(&h, 256, 256, 512, 7168, 989e12, false, 2, 2, 3350e9);
+    double arithmetic = 256 * 2.0 * 256 * 512 * 7168 / (989e12 * 0.803 * fill);
+    double traffic = 256 * ((256.0 * 7168 + 7168.0 * 512 + 256.0 * 512) * 2) / 3350e9;
+    CHECK(traffic > arithmetic, "traffic %g, arithmetic %g", traffic, arithmetic);
+    CHECK_CLOSE(s, traffic, 1e-9, 0);
+    CHECK(s < 256 * ct_hw_matmul_seconds(&h, 256, 512, 7168, 989e12, false, 2, 2, 3350e9) / 10,
+          "256 experts in one kernel not faster than one at a time");
+    // One group is the plain GEMM.
+    CHECK_CLOSE(ct_hw_grouped_matmul_seconds(&h, 1, 16384, 4096, 4096, 989e12, false, 2, 2, 3350e9),
+                ct_hw_matmul_seconds(&h, 16384, 4096, 4096, 989e12, false, 2, 2, 3350e9), 1e-15, 0);
+}
+
 // More work never takes less time: at fixed N and K the seconds grow with M (in steps, one per
 // wave), and the efficiency never exceeds the measured plateau nor drops to 0.
 static void test_matmul_monotonic_and_bounded(void) {
@@ -200,6 +224,7 @@ int main(void) {
     CT_RUN(test_matmul_full_waves_reach_mamf);
     CT_RUN(test_matmul_500w_against_fbgemm);
     CT_RUN(test_matmul_wave_quantisation);
+    CT_RUN(test_matmul_grouped_share_waves);
     CT_RUN(test_matmul_monotonic_and_bounded);
     CT_RUN(test_matmul_roofline);
     CT_RUN(test_busbw_by_collective);

@@ -282,34 +282,48 @@ double ct_hw_coll_seconds(const ct_hw_profile *hw, ct_hw_coll coll, int n, doubl
     return steps * lat + ct_hw_coll_bus_bytes(coll, n, bytes) / ct_hw_busbw(hw, inter, coll);
 }
 
-// An (M x N) output cut into (tm x tn) tiles that run in waves of `sms`, one tile per SM: the
-// fraction of the waves' tile area that holds the output. Edge tiles cover past the output (tile
-// quantisation) and the last wave runs part-full (wave quantisation); both cost a full tile's
-// and a full wave's time.
-static double wave_fill(double M, double N, double tm, double tn, double sms) {
-    double tiles = ceil(M / tm) * ceil(N / tn), waves = ceil(tiles / sms);
-    return M * N / (waves * sms * tm * tn);
+// `groups` outputs of (M x N), one kernel, cut into (tm x tn) tiles that run in waves of `sms`,
+// one tile per SM: the fraction of the waves' tile area that holds output. Edge tiles cover past
+// each output (tile quantisation) and the last wave runs part-full (wave quantisation); both cost
+// a full tile's and a full wave's time. A grouped kernel's tiles, of every group, share the waves.
+static double wave_fill(double groups, double M, double N, double tm, double tn, double sms) {
+    double tiles = groups * ceil(M / tm) * ceil(N / tn), waves = ceil(tiles / sms);
+    return groups * M * N / (waves * sms * tm * tn);
 }
 
-double ct_hw_matmul_waves(const ct_hw_profile *hw, double M, double N) {
-    if (!(hw->sm_count > 0) || !(M >= 1) || !(N >= 1)) return 1;
+double ct_hw_grouped_matmul_waves(const ct_hw_profile *hw, double groups, double M, double N) {
+    if (!(hw->sm_count > 0) || !(M >= 1) || !(N >= 1) || !(groups >= 1)) return 1;
     double tm = hw->mm_tile_m > 0 ? hw->mm_tile_m : 128, tn = hw->mm_tile_n > 0 ? hw->mm_tile_n : 256;
-    return fmax(wave_fill(M, N, tm, tn, hw->sm_count), wave_fill(M, N, tn, tm, hw->sm_count));
+    return fmax(wave_fill(groups, M, N, tm, tn, hw->sm_count), wave_fill(groups, M, N, tn, tm, hw->sm_count));
 }
 
-double ct_hw_matmul_efficiency(const ct_hw_profile *hw, double M, double N, double K, bool fp8) {
+double ct_hw_matmul_waves(const ct_hw_profile *hw, double M, double N) { return ct_hw_grouped_matmul_waves(hw, 1, M, N); }
+
+// The efficiency before quantisation: the dtype's measured figure, on a size curve where the
+// profile has one.
+static double plateau(const ct_hw_profile *hw, double M, double N, double K, bool fp8) {
     double eff = fp8 && hw->matmul_efficiency_fp8 > 0 ? hw->matmul_efficiency_fp8 : hw->matmul_efficiency;
     if (hw->matmul_half_size > 0) {
         double s = fmin(M, fmin(N, K));
         eff *= s / (s + hw->matmul_half_size);
     }
-    return eff * ct_hw_matmul_waves(hw, M, N);
+    return eff;
+}
+
+double ct_hw_matmul_efficiency(const ct_hw_profile *hw, double M, double N, double K, bool fp8) {
+    return plateau(hw, M, N, K, fp8) * ct_hw_matmul_waves(hw, M, N);
+}
+
+double ct_hw_grouped_matmul_seconds(const ct_hw_profile *hw, double groups, double M, double N, double K, double peak,
+                                    bool fp8, double in_width, double out_width, double mem_bw) {
+    double eff = plateau(hw, M, N, K, fp8) * ct_hw_grouped_matmul_waves(hw, groups, M, N);
+    double compute = groups * 2.0 * M * N * K / (peak * eff);
+    if (!(hw->sm_count > 0) || !(mem_bw > 0)) return compute;
+    double traffic = groups * ((M * K + K * N) * in_width + M * N * out_width) / mem_bw;
+    return fmax(compute, traffic);
 }
 
 double ct_hw_matmul_seconds(const ct_hw_profile *hw, double M, double N, double K, double peak, bool fp8,
                             double in_width, double out_width, double mem_bw) {
-    double compute = 2.0 * M * N * K / (peak * ct_hw_matmul_efficiency(hw, M, N, K, fp8));
-    if (!(hw->sm_count > 0) || !(mem_bw > 0)) return compute;
-    double traffic = ((M * K + K * N) * in_width + M * N * out_width) / mem_bw;
-    return fmax(compute, traffic);
+    return ct_hw_grouped_matmul_seconds(hw, 1, M, N, K, peak, fp8, in_width, out_width, mem_bw);
 }

@@ -112,6 +112,11 @@ double ct_hw_matmul_waves(const ct_hw_profile *hw, double M, double N);
 // once) at `mem_bw` bytes/s -- the roofline that holds small-K and skinny shapes.
 double ct_hw_matmul_seconds(const ct_hw_profile *hw, double M, double N, double K, double peak, bool fp8,
                             double in_width, double out_width, double mem_bw);
+// `groups` GEMMs of that shape in one kernel (a mixture-of-experts layer's experts): their tiles
+// share the waves, so many small groups fill the SMs that one of them would leave idle.
+double ct_hw_grouped_matmul_waves(const ct_hw_profile *hw, double groups, double M, double N);
+double ct_hw_grouped_matmul_seconds(const ct_hw_profile *hw, double groups, double M, double N, double K, double peak,
+                                    bool fp8, double in_width, double out_width, double mem_bw);
 // Attention's fraction of the matmul peak at this head dimension (attention_efficiency, scaled by
 // HS / (HS + attention_half_head_dim) when that is set).
 double ct_hw_attention_efficiency(const ct_hw_profile *hw, double head_dim);

@@ -21,6 +21,7 @@
 #include "test_rand.h"
 #include "parallel/context_parallel.h"
 #include "parallel/cp_internal.h"
+#include "parallel/parallelize.h"
 
 static ct_group world;
 static const ct_kernels *kern;
@@ -284,6 +285,22 @@ static void test_seq_len_refusals(void) {
     CHECK(ct_cp_check_seq_len(CT_CP_CONTIGUOUS, 4, 102) == CT_ERR && strstr(ct_last_error(), "multiple of 4"), "%s",
           ct_last_error());
     CHECK(ct_cp_check_seq_len(CT_CP_HEADTAIL, 2, 0) == CT_ERR, "T 0");
+    // cp 1 splits nothing: an odd length is accepted under either balancer, and 0 still refused
+    CHECK(ct_cp_check_seq_len(CT_CP_HEADTAIL, 1, 1023) == CT_OK, "odd 1023 at cp 1 refused: %s", ct_last_error());
+    CHECK(ct_cp_check_seq_len(CT_CP_CONTIGUOUS, 1, 7) == CT_OK, "7 contiguous at cp 1 refused: %s", ct_last_error());
+    CHECK(ct_cp_check_seq_len(CT_CP_HEADTAIL, 1, 0) == CT_ERR && strstr(ct_last_error(), "at least 1"), "T 0 at cp 1: %s",
+          ct_last_error());
+    CHECK(ct_cp_check_seq_len(CT_CP_HEADTAIL, 2, 1023) == CT_ERR && strstr(ct_last_error(), "multiple of 4"),
+          "odd 1023 at cp 2: %s", ct_last_error());
+    // the trainer's set-up takes the same check: an odd training.seq_len runs without cp
+    ct_config cfg;
+    ct_config_defaults(&cfg);
+    cfg.seq_len = 1023;
+    ct_parallel_dims dims;
+    CHECK(ct_parallelize_dims(&cfg, 1, 1, &dims) == CT_OK && dims.seq_local == 1023, "seq_len 1023 at cp 1: %s",
+          ct_last_error());
+    CHECK(ct_parallelize_dims(&cfg, 1, 2, &dims) == CT_ERR && strstr(ct_last_error(), "training.seq_len 1023"),
+          "seq_len 1023 at cp 2 accepted");
     // planning refuses the same lengths, and NH not a multiple of NKV, before any communication
     ct_group fake;
     memset(&fake, 0, sizeof fake);

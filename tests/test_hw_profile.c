@@ -123,6 +123,10 @@ static void test_round_trip_keeps_every_digit(void) {
     hw.intra_latency = 1.1e-6 / 3;
     hw.inter_latency = 7.7e-6 / 3;
     hw.kernel_launch = 4.4e-6 / 7;
+    hw.matmul_efficiency_fp8 = 0.70912345678901234;
+    hw.sm_count = 132;
+    hw.mm_tile_m = 128, hw.mm_tile_n = 256;
+    hw.intra_busbw = 3.7e11 / 3 * 0.9, hw.intra_ar_busbw = 4.8e11 / 7, hw.inter_busbw = 4.7e10 / 11;
     CHECK(ct_hw_profile_write(path, &hw) == CT_OK, "%s", ct_last_error());
     CHECK(ct_hw_profile_load(path, &again) == CT_OK, "reading back: %s", ct_last_error());
     CHECK(again.matmul_efficiency == hw.matmul_efficiency, "matmul_efficiency %.17g -> %.17g", hw.matmul_efficiency,
@@ -149,7 +153,13 @@ static void test_round_trip_keeps_every_digit(void) {
         {"intra_node_latency_us", hw.intra_latency, again.intra_latency},
         {"inter_node_latency_us", hw.inter_latency, again.inter_latency},
         {"kernel_launch_us", hw.kernel_launch, again.kernel_launch},
+        {"intra_node_busbw_gbs", hw.intra_busbw, again.intra_busbw},
+        {"intra_node_allreduce_busbw_gbs", hw.intra_ar_busbw, again.intra_ar_busbw},
+        {"inter_node_busbw_gbs", hw.inter_busbw, again.inter_busbw},
     };
+    CHECK(again.matmul_efficiency_fp8 == hw.matmul_efficiency_fp8 && again.sm_count == 132 && again.mm_tile_m == 128 &&
+              again.mm_tile_n == 256,
+          "matmul model %.17g %g %g %g", again.matmul_efficiency_fp8, again.sm_count, again.mm_tile_m, again.mm_tile_n);
     for (size_t k = 0; k < sizeof scaled / sizeof scaled[0]; k++)
         CHECK(fabs(scaled[k].read - scaled[k].wrote) <= ulp2 * fabs(scaled[k].wrote), "%s %.17g -> %.17g",
               scaled[k].key, scaled[k].wrote, scaled[k].read);
@@ -186,6 +196,19 @@ static void test_bad_profiles(void) {
     expect_error("headroom of all the memory", "memory_headroom_gib");
     write_with("memory_gib", "memory_gib = 80\nmemory_headroom_gib = -1\n");
     expect_error("negative headroom", "memory_headroom_gib");
+    // The matmul model and NCCL's bus bandwidths: an fp8 efficiency above 1, a fractional SM
+    // count, a ring busbw above the line rate (only SHARP's all-reduce may pass it).
+    write_with("matmul_efficiency", "matmul_efficiency = 0.8\nmatmul_efficiency_fp8 = 1.2\n");
+    expect_error("fp8 efficiency above 1", "matmul_efficiency_fp8");
+    write_with("matmul_efficiency", "matmul_efficiency = 0.8\nsm_count = 131.5\n");
+    expect_error("fractional SMs", "sm_count");
+    write_with("intra_node_bandwidth_gbs", "intra_node_bandwidth_gbs = 450\nintra_node_busbw_gbs = 500\n");
+    expect_error("ring busbw above the line rate", "intra_node_busbw_gbs");
+    write_with("inter_node_bandwidth_gbs", "inter_node_bandwidth_gbs = 50\ninter_node_busbw_gbs = 51\n");
+    expect_error("inter-node busbw above the line rate", "inter_node_busbw_gbs");
+    write_with("intra_node_bandwidth_gbs", "intra_node_bandwidth_gbs = 450\nintra_node_allreduce_busbw_gbs = 480\n");
+    ct_hw_profile sharp;
+    CHECK(ct_hw_profile_load(path, &sharp) == CT_OK, "SHARP all-reduce above the line rate refused: %s", ct_last_error());
     unlink(path);
     // A missing file, by path and by name.
     ct_hw_profile hw;

@@ -129,6 +129,31 @@ static void test_ep_memory(void) {
     CHECK(whole.bytes[CT_MEM_PARAMS] >= 92557918208.0, "ep 1 params %.0f bytes", whole.bytes[CT_MEM_PARAMS]);
 }
 
+// Qwen3's per-head QK-norm under checkpointing: the dense stand-ins the memory model sizes it on
+// do not checkpoint with the norm, so they leave it out. Full and per-op checkpointing keep less
+// than keeping everything; sizing returns (the stand-in block would otherwise end the process).
+// The shards still hold the norm's weights: the optimizer state is the same whatever the policy.
+static void test_qk_norm_checkpointing_sizes(void) {
+    ct_config c = moe_config("qwen3_30b_a3b");
+    set(&c, "parallelism.data_shard_degree", "64");
+    set(&c, "parallelism.expert_parallel_degree", "4");
+    ct_model_config m = planned(&c);
+    CHECK(m.qk_norm, "qwen3 has no qk_norm");
+    ct_plan_memory keep, full, op;
+    CHECK(ct_plan_memory_rank(&m, &c, 64, &keep) == CT_OK, "%s", ct_last_error());
+    set(&c, "activation_checkpoint.mode", "full");
+    CHECK(ct_plan_memory_rank(&m, &c, 64, &full) == CT_OK, "full: %s", ct_last_error());
+    set(&c, "activation_checkpoint.mode", "selective");
+    set(&c, "activation_checkpoint.selective_ac_option", "op");
+    CHECK(ct_plan_memory_rank(&m, &c, 64, &op) == CT_OK, "op: %s", ct_last_error());
+    CHECK(full.bytes[CT_MEM_ACTIVATIONS] < op.bytes[CT_MEM_ACTIVATIONS] &&
+              op.bytes[CT_MEM_ACTIVATIONS] < keep.bytes[CT_MEM_ACTIVATIONS],
+          "activations full %.0f, op %.0f, none %.0f", full.bytes[CT_MEM_ACTIVATIONS], op.bytes[CT_MEM_ACTIVATIONS],
+          keep.bytes[CT_MEM_ACTIVATIONS]);
+    CHECK(full.bytes[CT_MEM_OPTIM] == keep.bytes[CT_MEM_OPTIM], "optimizer %.0f vs %.0f", full.bytes[CT_MEM_OPTIM],
+          keep.bytes[CT_MEM_OPTIM]);
+}
+
 // All-to-all bytes, Qwen3 on fsdp64 with ep 8, one micro-batch of 4096 tokens on ctitan's stack
 // (fp32 rows): each of the 48 routed layers sends its 4096 · 8 rows of 2048 values, 7/8 of them
 // off the rank, four times (dispatch and combine, forward and backward): 4 · 4096 · 8 · 2048 · 4
@@ -158,6 +183,7 @@ int main(void) {
     CT_RUN(test_deepseek_counts);
     CT_RUN(test_training_refuses);
     CT_RUN(test_ep_memory);
+    CT_RUN(test_qk_norm_checkpointing_sizes);
     CT_RUN(test_a2a_bytes);
     CT_TEST_EXIT();
 }

@@ -27,13 +27,16 @@ void ct_cp_positions(ct_cp_balance balance, int cp_rank, int cp_size, long T, in
 
 ct_status ct_cp_check_seq_len(ct_cp_balance balance, int cp_size, long T) {
     if (cp_size < 1) return ct_set_error("context_extension_degree %d must be at least 1", cp_size);
+    if (T <= 0) return ct_set_error("training.seq_len %ld must be at least 1", T);
+    // One cp rank holds the whole sequence and balances nothing: any length splits into one piece.
+    if (cp_size == 1) return CT_OK;
     if (balance == CT_CP_HEADTAIL) {
         const long n = 2L * cp_size;
-        if (T <= 0 || T % n != 0)
+        if (T % n != 0)
             return ct_set_error("training.seq_len %ld does not split into 2 x context_extension_degree %d = %ld "
                                 "equal chunks (head-tail balancing); use a multiple of %ld",
                                 T, cp_size, n, n);
-    } else if (T <= 0 || T % cp_size != 0) {
+    } else if (T % cp_size != 0) {
         return ct_set_error("training.seq_len %ld does not split into context_extension_degree %d equal pieces "
                             "(no load balancing); use a multiple of %d",
                             T, cp_size, cp_size);

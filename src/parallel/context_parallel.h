@@ -40,7 +40,7 @@ typedef enum { CT_CP_HEADTAIL = 0, CT_CP_CONTIGUOUS } ct_cp_balance;  // load ba
 void ct_cp_positions(ct_cp_balance balance, int cp_rank, int cp_size, long T, int32_t *pos);
 // The sequence lengths a layout can split: CT_OK, or CT_ERR + one line ("training.seq_len 100
 // does not split into 2 x context_extension_degree 4 = 8 equal chunks (head-tail balancing); use
-// a multiple of 8").
+// a multiple of 8"). At cp 1 every positive length is accepted: nothing is split.
 ct_status ct_cp_check_seq_len(ct_cp_balance balance, int cp_size, long T);
 
 // Work counters since init: chunk-pair kernel calls made and skipped

@@ -4,6 +4,7 @@
 #include "plan/hardware.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,13 @@ static const key_spec keys[] = {
     {"inter_node_bandwidth_gbs", K_NUM, V_POSITIVE, 1e9, OFF(inter_bw), false},
     {"inter_node_latency_us", K_NUM, V_NONNEG, 1e-6, OFF(inter_latency), false},
     {"kernel_launch_us", K_NUM, V_NONNEG, 1e-6, OFF(kernel_launch), true},
+    {"matmul_efficiency_fp8", K_NUM, V_NONNEG, 1, OFF(matmul_efficiency_fp8), true},
+    {"sm_count", K_NUM, V_NONNEG, 1, OFF(sm_count), true},
+    {"matmul_tile_m", K_NUM, V_NONNEG, 1, OFF(mm_tile_m), true},
+    {"matmul_tile_n", K_NUM, V_NONNEG, 1, OFF(mm_tile_n), true},
+    {"intra_node_busbw_gbs", K_NUM, V_NONNEG, 1e9, OFF(intra_busbw), true},
+    {"intra_node_allreduce_busbw_gbs", K_NUM, V_NONNEG, 1e9, OFF(intra_ar_busbw), true},
+    {"inter_node_busbw_gbs", K_NUM, V_NONNEG, 1e9, OFF(inter_busbw), true},
 };
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
 
@@ -105,8 +113,8 @@ static ct_status load_file(const char *path, ct_hw_profile *hw) {
         const key_spec *s = find_key(root->keys[i]);
         if (!s) {
             st = ct_set_error("%s:%d: unknown key '%s' (a profile has: name, kind, memory_gib, memory_headroom_gib, devices_per_node, "
-                              "peak_tflops_*, matmul_*, attention_efficiency, *_bandwidth_gbs, *_latency_us, "
-                              "kernel_launch_us)", path, root->items[i]->line, root->keys[i]);
+                              "peak_tflops_*, matmul_*, sm_count, attention_*, *_bandwidth_gbs, *_busbw_gbs, "
+                              "*_latency_us, kernel_launch_us)", path, root->items[i]->line, root->keys[i]);
             break;
         }
         seen[s - keys] = true;
@@ -125,6 +133,18 @@ static ct_status load_file(const char *path, ct_hw_profile *hw) {
                           hw->memory_headroom / 1073741824.0, hw->memory_bytes / 1073741824.0);
     if (st == CT_OK && hw->matmul_efficiency > 1)
         st = ct_set_error("%s: matmul_efficiency must be at most 1 (got %g)", path, hw->matmul_efficiency);
+    if (st == CT_OK && hw->matmul_efficiency_fp8 > 1)
+        st = ct_set_error("%s: matmul_efficiency_fp8 must be at most 1 (got %g)", path, hw->matmul_efficiency_fp8);
+    // A busbw above the line rate is NVLink SHARP's all-reduce only (the switch reduces, so less
+    // crosses each link than a ring's count); the ring figures are bounded by the wire.
+    if (st == CT_OK && hw->intra_busbw > hw->intra_bw)
+        st = ct_set_error("%s: intra_node_busbw_gbs (%g) must be at most intra_node_bandwidth_gbs (%g)", path,
+                          hw->intra_busbw / 1e9, hw->intra_bw / 1e9);
+    if (st == CT_OK && hw->inter_busbw > hw->inter_bw)
+        st = ct_set_error("%s: inter_node_busbw_gbs (%g) must be at most inter_node_bandwidth_gbs (%g)", path,
+                          hw->inter_busbw / 1e9, hw->inter_bw / 1e9);
+    if (st == CT_OK && hw->sm_count > 0 && hw->sm_count != floor(hw->sm_count))
+        st = ct_set_error("%s: sm_count must be a whole number (got %g)", path, hw->sm_count);
     if (st == CT_OK && hw->attention_efficiency > 1)
         st = ct_set_error("%s: attention_efficiency must be at most 1 (got %g)", path, hw->attention_efficiency);
     ct_toml_free(root);
@@ -217,6 +237,13 @@ ct_status ct_hw_profile_write(const char *path, const ct_hw_profile *hw) {
     fprintf(f, "inter_node_bandwidth_gbs = %.17g\n", hw->inter_bw / 1e9);
     fprintf(f, "inter_node_latency_us = %.17g\n", hw->inter_latency / 1e-6);
     fprintf(f, "kernel_launch_us = %.17g\n", hw->kernel_launch / 1e-6);
+    fprintf(f, "matmul_efficiency_fp8 = %.17g\n", hw->matmul_efficiency_fp8);
+    fprintf(f, "sm_count = %.17g\n", hw->sm_count);
+    fprintf(f, "matmul_tile_m = %.17g\n", hw->mm_tile_m);
+    fprintf(f, "matmul_tile_n = %.17g\n", hw->mm_tile_n);
+    fprintf(f, "intra_node_busbw_gbs = %.17g\n", hw->intra_busbw / 1e9);
+    fprintf(f, "intra_node_allreduce_busbw_gbs = %.17g\n", hw->intra_ar_busbw / 1e9);
+    fprintf(f, "inter_node_busbw_gbs = %.17g\n", hw->inter_busbw / 1e9);
     if (fclose(f)) return ct_set_error("%s: write failed", path);
     return CT_OK;
 }
@@ -230,4 +257,73 @@ double ct_hw_peak(const ct_hw_profile *hw, const char *dtype) {
     if (!strcmp(dtype, "fp8")) return hw->peak_fp8 > 0 ? hw->peak_fp8 : hw->peak_bf16;
     if (!strcmp(dtype, "bf16")) return hw->peak_bf16;
     return hw->peak_fp32;
+}
+
+double ct_hw_busbw(const ct_hw_profile *hw, bool inter_node, ct_hw_coll coll) {
+    if (hw->cpu || !inter_node) {
+        double ring = hw->intra_busbw > 0 ? hw->intra_busbw : hw->intra_bw;
+        return coll == CT_HW_ALL_REDUCE && hw->intra_ar_busbw > 0 ? hw->intra_ar_busbw : ring;
+    }
+    return hw->inter_busbw > 0 ? hw->inter_busbw : hw->inter_bw;
+}
+
+double ct_hw_coll_bus_bytes(ct_hw_coll coll, int n, double bytes) {
+    if (n < 2) return 0;
+    if (coll == CT_HW_SEND_RECV) return bytes;
+    double ring = (n - 1.0) / n * bytes;
+    return coll == CT_HW_ALL_REDUCE ? 2 * ring : ring;
+}
+
+double ct_hw_coll_seconds(const ct_hw_profile *hw, ct_hw_coll coll, int n, double bytes, bool inter_node) {
+    if (n < 2 || !(bytes > 0)) return 0;
+    bool inter = inter_node && !hw->cpu;
+    double steps = coll == CT_HW_SEND_RECV ? 1 : coll == CT_HW_ALL_REDUCE ? 2.0 * (n - 1) : n - 1.0;
+    double lat = inter ? hw->inter_latency : hw->intra_latency;
+    return steps * lat + ct_hw_coll_bus_bytes(coll, n, bytes) / ct_hw_busbw(hw, inter, coll);
+}
+
+// `groups` outputs of (M x N), one kernel, cut into (tm x tn) tiles that run in waves of `sms`,
+// one tile per SM: the fraction of the waves' tile area that holds output. Edge tiles cover past
+// each output (tile quantisation) and the last wave runs part-full (wave quantisation); both cost
+// a full tile's and a full wave's time. A grouped kernel's tiles, of every group, share the waves.
+static double wave_fill(double groups, double M, double N, double tm, double tn, double sms) {
+    double tiles = groups * ceil(M / tm) * ceil(N / tn), waves = ceil(tiles / sms);
+    return groups * M * N / (waves * sms * tm * tn);
+}
+
+double ct_hw_grouped_matmul_waves(const ct_hw_profile *hw, double groups, double M, double N) {
+    if (!(hw->sm_count > 0) || !(M >= 1) || !(N >= 1) || !(groups >= 1)) return 1;
+    double tm = hw->mm_tile_m > 0 ? hw->mm_tile_m : 128, tn = hw->mm_tile_n > 0 ? hw->mm_tile_n : 256;
+    return fmax(wave_fill(groups, M, N, tm, tn, hw->sm_count), wave_fill(groups, M, N, tn, tm, hw->sm_count));
+}
+
+double ct_hw_matmul_waves(const ct_hw_profile *hw, double M, double N) { return ct_hw_grouped_matmul_waves(hw, 1, M, N); }
+
+// The efficiency before quantisation: the dtype's measured figure, on a size curve where the
+// profile has one.
+static double plateau(const ct_hw_profile *hw, double M, double N, double K, bool fp8) {
+    double eff = fp8 && hw->matmul_efficiency_fp8 > 0 ? hw->matmul_efficiency_fp8 : hw->matmul_efficiency;
+    if (hw->matmul_half_size > 0) {
+        double s = fmin(M, fmin(N, K));
+        eff *= s / (s + hw->matmul_half_size);
+    }
+    return eff;
+}
+
+double ct_hw_matmul_efficiency(const ct_hw_profile *hw, double M, double N, double K, bool fp8) {
+    return plateau(hw, M, N, K, fp8) * ct_hw_matmul_waves(hw, M, N);
+}
+
+double ct_hw_grouped_matmul_seconds(const ct_hw_profile *hw, double groups, double M, double N, double K, double peak,
+                                    bool fp8, double in_width, double out_width, double mem_bw) {
+    double eff = plateau(hw, M, N, K, fp8) * ct_hw_grouped_matmul_waves(hw, groups, M, N);
+    double compute = groups * 2.0 * M * N * K / (peak * eff);
+    if (!(hw->sm_count > 0) || !(mem_bw > 0)) return compute;
+    double traffic = groups * ((M * K + K * N) * in_width + M * N * out_width) / mem_bw;
+    return fmax(compute, traffic);
+}
+
+double ct_hw_matmul_seconds(const ct_hw_profile *hw, double M, double N, double K, double peak, bool fp8,
+                            double in_width, double out_width, double mem_bw) {
+    return ct_hw_grouped_matmul_seconds(hw, 1, M, N, K, peak, fp8, in_width, out_width, mem_bw);
 }

@@ -167,9 +167,12 @@ static ct_status size_moe_pp_rank(const ct_model_config *m, const ct_config *c, 
     int ep, tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
     if (ct_plan_moe_ep(m, c, world, &ep)) return CT_ERR;
     ct_model_config w, a, lm, lw;
-    if (ct_plan_moe_standins(m, ep, tp, &w, &a) || ct_model_config_local(m, tp, &lm) ||
-        ct_model_config_local(&w, tp, &lw))
-        return CT_ERR;
+    if (ct_plan_moe_standins(m, ep, tp, &w, &a)) return CT_ERR;
+    // The dense block does not checkpoint with a per-head QK-norm (Qwen3's), so under
+    // checkpointing the stand-ins leave it out: its 2 HS weights a block still count in the
+    // shards below (`extra`), what it would keep for backward does not.
+    if (ct_config_ac(c).kind != CT_CFG_KEEP_ALL) w.qk_norm = a.qk_norm = 0;
+    if (ct_model_config_local(m, tp, &lm) || ct_model_config_local(&w, tp, &lw)) return CT_ERR;
     ct_plan_memory mw, ma;
     if (size_pp_rank(&w, c, world, pp_rank, cache, &mw) || size_pp_rank(&a, c, world, pp_rank, cache, &ma))
         return CT_ERR;

@@ -3,7 +3,8 @@
 // hides. Bytes are counted as the comm layer counts them per rank: an all-gather or
 // reduce-scatter of a tensor of E bytes over n ranks moves (n-1)/n·E, an all-reduce 2(n-1)/n·E
 // (ring algorithms: that many bytes cross each rank's link in each direction, so the seconds
-// are bytes / bandwidth plus a latency per ring step).
+// are those bytes over the collective library's achieved bus bandwidth plus a latency per ring
+// step: hardware.h, ct_hw_coll_seconds).
 #include <math.h>
 #include <string.h>
 
@@ -12,26 +13,29 @@
 
 // ------------------------------------------------------------------ links
 
+// The link a group's collectives run over; their seconds are the profile's collective model
+// (hardware.h, ct_hw_coll_seconds: NCCL's bus bandwidth by collective plus a latency per step).
 typedef struct {
-    double bw, lat;
+    const ct_hw_profile *hw;
+    double bw, lat;  // ring bus bandwidth (cp's ring, pipeline sends), one step's latency
+    bool inter;      // across nodes
 } link;
 
 // A group lies within a node when it and the dimensions inside it fit there (ranks are laid out
 // tp fastest, then cp, dp_shard, dp_replicate, pp). A cpu profile is one node.
 static link link_for(const ct_tm *t, int span) {
     const ct_hw_profile *hw = t->hw;
-    if (hw->cpu || span <= hw->devices_per_node) return (link){hw->intra_bw, hw->intra_latency};
-    return (link){hw->inter_bw, hw->inter_latency};
+    bool inter = !hw->cpu && span > hw->devices_per_node;
+    return (link){hw, ct_hw_busbw(hw, inter, CT_HW_ALL_GATHER), inter ? hw->inter_latency : hw->intra_latency, inter};
 }
 
-// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks. Nothing to send is
-// no collective (a dense model's experts): no latency either.
-static double ag_bytes(int n, double bytes) { return n > 1 ? (n - 1.0) / n * bytes : 0; }
-static double ag_time(link l, int n, double bytes) {
-    return n > 1 && bytes > 0 ? ag_bytes(n, bytes) / l.bw + (n - 1) * l.lat : 0;
-}
-static double ar_bytes(int n, double bytes) { return 2 * ag_bytes(n, bytes); }
-static double ar_time(link l, int n, double bytes) { return 2 * ag_time(l, n, bytes); }
+// All-gather or reduce-scatter of a tensor of `bytes` (whole) over n ranks (both run at the
+// ring's bus bandwidth), and all-reduce. Nothing to send is no collective (a dense model's
+// experts): no latency either.
+static double ag_bytes(int n, double bytes) { return ct_hw_coll_bus_bytes(CT_HW_ALL_GATHER, n, bytes); }
+static double ag_time(link l, int n, double bytes) { return ct_hw_coll_seconds(l.hw, CT_HW_ALL_GATHER, n, bytes, l.inter); }
+static double ar_bytes(int n, double bytes) { return ct_hw_coll_bus_bytes(CT_HW_ALL_REDUCE, n, bytes); }
+static double ar_time(link l, int n, double bytes) { return ct_hw_coll_seconds(l.hw, CT_HW_ALL_REDUCE, n, bytes, l.inter); }
 
 // Parameters (elements) of each FSDP group kind on one tp rank: the model's own counts. Block
 // `layer`'s: those sharded over all dp_shard x cp ranks, and the experts this EP rank gathers
@@ -215,8 +219,8 @@ static void ep_stage(const ct_tm *t, int s, ct_stage_tm *st) {
     double width = t->stack == CT_STACK_TORCHTITAN && t->bf16 ? 2 : 4;
     double bytes = ct_plan_moe_a2a_bytes(t->tokens, t->lm.moe_top_k, t->lm.dim, width, t->ep);
     double off = hw->cpu ? 0 : ct_plan_moe_a2a_off_node(t->ep, t->tp, hw->devices_per_node);
-    double secs = fmax(bytes * (1 - off) / hw->intra_bw + (t->ep - 1) * hw->intra_latency,
-                       off > 0 ? bytes * off / hw->inter_bw + (t->ep - 1) * hw->inter_latency : 0);
+    double secs = fmax(bytes * (1 - off) / ct_hw_busbw(hw, false, CT_HW_ALL_TO_ALL) + (t->ep - 1) * hw->intra_latency,
+                       off > 0 ? bytes * off / ct_hw_busbw(hw, true, CT_HW_ALL_TO_ALL) + (t->ep - 1) * hw->inter_latency : 0);
     for (int layer = t->first[s]; layer < t->first[s + 1]; layer++) {
         if (!ct_plan_moe_routed(t->m, layer)) continue;
         add(st, CT_PLAN_EP, 4 * bytes, 4 * secs, 4 * secs);

@@ -17,44 +17,45 @@ const char *ct_plan_dim_name(ct_plan_dim d) {
 
 // ------------------------------------------------------------------ rates
 
-// Seconds of a matmul C (M x N) = A (M x K) B (K x N) at `peak` FLOP/s, at the profile's
-// efficiency for its smallest dimension.
+// Seconds of a matmul C (M x N) = A (M x K) B (K x N) at `peak` FLOP/s: the profile's matmul
+// model for its shape and dtype (hardware.h, ct_hw_matmul_seconds). `peak` names the dtype: the
+// 8-bit peak where the device has one (operands 1 byte), else the high precision's (2 bytes under
+// bf16, 4 under fp32); outputs are written in the compute dtype.
+static double mm_time_grouped(const ct_tm *t, double groups, double M, double N, double K, double peak) {
+    bool fp8 = t->f8 && peak == t->mm_peak && t->mm_peak != t->hi_peak;
+    double out = t->bf16 ? 2 : 4, in = fp8 ? 1 : out;
+    return ct_hw_grouped_matmul_seconds(t->hw, groups, M, N, K, peak * t->share, fp8, in, out, t->mem_bw) +
+           t->hw->kernel_launch;
+}
 static double mm_time(const ct_tm *t, double M, double N, double K, double peak) {
-    double s = fmin(M, fmin(N, K));
-    double eff = t->hw->matmul_efficiency * s / (s + t->hw->matmul_half_size);
-    return 2.0 * M * N * K / (peak * t->share * eff) + t->hw->kernel_launch;
+    return mm_time_grouped(t, 1, M, N, K, peak);
 }
 
-// Forward, input-gradient and weight-gradient seconds of a linear layer y (M x N) = x (M x K) W.
-static void linear(const ct_tm *t, double M, double N, double K, double peak, double *f, double *i, double *w) {
-    *f += mm_time(t, M, N, K, peak);
-    *i += mm_time(t, M, K, N, peak);  // dx (M x K) = dy (M x N) W^T
-    *w += mm_time(t, K, N, M, peak);  // dW (K x N) = x^T dy
+// Forward, input-gradient and weight-gradient seconds of `groups` linear layers y (M x N) =
+// x (M x K) W run as one kernel each way (one launch; a dense layer is one group).
+static void linear_grouped(const ct_tm *t, double groups, double M, double N, double K, double peak, double *f,
+                           double *i, double *w) {
+    *f += mm_time_grouped(t, groups, M, N, K, peak);
+    *i += mm_time_grouped(t, groups, M, K, N, peak);  // dx (M x K) = dy (M x N) W^T
+    *w += mm_time_grouped(t, groups, K, N, M, peak);  // dW (K x N) = x^T dy
     // 8-bit: each operand is scaled (amax: one read) and cast (one read, one byte written), in
     // forward x and W, in backward dy twice (e5m2 for dx and dW) -- memory passes at fp32 width.
     // On a gpu under bf16 the operands are bf16: 2 bytes read twice and 1 written (5 a element).
     if (t->f8) {
         double width = t->bf16 && !t->hw->cpu ? 5.0 : 9.0;
-        double fwd = (M * K + K * N) * width, bwd = 2.0 * M * N * width;
+        double fwd = groups * (M * K + K * N) * width, bwd = groups * 2.0 * M * N * width;
         *f += fwd / t->mem_bw;
         *i += bwd / (2 * t->mem_bw);
         *w += bwd / (2 * t->mem_bw);
     }
 }
+static void linear(const ct_tm *t, double M, double N, double K, double peak, double *f, double *i, double *w) {
+    linear_grouped(t, 1, M, N, K, peak, f, i, w);
+}
 
 static double mem_time(const ct_tm *t, double bytes) { return bytes / t->mem_bw; }
 
 // ------------------------------------------------------------------ one block, one micro-batch
-
-// A grouped linear: `groups` matmuls of M rows each over one weight (K x N) apiece, as one kernel
-// (one launch). The rate follows each group's own smallest dimension.
-static void grouped_linear(const ct_tm *t, double groups, double M, double N, double K, double peak, double *f,
-                           double *i, double *w) {
-    double gf = 0, gi = 0, gw = 0;
-    linear(t, M, N, K, peak, &gf, &gi, &gw);
-    double launch = (groups - 1) * t->hw->kernel_launch;
-    *f += groups * gf - launch, *i += groups * gi - launch, *w += groups * gw - launch;
-}
 
 // A routed layer's matmuls on this rank for N tokens: the router (N x E from C, kept at the high
 // precision as TorchTitan keeps it), the experts this EP rank holds as grouped matmuls over the
@@ -68,8 +69,8 @@ static double routed_ffn(const ct_tm *t, double N, double *f, double *i, double 
     const double C = l->dim, F = l->ffn_hidden, E = l->n_experts, k = l->moe_top_k, S = l->n_shared_experts;
     double rows = N * k * t->ep / E, groups = E / t->ep;
     linear(t, N, E, C, t->hi_peak, f, i, w);                         // router
-    grouped_linear(t, groups, rows, 2 * F, C, t->mm_peak, f, i, w);  // experts' w1, w3
-    grouped_linear(t, groups, rows, C, F, t->mm_peak, f, i, w);      // experts' w2
+    linear_grouped(t, groups, rows, 2 * F, C, t->mm_peak, f, i, w);  // experts' w1, w3
+    linear_grouped(t, groups, rows, C, F, t->mm_peak, f, i, w);      // experts' w2
     if (S > 0) {
         linear(t, N, 2 * S * F, C, t->mm_peak, f, i, w);  // shared w1, w3
         linear(t, N, C, S * F, t->mm_peak, f, i, w);      // shared w2

@@ -80,8 +80,8 @@ static void test_deepseek_counts(void) {
     CHECK_CLOSE(ct_model_flops_per_token(&m, 4096), 291735386112.0, 1e-12, 0);
 }
 
-// Training takes DeepSeek-V3's structure (shared experts, dense first blocks) and refuses what
-// the trainer does not run, naming the setting.
+// Training takes DeepSeek-V3's structure (shared experts, dense first blocks) and expert
+// parallelism; the planner refuses an expert-parallel degree that does not fit, naming the setting.
 static void test_training_refuses(void) {
     ct_config c = moe_config("deepseek_v3_like");
     ct_model_config m;
@@ -89,7 +89,7 @@ static void test_training_refuses(void) {
     ct_config q = moe_config("qwen3_30b_a3b");
     CHECK(ct_model_config_from(&m, &q) == CT_OK, "qwen3 refused: %s", ct_last_error());
     set(&q, "parallelism.expert_parallel_degree", "2");
-    EXPECT_ERROR(ct_model_config_from(&m, &q), CT_E_CONFIG, "parallelism.expert_parallel_degree", "set 1");
+    CHECK(ct_model_config_from(&m, &q) == CT_OK, "qwen3 at ep 2 refused: %s", ct_last_error());
     // The planner refuses a degree that does not divide the experts or the ranks it borrows.
     set(&q, "parallelism.expert_parallel_degree", "3");
     set(&q, "parallelism.data_shard_degree", "6");

@@ -199,11 +199,12 @@ static ct_status size_moe_pp_rank(const ct_model_config *m, const ct_config *c, 
 }
 
 // A model the trainer runs as configured is sized as it allocates (the trainer's own memory check
-// comes here); a mixture-of-experts layout it does not run yet through the stand-ins.
+// comes here); a mixture-of-experts layout it does not run yet, or runs with expert parallelism
+// (whose expert-side buffers the stages allocate outside the sizing plan), through the stand-ins.
 static ct_status size_any_pp_rank(const ct_model_config *m, const ct_config *c, int world, int pp_rank,
                                   ct_parallelize_cache *cache, ct_plan_memory *out) {
     ct_model_config trained;
-    if (m->n_experts > 0 && ct_model_config_from(&trained, c) != CT_OK)
+    if (m->n_experts > 0 && (c->expert_parallel_degree > 1 || ct_model_config_from(&trained, c) != CT_OK))
         return size_moe_pp_rank(m, c, world, pp_rank, cache, out);
     return size_pp_rank(m, c, world, pp_rank, cache, out);
 }

@@ -11,14 +11,21 @@
 //   OCP Microscaling Formats (MX) v1.0: E8M0 scale (2^(x-127), 0xFF NaN, no zero, no sign);
 //     conversion to MX (section 6.3): X = floor(log2(amax)) - emax_elem, P_i = V_i / 2^X
 //     quantised to the element format, clamping to its max normal.
-// Scalars are static inline (they run in the kernels' inner loops); array and block helpers are
-// in float_formats.c and are plain serial loops (the kernels parallelise around them).
+// Scalars are static inline CT_FF_HD (they run in the kernels' inner loops), and host-and-device functions
+// under nvcc, so the cuda kernels cast with these very lines; array and block helpers are in
+// float_formats.c and are plain serial loops (the kernels parallelise around them).
 #ifndef CT_FLOAT_FORMATS_H
 #define CT_FLOAT_FORMATS_H
 #include <stdint.h>
 #include <string.h>
 
 #include "core/dtype.h"
+
+#ifdef __CUDACC__
+#define CT_FF_HD __host__ __device__
+#else
+#define CT_FF_HD
+#endif
 
 // Overflow policy of an fp32 -> fp8 cast. SATURATE (what training casts use, torchao's
 // to_fp8_saturated and the MX spec's element quantisation): beyond max finite, +-inf included,
@@ -34,11 +41,11 @@
 #define CT_E8M0_NAN 0xFFu
 #define CT_MX_BLOCK 32      // MX block size k (MX v1.0: k = 32 for every concrete format)
 
-static inline uint32_t ct_ff_bits_(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-static inline float ct_ff_float_(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static inline CT_FF_HD uint32_t ct_ff_bits_(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static inline CT_FF_HD float ct_ff_float_(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
 // ---- bf16: the top half of an fp32 ---------------------------------------------------------
-static inline uint16_t ct_f32_to_bf16(float x) {
+static inline CT_FF_HD uint16_t ct_f32_to_bf16(float x) {
     uint32_t u = ct_ff_bits_(x);
     // NaN: keep sign and top payload, force the quiet bit so truncation cannot make it inf.
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
@@ -47,12 +54,12 @@ static inline uint16_t ct_f32_to_bf16(float x) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
-static inline float ct_bf16_to_f32(uint16_t b) { return ct_ff_float_((uint32_t)b << 16); }
+static inline CT_FF_HD float ct_bf16_to_f32(uint16_t b) { return ct_ff_float_((uint32_t)b << 16); }
 
 // ---- generic narrow encoder / decoder (1 sign bit, E exponent bits, M mantissa bits) --------
 // mag_max: largest finite magnitude pattern; mag_inf: infinity pattern or 0 when none;
 // mag_nan: NaN pattern written; sign_shift: where the sign bit goes (7 for fp8, 15 for f16).
-static inline uint32_t ct_ff_encode_(float x, int mbits, int bias, uint32_t mag_max, uint32_t mag_inf,
+static inline CT_FF_HD uint32_t ct_ff_encode_(float x, int mbits, int bias, uint32_t mag_max, uint32_t mag_inf,
                                      uint32_t mag_nan, int sign_shift, int saturate) {
     uint32_t u = ct_ff_bits_(x), sign = (u >> 31) << sign_shift, a = u & 0x7fffffffu;
     uint32_t overflow = saturate ? mag_max : (mag_inf ? mag_inf : mag_nan);
@@ -86,7 +93,7 @@ static inline uint32_t ct_ff_encode_(float x, int mbits, int bias, uint32_t mag_
 
 // ieee: the all-ones exponent is inf (mantissa 0) / NaN; otherwise (e4m3fn) only the all-ones
 // pattern is NaN and the rest of that binade holds ordinary numbers.
-static inline float ct_ff_decode_(uint32_t b, int ebits, int mbits, int bias, int ieee) {
+static inline CT_FF_HD float ct_ff_decode_(uint32_t b, int ebits, int mbits, int bias, int ieee) {
     uint32_t sign = (b >> (ebits + mbits)) & 1u, e = (b >> mbits) & ((1u << ebits) - 1u);
     uint32_t m = b & ((1u << mbits) - 1u), s32 = sign << 31, etop = (1u << ebits) - 1u;
     if (e == etop && (ieee || m == (1u << mbits) - 1u))
@@ -97,31 +104,31 @@ static inline float ct_ff_decode_(uint32_t b, int ebits, int mbits, int bias, in
 }
 
 // ---- float8 ---------------------------------------------------------------------------------
-static inline uint8_t ct_f32_to_e4m3(float x, int saturate) {
+static inline CT_FF_HD uint8_t ct_f32_to_e4m3(float x, int saturate) {
     return (uint8_t)ct_ff_encode_(x, 3, 7, 0x7Eu, 0, CT_E4M3_NAN, 7, saturate);
 }
-static inline uint8_t ct_f32_to_e5m2(float x, int saturate) {
+static inline CT_FF_HD uint8_t ct_f32_to_e5m2(float x, int saturate) {
     return (uint8_t)ct_ff_encode_(x, 2, 15, 0x7Bu, 0x7Cu, CT_E5M2_NAN, 7, saturate);
 }
-static inline float ct_e4m3_to_f32(uint8_t b) { return ct_ff_decode_(b, 4, 3, 7, 0); }
-static inline float ct_e5m2_to_f32(uint8_t b) { return ct_ff_decode_(b, 5, 2, 15, 1); }
+static inline CT_FF_HD float ct_e4m3_to_f32(uint8_t b) { return ct_ff_decode_(b, 4, 3, 7, 0); }
+static inline CT_FF_HD float ct_e5m2_to_f32(uint8_t b) { return ct_ff_decode_(b, 5, 2, 15, 1); }
 // fmt is CT_F8_E4M3 or CT_F8_E5M2 (anything else is treated as e5m2: callers check dtypes).
-static inline uint8_t ct_f32_to_f8(float x, ct_dtype fmt, int saturate) {
+static inline CT_FF_HD uint8_t ct_f32_to_f8(float x, ct_dtype fmt, int saturate) {
     return fmt == CT_F8_E4M3 ? ct_f32_to_e4m3(x, saturate) : ct_f32_to_e5m2(x, saturate);
 }
-static inline float ct_f8_to_f32(uint8_t b, ct_dtype fmt) {
+static inline CT_FF_HD float ct_f8_to_f32(uint8_t b, ct_dtype fmt) {
     return fmt == CT_F8_E4M3 ? ct_e4m3_to_f32(b) : ct_e5m2_to_f32(b);
 }
-static inline float ct_f8_max(ct_dtype fmt) { return fmt == CT_F8_E4M3 ? CT_E4M3_MAX : CT_E5M2_MAX; }
+static inline CT_FF_HD float ct_f8_max(ct_dtype fmt) { return fmt == CT_F8_E4M3 ? CT_E4M3_MAX : CT_E5M2_MAX; }
 
 // ---- IEEE binary16 (for f16 checkpoints; RNE, overflow to inf as IEEE 754 says) -------------
-static inline uint16_t ct_f32_to_f16(float x) {
+static inline CT_FF_HD uint16_t ct_f32_to_f16(float x) {
     return (uint16_t)ct_ff_encode_(x, 10, 15, 0x7BFFu, 0x7C00u, 0x7E00u, 15, 0);
 }
-static inline float ct_f16_to_f32(uint16_t h) { return ct_ff_decode_(h, 5, 10, 15, 1); }
+static inline CT_FF_HD float ct_f16_to_f32(uint16_t h) { return ct_ff_decode_(h, 5, 10, 15, 1); }
 
 // ---- e8m0: 2^(x - 127); 0x00 = 2^-127 (an fp32 subnormal, exact), 0xFF = NaN ---------------
-static inline float ct_e8m0_to_f32(uint8_t x) {
+static inline CT_FF_HD float ct_e8m0_to_f32(uint8_t x) {
     if (x == CT_E8M0_NAN) return ct_ff_float_(0x7fc00000u);
     return ct_ff_float_(x ? (uint32_t)x << 23 : 0x00400000u);
 }

@@ -1,6 +1,6 @@
 // 8-bit quantisation kernels of the cuda backend (contracts: cuda_kernels.h, "8-bit"). The casts
-// are core/float_formats.h's, written again for the device bit for bit (that header's scalars are
-// host functions): round to nearest even on the fp32 bit pattern, saturating, NaN kept as NaN.
+// are core/float_formats.h's scalars themselves (host-and-device under nvcc): round to nearest
+// even on the fp32 bit pattern, saturating, NaN kept as NaN.
 // Amaxes are maxima (exact in any order); the fp32 products x * scale are single IEEE roundings
 // (the build passes -fmad=false), so codes and scales are the cpu's codes and scales.
 //
@@ -11,56 +11,20 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/float_formats.h"
 #include "kernels/cuda/common.cuh"
 
 enum { F8_THREADS = 256, COL_ROWS = 256 /* rows per block of the column amax */ };
 #define POS_NAN 0x7fc00000u
-#define AMAX_EPS 1e-12  // CT_F8_AMAX_EPS (core/float_formats.h)
+#define AMAX_EPS CT_F8_AMAX_EPS
 
-// ---- the scalar formats (core/float_formats.h, ct_ff_encode_ / ct_ff_decode_ for fp8)
-// fp32 -> e4m3 (e4m3 != 0) or e5m2, saturating.
+// ---- the scalar formats: core/float_formats.h's own casts (host-and-device under nvcc)
+// fp32 -> e4m3 (e4m3 != 0) or e5m2, saturating; and back.
 __device__ static inline uint8_t to_f8(float x, int e4m3) {
-    const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-    const uint32_t mag_max = e4m3 ? 0x7Eu : 0x7Bu, mag_nan = e4m3 ? 0x7Fu : 0x7Eu;
-    uint32_t u = __float_as_uint(x), sign = (u >> 31) << 7, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint8_t)(sign | mag_nan);
-    if (a == 0x7f800000u) return (uint8_t)(sign | mag_max);
-    int e = (int)(a >> 23);
-    uint32_t sig = a & 0x7fffffu;
-    if (e) sig |= 0x800000u;
-    else e = 1;
-    e -= 127;
-    int emin = 1 - bias, shift = 23 - mbits;
-    uint32_t base;
-    if (e >= emin) {
-        base = (uint32_t)(e + bias - 1) << mbits;
-    } else {
-        shift += emin - e;
-        base = 0;
-    }
-    uint32_t q = 0;
-    if (shift <= 25) {
-        uint32_t r = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
-        q = sig >> shift;
-        if (r > half || (r == half && (q & 1u))) q++;
-    }
-    uint32_t mag = base + q;
-    return (uint8_t)(sign | (mag > mag_max ? mag_max : mag));
+    return e4m3 ? ct_f32_to_e4m3(x, CT_F8_SATURATE) : ct_f32_to_e5m2(x, CT_F8_SATURATE);
 }
-
-__device__ static inline float from_f8(uint8_t b, int e4m3) {
-    const int ebits = e4m3 ? 4 : 5, mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
-    uint32_t sign = ((uint32_t)b >> (ebits + mbits)) & 1u, e = ((uint32_t)b >> mbits) & ((1u << ebits) - 1u);
-    uint32_t m = b & ((1u << mbits) - 1u), s32 = sign << 31, etop = (1u << ebits) - 1u;
-    if (e == etop && (!e4m3 || m == (1u << mbits) - 1u)) return __uint_as_float(s32 | (m ? 0x7fc00000u : 0x7f800000u));
-    if (e == 0) return __uint_as_float(s32 | __float_as_uint((float)m * __uint_as_float((uint32_t)(128 - bias - mbits) << 23)));
-    return __uint_as_float(s32 | ((e - (uint32_t)bias + 127u) << 23) | (m << (23 - mbits)));
-}
-
-__device__ static inline float e8m0_to_f32(uint8_t x) {
-    if (x == 0xFFu) return __uint_as_float(0x7fc00000u);
-    return __uint_as_float(x ? (uint32_t)x << 23 : 0x00400000u);
-}
+__device__ static inline float from_f8(uint8_t b, int e4m3) { return e4m3 ? ct_e4m3_to_f32(b) : ct_e5m2_to_f32(b); }
+__device__ static inline float e8m0_to_f32(uint8_t x) { return ct_e8m0_to_f32(x); }
 
 // ct_f8_scale_from_amax: max_finite / max(amax, eps) in double, rounded to fp32; pow2 rounds a
 // finite positive result down to a power of two. A NaN amax gives a NaN scale.

@@ -117,7 +117,7 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             list_push(&here, path);
         }
         closedir(d);
-        qsort(here.v, (size_t)here.n, sizeof(char *), cmp_str);
+        if (here.n > 1) qsort(here.v, (size_t)here.n, sizeof(char *), cmp_str);  // (v is NULL when empty)
         for (int k = 0; k < here.n; k++) {
             if (ct_corpus_sniff(here.v[k]) == CT_SNIFF_MEGATRON_IDX) push_once(&all, here.v[k]);
             else list_push(&all, here.v[k]);

@@ -75,12 +75,12 @@ static ct_status list_names(const char *dir, bool shards_only, names *out) {
         out->v[out->n++] = ct_xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(out->v, (size_t)out->n, sizeof(char *), cmp_name);
+    if (out->n > 1) qsort(out->v, (size_t)out->n, sizeof(char *), cmp_name);  // (v is NULL when empty)
     return CT_OK;
 }
 
 static bool names_has(const names *l, const char *name) {
-    return bsearch(&name, l->v, (size_t)l->n, sizeof(char *), cmp_name) != NULL;
+    return l->n > 0 && bsearch(&name, l->v, (size_t)l->n, sizeof(char *), cmp_name) != NULL;
 }
 
 // ---- the folder's state -----------------------------------------------------------------------

@@ -13,10 +13,11 @@
 // output added beside the routed experts'. Dense first blocks (n_dense_layers, DeepSeek): Llama
 // 3's block with FFN width dense_ffn_hidden, run by Llama 3's own code.
 //
-// What it runs today: fp32, no tensor parallelism, no split backward (ct_model_family.supports);
-// activation checkpointing of every kind (the routed experts' activations are kept whole by the
-// selective kinds and recomputed by full); every expert on every rank (no expert parallelism),
-// so data sharding shards the experts like any other parameter.
+// What it runs (ct_model_family.supports): fp32 and bf16 mixed precision (the routed experts'
+// matmuls in bf16 with fp32 accumulation, the router in fp32: model/moe_layer.h), not the 8-bit
+// matmuls; tensor parallelism (llama3_moe/block.c); activation checkpointing of every kind (the
+// routed experts' activations are kept whole by the selective kinds and recomputed by full);
+// expert parallelism (model/moe_layer.h); no split backward.
 #ifndef CT_LLAMA3_MOE_H
 #define CT_LLAMA3_MOE_H
 #include <stdbool.h>

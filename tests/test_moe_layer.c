@@ -240,7 +240,7 @@ static void run_layer(const weights *w, const float *x, const float *dy, int sig
     const void *xin = bf16 ? x16 : (const void *)dx_;
     ct_moe_grads g = {.router = gr, .w13 = g13, .w2 = g2};
     ct_moe_acts a;
-    ct_moe_acts_init(&l, &a);
+    ct_moe_acts_init(&l, &a, NULL);
     ct_moe_forward(&l, &p, &a, xin, y);
     ct_moe_backward(&l, &p, &a, xin, ddy, dx, &g);
     ct_mem_free(x16), ct_mem_free(w13_16), ct_mem_free(w2_16);

@@ -51,6 +51,7 @@ static long work_rows(const ct_moe_layer *l) {
 }
 static long work_wide(const ct_moe_layer *l) { return 2 * l->s.F > l->s.C ? 2 * l->s.F : l->s.C; }
 static int work_areas(const ct_moe_layer *l) { return l->s.bf16 ? 3 : 2; }
+long ct_moe_scratch_floats(const ct_moe_layer *l) { return work_areas(l) * work_rows(l) * work_wide(l); }
 static float *work_area(const ct_moe_layer *l, const ct_moe_acts *a, int i) {
     return a->scratch + (long)i * work_rows(l) * work_wide(l);
 }
@@ -64,7 +65,7 @@ static void *host_take(size_t n, size_t size) {
     return p;
 }
 
-void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a, float *scratch) {
     memset(a, 0, sizeof *a);
     const ct_moe_layer_spec *s = &l->s;
     long N = s->N, E = s->E, k = s->topk, C = s->C, F = s->F, P = N * k, R = P * l->ep_size;
@@ -87,7 +88,8 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
         a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
     }
     a->ye = dev_take(l, (size_t)(R * C) * sizeof(float));
-    a->scratch = dev_take(l, (size_t)(work_areas(l) * work_rows(l) * work_wide(l)) * sizeof(float));
+    a->own_scratch = scratch == NULL;
+    a->scratch = scratch ? scratch : dev_take(l, (size_t)ct_moe_scratch_floats(l) * sizeof(float));
     if (s->aux_coef > 0) {
         a->aux_loss = dev_take(l, sizeof(float));
         a->daux = dev_take(l, (size_t)(N * E) * sizeof(float));
@@ -102,9 +104,10 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
 }
 
 void ct_moe_acts_free(ct_moe_acts *a) {
-    void *dev[] = {a->logits, a->scores, a->weights, a->ids,     a->pos,      a->counts, a->xs,   a->ys,  a->xr,
-                   a->xe,     a->h13,    a->h,       a->xe16,    a->h13_16,   a->h16,    a->ye,   a->scratch,
-                   a->aux_loss, a->daux};
+    void *dev[] = {a->logits, a->scores, a->weights, a->ids,     a->pos,    a->counts,
+                   a->xs,     a->ys,     a->xr,      a->xe,      a->h13,    a->h,
+                   a->xe16,   a->h13_16, a->h16,     a->ye,      a->aux_loss, a->daux};
+    if (a->own_scratch) ct_mem_free(a->scratch);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ct_mem_free(dev[i]);
     free(a->host_counts), free(a->from), free(a->send_rows), free(a->send_at), free(a->recv_rows), free(a->recv_at);
     free(a->offsets);

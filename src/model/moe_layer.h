@@ -74,7 +74,8 @@ typedef struct {
     float *h;                 // (R, F)
     uint16_t *xe16, *h13_16, *h16;  // bf16: xe, h13, h kept in bf16 instead (those three NULL)
     float *ye;                // (R, C)
-    float *scratch;           // (areas·max(R, N)·max(2F, C)) work rows: two areas, three under bf16
+    float *scratch;           // (ct_moe_scratch_floats) work rows within one call: the caller's to share, or own
+    bool own_scratch;         // scratch taken by ct_moe_acts_init (freed with a)
     float *aux_loss;          // (1) the load-balancing loss of the last forward, times aux_weight (aux_coef > 0)
     float *daux;              // (N, E) its gradient in the scores
     // host: the exchange's shape, set by the forward and reused by the backward
@@ -95,8 +96,13 @@ typedef struct {
 
 // CT_ERR (one line) when E does not split over the ep group or a size is not positive.
 ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec);
-// Allocates a's buffers on the layer's device (and its host arrays); ct_moe_acts_free releases.
-void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a);
+// Floats of the work rows a forward or backward uses within the call (two areas of the most rows
+// the expert side can receive by the widest row, three under bf16): nothing there outlives a
+// call, so the records of one stage may share them.
+long ct_moe_scratch_floats(const ct_moe_layer *l);
+// Allocates a's buffers on the layer's device (and its host arrays), with `scratch` as the work
+// rows (ct_moe_scratch_floats of them; NULL: its own); ct_moe_acts_free releases what it took.
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a, float *scratch);
 void ct_moe_acts_free(ct_moe_acts *a);
 
 // y (N, C) fp32 from x (N, C), fp32 or under bf16 bf16. Collective over the ep group.

@@ -17,6 +17,7 @@
 // (ct_moe_layer.aux_weight).
 #include <stdbool.h>
 
+#include "core/memory.h"
 #include "core/trace.h"
 #include "model/llama3_moe/llama3_moe.h"
 
@@ -215,13 +216,17 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
     ct_block_ctx f = ffn_ctx(c, &fm, ct_llama3_moe_ffn_width(c->cfg));
     long used = ct_llama3_block.carve_acts(&f, kind, x, &b->attn, base);
     if (!base || !has_routed(c->cfg)) return used;
+    ct_llama3_moe_work *wk = W(c);
+    if (wk->moe_scratch_users++ == 0)
+        wk->moe_scratch = ct_mem_alloc_on(ct_kernels_device(c->k), CT_MEM_ACTIVATIONS,
+                                          (size_t)ct_moe_scratch_floats(&wk->layer) * sizeof(float));
+    b->work = wk;
     if (kind == CT_AC_FULL) {
-        ct_llama3_moe_work *wk = W(c);
-        if (wk->rc_moe_users++ == 0) ct_moe_acts_init(&wk->layer, &wk->rc_moe);
+        if (wk->rc_moe_users++ == 0) ct_moe_acts_init(&wk->layer, &wk->rc_moe, wk->moe_scratch);
         b->moe = wk->rc_moe;
         b->shared = &wk->rc_moe, b->shared_users = &wk->rc_moe_users;
     } else {
-        ct_moe_acts_init(&W(c)->layer, &b->moe);
+        ct_moe_acts_init(&wk->layer, &b->moe, wk->moe_scratch);
         b->shared = NULL, b->shared_users = NULL;
     }
     return used;
@@ -241,6 +246,11 @@ static void release_acts(void *acts) {
     } else if (b->moe.logits) {
         ct_moe_acts_free(&b->moe);
     }
+    if (b->work && --b->work->moe_scratch_users == 0) {
+        ct_mem_free(b->work->moe_scratch);
+        b->work->moe_scratch = NULL;
+    }
+    b->work = NULL;
 }
 
 // ------------------------------------------------------------------ the checkpointing policies' arithmetic

@@ -175,12 +175,22 @@ static void parity_compare(const parity_result *r, const char *what) {
               "%s step %d load-balancing loss %.9g vs %.9g (bound %.3g)", what, s + 1, r->moe_aux_loss[s],
               ref->moe_aux_loss[s], tol);
     }
-    // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts.
+    // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts. For a
+    // narrow base the routing is chaotic like the parameters (a score a bf16 flip moves past
+    // another's sends a token elsewhere): the pairs are still the same, and each of the least and
+    // most loaded expert's loads stays within 4 times the reference's largest distance from the
+    // wide run's over the steps (tests/error_model.h).
+    double dmin = 0, dmax = 0;
+    for (int s = 0; s < STEPS && parity_narrow(); s++) {
+        dmin = fmax(dmin, fabs(ref->moe_load_min[s] - parity_wide.moe_load_min[s]));
+        dmax = fmax(dmax, fabs(ref->moe_load_max[s] - parity_wide.moe_load_max[s]));
+    }
     for (int s = 0; s < STEPS; s++)
-        CHECK(r->moe_pairs[s] == ref->moe_pairs[s] && r->moe_load_min[s] == ref->moe_load_min[s] &&
-                  r->moe_load_max[s] == ref->moe_load_max[s],
-              "%s step %d expert load: %.0f pairs, min %.6g max %.6g vs %.0f, %.6g, %.6g", what, s + 1, r->moe_pairs[s],
-              r->moe_load_min[s], r->moe_load_max[s], ref->moe_pairs[s], ref->moe_load_min[s], ref->moe_load_max[s]);
+        CHECK(r->moe_pairs[s] == ref->moe_pairs[s] && fabs(r->moe_load_min[s] - ref->moe_load_min[s]) <= 4 * dmin &&
+                  fabs(r->moe_load_max[s] - ref->moe_load_max[s]) <= 4 * dmax,
+              "%s step %d expert load: %.0f pairs, min %.6g max %.6g vs %.0f, %.6g, %.6g (bounds %.3g, %.3g)", what,
+              s + 1, r->moe_pairs[s], r->moe_load_min[s], r->moe_load_max[s], ref->moe_pairs[s], ref->moe_load_min[s],
+              ref->moe_load_max[s], 4 * dmin, 4 * dmax);
     if (getenv("VERBOSE")) {
         double wl = 0, wg = 0;
         for (int s = 0; s < STEPS; s++) {

@@ -2,7 +2,8 @@
 // scores, choice and weights (softmax and sigmoid, with and without renormalisation and a
 // choosing bias), its backward against float64 central differences of sum(weights * dweights)
 // (independent of the analytic formulas in the kernel), the dispatch plan's order, permute and
-// combine with their backwards, and the grouped linear layer with an empty expert.
+// combine with their backwards, and the grouped linear layer with empty experts, in fp32 and
+// under bf16 (bf16 inputs, fp32 accumulation: held to the fp32 summation bound of each sum).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "kernels/kernels.h"
 #include "test.h"
+#include "test_bf16.h"
 #include "test_rand.h"
 
 static float *falloc(long n) { return malloc(sizeof(float) * (n > 0 ? n : 1)); }
@@ -300,6 +302,67 @@ static void test_grouped_linear(void) {
     free(x), free(W), free(out), free(dout), free(dx), free(dW), free(dW0);
 }
 
+// bf16 bits of an fp32 that holds a bf16 value (round_bf16's output)
+static uint16_t bits_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)(u >> 16);
+}
+// n bf16-representable values in [-1, 1): f (fp32) and b (bits)
+static void rand_bf16(float *f, uint16_t *b, long n) {
+    for (long i = 0; i < n; i++) f[i] = round_bf16(frand(1)), b[i] = bits_bf16(f[i]);
+}
+
+// The worst ratio |got - want| / bound over one output element: products of bf16 values are exact
+// in fp32, so what remains is fp32 summation, at most gamma_K (K terms) of the terms' magnitudes.
+static double sum_ratio(double got, double want, double abs_sum, long K) {
+    double u = ldexp(1.0, -24), gamma = K * u / (1 - K * u);
+    return fabs(got - want) / (gamma * abs_sum + 1e-30);
+}
+
+// Odd widths, experts with no rows (first, middle, last), one with a single row.
+static void test_grouped_linear_bf16(void) {
+    const long E = 6, IC = 37, OC = 19;
+    const int64_t offsets[7] = {0, 0, 13, 13, 14, 47, 47};
+    long R = offsets[E];
+    float *x = falloc(R * IC), *W = falloc(E * OC * IC), *dout = falloc(R * OC);
+    uint16_t *x16 = malloc(2 * R * IC), *W16 = malloc(2 * E * OC * IC), *d16 = malloc(2 * R * OC);
+    float *out = falloc(R * OC), *dx = falloc(R * IC), *dW = falloc(E * OC * IC), *dW0 = falloc(E * OC * IC);
+    rand_bf16(x, x16, R * IC), rand_bf16(W, W16, E * OC * IC), rand_bf16(dout, d16, R * OC);
+    for (long i = 0; i < E * OC * IC; i++) dW[i] = dW0[i] = frand(1);
+    for (long i = 0; i < R * OC; i++) out[i] = NAN;
+    for (long i = 0; i < R * IC; i++) dx[i] = NAN;
+    ct_grouped_linear_forward_bf16(out, x16, W16, offsets, E, IC, OC);
+    ct_grouped_linear_backward_bf16(dx, dW, d16, x16, W16, offsets, E, IC, OC);
+    double r_out = 0, r_dx = 0, r_dw = 0;
+    for (long e = 0; e < E; e++) {
+        const float *We = W + e * OC * IC;
+        for (long r = offsets[e]; r < offsets[e + 1]; r++) {
+            for (long o = 0; o < OC; o++) {
+                double acc = 0, mag = 0;
+                for (long i = 0; i < IC; i++) acc += (double)x[r * IC + i] * We[o * IC + i], mag += fabs((double)x[r * IC + i] * We[o * IC + i]);
+                r_out = fmax(r_out, isfinite(out[r * OC + o]) ? sum_ratio(out[r * OC + o], acc, mag, IC) : INFINITY);
+            }
+            for (long i = 0; i < IC; i++) {
+                double acc = 0, mag = 0;
+                for (long o = 0; o < OC; o++) acc += (double)dout[r * OC + o] * We[o * IC + i], mag += fabs((double)dout[r * OC + o] * We[o * IC + i]);
+                r_dx = fmax(r_dx, isfinite(dx[r * IC + i]) ? sum_ratio(dx[r * IC + i], acc, mag, OC) : INFINITY);
+            }
+        }
+        long n = offsets[e + 1] - offsets[e];
+        for (long o = 0; o < OC; o++)
+            for (long i = 0; i < IC; i++) {
+                double acc = dW0[e * OC * IC + o * IC + i], mag = fabs(acc);
+                for (long r = offsets[e]; r < offsets[e + 1]; r++)
+                    acc += (double)dout[r * OC + o] * x[r * IC + i], mag += fabs((double)dout[r * OC + o] * x[r * IC + i]);
+                r_dw = fmax(r_dw, sum_ratio(dW[e * OC * IC + o * IC + i], acc, mag, n + 1));
+            }
+    }
+    CHECK(r_out <= 1 && r_dx <= 1 && r_dw <= 1,
+          "grouped linear bf16, error / fp32 summation bound: out %.3g, dinp %.3g, dweight %.3g", r_out, r_dx, r_dw);
+    free(x), free(W), free(dout), free(x16), free(W16), free(d16), free(out), free(dx), free(dW), free(dW0);
+}
+
 int main(void) {
     rng_state = 0x9e3779b97f4a7c15ull;
     CT_RUN(test_router);
@@ -309,5 +372,6 @@ int main(void) {
     CT_RUN(test_bias_update);
     CT_RUN(test_dispatch_permute_combine);
     CT_RUN(test_grouped_linear);
+    CT_RUN(test_grouped_linear_bf16);
     CT_TEST_EXIT();
 }

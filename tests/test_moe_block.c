@@ -275,14 +275,16 @@ static void recompute_flops_deepseek(void) {
 // What kept_bytes_per_token says a block keeps, against what its carve takes: Llama 3's record
 // with the FFN buffers and the block's input x (the stage's) per token, for each kind; the
 // routed experts' buffers (allocated beside the record) the same under every kind but full,
-// which keeps none. N = 32 rows, so no slice is padded.
-static void kept_bytes_match_the_carve(void) {
+// which keeps none. N = 32 rows, so no slice is padded. In fp32 and under bf16 (where the
+// record's activations, the experts' inputs, h13 and h are kept in 2 bytes).
+static void kept_bytes_at(int bytes) {
     ct_model_config m = moe_model();
     ct_linear_ctx lin = {.k = ct_kernels_get("cpu"), .prec = ct_precision_fp32()};
+    if (bytes == 2) lin.prec.compute = CT_BF16, lin.prec.weights_bf16 = true;
     ct_llama3_moe_work work = {0};
     long Bk = 2, Tk = 16, N = Bk * Tk;
     ct_block_ctx c = {.k = lin.k, .lin = &lin, .cfg = &m, .B = Bk, .T = Tk, .N = N, .N_local = N, .work = &work};
-    ct_ac_shape shape = {.cfg = &m, .compute_bytes = 4, .seq_parallel_tp = 1};
+    ct_ac_shape shape = {.cfg = &m, .compute_bytes = bytes, .seq_parallel_tp = 1};
     double moe = 0;
     for (int kind = CT_AC_NONE; kind <= CT_AC_FULL; kind++) {
         ct_llama3_moe_acts acts = {0};
@@ -290,14 +292,17 @@ static void kept_bytes_match_the_carve(void) {
         double kept = ct_ac_kept_bytes_per_token(&shape, (ct_ac_kind)kind);
         if (kind == CT_AC_NONE) moe = kept - record;
         double want = record + (kind == CT_AC_FULL ? 0 : moe);
-        CHECK(kept == want, "%s: kept %.1f bytes a token, the carve %.1f", ct_ac_kind_name((ct_ac_kind)kind), kept, want);
+        CHECK(kept == want, "%d-byte activations, %s: kept %.1f bytes a token, the carve %.1f", bytes,
+              ct_ac_kind_name((ct_ac_kind)kind), kept, want);
     }
     // The routed experts' part by hand: logits and scores 2 x 4 x 256, then for each of the 8
-    // choices its weight, id and position (3 x 4) and its rows: sent and received (2C), the
-    // expert's input (C), h13 (2F), h (F) and output (C), 4 bytes each.
-    double hand = 8.0 * 256 + 8 * 12 + 4.0 * 8 * (2 * 24 + 24 + 2 * 10 + 10 + 24);
-    CHECK(moe == hand, "the routed experts keep %.1f bytes a token, by hand %.1f", moe, hand);
+    // choices its weight, id and position (3 x 4) and its rows: sent and received (2C) and the
+    // output (C), 4 bytes each; the expert's input (C), h13 (2F) and h (F) in the compute dtype.
+    double hand = 8.0 * 256 + 8 * 12 + 4.0 * 8 * (2 * 24 + 24) + (double)bytes * 8 * (24 + 2 * 10 + 10);
+    CHECK(moe == hand, "%d-byte activations: the routed experts keep %.1f bytes a token, by hand %.1f", bytes, moe,
+          hand);
 }
+static void kept_bytes_match_the_carve(void) { kept_bytes_at(4), kept_bytes_at(2); }
 
 // Generation runs the same blocks through one activations record for every layer (the
 // record does not know its block): with a dense first block and shared experts, the KV-cache

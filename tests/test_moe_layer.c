@@ -10,6 +10,10 @@
 // and each rank's experts' gradients against the reference over every rank's tokens. Also: a
 // layer whose experts do not split over the group, or that chooses more experts than it has, is
 // refused with one line.
+// Under bf16 mixed precision (one process and expert parallelism): x and the experts' weights
+// bf16 values, the reference computed in float64 on those same values; the layer rounds h13, h
+// and the experts' output gradients to bf16 (moe_layer.h), each a relative 2^-8 at most, so it
+// is held to 8 such roundings of each value's scale -- and must differ from the fp32 layer.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 #include "model/moe_layer.h"
 #include "mpi_test.h"
 #include "parallel/expert_parallel.h"
+#include "test_bf16.h"
 #include "test_rand.h"
 
 enum { C = 16, F = 12, E = 4, K = 2, N = 6 };
@@ -41,6 +46,21 @@ static void draw_tokens(int rank, float *x, float *dy) {
     for (int i = 0; i < N * C; i++) x[i] = frand(1);
     for (int i = 0; i < N * C; i++) dy[i] = frand(1);
 }
+// bf16 runs: what the layer reads in bf16 rounded to bf16 values (x, the experts' weights).
+static void round_all(float *v, long n) {
+    for (long i = 0; i < n; i++) v[i] = round_bf16(v[i]);
+}
+static void round_weights(weights *w) { round_all(w->w13, E * 2 * F * C), round_all(w->w2, E * C * F); }
+static uint16_t *bf16_bits(const float *v, long n) {  // v: bf16 values
+    uint16_t *b = malloc((size_t)n * sizeof(uint16_t));
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        b[i] = (uint16_t)(u >> 16);
+    }
+    return b;
+}
+static const double bf16_bound = 8 * 0x1p-8;  // 8 roundings of relative 2^-8
 
 // ---------------------------------------------------------------- float64 reference
 
@@ -190,11 +210,19 @@ static void down(const ct_kernels *k, float *h, float *d, long n) {
 
 // Runs forward and backward on this rank's tokens with experts [first, first + El) of w, on the
 // run's device; results back on the host.
+// bf16: x and the experts' weights (bf16 values) go in as bf16.
+static void *up16(const ct_kernels *k, const float *h, long n) {
+    uint16_t *b = bf16_bits(h, n);
+    void *d = ct_mem_alloc_on(ct_kernels_device(k), CT_MEM_OTHER, (size_t)n * sizeof(uint16_t));
+    k->copy_from_host(d, b, (size_t)n * sizeof(uint16_t));
+    free(b);
+    return d;
+}
 static void run_layer(const weights *w, const float *x, const float *dy, int sigmoid, int renorm, int use_bias,
-                      float aux_coef, long aux_group, ct_moe_ep_ops ep, run_out *o) {
+                      float aux_coef, long aux_group, ct_moe_ep_ops ep, bool bf16, run_out *o) {
     const ct_kernels *k = device();
     ct_moe_layer_spec spec = {.k = k, .C = C, .F = F, .E = E, .topk = K, .sigmoid = sigmoid, .renorm = renorm,
-                              .ep = ep, .N = N, .aux_coef = aux_coef, .aux_group = aux_group};
+                              .ep = ep, .N = N, .aux_coef = aux_coef, .aux_group = aux_group, .bf16 = bf16};
     ct_moe_layer l;
     CHECK(ct_moe_layer_init(&l, &spec) == CT_OK, "%s", ct_last_error());
     long El = l.E_local, first = l.ep_rank * El;
@@ -203,11 +231,19 @@ static void run_layer(const weights *w, const float *x, const float *dy, int sig
     float *dx_ = up(k, x, N * C), *ddy = up(k, dy, N * C), *y = up(k, NULL, N * C), *dx = up(k, NULL, N * C);
     float *gr = up(k, NULL, E * C), *g13 = up(k, NULL, El * 2 * F * C), *g2 = up(k, NULL, El * C * F);
     ct_moe_params p = {.router = router, .bias = use_bias ? bias : NULL, .w13 = w13, .w2 = w2};
+    void *x16 = NULL, *w13_16 = NULL, *w2_16 = NULL;
+    if (bf16) {  // the bf16 copies alone, as FSDP gathers them
+        x16 = up16(k, x, N * C);
+        w13_16 = up16(k, w->w13 + first * 2 * F * C, El * 2 * F * C), w2_16 = up16(k, w->w2 + first * C * F, El * C * F);
+        p.w13 = p.w2 = NULL, p.w13_16 = w13_16, p.w2_16 = w2_16;
+    }
+    const void *xin = bf16 ? x16 : (const void *)dx_;
     ct_moe_grads g = {.router = gr, .w13 = g13, .w2 = g2};
     ct_moe_acts a;
-    ct_moe_acts_init(&l, &a);
-    ct_moe_forward(&l, &p, &a, dx_, y);
-    ct_moe_backward(&l, &p, &a, dx_, ddy, dx, &g);
+    ct_moe_acts_init(&l, &a, NULL);
+    ct_moe_forward(&l, &p, &a, xin, y);
+    ct_moe_backward(&l, &p, &a, xin, ddy, dx, &g);
+    ct_mem_free(x16), ct_mem_free(w13_16), ct_mem_free(w2_16);
     o->aux = 0;
     if (aux_coef > 0) k->copy_to_host(&o->aux, a.aux_loss, sizeof(float));
     ct_moe_acts_free(&a);
@@ -225,30 +261,42 @@ static double worst_diff(const float *got, const double *want, long n) {
     return m;
 }
 
-static void one_process(int sigmoid, int renorm, int use_bias, float aux_coef, long aux_group) {
+static void one_process_at(int sigmoid, int renorm, int use_bias, float aux_coef, long aux_group, bool bf16) {
     static weights w;
     draw_weights(&w);
     float x[N * C], dy[N * C];
     draw_tokens(0, x, dy);
+    if (bf16) round_weights(&w), round_all(x, N * C);
     static ref_out r;
     memset(&r, 0, sizeof r);
     reference(&w, x, dy, sigmoid, renorm, use_bias, aux_coef, aux_group, &r);
     run_out o;
-    run_layer(&w, x, dy, sigmoid, renorm, use_bias, aux_coef, aux_group, (ct_moe_ep_ops){0}, &o);
+    run_layer(&w, x, dy, sigmoid, renorm, use_bias, aux_coef, aux_group, (ct_moe_ep_ops){0}, bf16, &o);
     CHECK(fabs(o.aux - r.aux) <= 1e-6 * (1 + r.aux) && (aux_coef == 0) == (r.aux == 0), "aux loss %.9g vs %.9g",
           o.aux, r.aux);
     double ey = worst_diff(o.y, r.y, N * C), edx = worst_diff(o.dx, r.dx, N * C);
     double er = worst_diff(o.drouter, r.drouter, E * C), e13 = worst_diff(o.dw13, r.dw13, E * 2 * F * C),
            e2 = worst_diff(o.dw2, r.dw2, E * C * F);
-    CHECK(ey < 1e-5 && edx < 1e-5 && er < 1e-5 && e13 < 1e-5 && e2 < 1e-5,
-          "sigmoid %d renorm %d bias %d: y %.3g dx %.3g drouter %.3g dw13 %.3g dw2 %.3g", sigmoid, renorm, use_bias, ey,
-          edx, er, e13, e2);
+    double bound = bf16 ? bf16_bound : 1e-5;
+    CHECK(ey < bound && edx < bound && er < bound && e13 < bound && e2 < bound,
+          "sigmoid %d renorm %d bias %d bf16 %d: y %.3g dx %.3g drouter %.3g dw13 %.3g dw2 %.3g (bound %.3g)", sigmoid,
+          renorm, use_bias, bf16, ey, edx, er, e13, e2, bound);
+    if (bf16) {  // the roundings happened: the output and each expert gradient differ from fp32's
+        CHECK(ey > 1e-6 && e13 > 1e-6 && e2 > 1e-6, "bf16: y %.3g dw13 %.3g dw2 %.3g: fp32 in disguise", ey, e13, e2);
+        printf("    bf16: worst y %.3g dx %.3g drouter %.3g dw13 %.3g dw2 %.3g of bound %.3g\n", ey, edx, er, e13, e2,
+               bound);
+    }
     double ysum = 0;
     for (int i = 0; i < N * C; i++) ysum += fabs(o.y[i]);
     CHECK(ysum > 1e-3, "the layer's output is zero");
     free(o.drouter), free(o.dw13), free(o.dw2);
 }
+static void one_process(int sigmoid, int renorm, int use_bias, float aux_coef, long aux_group) {
+    one_process_at(sigmoid, renorm, use_bias, aux_coef, aux_group, false);
+}
 static void softmax_renorm(void) { one_process(0, 1, 0, 0, 0); }
+static void bf16_softmax_renorm(void) { one_process_at(0, 1, 0, 0.3f, 0, true); }
+static void bf16_sigmoid_bias(void) { one_process_at(1, 0, 1, 0, 0, true); }
 static void sigmoid_bias(void) { one_process(1, 0, 1, 0, 0); }
 // The load-balancing loss: its value and its gradient through the router (x and the router's
 // weight), batch-level under softmax, per sequence of 3 tokens under sigmoid.
@@ -279,9 +327,10 @@ static void refused(void) {
 }
 
 // Expert parallelism over every rank against the reference.
-static void expert_parallel(void) {
+static void expert_parallel_at(bool bf16) {
     static weights w;
     draw_weights(&w);
+    if (bf16) round_weights(&w);
     int n = world.size, me = world.rank;
     float x[N * C], dy[N * C];
     static ref_out mine, all;
@@ -291,6 +340,7 @@ static void expert_parallel(void) {
     long El = E / n, sent = 0, received = 0;
     for (int r = 0; r < n; r++) {  // every rank's tokens: the experts' gradients see all of them
         draw_tokens(r, x, dy);
+        if (bf16) round_all(x, N * C);
         static ref_out one;
         memcpy(one.drouter, all.drouter, sizeof all.drouter);
         memcpy(one.dw13, all.dw13, sizeof all.dw13);
@@ -306,9 +356,10 @@ static void expert_parallel(void) {
         if (r == me) mine = one;
     }
     draw_tokens(me, x, dy);
+    if (bf16) round_all(x, N * C);
     run_out o;
     ct_comm_stats_reset(&world);
-    run_layer(&w, x, dy, 0, 1, 0, 0, 0, ct_expert_parallel_ops(&world), &o);
+    run_layer(&w, x, dy, 0, 1, 0, 0, 0, ct_expert_parallel_ops(&world), bf16, &o);
     // Forward: the counts (El per peer, int64), the pairs out and their results back; backward:
     // the output gradients out and the input gradients back.
     double want = (double)(n - 1) * El * 8 + 2.0 * (sent + received) * C * 4;
@@ -321,12 +372,16 @@ static void expert_parallel(void) {
     double er = worst_diff(o.drouter, all.drouter, E * C);
     double e13 = worst_diff(o.dw13, all.dw13 + (size_t)me * El * 2 * F * C, El * 2 * F * C);
     double e2 = worst_diff(o.dw2, all.dw2 + (size_t)me * El * C * F, El * C * F);
-    CHECK(ey < 1e-5 && edx < 1e-5 && er < 1e-5 && e13 < 1e-5 && e2 < 1e-5,
-          "ep %d rank %d: y %.3g dx %.3g drouter %.3g dw13 %.3g dw2 %.3g", n, me, ey, edx, er, e13, e2);
+    double bound = bf16 ? bf16_bound : 1e-5;
+    CHECK(ey < bound && edx < bound && er < bound && e13 < bound && e2 < bound,
+          "ep %d rank %d bf16 %d: y %.3g dx %.3g drouter %.3g dw13 %.3g dw2 %.3g (bound %.3g)", n, me, bf16, ey, edx, er,
+          e13, e2, bound);
     CHECK(world.stats[CT_COMM_ALL_TO_ALL].calls >= 5, "ep %d: %lld all-to-alls, expected the counts and four row "
           "exchanges", n, world.stats[CT_COMM_ALL_TO_ALL].calls);
     free(o.drouter), free(o.dw13), free(o.dw2);
 }
+static void expert_parallel(void) { expert_parallel_at(false); }
+static void bf16_expert_parallel(void) { expert_parallel_at(true); }
 
 int main(int argc, char **argv) {
     if (!ct_mpi_test_is_child(argc, argv)) {
@@ -334,6 +389,8 @@ int main(int argc, char **argv) {
         CT_RUN(sigmoid_bias);
         CT_RUN(aux_loss_batch);
         CT_RUN(aux_loss_per_sequence);
+        CT_RUN(bf16_softmax_renorm);
+        CT_RUN(bf16_sigmoid_bias);
         CT_RUN(load_stats);
         CT_RUN(refused);
         const int nps[2] = {2, 4};
@@ -345,6 +402,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     CT_MPI_RUN(expert_parallel);
+    CT_MPI_RUN(bf16_expert_parallel);
     ct_comm_group_free(&world);
     ct_comm_finalize();
     CT_TEST_EXIT();

@@ -116,7 +116,7 @@ static void run(const inputs *in, int sigmoid, int renorm, int use_bias, float c
     float *w2 = up(k, in->w2, sizeof in->w2), *y = up(k, NULL, (size_t)N * C * sizeof(float));
     ct_moe_params p = {.router = router, .bias = use_bias ? bias : NULL, .w13 = w13, .w2 = w2};
     ct_moe_acts a;
-    ct_moe_acts_init(&l, &a);
+    ct_moe_acts_init(&l, &a, NULL);
     ct_moe_forward(&l, &p, &a, x, y);
     k->copy_to_host(o->ids, a.ids, sizeof o->ids);
     k->copy_to_host(o->w, a.weights, sizeof o->w);

@@ -130,6 +130,12 @@ typedef struct ct_kernels {
                                    long IC, long OC);
     void (*grouped_linear_backward)(float *dinp, float *dweight, const float *dout, const float *inp,
                                     const float *weight, const int64_t *offsets, long E, long IC, long OC);
+    // The same products under bf16 mixed precision (kernels.h): bf16 inputs, weight and output
+    // gradient, fp32 accumulation; out, dinp fp32 (overwritten), dweight fp32 (accumulated).
+    void (*grouped_linear_forward_bf16)(float *out, const uint16_t *inp, const uint16_t *weight,
+                                        const int64_t *offsets, long E, long IC, long OC);
+    void (*grouped_linear_backward_bf16)(float *dinp, float *dweight, const uint16_t *dout, const uint16_t *inp,
+                                         const uint16_t *weight, const int64_t *offsets, long E, long IC, long OC);
 
     // ---- output projection + cross-entropy (whole vocabulary on this rank)
     // loss_sum: one double on this device that the SUM of the token losses is added to, so the

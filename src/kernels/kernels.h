@@ -258,6 +258,14 @@ void ct_grouped_linear_forward(float *out, const float *inp, const float *weight
                                long IC, long OC);
 void ct_grouped_linear_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                                 const int64_t *offsets, long E, long IC, long OC);
+// The same under bf16 mixed precision, on gemm_bf16 per expert: inp (rows, IC), weight (E, OC, IC)
+// and dout (rows, OC) in bf16 (the caller narrows its fp32 output gradient, as the dense linear
+// layers do), products accumulated in fp32; out and dinp fp32 overwritten on the experts' rows,
+// dweight fp32 accumulated (FSDP's fp32 full gradient).
+void ct_grouped_linear_forward_bf16(float *out, const uint16_t *inp, const uint16_t *weight, const int64_t *offsets,
+                                    long E, long IC, long OC);
+void ct_grouped_linear_backward_bf16(float *dinp, float *dweight, const uint16_t *dout, const uint16_t *inp,
+                                     const uint16_t *weight, const int64_t *offsets, long E, long IC, long OC);
 
 // ---------------------------------------------------------------- AdamW and reductions
 // Decoupled weight decay (Loshchilov & Hutter): p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p),

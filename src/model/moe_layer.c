@@ -42,13 +42,19 @@ ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec) {
 
 // ------------------------------------------------------------------ buffers
 
-// The backward's work areas: two of (rows, wide) floats, rows the most the expert side can
-// receive (or N), wide the widest row it writes there.
+// The work areas: two of (rows, wide) floats, rows the most the expert side can receive (or N),
+// wide the widest row written there; under bf16 a third, for fp32 rows widened from bf16 (x, h13)
+// and the output gradients narrowed to bf16 for the experts' matmuls.
 static long work_rows(const ct_moe_layer *l) {
     long P = l->s.N * l->s.topk * l->ep_size;
     return P > l->s.N ? P : l->s.N;
 }
 static long work_wide(const ct_moe_layer *l) { return 2 * l->s.F > l->s.C ? 2 * l->s.F : l->s.C; }
+static int work_areas(const ct_moe_layer *l) { return l->s.bf16 ? 3 : 2; }
+long ct_moe_scratch_floats(const ct_moe_layer *l) { return work_areas(l) * work_rows(l) * work_wide(l); }
+static float *work_area(const ct_moe_layer *l, const ct_moe_acts *a, int i) {
+    return a->scratch + (long)i * work_rows(l) * work_wide(l);
+}
 
 static void *dev_take(const ct_moe_layer *l, size_t bytes) {
     return ct_mem_alloc_on(ct_kernels_device(l->s.k), CT_MEM_ACTIVATIONS, bytes ? bytes : 4);
@@ -59,7 +65,7 @@ static void *host_take(size_t n, size_t size) {
     return p;
 }
 
-void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a, float *scratch) {
     memset(a, 0, sizeof *a);
     const ct_moe_layer_spec *s = &l->s;
     long N = s->N, E = s->E, k = s->topk, C = s->C, F = s->F, P = N * k, R = P * l->ep_size;
@@ -72,11 +78,18 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
     a->xs = dev_take(l, (size_t)(P * C) * sizeof(float));
     a->ys = dev_take(l, (size_t)(P * C) * sizeof(float));
     if (l->ep_size > 1) a->xr = dev_take(l, (size_t)(R * C) * sizeof(float));
-    a->xe = dev_take(l, (size_t)(R * C) * sizeof(float));
-    a->h13 = dev_take(l, (size_t)(R * 2 * F) * sizeof(float));
-    a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
+    if (s->bf16) {
+        a->xe16 = dev_take(l, (size_t)(R * C) * sizeof(uint16_t));
+        a->h13_16 = dev_take(l, (size_t)(R * 2 * F) * sizeof(uint16_t));
+        a->h16 = dev_take(l, (size_t)(R * F) * sizeof(uint16_t));
+    } else {
+        a->xe = dev_take(l, (size_t)(R * C) * sizeof(float));
+        a->h13 = dev_take(l, (size_t)(R * 2 * F) * sizeof(float));
+        a->h = dev_take(l, (size_t)(R * F) * sizeof(float));
+    }
     a->ye = dev_take(l, (size_t)(R * C) * sizeof(float));
-    a->scratch = dev_take(l, (size_t)(2 * work_rows(l) * work_wide(l)) * sizeof(float));
+    a->own_scratch = scratch == NULL;
+    a->scratch = scratch ? scratch : dev_take(l, (size_t)ct_moe_scratch_floats(l) * sizeof(float));
     if (s->aux_coef > 0) {
         a->aux_loss = dev_take(l, sizeof(float));
         a->daux = dev_take(l, (size_t)(N * E) * sizeof(float));
@@ -91,8 +104,10 @@ void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a) {
 }
 
 void ct_moe_acts_free(ct_moe_acts *a) {
-    void *dev[] = {a->logits, a->scores, a->weights, a->ids, a->pos, a->counts, a->xs, a->ys,
-                   a->xr,     a->xe,     a->h13,     a->h,   a->ye,  a->scratch, a->aux_loss, a->daux};
+    void *dev[] = {a->logits, a->scores, a->weights, a->ids,     a->pos,    a->counts,
+                   a->xs,     a->ys,     a->xr,      a->xe,      a->h13,    a->h,
+                   a->xe16,   a->h13_16, a->h16,     a->ye,      a->aux_loss, a->daux};
+    if (a->own_scratch) ct_mem_free(a->scratch);
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) ct_mem_free(dev[i]);
     free(a->host_counts), free(a->from), free(a->send_rows), free(a->send_at), free(a->recv_rows), free(a->recv_at);
     free(a->offsets);
@@ -170,10 +185,34 @@ static void from_experts(const ct_moe_layer *l, ct_moe_acts *a, float *ye, float
 
 // ------------------------------------------------------------------ forward / backward
 
-void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, float *y) {
+// The layer's input in fp32: x itself, or under bf16 its exact widening into `work` (N, C).
+static const float *input_f32(const ct_moe_layer *l, const void *x, float *work) {
+    if (!l->s.bf16) return x;
+    l->s.k->bf16_to_f32(work, x, l->s.N * l->s.C);
+    return work;
+}
+
+// The experts under bf16, from their rows xe (R, C, fp32 holding bf16 values) to ye (R, C):
+// xe kept in bf16 (exactly), h13 = xe @ w13^T kept in bf16 with the forward going on from the
+// rounded values (what the backward will see), h = swiglu(h13) kept in bf16, ye = h @ w2^T.
+static void experts_forward_bf16(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *xe) {
+    const ct_kernels *k = l->s.k;
+    long R = a->rows, C = l->s.C, F = l->s.F, El = l->E_local;
+    float *h13 = work_area(l, a, 1), *h = work_area(l, a, 0);  // (R, 2F), (R, F); xe read before h13 is written
+    k->f32_to_bf16(a->xe16, xe, R * C);
+    k->grouped_linear_forward_bf16(h13, a->xe16, p->w13_16, a->offsets, El, C, 2 * F);
+    k->f32_to_bf16(a->h13_16, h13, R * 2 * F);
+    k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
+    k->swiglu_forward(h, h13, R, F);
+    k->f32_to_bf16(a->h16, h, R * F);
+    k->grouped_linear_forward_bf16(a->ye, a->h16, p->w2_16, a->offsets, El, F, C);
+}
+
+void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x_in, float *y) {
     const ct_moe_layer_spec *s = &l->s;
     const ct_kernels *k = s->k;
     long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F;
+    const float *x = input_f32(l, x_in, s->bf16 ? work_area(l, a, 2) : NULL);  // (N, C)
     k->linear_forward(a->logits, x, p->router, N, C, E);
     k->moe_router_forward(a->ids, a->weights, a->scores, a->logits, p->bias, N, E, K, s->sigmoid, s->renorm);
     if (a->daux)
@@ -182,39 +221,68 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
     k->moe_dispatch_plan(a->counts, a->pos, a->ids, N, E, K);
     k->moe_permute(a->xs, x, a->pos, N, K, C);
     plan_exchange(l, a);
-    const float *xe = to_experts(l, a, a->xs, a->xr, a->xe, C);
-    if (xe != a->xe) k->copy(a->xe, xe, (size_t)(a->rows * C) * sizeof(float));  // kept for the backward
-    k->grouped_linear_forward(a->h13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
-    k->swiglu_forward(a->h, a->h13, a->rows, F);
-    k->grouped_linear_forward(a->ye, a->h, p->w2, a->offsets, l->E_local, F, C);
+    if (s->bf16) {
+        experts_forward_bf16(l, p, a, to_experts(l, a, a->xs, a->xr, work_area(l, a, 1), C));
+    } else {
+        const float *xe = to_experts(l, a, a->xs, a->xr, a->xe, C);
+        if (xe != a->xe) k->copy(a->xe, xe, (size_t)(a->rows * C) * sizeof(float));  // kept for the backward
+        k->grouped_linear_forward(a->h13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+        k->swiglu_forward(a->h, a->h13, a->rows, F);
+        k->grouped_linear_forward(a->ye, a->h, p->w2, a->offsets, l->E_local, F, C);
+    }
     from_experts(l, a, a->ye, a->xr, a->ys, C);
     k->moe_combine(y, a->ys, a->weights, a->pos, N, K, C);
 }
 
-void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
+// The experts' backward under bf16: dxe (R, C) from dye (R, C; work area 0 or the pair rows), the weight
+// gradients (fp32) added into g. The output gradients go to the matmuls rounded to bf16, as the
+// dense layers' do (model/linear.c). Work area 1 holds dweights and dh from its head (N·k floats).
+static void experts_backward_bf16(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *dye,
+                                  float *dxe, ct_moe_grads *g) {
+    const ct_kernels *k = l->s.k;
+    long R = a->rows, C = l->s.C, F = l->s.F, El = l->E_local;
+    float *w0 = work_area(l, a, 0), *w2 = work_area(l, a, 2);
+    float *dh = work_area(l, a, 1) + l->s.N * l->s.topk;  // (R, F) after dweights
+    uint16_t *d16 = (uint16_t *)w2;                        // (R, C) dye in bf16
+    k->f32_to_bf16(d16, dye, R * C);
+    k->grouped_linear_backward_bf16(dh, g->w2, d16, a->h16, p->w2_16, a->offsets, El, F, C);
+    float *h13 = w0, *dh13 = w2;  // (R, 2F) each: dye and its bf16 copy are no longer needed
+    k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
+    k->swiglu_backward(dh13, dh, h13, R, F);
+    uint16_t *dh13_16 = (uint16_t *)w0;  // (R, 2F): h13 is no longer needed
+    k->f32_to_bf16(dh13_16, dh13, R * 2 * F);
+    k->grouped_linear_backward_bf16(dxe, g->w13, dh13_16, a->xe16, p->w13_16, a->offsets, El, C, 2 * F);
+}
+
+void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x_in, const float *dy,
                      float *dx, ct_moe_grads *g) {
     const ct_moe_layer_spec *s = &l->s;
     const ct_kernels *k = s->k;
     long N = s->N, E = s->E, K = s->topk, C = s->C, F = s->F, R = a->rows;
-    float *w0 = a->scratch, *w1 = a->scratch + work_rows(l) * work_wide(l);  // the two work areas
+    float *w0 = work_area(l, a, 0), *w1 = work_area(l, a, 1);
     // combine: dys (pairs in expert order, in the forward's pair rows, no longer needed) and the
     // router weights' gradient (w1's head)
     float *dys = a->xs, *dweights = w1;
     k->moe_combine_backward(dys, dweights, dy, a->ys, a->weights, a->pos, N, K, C);
     // to the experts: dye (R, C) in w0
     const float *dye = to_experts(l, a, dys, a->xr, w0, C);
-    // w2: dh (R, F) into w1 after dweights (N·k floats)
-    float *dh = w1 + N * K;
-    k->grouped_linear_backward(dh, g->w2, dye, a->h, p->w2, a->offsets, l->E_local, F, C);
-    float *dh13 = w0;  // dye is no longer needed
-    k->swiglu_backward(dh13, dh, a->h13, R, F);
     float *dxe = a->ye;  // the forward's output rows are no longer needed
-    k->grouped_linear_backward(dxe, g->w13, dh13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+    if (s->bf16) {
+        experts_backward_bf16(l, p, a, dye, dxe, g);
+    } else {
+        // w2: dh (R, F) into w1 after dweights (N·k floats)
+        float *dh = w1 + N * K;
+        k->grouped_linear_backward(dh, g->w2, dye, a->h, p->w2, a->offsets, l->E_local, F, C);
+        float *dh13 = w0;  // dye is no longer needed
+        k->swiglu_backward(dh13, dh, a->h13, R, F);
+        k->grouped_linear_backward(dxe, g->w13, dh13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+    }
     // back to the pairs (dxs in a->xs, where dys was), then the tokens
     from_experts(l, a, dxe, a->xr, a->xs, C);
     k->moe_permute_backward(dx, a->xs, a->pos, N, K, C);
     // router: dlogits (N, E) in a->logits' place, then dx += dlogits @ router, drouter += ...
     k->moe_router_backward(a->logits, dweights, a->daux, a->scores, a->ids, N, E, K, s->sigmoid, s->renorm);
+    const float *x = input_f32(l, x_in, s->bf16 ? work_area(l, a, 2) : NULL);  // (N, C)
     float *dx_router = w0;
     k->linear_backward(dx_router, g->router, a->logits, x, p->router, N, C, E);
     k->add_inplace(dx, dx_router, N * C);

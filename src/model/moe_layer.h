@@ -13,11 +13,22 @@
 // The same numbers whatever the ep degree, up to the matmuls' summation order over rows grouped
 // differently (tests/test_moe_layer.c).
 //
+// Under bf16 mixed precision (spec.bf16) the layer computes as TorchTitan's under autocast: the
+// experts' matmuls take bf16 inputs and FSDP's gathered bf16 weights with fp32 accumulation
+// (kernels.h ct_grouped_linear_forward_bf16), their output gradients rounded to bf16 as the dense
+// linear layers' are (model/linear.h); the router, its scores, the combine weights and every
+// gradient stay fp32. What the backward reads, by dtype:
+//   bf16  xe (each expert row's input), h13 (w1 | w3's output, rounded when kept, the forward
+//         going on with the rounded values), h (SwiGLU's output, w2's input)
+//   fp32  logits, scores, weights, ys (the combine reads them in fp32), and the token rows in
+//         transit (xs, xr: bf16 values, moved and permuted as fp32)
+//
 // Buffers are the caller's (ct_moe_layer_buffers sizes them): under expert parallelism the rows
 // a rank receives are not known before the step, so the expert-side buffers hold the most it can
 // receive, every pair of every rank of the group (N·k·ep rows).
 #ifndef CT_MOE_LAYER_H
 #define CT_MOE_LAYER_H
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -35,13 +46,15 @@ typedef struct {
     long N;              // tokens per call on this rank (the buffers' size)
     float aux_coef;      // load-balancing loss coefficient (0: none; kernels.h ct_moe_aux_loss)
     long aux_group;      // its groups: tokens per sequence (sequence-level), or 0 (the whole batch)
+    bool bf16;           // bf16 mixed precision: x and the experts' weights in bf16 (above)
 } ct_moe_layer_spec;
 
 typedef struct {
     const float *router;  // (E, C)
     const float *bias;    // (E) choosing bias, or NULL
-    const float *w13;     // (E_local, 2F, C): w1 | w3 of each local expert
+    const float *w13;     // (E_local, 2F, C): w1 | w3 of each local expert (fp32 runs)
     const float *w2;      // (E_local, C, F)
+    const uint16_t *w13_16, *w2_16;  // the same in bf16 (bf16 runs: FSDP's gathered compute copy)
 } ct_moe_params;
 
 typedef struct {
@@ -59,8 +72,10 @@ typedef struct {
     float *xr, *xe;           // (R, C) rows received (by source rank), grouped by local expert
     float *h13;               // (R, 2F)
     float *h;                 // (R, F)
+    uint16_t *xe16, *h13_16, *h16;  // bf16: xe, h13, h kept in bf16 instead (those three NULL)
     float *ye;                // (R, C)
-    float *scratch;           // (max(R, N)·max(2F, C)) backward's work rows
+    float *scratch;           // (ct_moe_scratch_floats) work rows within one call: the caller's to share, or own
+    bool own_scratch;         // scratch taken by ct_moe_acts_init (freed with a)
     float *aux_loss;          // (1) the load-balancing loss of the last forward, times aux_weight (aux_coef > 0)
     float *daux;              // (N, E) its gradient in the scores
     // host: the exchange's shape, set by the forward and reused by the backward
@@ -81,15 +96,21 @@ typedef struct {
 
 // CT_ERR (one line) when E does not split over the ep group or a size is not positive.
 ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec);
-// Allocates a's buffers on the layer's device (and its host arrays); ct_moe_acts_free releases.
-void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a);
+// Floats of the work rows a forward or backward uses within the call (two areas of the most rows
+// the expert side can receive by the widest row, three under bf16): nothing there outlives a
+// call, so the records of one stage may share them.
+long ct_moe_scratch_floats(const ct_moe_layer *l);
+// Allocates a's buffers on the layer's device (and its host arrays), with `scratch` as the work
+// rows (ct_moe_scratch_floats of them; NULL: its own); ct_moe_acts_free releases what it took.
+void ct_moe_acts_init(const ct_moe_layer *l, ct_moe_acts *a, float *scratch);
 void ct_moe_acts_free(ct_moe_acts *a);
 
-// y (N, C) from x (N, C). Collective over the ep group.
-void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, float *y);
+// y (N, C) fp32 from x (N, C), fp32 or under bf16 bf16. Collective over the ep group.
+void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x, float *y);
 // dx (N, C) overwritten from dy (N, C) and the forward's a (the load-balancing loss's gradient,
 // with unit weight, included); weight gradients added into g. Collective over the ep group.
-void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *x, const float *dy,
+// x as the forward's; dy, dx and the gradients fp32 whatever the precision.
+void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x, const float *dy,
                      float *dx, ct_moe_grads *g);
 
 // min, max and max / mean of counts (E); imbalance 1 is perfectly balanced.

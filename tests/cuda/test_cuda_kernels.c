@@ -219,6 +219,24 @@ static void moe_vs_cpu(void) {
     gpu->grouped_linear_backward(d_gxs, d_dWh, d_gys, d_xs, d_W, off, E, C, OC);
     cmp("grouped_linear_backward dinp", d_gxs, gxs, N * k * C, 1e-4, 1e-5);
     cmp("grouped_linear_backward dweight", d_dWh, dWh, E * OC * C, 1e-4, 1e-5);
+    // The same products under bf16: bf16 rows, weights and output gradients, fp32 accumulation.
+    uint16_t *xs16 = malloc((size_t)(N * k * C) * 2), *W16 = malloc((size_t)(E * OC * C) * 2),
+             *gys16 = malloc((size_t)(N * k * OC) * 2);
+    cpu->f32_to_bf16(xs16, xs, N * k * C), cpu->f32_to_bf16(W16, W, E * OC * C), cpu->f32_to_bf16(gys16, gys, N * k * OC);
+    uint16_t *d_xs16 = up(xs16, (size_t)(N * k * C) * 2), *d_W16 = up(W16, (size_t)(E * OC * C) * 2),
+             *d_gys16 = up(gys16, (size_t)(N * k * OC) * 2);
+    cpu->grouped_linear_forward_bf16(ys, xs16, W16, off, E, C, OC);
+    gpu->grouped_linear_forward_bf16(d_ys, d_xs16, d_W16, off, E, C, OC);
+    cmp("grouped_linear_forward_bf16", d_ys, ys, N * k * OC, 1e-4, 1e-5);
+    float *dWh16 = host_rand(E * OC * C, 1), *d_dWh16 = upf(dWh16, E * OC * C);
+    cpu->grouped_linear_backward_bf16(gxs, dWh16, gys16, xs16, W16, off, E, C, OC);
+    gpu->grouped_linear_backward_bf16(d_gxs, d_dWh16, d_gys16, d_xs16, d_W16, off, E, C, OC);
+    cmp("grouped_linear_backward_bf16 dinp", d_gxs, gxs, N * k * C, 1e-4, 1e-5);
+    cmp("grouped_linear_backward_bf16 dweight", d_dWh16, dWh16, E * OC * C, 1e-4, 1e-5);
+    free(xs16), free(W16), free(gys16), free(dWh16);
+    // back to the fp32 input gradient for the permute's backward below
+    cpu->grouped_linear_backward(gxs, dWh, gys, xs, W, off, E, C, OC);
+    gpu->grouped_linear_backward(d_gxs, d_dWh, d_gys, d_xs, d_W, off, E, C, OC);
     float *gx = malloc(N * C * 4), *d_gx = dzeros(N * C);
     cpu->moe_permute_backward(gx, gxs, pos, N, k, C);
     gpu->moe_permute_backward(d_gx, d_gxs, d_pos, N, k, C);

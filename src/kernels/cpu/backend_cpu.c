@@ -68,6 +68,8 @@ static const ct_kernels ct_kernels_cpu = {
     .moe_combine_backward = ct_moe_combine_backward,
     .grouped_linear_forward = ct_grouped_linear_forward,
     .grouped_linear_backward = ct_grouped_linear_backward,
+    .grouped_linear_forward_bf16 = ct_grouped_linear_forward_bf16,
+    .grouped_linear_backward_bf16 = ct_grouped_linear_backward_bf16,
 
     .xent_scratch_floats = ct_xent_scratch_floats,
     .xent_fused = xent_fused_into,

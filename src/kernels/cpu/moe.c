@@ -1,10 +1,12 @@
 // Mixture-of-experts kernels (kernels.h, "mixture of experts"): the router's scores and top-k,
 // the dispatch plan that orders (token, choice) pairs by expert, the permutation into that order
 // and the weighted combine back, each with its backward, and the grouped linear layer over the
-// experts' row ranges. fp32; parallel over tokens (or over experts for the weight gradients).
+// experts' row ranges, in fp32 and under bf16 mixed precision. Parallel over tokens (the grouped
+// linear: inside each expert's matmul).
 #include <math.h>
 #include <string.h>
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/kernels.h"
 #include "kernels/moe_rows.h"
 
@@ -138,5 +140,28 @@ void ct_grouped_linear_backward(float *dinp, float *dweight, const float *dout, 
         if (n <= 0) continue;
         ct_linear_backward(dinp ? dinp + r0 * IC : NULL, dweight ? dweight + e * OC * IC : NULL, dout + r0 * OC,
                            inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
+    }
+}
+
+// The bf16 products as model/linear.c takes a dense layer's under bf16: gemm_bf16 per expert.
+void ct_grouped_linear_forward_bf16(float *out, const uint16_t *inp, const uint16_t *weight, const int64_t *offsets,
+                                    long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n > 0)  // out (n, OC) = inp (n, IC) @ W_e (OC, IC)^T
+            ct_gemm_bf16(0, 1, n, OC, IC, 1.0f, inp + r0 * IC, IC, weight + e * OC * IC, IC, 0.0f, out + r0 * OC, OC);
+    }
+}
+
+void ct_grouped_linear_backward_bf16(float *dinp, float *dweight, const uint16_t *dout, const uint16_t *inp,
+                                     const uint16_t *weight, const int64_t *offsets, long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n <= 0) continue;
+        const uint16_t *g = dout + r0 * OC, *W = weight + e * OC * IC;
+        if (dinp)  // dinp (n, IC) = dout (n, OC) @ W_e (OC, IC)
+            ct_gemm_bf16(0, 0, n, IC, OC, 1.0f, g, OC, W, IC, 0.0f, dinp + r0 * IC, IC);
+        if (dweight)  // dW_e (OC, IC) += dout^T @ inp (n, IC)
+            ct_gemm_bf16(1, 0, OC, IC, n, 1.0f, g, OC, inp + r0 * IC, IC, 1.0f, dweight + e * OC * IC, IC);
     }
 }

@@ -209,6 +209,29 @@ static void grouped_linear_backward(float *dinp, float *dweight, const float *do
                                     dout + r0 * OC, inp + r0 * IC, weight + e * OC * IC, n, IC, OC);
     }
 }
+// The bf16 products as the dense linear layers take them (model/linear.c): cuBLAS bf16 inputs,
+// fp32 accumulation, one call per expert and direction.
+static void grouped_linear_forward_bf16(float *out, const uint16_t *inp, const uint16_t *weight,
+                                        const int64_t *offsets, long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n > 0)  // out (n, OC) = inp (n, IC) @ W_e (OC, IC)^T
+            ct_cuda_gemm_bf16(0, 1, n, OC, IC, 1.0f, inp + r0 * IC, IC, weight + e * OC * IC, IC, 0.0f,
+                              out + r0 * OC, OC);
+    }
+}
+static void grouped_linear_backward_bf16(float *dinp, float *dweight, const uint16_t *dout, const uint16_t *inp,
+                                         const uint16_t *weight, const int64_t *offsets, long E, long IC, long OC) {
+    for (long e = 0; e < E; e++) {
+        long r0 = offsets[e], n = offsets[e + 1] - r0;
+        if (n <= 0) continue;
+        const uint16_t *g = dout + r0 * OC, *W = weight + e * OC * IC;
+        if (dinp)  // dinp (n, IC) = dout (n, OC) @ W_e (OC, IC)
+            ct_cuda_gemm_bf16(0, 0, n, IC, OC, 1.0f, g, OC, W, IC, 0.0f, dinp + r0 * IC, IC);
+        if (dweight)  // dW_e (OC, IC) += dout^T @ inp (n, IC)
+            ct_cuda_gemm_bf16(1, 0, OC, IC, n, 1.0f, g, OC, inp + r0 * IC, IC, 1.0f, dweight + e * OC * IC, IC);
+    }
+}
 
 const ct_kernels ct_kernels_cuda = {
     .name = "cuda",
@@ -251,6 +274,8 @@ const ct_kernels ct_kernels_cuda = {
     .moe_combine_backward = ct_cuda_moe_combine_backward,
     .grouped_linear_forward = grouped_linear_forward,
     .grouped_linear_backward = grouped_linear_backward,
+    .grouped_linear_forward_bf16 = grouped_linear_forward_bf16,
+    .grouped_linear_backward_bf16 = grouped_linear_backward_bf16,
 
     .xent_scratch_floats = xent_scratch_floats,
     .xent_fused = xent_fused,

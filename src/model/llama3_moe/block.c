@@ -10,10 +10,14 @@
 // without sequence parallel, every tp rank routing the same tokens alike; its 1/tp under sequence
 // parallel), whole on every tp rank, so they need no tp collective: under sequence parallel their
 // weights' gradients are partial sums, which the tp strategy adds up as for any tensor tp ranks
-// hold whole (parallel/tensor_parallel.h). fp32. The layer's load-balancing loss is weighted per
-// call (ct_moe_layer.aux_weight).
+// hold whole (parallel/tensor_parallel.h). Under bf16 mixed precision the attention half, dense
+// blocks and shared experts compute as Llama 3's do, and the routed experts read the bf16 norm2
+// and their weights' bf16 compute copies (t16) as model/moe_layer.h says; the router reads its
+// weight's fp32 copy. The layer's load-balancing loss is weighted per call
+// (ct_moe_layer.aux_weight).
 #include <stdbool.h>
 
+#include "core/memory.h"
 #include "core/trace.h"
 #include "model/llama3_moe/llama3_moe.h"
 
@@ -42,15 +46,19 @@ static long block_ffn(const ct_model_config *m, int layer) {
 }
 
 // The routed experts' input: this rank's rows (N_local, C) of the gathered norm2 (N, C).
-static const float *routed_input(const ct_block_ctx *c, const ct_llama3_moe_acts *s) {
+// norm2 is kept in the compute dtype: fp32, or bf16 under bf16.
+static const void *routed_input(const ct_block_ctx *c, const ct_llama3_moe_acts *s) {
     bool sp = c->ops->tp.sequence_parallel && c->ops->tp.size > 1;
-    const float *norm2 = s->attn.norm2;  // fp32: the family runs no narrower compute dtype
-    return norm2 + (sp ? (long)c->ops->tp.rank * c->N_local * c->cfg->dim : 0);
+    long at = sp ? (long)c->ops->tp.rank * c->N_local * c->cfg->dim : 0;  // elements
+    if (c->lin->prec.compute == CT_BF16) return (const uint16_t *)s->attn.norm2 + at;
+    return (const float *)s->attn.norm2 + at;
 }
 
+// The router (and bias) in fp32; the experts in fp32, or under bf16 their gathered bf16 copies.
 static ct_moe_params expert_params(const ct_model_config *m, const ct_block_weights *w) {
     return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER], .bias = m->moe_bias_rate > 0 ? w->t[LLAMA3_MOE_BIAS] : NULL,
-                           .w13 = w->t[LLAMA3_MOE_W13], .w2 = w->t[LLAMA3_MOE_W2]};
+                           .w13 = w->t[LLAMA3_MOE_W13], .w2 = w->t[LLAMA3_MOE_W2],
+                           .w13_16 = w->t16[LLAMA3_MOE_W13], .w2_16 = w->t16[LLAMA3_MOE_W2]};
 }
 
 // y (N_local, C) = the routed experts of this rank's rows of norm2. A training forward (its loss weight or its loss sum
@@ -192,7 +200,8 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
         ct_moe_layer_spec spec = {.k = c->k, .C = m->dim, .F = m->ffn_hidden, .E = m->n_experts,
                                   .topk = m->moe_top_k, .sigmoid = m->moe_sigmoid, .renorm = m->moe_route_norm,
                                   .N = c->N_local, .aux_coef = (float)m->moe_aux_coeff,
-                                  .aux_group = m->moe_aux_per_sequence ? c->T : 0, .ep = c->ops->experts};
+                                  .aux_group = m->moe_aux_per_sequence ? c->T : 0, .ep = c->ops->experts,
+                                  .bf16 = c->lin->prec.compute == CT_BF16};
         if (ct_moe_layer_init(&wk->layer, &spec)) ct_fatal("llama3_moe", "%s", ct_last_error());
     }
     return used;
@@ -207,13 +216,17 @@ static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *a
     ct_block_ctx f = ffn_ctx(c, &fm, ct_llama3_moe_ffn_width(c->cfg));
     long used = ct_llama3_block.carve_acts(&f, kind, x, &b->attn, base);
     if (!base || !has_routed(c->cfg)) return used;
+    ct_llama3_moe_work *wk = W(c);
+    if (wk->moe_scratch_users++ == 0)
+        wk->moe_scratch = ct_mem_alloc_on(ct_kernels_device(c->k), CT_MEM_ACTIVATIONS,
+                                          (size_t)ct_moe_scratch_floats(&wk->layer) * sizeof(float));
+    b->work = wk;
     if (kind == CT_AC_FULL) {
-        ct_llama3_moe_work *wk = W(c);
-        if (wk->rc_moe_users++ == 0) ct_moe_acts_init(&wk->layer, &wk->rc_moe);
+        if (wk->rc_moe_users++ == 0) ct_moe_acts_init(&wk->layer, &wk->rc_moe, wk->moe_scratch);
         b->moe = wk->rc_moe;
         b->shared = &wk->rc_moe, b->shared_users = &wk->rc_moe_users;
     } else {
-        ct_moe_acts_init(&W(c)->layer, &b->moe);
+        ct_moe_acts_init(&wk->layer, &b->moe, wk->moe_scratch);
         b->shared = NULL, b->shared_users = NULL;
     }
     return used;
@@ -233,6 +246,11 @@ static void release_acts(void *acts) {
     } else if (b->moe.logits) {
         ct_moe_acts_free(&b->moe);
     }
+    if (b->work && --b->work->moe_scratch_users == 0) {
+        ct_mem_free(b->work->moe_scratch);
+        b->work->moe_scratch = NULL;
+    }
+    b->work = NULL;
 }
 
 // ------------------------------------------------------------------ the checkpointing policies' arithmetic
@@ -257,14 +275,16 @@ static double llama3_recompute(const ct_ac_shape *s, ct_ac_kind kind, long F, lo
 // record has room for a dense block's FFN and the shared experts'), with the q and k norms'
 // inputs and statistics under qk_norm; and unless the kind is full, the expert layer's (router
 // logits and scores, the token's k choices sent and received back, each expert row's input,
-// h13, h and output, and with the load-balancing loss its gradient in the scores).
+// h13 and h -- in the compute dtype -- and output, and with the load-balancing loss its gradient
+// in the scores).
 static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
     const ct_model_config *m = s->cfg;
     double Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
     double C = m->dim, E = m->n_experts, K = m->moe_top_k, F = m->ffn_hidden;
     double kept = llama3_kept(s, kind, ct_llama3_moe_ffn_width(m));
     if (m->qk_norm && kind == CT_AC_NONE) kept += 4 * (Q + KV) + 4.0 * (m->n_heads + m->n_kv_heads);  // q, k unnormed; rstd
-    double moe = 4 * (2 * E) + K * (4 + 4 + 4) + 4 * K * (2 * C + C + 2 * F + F + C);
+    double b = s->compute_bytes;
+    double moe = 4 * (2 * E) + K * (4 + 4 + 4) + 4 * K * (2 * C + C) + b * K * (C + 2 * F + F);
     if (m->moe_aux_coeff > 0) moe += 4 * E;  // the load-balancing loss's gradient in the scores
     return kept + (kind != CT_AC_FULL && has_routed(m) ? moe : 0);
 }

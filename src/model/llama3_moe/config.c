@@ -112,9 +112,11 @@ static int block_params(const ct_model_config *m, int layer, ct_param_spec p[CT_
         p[n++] = (ct_param_spec){"moe.shared_experts.w13.weight", 2 * SF, C, -1, CT_INIT_NORMAL, std, LLAMA3_W13, false, false};
         p[n++] = (ct_param_spec){"moe.shared_experts.w2.weight", C, SF, -1, CT_INIT_NORMAL, std_out, LLAMA3_W2, false, false};
     }
-    // The routed experts last (ct_param_spec.expert).
-    p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, false, true};
-    p[n++] = (ct_param_spec){"moe.experts.w2.weight", E * C, F, -1, CT_INIT_NORMAL, std_out, LLAMA3_MOE_W2, false, true};
+    // The routed experts last (ct_param_spec.expert), read in bf16 under bf16 by the grouped
+    // matmuls; the router and the bias stay fp32 (the router's scores are computed in fp32, as
+    // TorchTitan keeps them).
+    p[n++] = (ct_param_spec){"moe.experts.w13.weight", E * 2 * F, C, -1, CT_INIT_NORMAL, std, LLAMA3_MOE_W13, true, true};
+    p[n++] = (ct_param_spec){"moe.experts.w2.weight", E * C, F, -1, CT_INIT_NORMAL, std_out, LLAMA3_MOE_W2, true, true};
     return n;
 }
 
@@ -131,7 +133,7 @@ static double block_forward_flops_per_token(const ct_model_config *m) {
 
 const ct_model_family ct_llama3_moe_family = {
     .name = "llama3_moe",
-    .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP,
+    .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP | CT_FAMILY_BF16,
     .config_from = config_from,
     .trainable = NULL,
     .block_params = block_params,

@@ -13,10 +13,11 @@
 // output added beside the routed experts'. Dense first blocks (n_dense_layers, DeepSeek): Llama
 // 3's block with FFN width dense_ffn_hidden, run by Llama 3's own code.
 //
-// What it runs today: fp32, no tensor parallelism, no split backward (ct_model_family.supports);
-// activation checkpointing of every kind (the routed experts' activations are kept whole by the
-// selective kinds and recomputed by full); every expert on every rank (no expert parallelism),
-// so data sharding shards the experts like any other parameter.
+// What it runs (ct_model_family.supports): fp32 and bf16 mixed precision (the routed experts'
+// matmuls in bf16 with fp32 accumulation, the router in fp32: model/moe_layer.h), not the 8-bit
+// matmuls; tensor parallelism (llama3_moe/block.c); activation checkpointing of every kind (the
+// routed experts' activations are kept whole by the selective kinds and recomputed by full);
+// expert parallelism (model/moe_layer.h); no split backward.
 #ifndef CT_LLAMA3_MOE_H
 #define CT_LLAMA3_MOE_H
 #include <stdbool.h>
@@ -55,13 +56,17 @@ typedef struct {
                          // for a full recompute (whose call carries no loss weight)
     int *shared_users;   // full checkpointing: the records sharing the workspace's moe buffers
     ct_moe_acts *shared; // those buffers (NULL: moe is the record's own)
+    struct ct_llama3_moe_work *work;  // the workspace whose expert work rows moe uses
 } ct_llama3_moe_acts;
 
-typedef struct {
+typedef struct ct_llama3_moe_work {
     ct_llama3_work attn;  // first, as Llama 3's block reads it (carved for ct_llama3_moe_ffn_width)
     ct_moe_layer layer;   // the expert layer for this stage's N rows
     float *tmp;           // (N, C) the routed experts' output; the shared experts' input gradient
     ct_moe_acts rc_moe;   // full checkpointing: the routed experts' buffers of the block recomputed
     int rc_moe_users;     // records using rc_moe (allocated with the first, freed with the last)
+    float *moe_scratch;   // (ct_moe_scratch_floats) the expert layer's work rows within a call,
+                          // one for the stage's records (blocks run one at a time)
+    int moe_scratch_users;  // records using it (allocated with the first, freed with the last)
 } ct_llama3_moe_work;
 #endif

@@ -603,24 +603,6 @@ long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *
     return used;
 }
 
-long ct_llama3_carve_attention_work(const ct_block_ctx *c, ct_llama3_work *wk, float *base) {
-    const ct_model_config *m = c->cfg;
-    long N = c->N, C = m->dim, QKV = qkv_dim(c), Q = (long)m->n_heads * m->head_dim, used = 0;
-    if (c->lin->prec.compute == CT_BF16) {
-        TAKE(wk->w_norm, N * C);
-        TAKE(wk->w_qkv, N * QKV);
-        TAKE(wk->w_att, N * Q);
-    }
-    if (c->fused) {
-        long f = c->k->rmsnorm_linear_scratch_floats(N, C, QKV), r = c->k->linear_rope_scratch_floats(N, C, QKV);
-        TAKE(wk->fuse_scratch, f > r ? f : r);
-    }
-    if (m->qk_norm) TAKE(wk->qk_tmp, 2 * N * (m->n_heads + m->n_kv_heads) * (long)m->head_dim);
-    TAKE(wk->datt, N * Q);
-    TAKE(wk->dqkv, N * QKV);
-    return used;
-}
-
 static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base) {
     const ct_model_config *m = c->cfg;
     ct_llama3_acts *b = acts;

@@ -99,8 +99,6 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
 void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
                                   ct_block_weights *gw, ct_llama3_wgrad *keep, float *dres);
 // What the attention half keeps with nothing checkpointed (norm1 .. rstd2 of b, and the qk_norm
-// buffers when the model has them), and the workspace it uses (its fields of wk), carved as
-// ct_block_ops's carve functions do.
+// buffers when the model has them), carved as ct_block_ops's carve functions do.
 long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base);
-long ct_llama3_carve_attention_work(const ct_block_ctx *c, ct_llama3_work *wk, float *base);
 #endif

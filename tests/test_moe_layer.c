@@ -14,6 +14,8 @@
 // bf16 values, the reference computed in float64 on those same values; the layer rounds h13, h
 // and the experts' output gradients to bf16 (moe_layer.h), each a relative 2^-8 at most, so it
 // is held to 8 such roundings of each value's scale -- and must differ from the fp32 layer.
+// Under 8-bit experts (float8 tensorwise and rowwise, MXFP8; one process): each expert's results
+// against the kernel table's dense 8-bit linears called directly on that expert's rows.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +382,128 @@ static void expert_parallel_at(bool bf16) {
           "exchanges", n, world.stats[CT_COMM_ALL_TO_ALL].calls);
     free(o.drouter), free(o.dw13), free(o.dw2);
 }
+// ---------------------------------------------------------------- 8-bit experts
+
+// Host copy of n floats of device memory.
+static float *host_copy(const ct_kernels *k, const float *d, long n) {
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    k->copy_to_host(h, d, (size_t)n * sizeof(float));
+    return h;
+}
+// How many of the n values differ from want's (compared as values: +0 and -0 count as equal, since
+// a gradient accumulated into zeros turns -0 into +0).
+static long mismatches(const float *got, const float *want, long n) {
+    long m = 0;
+    for (long i = 0; i < n; i++) m += got[i] != want[i];
+    return m;
+}
+
+// The layer under f8 (one process, fp32 compute) against the dense 8-bit linear members called
+// directly, one expert at a time, on that expert's rows gathered here from the tokens the float64
+// reference routes to it (token order, as the dispatch keeps it): w13's and w2's outputs, and
+// both weight gradients, equal value for value -- the layer's row ranges and weight slices are
+// the ones each expert owns. The combine weights are the layer's own (its fp32 router, held to
+// the float64 reference by the cases above); the output gradients then follow as the combine's
+// backward forms them (weight times dy). And the 8-bit layer differs from the fp32 reference by
+// more than fp32 rounding, yet stays close: the quantisation ran.
+static void f8_per_expert_at(ct_f8_recipe recipe, const char *name) {
+    const ct_kernels *k = device();
+    static weights w;
+    draw_weights(&w);
+    float x[N * C], dy[N * C];
+    draw_tokens(0, x, dy);
+    static ref_out r;
+    memset(&r, 0, sizeof r);
+    reference(&w, x, dy, 0, 1, 0, 0, 0, &r);
+    ct_moe_layer_spec spec = {.k = k, .C = C, .F = F, .E = E, .topk = K, .renorm = 1, .N = N, .f8 = true,
+                              .recipe = recipe};
+    ct_moe_layer l;
+    CHECK(ct_moe_layer_init(&l, &spec) == CT_OK, "%s", ct_last_error());
+    float *router = up(k, w.router, E * C), *w13 = up(k, w.w13, E * 2 * F * C), *w2 = up(k, w.w2, E * C * F);
+    float *dx_ = up(k, x, N * C), *ddy = up(k, dy, N * C), *y = up(k, NULL, N * C), *dx = up(k, NULL, N * C);
+    float *gr = up(k, NULL, E * C), *g13 = up(k, NULL, E * 2 * F * C), *g2 = up(k, NULL, E * C * F);
+    ct_moe_params p = {.router = router, .w13 = w13, .w2 = w2, .f8_w13 = true, .f8_w2 = true};
+    ct_moe_grads g = {.router = gr, .w13 = g13, .w2 = g2};
+    ct_moe_acts a;
+    ct_moe_acts_init(&l, &a, NULL);
+    ct_moe_forward(&l, &p, &a, dx_, y);
+    long R = a.rows;
+    CHECK(R == N * K, "%s: %ld expert rows, expected %d", name, R, N * K);
+    float *h13 = host_copy(k, a.h13, R * 2 * F), *ye = host_copy(k, a.ye, R * C), *cw = host_copy(k, a.weights, N * K);
+    ct_moe_backward(&l, &p, &a, dx_, ddy, dx, &g);
+    float *y_h = host_copy(k, y, N * C), *g13_h = host_copy(k, g13, E * 2 * F * C), *g2_h = host_copy(k, g2, E * C * F);
+    long most = 1;
+    for (int e = 0; e < E; e++) most = most > a.offsets[e + 1] - a.offsets[e] ? most : a.offsets[e + 1] - a.offsets[e];
+    long IC13 = C, OC13 = 2 * F, sc = 0;
+    long dims[2][2] = {{IC13, OC13}, {F, C}};
+    for (int i = 0; i < 2; i++) {
+        long f = k->f8_scratch_floats(most, dims[i][0], dims[i][1]), b = k->f8_backward_scratch_floats(most, dims[i][0], dims[i][1]);
+        sc = sc > f ? sc : f, sc = sc > b ? sc : b;
+    }
+    float *scratch = up(k, NULL, sc);
+    int used = 0;
+    for (int e = 0; e < E; e++) {
+        // expert e's rows, from the reference's choices: inputs and output gradients
+        static float xe[N * C], dye[N * C];
+        long n = 0;
+        for (int t = 0; t < N; t++)
+            for (int j = 0; j < K; j++)
+                if (r.chosen[t][j] == e) {
+                    memcpy(xe + n * C, x + t * C, sizeof(float) * C);
+                    for (int c = 0; c < C; c++) dye[n * C + c] = cw[t * K + j] * dy[t * C + c];
+                    n++;
+                }
+        long at = a.offsets[e];
+        CHECK(a.offsets[e + 1] - at == n, "%s: expert %d has %ld rows, the reference routes %ld to it", name, e,
+              (long)(a.offsets[e + 1] - at), n);
+        if (n == 0) {  // skipped: its gradients stay zero
+            float zero[2 * F * C] = {0};
+            CHECK(!mismatches(g13_h + e * 2 * F * C, zero, 2 * F * C) && !mismatches(g2_h + e * C * F, zero, C * F),
+                  "%s: expert %d has no rows, yet a weight gradient", name, e);
+            continue;
+        }
+        used++;
+        float *dxe = up(k, xe, n * C), *ddye = up(k, dye, n * C);
+        float *dh13 = up(k, NULL, n * 2 * F), *dh = up(k, NULL, n * F), *dye2 = up(k, NULL, n * C);
+        float *gdh = up(k, NULL, n * F), *gdh13 = up(k, NULL, n * 2 * F), *gdx = up(k, NULL, n * C);
+        float *gw13 = up(k, NULL, 2 * F * C), *gw2 = up(k, NULL, C * F);
+        const float *w13e = w13 + (long)e * 2 * F * C, *w2e = w2 + (long)e * C * F;
+        k->linear_forward_f8(dh13, dxe, CT_F32, w13e, n, C, 2 * F, recipe, NULL, scratch);
+        k->swiglu_forward(dh, dh13, n, F);
+        k->linear_forward_f8(dye2, dh, CT_F32, w2e, n, F, C, recipe, NULL, scratch);
+        k->linear_backward_f8(gdh, gw2, ddye, dh, CT_F32, w2e, n, F, C, recipe, NULL, scratch);
+        k->swiglu_backward(gdh13, gdh, dh13, n, F);
+        k->linear_backward_f8(gdx, gw13, gdh13, dxe, CT_F32, w13e, n, C, 2 * F, recipe, NULL, scratch);
+        float *want13 = host_copy(k, dh13, n * 2 * F), *wanty = host_copy(k, dye2, n * C);
+        float *wantg13 = host_copy(k, gw13, 2 * F * C), *wantg2 = host_copy(k, gw2, C * F);
+        long m1 = mismatches(h13 + at * 2 * F, want13, n * 2 * F), m2 = mismatches(ye + at * C, wanty, n * C);
+        long m3 = mismatches(g13_h + e * 2 * F * C, wantg13, 2 * F * C), m4 = mismatches(g2_h + e * C * F, wantg2, C * F);
+        CHECK(!m1 && !m2 && !m3 && !m4,
+              "%s expert %d (%ld rows): values unlike the dense 8-bit linear's on its rows: w13 out %ld, w2 out %ld, "
+              "dw13 %ld, dw2 %ld",
+              name, e, n, m1, m2, m3, m4);
+        free(want13), free(wanty), free(wantg13), free(wantg2);
+        float *bufs[] = {dxe, ddye, dh13, dh, dye2, gdh, gdh13, gdx, gw13, gw2};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ct_mem_free(bufs[i]);
+    }
+    CHECK(used >= 2, "%s: only %d experts had rows", name, used);
+    // the quantisation ran: farther from the float64 reference than fp32 rounding, not far
+    double ey = worst_diff(y_h, r.y, N * C), e13 = worst_diff(g13_h, r.dw13, E * 2 * F * C),
+           e2 = worst_diff(g2_h, r.dw2, E * C * F);
+    CHECK(ey > 1e-4 && e13 > 1e-4 && e2 > 1e-4, "%s: y %.3g dw13 %.3g dw2 %.3g from float64: fp32 in disguise", name,
+          ey, e13, e2);
+    CHECK(ey < 0.25 && e13 < 0.25 && e2 < 0.25, "%s: y %.3g dw13 %.3g dw2 %.3g from float64: too far", name, ey, e13,
+          e2);
+    printf("    %s: worst y %.3g dw13 %.3g dw2 %.3g from the float64 reference\n", name, ey, e13, e2);
+    ct_moe_acts_free(&a);
+    free(h13), free(ye), free(cw), free(y_h), free(g13_h), free(g2_h);
+    float *bufs[] = {router, w13, w2, dx_, ddy, y, dx, gr, g13, g2, scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ct_mem_free(bufs[i]);
+}
+static void f8_tensorwise_per_expert(void) { f8_per_expert_at(CT_F8_RECIPE_TENSORWISE, "float8 tensorwise"); }
+static void f8_rowwise_per_expert(void) { f8_per_expert_at(CT_F8_RECIPE_ROWWISE, "float8 rowwise"); }
+static void mxfp8_per_expert(void) { f8_per_expert_at(CT_F8_RECIPE_MXFP8, "mxfp8"); }
+
 static void expert_parallel(void) { expert_parallel_at(false); }
 static void bf16_expert_parallel(void) { expert_parallel_at(true); }
 
@@ -391,6 +515,9 @@ int main(int argc, char **argv) {
         CT_RUN(aux_loss_per_sequence);
         CT_RUN(bf16_softmax_renorm);
         CT_RUN(bf16_sigmoid_bias);
+        CT_RUN(f8_tensorwise_per_expert);
+        CT_RUN(f8_rowwise_per_expert);
+        CT_RUN(mxfp8_per_expert);
         CT_RUN(load_stats);
         CT_RUN(refused);
         const int nps[2] = {2, 4};

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mathutil.h"
 #include "core/memory.h"
 
 static int ep_size(const ct_moe_layer_spec *s) { return s->ep.size > 1 ? s->ep.size : 1; }
@@ -51,10 +52,27 @@ static long work_rows(const ct_moe_layer *l) {
 }
 static long work_wide(const ct_moe_layer *l) { return 2 * l->s.F > l->s.C ? 2 * l->s.F : l->s.C; }
 static int work_areas(const ct_moe_layer *l) { return l->s.bf16 ? 3 : 2; }
-long ct_moe_scratch_floats(const ct_moe_layer *l) { return work_areas(l) * work_rows(l) * work_wide(l); }
+// The 8-bit kernels' scratch: the most either direction of either expert linear needs for the
+// most rows one expert can receive (every token of every rank of the group, N·ep), as
+// model/linear.c sizes the dense layers' for theirs.
+static long f8_floats(const ct_moe_layer *l) {
+    if (!l->s.f8) return 0;
+    const ct_kernels *k = l->s.k;
+    long n = l->s.N * l->ep_size, C = l->s.C, F = l->s.F, most = 0;
+    long shapes[2][2] = {{C, 2 * F}, {F, C}};  // (in, out): w13, w2
+    for (int i = 0; i < 2; i++) {
+        long fwd = k->f8_scratch_floats(n, shapes[i][0], shapes[i][1]);
+        long bwd = k->f8_backward_scratch_floats(n, shapes[i][0], shapes[i][1]);
+        most = ct_max_l(most, ct_max_l(fwd, bwd));
+    }
+    return (most + 15) & ~15L;
+}
+static long areas_floats(const ct_moe_layer *l) { return work_areas(l) * work_rows(l) * work_wide(l); }
+long ct_moe_scratch_floats(const ct_moe_layer *l) { return areas_floats(l) + f8_floats(l); }
 static float *work_area(const ct_moe_layer *l, const ct_moe_acts *a, int i) {
     return a->scratch + (long)i * work_rows(l) * work_wide(l);
 }
+static float *f8_scratch(const ct_moe_layer *l, const ct_moe_acts *a) { return a->scratch + areas_floats(l); }
 
 static void *dev_take(const ct_moe_layer *l, size_t bytes) {
     return ct_mem_alloc_on(ct_kernels_device(l->s.k), CT_MEM_ACTIVATIONS, bytes ? bytes : 4);
@@ -192,20 +210,71 @@ static const float *input_f32(const ct_moe_layer *l, const void *x, float *work)
     return work;
 }
 
+// ------------------------------------------------------------------ the experts' linears
+
+// out (R, OC) = each local expert's rows of inp (R, IC; bf16 under bf16, else fp32) @ its weight
+// (OC, IC)^T: grouped in fp32 or bf16, or under f8 one 8-bit linear per expert on its rows.
+static void experts_linear_forward(const ct_moe_layer *l, const ct_moe_acts *a, bool f8, float *out,
+                                   const void *inp, const float *w, const uint16_t *w16, long IC, long OC) {
+    const ct_kernels *k = l->s.k;
+    long El = l->E_local;
+    if (!f8) {
+        if (l->s.bf16) k->grouped_linear_forward_bf16(out, inp, w16, a->offsets, El, IC, OC);
+        else k->grouped_linear_forward(out, inp, w, a->offsets, El, IC, OC);
+        return;
+    }
+    if (!w) ct_fatal("moe", "an 8-bit expert linear was given its weight in bf16 only");
+    ct_dtype dt = l->s.bf16 ? CT_BF16 : CT_F32;
+    size_t esz = l->s.bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (long e = 0; e < El; e++) {
+        long at = (long)a->offsets[e], n = (long)a->offsets[e + 1] - at;
+        if (n == 0) continue;  // no rows: nothing to compute, and no scale to take
+        k->linear_forward_f8(out + at * OC, (const char *)inp + (size_t)(at * IC) * esz, dt, w + e * OC * IC, n, IC,
+                             OC, l->s.recipe, NULL, f8_scratch(l, a));
+    }
+}
+
+// dinp (R, IC) = each expert's rows of dout (R, OC) @ its weight; dW (El, OC, IC) += per expert
+// dout^T @ inp. Not f8: dout16 is dout narrowed to bf16 by the caller (bf16 runs; NULL in fp32).
+// f8: dout in fp32, cast by the 8-bit kernels.
+static void experts_linear_backward(const ct_moe_layer *l, const ct_moe_acts *a, bool f8, float *dinp, float *dW,
+                                    const float *dout, const uint16_t *dout16, const void *inp, const float *w,
+                                    const uint16_t *w16, long IC, long OC) {
+    const ct_kernels *k = l->s.k;
+    long El = l->E_local;
+    if (!f8) {
+        if (l->s.bf16) k->grouped_linear_backward_bf16(dinp, dW, dout16, inp, w16, a->offsets, El, IC, OC);
+        else k->grouped_linear_backward(dinp, dW, dout, inp, w, a->offsets, El, IC, OC);
+        return;
+    }
+    if (!w) ct_fatal("moe", "an 8-bit expert linear was given its weight in bf16 only");
+    ct_dtype dt = l->s.bf16 ? CT_BF16 : CT_F32;
+    size_t esz = l->s.bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (long e = 0; e < El; e++) {
+        long at = (long)a->offsets[e], n = (long)a->offsets[e + 1] - at;
+        if (n == 0) continue;  // no rows: no input gradient rows, nothing added to its weight's
+        k->linear_backward_f8(dinp + at * IC, dW + e * OC * IC, dout + at * OC,
+                              (const char *)inp + (size_t)(at * IC) * esz, dt, w + e * OC * IC, n, IC, OC,
+                              l->s.recipe, NULL, f8_scratch(l, a));
+    }
+}
+
+// ------------------------------------------------------------------ forward / backward (experts)
+
 // The experts under bf16, from their rows xe (R, C, fp32 holding bf16 values) to ye (R, C):
 // xe kept in bf16 (exactly), h13 = xe @ w13^T kept in bf16 with the forward going on from the
 // rounded values (what the backward will see), h = swiglu(h13) kept in bf16, ye = h @ w2^T.
 static void experts_forward_bf16(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *xe) {
     const ct_kernels *k = l->s.k;
-    long R = a->rows, C = l->s.C, F = l->s.F, El = l->E_local;
+    long R = a->rows, C = l->s.C, F = l->s.F;
     float *h13 = work_area(l, a, 1), *h = work_area(l, a, 0);  // (R, 2F), (R, F); xe read before h13 is written
     k->f32_to_bf16(a->xe16, xe, R * C);
-    k->grouped_linear_forward_bf16(h13, a->xe16, p->w13_16, a->offsets, El, C, 2 * F);
+    experts_linear_forward(l, a, p->f8_w13, h13, a->xe16, p->w13, p->w13_16, C, 2 * F);
     k->f32_to_bf16(a->h13_16, h13, R * 2 * F);
     k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
     k->swiglu_forward(h, h13, R, F);
     k->f32_to_bf16(a->h16, h, R * F);
-    k->grouped_linear_forward_bf16(a->ye, a->h16, p->w2_16, a->offsets, El, F, C);
+    experts_linear_forward(l, a, p->f8_w2, a->ye, a->h16, p->w2, p->w2_16, F, C);
 }
 
 void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x_in, float *y) {
@@ -226,9 +295,9 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
     } else {
         const float *xe = to_experts(l, a, a->xs, a->xr, a->xe, C);
         if (xe != a->xe) k->copy(a->xe, xe, (size_t)(a->rows * C) * sizeof(float));  // kept for the backward
-        k->grouped_linear_forward(a->h13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+        experts_linear_forward(l, a, p->f8_w13, a->h13, a->xe, p->w13, NULL, C, 2 * F);
         k->swiglu_forward(a->h, a->h13, a->rows, F);
-        k->grouped_linear_forward(a->ye, a->h, p->w2, a->offsets, l->E_local, F, C);
+        experts_linear_forward(l, a, p->f8_w2, a->ye, a->h, p->w2, NULL, F, C);
     }
     from_experts(l, a, a->ye, a->xr, a->ys, C);
     k->moe_combine(y, a->ys, a->weights, a->pos, N, K, C);
@@ -240,18 +309,18 @@ void ct_moe_forward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *
 static void experts_backward_bf16(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const float *dye,
                                   float *dxe, ct_moe_grads *g) {
     const ct_kernels *k = l->s.k;
-    long R = a->rows, C = l->s.C, F = l->s.F, El = l->E_local;
+    long R = a->rows, C = l->s.C, F = l->s.F;
     float *w0 = work_area(l, a, 0), *w2 = work_area(l, a, 2);
     float *dh = work_area(l, a, 1) + l->s.N * l->s.topk;  // (R, F) after dweights
-    uint16_t *d16 = (uint16_t *)w2;                        // (R, C) dye in bf16
-    k->f32_to_bf16(d16, dye, R * C);
-    k->grouped_linear_backward_bf16(dh, g->w2, d16, a->h16, p->w2_16, a->offsets, El, F, C);
+    uint16_t *d16 = NULL;                                  // (R, C) dye in bf16 (not under f8)
+    if (!p->f8_w2) k->f32_to_bf16(d16 = (uint16_t *)w2, dye, R * C);
+    experts_linear_backward(l, a, p->f8_w2, dh, g->w2, dye, d16, a->h16, p->w2, p->w2_16, F, C);
     float *h13 = w0, *dh13 = w2;  // (R, 2F) each: dye and its bf16 copy are no longer needed
     k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
     k->swiglu_backward(dh13, dh, h13, R, F);
-    uint16_t *dh13_16 = (uint16_t *)w0;  // (R, 2F): h13 is no longer needed
-    k->f32_to_bf16(dh13_16, dh13, R * 2 * F);
-    k->grouped_linear_backward_bf16(dxe, g->w13, dh13_16, a->xe16, p->w13_16, a->offsets, El, C, 2 * F);
+    uint16_t *dh13_16 = NULL;  // (R, 2F) in w0: h13 is no longer needed (not under f8)
+    if (!p->f8_w13) k->f32_to_bf16(dh13_16 = (uint16_t *)w0, dh13, R * 2 * F);
+    experts_linear_backward(l, a, p->f8_w13, dxe, g->w13, dh13, dh13_16, a->xe16, p->w13, p->w13_16, C, 2 * F);
 }
 
 void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts *a, const void *x_in, const float *dy,
@@ -272,10 +341,10 @@ void ct_moe_backward(const ct_moe_layer *l, const ct_moe_params *p, ct_moe_acts 
     } else {
         // w2: dh (R, F) into w1 after dweights (N·k floats)
         float *dh = w1 + N * K;
-        k->grouped_linear_backward(dh, g->w2, dye, a->h, p->w2, a->offsets, l->E_local, F, C);
+        experts_linear_backward(l, a, p->f8_w2, dh, g->w2, dye, NULL, a->h, p->w2, NULL, F, C);
         float *dh13 = w0;  // dye is no longer needed
         k->swiglu_backward(dh13, dh, a->h13, R, F);
-        k->grouped_linear_backward(dxe, g->w13, dh13, a->xe, p->w13, a->offsets, l->E_local, C, 2 * F);
+        experts_linear_backward(l, a, p->f8_w13, dxe, g->w13, dh13, NULL, a->xe, p->w13, NULL, C, 2 * F);
     }
     // back to the pairs (dxs in a->xs, where dys was), then the tokens
     from_experts(l, a, dxe, a->xr, a->xs, C);

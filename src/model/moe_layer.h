@@ -23,6 +23,17 @@
 //   fp32  logits, scores, weights, ys (the combine reads them in fp32), and the token rows in
 //         transit (xs, xr: bf16 values, moved and permuted as fp32)
 //
+// Under 8-bit training (spec.f8, on top of fp32 or bf16) the experts' w13 and w2 -- the ones the
+// call asks for (ct_moe_params.f8_w13 / f8_w2) -- run as the dense layers' 8-bit linears do
+// (model/linear.h), expert by expert: each expert is a linear layer on its row range of xe (or
+// h), computed by the kernel table's linear_forward_f8 / linear_backward_f8 with the recipe's
+// scales taken over that expert's rows and weight alone (as TorchTitan's float8 grouped matmuls
+// scale per expert), fp32 accumulation, its weight gradient added into its slice; an expert with
+// no rows is skipped. Their inputs go as kept (fp32, or bf16 under bf16), their weights in fp32
+// (under bf16 FSDP widens the 8-bit layers' matrices, parallel/fsdp.h), their output gradients in
+// fp32 (the kernels cast them to e5m2). No tensor-parallel agreement: every tp rank holds the
+// experts whole and runs them on its own rows (split NULL). The router stays fp32.
+//
 // Buffers are the caller's (ct_moe_layer_buffers sizes them): under expert parallelism the rows
 // a rank receives are not known before the step, so the expert-side buffers hold the most it can
 // receive, every pair of every rank of the group (N·k·ep rows).
@@ -47,6 +58,8 @@ typedef struct {
     float aux_coef;      // load-balancing loss coefficient (0: none; kernels.h ct_moe_aux_loss)
     long aux_group;      // its groups: tokens per sequence (sequence-level), or 0 (the whole batch)
     bool bf16;           // bf16 mixed precision: x and the experts' weights in bf16 (above)
+    bool f8;             // 8-bit experts possible (the scratch holds the 8-bit kernels' work)
+    ct_f8_recipe recipe; // their recipe (f8)
 } ct_moe_layer_spec;
 
 typedef struct {
@@ -55,6 +68,7 @@ typedef struct {
     const float *w13;     // (E_local, 2F, C): w1 | w3 of each local expert (fp32 runs)
     const float *w2;      // (E_local, C, F)
     const uint16_t *w13_16, *w2_16;  // the same in bf16 (bf16 runs: FSDP's gathered compute copy)
+    bool f8_w13, f8_w2;   // this call's w13 / w2 in 8 bits (spec.f8; w13 / w2 then given in fp32)
 } ct_moe_params;
 
 typedef struct {
@@ -97,8 +111,9 @@ typedef struct {
 // CT_ERR (one line) when E does not split over the ep group or a size is not positive.
 ct_status ct_moe_layer_init(ct_moe_layer *l, const ct_moe_layer_spec *spec);
 // Floats of the work rows a forward or backward uses within the call (two areas of the most rows
-// the expert side can receive by the widest row, three under bf16): nothing there outlives a
-// call, so the records of one stage may share them.
+// the expert side can receive by the widest row, three under bf16; under f8 then the 8-bit
+// kernels' scratch for the most rows one expert can receive, N·ep: a token picks an expert at
+// most once): nothing there outlives a call, so the records of one stage may share them.
 long ct_moe_scratch_floats(const ct_moe_layer *l);
 // Allocates a's buffers on the layer's device (and its host arrays), with `scratch` as the work
 // rows (ct_moe_scratch_floats of them; NULL: its own); ct_moe_acts_free releases what it took.

@@ -13,8 +13,11 @@
 // hold whole (parallel/tensor_parallel.h). Under bf16 mixed precision the attention half, dense
 // blocks and shared experts compute as Llama 3's do, and the routed experts read the bf16 norm2
 // and their weights' bf16 compute copies (t16) as model/moe_layer.h says; the router reads its
-// weight's fp32 copy. The layer's load-balancing loss is weighted per call
-// (ct_moe_layer.aux_weight).
+// weight's fp32 copy. Under 8-bit training the attention half, dense blocks and shared experts
+// run Llama 3's 8-bit linears (model/linear.h), and the routed experts the same kernels expert
+// by expert (model/moe_layer.h) on their fp32 weights, with scales taken on the rank's own rows
+// and never agreed over tp (the experts are not split); the router stays fp32. The layer's
+// load-balancing loss is weighted per call (ct_moe_layer.aux_weight).
 #include <stdbool.h>
 
 #include "core/memory.h"
@@ -54,11 +57,18 @@ static const void *routed_input(const ct_block_ctx *c, const ct_llama3_moe_acts 
     return (const float *)s->attn.norm2 + at;
 }
 
-// The router (and bias) in fp32; the experts in fp32, or under bf16 their gathered bf16 copies.
-static ct_moe_params expert_params(const ct_model_config *m, const ct_block_weights *w) {
-    return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER], .bias = m->moe_bias_rate > 0 ? w->t[LLAMA3_MOE_BIAS] : NULL,
+// The router (and bias) in fp32; the experts in fp32, or under bf16 their gathered bf16 copies
+// (and their fp32 widening, which FSDP adds when 8-bit layers run). The routed experts are the
+// block's feed-forward: they run in 8 bits when the policy's filter leaves the layer's
+// feed_forward.w1 / w3 (their w13) and feed_forward.w2 (their w2) in 8 bits.
+static ct_moe_params expert_params(const ct_block_ctx *c, int layer, const ct_block_weights *w) {
+    const ct_precision *pr = &c->lin->prec;
+    return (ct_moe_params){.router = w->t[LLAMA3_MOE_ROUTER],
+                           .bias = c->cfg->moe_bias_rate > 0 ? w->t[LLAMA3_MOE_BIAS] : NULL,
                            .w13 = w->t[LLAMA3_MOE_W13], .w2 = w->t[LLAMA3_MOE_W2],
-                           .w13_16 = w->t16[LLAMA3_MOE_W13], .w2_16 = w->t16[LLAMA3_MOE_W2]};
+                           .w13_16 = w->t16[LLAMA3_MOE_W13], .w2_16 = w->t16[LLAMA3_MOE_W2],
+                           .f8_w13 = ct_precision_f8(pr, layer, CT_LINEAR_W13),
+                           .f8_w2 = ct_precision_f8(pr, layer, CT_LINEAR_W2)};
 }
 
 // y (N_local, C) = the routed experts of this rank's rows of norm2. A training forward (its loss weight or its loss sum
@@ -68,7 +78,7 @@ static ct_moe_params expert_params(const ct_model_config *m, const ct_block_weig
 // as the forward did, and adds nothing to the loss sum (NULL there).
 static void routed_forward(const ct_block_ctx *c, int layer, ct_llama3_moe_acts *s, const ct_block_weights *w,
                            float *y) {
-    ct_moe_params p = expert_params(c->cfg, w);
+    ct_moe_params p = expert_params(c, layer, w);
     ct_moe_layer *l = &W(c)->layer;
     if (c->aux_sum || c->token_weight != 0) s->aux_weight = (float)((double)c->N_local * c->token_weight);
     l->aux_weight = s->aux_weight;
@@ -157,7 +167,7 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     // out = x_mid + routed(norm2(x_mid)) + shared(norm2(x_mid)): dres is the gradient of out, of
     // both FFNs' outputs and (through the residual) of x_mid; both input gradients go back
     // through ffn_norm into it.
-    ct_moe_params p = expert_params(c->cfg, w);
+    ct_moe_params p = expert_params(c, layer, w);
     ct_moe_grads gr = {.router = g->t[LLAMA3_MOE_ROUTER], .w13 = g->t[LLAMA3_MOE_W13], .w2 = g->t[LLAMA3_MOE_W2]};
     float *dn = c->dnorm;  // (N_local, C) gradient of this rank's rows of norm2
     int span = ct_trace_begin2(CT_TRACE_KERNEL, "moe.backward", "layer", layer, NULL, 0);
@@ -201,7 +211,8 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
                                   .topk = m->moe_top_k, .sigmoid = m->moe_sigmoid, .renorm = m->moe_route_norm,
                                   .N = c->N_local, .aux_coef = (float)m->moe_aux_coeff,
                                   .aux_group = m->moe_aux_per_sequence ? c->T : 0, .ep = c->ops->experts,
-                                  .bf16 = c->lin->prec.compute == CT_BF16};
+                                  .bf16 = c->lin->prec.compute == CT_BF16, .f8 = c->lin->prec.quantized,
+                                  .recipe = c->lin->prec.recipe};
         if (ct_moe_layer_init(&wk->layer, &spec)) ct_fatal("llama3_moe", "%s", ct_last_error());
     }
     return used;

@@ -15,7 +15,10 @@
 // with and without sequence parallel, with checkpointing, tp 2 x ep 2, tp 2 x pp 2. Then that
 // model under bf16 mixed precision against its own bf16 single-process run (the harness's narrow
 // bounds, from the reference's distance to the fp32 run): FSDP 2, ep 2, pp 2, tp 2 + sp, full
-// checkpointing under FSDP 2, ep 2 x FSDP 2. Then the settings the family does not run yet,
+// checkpointing under FSDP 2, ep 2 x FSDP 2. Then that bf16 model with 8-bit matmuls (float8
+// tensorwise, float8 rowwise, MXFP8; the routed experts one 8-bit linear per expert) against
+// each recipe's own single-process run: FSDP 2, ep 2, ep 2 x FSDP 2, and each recipe apart from
+// bf16 with the routed experts alone in 8 bits. Then the settings the family does not run yet,
 // refused with one line naming them.
 #include "parity.h"
 
@@ -75,8 +78,6 @@ static void expert_load_counts(void) {
 // Each unsupported setting: ct_model_config_from refuses it naming the setting and the family.
 static void refusals(void) {
     static const char *bad[][3] = {
-        {"quantization.float8.enable", "true", "float8"},
-        {"quantization.mxfp8.enable", "true", "mxfp8"},
         {"pipeline_schedule", "zbv", "zero-bubble"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -343,6 +344,91 @@ static void bf16_ep2_fsdp2(void) {
     parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, "moe bf16 ep2 x fsdp2");
 }
 
+// 8-bit training on the bf16 model: the routed experts' w13 and w2 one 8-bit linear per expert
+// on its rows (model/moe_layer.h), the attention and the dense block's FFN Llama 3's 8-bit
+// linears, the router fp32. Each recipe's single-process run is the reference for the layouts
+// after it, held to the narrow bounds from its distance to the wide run (the same bf16 model
+// without the 8-bit casts, which parity_reference trains beside it).
+static const char *f8_recipe = "";
+static void f8_reference(const char *name, const char *key, const char *recipe) {
+    parity_set(&parity_base, "quantization.float8.enable", "false");
+    parity_set(&parity_base, "quantization.mxfp8.enable", "false");
+    parity_set(&parity_base, key, "true");
+    if (recipe) parity_set(&parity_base, "quantization.float8.recipe", recipe);
+    f8_recipe = name;
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    parity_reference(&world);
+    ct_comm_group_free(&world);
+}
+// The reference against the wide run: close, yet not bf16 in disguise; and with every linear but
+// the routed experts' filtered out of the 8-bit set (the output, the attention, the dense block),
+// still not the wide run -- the experts' matmuls themselves ran in 8 bits: their parameters
+// differ from the wide run's. (Both runs compute the same operations in the same order on one
+// process, so without the casts they would agree exactly; at this tiny width near-uniform
+// logits keep the losses' difference small.)
+static void f8_differs_from_bf16_but_close(void) {
+    double most = 0;
+    for (int s = 0; s < STEPS; s++) {
+        double rel = fabs(parity_ref.loss[s] - parity_wide.loss[s]) / parity_wide.loss[s];
+        CHECK(rel <= 3e-2, "%s step %d: loss %.9g, bf16 %.9g", f8_recipe, s + 1, parity_ref.loss[s],
+              parity_wide.loss[s]);
+        most = fmax(most, rel);
+    }
+    CHECK(most > 1e-6, "%s: losses within %.3g of bf16's: no quantisation happened", f8_recipe, most);
+    ct_config c = parity_base;
+    parity_set(&c, "quantization.filter_fqns", "output,attention,layers.0.");
+    parity_result r;
+    parity_train_alone(c, &r);
+    double experts = 0;
+    for (int s = 0; s < STEPS; s++) experts = fmax(experts, fabs(r.loss[s] - parity_wide.loss[s]) / parity_wide.loss[s]);
+    CHECK(experts > 1e-6 && experts <= 3e-2, "%s, the routed experts alone in 8 bits: losses within %.3g of bf16's",
+          f8_recipe, experts);
+    ct_model_config m;
+    CHECK(ct_model_config_from(&m, &parity_base) == CT_OK, "%s", ct_last_error());
+    ct_param_table table;
+    ct_param_table_build(&table, &m);
+    const char *names[] = {"layers.1.moe.experts.w13.weight", "layers.1.moe.experts.w2.weight",
+                           "layers.0.attention.wq.weight"};
+    double d[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        const ct_param *p = ct_param_find(&table, names[i]);
+        CHECK(p != NULL, "%s missing", names[i]);
+        if (p) d[i] = parity_rel_rms(r.params + p->offset, parity_wide.params + p->offset, p->numel);
+    }
+    CHECK(d[0] > 1e-6 && d[0] < 0.1 && d[1] > 1e-6 && d[1] < 0.1,
+          "%s, the routed experts alone in 8 bits: their w13 %.3g, w2 %.3g relative RMS from bf16's", f8_recipe, d[0],
+          d[1]);
+    printf("    %s: losses from bf16's at most %.3g; the routed experts alone in 8 bits: losses %.3g, experts' w13 "
+           "%.3g w2 %.3g, block 0's wq %.3g relative RMS from bf16's\n",
+           f8_recipe, most, experts, d[0], d[1], d[2]);
+    ct_param_table_free(&table);
+    free(r.params);
+}
+static void f8_fsdp2(void) {
+    char what[96];
+    snprintf(what, sizeof what, "moe %s fsdp2", f8_recipe);
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 1}, what);
+}
+static void f8_ep2(void) {
+    char what[96];
+    snprintf(what, sizeof what, "moe %s ep2", f8_recipe);
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, what);
+}
+static void f8_ep2_fsdp2(void) {
+    char what[96];
+    snprintf(what, sizeof what, "moe %s ep2 x fsdp2", f8_recipe);
+    parity_run((parity_layout){.shard = 4, .replicate = 1, .tp = 1, .accum = 1, .ep = 2}, what);
+}
+static void f8_cases(int n) {
+    if (n == 2) {
+        CT_MPI_RUN(f8_differs_from_bf16_but_close);
+        CT_MPI_RUN(f8_fsdp2);
+        CT_MPI_RUN(f8_ep2);
+    }
+    if (n == 4) CT_MPI_RUN(f8_ep2_fsdp2);
+}
+
 static void deepseek_ac_pp2(void) {
     parity_layout l = {.shard = 1, .replicate = 1, .tp = 1, .accum = 4, .pp = 2, .schedule = "1f1b"};
     run_ac("full", "op", l, "deepseek-like ac full, pp2 1f1b");
@@ -417,6 +503,12 @@ static void cases(int n) {
         CT_MPI_RUN(bf16_tp2_sp);
     }
     if (n == 4) CT_MPI_RUN(bf16_ep2_fsdp2);
+    f8_reference("float8 tensorwise", "quantization.float8.enable", NULL);
+    f8_cases(n);
+    f8_reference("float8 rowwise", "quantization.float8.enable", "rowwise");
+    f8_cases(n);
+    f8_reference("mxfp8", "quantization.mxfp8.enable", NULL);
+    f8_cases(n);
 }
 
 int main(int argc, char **argv) {

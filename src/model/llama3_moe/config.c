@@ -133,7 +133,7 @@ static double block_forward_flops_per_token(const ct_model_config *m) {
 
 const ct_model_family ct_llama3_moe_family = {
     .name = "llama3_moe",
-    .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP | CT_FAMILY_BF16,
+    .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP | CT_FAMILY_BF16 | CT_FAMILY_8BIT,
     .config_from = config_from,
     .trainable = NULL,
     .block_params = block_params,

@@ -14,8 +14,9 @@
 // 3's block with FFN width dense_ffn_hidden, run by Llama 3's own code.
 //
 // What it runs (ct_model_family.supports): fp32 and bf16 mixed precision (the routed experts'
-// matmuls in bf16 with fp32 accumulation, the router in fp32: model/moe_layer.h), not the 8-bit
-// matmuls; tensor parallelism (llama3_moe/block.c); activation checkpointing of every kind (the
+// matmuls in bf16 with fp32 accumulation, the router in fp32: model/moe_layer.h); float8 and
+// MXFP8 matmuls (the routed experts' w13 and w2 one 8-bit linear per expert on its rows, the
+// rest as Llama 3's, the router in fp32); tensor parallelism (llama3_moe/block.c); activation checkpointing of every kind (the
 // routed experts' activations are kept whole by the selective kinds and recomputed by full);
 // expert parallelism (model/moe_layer.h); no split backward.
 #ifndef CT_LLAMA3_MOE_H

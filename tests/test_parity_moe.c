@@ -95,7 +95,7 @@ static void refusals(void) {
 
 // What tensor parallel does not run yet, each refused with one line naming the setting: per-head
 // q/k norms (this base's flavor has them), the shared experts, and the load-balancing loss under
-// sequence parallel.
+// sequence parallel; and under MXFP8 a dense first block whose FFN tp would split mid-block.
 static void tp_refusals(void) {
     ct_config c = parity_base;
     parity_set(&c, "parallelism.compute_parallel_degree", "2");
@@ -118,6 +118,18 @@ static void tp_refusals(void) {
           "load-balancing loss under sequence parallel: %s", ct_last_error());
     parity_set(&d, "sequence_parallel.enable", "false");
     CHECK(ct_model_config_from(&m, &d) == CT_OK, "tp without sequence parallel: %s", ct_last_error());
+    // MXFP8: a dense first block's FFN of 48 over tp 2 leaves 24 per rank, not whole 32-blocks;
+    // 64 leaves 32, and the experts' own width (20, not split over tp) does not matter.
+    parity_set(&d, "quantization.mxfp8.enable", "true");
+    parity_set(&d, "model.moe.num_dense_layers", "1");
+    parity_set(&d, "model.moe.dense_ffn_hidden_dim", "48");
+    CHECK(ct_model_config_from(&m, &d) == CT_ERR &&
+              !strcmp(ct_last_error(), "quantization.mxfp8.enable with parallelism.compute_parallel_degree 2: "
+                                       "model.moe.dense_ffn_hidden_dim 48 / 2 = 24 per rank is not a multiple of "
+                                       "the 32-element MXFP8 block; set a dense FFN width that 2 x 32 divides"),
+          "MXFP8 dense FFN split mid-block: %s", ct_last_error());
+    parity_set(&d, "model.moe.dense_ffn_hidden_dim", "64");
+    CHECK(ct_model_config_from(&m, &d) == CT_OK, "MXFP8 dense FFN of 64 over tp 2: %s", ct_last_error());
 }
 
 static void balanced_ep2(void) {

@@ -46,8 +46,12 @@ static bool filtered(const char *filter, const char *prefix, ct_block_linear l) 
 // rank, or its scale would be a shard's (a block straddling two ranks). The split contraction
 // extents: wo's and w2's inputs (forward), wqkv's and w13's outputs (input gradient), each part
 // of the fused matrices on its own (q, k, v; w1, w3), so the local blocks are the whole model's.
+// A mixture of experts' FFN split over tp is its dense first blocks' (its routed experts are whole
+// on every tp rank, and its ffn_hidden is theirs).
 static ct_status mxfp8_blocks_fit(const ct_model_config *m, int tp, unsigned linears) {
     if (tp <= 1) return CT_OK;
+    bool moe = m->n_experts > 0;
+    long ffn = !moe ? m->ffn_hidden : m->n_dense_layers > 0 ? m->dense_ffn_hidden : 0;
     struct {
         unsigned used_by;
         const char *what;
@@ -55,7 +59,7 @@ static ct_status mxfp8_blocks_fit(const ct_model_config *m, int tp, unsigned lin
     } dims[] = {
         {1u << CT_LINEAR_WQKV | 1u << CT_LINEAR_WO, "model.n_heads x head_dim", (long)m->n_heads * m->head_dim},
         {1u << CT_LINEAR_WQKV, "model.n_kv_heads x head_dim", (long)m->n_kv_heads * m->head_dim},
-        {1u << CT_LINEAR_W13 | 1u << CT_LINEAR_W2, "FFN hidden size", m->ffn_hidden},
+        {1u << CT_LINEAR_W13 | 1u << CT_LINEAR_W2, moe ? "model.moe.dense_ffn_hidden_dim" : "FFN hidden size", ffn},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if ((linears & dims[i].used_by) && (dims[i].global / tp) % CT_MX_BLOCK)

@@ -81,17 +81,6 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
                                "model.moe.num_shared_experts %d with parallelism.compute_parallel_degree %d: the "
                                "shared experts do not split over tp yet; set one of them back (0, 1)",
                                m->n_shared_experts, c->compute_parallel_degree);
-    // MXFP8 under tp: the dense first blocks' FFN splits over tp as Llama 3's does, so each rank's
-    // share of its hidden width must hold whole 32-blocks (a block straddling two ranks would take
-    // a shard's scale). The precision policy checks model.ffn_hidden_dim, which here is the
-    // experts' width -- not split, whatever tp.
-    int tp = c->compute_parallel_degree > 1 ? c->compute_parallel_degree : 1;
-    if (c->mxfp8 && tp > 1 && m->n_dense_layers > 0 && (m->dense_ffn_hidden / tp) % CT_MX_BLOCK)
-        return ct_set_error_at(CT_E_CONFIG, "model.moe.dense_ffn_hidden_dim",
-                               "quantization.mxfp8.enable with parallelism.compute_parallel_degree %d: "
-                               "model.moe.dense_ffn_hidden_dim %d / %d = %d per rank is not a multiple of the "
-                               "32-element MXFP8 block; set a dense FFN width that %d x 32 divides",
-                               tp, m->dense_ffn_hidden, tp, m->dense_ffn_hidden / tp, tp);
     // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
     if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
         return ct_set_error_at(CT_E_CONFIG, "activation_checkpoint.mode",

@@ -12,7 +12,8 @@
 // (full, selective per op, elementwise and every 2nd block) under FSDP 2 / 4 and pp 2, expert
 // parallelism (ep 2, ep 4, ep 2 x FSDP 2) with and without checkpointing, against its plain
 // single-process run. Then tensor parallel on that structure without its shared expert: tp 2
-// with and without sequence parallel, with checkpointing, tp 2 x ep 2, tp 2 x pp 2. Then that
+// with and without sequence parallel, with checkpointing, tp 2 x ep 2, tp 2 x pp 2, and with the
+// load-balancing loss as well (tp 2, tp 2 x ep 2, without sequence parallel). Then that
 // model under bf16 mixed precision against its own bf16 single-process run (the harness's narrow
 // bounds, from the reference's distance to the fp32 run): FSDP 2, ep 2, pp 2, tp 2 + sp, full
 // checkpointing under FSDP 2, ep 2 x FSDP 2. Then that bf16 model with 8-bit matmuls (float8
@@ -319,6 +320,23 @@ static void tp2_checkpointing(void) {
 // weights (over the expert shard group under expert parallelism), the router in fp32. The tp
 // reference's model, computed in bf16: its single-process run is the reference for the layouts
 // after it, held to the narrow bounds (tests/error_model.h).
+// The load-balancing loss under tensor parallel without sequence parallel: every tp rank routes
+// the step's tokens alike, so each computes the whole loss (summed over data ranks, not tp).
+static void tp_aux_reference(bool on) {
+    parity_set(&parity_base, "model.moe.aux_loss_coeff", on ? "0.01" : "0");
+    if (!on) return;
+    ct_group world;
+    ct_comm_group_world(&world, 30);
+    parity_reference(&world);
+    ct_comm_group_free(&world);
+}
+static void tp2_aux(void) {
+    parity_run((parity_layout){.shard = 1, .replicate = 1, .tp = 2, .accum = 2}, "balanced moe tp2 + accum");
+}
+static void tp2_ep2_aux(void) {
+    parity_run((parity_layout){.shard = 2, .replicate = 1, .tp = 2, .accum = 1, .ep = 2}, "balanced moe tp2 x ep2");
+}
+
 static void bf16_reference(void) {
     parity_set(&parity_base, "mixed_precision", "bf16");
     ct_group world;
@@ -520,6 +538,10 @@ static void cases(int n) {
         CT_MPI_RUN(tp2_checkpointing);
     }
     if (n == 4) CT_MPI_RUN(tp2_ep2);
+    tp_aux_reference(true);
+    if (n == 2) CT_MPI_RUN(tp2_aux);
+    if (n == 4) CT_MPI_RUN(tp2_ep2_aux);
+    tp_aux_reference(false);
     bf16_reference();
     if (n == 2) {
         CT_MPI_RUN(bf16_differs_from_fp32_but_close);

@@ -77,12 +77,20 @@ out=$tmp/moe.txt
 if "$bin" plan --model qwen3_30b_a3b --gpus 64 --seq_len 4096 --layout fsdp64,ep4 --local_batch 2 >"$out" 2>&1 ||
    [ $? -eq 1 ]; then
   bad=""
-  for want in "30.53B parameters, 3.35B active per token" "^layout fsdp64,ep4 " "^  ep  *communication [0-9.]*[1-9]" \
-              "planned only: ctitan train refuses it today"; do
+  for want in "30.53B parameters, 3.35B active per token" "^layout fsdp64,ep4 " "^  ep  *communication [0-9.]*[1-9]"; do
     grep -q "$want" "$out" || bad="$bad; no '$want'"
   done
+  ! grep -q "planned only" "$out" || bad="$bad; marked planned only, but ctitan train runs expert parallelism"
   [ -z "$bad" ] && pass moe_layout_counts_active_and_all_to_all || fail moe_layout_counts_active_and_all_to_all "${bad#; }"
 else fail moe_layout_counts_active_and_all_to_all "$(tail -1 "$out")"; fi
+
+# ...and a layout the trainer refuses (DeepSeek's shared expert under tp) is planned, and said so.
+out=$tmp/moe_tp.txt
+if "$bin" plan --model deepseek_v3_like --gpus 64 --seq_len 4096 --layout fsdp8,tp8 --local_batch 2 >"$out" 2>&1 ||
+   [ $? -eq 1 ]; then
+  grep -A1 "^layout fsdp8,tp8 " "$out" | grep -q "planned only: ctitan train refuses this layout today: model.moe.num_shared_experts 1" &&
+    pass moe_layout_the_trainer_refuses_is_marked || fail moe_layout_the_trainer_refuses_is_marked "$(grep -A1 '^layout' "$out")"
+else fail moe_layout_the_trainer_refuses_is_marked "$(tail -1 "$out")"; fi
 
 # ---- --tables: three tables, each with a recommended row
 out=$tmp/tables.txt

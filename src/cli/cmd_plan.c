@@ -190,6 +190,9 @@ static void print_detail(FILE *f, const ct_plan_candidate *c) {
     char opts[160];
     ct_plan_options_name(&c->cfg, &c->comm, opts, sizeof opts);
     fprintf(f, "layout %s (%s)\n", c->layout, opts);
+    ct_model_config m, local;
+    if (ct_model_config_from(&m, &c->cfg) || ct_model_config_local(&m, c->cfg.compute_parallel_degree, &local))
+        fprintf(f, "(planned only: ctitan train refuses this layout today: %s)\n", ct_last_error());
     fprintf(f, "memory per device: %.2f GiB of the %.2f the run may fill%s (pipeline rank %d)\n", c->mem.total / GIB,
             c->budget / GIB, c->fits ? "" : ": DOES NOT FIT", c->mem.worst_pp_rank);
     for (int k = 0; k < CT_MEM_NCATEGORIES; k++)

@@ -72,7 +72,7 @@ ct_status ct_model_config_from(ct_model_config *m, const ct_config *c) {
         return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
                                "checkpoint.last_save_in_hf: Qwen3-MoE routes by softmax with renormalised weights and no "
                                "choosing bias, not as model.moe.score_func / route_norm / load_balance_coeff say here");
-    if (m->family->trainable && m->family->trainable(m)) return CT_ERR;
+    if (m->family->trainable && m->family->trainable(m, c)) return CT_ERR;
     return supported(m->family, c);
 }
 

@@ -90,9 +90,9 @@ struct ct_model_family {
     unsigned supports; // CT_FAMILY_* bits
     // Dimensions from the settings (flavor, then overrides), validated; family set by the caller.
     ct_status (*config_from)(ct_model_config *m, const ct_config *c);
-    // CT_ERR naming the flavor when its dimensions hold parts the blocks do not run yet (the
-    // planner sizes them; training refuses them). NULL: every flavor trains.
-    ct_status (*trainable)(const ct_model_config *m);
+    // CT_ERR naming the setting when the blocks do not run this model under these settings yet
+    // (the planner sizes it; training refuses it). NULL: the supports bits say everything.
+    ct_status (*trainable)(const ct_model_config *m, const ct_config *c);
     // Block `layer`'s tensors in the order they lie in memory; returns how many.
     int (*block_params)(const ct_model_config *m, int layer, ct_param_spec specs[CT_BLOCK_MAX_PARAMS]);
     // Matmul FLOPs of one block's forward per token, attention's score and value products

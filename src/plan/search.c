@@ -109,6 +109,11 @@ int ct_plan_options_name(const ct_config *c, const ct_plan_comm *comm, char *buf
 }
 
 ct_status ct_plan_trainer_runs(const ct_plan_candidate *c) {
+    // The model as the trainer would build it for this layout (a family refuses what its blocks
+    // do not run: shared experts or q/k norms under tp, ...).
+    ct_model_config m, local;
+    if (ct_model_config_from(&m, &c->cfg) || ct_model_config_local(&m, c->cfg.compute_parallel_degree, &local))
+        return CT_ERR;
     if (c->comm.fsdp_prefetch != c->comm.async_tp)
         return ct_set_error("ctitan train overlaps FSDP's and tp's communication together (parallelism.enable_async_comm): "
                             "give --async_tp and --fsdp_prefetch the same value to write a config it runs");

@@ -70,6 +70,12 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     // A flavor's own head width stands unless the width or the heads are overridden.
     bool own_head = f->head_dim > 0 && c->dim <= 0 && c->n_heads <= 0;
     if (ct_model_config_attention(m, c, own_head ? f->head_dim : 0)) return CT_ERR;
+    return CT_OK;
+}
+
+// What the trainer refuses of a configuration the planner still sizes (it plans what ctitan would
+// run with them).
+static ct_status trainable(const ct_model_config *m, const ct_config *c) {
     if (c->ckpt_last_save_in_hf && m->n_shared_experts > 0)
         return ct_set_error_at(CT_E_CONFIG, "checkpoint.last_save_in_hf",
                                "checkpoint.last_save_in_hf: Qwen3-MoE has no shared experts; set "
@@ -78,8 +84,8 @@ static ct_status config_from(ct_model_config *m, const ct_config *c) {
     // column-parallel w1 and w3 do.
     if (m->n_shared_experts > 0 && c->compute_parallel_degree > 1)
         return ct_set_error_at(CT_E_CONFIG, "model.moe.num_shared_experts",
-                               "model.moe.num_shared_experts %d with parallelism.compute_parallel_degree %d: the "
-                               "shared experts do not split over tp yet; set one of them back (0, 1)",
+                               "model.moe.num_shared_experts %d with parallelism.compute_parallel_degree %d: its "
+                               "blocks do not run shared experts split over tp yet; set one of them back (0, 1)",
                                m->n_shared_experts, c->compute_parallel_degree);
     // Llama 3's checkpointing kinds recompute q and k without the per-head norms.
     if (m->qk_norm && (c->ac_mode != CT_CFG_AC_NONE || c->ac_selective))
@@ -136,7 +142,7 @@ const ct_model_family ct_llama3_moe_family = {
     .name = "llama3_moe",
     .supports = CT_FAMILY_CHECKPOINTING | CT_FAMILY_TP | CT_FAMILY_BF16 | CT_FAMILY_8BIT,
     .config_from = config_from,
-    .trainable = NULL,
+    .trainable = trainable,
     .block_params = block_params,
     .block_forward_flops_per_token = block_forward_flops_per_token,
     .block = &ct_llama3_moe_block,

@@ -3,6 +3,9 @@
 // parameters (one contiguous slice of the registry's block) are padded to a multiple of N and
 // cut into N equal shards over the `fsdp` group (dp_shard × cp); this rank keeps shard `rank`
 // of every group, with its gradients and optimizer state, so those fall as 1/N.
+// Under expert parallelism a block's routed experts (its last tensors, E/ep experts on this rank)
+// are a second part of its group, cut over the expert shard group instead (the N/ep ranks holding
+// the same experts); each part is gathered and reduce-scattered on its own group into one slot.
 //
 // Around each group the model calls the weight operations: before use the shards are all-gathered into a
 // full buffer (one of two slots, so at most two groups are ever whole at once; three under async,

@@ -15,6 +15,7 @@
 
 #include "core/file_check.h"
 #include "core/fs.h"
+#include "core/strlist.h"
 #include "data/corpus.h"
 #include "data/prepare_swap.h"
 #include "data/prepare_workers.h"
@@ -25,22 +26,6 @@
 
 // ---- listing --------------------------------------------------------------------------------
 
-typedef struct {
-    char **v;
-    int n, cap;
-} strlist;
-
-static void list_push(strlist *l, const char *s) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 32;
-        l->v = realloc(l->v, sizeof(char *) * (size_t)l->cap);
-        if (!l->v) ct_fatal("data prepare", "out of memory");
-    }
-    l->v[l->n++] = ct_xstrdup(s);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && !strcmp(s + n - k, suffix);
@@ -48,10 +33,10 @@ static bool ends_with(const char *s, const char *suffix) {
 
 // A Megatron pair is read once however it was named (PREFIX, PREFIX.bin, PREFIX.idx, or the
 // folder holding it): its index's path is listed, and only once.
-static void push_once(strlist *l, const char *path) {
+static void push_once(ct_strlist *l, const char *path) {
     for (int i = 0; i < l->n; i++)
         if (!strcmp(l->v[i], path)) return;
-    list_push(l, path);
+    ct_strlist_push(l, path);
 }
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
@@ -62,7 +47,7 @@ void ct_data_free_list(char **list, int n) {
 }
 
 int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
-    strlist all = {0};
+    ct_strlist all = {0};
     for (int i = 0; i < n_inputs; i++) {
         struct stat st;
         char pair[4096], other[4096];
@@ -95,7 +80,7 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             } else if (k == CT_SNIFF_MEGATRON_IDX)
                 push_once(&all, inputs[i]);
             else
-                list_push(&all, inputs[i]);
+                ct_strlist_push(&all, inputs[i]);
             continue;
         }
         DIR *d = opendir(inputs[i]);
@@ -104,7 +89,7 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             ct_data_free_list(all.v, all.n);
             return -1;
         }
-        strlist here = {0};
+        ct_strlist here = {0};
         for (struct dirent *e; (e = readdir(d));) {
             if (e->d_name[0] == '.' || ends_with(e->d_name, ".u8")) continue;
             char path[4096];
@@ -114,15 +99,15 @@ int ct_data_list_files(const char *const *inputs, int n_inputs, char ***out) {
             // listed; such an entry is kept, and refused with its reason when read.)
             ct_corpus_sniff_result k = ct_corpus_sniff(path);
             if (k == CT_SNIFF_MEGATRON_BIN || k == CT_SNIFF_BINARY) continue;
-            list_push(&here, path);
+            ct_strlist_push(&here, path);
         }
         closedir(d);
-        if (here.n > 1) qsort(here.v, (size_t)here.n, sizeof(char *), cmp_str);  // (v is NULL when empty)
+        ct_strlist_sort(&here);
         for (int k = 0; k < here.n; k++) {
             if (ct_corpus_sniff(here.v[k]) == CT_SNIFF_MEGATRON_IDX) push_once(&all, here.v[k]);
-            else list_push(&all, here.v[k]);
+            else ct_strlist_push(&all, here.v[k]);
         }
-        ct_data_free_list(here.v, here.n);
+        ct_strlist_free(&here);
     }
     *out = all.v;
     return all.n;

@@ -13,6 +13,7 @@
 
 #include "core/failpoint.h"
 #include "core/fs.h"
+#include "core/strlist.h"
 #include "data/shard.h"
 
 // The staging folders an earlier ctitan made inside DIR (its shards were swapped in one rename at
@@ -42,45 +43,20 @@ static bool is_switch_tmp(const char *name) {
 
 // ---- names -------------------------------------------------------------------------------------
 
-typedef struct {
-    char **v;
-    int n;
-} names;
-
-static void names_free(names *l) {
-    for (int i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = 0;
-}
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 // The entries of a folder (all, or only shard names), sorted. Listed before anything is changed,
 // so renames and removals in the folder cannot disturb the walk.
-static ct_status list_names(const char *dir, bool shards_only, names *out) {
-    out->v = NULL;
-    out->n = 0;
+static ct_status list_names(const char *dir, bool shards_only, ct_strlist *out) {
+    *out = (ct_strlist){0};
     DIR *d = opendir(dir);
     if (!d) return ct_set_error("%s: cannot read folder: %s", dir, strerror(errno));
-    int cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         if (shards_only && !is_shard_name(e->d_name)) continue;
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 16;
-            out->v = realloc(out->v, sizeof(char *) * (size_t)cap);
-            if (!out->v) ct_fatal("data prepare", "out of memory");
-        }
-        out->v[out->n++] = ct_xstrdup(e->d_name);
+        ct_strlist_push(out, e->d_name);
     }
     closedir(d);
-    if (out->n > 1) qsort(out->v, (size_t)out->n, sizeof(char *), cmp_name);  // (v is NULL when empty)
+    ct_strlist_sort(out);
     return CT_OK;
-}
-
-static bool names_has(const names *l, const char *name) {
-    return l->n > 0 && bsearch(&name, l->v, (size_t)l->n, sizeof(char *), cmp_name) != NULL;
 }
 
 // ---- the folder's state -----------------------------------------------------------------------
@@ -88,14 +64,13 @@ static bool names_has(const names *l, const char *name) {
 // Deletes a folder of shards (a staging folder, an old dataset): its shard-named files, then the
 // folder, which stays if anything else is in it.
 static void remove_shard_folder(const char *dir) {
-    names l;
+    ct_strlist l;
     if (list_names(dir, true, &l) != CT_OK) return;
     for (int i = 0; i < l.n; i++) {
-        char path[PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, l.v[i]);
-        unlink(path);
+        char path[PATH_MAX + 256];  // (shard names are short: a longer path is not one of ours)
+        if (snprintf(path, sizeof path, "%s/%s", dir, l.v[i]) < (int)sizeof path) unlink(path);
     }
-    names_free(&l);
+    ct_strlist_free(&l);
     rmdir(dir);
 }
 
@@ -131,13 +106,13 @@ static bool is_our_link(const char *path, const char *name) {
 //    leftovers, stay, for they may be the only copy of the dataset.
 // `switched`: called right after a switch (the failpoints are those of the commit's steps).
 static ct_status tidy(const char *dir, const char *target, bool switched) {
-    names top, cur = {0};
+    ct_strlist top, cur = {0};
     if (list_names(dir, false, &top) != CT_OK) return CT_ERR;
     char cur_dir[PATH_MAX + 32];
     if (target) {
         snprintf(cur_dir, sizeof cur_dir, "%s/%s", dir, target);
         if (list_names(cur_dir, true, &cur) != CT_OK) {
-            names_free(&top);
+            ct_strlist_free(&top);
             return CT_ERR;
         }
     }
@@ -159,7 +134,7 @@ static ct_status tidy(const char *dir, const char *target, bool switched) {
         snprintf(path, sizeof path, "%s/%s", dir, e);
         struct stat sb;
         if (lstat(path, &sb) != 0 || !is_shard_name(e)) continue;
-        if (target && !names_has(&cur, e) && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode))) {
+        if (target && !ct_strlist_has_sorted(&cur, e) && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode))) {
             if (unlink(path) != 0) st = ct_set_error("%s: cannot remove: %s", path, strerror(errno));
             if (switched) ct_failpoint("prepare.mid_tidy", 0);
         } else if (!target && S_ISLNK(sb.st_mode) && is_our_link(path, e)) {
@@ -178,8 +153,8 @@ static ct_status tidy(const char *dir, const char *target, bool switched) {
         if (starts_with(e, CT_DATASET_SHARDS_PREFIX) || (target && (starts_with(e, LEGACY_NEW) || starts_with(e, LEGACY_OLD))))
             remove_shard_folder(path);
     }
-    names_free(&top);
-    names_free(&cur);
+    ct_strlist_free(&top);
+    ct_strlist_free(&cur);
     return st;
 }
 
@@ -206,7 +181,7 @@ ct_status ct_prep_swap_begin(ct_prep_swap *s, const char *dir) {
 
 // fsync of every staged shard and of the folder, so the dataset .current will name is on disk
 // before it is named (a power cut after the switch finds whole files).
-static ct_status sync_staged(const char *staging, const names *staged) {
+static ct_status sync_staged(const char *staging, const ct_strlist *staged) {
     for (int i = 0; i < staged->n; i++) {
         char path[PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", staging, staged->v[i]);
@@ -224,7 +199,7 @@ static int count_old(const char *dir) {
     char target[256], folder[PATH_MAX + 32];
     bool has = current_target(dir, target, sizeof target);
     if (has) snprintf(folder, sizeof folder, "%s/%s", dir, target);
-    names l;
+    ct_strlist l;
     if (list_names(has ? folder : dir, true, &l) != CT_OK) return 0;
     int n = 0;
     for (int i = 0; i < l.n; i++) {
@@ -233,13 +208,13 @@ static int count_old(const char *dir) {
         struct stat sb;
         n += lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
     }
-    names_free(&l);
+    ct_strlist_free(&l);
     return n;
 }
 
 ct_status ct_prep_swap_commit(ct_prep_swap *s, int *replaced) {
     *replaced = 0;
-    names staged;
+    ct_strlist staged;
     if (list_names(s->staging, true, &staged) != CT_OK) return CT_ERR;
     ct_status st = sync_staged(s->staging, &staged);
     if (st == CT_OK) *replaced = count_old(s->dir);
@@ -255,7 +230,7 @@ ct_status ct_prep_swap_commit(ct_prep_swap *s, int *replaced) {
         if (symlink(text, path) != 0) st = ct_set_error("cannot create link %s: %s", path, strerror(errno));
         ct_failpoint("prepare.mid_links", 0);
     }
-    names_free(&staged);
+    ct_strlist_free(&staged);
     const char *target = strrchr(s->staging, '/') + 1;
     char link[PATH_MAX + 32];
     snprintf(link, sizeof link, "%s/" CT_DATASET_CURRENT, s->dir);

@@ -212,6 +212,16 @@ static const float *input_f32(const ct_moe_layer *l, const void *x, float *work)
 
 // ------------------------------------------------------------------ the experts' linears
 
+// The experts' input rows as the 8-bit linears take them: their dtype (the kept rows', bf16 under
+// bf16), and the row `at` of inp (rows of IC). The fp32 weight they quantise from must be there.
+static ct_dtype rows_dtype(const ct_moe_layer *l) { return l->s.bf16 ? CT_BF16 : CT_F32; }
+static const void *rows_at(const ct_moe_layer *l, const void *inp, long at, long IC) {
+    return (const char *)inp + (size_t)(at * IC) * ct_dtype_size(rows_dtype(l));
+}
+static void need_f32_weight(const float *w) {
+    if (!w) ct_fatal("moe", "an 8-bit expert linear was given its weight in bf16 only");
+}
+
 // out (R, OC) = each local expert's rows of inp (R, IC; bf16 under bf16, else fp32) @ its weight
 // (OC, IC)^T: grouped in fp32 or bf16, or under f8 one 8-bit linear per expert on its rows.
 static void experts_linear_forward(const ct_moe_layer *l, const ct_moe_acts *a, bool f8, float *out,
@@ -223,14 +233,12 @@ static void experts_linear_forward(const ct_moe_layer *l, const ct_moe_acts *a, 
         else k->grouped_linear_forward(out, inp, w, a->offsets, El, IC, OC);
         return;
     }
-    if (!w) ct_fatal("moe", "an 8-bit expert linear was given its weight in bf16 only");
-    ct_dtype dt = l->s.bf16 ? CT_BF16 : CT_F32;
-    size_t esz = l->s.bf16 ? sizeof(uint16_t) : sizeof(float);
+    need_f32_weight(w);
     for (long e = 0; e < El; e++) {
         long at = (long)a->offsets[e], n = (long)a->offsets[e + 1] - at;
         if (n == 0) continue;  // no rows: nothing to compute, and no scale to take
-        k->linear_forward_f8(out + at * OC, (const char *)inp + (size_t)(at * IC) * esz, dt, w + e * OC * IC, n, IC,
-                             OC, l->s.recipe, NULL, f8_scratch(l, a));
+        k->linear_forward_f8(out + at * OC, rows_at(l, inp, at, IC), rows_dtype(l), w + e * OC * IC, n, IC, OC,
+                             l->s.recipe, NULL, f8_scratch(l, a));
     }
 }
 
@@ -247,15 +255,12 @@ static void experts_linear_backward(const ct_moe_layer *l, const ct_moe_acts *a,
         else k->grouped_linear_backward(dinp, dW, dout, inp, w, a->offsets, El, IC, OC);
         return;
     }
-    if (!w) ct_fatal("moe", "an 8-bit expert linear was given its weight in bf16 only");
-    ct_dtype dt = l->s.bf16 ? CT_BF16 : CT_F32;
-    size_t esz = l->s.bf16 ? sizeof(uint16_t) : sizeof(float);
+    need_f32_weight(w);
     for (long e = 0; e < El; e++) {
         long at = (long)a->offsets[e], n = (long)a->offsets[e + 1] - at;
         if (n == 0) continue;  // no rows: no input gradient rows, nothing added to its weight's
-        k->linear_backward_f8(dinp + at * IC, dW + e * OC * IC, dout + at * OC,
-                              (const char *)inp + (size_t)(at * IC) * esz, dt, w + e * OC * IC, n, IC, OC,
-                              l->s.recipe, NULL, f8_scratch(l, a));
+        k->linear_backward_f8(dinp + at * IC, dW + e * OC * IC, dout + at * OC, rows_at(l, inp, at, IC),
+                              rows_dtype(l), w + e * OC * IC, n, IC, OC, l->s.recipe, NULL, f8_scratch(l, a));
     }
 }
 
@@ -310,16 +315,16 @@ static void experts_backward_bf16(const ct_moe_layer *l, const ct_moe_params *p,
                                   float *dxe, ct_moe_grads *g) {
     const ct_kernels *k = l->s.k;
     long R = a->rows, C = l->s.C, F = l->s.F;
-    float *w0 = work_area(l, a, 0), *w2 = work_area(l, a, 2);
+    float *area0 = work_area(l, a, 0), *area2 = work_area(l, a, 2);
     float *dh = work_area(l, a, 1) + l->s.N * l->s.topk;  // (R, F) after dweights
     uint16_t *d16 = NULL;                                  // (R, C) dye in bf16 (not under f8)
-    if (!p->f8_w2) k->f32_to_bf16(d16 = (uint16_t *)w2, dye, R * C);
+    if (!p->f8_w2) k->f32_to_bf16(d16 = (uint16_t *)area2, dye, R * C);
     experts_linear_backward(l, a, p->f8_w2, dh, g->w2, dye, d16, a->h16, p->w2, p->w2_16, F, C);
-    float *h13 = w0, *dh13 = w2;  // (R, 2F) each: dye and its bf16 copy are no longer needed
+    float *h13 = area0, *dh13 = area2;  // (R, 2F) each: dye and its bf16 copy are no longer needed
     k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
     k->swiglu_backward(dh13, dh, h13, R, F);
-    uint16_t *dh13_16 = NULL;  // (R, 2F) in w0: h13 is no longer needed (not under f8)
-    if (!p->f8_w13) k->f32_to_bf16(dh13_16 = (uint16_t *)w0, dh13, R * 2 * F);
+    uint16_t *dh13_16 = NULL;  // (R, 2F) in area0: h13 is no longer needed (not under f8)
+    if (!p->f8_w13) k->f32_to_bf16(dh13_16 = (uint16_t *)area0, dh13, R * 2 * F);
     experts_linear_backward(l, a, p->f8_w13, dxe, g->w13, dh13, dh13_16, a->xe16, p->w13, p->w13_16, C, 2 * F);
 }
 

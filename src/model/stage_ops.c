@@ -22,6 +22,20 @@ static void attention_backward(void *ctx, const ct_attention_args *a, const floa
                           a->k_pos, a->q_doc, a->k_doc, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
 }
 
+static void attention_forward_bf16(void *ctx, const ct_attention_args *a) {
+    const ct_kernels *k = ctx;
+    k->attention_forward_bf16(a->out16, a->lse, a->q16, a->ldq, a->k16, a->ldk, a->v16, a->ldv, a->q_pos, a->k_pos,
+                              a->q_doc, a->k_doc, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS, a->scratch);
+}
+
+static void attention_backward_bf16(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                                    float *dv) {
+    const ct_kernels *k = ctx;
+    k->attention_backward_bf16(dq, dk, dv, dout, a->out16, a->lse, a->q16, a->ldq, a->k16, a->ldk, a->v16, a->ldv,
+                               a->q_pos, a->k_pos, a->q_doc, a->k_doc, a->B, a->Tq, a->Tk, a->NH, a->NKV, a->HS,
+                               a->scratch);
+}
+
 static long attention_scratch(void *ctx, long Tq, long Tk, long HS) {
     const ct_kernels *k = ctx;
     return k->attention_scratch_floats(Tq, Tk, HS);
@@ -44,6 +58,8 @@ ct_stage_ops ct_stage_ops_local(const ct_kernels *k) {
     ct_stage_ops ops = {
         .tp = {.size = 1, .rank = 0},
         .attention = {.ctx = (void *)k, .forward = attention_forward, .backward = attention_backward,
+                      .forward_bf16 = k->attention_forward_bf16 ? attention_forward_bf16 : NULL,
+                      .backward_bf16 = k->attention_backward_bf16 ? attention_backward_bf16 : NULL,
                       .scratch_floats = attention_scratch},
         .loss = {.ctx = (void *)k, .fn = loss, .scratch_floats = loss_scratch},
     };

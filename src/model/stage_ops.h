@@ -93,6 +93,10 @@ typedef struct {
     const int32_t *q_pos, *k_pos;
     const int32_t *q_doc, *k_doc;
     float *out, *lse;
+    // The same q, k, v and out in bf16, for the ops' bf16 calls (q, k, v, out NULL then): under
+    // bf16 the block keeps them in bf16, and the kernel reads and writes them so (lse stays fp32).
+    const uint16_t *q16, *k16, *v16;
+    uint16_t *out16;
     float *scratch;              // the stage's attention scratch
 } ct_attention_args;
 
@@ -101,6 +105,11 @@ typedef struct {
     void (*forward)(void *ctx, const ct_attention_args *a);
     // dq, dk, dv (layouts of q, k, v) +=, from dout (layout of out).
     void (*backward)(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk, float *dv);
+    // The same on the args' bf16 tensors (dout, dq, dk, dv stay fp32); NULL where the strategy
+    // or the backend has no bf16 attention (context parallel's exchanges are fp32): the block
+    // then runs the fp32 calls on the widened values.
+    void (*forward_bf16)(void *ctx, const ct_attention_args *a);
+    void (*backward_bf16)(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk, float *dv);
     // Scratch floats the calls need for (Tq, Tk, HS).
     long (*scratch_floats)(void *ctx, long Tq, long Tk, long HS);
 } ct_attention_ops;

@@ -133,6 +133,25 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
     return a;
 }
 
+// Whether the attention runs on the kept bf16 q, k, v and writes the kept bf16 output itself:
+// under bf16 where the stage's attention has bf16 calls (model/stage_ops.h). Else it runs in
+// fp32 on the values the kept copies hold.
+static bool bf16_attention(const ct_block_ctx *c) {
+    return c->lin->prec.compute == CT_BF16 && c->ops->attention.forward_bf16 && c->ops->attention.backward_bf16;
+}
+
+// The same call on the kept bf16 qkv (N, QKV) and att (N, NH·HS).
+static ct_attention_args attention_args_bf16(const ct_block_ctx *c, int layer, const void *qkv, void *att,
+                                             float *lse) {
+    const ct_model_config *m = c->cfg;
+    long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
+    const uint16_t *q16 = qkv;
+    ct_attention_args a = attention_args(c, layer, NULL, NULL, lse);
+    a.q = a.k = a.v = NULL;
+    a.q16 = q16, a.k16 = q16 + NH * HS, a.v16 = q16 + (NH + NKV) * HS, a.out16 = att;
+    return a;
+}
+
 // ------------------------------------------------------------------ forward
 
 // kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
@@ -287,13 +306,21 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
     long N = c->N, HS = m->head_dim, NH = m->n_heads, QKV = qkv_dim(c);
     float *qkv = work(c, s->qkv, W(c)->w_qkv);
     attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
-    ct_keep_activation(L, s->qkv, qkv, N * QKV);
-    float *att = work(c, s->att, W(c)->w_att);
-    ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
-    int span = op_span("attention.forward", layer);  // context parallel: its exchanges inside
-    c->ops->attention.forward(c->ops->attention.ctx, &a);
-    ct_trace_end(span);
-    ct_keep_activation(L, s->att, att, N * NH * HS);
+    if (bf16_attention(c)) {  // narrowed once; the attention reads and writes the kept copies
+        c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+        ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
+        int span = op_span("attention.forward", layer);
+        c->ops->attention.forward_bf16(c->ops->attention.ctx, &a);
+        ct_trace_end(span);
+    } else {
+        ct_keep_activation(L, s->qkv, qkv, N * QKV);
+        float *att = work(c, s->att, W(c)->w_att);
+        ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
+        int span = op_span("attention.forward", layer);  // context parallel: its exchanges inside
+        c->ops->attention.forward(c->ops->attention.ctx, &a);
+        ct_trace_end(span);
+        ct_keep_activation(L, s->att, att, N * NH * HS);
+    }
     if (s->qv) {  // per-op checkpointing keeps q | v; qkv is the shared recompute buffer
         long Q = NH * HS, KV = m->n_kv_heads * HS;
         copy_cols(c, s->qv, Q + KV, 0, s->qkv, QKV, 0, Q);
@@ -467,12 +494,17 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
     const float *dy = output_grad(c, dres, split ? keep->dy_att : NULL);
     linear_bwd(c, layer, CT_LINEAR_WO, W(c)->datt, gw->t[LLAMA3_WO], dy, act(c, s->att, NH * HS), ct_block_weight(w, LLAMA3_WO), C);
     k->zero(dqkv, (size_t)(N * QKV) * sizeof(float));
-    const float *qkv = ct_kept_as_f32(L, s->qkv, W(c)->w_qkv, N * QKV);
-    float *att = (float *)ct_kept_as_f32(L, s->att, W(c)->w_att, N * NH * HS);
-    ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
     float *dq = dqkv, *dk = dqkv + NH * HS, *dv = dqkv + (NH + NKV) * HS;
     int span = op_span("attention.backward", layer);
-    c->ops->attention.backward(c->ops->attention.ctx, &a, W(c)->datt, dq, dk, dv);
+    if (bf16_attention(c)) {
+        ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
+        c->ops->attention.backward_bf16(c->ops->attention.ctx, &a, W(c)->datt, dq, dk, dv);
+    } else {
+        const float *qkv = ct_kept_as_f32(L, s->qkv, W(c)->w_qkv, N * QKV);
+        float *att = (float *)ct_kept_as_f32(L, s->att, W(c)->w_att, N * NH * HS);
+        ct_attention_args a = attention_args(c, layer, qkv, att, s->lse);
+        c->ops->attention.backward(c->ops->attention.ctx, &a, W(c)->datt, dq, dk, dv);
+    }
     ct_trace_end(span);
     span = op_span("rope.backward", layer);
     k->rope_backward(dq, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);

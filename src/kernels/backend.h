@@ -199,6 +199,9 @@ typedef struct ct_kernels {
     double (*matmul_peak_gflops_bf16)(long n, int reps);
     // Which bf16 kernel runs, for the log: "amx", "avx512_bf16" or "fallback" (fp32 math).
     const char *(*bf16_gemm_path)(void);
+    // How the 8-bit products run, for the log: on the cpu emulated (the codes decoded, then fp32
+    // / bf16 products), on cuda through cuBLASLt's fp8 kernels (MXFP8: decoded on the device).
+    const char *(*f8_gemm_path)(void);
     // dst (n) = src rounded to bf16, nearest even (the narrowing of every compute copy).
     void (*f32_to_bf16)(uint16_t *dst, const float *src, long n);
     // src (n) as two bf16 parts: hi = src rounded to bf16, lo = (src - hi) rounded (the

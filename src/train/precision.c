@@ -32,7 +32,7 @@ void ct_precision_describe(const ct_precision *p, const ct_config *c, const ct_k
                              : p->recipe == CT_F8_RECIPE_ROWWISE ? "float8 rowwise"
                                                                  : "float8 tensorwise";
         snprintf(out + used, n > (size_t)used ? n - used : 0,
-                 "; %s for %d of %d block linears (filter \"%s\"), emulated on %s", recipe, on,
-                 L * CT_BLOCK_LINEARS, c->quant_filter, k->name);
+                 "; %s for %d of %d block linears (filter \"%s\"), %s", recipe, on,
+                 L * CT_BLOCK_LINEARS, c->quant_filter, k->f8_gemm_path());
     }
 }

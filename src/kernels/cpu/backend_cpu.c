@@ -25,6 +25,9 @@ static void xent_rows_loss_into(double *loss_sum, const float *mx, const float *
 
 static void sum_squares_into(double *sum, const float *x, long n) { *sum += ct_sum_squares(x, n); }
 
+// No fp8 units on a cpu: the codes are decoded exactly and multiplied in fp32 / bf16.
+static const char *f8_gemm_path(void) { return "emulated on cpu (codes decoded, fp32 / bf16 products)"; }
+
 static void synchronize_nothing(void) {}  // every cpu kernel has finished when it returns
 
 static const ct_kernels ct_kernels_cpu = {
@@ -90,6 +93,7 @@ static const ct_kernels ct_kernels_cpu = {
     .gemm_bf16 = ct_gemm_bf16,
     .matmul_peak_gflops_bf16 = ct_cpu_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_bf16_gemm_path,
+    .f8_gemm_path = f8_gemm_path,
     .f32_to_bf16 = ct_f32_to_bf16_array,
     .bf16_split = ct_bf16_split_array,
 

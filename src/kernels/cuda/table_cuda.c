@@ -233,6 +233,10 @@ static void grouped_linear_backward_bf16(float *dinp, float *dweight, const uint
     }
 }
 
+static const char *f8_gemm_path(void) {
+    return "on cuda (float8: cuBLASLt fp8 products; MXFP8: codes decoded on the device, fp32 products)";
+}
+
 const ct_kernels ct_kernels_cuda = {
     .name = "cuda",
     .device = CT_DEVICE_CUDA,
@@ -296,6 +300,7 @@ const ct_kernels ct_kernels_cuda = {
     .gemm_bf16 = ct_cuda_gemm_bf16,
     .matmul_peak_gflops_bf16 = ct_cuda_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_cuda_bf16_gemm_path,
+    .f8_gemm_path = f8_gemm_path,
     .f32_to_bf16 = f32_to_bf16,
     .bf16_split = ct_cuda_bf16_split,
 

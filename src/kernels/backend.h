@@ -106,6 +106,18 @@ typedef struct ct_kernels {
                                long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
                                const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS,
                                float *scratch);
+    // The bf16 attention (contracts in kernels.h: ct_attention_forward_bf16): q, k, v, out in
+    // bf16, lse and the gradients fp32, the same scratch. NULL where a backend has none (cuda):
+    // the caller then runs attention_forward / attention_backward on the fp32 values.
+    void (*attention_forward_bf16)(uint16_t *out, float *lse, const uint16_t *q, long ldq, const uint16_t *k,
+                                   long ldk, const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                   const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                   long NKV, long HS, float *scratch);
+    void (*attention_backward_bf16)(float *dq, float *dk, float *dv, const float *dout, const uint16_t *out,
+                                    const float *lse, const uint16_t *q, long ldq, const uint16_t *k, long ldk,
+                                    const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                    const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                    long NKV, long HS, float *scratch);
     void (*attention_merge)(float *o, float *l, const float *o_part, const float *l_part, long B, long C, long NH,
                             long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);

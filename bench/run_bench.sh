@@ -9,6 +9,7 @@ build/bench/bench_matmul
 build/bench/bench_gemm_team
 build/bench/bench_matmul_bf16
 build/bench/bench_attention
+build/bench/bench_attention bf16
 # Fused forward chains (--compile.enable) against the unfused calls, at S and M block shapes.
 build/bench/bench_fused
 build/bench/bench_tokenizer

@@ -106,15 +106,13 @@ typedef struct ct_kernels {
                                long ldv, const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc,
                                const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV, long HS,
                                float *scratch);
-    // The same in bf16 (under --mixed_precision bf16 the block keeps q, k, v and out in bf16):
-    // q, k, v, out bf16 bits, lse fp32; the forward's products on bf16 tiles with fp32
-    // accumulation, P rounded to bf16 before it multiplies V. The backward reads dout in fp32
-    // and writes dq, dk, dv in fp32, as attention_backward. Scratch: attention_scratch_floats.
-    // NULL where a backend has none (cuda): the block runs the fp32 attention on widened copies.
+    // The bf16 attention (contracts in kernels.h: ct_attention_forward_bf16): q, k, v, out in
+    // bf16, lse and the gradients fp32, the same scratch. NULL where a backend has none (cuda):
+    // the caller then runs attention_forward / attention_backward on the fp32 values.
     void (*attention_forward_bf16)(uint16_t *out, float *lse, const uint16_t *q, long ldq, const uint16_t *k,
-                                   long ldk, const uint16_t *v, long ldv, const int32_t *q_pos,
-                                   const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc, long B,
-                                   long Tq, long Tk, long NH, long NKV, long HS, float *scratch);
+                                   long ldk, const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                   const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                   long NKV, long HS, float *scratch);
     void (*attention_backward_bf16)(float *dq, float *dk, float *dv, const float *dout, const uint16_t *out,
                                     const float *lse, const uint16_t *q, long ldq, const uint16_t *k, long ldk,
                                     const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,

@@ -109,6 +109,29 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *q, long ldq, const float *k, long ldk, const float *v, long ldv,
                            const int32_t *q_pos, const int32_t *k_pos, const int32_t *q_doc, const int32_t *k_doc,
                            long B, long Tq, long Tk, long NH, long NKV, long HS, float *scratch);
+// The same attention in bf16 (kernels/cpu/attention_bf16_*.c): q, k, v and out hold bf16 values
+// (uint16_t bits, the top half of an fp32), with the same layouts, strides, positions,
+// documents, grouping and scratch (ct_attention_scratch_floats covers both) as above. The
+// products take bf16 operands and sum in fp32: P is rounded to bf16 (nearest, ties to even)
+// before O += P V, where P = exp(S - m) with m the running max after each key tile of 64 (the
+// online softmax); the running max and sum, lse and the accumulator stay fp32, and out is O
+// rounded to bf16 once. lse (B, NH, Tq) is fp32 (a bf16 lse would move every P of its row by up
+// to 2^-8 relative times |lse|, rounding them all in one direction).
+void ct_attention_forward_bf16(uint16_t *out, float *lse, const uint16_t *q, long ldq, const uint16_t *k, long ldk,
+                               const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                               const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV,
+                               long HS, float *scratch);
+// dout (B, Tq, NH, HS) fp32 (the output projection's input gradient), out the forward's bf16
+// output; dq, dk, dv fp32 +=, as ct_attention_backward (fp32: their sums run over whole key and
+// query ranges, and the optimizer and reductions take them in fp32). dO is rounded to bf16 for
+// the products; P = exp(S - lse) and dS = scale P (dP - D) are computed in fp32 and rounded to
+// bf16 before the products that take them (dV += P^T dO; dQ += dS K, dK += dS^T Q);
+// D = rowsum(bf16(dO) * out) in fp32.
+void ct_attention_backward_bf16(float *dq, float *dk, float *dv, const float *dout, const uint16_t *out,
+                                const float *lse, const uint16_t *q, long ldq, const uint16_t *k, long ldk,
+                                const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
+                                const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH,
+                                long NKV, long HS, float *scratch);
 // Exact merge of a partial attention result into an accumulated one over the same queries (the
 // context-parallel ring): o (B, C, NH, HS), l (B, NH, C) := the attention over the union of both
 // key sets, l = log(exp l + exp l_part), o = exp(l - l_new) o + exp(l_part - l_new) o_part, with

@@ -23,24 +23,7 @@
 
 #include "core/mathutil.h"
 #include "kernels/cpu/attention_internal.h"
-#include "kernels/cpu/spin.h"
 #include "kernels/kernels.h"
-
-// Waits until *turn == seq (another thread's item is adding its tile).
-static void wait_turn(const int64_t *turn, int64_t seq) {
-    int spins = 0;
-    while (__atomic_load_n(turn, __ATOMIC_ACQUIRE) != seq) ct_spin_turn(&spins);
-}
-
-// P^T (nk, BQ) = exp(S^T - lse) in place, down the columns; 0 where masked (S -inf) and in
-// columns that saw no key (lv +inf).
-static void exp_columns(float *pt, const float *lv, long nk) {
-    for (long j = 0; j < nk; j++)
-        for (long c = 0; c < CT_ATT_BQ; c += AW) {
-            float *p = pt + j * CT_ATT_BQ + c;
-            attv_store(p, attv_exp(attv_load(p) - attv_load(lv + c)));
-        }
-}
 
 // What every backward item reads: the call's arguments and its shared header (the position
 // ranges of the tiles, the number of query tiles that see each key tile, the turn counters).
@@ -50,25 +33,9 @@ typedef struct {
     long ldq, ldk, ldv, ldo, Tq, Tk, NH, NKV, HS, HP, group, ntq, ntk, per_kv;
     const int32_t *q_pos, *k_pos;
     const int32_t *q_doc, *k_doc;  // (B, Tq), (B, Tk) or NULL
-    const int64_t *qlo, *qhi, *klo, *khi, *kcnt;
-    int64_t *turns;
+    att_bwd_header h;
     float scale;
 } bwd_call;
-
-// dK (nk, HS) += the item's dK share, dV likewise (row strides ldk, ldv).
-static void add_shares(float *dK, long ldk, float *dV, long ldv, const bwd_tiles *t, long nk, long HS) {
-    const long HP = pad_hs(HS);
-    for (long r = 0; r < nk; r++) {
-        float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
-        const float *kp = t->dkp + r * HP, *vp = t->dvp + r * HP;
-        for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
-    }
-}
-
-// rows (n, HS): dst (row stride ldd) = src (row stride lds).
-static void copy_rows(float *dst, long ldd, const float *src, long lds, long n, long HS) {
-    for (long r = 0; r < n; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * (size_t)HS);
-}
 
 // One backward item (batch, query head, query tile), on this thread's tiles: its dQ rows, and its
 // shares of dK and dV added in their turn.
@@ -79,13 +46,12 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     const long NKV = x->NKV, HS = x->HS, HP = x->HP, group = x->group, ntq = x->ntq, ntk = x->ntk;
     const long per_kv = x->per_kv;
     const int32_t *q_pos = x->q_pos, *k_pos = x->k_pos;
-    const int64_t *qlo = x->qlo, *qhi = x->qhi, *klo = x->klo, *khi = x->khi, *kcnt = x->kcnt;
-    int64_t *turns = x->turns;
+    const int64_t *qlo = x->h.qlo, *qhi = x->h.qhi, *klo = x->h.klo, *khi = x->h.khi;
     const float scale = x->scale;
     // kv head by kv head; in each, query head by query head, the last query tile first
     long bg = it / per_kv, hl = it % per_kv / ntq, qt = ntq - 1 - it % ntq;
     long b = bg / NKV, g = bg % NKV, h = g * group + hl;
-    int64_t epoch = bg / CT_ATT_RING, *turn = turns + bg % CT_ATT_RING * ntk;
+    int64_t *turn = x->h.turns + bg % CT_ATT_RING * ntk;
     long i0 = qt * CT_ATT_BQ, nq = ct_min_l(CT_ATT_BQ, Tq - i0);
     const float *Q = q + (b * Tq + i0) * ldq + h * HS;      // (nq, HS), row stride ldq
     const float *O = out + (b * Tq + i0) * ldo + h * HS;    // (nq, HS), row stride ldo
@@ -114,15 +80,11 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
     for (long kt = 0; kt < ntk; kt++) {
         if (klo[kt] > qhi[qt]) continue;  // no query of the tile sees any key of this tile
         long j0 = kt * CT_ATT_BK, nk = ct_min_l(CT_ATT_BK, Tk - j0);
-        // this item's turn among the items of this kv head that see key tile kt by position:
-        // its rank among them
-        int64_t rank = hl * kcnt[kt];
-        for (long q2 = qt + 1; q2 < ntq; q2++) rank += klo[kt] <= qhi[q2];
-        const int64_t seq = epoch * group * kcnt[kt] + rank;
+        const int64_t seq = att_turn_seq(&x->h, bg, group, hl, qt, kt, ntq);
         const int dm = ct_att_doc_relation(kdoc, j0, nk, qdlo, qdhi);
         if (!dm) {  // no document meets: nothing to add, but the turn is taken (the order stays)
             if (!t->dkl) {
-                wait_turn(turn + kt, seq);
+                ct_att_wait_turn(turn + kt, seq);
                 __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
             }
             continue;
@@ -136,7 +98,7 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
         if (khi[kt] > qlo[qt]) d = ct_att_band_of(q_pos, i0, nq, k_pos, j0, nk);
         ct_att_scores_t(t->pt, K, ldk_t, t->qt, nk, HS, scale, d);
         if (khi[kt] > qlo[qt] || dm == 2) ct_att_mask_tile(t->pt, t->qp, t->qd, k_pos, kdoc, j0, nk, dm);
-        exp_columns(t->pt, t->lv, nk);
+        ct_att_exp_columns(t->pt, t->lv, nk);
         if (!t->dkl) {  // added to below
             ct_att_prefetch_rows(dk + (b * Tk + j0) * ldk + g * HS, ldk, nk, HS, 1);
             ct_att_prefetch_rows(dv + (b * Tk + j0) * ldv + g * HS, ldv, nk, HS, 1);
@@ -156,12 +118,13 @@ static void backward_item(const bwd_call *x, bwd_tiles *t, long it) {
         // dK share (nk, HP) = dS^T Q
         ct_att_keys_by_queries(t->dkp, t->pt, t->qrows, nq, nk, HP, d);
         if (t->dkl) {  // this thread runs every item of the kv head, in the adds' order
-            add_shares(t->dkl + j0 * HP, HP, t->dvl + j0 * HP, HP, t, nk, HS);
+            ct_att_add_shares(t->dkl + j0 * HP, HP, t->dvl + j0 * HP, HP, t->dkp, t->dvp, nk, HS);
             continue;
         }
         // add the shares in the fixed order (seq, above)
-        wait_turn(turn + kt, seq);
-        add_shares(dk + (b * Tk + j0) * ldk + g * HS, ldk, dv + (b * Tk + j0) * ldv + g * HS, ldv, t, nk, HS);
+        ct_att_wait_turn(turn + kt, seq);
+        ct_att_add_shares(dk + (b * Tk + j0) * ldk + g * HS, ldk, dv + (b * Tk + j0) * ldv + g * HS, ldv, t->dkp,
+                          t->dvp, nk, HS);
         __atomic_store_n(turn + kt, seq + 1, __ATOMIC_RELEASE);
     }
     float *dQ = dq + (b * Tq + i0) * ldq + h * HS;  // (nq, HS), row stride ldq
@@ -177,28 +140,13 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
     const long ntq = (Tq + CT_ATT_BQ - 1) / CT_ATT_BQ, ntk = (Tk + CT_ATT_BK - 1) / CT_ATT_BK;
     const long per_kv = group * ntq, nitems = B * NKV * per_kv, per_thread = ct_att_thread_floats(HS);
     const float scale = 1.0f / sqrtf((float)HS);
-    int64_t *qlo = (int64_t *)scratch, *qhi = qlo + ntq, *klo = qhi + ntq, *khi = klo + ntk;
-    int64_t *kcnt = khi + ntk, *turns = kcnt + ntk;  // turns (RING, ntk)
     float *base = scratch + ct_att_header_floats(Tq, Tk);
-    for (long qt = 0; qt < ntq; qt++) {
-        long lo, hi;
-        ct_att_pos_range(q_pos, qt * CT_ATT_BQ, ct_min_l(CT_ATT_BQ, Tq - qt * CT_ATT_BQ), &lo, &hi);
-        qlo[qt] = lo, qhi[qt] = hi;
-    }
-    for (long kt = 0; kt < ntk; kt++) {
-        long lo, hi;
-        ct_att_pos_range(k_pos, kt * CT_ATT_BK, ct_min_l(CT_ATT_BK, Tk - kt * CT_ATT_BK), &lo, &hi);
-        klo[kt] = lo, khi[kt] = hi;
-        kcnt[kt] = 0;
-        for (long qt = 0; qt < ntq; qt++) kcnt[kt] += lo <= qhi[qt];
-    }
-    memset(turns, 0, sizeof(int64_t) * CT_ATT_RING * ntk);
     const bwd_call x = {.dq = dq, .dk = dk, .dv = dv, .dout = dout, .out = out, .lse = lse, .q = q, .k = k, .v = v,
                         .ldq = ldq, .ldk = ldk, .ldv = ldv, .ldo = ldo, .Tq = Tq, .Tk = Tk, .NH = NH, .NKV = NKV,
                         .HS = HS, .HP = HP, .group = group, .ntq = ntq, .ntk = ntk, .per_kv = per_kv,
                         .q_pos = q_pos, .k_pos = k_pos, .q_doc = k_doc ? q_doc : NULL,
-                        .k_doc = q_doc ? k_doc : NULL, .qlo = qlo, .qhi = qhi, .klo = klo, .khi = khi,
-                        .kcnt = kcnt, .turns = turns, .scale = scale};
+                        .k_doc = q_doc ? k_doc : NULL, .h = ct_att_bwd_header(scratch, q_pos, k_pos, Tq, Tk),
+                        .scale = scale};
     const bool whole = whole_kv_heads(B * NKV, omp_get_max_threads());
     const long chunk = whole ? per_kv : 1;
     const long local = whole && group * ntq >= CT_ATT_LOCAL_MIN_ADDS ? ct_att_local_floats(Tk, HS) : 0;
@@ -220,14 +168,14 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
             float *dK = NULL, *dV = NULL;
             if (t.dkl) {
                 dK = dk + (c / NKV) * Tk * ldk + c % NKV * HS, dV = dv + (c / NKV) * Tk * ldv + c % NKV * HS;
-                copy_rows(t.dkl, HP, dK, ldk, Tk, HS), copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
+                ct_att_copy_rows(t.dkl, HP, dK, ldk, Tk, HS), ct_att_copy_rows(t.dvl, HP, dV, ldv, Tk, HS);
             }
             if (kl) {
                 ct_att_copy_kv_head(kl, vl, k, ldk, v, ldv, c, NKV, Tk, HS);
                 t.kl = kl, t.vl = vl;
             }
             for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);
-            if (t.dkl) copy_rows(dK, ldk, t.dkl, HP, Tk, HS), copy_rows(dV, ldv, t.dvl, HP, Tk, HS);
+            if (t.dkl) ct_att_copy_rows(dK, ldk, t.dkl, HP, Tk, HS), ct_att_copy_rows(dV, ldv, t.dvl, HP, Tk, HS);
         }
     }
 }

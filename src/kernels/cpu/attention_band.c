@@ -26,13 +26,6 @@ diag_band ct_att_band_of(const int32_t *q_pos, long i0, long nq, const int32_t *
     return d;
 }
 
-// Keys that queries [r0, r0 + SUB) can see: the first this many of the tile's nk.
-static long band_keys(diag_band d, long r0, long nk) {
-    if (!d.on) return nk;
-    long n = r0 + CT_ATT_SUB + d.delta;
-    return n < 0 ? 0 : n > nk ? nk : n;
-}
-
 // S^T (nk, BQ) = alpha K Q^T over the band (K (nk, HS) row stride ldk, qt (HS, BQ)).
 void ct_att_scores_t(float *st, const float *K, long ldk, const float *qt, long nk, long HS, float alpha,
                      diag_band d) {

@@ -13,41 +13,6 @@
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/kernels.h"
 
-// The online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T - m_new)
-// in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale. A column that
-// has seen no key yet (max -inf) takes m_new = 0 for the exps: P 0, and l, O stay 0.
-static void softmax_columns(const fwd_tiles *t, long nk) {
-    const attv ninf = attv_splat(-INFINITY), zero = attv_splat(0.0f);
-    for (long c = 0; c < CT_ATT_BQ; c += AW) {
-        // the running max over four chains, not one: a chain of 64 dependent compares and blends
-        // took a sixth of the forward's own time (perf). The max of finite values and -inf is
-        // the same whatever the order (a +0 / -0 tie may go either way; both give the same
-        // exps, sums and lse below).
-        attv mold = attv_load(t->m + c), mx = mold, m1 = mold, m2 = mold, m3 = mold;
-        long j = 0;
-        for (; j + 4 <= nk; j += 4) {
-            const float *sp = t->st + j * CT_ATT_BQ + c;
-            mx = attv_max(attv_load(sp), mx);
-            m1 = attv_max(attv_load(sp + CT_ATT_BQ), m1);
-            m2 = attv_max(attv_load(sp + 2 * CT_ATT_BQ), m2);
-            m3 = attv_max(attv_load(sp + 3 * CT_ATT_BQ), m3);
-        }
-        for (; j < nk; j++) mx = attv_max(attv_load(t->st + j * CT_ATT_BQ + c), mx);
-        mx = attv_max(attv_max(m1, mx), attv_max(m3, m2));
-        attv mu = attv_select(mx == ninf, zero, mx), sum = zero;
-        for (long j = 0; j < nk; j++) {
-            float *sp = t->st + j * CT_ATT_BQ + c;
-            attv e = attv_exp(attv_load(sp) - mu);
-            attv_store(sp, e);
-            sum += e;
-        }
-        attv al = attv_exp(mold - mu);  // 0 while m is -inf
-        attv_store(t->al + c, al);
-        attv_store(t->l + c, attv_load(t->l + c) * al + sum);
-        attv_store(t->m + c, mx);
-    }
-}
-
 // What every forward item reads: the call's arguments.
 typedef struct {
     float *out, *lse;
@@ -94,7 +59,7 @@ static void forward_item(const fwd_call *x, fwd_tiles *t, long it, const float *
         if (khi > qlo) d = ct_att_band_of(q_pos, i0, nq, k_pos, j0, nk);  // some query must not see some key
         ct_att_scores_t(t->st, K, ldk, t->qt, nk, HS, x->scale, d);
         if (khi > qlo || dm == 2) ct_att_mask_tile(t->st, t->qp, t->qd, k_pos, kdoc, j0, nk, dm);
-        softmax_columns(t, nk);
+        ct_att_softmax_columns(t->st, t->m, t->l, t->al, nk);
         // O (nq, HP) = diag(al) O + P V, P read down the columns of P^T; V (nk, HP) contiguous
         const float *vc = vl ? vl + j0 * HP : t->vc;
         if (!vl) ct_att_pack_rows(t->vc, HP, x->v + (b * Tk + j0) * x->ldv + g * HS, x->ldv, nk, HS);

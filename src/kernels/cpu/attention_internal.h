@@ -3,7 +3,13 @@
 // (attention_scratch.c), and what the forward (attention_forward.c) and the backward
 // (attention_backward.c) both call: the packing of operands (attention_pack.c), the masks by
 // position and document (attention_mask.c), and the products of a tile pair over its diagonal
-// band (attention_band.c). The merge of partial results is attention_merge.c.
+// band (attention_band.c). The merge of partial results is attention_merge.c. The softmax down
+// a tile's columns is attention_softmax.c.
+//
+// The bf16 attention (attention_bf16_forward.c, attention_bf16_backward.c) is the same algorithm
+// on bf16 tiles: its own tile structs, packing into bf16 pairs (attention_bf16_pack.c), band
+// products (attention_bf16_band.c) and tile kernel (attention_bf16_tile.c); the masks, band
+// geometry, softmax, scratch and the backward's order of adds are the ones here.
 //
 // The tiles are held transposed: keys (or head dimensions) down, the item's 64 queries across.
 // Then every per-query quantity (running max, sum, rescale, lse, D) is a row of vectors, the
@@ -92,10 +98,45 @@ typedef struct {
     const float *kl, *vl;   // (Tk, HP) the kv head's K, V copied (copy_head), or NULL: read in place
 } bwd_tiles;
 
+// The bf16 attention's tiles (attention_bf16_forward.c, attention_bf16_backward.c). Operands
+// of the products are bf16 in pairs along the contraction (attention_tile.h): "rows" tiles hold
+// bf16 rows whose adjacent elements are the pairs; "pairs" tiles (uint32_t) interleave two rows,
+// word (p, x) = element (2p, x) in its low half and (2p + 1, x) in its high half.
+typedef struct {
+    uint32_t *qt2;      // (HP / 2, BQ) Q^T, head dims in pairs
+    float *st;          // (BK, BQ) S^T, then P^T
+    uint32_t *pt2;      // (BK / 2, BQ) P^T in bf16, keys in pairs
+    float *o;           // (BQ, HP) O accumulator
+    uint16_t *kr;       // (BK, HP) the key tile's K rows (head dims in pairs)
+    uint32_t *v2;       // (BK / 2, HP) the key tile's V, keys in pairs
+    float *m, *l, *al;  // (BQ) running max, running sum, this tile's rescale
+    int32_t *qp, *qd;   // (BQ) query positions, document ids
+} fwd16_tiles;
+
+typedef struct {
+    uint32_t *qt2, *dot2;   // (HP / 2, BQ) Q^T, dO^T: head dims in pairs
+    uint32_t *q2, *do2;     // (BQ / 2, HP) Q, dO: queries in pairs
+    uint16_t *dor;          // (BQ, HP) dO rounded to bf16, rows (staging for the two above)
+    float *pt;              // (BK, BQ) P^T, then dS^T
+    uint16_t *pr;           // (BK, BQ) P^T, then dS^T, in bf16 rows (queries in pairs)
+    uint32_t *ds2;          // (BK / 2, BQ) dS^T in bf16, keys in pairs
+    float *dqa;             // (BQ, HP) dQ accumulator
+    uint16_t *kr, *vr;      // (BK, HP) the key tile's K, V rows (head dims in pairs)
+    uint32_t *k2;           // (BK / 2, HP) the key tile's K, keys in pairs
+    float *dkp, *dvp;       // (BK, HP) this item's shares of the key tile's dK, dV
+    float *d, *lv;          // (BQ) D = rowsum(dO * O); lse with +inf for no key (so P = 0)
+    int32_t *qp, *qd;       // (BQ) query positions, document ids
+    float *dkl, *dvl;       // (Tk, HP) one kv head's dK, dV while its items run (NULL: added in place)
+    const uint16_t *krl, *vrl;  // (Tk, HP) the kv head's K, V rows copied, or NULL: packed per tile
+    const uint32_t *k2l;        // (ceil(Tk / 2), HP) the kv head's K in key pairs, or NULL
+} bwd16_tiles;
+
 // Carves a thread's tiles from base (NULL: only counts); returns the floats they take.
 long ct_att_fwd_carve(float *base, long HS, fwd_tiles *t);
 long ct_att_bwd_carve(float *base, long HS, bwd_tiles *t);
-// Floats of one thread's tiles: the larger of the forward's and the backward's.
+long ct_att_fwd16_carve(float *base, long HS, fwd16_tiles *t);
+long ct_att_bwd16_carve(float *base, long HS, bwd16_tiles *t);
+// Floats of one thread's tiles: the largest of the fp32 and bf16 forward's and backward's.
 long ct_att_thread_floats(long HS);
 // Floats of the backward's shared header, at the start of the scratch.
 long ct_att_header_floats(long Tq, long Tk);
@@ -156,6 +197,26 @@ void ct_att_pack_rows(float *restrict dst, long w, const float *restrict src, lo
 void ct_att_copy_kv_head(float *kl, float *vl, const float *k, long ldk, const float *v, long ldv, long c, long NKV,
                          long Tk, long HS);
 void ct_att_prefetch_rows(const float *x, long ld, long n, long HS, int rw);
+void ct_att_add_shares(float *dK, long ldk, float *dV, long ldv, const float *dkp, const float *dvp, long nk, long HS);
+void ct_att_copy_rows(float *dst, long ldd, const float *src, long lds, long n, long HS);
+
+// bf16 forms (attention_bf16_pack.c), HP even. Rows: dst (n, w) bf16 = src (n, HS), zero
+// columns past HS. Row pairs: dst (ceil(n / 2), w) words from rows 2p, 2p + 1 of src (n, HS),
+// a missing row and columns past HS zero. Transposed pairs: dst (HP / 2, BQ) words, word (p, i)
+// = (src[i][2p], src[i][2p + 1]), zero past n rows and HS columns.
+void ct_att16_pack_rows(uint16_t *restrict dst, long w, const uint16_t *restrict src, long ld, long n, long HS);
+void ct_att16_pack_row_pairs(uint32_t *restrict dst, long w, const uint16_t *restrict src, long ld, long n, long HS);
+void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src, long ld, long n, long HS);
+// An fp32 tile (n, BQ) rounded to bf16 (nearest, ties to even; finite values): as rows (n, BQ),
+// and as key pairs (ceil(n / 2), BQ) words, a missing row zero.
+void ct_att16_round_rows(uint16_t *restrict dst, const float *restrict src, long n);
+void ct_att16_round_pairs(uint32_t *restrict dst, const float *restrict src, long n);
+// src (n, HS) fp32 rows (row stride ld) rounded to bf16 rows dst (n, w), zero past HS.
+void ct_att16_round_in(uint16_t *restrict dst, long w, const float *restrict src, long ld, long n, long HS);
+// One kv head's K rows, K in key pairs (k2l: NULL for none) and V rows (vrl) or V in key pairs
+// (v2l), copied for Tk keys: kv head c (batch c / NKV, head c % NKV).
+void ct_att16_copy_kv_head(uint16_t *krl, uint32_t *k2l, uint16_t *vrl, uint32_t *v2l, const uint16_t *k, long ldk,
+                           const uint16_t *v, long ldv, long c, long NKV, long Tk, long HS);
 
 // -------------------------------------------------------- masks (attention_mask.c)
 void ct_att_pos_range(const int32_t *pos, long r0, long n, long *lo, long *hi);
@@ -184,11 +245,63 @@ static inline long band_first_query(diag_band d, long m0) {
     return c > CT_ATT_BQ ? CT_ATT_BQ : c;
 }
 
+// Keys that queries [r0, r0 + SUB) can see: the first this many of the tile's nk.
+static inline long band_keys(diag_band d, long r0, long nk) {
+    if (!d.on) return nk;
+    long n = r0 + CT_ATT_SUB + d.delta;
+    return n < 0 ? 0 : n > nk ? nk : n;
+}
+
 diag_band ct_att_band_of(const int32_t *q_pos, long i0, long nq, const int32_t *k_pos, long j0, long nk);
 void ct_att_scores_t(float *st, const float *K, long ldk, const float *qt, long nk, long HS, float alpha,
                      diag_band d);
 void ct_att_queries_by_keys(ct_att_mode mode, float *c, const float *pt, const float *b, long nq, long nk, long HP,
                             const float *rowv, diag_band d);
 void ct_att_keys_by_queries(float *c, const float *pt, const float *b, long nq, long nk, long HP, diag_band d);
+// The same three products from bf16 pairs (attention_bf16_band.c); a contraction of odd length
+// is taken one element longer, whose operands are 0 (zero padding, or P = dS = 0 there).
+// K rows kr (nk, HP) bf16, qt2 (HP / 2, BQ).
+void ct_att16_scores_t(float *st, const uint16_t *kr, const uint32_t *qt2, long nk, long HP, float alpha, diag_band d);
+// C (nq, HP) (mode) P B: p2 (ceil(nk / 2), BQ) key pairs, b2 (ceil(nk / 2), HP) key pairs.
+void ct_att16_queries_by_keys(ct_att_mode mode, float *c, const uint32_t *p2, const uint32_t *b2, long nq, long nk,
+                              long HP, const float *rowv, diag_band d);
+// C (nk, HP) = P^T B: pr (nk, BQ) bf16 rows, b2 (BQ / 2, HP) query pairs.
+void ct_att16_keys_by_queries(float *c, const uint16_t *pr, const uint32_t *b2, long nq, long nk, long HP,
+                              diag_band d);
+// dS^T (nk, BQ) = alpha P^T * (V dO^T - D), in place of P^T in pt: vr (nk, HP) bf16 rows,
+// dot2 (HP / 2, BQ), d (BQ) = D.
+void ct_att16_ds_t(float *pt, const uint16_t *vr, const uint32_t *dot2, long nk, long HP, float alpha, const float *d,
+                   diag_band band);
+
+// -------------------------------------------------------- softmax columns (attention_softmax.c)
+// The forward's online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T
+// - m_new) in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale, m =
+// m_new (each (BQ)). A column that has seen no key yet (max -inf) takes m_new = 0 for the exps:
+// P 0, and l, O stay 0.
+void ct_att_softmax_columns(float *st, float *m, float *l, float *al, long nk);
+// The backward's P^T (nk, BQ) = exp(S^T - lse) in place, down the columns; 0 where masked (S
+// -inf) and in columns that saw no key (lv +inf).
+void ct_att_exp_columns(float *pt, const float *lv, long nk);
+
+// -------------------------------------------------------- the backward's order of adds
+// The backward's shared header, at the start of the scratch (ct_att_header_floats): position
+// ranges of every query and key tile, how many query tiles see each key tile, and the turn
+// counters (RING, ntk) that order the adds of dK and dV shares (attention_backward.c says how).
+typedef struct {
+    int64_t *qlo, *qhi, *klo, *khi, *kcnt, *turns;
+} att_bwd_header;
+// Fills the header in scratch for the call's positions (attention_scratch.c).
+att_bwd_header ct_att_bwd_header(float *scratch, const int32_t *q_pos, const int32_t *k_pos, long Tq, long Tk);
+// The turn of item (kv head bg, query head hl of its group, query tile qt) at key tile kt: its
+// rank among the items of its kv head that see key tile kt, after the earlier kv heads of the
+// ring slot.
+static inline int64_t att_turn_seq(const att_bwd_header *h, long bg, long group, long hl, long qt, long kt,
+                                   long ntq) {
+    int64_t rank = hl * h->kcnt[kt];
+    for (long q2 = qt + 1; q2 < ntq; q2++) rank += h->klo[kt] <= h->qhi[q2];
+    return (int64_t)(bg / CT_ATT_RING) * group * h->kcnt[kt] + rank;
+}
+// Waits until *turn == seq (another thread's item is adding its tile).
+void ct_att_wait_turn(const int64_t *turn, int64_t seq);
 
 #endif

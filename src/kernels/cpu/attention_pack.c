@@ -67,3 +67,18 @@ void ct_att_prefetch_rows(const float *x, long ld, long n, long HS, int rw) {
                 __builtin_prefetch(x + r * ld + d, 0, 3);
         }
 }
+
+// dK (nk, HS) += an item's dK share dkp (nk, HP), dV likewise (row strides ldk, ldv).
+void ct_att_add_shares(float *dK, long ldk, float *dV, long ldv, const float *dkp, const float *dvp, long nk, long HS) {
+    const long HP = pad_hs(HS);
+    for (long r = 0; r < nk; r++) {
+        float *dkr = dK + r * ldk, *dvr = dV + r * ldv;
+        const float *kp = dkp + r * HP, *vp = dvp + r * HP;
+        for (long d = 0; d < HS; d++) dkr[d] += kp[d], dvr[d] += vp[d];
+    }
+}
+
+// rows (n, HS): dst (row stride ldd) = src (row stride lds).
+void ct_att_copy_rows(float *dst, long ldd, const float *src, long lds, long n, long HS) {
+    for (long r = 0; r < n; r++) memcpy(dst + r * ldd, src + r * lds, sizeof(float) * (size_t)HS);
+}

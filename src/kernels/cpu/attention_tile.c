@@ -24,14 +24,8 @@ static inline __attribute__((always_inline)) void strip(const ct_att_mode mode, 
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < nv; v++) {
-            if (mode == CT_ATT_ADD)
-                acc[r][v] = VLOAD(c + r * ldc + v * CT_VL);
-            else if (mode == CT_ATT_RESCALE)
-                acc[r][v] = VMUL(VLOAD(c + r * ldc + v * CT_VL), VSET1(vec[r]));
-            else
-                acc[r][v] = VZERO();
-        }
+        for (int v = 0; v < nv; v++)
+            acc[r][v] = ct_att_chain_start(mode, c + r * ldc + v * CT_VL, mode == CT_ATT_RESCALE ? vec[r] : 0.0f);
 #pragma GCC unroll 2
     for (long k = 0; k < K; k++) {
         vf bv[NV];
@@ -48,15 +42,8 @@ static inline __attribute__((always_inline)) void strip(const ct_att_mode mode, 
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
-        for (int v = 0; v < nv; v++) {
-            float *cp = c + r * ldc + v * CT_VL;
-            if (mode == CT_ATT_STORE)
-                VSTORE(cp, VMUL(acc[r][v], va));
-            else if (mode == CT_ATT_DS)
-                VSTORE(cp, VMUL(VMUL(va, VLOAD(cp)), VSUB(acc[r][v], VLOAD(vec + v * CT_VL))));
-            else
-                VSTORE(cp, acc[r][v]);
-        }
+        for (int v = 0; v < nv; v++)
+            ct_att_chain_end(mode, c + r * ldc + v * CT_VL, acc[r][v], va, mode == CT_ATT_DS ? vec + v * CT_VL : NULL);
 }
 
 // One strip with mr and nv made constants, so that its accumulators are registers.

@@ -87,6 +87,12 @@ typedef struct ct_kernels {
                             float eps);
     void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                              const float *rstd, long N, long C);
+    // Under bf16 mixed precision the blocks keep a norm's output in bf16: out (N, C) bf16 = the
+    // fp32 rmsnorm_forward's values rounded (nearest even), rstd as rmsnorm_forward's, inp fp32
+    // (the residual stream stays fp32). May be NULL (the cuda table): callers then run
+    // rmsnorm_forward into an fp32 buffer and f32_to_bf16.
+    void (*rmsnorm_forward_bf16)(uint16_t *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                                 float eps);
     void (*rope_tables)(float *cos_tab, float *sin_tab, long max_T, long HS, double theta, double scale_factor,
                         double low_freq_factor, double high_freq_factor, long original_max_pos);
     // pos_ld 0: pos (T) shared by the B sequences; T: pos (B, T); pos NULL: 0..T-1 (kernels.h)
@@ -122,6 +128,13 @@ typedef struct ct_kernels {
                             long HS);
     void (*swiglu_forward)(float *out, const float *inp, long N, long F);
     void (*swiglu_backward)(float *dinp, const float *dout, const float *inp, long N, long F);
+    // The same with [gate | up] kept in bf16 (kernels.h ct_swiglu_forward_bf16): forward narrows
+    // h13 (fp32; NULL: h13_kept is the input) into h13_kept and writes out (N, F) in bf16, the
+    // bits of narrow, widen, swiglu_forward, narrow; backward reads h13_kept, swiglu_backward's
+    // bits on its values. May be NULL (the cuda table): callers then go through fp32 copies with
+    // f32_to_bf16 / bf16_to_f32 and the fp32 members (the same bits).
+    void (*swiglu_forward_bf16)(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F);
+    void (*swiglu_backward_bf16)(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F);
 
     // ---- mixture of experts (contracts in kernels.h, "mixture of experts"); offsets host memory
     void (*moe_router_forward)(int32_t *ids, float *weights, float *scores, const float *logits, const float *bias,

@@ -65,6 +65,10 @@ void ct_embedding_backward(float *dwte, const float *dout, const int32_t *tokens
 // ---------------------------------------------------------------- RMSNorm
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) kept for backward.
 void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N, long C, float eps);
+// The same with out (N, C) in bf16: ct_rmsnorm_forward's fp32 values rounded to nearest even
+// (its bits through ct_f32_to_bf16_array), rstd its bits; inp stays fp32 (the residual stream).
+void ct_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                             float eps);
 // dinp (N, C) += ..., dweight (C) += ...  (either may be NULL: that half is skipped)
 void ct_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                          const float *rstd, long N, long C);
@@ -145,6 +149,14 @@ void ct_attention_merge(float *o, float *l, const float *o_part, const float *l_
 void ct_swiglu_forward(float *out, const float *inp, long N, long F);
 // dinp (N, 2F) = gradients of gate and up.
 void ct_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
+// The same under bf16 mixed precision, where [gate | up] is kept in bf16 (h13_kept (N, 2F)) and
+// the arithmetic stays fp32 on its exact widening:
+// forward: h13 (N, 2F) fp32 rounded to nearest even into h13_kept (h13 NULL: h13_kept already
+// holds the input), out (N, F) = ct_swiglu_forward of h13_kept's values, rounded to bf16 -- the
+// bits of narrowing h13, widening it back, ct_swiglu_forward and narrowing out;
+// backward: ct_swiglu_backward's bits on h13_kept's values, dinp (N, 2F) fp32.
+void ct_swiglu_forward_bf16(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F);
+void ct_swiglu_backward_bf16(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F);
 
 // ---------------------------------------------------------------- output projection + cross-entropy
 // Fused and chunked: logits for `chunk_rows` rows at a time (x_chunk @ W^T, never (N, V) at once).

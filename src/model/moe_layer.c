@@ -275,10 +275,14 @@ static void experts_forward_bf16(const ct_moe_layer *l, const ct_moe_params *p, 
     float *h13 = work_area(l, a, 1), *h = work_area(l, a, 0);  // (R, 2F), (R, F); xe read before h13 is written
     k->f32_to_bf16(a->xe16, xe, R * C);
     experts_linear_forward(l, a, p->f8_w13, h13, a->xe16, p->w13, p->w13_16, C, 2 * F);
-    k->f32_to_bf16(a->h13_16, h13, R * 2 * F);
-    k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
-    k->swiglu_forward(h, h13, R, F);
-    k->f32_to_bf16(a->h16, h, R * F);
+    if (k->swiglu_forward_bf16) {
+        k->swiglu_forward_bf16(a->h16, a->h13_16, h13, R, F);
+    } else {  // (a backend without it: the same bits through fp32)
+        k->f32_to_bf16(a->h13_16, h13, R * 2 * F);
+        k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
+        k->swiglu_forward(h, h13, R, F);
+        k->f32_to_bf16(a->h16, h, R * F);
+    }
     experts_linear_forward(l, a, p->f8_w2, a->ye, a->h16, p->w2, p->w2_16, F, C);
 }
 
@@ -321,8 +325,12 @@ static void experts_backward_bf16(const ct_moe_layer *l, const ct_moe_params *p,
     if (!p->f8_w2) k->f32_to_bf16(d16 = (uint16_t *)area2, dye, R * C);
     experts_linear_backward(l, a, p->f8_w2, dh, g->w2, dye, d16, a->h16, p->w2, p->w2_16, F, C);
     float *h13 = area0, *dh13 = area2;  // (R, 2F) each: dye and its bf16 copy are no longer needed
-    k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
-    k->swiglu_backward(dh13, dh, h13, R, F);
+    if (k->swiglu_backward_bf16) {
+        k->swiglu_backward_bf16(dh13, dh, a->h13_16, R, F);
+    } else {
+        k->bf16_to_f32(h13, a->h13_16, R * 2 * F);
+        k->swiglu_backward(dh13, dh, h13, R, F);
+    }
     uint16_t *dh13_16 = NULL;  // (R, 2F) in area0: h13 is no longer needed (not under f8)
     if (!p->f8_w13) k->f32_to_bf16(dh13_16 = (uint16_t *)area0, dh13, R * 2 * F);
     experts_linear_backward(l, a, p->f8_w13, dxe, g->w13, dh13, dh13_16, a->xe16, p->w13, p->w13_16, C, 2 * F);

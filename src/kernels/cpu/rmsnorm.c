@@ -14,6 +14,14 @@ void ct_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
     for (long n = 0; n < N; n++) rstd[n] = ct_rmsnorm_row(out + n * C, inp + n * C, weight, C, eps);
 }
 
+// What a block keeps under bf16 mixed precision: the fp32 norm's values narrowed row by row, so
+// no fp32 copy of the output is written and read back.
+void ct_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                             float eps) {
+#pragma omp parallel for schedule(static)
+    for (long n = 0; n < N; n++) rstd[n] = ct_rmsnorm_row_bf16(out + n * C, inp + n * C, weight, C, eps);
+}
+
 // dinp_c += r w_c dy_c - r^3/C x_c sum_j(dy_j w_j x_j)
 // dweight_c += sum_n dy_nc x_nc r_n
 // One pass over x and dy: rows go in blocks of CT_RMS_ROW_BLOCK, handed out in order; a thread

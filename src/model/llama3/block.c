@@ -61,8 +61,9 @@ static float *norm_out(const ct_block_ctx *c, float *full) { return seq_parallel
 // place) unless sequence parallel reduce-scatters them.
 static float *partial_out(const ct_block_ctx *c, float *local) { return seq_parallel(c) ? c->tmp_full : local; }
 
+static bool bf16(const ct_block_ctx *c) { return c->lin->prec.compute == CT_BF16; }
 // The kept activation's buffer for computing in fp32: itself in fp32, else the work buffer.
-static float *work(const ct_block_ctx *c, void *kept, float *w) { return c->lin->prec.compute == CT_BF16 ? w : kept; }
+static float *work(const ct_block_ctx *c, void *kept, float *w) { return bf16(c) ? w : kept; }
 // A kept matmul input as the typed (rows, cols) view the linear layer reads.
 static ct_tensor act(const ct_block_ctx *c, const void *kept, long cols) {
     return ct_tensor_make((void *)kept, c->lin->prec.compute, (ct_device){c->k->device, 0}, c->N, cols);
@@ -154,27 +155,64 @@ static ct_attention_args attention_args_bf16(const ct_block_ctx *c, int layer, c
 
 // ------------------------------------------------------------------ forward
 
-// kept (N, C) = norm(x) gathered over tp, narrowed to the compute dtype; rstd (N_l). The forward
-// and the recompute of checkpointed blocks run exactly this.
+// kept (N, C) = norm(x) gathered over tp, in the compute dtype; rstd (N_l). The forward and the
+// recompute of checkpointed blocks run exactly this. Under bf16 the kernel writes the kept bf16
+// copy itself (the fp32 norm's values rounded: nothing in fp32 is written or read back), except
+// under sequence parallel, whose gather moves fp32 rows: the norm goes to the local rows, is
+// gathered into tmp_full (free between the row-parallel matmuls) and narrowed from there. The
+// fp32 work buffer w_norm serves a backend without rmsnorm_forward_bf16.
 static void norm_keep(const ct_block_ctx *c, int layer, void *kept, float *rstd, const float *x, const float *weight) {
+    const ct_kernels *k = c->k;
     const ct_model_config *m = c->cfg;
-    float *full = work(c, kept, W(c)->w_norm), *n = norm_out(c, full);
+    float eps = (float)m->norm_eps;
     int span = op_span("rmsnorm.forward", layer);
-    c->k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, (float)m->norm_eps);
+    if (bf16(c) && !seq_parallel(c) && k->rmsnorm_forward_bf16) {
+        k->rmsnorm_forward_bf16(kept, rstd, x, weight, c->N_local, m->dim, eps);  // (N, C) bf16
+        ct_trace_end(span);
+        return;
+    }
+    float *full = !bf16(c) ? kept : seq_parallel(c) ? c->tmp_full : W(c)->w_norm;  // (N, C) fp32
+    float *n = norm_out(c, full);
+    k->rmsnorm_forward(n, rstd, x, weight, c->N_local, m->dim, eps);
     ct_trace_end(span);
     gather_rows(c, n, full);  // (N, C)
-    ct_keep_activation(c->lin, kept, full, c->N * m->dim);
+    if (bf16(c)) k->f32_to_bf16(kept, full, c->N * m->dim);
 }
 
-// kept h (N, F) = swiglu(h13), from the fp32 values of h13 (the work buffer in the forward, the
-// widened kept copy in a recompute: the same numbers).
-static void swiglu_keep(const ct_block_ctx *c, int layer, void *h_kept, const float *h13) {
+// kept h (N, F) = swiglu(h13) in the compute dtype. h13: w13's fp32 product under bf16, narrowed
+// into the kept h13_kept on the way and SwiGLU computed from the narrowed values (what the
+// backward will see); NULL: from h13_kept as kept (fp32, or a bf16 recompute). Under bf16 the
+// kernel reads and writes the bf16 copies itself; a backend without swiglu_forward_bf16 goes
+// through the fp32 work buffers w_h13 and w_h (the same bits).
+static void swiglu_keep(const ct_block_ctx *c, int layer, void *h_kept, void *h13_kept, const float *h13) {
+    const ct_kernels *k = c->k;
     long N = c->N, F = c->cfg->ffn_hidden;
-    float *h = work(c, h_kept, W(c)->w_h);
     int span = op_span("swiglu.forward", layer);
-    c->k->swiglu_forward(h, h13, N, F);  // (N, F)
+    if (!bf16(c)) {
+        k->swiglu_forward(h_kept, h13_kept, N, F);  // (N, F)
+    } else if (k->swiglu_forward_bf16) {
+        k->swiglu_forward_bf16(h_kept, h13_kept, h13, N, F);  // (N, F) bf16
+    } else {
+        float *wide = W(c)->w_h13, *h = W(c)->w_h;  // (N, 2F), (N, F)
+        if (h13) k->f32_to_bf16(h13_kept, h13, N * 2 * F);
+        k->bf16_to_f32(wide, h13_kept, N * 2 * F);
+        k->swiglu_forward(h, wide, N, F);
+        k->f32_to_bf16(h_kept, h, N * F);
+    }
     ct_trace_end(span);
-    ct_keep_activation(c->lin, h_kept, h, N * F);
+}
+
+void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *dh, const void *h13, long F) {
+    const ct_kernels *k = c->k;
+    long N = c->N;
+    if (!bf16(c)) {
+        k->swiglu_backward(dh13, dh, h13, N, F);
+    } else if (k->swiglu_backward_bf16) {
+        k->swiglu_backward_bf16(dh13, dh, h13, N, F);
+    } else {
+        k->bf16_to_f32(W(c)->w_h13, h13, N * 2 * F);
+        k->swiglu_backward(dh13, dh, W(c)->w_h13, N, F);
+    }
 }
 
 // Whether a fused kernel may replace the chain around linear l: the fused kernels are fp32, so
@@ -332,12 +370,13 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
 static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct_block_weights *w, float *out) {
     ct_llama3_acts *s = acts;
     const ct_kernels *k = c->k;
-    const ct_linear_ctx *L = c->lin;
     const ct_model_config *m = c->cfg;
     long N = c->N, Nl = c->N_local, C = m->dim, F = m->ffn_hidden;
     ct_llama3_attention_forward(c, layer, s, w);
 
-    float *h13 = work(c, s->h13, W(c)->w_h13);
+    // w13's product (N, 2F) fp32: the kept h13 itself in fp32; under bf16 the backward's dh13,
+    // free in a forward, from which swiglu_keep narrows it into the kept h13.
+    float *h13 = bf16(c) ? W(c)->dh13 : s->h13;
     int span;
     if (fuse(c, layer, CT_LINEAR_W13)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
@@ -345,8 +384,7 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
         ct_trace_end(span);
     } else {
         linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);  // (N, 2F)
-        ct_keep_activation(L, s->h13, h13, N * 2 * F);
-        swiglu_keep(c, layer, s->h, h13);
+        swiglu_keep(c, layer, s->h, s->h13, bf16(c) ? h13 : NULL);
     }
     if (s->h1) copy_cols(c, s->h1, F, 0, s->h13, 2 * F, 0, F);  // per-op checkpointing keeps w1's half
     float *y = partial_out(c, out);
@@ -358,10 +396,9 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
 }
 
 static void recompute_elementwise(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
-    long N = c->N, F = c->cfg->ffn_hidden;
     norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM]);
     norm_keep(c, layer, s->norm2, s->rstd2, s->x_mid, w->t[LLAMA3_FFN_NORM]);
-    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, W(c)->w_h13, N * 2 * F));
+    swiglu_keep(c, layer, s->h, s->h13, NULL);
 }
 
 // k again (wk's rows of wqkv, then RoPE) into the shared qkv, beside the kept q and v. An 8-bit
@@ -387,15 +424,16 @@ static void recompute_k(const ct_block_ctx *c, int layer, ct_llama3_acts *s, con
 // w3's output again (w3's rows of w13) into the shared h13 beside the kept w1 half, then h. An
 // 8-bit w13 runs whole, as recompute_k says.
 static void recompute_h(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
-    long N = c->N, C = c->cfg->dim, F = c->cfg->ffn_hidden;
+    long C = c->cfg->dim, F = c->cfg->ffn_hidden;
     bool whole = f8(c, layer, CT_LINEAR_W13);
     long ld = whole ? 2 * F : F, col = whole ? F : 0;
-    float *out = whole ? W(c)->dh13 : W(c)->dh;  // (N, ld) fp32, free until the backward starts
+    // (N, ld) fp32 and room for it in bf16 (N·ld/2 floats), both free until the backward starts
+    float *out = whole ? W(c)->dh13 : W(c)->dh, *tmp = whole ? W(c)->dh : W(c)->dh13;
     if (whole) linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);
     else linear_fwd(c, layer, CT_LINEAR_W13, out, act(c, s->norm2, C), ct_weight_at(ct_block_weight(w, LLAMA3_W13), F * C), F);
     copy_cols(c, s->h13, 2 * F, 0, s->h1, F, 0, F);
-    put_cols(c, s->h13, 2 * F, F, out, ld, col, F, W(c)->w_h13);
-    swiglu_keep(c, layer, s->h, ct_kept_as_f32(c->lin, s->h13, W(c)->w_h13, N * 2 * F));
+    put_cols(c, s->h13, 2 * F, F, out, ld, col, F, tmp);
+    swiglu_keep(c, layer, s->h, s->h13, NULL);
 }
 
 static void recompute_ops(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
@@ -452,9 +490,8 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     const ct_llama3_acts *s = acts;
     ct_llama3_wgrad *keep = keep_record;
     const ct_kernels *k = c->k;
-    const ct_linear_ctx *L = c->lin;
     const ct_model_config *m = c->cfg;
-    long N = c->N, Nl = c->N_local, C = m->dim, F = m->ffn_hidden;
+    long Nl = c->N_local, C = m->dim, F = m->ffn_hidden;
     bool split = keep != NULL;
     ct_block_weights none = {0};
     ct_block_weights *gw = split ? &none : g;  // weight gradients now, or later from `keep`
@@ -464,9 +501,8 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
     linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), ct_block_weight(w, LLAMA3_W2), C);
-    const float *h13 = ct_kept_as_f32(L, s->h13, W(c)->w_h13, N * 2 * F);
     int span = op_span("swiglu.backward", layer);
-    k->swiglu_backward(dh13, W(c)->dh, h13, N, F);
+    ct_llama3_swiglu_backward(c, dh13, W(c)->dh, s->h13, F);
     ct_trace_end(span);
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
@@ -570,12 +606,13 @@ static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float 
     ct_llama3_work *wk = work;
     long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
     long QKV = qkv_dim(c), used = 0;
-    if (c->lin->prec.compute == CT_BF16) {
-        TAKE(wk->w_norm, N * C);
+    if (bf16(c)) {  // the fp32 work buffers; the norms and SwiGLU need theirs only without bf16 kernels
+        const ct_kernels *k = c->k;
+        if (!k->rmsnorm_forward_bf16) TAKE(wk->w_norm, N * C);
         TAKE(wk->w_qkv, N * QKV);
         TAKE(wk->w_att, N * NH * HS);
-        TAKE(wk->w_h13, N * 2 * F);
-        TAKE(wk->w_h, N * F);
+        if (!k->swiglu_forward_bf16 || !k->swiglu_backward_bf16) TAKE(wk->w_h13, N * 2 * F);
+        if (!k->swiglu_forward_bf16) TAKE(wk->w_h, N * F);
     }
     // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
     bool cheap = kinds & CT_AC_BIT(CT_AC_ELEMENTWISE), ops = kinds & CT_AC_BIT(CT_AC_OPS);

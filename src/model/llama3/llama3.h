@@ -32,9 +32,10 @@ enum {
 };
 
 // Activations of one block kept for backward. The residual stream and the per-row statistics
-// stay fp32; the matmul inputs and outputs (void *) are kept in the stage's compute dtype: fp32,
-// or bf16 under mixed precision (model/linear.h). What a checkpointing kind does not keep points
-// into the workspace's shared recompute buffers.
+// stay fp32 -- the stream sums every block's output, and a bf16 stream would lose up to 2^-9 of
+// itself at each add; the matmul inputs and outputs (void *) are kept in the stage's compute
+// dtype: fp32, or bf16 under mixed precision (model/linear.h). What a checkpointing kind does not
+// keep points into the workspace's shared recompute buffers.
 typedef struct {
     float *x;      // (N_l, C) block input: the residual stream
     void *norm1;   // (N, C) attention_norm(x), gathered
@@ -75,10 +76,12 @@ typedef struct {
     float *datt;            // (N, NH·HS)
     float *dqkv;            // (N, QKV)
     float *dh;              // (N, F)
-    float *dh13;            // (N, 2F)
+    float *dh13;            // (N, 2F); under bf16 also the forward's w13 product before it is kept
     // bf16 only: fp32 work buffers for activations kept in bf16 (NULL in fp32, where the kept
     // buffers are the work buffers): each is computed here, narrowed into the slot, and widened
-    // again for the kernels that read fp32 (attention, SwiGLU).
+    // again for the kernels that read fp32 (attention). The norms and SwiGLU read and write their
+    // bf16 copies themselves (kernels/backend.h *_bf16); w_norm, w_h13 and w_h are carved only
+    // for a backend without those kernels (NULL otherwise).
     float *w_norm;          // (N, C)
     float *w_qkv;           // (N, QKV)
     float *w_att;           // (N, NH·HS)
@@ -98,6 +101,9 @@ typedef struct {
 void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w);
 void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_llama3_acts *s, const ct_block_weights *w,
                                   ct_block_weights *gw, ct_llama3_wgrad *keep, float *dres);
+// dh13 (N, 2F) = SwiGLU's backward from dh (N, F), the gradient of h, at FFN width F (<= the
+// workspace's), reading h13 (N, 2F) as kept: fp32, or bf16 under bf16.
+void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *dh, const void *h13, long F);
 // What the attention half keeps with nothing checkpointed (norm1 .. rstd2 of b, and the qk_norm
 // buffers when the model has them), carved as ct_block_ops's carve functions do.
 long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base);

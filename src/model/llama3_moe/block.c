@@ -143,7 +143,7 @@ static void shared_backward(const ct_block_ctx *c, int layer, const ct_llama3_ac
                   ct_block_weight(w, LLAMA3_W2), C);  // (N, SF)
     ct_trace_end(span);
     span = ct_trace_begin2(CT_TRACE_KERNEL, "swiglu.backward", "layer", layer, NULL, 0);
-    c->k->swiglu_backward(wk->dh13, wk->dh, ct_kept_as_f32(L, s->h13, wk->w_h13, N * 2 * SF), N, SF);  // (N, 2SF)
+    ct_llama3_swiglu_backward(c, wk->dh13, wk->dh, s->h13, SF);  // (N, 2SF)
     ct_trace_end(span);
     span = ct_trace_begin2(CT_TRACE_KERNEL, "shared_experts.w13.backward", "layer", layer, NULL, 0);
     ct_linear_bwd(L, ct_precision_f8(&L->prec, layer, CT_LINEAR_W13), NULL, W(c)->tmp, g->t[LLAMA3_W13], wk->dh13,

@@ -121,6 +121,9 @@ void ct_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
 // online softmax); the running max and sum, lse and the accumulator stay fp32, and out is O
 // rounded to bf16 once. lse (B, NH, Tq) is fp32 (a bf16 lse would move every P of its row by up
 // to 2^-8 relative times |lse|, rounding them all in one direction).
+// The pair step the chosen set's bf16 attention takes: "vdpbf16ps" (AVX-512 BF16) or "fma" (its
+// two roundings written out as FMAs). Sets with the same step give the same bits.
+const char *ct_attention_bf16_path(void);
 void ct_attention_forward_bf16(uint16_t *out, float *lse, const uint16_t *q, long ldq, const uint16_t *k, long ldk,
                                const uint16_t *v, long ldv, const int32_t *q_pos, const int32_t *k_pos,
                                const int32_t *q_doc, const int32_t *k_doc, long B, long Tq, long Tk, long NH, long NKV,

@@ -45,6 +45,14 @@ static inline __attribute__((always_inline)) vf dp_pair(vf acc, vw a, vw b) {
 #endif
 }
 
+const char *ct_attention_bf16_path(void) {
+#if defined(__AVX512BF16__) && CT_VL == 16
+    return "vdpbf16ps";
+#else
+    return "fma";
+#endif
+}
+
 static inline __attribute__((always_inline)) void strip(const ct_att_mode mode, const int mr, const int nv, long Kp,
                                                         const uint32_t *restrict a, long rs_a, long cs_a,
                                                         const uint32_t *restrict b, long ldb, float *restrict c,

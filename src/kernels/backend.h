@@ -89,7 +89,7 @@ typedef struct ct_kernels {
                              const float *rstd, long N, long C);
     // Under bf16 mixed precision the blocks keep a norm's output in bf16: out (N, C) bf16 = the
     // fp32 rmsnorm_forward's values rounded (nearest even), rstd as rmsnorm_forward's, inp fp32
-    // (the residual stream stays fp32). May be NULL (the cuda table): callers then run
+    // (the residual stream stays fp32). May be NULL (a backend without it): callers then run
     // rmsnorm_forward into an fp32 buffer and f32_to_bf16.
     void (*rmsnorm_forward_bf16)(uint16_t *out, float *rstd, const float *inp, const float *weight, long N, long C,
                                  float eps);
@@ -131,7 +131,8 @@ typedef struct ct_kernels {
     // The same with [gate | up] kept in bf16 (kernels.h ct_swiglu_forward_bf16): forward narrows
     // h13 (fp32; NULL: h13_kept is the input) into h13_kept and writes out (N, F) in bf16, the
     // bits of narrow, widen, swiglu_forward, narrow; backward reads h13_kept, swiglu_backward's
-    // bits on its values. May be NULL (the cuda table): callers then go through fp32 copies with
+    // bits on its values (cuda: expf for the cpu's polynomial, < 1.5 ulp apart before the
+    // rounding). May be NULL (a backend without them): callers then go through fp32 copies with
     // f32_to_bf16 / bf16_to_f32 and the fp32 members (the same bits).
     void (*swiglu_forward_bf16)(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F);
     void (*swiglu_backward_bf16)(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F);

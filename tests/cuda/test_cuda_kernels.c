@@ -278,6 +278,35 @@ static void rmsnorm_swiglu_vs_cpu(void) {
     cpu->swiglu_backward(dh, go, h, N, F);
     gpu->swiglu_backward(d_dh, d_go, d_h, N, F);
     cmp("swiglu_backward", d_dh, dh, N * 2 * F, 1e-5, 1e-6);
+
+    // The bf16 forms: the same fp32 values rounded to bf16 (nearest even). The two devices' fp32
+    // values differ in their last bits (sums in another order, expf), so a value near a rounding
+    // boundary may round the other way: one bf16 step, 2^-7 of it at most.
+    const double step = 0x1p-7;
+    uint16_t *n16 = malloc((size_t)(N * C) * 2), *d_n16 = up(n16, (size_t)(N * C) * 2);
+    float *wide = malloc((size_t)(N * 2 * F > N * C ? N * 2 * F : N * C) * 4);
+    float *d_wide = dzeros(N * 2 * F > N * C ? N * 2 * F : N * C);
+    cpu->rmsnorm_forward_bf16(n16, rstd, x, w, N, C, 1e-5f);
+    gpu->rmsnorm_forward_bf16(d_n16, d_rstd, d_x, d_w, N, C, 1e-5f);
+    cpu->bf16_to_f32(wide, n16, N * C), gpu->bf16_to_f32(d_wide, d_n16, N * C);
+    cmp("rmsnorm_forward_bf16", d_wide, wide, N * C, step, 1e-6);
+    cmp("rmsnorm_forward_bf16 rstd", d_rstd, rstd, N, 1e-5, 0);
+    uint16_t *h16 = malloc((size_t)(N * 2 * F) * 2), *o16 = malloc((size_t)(N * F) * 2);
+    uint16_t *d_h16 = up(h16, (size_t)(N * 2 * F) * 2), *d_o16 = up(o16, (size_t)(N * F) * 2);
+    cpu->swiglu_forward_bf16(o16, h16, h, N, F);
+    gpu->swiglu_forward_bf16(d_o16, d_h16, d_h, N, F);
+    cpu->bf16_to_f32(wide, h16, N * 2 * F), gpu->bf16_to_f32(d_wide, d_h16, N * 2 * F);
+    cmp("swiglu_forward_bf16 kept h13 (a rounding: exact)", d_wide, wide, N * 2 * F, 0, 0);
+    cpu->bf16_to_f32(wide, o16, N * F), gpu->bf16_to_f32(d_wide, d_o16, N * F);
+    cmp("swiglu_forward_bf16", d_wide, wide, N * F, step, 1e-6);
+    cpu->swiglu_forward_bf16(o16, h16, NULL, N, F);  // the recompute's form: reads the kept h13
+    gpu->swiglu_forward_bf16(d_o16, d_h16, NULL, N, F);
+    gpu->bf16_to_f32(d_wide, d_o16, N * F), cpu->bf16_to_f32(wide, o16, N * F);
+    cmp("swiglu_forward_bf16 from the kept h13", d_wide, wide, N * F, step, 1e-6);
+    cpu->swiglu_backward_bf16(dh, go, h16, N, F);
+    gpu->swiglu_backward_bf16(d_dh, d_go, d_h16, N, F);
+    cmp("swiglu_backward_bf16", d_dh, dh, N * 2 * F, 1e-5, 1e-6);
+    free(n16), free(wide), free(h16), free(o16);
 }
 
 static void rope_vs_cpu(void) {

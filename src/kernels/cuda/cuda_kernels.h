@@ -54,6 +54,11 @@ void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, co
 void ct_cuda_rope(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                   long T, long H, long HS, long ld, float dir);
 void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F);
+// The bf16 forms (kernels/backend.h rmsnorm_forward_bf16, swiglu_forward_bf16 / _backward_bf16).
+void ct_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *inp, const float *weight, long N, long C,
+                                  float eps);
+void ct_cuda_swiglu_forward_bf16(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F);
+void ct_cuda_swiglu_backward_bf16(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F);
 void ct_cuda_swiglu_backward(float *dinp, const float *dout, const float *inp, long N, long F);
 
 // ---- attention (attention.cu); HS <= CT_CUDA_ATT_MAX_HS. Head sizes 64 and 128 run the tiled

@@ -4,6 +4,7 @@
 // does, so they need no atomics and sum in the cpu's order.
 #include <stdint.h>
 
+#include "core/float_formats.h"
 #include "kernels/cuda/common.cuh"
 
 // ---- embedding: one block per row, threads over columns
@@ -68,6 +69,21 @@ __global__ static void rmsnorm_fwd_k(float *out, float *rstd, const float *inp, 
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
+// The same row written in bf16 (the kept norm under bf16): the fp32 value rounded, nearest even.
+__global__ static void rmsnorm_fwd_bf16_k(uint16_t *out, float *rstd, const float *inp, const float *weight, long C,
+                                          float eps) {
+    __shared__ float sh[32];
+    long n = blockIdx.x;
+    const float *x = inp + n * C;
+    float ss = 0.0f;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
+    ss = ct_block_sum(ss, sh);
+    float r = 1.0f / sqrtf(ss / (float)C + eps);
+    uint16_t *y = out + n * C;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) y[c] = ct_f32_to_bf16(x[c] * r * weight[c]);
+    if (threadIdx.x == 0) rstd[n] = r;
+}
+
 // dinp_c += r w_c dy_c - r^3/C x_c sum_j(dy_j w_j x_j)
 __global__ static void rmsnorm_bwd_dinp_k(float *dinp, const float *dout, const float *inp, const float *weight,
                                           const float *rstd, long C) {
@@ -107,6 +123,12 @@ extern "C" void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *in
     if (N <= 0) return;
     rmsnorm_fwd_k<<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
     ct_cuda_launched("rmsnorm_forward");
+}
+extern "C" void ct_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *inp, const float *weight, long N,
+                                             long C, float eps) {
+    if (N <= 0 || C <= 0) return;
+    rmsnorm_fwd_bf16_k<<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
+    ct_cuda_launched("rmsnorm_forward_bf16");
 }
 extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,
                                          const float *weight, const float *rstd, long N, long C, float *part) {
@@ -167,6 +189,40 @@ __global__ static void swiglu_bwd_k(float *dinp, const float *dout, const float 
         dinp[n * 2 * F + F + f] = d * g * s;
         dinp[n * 2 * F + f] = d * u * s * (1.0f + g * (1.0f - s));
     }
+}
+
+// [gate | up] kept in bf16: the forward narrows h13 (NULL: h13_kept is already the input) and
+// computes from the narrowed values, the backward reads them.
+__global__ static void swiglu_fwd_bf16_k(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F) {
+    long total = N * F;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        long n = e / F, f = e % F, ig = n * 2 * F + f, iu = ig + F;
+        if (h13) h13_kept[ig] = ct_f32_to_bf16(h13[ig]), h13_kept[iu] = ct_f32_to_bf16(h13[iu]);
+        float g = ct_bf16_to_f32(h13_kept[ig]), u = ct_bf16_to_f32(h13_kept[iu]);
+        out[e] = ct_f32_to_bf16(g * sigmoidf_(g) * u);
+    }
+}
+
+__global__ static void swiglu_bwd_bf16_k(float *dinp, const float *dout, const uint16_t *inp, long N, long F) {
+    long total = N * F;
+    for (long e = blockIdx.x * (long)blockDim.x + threadIdx.x; e < total; e += (long)gridDim.x * blockDim.x) {
+        long n = e / F, f = e % F;
+        float g = ct_bf16_to_f32(inp[n * 2 * F + f]), u = ct_bf16_to_f32(inp[n * 2 * F + F + f]), d = dout[e];
+        float s = sigmoidf_(g);
+        dinp[n * 2 * F + F + f] = d * g * s;
+        dinp[n * 2 * F + f] = d * u * s * (1.0f + g * (1.0f - s));
+    }
+}
+
+extern "C" void ct_cuda_swiglu_forward_bf16(uint16_t *out, uint16_t *h13_kept, const float *h13, long N, long F) {
+    if (N * F <= 0) return;
+    swiglu_fwd_bf16_k<<<ct_cuda_blocks(N * F, 256), 256>>>(out, h13_kept, h13, N, F);
+    ct_cuda_launched("swiglu_forward_bf16");
+}
+extern "C" void ct_cuda_swiglu_backward_bf16(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F) {
+    if (N * F <= 0) return;
+    swiglu_bwd_bf16_k<<<ct_cuda_blocks(N * F, 256), 256>>>(dinp, dout, h13_kept, N, F);
+    ct_cuda_launched("swiglu_backward_bf16");
 }
 
 extern "C" void ct_cuda_swiglu_forward(float *out, const float *inp, long N, long F) {

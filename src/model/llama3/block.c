@@ -138,7 +138,7 @@ static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const 
 // under bf16 where the stage's attention has bf16 calls (model/stage_ops.h). Else it runs in
 // fp32 on the values the kept copies hold.
 static bool bf16_attention(const ct_block_ctx *c) {
-    return c->lin->prec.compute == CT_BF16 && c->ops->attention.forward_bf16 && c->ops->attention.backward_bf16;
+    return bf16(c) && c->ops->attention.forward_bf16 && c->ops->attention.backward_bf16;
 }
 
 // The same call on the kept bf16 qkv (N, QKV) and att (N, NH·HS).

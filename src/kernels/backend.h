@@ -171,7 +171,10 @@ typedef struct ct_kernels {
     void (*xent_fused)(double *loss_sum, float *dx, float *dW, const float *x, const void *W, const int32_t *targets,
                        long N, long C, long V, float grad_scale, long chunk_rows, bool bf16, float *scratch);
     // First row n whose target is outside [-1, V), or -1: so a caller can refuse bad targets
-    // without reading device memory.
+    // without reading device memory. NULL where the answer would be a read from the device in
+    // every loss call (cuda): there the loss takes its targets as valid, which every caller's are
+    // -- they come from the loader, which checks each shard's tokens against the model's
+    // vocabulary when it opens it (data/shard.c), before any is copied to the device.
     long (*xent_bad_target)(const int32_t *targets, long N, long V);
 
     // ---- cross-entropy row pieces (vocabulary split over ranks): parallel/loss_parallel.c

@@ -43,7 +43,7 @@ static void check_args(const ct_kernels *k, const float *dx, const float *dW_loc
         ct_fatal(where, "vocab_start %ld on tp rank %d: slices must be equal, i.e. vocab_start = rank * V_local = %ld",
                  vocab_start, tp->rank, (long)tp->rank * V_local);
     long V = (long)tp->size * V_local;
-    long bad = k->xent_bad_target(targets, N, V);
+    long bad = k->xent_bad_target ? k->xent_bad_target(targets, N, V) : -1;  // (kernels/backend.h)
     if (bad >= 0) {
         int32_t t;  // targets live on the backend's device
         k->copy_to_host(&t, targets + bad, sizeof t);

@@ -469,8 +469,7 @@ static void xent_vs_cpu(void) {
     float *g_x = upf(x, N * C), *g_W = upf(W, V * C), *g_dx = dzeros(N * C), *g_dW = upf(dW, V * C),
           *g_scr = dzeros(gpu->xent_scratch_floats(chunk, V, C, false));
     int32_t *g_t = up(t, sizeof t);
-    CHECK(gpu->xent_bad_target(g_t, N, V) == -1, "valid targets reported bad");
-    CHECK(gpu->xent_bad_target(g_t, N, 50) == cpu->xent_bad_target(t, N, 50), "bad target row differs");
+    CHECK(!gpu->xent_bad_target, "cuda checks targets with a device read per loss call (kernels/backend.h)");
     double lc = 2.0, *g_l = dscalar(2.0);  // the loss is added to what is there, on the device
     cpu->xent_fused(&lc, dx, dW, x, W, t, N, C, V, 0.25f, chunk, false, scr);
     gpu->xent_fused(g_l, g_dx, g_dW, g_x, g_W, g_t, N, C, V, 0.25f, chunk, false, g_scr);

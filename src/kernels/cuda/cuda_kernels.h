@@ -114,8 +114,6 @@ void ct_cuda_f64_add_in_order(double *acc, const double *x, long n);
 // loss_sum (one device double) += ct_xent_rows_loss of the rows, computed on the device.
 void ct_cuda_xent_rows_loss(double *loss_sum, const float *mx, const float *sum, const float *zt,
                             const int32_t *targets, long R);
-// *first_bad (device int, the caller sets it to N first) = the lowest row whose target is outside [-1, V).
-void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V);
 
 // Gather mode (ct_xent_rows_gathered): G (P, R, V) whole rows, one block per row; the row's sum
 // is the slices' block sums added in slice order, an order fixed by the ids alone.

@@ -116,17 +116,6 @@ extern "C" void ct_cuda_xent_rows_dlogits(float *z, const float *sum, const int3
     ct_cuda_launched("xent_rows_dlogits");
 }
 
-__global__ static void bad_target_k(int *first_bad, const int32_t *targets, long N, long V) {
-    for (long n = blockIdx.x * (long)blockDim.x + threadIdx.x; n < N; n += (long)gridDim.x * blockDim.x)
-        if (targets[n] < -1 || targets[n] >= V) atomicMin(first_bad, (int)n);
-}
-
-extern "C" void ct_cuda_xent_bad_target(int *first_bad, const int32_t *targets, long N, long V) {
-    if (N <= 0) return;
-    bad_target_k<<<ct_cuda_blocks(N, 256), 256>>>(first_bad, targets, N, V);
-    ct_cuda_launched("xent_bad_target");
-}
-
 // One thread, in order: *acc += x[0] + x[1] + ... as a running total starting from *acc, the
 // cpu's summation order (its loop adds each row's loss to the total in turn).
 __global__ static void add_in_order_k(double *acc, const double *x, long n) {

@@ -273,12 +273,44 @@ void ct_att16_keys_by_queries(float *c, const uint16_t *pr, const uint32_t *b2, 
 void ct_att16_ds_t(float *pt, const uint16_t *vr, const uint32_t *dot2, long nk, long HP, float alpha, const float *d,
                    diag_band band);
 
-// -------------------------------------------------------- softmax columns (attention_softmax.c)
+// -------------------------------------------------------- softmax columns
+// (inline: called once per key tile, it keeps the forward's registers; the backward's exp is
+// attention_softmax.c)
 // The forward's online softmax of one key tile, down the columns of S^T (nk, BQ): P^T = exp(S^T
 // - m_new) in place; l = l exp(m - m_new) + colsum P; al = exp(m - m_new) for O's rescale, m =
 // m_new (each (BQ)). A column that has seen no key yet (max -inf) takes m_new = 0 for the exps:
 // P 0, and l, O stay 0.
-void ct_att_softmax_columns(float *st, float *m, float *l, float *al, long nk);
+static inline void ct_att_softmax_columns(float *st, float *m, float *l, float *al, long nk) {
+    const attv ninf = attv_splat(-INFINITY), zero = attv_splat(0.0f);
+    for (long c = 0; c < CT_ATT_BQ; c += AW) {
+        // the running max over four chains, not one: a chain of 64 dependent compares and blends
+        // took a sixth of the forward's own time (perf). The max of finite values and -inf is
+        // the same whatever the order (a +0 / -0 tie may go either way; both give the same
+        // exps, sums and lse below).
+        attv mold = attv_load(m + c), mx = mold, m1 = mold, m2 = mold, m3 = mold;
+        long j = 0;
+        for (; j + 4 <= nk; j += 4) {
+            const float *sp = st + j * CT_ATT_BQ + c;
+            mx = attv_max(attv_load(sp), mx);
+            m1 = attv_max(attv_load(sp + CT_ATT_BQ), m1);
+            m2 = attv_max(attv_load(sp + 2 * CT_ATT_BQ), m2);
+            m3 = attv_max(attv_load(sp + 3 * CT_ATT_BQ), m3);
+        }
+        for (; j < nk; j++) mx = attv_max(attv_load(st + j * CT_ATT_BQ + c), mx);
+        mx = attv_max(attv_max(m1, mx), attv_max(m3, m2));
+        attv mu = attv_select(mx == ninf, zero, mx), sum = zero;
+        for (long j = 0; j < nk; j++) {
+            float *sp = st + j * CT_ATT_BQ + c;
+            attv e = attv_exp(attv_load(sp) - mu);
+            attv_store(sp, e);
+            sum += e;
+        }
+        attv a = attv_exp(mold - mu);  // 0 while m is -inf
+        attv_store(al + c, a);
+        attv_store(l + c, attv_load(l + c) * a + sum);
+        attv_store(m + c, mx);
+    }
+}
 // The backward's P^T (nk, BQ) = exp(S^T - lse) in place, down the columns; 0 where masked (S
 // -inf) and in columns that saw no key (lv +inf).
 void ct_att_exp_columns(float *pt, const float *lv, long nk);

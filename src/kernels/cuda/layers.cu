@@ -54,24 +54,13 @@ extern "C" void ct_cuda_embedding_backward(float *dwte, const float *dout, const
     ct_cuda_launched("embedding_backward");
 }
 
-// ---- RMSNorm: one block per row
-__global__ static void rmsnorm_fwd_k(float *out, float *rstd, const float *inp, const float *weight, long C,
-                                     float eps) {
-    __shared__ float sh[32];
-    long n = blockIdx.x;
-    const float *x = inp + n * C;
-    float ss = 0.0f;
-    for (long c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
-    ss = ct_block_sum(ss, sh);
-    float r = 1.0f / sqrtf(ss / (float)C + eps);
-    float *y = out + n * C;
-    for (long c = threadIdx.x; c < C; c += blockDim.x) y[c] = x[c] * r * weight[c];
-    if (threadIdx.x == 0) rstd[n] = r;
-}
+// ---- RMSNorm: one block per row, written in fp32 or (the kept norm under bf16) as the fp32
+// value rounded to bf16, nearest even.
+__device__ static inline void store_as(float *p, float v) { *p = v; }
+__device__ static inline void store_as(uint16_t *p, float v) { *p = ct_f32_to_bf16(v); }
 
-// The same row written in bf16 (the kept norm under bf16): the fp32 value rounded, nearest even.
-__global__ static void rmsnorm_fwd_bf16_k(uint16_t *out, float *rstd, const float *inp, const float *weight, long C,
-                                          float eps) {
+template <typename T>
+__global__ static void rmsnorm_fwd_k(T *out, float *rstd, const float *inp, const float *weight, long C, float eps) {
     __shared__ float sh[32];
     long n = blockIdx.x;
     const float *x = inp + n * C;
@@ -79,8 +68,8 @@ __global__ static void rmsnorm_fwd_bf16_k(uint16_t *out, float *rstd, const floa
     for (long c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
     ss = ct_block_sum(ss, sh);
     float r = 1.0f / sqrtf(ss / (float)C + eps);
-    uint16_t *y = out + n * C;
-    for (long c = threadIdx.x; c < C; c += blockDim.x) y[c] = ct_f32_to_bf16(x[c] * r * weight[c]);
+    T *y = out + n * C;
+    for (long c = threadIdx.x; c < C; c += blockDim.x) store_as(y + c, x[c] * r * weight[c]);
     if (threadIdx.x == 0) rstd[n] = r;
 }
 
@@ -121,13 +110,13 @@ __global__ static void rmsnorm_bwd_dw_sum_k(float *dweight, const float *part, l
 extern "C" void ct_cuda_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *weight, long N,
                                         long C, float eps) {
     if (N <= 0) return;
-    rmsnorm_fwd_k<<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
+    rmsnorm_fwd_k<float><<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
     ct_cuda_launched("rmsnorm_forward");
 }
 extern "C" void ct_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const float *inp, const float *weight, long N,
                                              long C, float eps) {
     if (N <= 0 || C <= 0) return;
-    rmsnorm_fwd_bf16_k<<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
+    rmsnorm_fwd_k<uint16_t><<<(unsigned)N, 256>>>(out, rstd, inp, weight, C, eps);
     ct_cuda_launched("rmsnorm_forward_bf16");
 }
 extern "C" void ct_cuda_rmsnorm_backward(float *dinp, float *dweight, const float *dout, const float *inp,

@@ -36,8 +36,8 @@ runs=(
 )
 
 declare -A pred pub
-echo "| run | published tok/s/GPU | predicted | predicted / published |"
-echo "| --- | ---: | ---: | ---: |"
+echo "| run | published tok/s/GPU | predicted | predicted / published | predicted GiB per GPU |"
+echo "| --- | ---: | ---: | ---: | ---: |"
 for row in "${runs[@]}"; do
   IFS='|' read -r name model gpus layout seq local ac flags published <<<"$row"
   # shellcheck disable=SC2086  # flags is a word list
@@ -45,10 +45,11 @@ for row in "${runs[@]}"; do
         --ac "$ac" $flags "${extra[@]}" 2>&1)
   tps=$(printf '%s\n' "$out" | sed -n 's/^throughput: \([0-9]*\) tokens\/s per device.*/\1/p')
   fits=$(printf '%s\n' "$out" | grep -q "DOES NOT FIT" && echo " (does not fit)" || echo "")
-  if [ -z "$tps" ]; then echo "| $name | $published | error: $(printf '%s' "$out" | tail -1) | |"; continue; fi
+  gib=$(printf '%s\n' "$out" | sed -n 's/^memory per device: \([0-9.]*\) GiB.*/\1/p')
+  if [ -z "$tps" ]; then echo "| $name | $published | error: $(printf '%s' "$out" | tail -1) | | |"; continue; fi
   pred[$name]=$tps pub[$name]=$published
-  awk -v n="$name" -v p="$tps" -v q="$published" -v f="$fits" \
-    'BEGIN { printf "| %s | %d | %d%s | %.2f |\n", n, q, p, f, p / q }'
+  awk -v n="$name" -v p="$tps" -v q="$published" -v f="$fits" -v g="$gib" \
+    'BEGIN { printf "| %s | %d | %d%s | %.2f | %.1f |\n", n, q, p, f, p / q, g }'
 done
 
 echo

@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
             double cpus[64], walls[64];
             ct_comm_all_gather(&world, &best_cpu, cpus, 1, CT_F64);
             ct_comm_all_gather(&world, &best_wall, walls, 1, CT_F64);
-            const double expected = ct_cp_expected_bytes(&cp, true);
+            const double expected = ct_cp_expected_bytes(&cp, true, false);
             if (r == 0) {
                 char line[512];
                 int n = 0;

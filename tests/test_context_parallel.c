@@ -9,7 +9,8 @@
 // (accumulated onto non-zero gradients). For both rotate methods x both balancers, GQA, odd head
 // size, chunks smaller than and straddling the kernel's 64-row tiles; it also checks the chunk
 // pairs the ring skips (every rank the same count with head-tail, r + 1 calls with a contiguous
-// split) and the bytes against ct_cp_expected_bytes. At 4 ranks it also runs two cp groups of
+// split) and the bytes against ct_cp_expected_bytes. The all-gather's bf16 calls are held to the
+// bf16 kernel run on the whole sequence in one process. At 4 ranks it also runs two cp groups of
 // 2 side by side (cp inside a larger mesh).
 #include <math.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "core/float_formats.h"
 #include "mpi_test.h"
 #include "test_rand.h"
 #include "parallel/context_parallel.h"
@@ -206,7 +208,8 @@ static void one_case_planned(ct_group *g, ct_cp_rotate rot, ct_cp_balance bal, l
               c.forward_calls, c.backward_calls);
     }
     // the formula is for the planned B; bytes scale with the sequences a call brings
-    const double fe = ct_cp_expected_bytes(&cp, false) * B / planB, ae = ct_cp_expected_bytes(&cp, true) * B / planB;
+    const double fe = ct_cp_expected_bytes(&cp, false, false) * B / planB;
+    const double ae = ct_cp_expected_bytes(&cp, true, false) * B / planB;
     CHECK(fwd_bytes == fe, "%s: forward moved %.0f bytes, expected %.0f", name, fwd_bytes, fe);
     CHECK(all_bytes == ae, "%s: forward+backward moved %.0f bytes, expected %.0f", name, all_bytes, ae);
 
@@ -231,6 +234,106 @@ static void all_cases(ct_group *g) {
             one_case(g, (ct_cp_rotate)rot, (ct_cp_balance)bal, 1, 40, 4, 1, 8);
             one_case_planned(g, (ct_cp_rotate)rot, (ct_cp_balance)bal, 3, 2, 40, 4, 2, 5);  // fewer than planned
         }
+}
+
+// ---- the bf16 calls (all-gather) ----------------------------------------------------------------
+
+static uint16_t to_bf16(float x) { return ct_f32_to_bf16(x); }
+static float from_bf16(uint16_t h) { return ct_bf16_to_f32(h); }
+
+// The op's bf16 calls under allgather against the bf16 kernel on the whole sequence in one
+// process (the same inputs, rounded to bf16 once): each query row sees the same keys in the same
+// 64-key tiles either way, so out, lse and dq must be the same bits; dK, dV are summed over the
+// ranks' queries in another order (their shares reduce-scattered), so they agree to fp32
+// rounding of those sums: |a - b| <= 2^-22 (sum of |terms|) bounds it loosely, here taken over
+// the row's largest reference value times the T terms a key sums at most. K|V travel in bf16:
+// half the bytes of the fp32 gather.
+static void one_case_bf16(ct_group *g, ct_cp_balance bal, long B, long T, long NH, long NKV, long HS) {
+    const char *name = bal == CT_CP_HEADTAIL ? "allgather bf16/headtail" : "allgather bf16/contiguous";
+    problem p = make_problem(B, T, NH, NKV, HS, 0xBF16ull + (uint64_t)(T * 7 + NKV * 3 + HS));
+    const int P = g->size, r = g->rank;
+    const long Tl = T / P, QKV = (NH + 2 * NKV) * HS + 3, nq = B * T * NH * HS, nk = B * T * NKV * HS;
+    // the whole sequence in bf16, and the one-process kernel's results on it
+    uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk), *o16 = malloc(2 * nq);
+    for (long i = 0; i < nq; i++) q16[i] = to_bf16(p.q[i]);
+    for (long i = 0; i < nk; i++) k16[i] = to_bf16(p.k[i]), v16[i] = to_bf16(p.v[i]);
+    float *lse1 = malloc(sizeof(float) * B * NH * T), *dq1 = calloc(nq, sizeof(float));
+    float *dk1 = calloc(nk, sizeof(float)), *dv1 = calloc(nk, sizeof(float));
+    float *scr1 = malloc(sizeof(float) * kern->attention_scratch_floats(T, T, HS));
+    kern->attention_forward_bf16(o16, lse1, q16, NH * HS, k16, NKV * HS, v16, NKV * HS, NULL, NULL, NULL, NULL, B, T, T,
+                                 NH, NKV, HS, scr1);
+    kern->attention_backward_bf16(dq1, dk1, dv1, p.dout, o16, lse1, q16, NH * HS, k16, NKV * HS, v16, NKV * HS, NULL,
+                                  NULL, NULL, NULL, B, T, T, NH, NKV, HS, scr1);
+
+    int32_t *pos = malloc(sizeof(int32_t) * Tl);
+    ct_cp_positions(bal, r, P, T, pos);
+    ct_cp cp;
+    CHECK(ct_cp_init(&cp, kern, g, CT_CP_ALLGATHER, bal, B, T, NH, NKV, HS) == CT_OK, "%s", ct_last_error());
+    ct_stage_ops ops = ct_stage_ops_local(kern);
+    ct_cp_apply(&cp, &ops);
+    CHECK(ops.attention.forward_bf16 && ops.attention.backward_bf16, "%s: no bf16 calls", name);
+    uint16_t *qkv = malloc(2 * B * Tl * QKV), *out = malloc(2 * B * Tl * NH * HS);
+    float *dqkv = calloc(B * Tl * QKV, sizeof(float)), *lse = malloc(sizeof(float) * B * NH * Tl);
+    float *dout = malloc(sizeof(float) * B * Tl * NH * HS);
+    for (long b = 0; b < B; b++)
+        for (long t = 0; t < Tl; t++) {
+            const long gt = b * T + pos[t];
+            uint16_t *row = qkv + (b * Tl + t) * QKV;
+            memcpy(row, q16 + gt * NH * HS, 2 * NH * HS);
+            memcpy(row + NH * HS, k16 + gt * NKV * HS, 2 * NKV * HS);
+            memcpy(row + (NH + NKV) * HS, v16 + gt * NKV * HS, 2 * NKV * HS);
+            for (long d = (NH + 2 * NKV) * HS; d < QKV; d++) row[d] = 0x7fc0;  // a NaN: must never be read
+            memcpy(dout + (b * Tl + t) * NH * HS, p.dout + gt * NH * HS, sizeof(float) * NH * HS);
+        }
+    float *scratch = malloc(sizeof(float) * ops.attention.scratch_floats(ops.attention.ctx, Tl, Tl, HS));
+    ct_attention_args a = {.layer = 0, .B = B, .Tq = Tl, .Tk = Tl, .NH = NH, .NKV = NKV, .HS = HS,
+                           .q16 = qkv, .k16 = qkv + NH * HS, .v16 = qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV,
+                           .ldv = QKV, .q_pos = pos, .k_pos = pos, .out16 = out, .lse = lse, .scratch = scratch};
+    ct_comm_stats_reset(g);
+    ops.attention.forward_bf16(ops.attention.ctx, &a);
+    const double fwd_bytes = ct_comm_stats_total_bytes(g);
+    ops.attention.backward_bf16(ops.attention.ctx, &a, dout, dqkv, dqkv + NH * HS, dqkv + (NH + NKV) * HS);
+    const double all_bytes = ct_comm_stats_total_bytes(g);
+
+    long out_diff = 0, lse_diff = 0, dq_diff = 0;
+    double dkv_err = 0, dkv_max = 0;
+    for (long b = 0; b < B; b++)
+        for (long t = 0; t < Tl; t++) {
+            const long gt = b * T + pos[t], lt = b * Tl + t;
+            out_diff += memcmp(out + lt * NH * HS, o16 + gt * NH * HS, 2 * NH * HS) != 0;
+            dq_diff += memcmp(dqkv + lt * QKV, dq1 + gt * NH * HS, sizeof(float) * NH * HS) != 0;
+            for (long h = 0; h < NH; h++)
+                lse_diff += memcmp(lse + (b * NH + h) * Tl + t, lse1 + (b * NH + h) * T + pos[t], sizeof(float)) != 0;
+            for (long d = 0; d < NKV * HS; d++) {
+                const float gk = dqkv[lt * QKV + NH * HS + d], gv = dqkv[lt * QKV + (NH + NKV) * HS + d];
+                const float wk = dk1[gt * NKV * HS + d], wv = dv1[gt * NKV * HS + d];
+                dkv_err = fmax(dkv_err, fmax(fabs((double)gk - wk), fabs((double)gv - wv)));
+                dkv_max = fmax(dkv_max, fmax(fabs((double)wk), fabs((double)wv)));
+            }
+        }
+    CHECK(out_diff == 0 && lse_diff == 0 && dq_diff == 0,
+          "%s T %ld NKV %ld HS %ld: rows differing from one process: out %ld, lse %ld, dq %ld", name, T, NKV, HS,
+          out_diff, lse_diff, dq_diff);
+    const double bound = 0x1p-22 * (double)T * dkv_max;
+    CHECK(dkv_err <= bound, "%s T %ld: dk/dv differ by %.3g, bound %.3g", name, T, dkv_err, bound);
+    double out_ref_err = 0;  // and the one-process bf16 result itself near the float64 truth
+    for (long i = 0; i < nq; i++) out_ref_err = fmax(out_ref_err, fabs(from_bf16(o16[i]) - p.out[i]));
+    CHECK(out_ref_err < 0.05, "%s: the bf16 kernel's out is %.3g from float64", name, out_ref_err);
+    CHECK(fwd_bytes == ct_cp_expected_bytes(&cp, false, true) && all_bytes == ct_cp_expected_bytes(&cp, true, true),
+          "%s: moved %.0f / %.0f bytes, expected %.0f / %.0f", name, fwd_bytes, all_bytes,
+          ct_cp_expected_bytes(&cp, false, true), ct_cp_expected_bytes(&cp, true, true));
+    ct_cp_free(&cp);
+    free(q16), free(k16), free(v16), free(o16), free(lse1), free(dq1), free(dk1), free(dv1), free(scr1);
+    free(pos), free(qkv), free(out), free(dqkv), free(lse), free(dout), free(scratch);
+    free_problem(&p);
+}
+
+static void test_cp_allgather_bf16(void) {
+    for (int bal = 0; bal < 2; bal++) {
+        one_case_bf16(&world, (ct_cp_balance)bal, 2, 24, 4, 2, 5);
+        one_case_bf16(&world, (ct_cp_balance)bal, 2, 264, 4, 2, 5);
+        one_case_bf16(&world, (ct_cp_balance)bal, 1, 200, 4, 1, 64);
+    }
 }
 
 static void test_cp_matches_full_attention(void) {
@@ -351,17 +454,20 @@ static void test_expected_bytes_and_group_of_one(void) {
     // the formulas need only the plan, not a connected group
     ct_cp cp = {.group = &fake, .B = 2, .T = 64, .T_local = 16, .NKV = 2, .HS = 8, .rotate = CT_CP_RING};
     const double S = 2.0 * 2 * 16 * 2 * 8 * 4;
-    CHECK(ct_cp_expected_bytes(&cp, false) == 6 * S && ct_cp_expected_bytes(&cp, true) == 20 * S, "ring %g %g",
-          ct_cp_expected_bytes(&cp, false) / S, ct_cp_expected_bytes(&cp, true) / S);
+    CHECK(ct_cp_expected_bytes(&cp, false, false) == 6 * S && ct_cp_expected_bytes(&cp, true, false) == 20 * S,
+          "ring %g %g", ct_cp_expected_bytes(&cp, false, false) / S, ct_cp_expected_bytes(&cp, true, false) / S);
     cp.rotate = CT_CP_ALLGATHER;
-    CHECK(ct_cp_expected_bytes(&cp, false) == 3 * S && ct_cp_expected_bytes(&cp, true) == 9 * S, "allgather");
+    CHECK(ct_cp_expected_bytes(&cp, false, false) == 3 * S && ct_cp_expected_bytes(&cp, true, false) == 9 * S,
+          "allgather");
+    CHECK(ct_cp_expected_bytes(&cp, false, true) == 1.5 * S && ct_cp_expected_bytes(&cp, true, true) == 6 * S,
+          "allgather, K|V gathered in bf16");
     // a group of one: nothing planned, the table keeps the local attention
     fake.size = 1;
     CHECK(ct_cp_init(&cp, kern, &fake, CT_CP_RING, CT_CP_HEADTAIL, 2, 16, 4, 2, 8) == CT_OK, "%s", ct_last_error());
     ct_stage_ops ops = ct_stage_ops_local(kern), before = ops;
     ct_cp_apply(&cp, &ops);
     CHECK(memcmp(&ops.attention, &before.attention, sizeof ops.attention) == 0, "group of one changed the table");
-    CHECK(ct_cp_expected_bytes(&cp, true) == 0, "group of one moves bytes");
+    CHECK(ct_cp_expected_bytes(&cp, true, false) == 0, "group of one moves bytes");
     ct_cp_free(&cp);
 }
 
@@ -390,6 +496,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     CT_MPI_RUN(test_cp_matches_full_attention);
+    CT_MPI_RUN(test_cp_allgather_bf16);
     if (world.size == 4) CT_MPI_RUN(test_cp_groups_of_two);
     ct_comm_group_free(&world);
     ct_comm_finalize();

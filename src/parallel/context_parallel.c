@@ -46,19 +46,23 @@ ct_status ct_cp_check_seq_len(ct_cp_balance balance, int cp_size, long T) {
 
 // ------------------------------------------------------------------ chunk-major packing
 
-void ct_cp_pack(const ct_cp *cp, float *dst, const float *src, long ld, long B, long width) {
+void ct_cp_pack_elems(const ct_cp *cp, void *dst, const void *src, long ld, long B, long width, size_t esize) {
     const ct_kernels *k = cp->k;
-    const size_t row = (size_t)width * sizeof(float);
+    const size_t row = (size_t)width * esize;
     for (int c = 0; c < cp->nch; c++)
         for (long b = 0; b < B; b++) {
-            float *d = dst + ((long)c * B + b) * cp->C * width;                // (C, width)
-            const float *s = src + (b * cp->T_local + (long)c * cp->C) * ld;  // (C, width), stride ld
+            char *d = (char *)dst + ((long)c * B + b) * cp->C * (long)row;                      // (C, width)
+            const char *s = (const char *)src + (b * cp->T_local + (long)c * cp->C) * ld * (long)esize;  // stride ld
             if (ld == width) {
                 k->copy(d, s, row * (size_t)cp->C);
                 continue;
             }
-            for (long t = 0; t < cp->C; t++) k->copy(d + t * width, s + t * ld, row);
+            k->copy_2d(d, row, s, (size_t)ld * esize, row, cp->C);
         }
+}
+
+void ct_cp_pack(const ct_cp *cp, float *dst, const float *src, long ld, long B, long width) {
+    ct_cp_pack_elems(cp, dst, src, ld, B, width, sizeof(float));
 }
 
 void ct_cp_unpack(const ct_cp *cp, float *dst, long ld, const float *src, long B, long width, bool add) {
@@ -213,7 +217,7 @@ long ct_cp_scratch_floats(const ct_cp *cp) {
     return cp->k->attention_scratch_floats(cp->T_local, cp->T, cp->HS);
 }
 
-double ct_cp_expected_bytes(const ct_cp *cp, bool backward) {
+double ct_cp_expected_bytes(const ct_cp *cp, bool backward, bool bf16) {
     const double P = cp->group->size;
     if (P <= 1) return 0;
     const double S = 2.0 * cp->B * cp->T_local * cp->NKV * cp->HS * sizeof(float);
@@ -221,8 +225,8 @@ double ct_cp_expected_bytes(const ct_cp *cp, bool backward) {
         double fwd = 2 * (P - 1) * S;  // each of cp-1 blocks sent and received
         return backward ? fwd + 2 * (P - 1) * S + 2 * P * S : fwd;
     }
-    double fwd = (P - 1) * S;
-    return backward ? fwd + 2 * (P - 1) * S : fwd;
+    double gather = (P - 1) * S * (bf16 ? 0.5 : 1.0);
+    return backward ? 2 * gather + (P - 1) * S : gather;
 }
 
 // ------------------------------------------------------------------ the op
@@ -253,10 +257,28 @@ static void op_backward(void *ctx, const ct_attention_args *a, const float *dout
         ct_cp_allgather_backward(cp, a, dout, dq, dk, dv);
 }
 
+static void op_forward_bf16(void *ctx, const ct_attention_args *a) {
+    ct_cp *cp = ctx;
+    check_args(cp, a);
+    ct_cp_allgather_forward_bf16(cp, a);
+}
+
+static void op_backward_bf16(void *ctx, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                             float *dv) {
+    ct_cp *cp = ctx;
+    check_args(cp, a);
+    ct_cp_allgather_backward_bf16(cp, a, dout, dq, dk, dv);
+}
+
 static long op_scratch(void *ctx, long Tq, long Tk, long HS) { return ct_cp_scratch_floats(ctx); }
 
 void ct_cp_apply(ct_cp *cp, ct_stage_ops *ops) {
     if (cp->group->size == 1) return;
+    // bf16 calls where the backend has the bf16 attention and the method is the all-gather: the
+    // ring merges partial results, which a bf16 output would round before the merge
+    bool bf16 = cp->rotate == CT_CP_ALLGATHER && cp->k->attention_forward_bf16 && cp->k->attention_backward_bf16;
     ops->attention = (ct_attention_ops){.ctx = cp, .forward = op_forward, .backward = op_backward,
+                                        .forward_bf16 = bf16 ? op_forward_bf16 : NULL,
+                                        .backward_bf16 = bf16 ? op_backward_bf16 : NULL,
                                         .scratch_floats = op_scratch};
 }

@@ -76,6 +76,8 @@ typedef struct {
     float *kv_send;             // (2: K|V, nch, B, C, NKV, HS) this rank's packed block; dK|dV too
     float *kv_all;              // (cp, 2, nch, B, C, NKV, HS) as the all-gather delivers it
     float *kfull, *vfull;       // (B, T, NKV, HS) in global position order (k_pos = 0..T-1)
+                                // (kv_all, kfull, vfull hold bf16 in their first halves in the
+                                // bf16 calls: cp_allgather.c)
     float *dkfull, *dvfull;     // (B, T, NKV, HS) gradients of the whole sequence's K, V
     ct_cp_counts counts;
 } ct_cp;
@@ -106,8 +108,9 @@ void ct_cp_apply(ct_cp *cp, ct_stage_ops *ops);
 //   ring       forward (cp-1) S sent + (cp-1) S received; backward the same for K|V plus cp S
 //              sent + cp S received for dK|dV. (comm.h counts a send AND its receive.)
 //   allgather  forward (cp-1) S (all-gather); backward (cp-1) S all-gather + (cp-1) S
-//              reduce-scatter.
-double ct_cp_expected_bytes(const ct_cp *cp, bool backward);
+//              reduce-scatter. bf16: the calls on bf16 q, k, v (the op's forward_bf16 /
+//              backward_bf16) gather K|V in bf16, S / 2; dK|dV are reduced in fp32 as ever.
+double ct_cp_expected_bytes(const ct_cp *cp, bool backward, bool bf16);
 // Floats of scratch one op call needs (what ops->attention.scratch_floats returns).
 long ct_cp_scratch_floats(const ct_cp *cp);
 #endif

@@ -4,25 +4,30 @@
 // positions): no partial results, no merge; the kernel skips the key tiles in the future of a
 // query tile itself. Backward gathers again (keeping every layer's gathered K/V until its
 // backward would cost cp times the K/V memory that context parallel exists to save), runs the
-// kernel's backward against the whole sequence, and reduce-scatters dK|dV to their owners.
+// kernel's backward against the whole sequence, and reduce-scatters dK|dV to their owners. Under
+// bf16 (the op's bf16 calls) K|V are gathered in bf16, half the bytes, and the bf16 kernel runs;
+// dK|dV stay fp32.
 #include "parallel/cp_internal.h"
 
 // Gathered blocks (cp, 2: K|V, nch, B, C, NKV, HS) <-> whole-sequence K, V (B, T, NKV, HS) in
-// position order; to_full false goes back (for the reduce-scatter of the gradients).
-static void rearrange(ct_cp *cp, float *all, float *kf, float *vf, long B, bool to_full) {
+// position order, elements of esize bytes (fp32, or bf16 in the bf16 calls); to_full false goes
+// back (for the reduce-scatter of the gradients).
+static void rearrange(ct_cp *cp, void *all, void *kf, void *vf, long B, size_t esize, bool to_full) {
     const long W = cp->NKV * cp->HS, C = cp->C, kvn = B * cp->T_local * W;
-    const size_t run = sizeof(float) * (size_t)(C * W);
+    const size_t run = esize * (size_t)(C * W);
+    char *a = all, *k = kf, *v = vf;
     for (int s = 0; s < cp->group->size; s++)
         for (int c = 0; c < cp->nch; c++)
             for (long b = 0; b < B; b++) {
-                float *blk = all + 2 * kvn * s + ((long)c * B + b) * C * W;       // (C, W) of K; V at + kvn
-                const long at = (b * cp->T + ct_cp_chunk_index(cp, s, c) * C) * W;  // (C, W) in (B, T, W)
+                char *blk = a + esize * (size_t)(2 * kvn * s + ((long)c * B + b) * C * W);  // (C, W) of K; V at + kvn
+                const size_t at = esize * (size_t)((b * cp->T + ct_cp_chunk_index(cp, s, c) * C) * W);  // in (B, T, W)
+                char *blk_v = blk + esize * (size_t)kvn;
                 if (to_full) {
-                    cp->k->copy(kf + at, blk, run);
-                    cp->k->copy(vf + at, blk + kvn, run);
+                    cp->k->copy(k + at, blk, run);
+                    cp->k->copy(v + at, blk_v, run);
                 } else {
-                    cp->k->copy(blk, kf + at, run);
-                    cp->k->copy(blk + kvn, vf + at, run);
+                    cp->k->copy(blk, k + at, run);
+                    cp->k->copy(blk_v, v + at, run);
                 }
             }
 }
@@ -34,7 +39,26 @@ static void gather_kv(ct_cp *cp, const ct_attention_args *a) {
     ct_cp_pack(cp, mine, a->k, a->ldk, B, W);
     ct_cp_pack(cp, mine + kvn, a->v, a->ldv, B, W);
     ct_comm_all_gather(cp->group, mine, cp->kv_all, (size_t)(2 * kvn), CT_F32);
-    rearrange(cp, cp->kv_all, cp->kfull, cp->vfull, B, true);
+    rearrange(cp, cp->kv_all, cp->kfull, cp->vfull, B, sizeof(float), true);
+}
+
+// The same in bf16, into the first halves of kv_all, kfull and vfull: (B, T, NKV, HS) bf16 each.
+static void gather_kv_bf16(ct_cp *cp, const ct_attention_args *a) {
+    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    uint16_t *all = (uint16_t *)cp->kv_all, *mine = all + 2 * kvn * cp->group->rank;
+    ct_cp_pack_elems(cp, mine, a->k16, a->ldk, B, W, sizeof(uint16_t));
+    ct_cp_pack_elems(cp, mine + kvn, a->v16, a->ldv, B, W, sizeof(uint16_t));
+    ct_comm_all_gather(cp->group, mine, all, (size_t)(2 * kvn), CT_BF16);
+    rearrange(cp, all, cp->kfull, cp->vfull, B, sizeof(uint16_t), true);
+}
+
+// dK, dV of the whole sequence (dkfull, dvfull) back to their owners, added into dk, dv.
+static void scatter_dkv(ct_cp *cp, const ct_attention_args *a, float *dk, float *dv) {
+    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    rearrange(cp, cp->kv_all, cp->dkfull, cp->dvfull, B, sizeof(float), false);  // (cp, 2, nch, B, C, W)
+    ct_comm_reduce_scatter(cp->group, cp->kv_all, cp->kv_send, (size_t)(2 * kvn), CT_F32, CT_COMM_SUM);
+    ct_cp_unpack(cp, dk, a->ldk, cp->kv_send, B, W, true);
+    ct_cp_unpack(cp, dv, a->ldv, cp->kv_send + kvn, B, W, true);
 }
 
 void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a) {
@@ -52,7 +76,7 @@ void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float
                               float *dv) {
     gather_kv(cp, a);
     const bool docs = ct_cp_gather_docs(cp, a);
-    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    const long B = a->B, W = cp->NKV * cp->HS;
     const size_t full = sizeof(float) * (size_t)(B * cp->T * W);
     cp->k->zero(cp->dkfull, full);
     cp->k->zero(cp->dvfull, full);
@@ -62,8 +86,33 @@ void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float
                               docs ? cp->doc_keys : NULL, B, cp->T_local, cp->T, cp->NH, cp->NKV, cp->HS,
                               a->scratch);
     cp->counts.backward_calls++;
-    rearrange(cp, cp->kv_all, cp->dkfull, cp->dvfull, B, false);  // (cp, 2, nch, B, C, W): owner-major
-    ct_comm_reduce_scatter(cp->group, cp->kv_all, cp->kv_send, (size_t)(2 * kvn), CT_F32, CT_COMM_SUM);
-    ct_cp_unpack(cp, dk, a->ldk, cp->kv_send, B, W, true);
-    ct_cp_unpack(cp, dv, a->ldv, cp->kv_send + kvn, B, W, true);
+    scatter_dkv(cp, a, dk, dv);
+}
+
+void ct_cp_allgather_forward_bf16(ct_cp *cp, const ct_attention_args *a) {
+    gather_kv_bf16(cp, a);
+    const bool docs = ct_cp_gather_docs(cp, a);
+    const long W = cp->NKV * cp->HS;
+    cp->k->attention_forward_bf16(a->out16, a->lse, a->q16, a->ldq, (const uint16_t *)cp->kfull, W,
+                                  (const uint16_t *)cp->vfull, W, ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL,
+                                  docs ? a->q_doc : NULL, docs ? cp->doc_keys : NULL, a->B, cp->T_local, cp->T, cp->NH,
+                                  cp->NKV, cp->HS, a->scratch);
+    cp->counts.forward_calls++;
+}
+
+void ct_cp_allgather_backward_bf16(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                                   float *dv) {
+    gather_kv_bf16(cp, a);
+    const bool docs = ct_cp_gather_docs(cp, a);
+    const long B = a->B, W = cp->NKV * cp->HS;
+    const size_t full = sizeof(float) * (size_t)(B * cp->T * W);
+    cp->k->zero(cp->dkfull, full);
+    cp->k->zero(cp->dvfull, full);
+    cp->k->attention_backward_bf16(dq, cp->dkfull, cp->dvfull, dout, a->out16, a->lse, a->q16, a->ldq,
+                                   (const uint16_t *)cp->kfull, W, (const uint16_t *)cp->vfull, W,
+                                   ct_cp_chunk_pos(cp, cp->group->rank, 0), NULL, docs ? a->q_doc : NULL,
+                                   docs ? cp->doc_keys : NULL, B, cp->T_local, cp->T, cp->NH, cp->NKV, cp->HS,
+                                   a->scratch);
+    cp->counts.backward_calls++;
+    scatter_dkv(cp, a, dk, dv);
 }

@@ -30,6 +30,8 @@ static inline const int32_t *ct_cp_chunk_docs(const ct_cp *cp, int rank, int c, 
 // Strided token rows -> chunk-major: src (B, T_local, width) with token stride ld ->
 // dst (nch, B, C, width) contiguous. Through the backend's copy (rows of `width` floats).
 void ct_cp_pack(const ct_cp *cp, float *dst, const float *src, long ld, long B, long width);
+// The same for elements of esize bytes (bf16 rows: 2), ld and width in elements.
+void ct_cp_pack_elems(const ct_cp *cp, void *dst, const void *src, long ld, long B, long width, size_t esize);
 // The inverse: dst (B, T_local, width) with token stride ld = src (nch, B, C, width), or += when add.
 void ct_cp_unpack(const ct_cp *cp, float *dst, long ld, const float *src, long B, long width, bool add);
 // The same two for lse rows: (B, NH, T_local) <-> (nch, B, NH, C).
@@ -41,4 +43,8 @@ void ct_cp_ring_backward(ct_cp *cp, const ct_attention_args *a, const float *dou
 void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a);
 void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
                               float *dv);
+// The same on the args' bf16 q16, k16, v16 and out16 (K|V gathered in bf16).
+void ct_cp_allgather_forward_bf16(ct_cp *cp, const ct_attention_args *a);
+void ct_cp_allgather_backward_bf16(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
+                                   float *dv);
 #endif

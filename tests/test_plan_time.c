@@ -248,6 +248,20 @@ static void test_cp_bytes(void) {
         double per_layer = ring ? 2 * (P - 1) * S + 2 * (P - 1) * S + 2 * P * S : 3 * (P - 1) * S;
         CHECK_CLOSE(t.bytes[CT_PLAN_CP], m.n_layers * per_layer, 1e-9, 0);
     }
+    // Under bf16 the all-gather moves K|V in bf16 where the attention runs in bf16 (the cpu
+    // backend): (P-1)S / 2 twice and the fp32 reduce-scatter (P-1)S; a GPU's gathers stay fp32.
+    for (int cpu = 0; cpu < 2; cpu++) {
+        ct_hw_profile hw2 = profile(cpu ? "xeon_amx_2core" : "h100");
+        ct_config c = debug_config();
+        set(&c, "parallelism.data_shard_degree", "1");
+        set(&c, "parallelism.context_extension_degree", "2");
+        set(&c, "mixed_precision", "bf16");
+        ct_model_config m;
+        ct_model_config_from(&m, &c);
+        ct_plan_time t = run(&c, 2, &hw2);
+        double P = 2, S = 2.0 * 8 * (256 / P) * m.n_kv_heads * m.head_dim * 4;
+        CHECK_CLOSE(t.bytes[CT_PLAN_CP], m.n_layers * (cpu ? 2 : 3) * (P - 1) * S, 1e-9, 0);
+    }
 }
 
 static void test_pp_bytes(void) {

@@ -193,8 +193,11 @@ static void cp_stage(const ct_tm *t, int s, ct_stage_tm *st) {
         ft = (P - 1) * (S / l.bw + l.lat);
         bt = ((P - 1) * S + P * S) / l.bw + (2 * P - 1) * l.lat;
     } else {
-        fb = (P - 1) * S;
-        bb = 2 * (P - 1) * S;
+        // K|V gathered in bf16 where the attention runs in bf16: under bf16 on the cpu (the cuda
+        // backend has no bf16 attention and gathers fp32); dK|dV reduce-scattered in fp32
+        double gather = (P - 1) * S * (t->bf16 && t->hw->cpu ? 0.5 : 1.0);
+        fb = gather;
+        bb = gather + (P - 1) * S;
         ft = fb / l.bw + (P - 1) * l.lat;
         bt = bb / l.bw + 2 * (P - 1) * l.lat;
     }

@@ -345,9 +345,11 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
     float *qkv = work(c, s->qkv, W(c)->w_qkv);
     attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
     if (bf16_attention(c)) {  // narrowed once; the attention reads and writes the kept copies
+        int span = op_span("qkv.to_bf16.forward", layer);
         c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+        ct_trace_end(span);
         ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
-        int span = op_span("attention.forward", layer);
+        span = op_span("attention.forward", layer);
         c->ops->attention.forward_bf16(c->ops->attention.ctx, &a);
         ct_trace_end(span);
     } else {

@@ -229,11 +229,63 @@ static void test_swiglu_bf16_special(void) {
     free(x), free(w), free(y), free(r32), free(rs), free(yw), free(yg);
 }
 
+// ---------------------------------------------------------------- RoPE into the kept qkv
+// qkv_rope_to_bf16 against the chain it replaces (rope_forward on the q heads and on the k heads,
+// in place, then f32_to_bf16): the same bits; and against float64 RoPE of the same inputs with
+// the same fp32 tables: each output x0 c - x1 s is two products and a difference (3u relative of
+// |x0 c| + |x1 s|), then rounded to bf16. Positions shared by the sequences, per sequence, and
+// none (0..T-1); 1 to 3 threads.
+static void test_qkv_rope_to_bf16(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    const long B = 2, T = 9, NH = 4, NKV = 2, HS = 6, QKV = (NH + 2 * NKV) * HS, N = B * T, half = HS / 2;
+    const long maxT = 40;
+    float *cs = falloc(maxT * half), *sn = falloc(maxT * half);
+    k->rope_tables(cs, sn, maxT, HS, 500000.0, 0, 0, 0, 0);
+    float *x = falloc(N * QKV), *chain = falloc(N * QKV);
+    uint16_t *want = halloc(N * QKV), *got = halloc(N * QKV);
+    int32_t shared[9], per[18];
+    for (long t = 0; t < T; t++) shared[t] = (int32_t)(3 * t + 1);
+    for (long i = 0; i < B * T; i++) per[i] = (int32_t)((i * 7) % maxT);
+    const int32_t *posv[3] = {shared, per, NULL};
+    const long ldv[3] = {0, T, 0};
+    long bad = 0, far = 0;
+    for (int pi = 0; pi < 3; pi++)
+        for (int th = 0; th < NTHREADS; th++) {
+            omp_set_num_threads(threads[th]);
+            for (long i = 0; i < N * QKV; i++) x[i] = frand(3.0f);
+            memcpy(chain, x, sizeof(float) * N * QKV);
+            k->rope_forward(chain, cs, sn, posv[pi], ldv[pi], B, T, NH, HS, QKV);
+            k->rope_forward(chain + NH * HS, cs, sn, posv[pi], ldv[pi], B, T, NKV, HS, QKV);
+            k->f32_to_bf16(want, chain, N * QKV);
+            k->qkv_rope_to_bf16(got, x, cs, sn, posv[pi], ldv[pi], B, T, NH, NKV, HS);
+            bad += memcmp(want, got, sizeof(uint16_t) * N * QKV) != 0;
+            for (long r = 0; r < N; r++) {
+                long p = posv[pi] ? posv[pi][pi == 1 ? r : r % T] : r % T;
+                for (long d = 0; d < QKV; d++) {
+                    const float *xr = x + r * QKV;
+                    double v = xr[d], e = 0;
+                    if (d < (NH + NKV) * HS) {
+                        long i = (d % HS) / 2, d0 = d - d % 2;
+                        double c = cs[p * half + i], s_ = sn[p * half + i], x0 = xr[d0], x1 = xr[d0 + 1];
+                        v = d % 2 ? x0 * s_ + x1 * c : x0 * c - x1 * s_;
+                        e = 3 * U * (fabs(x0 * c) + fabs(x1 * s_)) / fmax(fabs(v), 1e-30);
+                    }
+                    far += !within_bf16(got[r * QKV + d], v, e);
+                }
+            }
+        }
+    omp_set_num_threads(NTHREADS);
+    CHECK(bad == 0, "%ld of 9 calls differ from rope_forward + f32_to_bf16", bad);
+    CHECK(far == 0, "%ld values outside the rounding of float64 RoPE", far);
+    free(cs), free(sn), free(x), free(chain), free(want), free(got);
+}
+
 int main(void) {
     rng_state = 0x9E3779B97F4A7C15ull;
     CT_RUN(test_rmsnorm_bf16);
     CT_RUN(test_swiglu_forward_bf16);
     CT_RUN(test_swiglu_backward_bf16);
     CT_RUN(test_swiglu_bf16_special);
+    CT_RUN(test_qkv_rope_to_bf16);
     CT_TEST_EXIT();
 }

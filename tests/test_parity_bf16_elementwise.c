@@ -1,7 +1,8 @@
 // Llama 3's block under bf16 mixed precision with and without the backend's bf16 elementwise
-// kernels (kernels/backend.h rmsnorm_forward_bf16, swiglu_forward_bf16, swiglu_backward_bf16):
-// a table without them (as the cuda table is) takes the path through fp32 work buffers -- the
-// fp32 kernels, then f32_to_bf16 / bf16_to_f32 -- and both must give the same bits. In one
+// kernels (kernels/backend.h rmsnorm_forward_bf16, swiglu_forward_bf16, swiglu_backward_bf16,
+// qkv_rope_to_bf16): a table without them takes the path through fp32 work buffers -- the fp32
+// kernels, then f32_to_bf16 / bf16_to_f32 (RoPE in place, then the narrowing) -- and both must
+// give the same bits. In one
 // process, for every checkpointing kind (none, elementwise, op, full), one training micro-batch
 // of a two-block model (an FFN width that is no multiple of 16, so the kernels' vector tails
 // run):
@@ -91,10 +92,11 @@ static result run(const ct_kernels *k, ct_dtype compute, ct_ac_kind kind) {
 
 static void with_and_without_kernels(void) {
     const ct_kernels *cpu = ct_kernels_get("cpu");
-    CHECK(cpu->rmsnorm_forward_bf16 && cpu->swiglu_forward_bf16 && cpu->swiglu_backward_bf16,
+    CHECK(cpu->rmsnorm_forward_bf16 && cpu->swiglu_forward_bf16 && cpu->swiglu_backward_bf16 && cpu->qkv_rope_to_bf16,
           "the cpu table lacks a bf16 elementwise kernel");
-    ct_kernels bare = *cpu;  // as the cuda table: the fp32 path through work buffers
+    ct_kernels bare = *cpu;  // the fp32 path through work buffers
     bare.rmsnorm_forward_bf16 = NULL, bare.swiglu_forward_bf16 = NULL, bare.swiglu_backward_bf16 = NULL;
+    bare.qkv_rope_to_bf16 = NULL;
     long n = 0;
     {
         ct_model_config m = tiny_model();

@@ -100,6 +100,12 @@ typedef struct ct_kernels {
           long B, long T, long H, long HS, long ld);
     void (*rope_backward)(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld,
           long B, long T, long H, long HS, long ld);
+    // Under bf16, the QKV product's rows into the kept bf16 copy in one pass: qkv16 (B·T, QKV) =
+    // qkv (B·T, QKV, fp32) with rope_forward applied to its NH q heads and NKV k heads, every
+    // value rounded to bf16 (nearest even): the bits of rope_forward twice, then f32_to_bf16.
+    // QKV = (NH + 2 NKV) HS. May be NULL (a backend without it): callers take those two steps.
+    void (*qkv_rope_to_bf16)(uint16_t *qkv16, const float *qkv, const float *cos_tab, const float *sin_tab,
+                             const int32_t *pos, long pos_ld, long B, long T, long NH, long NKV, long HS);
     long (*attention_scratch_floats)(long Tq, long Tk, long HS);
     // q_doc (B, Tq), k_doc (B, Tk): document ids (key j visible to query i only within one
     // document as well), or both NULL (causal by position alone)

@@ -86,6 +86,10 @@ void ct_rope_tables(float *cos_tab, float *sin_tab, long max_T, long HS, double 
 void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                      long T, long H, long HS, long ld);
 // The inverse rotation, applied in place to the gradient.
+// qkv16 (B·T, QKV) bf16 = round(RoPE on the q and k heads of qkv (B·T, QKV)), QKV = (NH + 2 NKV)
+// HS: rope_forward's values, rounded once (kernels/backend.h qkv_rope_to_bf16).
+void ct_qkv_rope_to_bf16(uint16_t *qkv16, const float *qkv, const float *cos_tab, const float *sin_tab,
+                         const int32_t *pos, long pos_ld, long B, long T, long NH, long NKV, long HS);
 void ct_rope_backward(float *dx, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                       long T, long H, long HS, long ld);
 

@@ -55,6 +55,7 @@ static const ct_kernels ct_kernels_cpu = {
     .rope_tables = ct_rope_tables,
     .rope_forward = ct_rope_forward,
     .rope_backward = ct_rope_backward,
+    .qkv_rope_to_bf16 = ct_qkv_rope_to_bf16,
     .attention_scratch_floats = ct_attention_scratch_floats,
     .attention_forward = ct_attention_forward,
     .attention_backward = ct_attention_backward,

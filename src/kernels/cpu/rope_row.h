@@ -3,6 +3,9 @@
 // same bits.
 #ifndef CT_CPU_ROPE_ROW_H
 #define CT_CPU_ROPE_ROW_H
+#include <stdint.h>
+
+#include "core/float_formats.h"
 
 // The nh heads of HS floats at row, each adjacent pair (x0, x1) = (row[2i], row[2i+1]) of a head
 // rotated by the token's angle i (cosine cs[i], sine sn[i]; dir -1 rotates back). The build does
@@ -17,6 +20,22 @@ static inline void ct_rope_row(float *row, long nh, long HS, const float *cs, co
             float c = cs[i], s = dir * sn[i];
             xh[2 * i] = x0 * c - x1 * s;
             xh[2 * i + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+// The same rotation of a token's nh heads read from src and written to dst rounded to bf16 (the
+// same expressions, then nearest even).
+static inline void ct_rope_row_to_bf16(uint16_t *dst, const float *src, long nh, long HS, const float *cs,
+                                       const float *sn) {
+    for (long h = 0; h < nh; h++) {
+        const float *xh = src + h * HS;  // (HS)
+        uint16_t *yh = dst + h * HS;
+        for (long i = 0; i < HS / 2; i++) {
+            float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+            float c = cs[i], s = sn[i];
+            yh[2 * i] = ct_f32_to_bf16(x0 * c - x1 * s);
+            yh[2 * i + 1] = ct_f32_to_bf16(x0 * s + x1 * c);
         }
     }
 }

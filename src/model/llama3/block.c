@@ -141,6 +141,10 @@ static bool bf16_attention(const ct_block_ctx *c) {
     return bf16(c) && c->ops->attention.forward_bf16 && c->ops->attention.backward_bf16;
 }
 
+// Whether RoPE runs as the QKV product's rows are narrowed into the kept bf16 qkv (one pass,
+// the same bits: kernels/backend.h qkv_rope_to_bf16) rather than in place before.
+static bool rope_to_bf16(const ct_block_ctx *c) { return bf16_attention(c) && c->k->qkv_rope_to_bf16; }
+
 // The same call on the kept bf16 qkv (N, QKV) and att (N, NH·HS).
 static ct_attention_args attention_args_bf16(const ct_block_ctx *c, int layer, const void *qkv, void *att,
                                              float *lse) {
@@ -305,6 +309,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
     }
     linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), ct_block_weight(w, LLAMA3_WQKV), QKV);  // this rank's heads
     if (m->qk_norm) qk_norm_forward(c, layer, s, w, qkv);
+    if (rope_to_bf16(c)) return;  // RoPE as the rows are narrowed (ct_llama3_attention_forward)
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
@@ -345,8 +350,15 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
     float *qkv = work(c, s->qkv, W(c)->w_qkv);
     attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
     if (bf16_attention(c)) {  // narrowed once; the attention reads and writes the kept copies
-        int span = op_span("qkv.to_bf16.forward", layer);
-        c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+        int span;
+        if (rope_to_bf16(c)) {
+            span = op_span("rope.forward", layer);  // with the narrowing, in one pass
+            c->k->qkv_rope_to_bf16(s->qkv, qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, NH,
+                                   m->n_kv_heads, HS);
+        } else {
+            span = op_span("qkv.to_bf16.forward", layer);
+            c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+        }
         ct_trace_end(span);
         ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
         span = op_span("attention.forward", layer);

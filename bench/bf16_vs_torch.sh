@@ -45,7 +45,7 @@ for ((r = 1; r <= rounds; r++)); do
     *) echo "bf16_vs_torch.sh: unknown torch setup '$t'" >&2; exit 1 ;;
     esac
     v=$("$py" "$torch_bench" "${dims[@]}" --steps "$tsteps" --warmup 2 --threads "$OMP_NUM_THREADS" "${flags[@]}" 2>&1 |
-        sed -n 's/^RESULT.* \([0-9][0-9]*\) tokens\/s.*/\1/p')
+        sed -n 's/^RESULT.* \([0-9][0-9,]*\) tokens\/s.*/\1/p' | tr -d ,)  # "2,626 tokens/s"
     got["torch-$t"]+="${v:-0} "
     echo "round $r: torch $t: ${v:-failed} tokens/s"
   done

@@ -198,7 +198,7 @@ static ct_status sync_staged(const char *staging, const ct_strlist *staged) {
 static int count_old(const char *dir) {
     char target[256], folder[PATH_MAX + 32];
     bool has = current_target(dir, target, sizeof target);
-    if (has) snprintf(folder, sizeof folder, "%s/%s", dir, target);
+    if (has && snprintf(folder, sizeof folder, "%s/%s", dir, target) >= (int)sizeof folder) return 0;  // no such path
     ct_strlist l;
     if (list_names(has ? folder : dir, true, &l) != CT_OK) return 0;
     int n = 0;

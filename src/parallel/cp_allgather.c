@@ -32,24 +32,15 @@ static void rearrange(ct_cp *cp, void *all, void *kf, void *vf, long B, size_t e
             }
 }
 
-// kfull, vfull = the whole sequence's K, V for these B sequences.
-static void gather_kv(ct_cp *cp, const ct_attention_args *a) {
-    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
-    float *mine = cp->kv_all + 2 * kvn * cp->group->rank;  // in place: this rank's slot of the result
-    ct_cp_pack(cp, mine, a->k, a->ldk, B, W);
-    ct_cp_pack(cp, mine + kvn, a->v, a->ldv, B, W);
-    ct_comm_all_gather(cp->group, mine, cp->kv_all, (size_t)(2 * kvn), CT_F32);
-    rearrange(cp, cp->kv_all, cp->kfull, cp->vfull, B, sizeof(float), true);
-}
-
-// The same in bf16, into the first halves of kv_all, kfull and vfull: (B, T, NKV, HS) bf16 each.
-static void gather_kv_bf16(ct_cp *cp, const ct_attention_args *a) {
-    const long B = a->B, W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
-    uint16_t *all = (uint16_t *)cp->kv_all, *mine = all + 2 * kvn * cp->group->rank;
-    ct_cp_pack_elems(cp, mine, a->k16, a->ldk, B, W, sizeof(uint16_t));
-    ct_cp_pack_elems(cp, mine + kvn, a->v16, a->ldv, B, W, sizeof(uint16_t));
-    ct_comm_all_gather(cp->group, mine, all, (size_t)(2 * kvn), CT_BF16);
-    rearrange(cp, all, cp->kfull, cp->vfull, B, sizeof(uint16_t), true);
+// kfull, vfull = the whole sequence's K, V for these B sequences, from k, v (the args' fp32
+// tensors, or in the bf16 calls their bf16 ones: esize 2, into the buffers' first halves).
+static void gather_kv(ct_cp *cp, const void *k, long ldk, const void *v, long ldv, long B, size_t esize) {
+    const long W = cp->NKV * cp->HS, kvn = B * cp->T_local * W;
+    char *all = (char *)cp->kv_all, *mine = all + esize * (size_t)(2 * kvn * cp->group->rank);  // this rank's slot
+    ct_cp_pack_elems(cp, mine, k, ldk, B, W, esize);
+    ct_cp_pack_elems(cp, mine + esize * (size_t)kvn, v, ldv, B, W, esize);
+    ct_comm_all_gather(cp->group, mine, all, (size_t)(2 * kvn), esize == 2 ? CT_BF16 : CT_F32);
+    rearrange(cp, all, cp->kfull, cp->vfull, B, esize, true);
 }
 
 // dK, dV of the whole sequence (dkfull, dvfull) back to their owners, added into dk, dv.
@@ -62,7 +53,7 @@ static void scatter_dkv(ct_cp *cp, const ct_attention_args *a, float *dk, float 
 }
 
 void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a) {
-    gather_kv(cp, a);
+    gather_kv(cp, a->k, a->ldk, a->v, a->ldv, a->B, sizeof(float));
     const bool docs = ct_cp_gather_docs(cp, a);  // keys' ids in position order, like kfull
     const long W = cp->NKV * cp->HS;
     cp->k->attention_forward(a->out, a->lse, a->q, a->ldq, cp->kfull, W, cp->vfull, W,
@@ -74,7 +65,7 @@ void ct_cp_allgather_forward(ct_cp *cp, const ct_attention_args *a) {
 
 void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
                               float *dv) {
-    gather_kv(cp, a);
+    gather_kv(cp, a->k, a->ldk, a->v, a->ldv, a->B, sizeof(float));
     const bool docs = ct_cp_gather_docs(cp, a);
     const long B = a->B, W = cp->NKV * cp->HS;
     const size_t full = sizeof(float) * (size_t)(B * cp->T * W);
@@ -90,7 +81,7 @@ void ct_cp_allgather_backward(ct_cp *cp, const ct_attention_args *a, const float
 }
 
 void ct_cp_allgather_forward_bf16(ct_cp *cp, const ct_attention_args *a) {
-    gather_kv_bf16(cp, a);
+    gather_kv(cp, a->k16, a->ldk, a->v16, a->ldv, a->B, sizeof(uint16_t));
     const bool docs = ct_cp_gather_docs(cp, a);
     const long W = cp->NKV * cp->HS;
     cp->k->attention_forward_bf16(a->out16, a->lse, a->q16, a->ldq, (const uint16_t *)cp->kfull, W,
@@ -102,7 +93,7 @@ void ct_cp_allgather_forward_bf16(ct_cp *cp, const ct_attention_args *a) {
 
 void ct_cp_allgather_backward_bf16(ct_cp *cp, const ct_attention_args *a, const float *dout, float *dq, float *dk,
                                    float *dv) {
-    gather_kv_bf16(cp, a);
+    gather_kv(cp, a->k16, a->ldk, a->v16, a->ldv, a->B, sizeof(uint16_t));
     const bool docs = ct_cp_gather_docs(cp, a);
     const long B = a->B, W = cp->NKV * cp->HS;
     const size_t full = sizeof(float) * (size_t)(B * cp->T * W);

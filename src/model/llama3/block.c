@@ -117,20 +117,27 @@ static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, floa
     ct_trace_end(span);
 }
 
-// q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
 // What RoPE rotates by: each sequence's own positions (B, T) where they restart at every document,
 // else the (T) positions the sequences share (attention masks by those either way).
 static const int32_t *rope_pos(const ct_block_ctx *c) { return c->rope_pos ? c->rope_pos : c->pos; }
 static long rope_pos_ld(const ct_block_ctx *c) { return c->rope_pos ? c->T : 0; }
 
-static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
+// The call's shape, positions, documents and scratch; its tensors set by the two below.
+static ct_attention_args attention_call(const ct_block_ctx *c, int layer, float *lse) {
     const ct_model_config *m = c->cfg;
-    long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads, QKV = qkv_dim(c);
+    long QKV = qkv_dim(c);
     ct_attention_args a = {
-        .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = NH, .NKV = NKV, .HS = HS,
-        .q = qkv, .k = qkv + NH * HS, .v = qkv + (NH + NKV) * HS, .ldq = QKV, .ldk = QKV, .ldv = QKV,
-        .q_pos = c->pos, .k_pos = c->pos, .q_doc = c->docs, .k_doc = c->docs, .out = out, .lse = lse, .scratch = c->scratch,
+        .layer = layer, .B = c->B, .Tq = c->T, .Tk = c->T, .NH = m->n_heads, .NKV = m->n_kv_heads,
+        .HS = m->head_dim, .ldq = QKV, .ldk = QKV, .ldv = QKV, .q_pos = c->pos, .k_pos = c->pos,
+        .q_doc = c->docs, .k_doc = c->docs, .lse = lse, .scratch = c->scratch,
     };
+    return a;
+}
+
+// q, k, v inside qkv (N, QKV) fp32; out (N, NH·HS) fp32.
+static ct_attention_args attention_args(const ct_block_ctx *c, int layer, const float *qkv, float *out, float *lse) {
+    ct_attention_args a = attention_call(c, layer, lse);
+    a.q = qkv, a.k = qkv + a.NH * a.HS, a.v = qkv + (a.NH + a.NKV) * a.HS, a.out = out;
     return a;
 }
 
@@ -148,12 +155,9 @@ static bool rope_to_bf16(const ct_block_ctx *c) { return bf16_attention(c) && c-
 // The same call on the kept bf16 qkv (N, QKV) and att (N, NH·HS).
 static ct_attention_args attention_args_bf16(const ct_block_ctx *c, int layer, const void *qkv, void *att,
                                              float *lse) {
-    const ct_model_config *m = c->cfg;
-    long HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
     const uint16_t *q16 = qkv;
-    ct_attention_args a = attention_args(c, layer, NULL, NULL, lse);
-    a.q = a.k = a.v = NULL;
-    a.q16 = q16, a.k16 = q16 + NH * HS, a.v16 = q16 + (NH + NKV) * HS, a.out16 = att;
+    ct_attention_args a = attention_call(c, layer, lse);
+    a.q16 = q16, a.k16 = q16 + a.NH * a.HS, a.v16 = q16 + (a.NH + a.NKV) * a.HS, a.out16 = att;
     return a;
 }
 

@@ -17,9 +17,11 @@
 // step; an all-reduce adds one term per rank), so every sum of a step moves by at most gamma_K =
 // 1.53e-5 of its terms' magnitudes. The loss (a mean of positive cross-entropies), the validation
 // loss and the gradient norm (a root of a sum of squares) are such sums of positive terms: they
-// are held to gamma_K relative, every step. Nothing amplifies that across steps in fp32: there is
-// no narrow rounding for a last-bit difference to flip, and Adam's update m / sqrt(v) changes by
-// the relative change of the element's gradients. The parameters, element by element relative to
+// are held to gamma_K relative, every step. Nothing amplifies that across steps in fp32 while the
+// run is stable: there is no narrow rounding for a last-bit difference to flip, and Adam's update
+// m / sqrt(v) changes by the relative change of the element's gradients. An unstable run does
+// amplify it (a step whose gradient norm doubles multiplies earlier differences by 10-100), so
+// the parity models train at learning rates whose gradient norms stay smooth over the 10 steps. The parameters, element by element relative to
 // max(|x|, the tensor's RMS): each step's update may differ by that step's gamma_K plus the
 // difference the earlier steps left in the gradient it is computed from, so 2 gamma_K per step,
 // added over the STEPS steps: 2 x 10 x 1.53e-5 = 3.05e-4.

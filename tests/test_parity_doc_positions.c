@@ -72,11 +72,16 @@ static void cases(int n) {
 // Document positions on top of block_causal. Wrong positions must matter enough for the parity
 // bounds to see them: a small RoPE base turns every pair of the 8-wide heads within 16
 // positions, and a larger step grows the attention scores away from 0 (where any rotation gives
-// the same softmax) within 10 steps.
+// the same softmax) within 10 steps. 5e-3 and no more: at 1e-2 the gradient norm jumps from 1.1
+// to 2.4 at step 10, and that unstable step amplifies the layouts' fp32 reassociation (1e-8 of
+// the gradient norm at step 1) to 2e-5-4e-5 on AVX-512 machines, past tests/error_model.h's
+// gamma_K, whose premise is a run that does not amplify. At 5e-3 the layouts stay within 1e-6,
+// and a chunk's positions restarted at its own start, or taken from another sequence, still
+// fail cp 2 at steps 2 and 5.
 static void setup(void) {
     parity_set(&parity_base, "model.rope_positions", "document");
     parity_set(&parity_base, "model.rope_theta", "10");
-    parity_set(&parity_base, "optimizer.lr", "1e-2");
+    parity_set(&parity_base, "optimizer.lr", "3e-3");
 }
 
 int main(int argc, char **argv) {

@@ -40,7 +40,8 @@
 // What is stable is the size of the narrow noise. Call D the distance of the narrow reference
 // from the same model computed wide -- fp32 for bf16; bf16 without the 8-bit casts for float8
 // and MXFP8 -- measured per statistic: the loss (the largest over the steps), the gradient
-// norm likewise, the validation loss, and each parameter tensor's relative RMS difference
+// norm likewise, the validation loss (its own distance or the loss's, the larger: one value's
+// distance can be near 0 by chance), and each parameter tensor's relative RMS difference
 // ||p - p_wide|| / ||p_wide||. The layout's run carries the same model of noise (the same
 // operations, formats and number of narrowings), so it is about D from the wide run too, and by
 // the triangle inequality within 2D of the reference; D is one sample of that noise, and a factor

@@ -484,7 +484,9 @@ static void test_bf16_thread_count_invariance(void) {
 // width, the softmax's exp is the same fused polynomial per lane, and the other sums run in the
 // same order. Sets with VDPBF16PS are compared with each other only: whether the instruction
 // rounds as the two FMAs do (and it flushes denormals, which they do not) is the CPU's business,
-// and the float64 checks above run under every set (run_tests.sh) whichever way it rounds.
+// and the float64 checks above run under every set (run_tests.sh) whichever way it rounds. The
+// amx set's step ("amx": tile multiplies, which sum a tile's pairs in their own order) is the
+// only one of its kind, held by the float64 checks alone.
 static void test_bf16_same_bits_on_every_set(void) {
     int start = ct_kernel_set_active(), runnable = 0;
     for (int i = 0; i < ct_kernel_set_count(); i++) runnable += ct_kernel_set_runnable(i);

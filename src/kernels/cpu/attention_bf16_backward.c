@@ -106,10 +106,16 @@ static void backward_item(const bwd16_call *x, bwd16_tiles *t, long it) {
         ct_att16_keys_by_queries(t->dvp, t->pr, t->do2, nq, nk, HP, d);
         // dS^T = scale P^T * (V dO^T - D), in place of P^T, then rounded
         ct_att16_ds_t(t->pt, vr, t->dot2, nk, HP, x->scale, t->d, d);
-        ct_att16_round_pairs(t->ds2, t->pt, nk);
         ct_att16_round_rows(t->pr, t->pt, nk);
-        // dQ (nq, HP) += bf16(dS) K; dK share (nk, HP) = bf16(dS)^T Q
-        ct_att16_queries_by_keys(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL, d);
+        // dQ (nq, HP) += bf16(dS) K (dS in key pairs, or in query rows for the AMX tiles); dK
+        // share (nk, HP) = bf16(dS)^T Q
+        if (ct_att16_tiles_held()) {
+            ct_att16_round_pairs_t(t->ds2, t->pt, nk);
+            ct_att16_queries_by_keys_rows(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL, d);
+        } else {
+            ct_att16_round_pairs(t->ds2, t->pt, nk);
+            ct_att16_queries_by_keys(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL, d);
+        }
         ct_att16_keys_by_queries(t->dkp, t->pr, t->q2, nq, nk, HP, d);
         if (t->dkl) {  // this thread runs every item of the kv head, in the adds' order
             ct_att_add_shares(t->dkl + j0 * HP, HP, t->dvl + j0 * HP, HP, t->dkp, t->dvp, nk, HS);
@@ -152,6 +158,7 @@ void ct_attention_backward_bf16(float *dq, float *dk, float *dv, const float *do
     {
         bwd16_tiles t;
         ct_att_bwd16_carve(base + omp_get_thread_num() * per_thread, HS, &t);
+        ct_att16_tiles_begin();
         t.dkl = t.dvl = NULL;
         t.krl = t.vrl = NULL;
         t.k2l = NULL;
@@ -177,5 +184,6 @@ void ct_attention_backward_bf16(float *dq, float *dk, float *dv, const float *do
             for (long it = c * chunk; it < (c + 1) * chunk; it++) backward_item(&x, &t, it);
             if (t.dkl) ct_att_copy_rows(dK, ldk, t.dkl, HP, Tk, HS), ct_att_copy_rows(dV, ldv, t.dvl, HP, Tk, HS);
         }
+        ct_att16_tiles_end();
     }
 }

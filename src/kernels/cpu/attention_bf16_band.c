@@ -27,6 +27,13 @@ void ct_att16_queries_by_keys(ct_att_mode mode, float *c, const uint32_t *p2, co
                        b2, HP, c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
 }
 
+void ct_att16_queries_by_keys_rows(ct_att_mode mode, float *c, const uint32_t *pq2, const uint32_t *b2, long nq,
+                                   long nk, long HP, const float *rowv, diag_band d) {
+    for (long r0 = 0; r0 < nq; r0 += CT_ATT_SUB)
+        ct_att_mm_bf16(mode, ct_min_l(CT_ATT_SUB, nq - r0), HP, pairs(band_keys(d, r0, nk)), pq2 + r0 * CT_ATT_BK / 2,
+                       CT_ATT_BK / 2, 1, b2, HP, c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
+}
+
 // C (nk, HP) = P^T B: rows of pr (adjacent queries paired) against B in query pairs.
 void ct_att16_keys_by_queries(float *c, const uint16_t *pr, const uint32_t *b2, long nq, long nk, long HP,
                               diag_band d) {

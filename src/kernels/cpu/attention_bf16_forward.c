@@ -64,11 +64,17 @@ static void forward_item(const fwd16_call *x, fwd16_tiles *t, long it, const uin
         ct_att16_scores_t(t->st, kr, t->qt2, nk, HP, x->scale, d);
         if (khi > qlo || dm == 2) ct_att_mask_tile(t->st, t->qp, t->qd, k_pos, kdoc, j0, nk, dm);
         ct_att_softmax_columns(t->st, t->m, t->l, t->al, nk);
-        // O (nq, HP) = diag(al) O + bf16(P) V, P in key pairs; l keeps the sum of P unrounded
-        ct_att16_round_pairs(t->pt2, t->st, nk);
+        // O (nq, HP) = diag(al) O + bf16(P) V, P in key pairs (in query rows for the AMX tiles);
+        // l keeps the sum of P unrounded
         const uint32_t *v2 = v2l ? v2l + j0 / 2 * HP : t->v2;  // (ceil(nk / 2), HP)
         if (!v2l) ct_att16_pack_row_pairs(t->v2, HP, Vh + j0 * x->ldv, x->ldv, nk, HS);
-        ct_att16_queries_by_keys(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al, d);
+        if (ct_att16_tiles_held()) {
+            ct_att16_round_pairs_t(t->pt2, t->st, nk);
+            ct_att16_queries_by_keys_rows(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al, d);
+        } else {
+            ct_att16_round_pairs(t->pt2, t->st, nk);
+            ct_att16_queries_by_keys(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al, d);
+        }
     }
     uint16_t *O = x->out + (b * Tq + i0) * ldo + h * HS;  // (nq, HS), row stride ldo
     float *L = x->lse + (b * NH + h) * Tq + i0;           // (nq)
@@ -107,6 +113,7 @@ void ct_attention_forward_bf16(uint16_t *out, float *lse, const uint16_t *q, lon
     {
         fwd16_tiles t;
         ct_att_fwd16_carve(base + omp_get_thread_num() * per_thread, HS, &t);
+        ct_att16_tiles_begin();
         float *mine = whole ? ct_att_thread_copies(base, per_thread, Tk, HS) : NULL;
         uint16_t *krl = whole ? (uint16_t *)mine : NULL;                    // (Tk, HP)
         uint32_t *v2l = whole ? (uint32_t *)(mine + (Tk * HP + 1) / 2) : NULL;  // (ceil(Tk / 2), HP)
@@ -121,5 +128,6 @@ void ct_attention_forward_bf16(uint16_t *out, float *lse, const uint16_t *q, lon
             if (it >= nitems) break;
             forward_item(&x, &t, it, NULL, NULL);
         }
+        ct_att16_tiles_end();
     }
 }

@@ -70,6 +70,76 @@ void ct_att16_round_pairs(uint32_t *restrict dst, const float *restrict src, lon
     }
 }
 
+#if defined(__AVX512F__)
+// 16 words per row -> 16 per column: r[j] lane k becomes r[k] lane j (unpacks of 32 and 64 bits
+// within 128-bit lanes, then two exchanges of 128-bit lanes).
+static inline void transpose16(__m512i r[16]) {
+    __m512i a[16], b[16];
+    for (int m = 0; m < 8; m++) {
+        a[2 * m] = _mm512_unpacklo_epi32(r[2 * m], r[2 * m + 1]);
+        a[2 * m + 1] = _mm512_unpackhi_epi32(r[2 * m], r[2 * m + 1]);
+    }
+    for (int m = 0; m < 4; m++) {  // b[4m + e], lane L: rows 4m..4m+3 of column 4L + e
+        b[4 * m] = _mm512_unpacklo_epi64(a[4 * m], a[4 * m + 2]);
+        b[4 * m + 1] = _mm512_unpackhi_epi64(a[4 * m], a[4 * m + 2]);
+        b[4 * m + 2] = _mm512_unpacklo_epi64(a[4 * m + 1], a[4 * m + 3]);
+        b[4 * m + 3] = _mm512_unpackhi_epi64(a[4 * m + 1], a[4 * m + 3]);
+    }
+    for (int e = 0; e < 4; e++) {  // a[.]: lanes of rows 0-7 (a[e], a[4 + e]) and 8-15
+        a[e] = _mm512_shuffle_i32x4(b[e], b[4 + e], 0x88);
+        a[4 + e] = _mm512_shuffle_i32x4(b[e], b[4 + e], 0xdd);
+        a[8 + e] = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0x88);
+        a[12 + e] = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0xdd);
+    }
+    for (int e = 0; e < 4; e++) {
+        r[e] = _mm512_shuffle_i32x4(a[e], a[8 + e], 0x88);
+        r[8 + e] = _mm512_shuffle_i32x4(a[e], a[8 + e], 0xdd);
+        r[4 + e] = _mm512_shuffle_i32x4(a[4 + e], a[12 + e], 0x88);
+        r[12 + e] = _mm512_shuffle_i32x4(a[4 + e], a[12 + e], 0xdd);
+    }
+}
+
+// round_bf16 of 16 lanes, left in the low (lo) or high half of each word
+static inline __m512i round16(const float *x, bool high) {
+    __m512i u = _mm512_castps_si512(_mm512_loadu_ps(x));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd);
+    return high ? _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)) : _mm512_srli_epi32(r, 16);
+}
+
+void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, long n) {
+    const long w = CT_ATT_BK / 2, np = (n + 1) / 2;
+    for (long p0 = 0; p0 < np; p0 += 16) {
+        const long pn = np - p0 < 16 ? np - p0 : 16;
+        const __mmask16 keep = (__mmask16)((1u << pn) - 1);
+        for (long i0 = 0; i0 < CT_ATT_BQ; i0 += 16) {
+            __m512i r[16];
+            for (long p = 0; p < 16; p++) {
+                const long k = 2 * (p0 + p);
+                const float *s0 = src + k * CT_ATT_BQ + i0;
+                r[p] = p >= pn  ? _mm512_setzero_si512()
+                       : k + 1 < n ? _mm512_or_si512(round16(s0, false), round16(s0 + CT_ATT_BQ, true))
+                                   : round16(s0, false);
+            }
+            transpose16(r);
+            for (long i = 0; i < 16; i++) _mm512_mask_storeu_epi32(dst + (i0 + i) * w + p0, keep, r[i]);
+        }
+    }
+}
+#else
+void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, long n) {
+    const long w = CT_ATT_BK / 2;
+    for (long p = 0; p < n / 2; p++) {
+        const float *s0 = src + 2 * p * CT_ATT_BQ, *s1 = s0 + CT_ATT_BQ;
+        for (long i = 0; i < CT_ATT_BQ; i++) dst[i * w + p] = pair(round_bf16(s0[i]), round_bf16(s1[i]));
+    }
+    if (n % 2) {
+        const float *s0 = src + (n - 1) * CT_ATT_BQ;
+        for (long i = 0; i < CT_ATT_BQ; i++) dst[i * w + n / 2] = round_bf16(s0[i]);
+    }
+}
+#endif
+
 void ct_att16_round_in(uint16_t *restrict dst, long w, const float *restrict src, long ld, long n, long HS) {
     for (long i = 0; i < n; i++) {
         long d = 0;

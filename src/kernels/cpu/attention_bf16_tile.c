@@ -3,7 +3,7 @@
 // -- one VDPBF16PS where the set has AVX-512 BF16 (dp_pair), elsewhere the same two roundings
 // written out -- so the rest of the bf16 attention is one code path on every set.
 #include "core/error.h"
-#include "kernels/cpu/attention_tile.h"
+#include "kernels/cpu/attention_internal.h"
 
 #if CT_VL == 16
 #define MR 4  // 16 accumulators + 4 B vectors + the broadcast's two halves: 22 of 32 registers
@@ -46,6 +46,7 @@ static inline __attribute__((always_inline)) vf dp_pair(vf acc, vw a, vw b) {
 }
 
 const char *ct_attention_bf16_path(void) {
+    if (ct_att16_amx_on()) return "amx";
 #if defined(__AVX512BF16__) && CT_VL == 16
     return "vdpbf16ps";
 #else
@@ -115,6 +116,10 @@ static inline __attribute__((always_inline)) void mm(const ct_att_mode mode, lon
 void ct_att_mm_bf16(ct_att_mode mode, long M, long N, long Kp, const uint32_t *a, long rs_a, long cs_a,
                     const uint32_t *b, long ldb, float *c, long ldc, float alpha, const float *vec) {
     if (N % CT_ATT_PAD) ct_fatal("ct_att_mm_bf16", "N = %ld is not a multiple of %d", N, CT_ATT_PAD);
+    if (cs_a == 1 && M >= 16 && Kp >= 16 && ct_att16_tiles_held()) {  // whole tiles on AMX
+        ct_att16_mm_amx(mode, M, N, Kp, a, rs_a, b, ldb, c, ldc, alpha, vec);
+        return;
+    }
     switch (mode) {
     case CT_ATT_STORE: mm(CT_ATT_STORE, M, N, Kp, a, rs_a, cs_a, b, ldb, c, ldc, alpha, vec); break;
     case CT_ATT_ADD: mm(CT_ATT_ADD, M, N, Kp, a, rs_a, cs_a, b, ldb, c, ldc, alpha, vec); break;

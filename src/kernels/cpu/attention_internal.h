@@ -105,7 +105,7 @@ typedef struct {
 typedef struct {
     uint32_t *qt2;      // (HP / 2, BQ) Q^T, head dims in pairs
     float *st;          // (BK, BQ) S^T, then P^T
-    uint32_t *pt2;      // (BK / 2, BQ) P^T in bf16, keys in pairs
+    uint32_t *pt2;      // (BK / 2, BQ) P^T in bf16, keys in pairs; with AMX tiles (BQ, BK / 2), P
     float *o;           // (BQ, HP) O accumulator
     uint16_t *kr;       // (BK, HP) the key tile's K rows (head dims in pairs)
     uint32_t *v2;       // (BK / 2, HP) the key tile's V, keys in pairs
@@ -119,7 +119,7 @@ typedef struct {
     uint16_t *dor;          // (BQ, HP) dO rounded to bf16, rows (staging for the two above)
     float *pt;              // (BK, BQ) P^T, then dS^T
     uint16_t *pr;           // (BK, BQ) P^T, then dS^T, in bf16 rows (queries in pairs)
-    uint32_t *ds2;          // (BK / 2, BQ) dS^T in bf16, keys in pairs
+    uint32_t *ds2;          // (BK / 2, BQ) dS^T in bf16, keys in pairs; with AMX tiles (BQ, BK / 2), dS
     float *dqa;             // (BQ, HP) dQ accumulator
     uint16_t *kr, *vr;      // (BK, HP) the key tile's K, V rows (head dims in pairs)
     uint32_t *k2;           // (BK / 2, HP) the key tile's K, keys in pairs
@@ -211,12 +211,27 @@ void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src,
 // and as key pairs (ceil(n / 2), BQ) words, a missing row zero.
 void ct_att16_round_rows(uint16_t *restrict dst, const float *restrict src, long n);
 void ct_att16_round_pairs(uint32_t *restrict dst, const float *restrict src, long n);
+// The same tile rounded as query rows of key pairs: dst (BQ, BK / 2) words, word (i, p) =
+// (src[2p][i], src[2p + 1][i]), a missing row zero; pairs past ceil(n / 2) not written.
+void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, long n);
 // src (n, HS) fp32 rows (row stride ld) rounded to bf16 rows dst (n, w), zero past HS.
 void ct_att16_round_in(uint16_t *restrict dst, long w, const float *restrict src, long ld, long n, long HS);
 // One kv head's K rows, K in key pairs (k2l: NULL for none) and V rows (vrl) or V in key pairs
 // (v2l), copied for Tk keys: kv head c (batch c / NKV, head c % NKV).
 void ct_att16_copy_kv_head(uint16_t *krl, uint32_t *k2l, uint16_t *vrl, uint32_t *v2l, const uint16_t *k, long ldk,
                            const uint16_t *v, long ldv, long c, long NKV, long Tk, long HS);
+
+// AMX (attention_bf16_amx.c). Whether this build and CPU run the tile products (and Linux
+// granted the tile state); a thread that takes them loads the tile configuration first (begin:
+// false where there are none) and releases it after its last product (end). While it holds it,
+// ct_att_mm_bf16 hands products whose A is in rows of pairs (cs_a 1), of 16 rows and 16 pairs or
+// more, to ct_att16_mm_amx: the same C and modes (A row stride lda, words).
+bool ct_att16_amx_on(void);
+bool ct_att16_tiles_begin(void);
+void ct_att16_tiles_end(void);
+bool ct_att16_tiles_held(void);
+void ct_att16_mm_amx(ct_att_mode mode, long M, long N, long Kp, const uint32_t *a, long lda, const uint32_t *b,
+                     long ldb, float *c, long ldc, float alpha, const float *vec);
 
 // -------------------------------------------------------- masks (attention_mask.c)
 void ct_att_pos_range(const int32_t *pos, long r0, long n, long *lo, long *hi);
@@ -268,6 +283,10 @@ void ct_att16_queries_by_keys(ct_att_mode mode, float *c, const uint32_t *p2, co
 // C (nk, HP) = P^T B: pr (nk, BQ) bf16 rows, b2 (BQ / 2, HP) query pairs.
 void ct_att16_keys_by_queries(float *c, const uint16_t *pr, const uint32_t *b2, long nq, long nk, long HP,
                               diag_band d);
+// C (nq, HP) (mode) P B as ct_att16_queries_by_keys, P in query rows: pq2 (BQ, BK / 2) words,
+// word (i, p) = P keys 2p, 2p + 1 of query i (ct_att16_round_pairs_t): the AMX tiles' A layout.
+void ct_att16_queries_by_keys_rows(ct_att_mode mode, float *c, const uint32_t *pq2, const uint32_t *b2, long nq,
+                                   long nk, long HP, const float *rowv, diag_band d);
 // dS^T (nk, BQ) = alpha P^T * (V dO^T - D), in place of P^T in pt: vr (nk, HP) bf16 rows,
 // dot2 (HP / 2, BQ), d (BQ) = D.
 void ct_att16_ds_t(float *pt, const uint16_t *vr, const uint32_t *dot2, long nk, long HP, float alpha, const float *d,

@@ -182,22 +182,23 @@ static void parity_compare(const parity_result *r, const char *what) {
               "%s step %d load-balancing loss %.9g vs %.9g (bound %.3g)", what, s + 1, r->moe_aux_loss[s],
               ref->moe_aux_loss[s], tol);
     }
-    // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts. For a
-    // narrow base the routing is chaotic like the parameters (a score a bf16 flip moves past
-    // another's sends a token elsewhere): the pairs are still the same, and each of the least and
-    // most loaded expert's loads stays within 4 times the reference's largest distance from the
-    // wide run's over the steps (tests/error_model.h).
-    double dmin = 0, dmax = 0;
-    for (int s = 0; s < STEPS && parity_narrow(); s++) {
-        dmin = fmax(dmin, fabs(ref->moe_load_min[s] - parity_wide.moe_load_min[s]));
-        dmax = fmax(dmax, fabs(ref->moe_load_max[s] - parity_wide.moe_load_max[s]));
+    // Expert loads: the same (token, expert) pairs whatever the layout, so the same counts; in
+    // fp32 the least and most loaded experts' loads are the reference's exactly (at these sizes no
+    // reassociated sum moves a score past another's). For a narrow base the routing is
+    // chaotic like the parameters and, unlike them, discontinuous: a score a bf16 flip moves past
+    // another's sends a token elsewhere, and a burst of tokens onto one expert appears in one run
+    // and not in another (the most loaded expert's load at one step: 7.75 in the MXFP8 reference,
+    // 3.75 under FSDP 2, 8.5 in the wide run, while the reference stayed within 0.75 of the wide
+    // run over the other steps). No single run's distance bounds that, so a narrow base checks
+    // the pairs and the load-balancing loss above (a sum of the loads' terms, held like the loss).
+    for (int s = 0; s < STEPS; s++) {
+        bool loads_held = parity_narrow() || (r->moe_load_min[s] == ref->moe_load_min[s] &&
+                                              r->moe_load_max[s] == ref->moe_load_max[s]);
+        CHECK(r->moe_pairs[s] == ref->moe_pairs[s] && loads_held,
+              "%s step %d expert load: %.0f pairs, min %.6g max %.6g vs %.0f, %.6g, %.6g", what, s + 1,
+              r->moe_pairs[s], r->moe_load_min[s], r->moe_load_max[s], ref->moe_pairs[s], ref->moe_load_min[s],
+              ref->moe_load_max[s]);
     }
-    for (int s = 0; s < STEPS; s++)
-        CHECK(r->moe_pairs[s] == ref->moe_pairs[s] && fabs(r->moe_load_min[s] - ref->moe_load_min[s]) <= 4 * dmin &&
-                  fabs(r->moe_load_max[s] - ref->moe_load_max[s]) <= 4 * dmax,
-              "%s step %d expert load: %.0f pairs, min %.6g max %.6g vs %.0f, %.6g, %.6g (bounds %.3g, %.3g)", what,
-              s + 1, r->moe_pairs[s], r->moe_load_min[s], r->moe_load_max[s], ref->moe_pairs[s], ref->moe_load_min[s],
-              ref->moe_load_max[s], 4 * dmin, 4 * dmax);
     if (getenv("VERBOSE")) {
         double wl = 0, wg = 0;
         for (int s = 0; s < STEPS; s++) {

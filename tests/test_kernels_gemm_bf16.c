@@ -77,38 +77,8 @@ static void test_path(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
     CHECK(k && (const void *)k->gemm_bf16 == CT_KERNEL_TARGET(ct_gemm_bf16) && k->matmul_peak_gflops_bf16 &&
               (const void *)k->bf16_gemm_path == CT_KERNEL_TARGET(ct_bf16_gemm_path) &&
-              (const void *)k->f32_to_bf16 == CT_KERNEL_TARGET(ct_f32_to_bf16_array) &&
-              (const void *)k->bf16_split == CT_KERNEL_TARGET(ct_bf16_split_array),
+              (const void *)k->f32_to_bf16 == CT_KERNEL_TARGET(ct_f32_to_bf16_array),
           "cpu table members");
-}
-
-// hi + lo: hi the nearest bf16, lo the nearest bf16 to what hi leaves (exact in fp32); lo 0
-// where hi is not finite (FLT_MAX rounds to inf; inf; NaN). The array (parallel) as the scalar.
-static void test_split(void) {
-    long len = 100003;
-    float *x = malloc(len * sizeof(float));
-    uint16_t *hi = malloc(len * sizeof(uint16_t)), *lo = malloc(len * sizeof(uint16_t));
-    for (long i = 0; i < len; i++) x[i] = urand() * (i % 3 ? 1.0f : 1e-3f);
-    x[0] = from_bits(0x7f7fffffu), x[1] = INFINITY, x[2] = NAN, x[3] = 0.0f, x[4] = from_bits(0x3f808000u);
-    ct_bf16_split_array(hi, lo, x, len);
-    long bad = 0;
-    double worst = 0;
-    for (long i = 0; i < len; i++) {
-        uint16_t h = to_bf(x[i]);
-        int finite = isfinite(bf(h));
-        uint16_t l = finite ? to_bf(x[i] - bf(h)) : 0;
-        bad += hi[i] != h || lo[i] != l;
-        if (finite && x[i] != 0) {
-            double e = fabs(((double)bf(h) + bf(l) - x[i]) / x[i]);
-            if (e > worst) worst = e;
-        }
-    }
-    CHECK(bad == 0, "%ld of %ld splits differ", bad, len);
-    CHECK(hi[0] == 0x7f80 && lo[0] == 0 && hi[1] == 0x7f80 && lo[1] == 0 && lo[2] == 0, "FLT_MAX, inf, NaN: %04x %04x",
-          hi[0], lo[0]);
-    CHECK(hi[4] == 0x3f80 && lo[4] == 0x3b80, "1 + 2^-8: hi %04x lo %04x (1 and 2^-8)", hi[4], lo[4]);
-    CHECK(worst <= 0x1p-16, "hi + lo within %g of x (about 2^-17 expected)", worst);
-    free(x), free(hi), free(lo);
 }
 
 // One gemm checked against float64 with the bound above; C's padding columns must stay as they
@@ -279,7 +249,6 @@ int main(void) {
     CT_RUN(test_rounding);
     CT_RUN(test_bf16_to_f32_all);
     CT_RUN(test_path);
-    CT_RUN(test_split);
     CT_RUN(test_degenerate);
     CT_RUN(test_shapes_native);
     CT_RUN(test_shapes_native_without_amx);

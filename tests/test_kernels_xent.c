@@ -159,7 +159,7 @@ static int within(double got, double ref, long K, double mag) {
 
 // The output layer's products (ct_head_products, kernels/backend.h) against float64, in fp32 and
 // in bf16: the bf16 products take W in bf16 (as FSDP gathers it), x as it is (bf16 values
-// already) and the dlogits as two bf16 parts, hi = bf16(z) and lo = bf16(z - hi), worked out here.
+// already) and the dlogits rounded to bf16 (as PyTorch's autocast rounds them), worked out here.
 static void test_head_products(void) {
     const long N = 37, C = 24, V = 70, chunk = 40;
     const ct_kernels *k = ct_kernels_get("cpu");
@@ -193,23 +193,19 @@ static void test_head_products(void) {
             for (long c = 0; c < C; c++) {
                 double s = 0, m = 0;
                 for (long v = 0; v < V; v++) {
-                    float hi = round_bf16(z[n * V + v]), lo = round_bf16(z[n * V + v] - hi);
-                    double d = bf16 ? (double)hi + lo : z[n * V + v];
-                    s += d * W[v * C + c], m += bf16 ? fabs(hi * (double)W[v * C + c]) + fabs(lo * (double)W[v * C + c])
-                                                     : fabs(d * W[v * C + c]);
+                    double d = bf16 ? round_bf16(z[n * V + v]) : z[n * V + v];
+                    s += d * W[v * C + c], m += fabs(d * W[v * C + c]);
                 }
-                bad += !within(dx[n * C + c], s, 2 * V, m);
+                bad += !within(dx[n * C + c], s, V, m);
             }
         for (long v = 0; v < V; v++)
             for (long c = 0; c < C; c++) {
                 double s = dW0[v * C + c], m = fabs(s);
                 for (long n = 0; n < N; n++) {
-                    float hi = round_bf16(z[n * V + v]), lo = round_bf16(z[n * V + v] - hi);
-                    double d = bf16 ? (double)hi + lo : z[n * V + v];
-                    s += d * x[n * C + c], m += bf16 ? fabs(hi * (double)x[n * C + c]) + fabs(lo * (double)x[n * C + c])
-                                                     : fabs(d * x[n * C + c]);
+                    double d = bf16 ? round_bf16(z[n * V + v]) : z[n * V + v];
+                    s += d * x[n * C + c], m += fabs(d * x[n * C + c]);
                 }
-                bad += !within(dW[v * C + c], s, 2 * N, m);
+                bad += !within(dW[v * C + c], s, N, m);
             }
         CHECK(bad == 0, "%s: %ld of %ld results outside fp32 summation error", bf16 ? "bf16" : "fp32", bad,
               N * V + N * C + V * C);
@@ -218,8 +214,11 @@ static void test_head_products(void) {
 }
 
 // The fused loss in bf16 computes the same softmax on logits that differ from fp32's only in
-// summation order: the same loss to 1e-5, and gradients within the two-part dlogits' 2^-17 or
-// so (one bf16 part alone would leave about 2^-9: the bound tells them apart).
+// summation order: the same loss to 1e-5. Its gradients take the dlogits rounded to bf16, each
+// within 2^-9 of itself; where the softmax and the one-hot target cancel in the sums of dx and dW
+// that costs up to a few times 2^-9 of the result (test_head_products holds each sum to the
+// rounded dlogits exactly): relative RMS within 2^-7 (2^-9.2 measured). A dropped chunk or a
+// wrong scale moves them by order 1.
 static void test_xent_bf16(void) {
     const long N = 29, C = 16, V = 53, chunk = 8;
     float *x = malloc(sizeof(float) * N * C), *W = malloc(sizeof(float) * V * C);
@@ -243,13 +242,13 @@ static void test_xent_bf16(void) {
         double d = (double)dx[1][i] - dx[0][i];
         e += d * d, n2 += (double)dx[0][i] * dx[0][i];
     }
-    CHECK(sqrt(e / n2) < 0x1p-14, "dx bf16 vs fp32: relative %g (two bf16 parts: < 2^-14)", sqrt(e / n2));
+    CHECK(sqrt(e / n2) < 0x1p-7, "dx bf16 vs fp32: relative %g (bf16 dlogits: < 2^-7)", sqrt(e / n2));
     e = 0, n2 = 0;
     for (long i = 0; i < V * C; i++) {
         double d = (double)dW[1][i] - dW[0][i];
         e += d * d, n2 += (double)dW[0][i] * dW[0][i];
     }
-    CHECK(sqrt(e / n2) < 0x1p-14, "dW bf16 vs fp32: relative %g (two bf16 parts: < 2^-14)", sqrt(e / n2));
+    CHECK(sqrt(e / n2) < 0x1p-7, "dW bf16 vs fp32: relative %g (bf16 dlogits: < 2^-7)", sqrt(e / n2));
     for (int b = 0; b < 2; b++) free(dx[b]), free(dW[b]);
     free(x), free(W);
 }

@@ -225,10 +225,6 @@ typedef struct ct_kernels {
     const char *(*f8_gemm_path)(void);
     // dst (n) = src rounded to bf16, nearest even (the narrowing of every compute copy).
     void (*f32_to_bf16)(uint16_t *dst, const float *src, long n);
-    // src (n) as two bf16 parts: hi = src rounded to bf16, lo = (src - hi) rounded (the
-    // difference is exact in fp32), 0 where hi is infinite or NaN; hi + lo holds src to about
-    // 2^-17 of itself (ct_head_backward's dlogits).
-    void (*bf16_split)(uint16_t *hi, uint16_t *lo, const float *src, long n);
 
     // ---- float8 / MXFP8 matmuls (fp8 codes = uint8_t): contracts in kernels/cpu/gemm_f8.h.
     // Products of the 8-bit values, fp32 accumulation, scales applied after (a GPU fp8 matmul).
@@ -335,24 +331,23 @@ void ct_kernel_set_missing(int i, char *out, size_t n);
 //   bf16  the same products on the table's gemm_bf16 (bf16 inputs, fp32 accumulation), as the
 //         blocks' linear layers take them under --mixed_precision bf16: W is the bf16 compute copy
 //         (FSDP's gathered bf16 group: no copy of it is made) and x holds bf16 values already (the
-//         head's input is rounded before the call), so narrowing it is exact. The dlogits z (fp32) go in as two bf16 parts, hi = bf16(z)
-//         and lo = bf16(z - hi), each multiplied and the products summed in fp32: z to about
-//         2^-17 of itself, where one bf16 would keep 2^-9 (PyTorch's autocast rounds it so).
-//         Why: the vocabulary-parallel loss reduces the softmax's sums in another order, so its
-//         dlogits differ from one process's in the last fp32 bit; rounded to one bf16, a few
-//         hundred of them per step landed on the other side of a rounding midpoint, which the
-//         8-bit recipes' quantisation then amplified past the 1e-5 parity of the layouts.
+//         head's input is rounded before the call), so narrowing it is exact. The dlogits z
+//         (fp32) are rounded to bf16 for the two backward products, as every other gradient
+//         entering a bf16 matmul is (and as PyTorch's autocast rounds them). Carrying z as two
+//         bf16 parts (hi + lo, about 2^-17 of z) would double the backward's products -- a
+//         tenth of a bench S step -- for a precision no other gradient has. The vocabulary-parallel loss's dlogits differ from one process's in the last
+//         fp32 bit, which can round the other way: narrow noise the layouts' parity bounds
+//         measure (tests/error_model.h).
 //         The softmax, the loss and the dlogits themselves stay fp32.
 typedef struct {
     const ct_kernels *k;
     long V, C;
     const uint16_t *W16;  // (V, C) W in bf16 (the caller's); NULL: fp32 products
     uint16_t *x16;  // (chunk_rows, C) the chunk's rows narrowed (by ct_head_logits)
-    uint16_t *zhi;  // (chunk_rows, V) the chunk's dlogits, bf16 part (by ct_head_backward)
-    uint16_t *zlo;  // (chunk_rows, V) and what it leaves, in bf16
+    uint16_t *z16;  // (chunk_rows, V) the chunk's dlogits rounded to bf16 (by ct_head_backward)
 } ct_head_products;
 
-// Floats of scratch the bf16 copies take (0 for fp32): x16, zhi and zlo, each 16-float aligned.
+// Floats of scratch the bf16 copies take (0 for fp32): x16 and z16, each 16-float aligned.
 long ct_head_products_floats(long chunk_rows, long V, long C, bool bf16);
 
 // Set up for one loss call over W (V, C): fp32, or bf16 values under bf16, whose copies of the

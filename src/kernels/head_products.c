@@ -9,18 +9,17 @@ static long floats_of_bf16(long n) { return align16((n + 1) / 2); }  // floats t
 
 long ct_head_products_floats(long chunk_rows, long V, long C, bool bf16) {
     if (!bf16) return 0;
-    return floats_of_bf16(chunk_rows * C) + 2 * floats_of_bf16(chunk_rows * V);
+    return floats_of_bf16(chunk_rows * C) + floats_of_bf16(chunk_rows * V);
 }
 
 ct_head_products ct_head_products_begin(const ct_kernels *k, bool bf16, const void *W, long V, long C, long chunk_rows,
                                         float *scratch) {
     ct_head_products h = {.k = k, .V = V, .C = C};
     if (!bf16) return h;
-    float *at = scratch;  // the four copies in turn, each 16-float aligned
+    float *at = scratch;  // the two copies in turn, each 16-float aligned
     h.W16 = W;
     h.x16 = (uint16_t *)at, at += floats_of_bf16(chunk_rows * C);
-    h.zhi = (uint16_t *)at, at += floats_of_bf16(chunk_rows * V);
-    h.zlo = (uint16_t *)at;
+    h.z16 = (uint16_t *)at;
     return h;
 }
 
@@ -42,11 +41,7 @@ void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const flo
         h->k->gemm(1, 0, V, C, nr, 1.0f, z, V, xc, C, 1.0f, dW, C);         // dW (V, C) += dlogits^T x
         return;
     }
-    h->k->bf16_split(h->zhi, h->zlo, z, nr * V);
-    if (dx) {
-        h->k->gemm_bf16(0, 0, nr, C, V, 1.0f, h->zhi, V, h->W16, C, 0.0f, dx, C);
-        h->k->gemm_bf16(0, 0, nr, C, V, 1.0f, h->zlo, V, h->W16, C, 1.0f, dx, C);
-    }
-    h->k->gemm_bf16(1, 0, V, C, nr, 1.0f, h->zhi, V, h->x16, C, 1.0f, dW, C);
-    h->k->gemm_bf16(1, 0, V, C, nr, 1.0f, h->zlo, V, h->x16, C, 1.0f, dW, C);
+    h->k->f32_to_bf16(h->z16, z, nr * V);
+    if (dx) h->k->gemm_bf16(0, 0, nr, C, V, 1.0f, h->z16, V, h->W16, C, 0.0f, dx, C);
+    h->k->gemm_bf16(1, 0, V, C, nr, 1.0f, h->z16, V, h->x16, C, 1.0f, dW, C);
 }

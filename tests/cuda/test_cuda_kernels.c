@@ -101,15 +101,6 @@ static void casts_and_vectors(void) {
     cpu->bf16_to_f32(back, hb, n);
     gpu->bf16_to_f32(dback, db, n);
     cmp("bf16_to_f32", dback, back, n, 0, 0);
-    uint16_t *hl = malloc((size_t)n * 2), *gh = malloc((size_t)n * 2), *gl = malloc((size_t)n * 2);
-    uint16_t *dh = up(hb, (size_t)n * 2), *dl = up(hb, (size_t)n * 2);
-    cpu->bf16_split(hb, hl, x, n);
-    gpu->bf16_split(dh, dl, dx, n);
-    gpu->copy_to_host(gh, dh, (size_t)n * 2);
-    gpu->copy_to_host(gl, dl, (size_t)n * 2);
-    CHECK(memcmp(hb, gh, (size_t)n * 2) == 0 && memcmp(hl, gl, (size_t)n * 2) == 0,
-          "bf16_split differs from the cpu's bits");
-    free(hl), free(gh), free(gl);
     x[5] = 0.5f;
     gpu->copy_from_host(dx, x, (size_t)n * 4);
     double ss_cpu = 1.5, *ss_gpu = dscalar(1.5);  // both add to what is there

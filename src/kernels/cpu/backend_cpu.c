@@ -101,7 +101,6 @@ static const ct_kernels ct_kernels_cpu = {
     .bf16_gemm_path = ct_bf16_gemm_path,
     .f8_gemm_path = f8_gemm_path,
     .f32_to_bf16 = ct_f32_to_bf16_array,
-    .bf16_split = ct_bf16_split_array,
 
     .gemm_f8_scratch_floats = ct_gemm_f8_scratch_floats,
     .gemm_f8 = ct_gemm_f8,

@@ -47,22 +47,6 @@ void ct_f32_to_bf16_array(uint16_t *dst, const float *src, long n) {
     }
 }
 
-static inline void split1(uint16_t *hi, uint16_t *lo, float x) {
-    uint16_t h = f32_to_bf16(x);
-    float hf = bf16_to_f32(h);
-    *hi = h;
-    *lo = (hf - hf == 0.0f) ? f32_to_bf16(x - hf) : 0;  // (hf - hf: 0 unless hf is inf or NaN)
-}
-
-void ct_bf16_split_array(uint16_t *hi, uint16_t *lo, const float *src, long n) {
-    if (n > CT_BF16_PARALLEL_MIN) {
-#pragma omp parallel for schedule(static)
-        for (long i = 0; i < n; i++) split1(hi + i, lo + i, src[i]);
-    } else {
-        for (long i = 0; i < n; i++) split1(hi + i, lo + i, src[i]);
-    }
-}
-
 void ct_bf16_to_f32_array(float *dst, const uint16_t *src, long n) {
     if (n > CT_BF16_PARALLEL_MIN) {
 #pragma omp parallel for schedule(static)

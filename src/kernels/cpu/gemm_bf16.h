@@ -39,9 +39,6 @@ const char *ct_bf16_gemm_path(void);
 // dst[i] = src[i] rounded to the nearest bf16, ties to even; NaN stays NaN (quiet), overflow
 // rounds to infinity as IEEE rounding does. Parallel (OpenMP) for large n.
 void ct_f32_to_bf16_array(uint16_t *dst, const float *src, long n);
-// hi[i] = bf16 of src[i], lo[i] = bf16 of (src[i] - hi[i]) (exact difference), lo 0 where hi is
-// not finite. Parallel for large n.
-void ct_bf16_split_array(uint16_t *hi, uint16_t *lo, const float *src, long n);
 // dst[i] = the fp32 value of bf16 src[i] (exact). Parallel for large n.
 void ct_bf16_to_f32_array(float *dst, const uint16_t *src, long n);
 

@@ -33,7 +33,6 @@ void ct_cuda_clip_factor(float *scale, const double *scalars, double max_norm);
 enum { CT_CUDA_SUMSQ_PARTS = 256 };
 void ct_cuda_sumsq_parts(double *parts, const float *x, long n);
 void ct_cuda_f32_to_bf16(uint16_t *dst, const float *src, long n);  // nearest even, NaN kept quiet
-void ct_cuda_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, long n);  // the table's bf16_split
 void ct_cuda_bf16_to_f32(float *dst, const uint16_t *src, long n);
 
 // ---- layers (layers.cu)

@@ -107,35 +107,6 @@ __global__ static void f32_to_bf16_k(uint16_t *dst, const float *src, long n) {
         }
     }
 }
-__device__ static uint16_t to_bf16(float x) {
-    uint32_t u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-// the cpu's ct_bf16_split_array: hi = bf16(x), lo = bf16(x - hi), lo 0 where hi is not finite
-__global__ static void bf16_split_k(uint16_t *hi, uint16_t *lo, const float *src, long n) {
-    GRID_STRIDE(i, n) {
-        uint16_t h = to_bf16(src[i]);
-        float hf = __uint_as_float((uint32_t)h << 16);
-        hi[i] = h;
-        lo[i] = (hf - hf == 0.0f) ? to_bf16(src[i] - hf) : (uint16_t)0;
-    }
-}
-__global__ static void bf16_to_f32_k(float *dst, const uint16_t *src, long n) {
-    GRID_STRIDE(i, n) dst[i] = __uint_as_float((uint32_t)src[i] << 16);
-}
-
-extern "C" void ct_cuda_f32_to_bf16(uint16_t *dst, const float *src, long n) {
-    if (n <= 0) return;
-    f32_to_bf16_k<<<ct_cuda_blocks(n, 256), 256>>>(dst, src, n);
-    ct_cuda_launched("f32_to_bf16");
-}
-extern "C" void ct_cuda_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, long n) {
-    if (n <= 0) return;
-    bf16_split_k<<<ct_cuda_blocks(n, 256), 256>>>(hi, lo, src, n);
-    ct_cuda_launched("bf16_split");
-}
 extern "C" void ct_cuda_bf16_to_f32(float *dst, const uint16_t *src, long n) {
     if (n <= 0) return;
     bf16_to_f32_k<<<ct_cuda_blocks(n, 256), 256>>>(dst, src, n);

@@ -288,7 +288,6 @@ const ct_kernels ct_kernels_cuda = {
     .bf16_gemm_path = ct_cuda_bf16_gemm_path,
     .f8_gemm_path = f8_gemm_path,
     .f32_to_bf16 = f32_to_bf16,
-    .bf16_split = ct_cuda_bf16_split,
 
     .gemm_f8_scratch_floats = ct_cuda_gemm_f8_scratch_floats,
     .gemm_f8 = ct_cuda_gemm_f8,

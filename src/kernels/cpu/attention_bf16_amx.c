@@ -10,7 +10,9 @@
 // and pairs past the last whole block of 16, are summed by the register kernel
 // (attention_bf16_tile.c) onto the tiles' sums, in the same order for a given shape wherever it
 // runs (the same bits on any thread count). The mode's step after the sum is the register
-// kernel's, from the tiles' sums stored to a 16 x 64 block.
+// kernel's, from the tiles' sums stored to a 16 x 64 block -- but for a product stored as it
+// is (dV's and dK's shares) and one added to C (dQ), which go to C straight from the tiles (the
+// adds start from C loaded into them) where no pairs are left over.
 //
 // Numerics: the pairs' products are exact; TDPBF16PS sums them in fp32 in its own order, with
 // denormal inputs and outputs flushed to zero as VDPBF16PS does. The path is its own
@@ -42,13 +44,21 @@ void ct_att16_tiles_end(void) {
 
 bool ct_att16_tiles_held(void) { return g_held; }
 
-// acc tiles 0..nt-1 = A (16 rows, kf pairs) B (kf pairs, 16 nt), A tile 4, B tiles 5-7.
+// acc tiles 0..nt-1 (+)= A (16 rows, kf pairs) B (kf pairs, 16 nt), A tile 4, B tiles 5-7; from
+// zero, or from C (16, 16 nt) (row stride ldc floats) where c is given.
 static inline __attribute__((always_inline)) void tile_sums(int nt, long kf, const uint32_t *a, long lda,
-                                                            const uint32_t *b, long ldb) {
-    _tile_zero(0);
-    if (nt > 1) _tile_zero(1);
-    if (nt > 2) _tile_zero(2);
-    if (nt > 3) _tile_zero(3);
+                                                            const uint32_t *b, long ldb, const float *c, long ldc) {
+    if (c) {
+        _tile_loadd(0, c, ldc * 4);
+        if (nt > 1) _tile_loadd(1, c + 16, ldc * 4);
+        if (nt > 2) _tile_loadd(2, c + 32, ldc * 4);
+        if (nt > 3) _tile_loadd(3, c + 48, ldc * 4);
+    } else {
+        _tile_zero(0);
+        if (nt > 1) _tile_zero(1);
+        if (nt > 2) _tile_zero(2);
+        if (nt > 3) _tile_zero(3);
+    }
     for (long k0 = 0; k0 < kf; k0 += TILE_PAIRS) {
         const uint32_t *bk = b + k0 * ldb;
         _tile_loadd(4, a + k0, lda * 4);
@@ -69,11 +79,23 @@ static inline __attribute__((always_inline)) void tile_sums(int nt, long kf, con
     }
 }
 
-static inline __attribute__((always_inline)) void tile_store(int nt, float *acc) {
-    _tile_stored(0, acc, BLOCK_COLS * 4);
-    if (nt > 1) _tile_stored(1, acc + 16, BLOCK_COLS * 4);
-    if (nt > 2) _tile_stored(2, acc + 32, BLOCK_COLS * 4);
-    if (nt > 3) _tile_stored(3, acc + 48, BLOCK_COLS * 4);
+static inline __attribute__((always_inline)) void tile_store(int nt, float *acc, long ld) {
+    _tile_stored(0, acc, ld * 4);
+    if (nt > 1) _tile_stored(1, acc + 16, ld * 4);
+    if (nt > 2) _tile_stored(2, acc + 32, ld * 4);
+    if (nt > 3) _tile_stored(3, acc + 48, ld * 4);
+}
+
+// One block's sums: stored to C as they are (C = AB, or C += AB with C the tiles' start: no
+// pass after them) where the mode allows and no pairs are left over; else to acc (16, 64).
+// Returns whether C is done.
+static inline __attribute__((always_inline)) bool block_sums(int nt, ct_att_mode mode, long kf, long Kp,
+                                                             const uint32_t *a, long lda, const uint32_t *b, long ldb,
+                                                             float *c, long ldc, float alpha, float *acc) {
+    const bool direct = kf == Kp && ((mode == CT_ATT_STORE && alpha == 1.0f) || mode == CT_ATT_ADD);
+    tile_sums(nt, kf, a, lda, b, ldb, direct && mode == CT_ATT_ADD ? c : NULL, ldc);
+    tile_store(nt, direct ? c : acc, direct ? ldc : BLOCK_COLS);
+    return direct;
 }
 
 // C (16, 16 nt) (mode) acc (16, 64): the register kernel's step after its chain.
@@ -102,16 +124,19 @@ void ct_att16_mm_amx(ct_att_mode mode, long M, long N, long Kp, const uint32_t *
         for (long j0 = 0; j0 < N; j0 += BLOCK_COLS) {
             const int nt = (int)((N - j0 < BLOCK_COLS ? N - j0 : BLOCK_COLS) / 16);
             const uint32_t *ai = a + i0 * lda, *bj = b + j0;
+            float *cij = c + i0 * ldc + j0;
+            bool done;
             switch (nt) {
-            case 1: tile_sums(1, kf, ai, lda, bj, ldb), tile_store(1, acc); break;
-            case 2: tile_sums(2, kf, ai, lda, bj, ldb), tile_store(2, acc); break;
-            case 3: tile_sums(3, kf, ai, lda, bj, ldb), tile_store(3, acc); break;
-            default: tile_sums(4, kf, ai, lda, bj, ldb), tile_store(4, acc); break;
+            case 1: done = block_sums(1, mode, kf, Kp, ai, lda, bj, ldb, cij, ldc, alpha, acc); break;
+            case 2: done = block_sums(2, mode, kf, Kp, ai, lda, bj, ldb, cij, ldc, alpha, acc); break;
+            case 3: done = block_sums(3, mode, kf, Kp, ai, lda, bj, ldb, cij, ldc, alpha, acc); break;
+            default: done = block_sums(4, mode, kf, Kp, ai, lda, bj, ldb, cij, ldc, alpha, acc); break;
             }
+            if (done) continue;
             if (kf < Kp)  // the last pairs, onto the tiles' sums
                 ct_att_mm_bf16(CT_ATT_ADD, TILE_ROWS, nt * 16L, Kp - kf, ai + kf, lda, 1, bj + kf * ldb, ldb, acc,
                                BLOCK_COLS, 1.0f, NULL);
-            finish(mode, nt, acc, c + i0 * ldc + j0, ldc, alpha,
+            finish(mode, nt, acc, cij, ldc, alpha,
                    !vec ? NULL : mode == CT_ATT_DS ? vec + j0 : vec + i0);
         }
     if (mf < M)  // the last rows

@@ -363,4 +363,8 @@ void ct_head_logits(const ct_head_products *h, float *z, const float *xc, const 
 // ct_head_logits call of the same chunk (bf16 reuses its narrowed rows).
 void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const float *z, const float *xc,
                       const void *W, long nr);
+// The same under bf16 from dlogits a loss kernel rounded into h->z16 itself ((nr, V), each as
+// the table's f32_to_bf16 rounds it): the fused loss writes them there as it makes them, where
+// ct_head_backward would read the fp32 chunk once more to round it.
+void ct_head_backward_rounded(const ct_head_products *h, float *dx, float *dW, long nr);
 #endif

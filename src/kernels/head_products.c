@@ -42,6 +42,11 @@ void ct_head_backward(const ct_head_products *h, float *dx, float *dW, const flo
         return;
     }
     h->k->f32_to_bf16(h->z16, z, nr * V);
+    ct_head_backward_rounded(h, dx, dW, nr);
+}
+
+void ct_head_backward_rounded(const ct_head_products *h, float *dx, float *dW, long nr) {
+    const long V = h->V, C = h->C;
     if (dx) h->k->gemm_bf16(0, 0, nr, C, V, 1.0f, h->z16, V, h->W16, C, 0.0f, dx, C);
     h->k->gemm_bf16(1, 0, V, C, nr, 1.0f, h->z16, V, h->x16, C, 1.0f, dW, C);
 }

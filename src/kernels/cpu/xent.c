@@ -1,6 +1,7 @@
 // Output projection fused with cross-entropy, chunked over rows so the (N, V) logits never exist
 // at once: per chunk, logits = x W^T into scratch, per-row log-sum-exp and loss, then the logits
-// are turned in place into dlogits = (softmax - onehot) * grad_scale and multiplied back:
+// are turned into dlogits = (softmax - onehot) * grad_scale (in place, or straight into the bf16
+// copy the bf16 products take) and multiplied back:
 // dx = dlogits W, dW += dlogits^T x. The three products are kernels/backend.h's (fp32, or bf16
 // inputs under bf16 compute). The per-row max and sum of exp are xent_row.h's, shared with the
 // vocabulary-slice row pieces (xent_rows.c).
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/float_formats.h"
 #include "kernels/cpu/backend_cpu.h"
 #include "kernels/cpu/kernel_set.h"
 #include "kernels/cpu/xent_row.h"
@@ -40,15 +42,23 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const void *W, const 
             float *z = logits + r * V;  // (V)
             int32_t t = targets[r0 + r];
             double loss = 0.0;
+            uint16_t *z16 = h.z16 ? h.z16 + r * V : NULL;  // (V) the row's dlogits in bf16, or NULL
             if (t < 0) {  // ignored row: no loss, zero gradient
-                if (dx) memset(z, 0, (size_t)V * sizeof(float));
+                if (dx && z16)
+                    memset(z16, 0, (size_t)V * sizeof(uint16_t));
+                else if (dx)
+                    memset(z, 0, (size_t)V * sizeof(float));
             } else {
                 float mx = ct_xent_row_max(z, V), zt = z[t];
                 // z = exp(z - mx): one exp per logit, the next row fetched meanwhile
                 float sum = ct_xent_row_exp_sum(z, V, mx, r + 1 < nr ? z + V : NULL);
                 double lse = (double)mx + log((double)sum);
                 loss = lse - (double)zt;
-                if (dx) {
+                if (dx && z16) {  // rounded as they are made (ct_head_backward_rounded)
+                    const float s = 1.0f / sum, zt_grad = z[t] * s * grad_scale - grad_scale;
+                    for (long j = 0; j < V; j++) z16[j] = ct_f32_to_bf16(z[j] * s * grad_scale);
+                    z16[t] = ct_f32_to_bf16(zt_grad);
+                } else if (dx) {
                     ct_v8f s = ct_v8f_splat(1.0f / sum), gs = ct_v8f_splat(grad_scale);
                     long j = 0;
 #ifdef CT_V16
@@ -67,7 +77,10 @@ double ct_xent_fused(float *dx, float *dW, const float *x, const void *W, const 
             memcpy(&loss, row_loss + r * sizeof(double), sizeof(double));
             total += loss;
         }
-        if (dx) ct_head_backward(&h, dx + r0 * C, dW, logits, xc, W, nr);
+        if (dx && h.z16)
+            ct_head_backward_rounded(&h, dx + r0 * C, dW, nr);
+        else if (dx)
+            ct_head_backward(&h, dx + r0 * C, dW, logits, xc, W, nr);
     }
     return total;
 }

@@ -8,7 +8,8 @@
 #
 #   bench/bf16_vs_torch.sh [S|M] [rounds=3]
 #     PYTHON (default build/venv/bin/python: `make test-interop` installs torch there),
-#     TORCH_SETUPS (default "bf16-compile bf16 fp32"), CTITAN_STEPS / TORCH_STEPS (per run).
+#     TORCH_SETUPS (default "bf16-compile bf16 fp32"), CTITAN_STEPS / TORCH_STEPS (per run),
+#     CTITAN_SETS (default: every set this CPU runs; e.g. "amx" for the start-up choice alone).
 set -u
 cd "$(dirname "$0")/.."
 bench=${1:-S}
@@ -26,7 +27,7 @@ esac
 [ -f "$torch_bench" ] || { echo "bf16_vs_torch.sh: $torch_bench is missing" >&2; exit 1; }
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR) print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-sets=$(build/ctitan kernels 2>/dev/null | sed -n 's/^  *\([a-z0-9_]*\)  *runs on this CPU.*/\1/p')
+sets=${CTITAN_SETS:-$(build/ctitan kernels 2>/dev/null | sed -n 's/^  *\([a-z0-9_]*\)  *runs on this CPU.*/\1/p')}
 [ -n "$sets" ] || sets=auto
 read -r -a setups <<< "${TORCH_SETUPS:-bf16-compile bf16 fp32}"
 declare -A got

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/kernels.h"
 
@@ -52,6 +53,7 @@ static void linears(double rate[4][3], double peak32, double peak16) {
 }
 
 int main(void) {
+    ct_kernels_get("cpu");  // installs the kernel set this CPU runs best (CTITAN_KERNEL_SET: another)
     const char *path = ct_bf16_gemm_path();
     int units = strcmp(path, "fallback") != 0;
     printf("threads %d, bf16 gemm path: %s (%s)\n", omp_get_max_threads(), path,

@@ -7,6 +7,7 @@
 // instead of oneDNN's matmul primitive, whose every execution allocates (oneDNN 2.6 builds its
 // argument map on the heap).
 //
+//   (AMX, where it fits: every A block of the thread's rows packed first, once)
 //   for jc in N step NC:                    B panel (K block, NC) packed into NR-wide slivers,
 //     for pc in K step KC:                    shared by the team (each packs a share)
 //       for ic in this thread's rows step MC: A block (MC, KC) packed into MR-high slivers
@@ -34,8 +35,9 @@
 // the MR grid) between the team, which packs each B panel once, into the calling thread's
 // buffer, each thread a share of its slivers, between two barriers; A is packed once in all.
 // Inside a parallel region it runs on the calling thread alone. Buffers: allocated once per
-// thread, on its first call, at fixed sizes (an A block and a B panel: 4.6 MiB): a steady state
-// allocates nothing.
+// thread, on its first call, at fixed sizes (an A block and a B panel: 4.6 MiB), and with AMX
+// the whole-A buffer (up to AMX_WHOLE_A_BYTES), grown to the largest A a call has packed whole:
+// a steady state allocates nothing.
 #include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -69,8 +71,12 @@
 #endif
 #define BK_NR (16 * BK_NV)
 // The AMX kernel's blocks: 32-row A slivers, K blocks of 1024 (a 32 x 1024 A sliver, 64 KiB,
-// and a 1024 x 32 B sliver stream from L2 once per 32 x 32 tile of C), B panels of 256 columns
-// (512 KiB: they stay in L2 while the rows go by).
+// and a 1024 x 32 B sliver stream from L2 once per 32 x 32 tile of C), B panels of 768 columns
+// (1.5 MiB: they stay in the 2 MiB L2 of a core with AMX while the rows go by; on a 2-core Xeon
+// with AMX, bench S and M in bf16 ran 4-9% slower with panels of 256 or 512 columns, as fast
+// with 1024). A thread's A blocks are packed once for all the panels where they fit
+// AMX_WHOLE_A_BYTES (the model's linear layers and the output projection's forward), and once
+// per panel otherwise (the output projection's backward, A being the dlogits).
 #define AMX_MR 32
 #ifndef AMX_KC
 #define AMX_KC 1024
@@ -79,7 +85,10 @@
 #define AMX_MC 32
 #endif
 #ifndef AMX_NC
-#define AMX_NC 256
+#define AMX_NC 768
+#endif
+#ifndef AMX_WHOLE_A_BYTES
+#define AMX_WHOLE_A_BYTES (8L << 20)
 #endif
 #ifndef BK_KC
 #define BK_KC 2048  // k values per K block (1024 pairs)
@@ -360,6 +369,8 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
 typedef struct {
     uint32_t *apack;  // MC x KC bf16
     uint16_t *bpack;  // KC x NC bf16
+    uint32_t *awhole;    // every A block of a thread's rows, packed once (AMX; grows to the largest)
+    size_t awhole_words;
 } bk_buffers;
 
 static pthread_key_t g_key;
@@ -370,6 +381,7 @@ static void free_buffers(void *p) {
     bk_buffers *b = p;
     free(b->apack);
     free(b->bpack);
+    free(b->awhole);
     free(b);
 }
 static void make_key(void) {
@@ -386,9 +398,21 @@ static bk_buffers *thread_buffers(void) {
     bk_buffers *b = alloc64(sizeof *b);
     b->apack = alloc64(sizeof(uint16_t) * BK_MC * BK_KC + 64);
     b->bpack = alloc64(sizeof(uint16_t) * BK_KC * BK_NC);
+    b->awhole = NULL, b->awhole_words = 0;
     pthread_setspecific(g_key, b);
     tl_buf = b;
     return b;
+}
+
+// The whole-A buffer of this thread, at least `words` 32-bit words: grown (never shrunk) on the
+// first call that needs more, so a steady state reuses it.
+static uint32_t *whole_a_buffer(bk_buffers *b, size_t words) {
+    if (words > b->awhole_words) {
+        free(b->awhole);
+        b->awhole = alloc64(words * 4);
+        b->awhole_words = words;
+    }
+    return b->awhole;
 }
 
 // ---------------------------------------------------------------- one thread
@@ -412,6 +436,19 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
     const long KCb = g->amx ? even_block(K, AMX_KC, 32) : even_block(K, BK_KC, 2);
     const long MCb = even_block(M > 0 ? M : 1, g->amx ? AMX_MC : BK_MC, mr_grid);
     const long NCb = even_block(N, g->amx ? AMX_NC : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+    // AMX: where B comes in several panels, A's blocks would be packed again for each; a thread
+    // whose rows' blocks fit AMX_WHOLE_A_BYTES packs them all once, first (the same packed values)
+    const long kps_max = (KCb / 2 + 15) / 16 * 16, slot = MCb * kps_max;  // words of one A block
+    const long nkb = (K + KCb - 1) / KCb, nib = (M + MCb - 1) / MCb;
+    uint32_t *awhole = NULL;
+    if (g->amx && N > NCb && M > 0 && (double)nkb * nib * slot * 4 <= AMX_WHOLE_A_BYTES) {
+        awhole = whole_a_buffer(buf, (size_t)(nkb * nib * slot));
+        for (long pc = 0, kb = 0; pc < K; pc += KCb, kb++) {
+            long kc = ct_min_l(KCb, K - pc), kps = ((kc + 1) / 2 + 15) / 16 * 16;
+            for (long ic = m0, ib = 0; ic < m1; ic += MCb, ib++)
+                pack_a_amx((uint16_t *)(awhole + (kb * nib + ib) * slot), g, ic, ct_min_l(MCb, m1 - ic), pc, kc, kps);
+        }
+    }
     if (g->amx) ct_bf16_amx_begin();
     for (long jc = 0; jc < N; jc += NCb) {
         long nc = ct_min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
@@ -427,20 +464,21 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
             }
             for (long ic = m0; ic < m1; ic += MCb) {
                 long mc = ct_min_l(MCb, m1 - ic);
-                if (g->amx)
-                    pack_a_amx((uint16_t *)buf->apack, g, ic, mc, pc, kc, kps);
-                else
-                    pack_a(buf->apack, g, ic, mc, pc, kc);
+                uint32_t *apack = awhole ? awhole + (pc / KCb * nib + (ic - m0) / MCb) * slot : buf->apack;
+                if (g->amx && !awhole)  // (else packed above)
+                    pack_a_amx((uint16_t *)apack, g, ic, mc, pc, kc, kps);
+                else if (!g->amx)
+                    pack_a(apack, g, ic, mc, pc, kc);
                 for (long s = 0; s < nsl; s++) {
                     long j = jc + s * BK_NR, nr = ct_min_l(BK_NR, N - j);
                     const uint16_t *bs = bpack + s * kps * 2 * BK_NR;
                     for (long ir = 0; ir < mc; ir += mr_grid) {
                         float *c = g->C + (ic + ir) * g->ldc + j;
                         if (g->amx)
-                            ct_bf16_amx_kernel(ct_min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(buf->apack + ir * kps), bs,
-                                               c, g->ldc, g->alpha, beta, nr);
+                            ct_bf16_amx_kernel(ct_min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(apack + ir * kps), bs, c,
+                                               g->ldc, g->alpha, beta, nr);
                         else
-                            ukernel(ct_min_l(BK_MR, mc - ir), kp, buf->apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
+                            ukernel(ct_min_l(BK_MR, mc - ir), kp, apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
                     }
                 }
             }

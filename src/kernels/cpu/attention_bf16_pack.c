@@ -40,19 +40,6 @@ NO_LIBCALLS void ct_att16_pack_row_pairs(uint32_t *restrict dst, long w, const u
     }
 }
 
-NO_LIBCALLS void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src, long ld, long n,
-                                       long HS) {
-    const long HP = pad_hs(HS);
-    for (long p = 0; p < HP / 2; p++) {
-        uint32_t *o = dst + p * CT_ATT_BQ;
-        long d = 2 * p;
-        for (long i = 0; i < CT_ATT_BQ; i++) {
-            const uint16_t *s = src + i * ld;
-            o[i] = i >= n || d >= HS ? 0 : pair(s[d], d + 1 < HS ? s[d + 1] : 0);
-        }
-    }
-}
-
 void ct_att16_round_rows(uint16_t *restrict dst, const float *restrict src, long n) {
     for (long x = 0; x < n * CT_ATT_BQ; x++) dst[x] = round_bf16(src[x]);
 }
@@ -99,6 +86,24 @@ static inline void transpose16(__m512i r[16]) {
     }
 }
 
+// Q^T in pairs is the transpose of Q's rows read as words (a word: two adjacent head dims), so
+// 16 rows x 16 words at a time go through transpose16; a masked load zeroes the half of a word
+// past an odd HS and rows past n read as zero.
+void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src, long ld, long n, long HS) {
+    const long np = pad_hs(HS) / 2;
+    for (long p0 = 0; p0 < np; p0 += 16) {
+        const long ne = HS - 2 * p0, pn = np - p0 < 16 ? np - p0 : 16;  // head dims left; pairs here
+        const __mmask32 m = ne >= 32 ? (__mmask32)~0u : (__mmask32)((1u << ne) - 1);
+        for (long i0 = 0; i0 < CT_ATT_BQ; i0 += 16) {
+            __m512i r[16];
+            for (long i = 0; i < 16; i++)
+                r[i] = i0 + i < n ? _mm512_maskz_loadu_epi16(m, src + (i0 + i) * ld + 2 * p0) : _mm512_setzero_si512();
+            transpose16(r);
+            for (long p = 0; p < pn; p++) _mm512_storeu_si512(dst + (p0 + p) * CT_ATT_BQ + i0, r[p]);
+        }
+    }
+}
+
 // round_bf16 of 16 lanes, left in the low (lo) or high half of each word
 static inline __m512i round16(const float *x, bool high) {
     __m512i u = _mm512_castps_si512(_mm512_loadu_ps(x));
@@ -127,6 +132,19 @@ void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, l
     }
 }
 #else
+NO_LIBCALLS void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src, long ld, long n,
+                                       long HS) {
+    const long HP = pad_hs(HS);
+    for (long p = 0; p < HP / 2; p++) {
+        uint32_t *o = dst + p * CT_ATT_BQ;
+        long d = 2 * p;
+        for (long i = 0; i < CT_ATT_BQ; i++) {
+            const uint16_t *s = src + i * ld;
+            o[i] = i >= n || d >= HS ? 0 : pair(s[d], d + 1 < HS ? s[d + 1] : 0);
+        }
+    }
+}
+
 void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, long n) {
     const long w = CT_ATT_BK / 2;
     for (long p = 0; p < n / 2; p++) {

@@ -107,6 +107,15 @@ __global__ static void f32_to_bf16_k(uint16_t *dst, const float *src, long n) {
         }
     }
 }
+__global__ static void bf16_to_f32_k(float *dst, const uint16_t *src, long n) {
+    GRID_STRIDE(i, n) dst[i] = __uint_as_float((uint32_t)src[i] << 16);
+}
+
+extern "C" void ct_cuda_f32_to_bf16(uint16_t *dst, const float *src, long n) {
+    if (n <= 0) return;
+    f32_to_bf16_k<<<ct_cuda_blocks(n, 256), 256>>>(dst, src, n);
+    ct_cuda_launched("f32_to_bf16");
+}
 extern "C" void ct_cuda_bf16_to_f32(float *dst, const uint16_t *src, long n) {
     if (n <= 0) return;
     bf16_to_f32_k<<<ct_cuda_blocks(n, 256), 256>>>(dst, src, n);

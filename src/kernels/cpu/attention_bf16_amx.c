@@ -17,6 +17,7 @@
 // Numerics: the pairs' products are exact; TDPBF16PS sums them in fp32 in its own order, with
 // denormal inputs and outputs flushed to zero as VDPBF16PS does. The path is its own
 // (ct_attention_bf16_path: "amx"): its bits differ from the VDPBF16PS chains' in the last places.
+#include "core/error.h"
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
 
@@ -151,7 +152,6 @@ void ct_att16_tiles_end(void) {}
 bool ct_att16_tiles_held(void) { return false; }
 void ct_att16_mm_amx(ct_att_mode mode, long M, long N, long Kp, const uint32_t *a, long lda, const uint32_t *b,
                      long ldb, float *c, long ldc, float alpha, const float *vec) {
-    (void)mode, (void)M, (void)N, (void)Kp, (void)a, (void)lda, (void)b, (void)ldb, (void)c, (void)ldc, (void)alpha,
-        (void)vec;
+    ct_fatal("ct_att16_mm_amx", "this kernel set has no AMX (ct_att16_tiles_held is false here)");
 }
 #endif

@@ -111,7 +111,7 @@ static void backward_item(const bwd16_call *x, bwd16_tiles *t, long it) {
         // share (nk, HP) = bf16(dS)^T Q
         if (ct_att16_tiles_held()) {
             ct_att16_round_pairs_t(t->ds2, t->pt, nk);
-            ct_att16_queries_by_keys_rows(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL, d);
+            ct_att16_queries_by_keys_rows(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL);
         } else {
             ct_att16_round_pairs(t->ds2, t->pt, nk);
             ct_att16_queries_by_keys(CT_ATT_ADD, t->dqa, t->ds2, k2, nq, nk, HP, NULL, d);

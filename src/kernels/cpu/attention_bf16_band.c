@@ -27,11 +27,17 @@ void ct_att16_queries_by_keys(ct_att_mode mode, float *c, const uint32_t *p2, co
                        b2, HP, c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
 }
 
+// Whole blocks of 16 query rows over all of the tile's key pairs, the band's zeros included: tile
+// multiplies sum a block of pairs in their own order, so a sum cut at the band's last key, or a
+// row summed by the register kernel for being past the last whole block, would round otherwise --
+// and which queries share a tile, and so their band and block, differs between one process and a
+// context-parallel chunk of the same queries, whose outputs and dQ must be the same bits. (Rows
+// past nq are in the tiles, pq2 and C both BQ rows: their sums are made and never read.)
 void ct_att16_queries_by_keys_rows(ct_att_mode mode, float *c, const uint32_t *pq2, const uint32_t *b2, long nq,
-                                   long nk, long HP, const float *rowv, diag_band d) {
+                                   long nk, long HP, const float *rowv) {
     for (long r0 = 0; r0 < nq; r0 += CT_ATT_SUB)
-        ct_att_mm_bf16(mode, ct_min_l(CT_ATT_SUB, nq - r0), HP, pairs(band_keys(d, r0, nk)), pq2 + r0 * CT_ATT_BK / 2,
-                       CT_ATT_BK / 2, 1, b2, HP, c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
+        ct_att_mm_bf16(mode, CT_ATT_SUB, HP, pairs(nk), pq2 + r0 * CT_ATT_BK / 2, CT_ATT_BK / 2, 1, b2, HP,
+                       c + r0 * HP, HP, 1.0f, rowv ? rowv + r0 : NULL);
 }
 
 // C (nk, HP) = P^T B: rows of pr (adjacent queries paired) against B in query pairs.

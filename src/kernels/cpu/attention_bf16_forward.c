@@ -70,7 +70,7 @@ static void forward_item(const fwd16_call *x, fwd16_tiles *t, long it, const uin
         if (!v2l) ct_att16_pack_row_pairs(t->v2, HP, Vh + j0 * x->ldv, x->ldv, nk, HS);
         if (ct_att16_tiles_held()) {
             ct_att16_round_pairs_t(t->pt2, t->st, nk);
-            ct_att16_queries_by_keys_rows(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al, d);
+            ct_att16_queries_by_keys_rows(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al);
         } else {
             ct_att16_round_pairs(t->pt2, t->st, nk);
             ct_att16_queries_by_keys(CT_ATT_RESCALE, t->o, t->pt2, v2, nq, nk, HP, t->al, d);

@@ -285,8 +285,10 @@ void ct_att16_keys_by_queries(float *c, const uint16_t *pr, const uint32_t *b2, 
                               diag_band d);
 // C (nq, HP) (mode) P B as ct_att16_queries_by_keys, P in query rows: pq2 (BQ, BK / 2) words,
 // word (i, p) = P keys 2p, 2p + 1 of query i (ct_att16_round_pairs_t): the AMX tiles' A layout.
+// Over all nk keys whatever the band (P is 0 past it), in whole blocks of 16 rows (c and pq2 hold
+// BQ rows; the rows past nq are computed and not read).
 void ct_att16_queries_by_keys_rows(ct_att_mode mode, float *c, const uint32_t *pq2, const uint32_t *b2, long nq,
-                                   long nk, long HP, const float *rowv, diag_band d);
+                                   long nk, long HP, const float *rowv);
 // dS^T (nk, BQ) = alpha P^T * (V dO^T - D), in place of P^T in pt: vr (nk, HP) bf16 rows,
 // dot2 (HP / 2, BQ), d (BQ) = D.
 void ct_att16_ds_t(float *pt, const uint16_t *vr, const uint32_t *dot2, long nk, long HP, float alpha, const float *d,

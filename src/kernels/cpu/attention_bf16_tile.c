@@ -1,7 +1,9 @@
 // The attention's bf16 tile products (attention_tile.h: ct_att_mm_bf16): the register strips of
 // attention_tile.c with k taken in pairs. Each step adds, per lane, the two products of one pair
 // -- one VDPBF16PS where the set has AVX-512 BF16 (dp_pair), elsewhere the same two roundings
-// written out -- so the rest of the bf16 attention is one code path on every set.
+// written out -- so the rest of the bf16 attention is one code path on every set. A thread that
+// holds AMX tiles hands the products whose A is in rows of pairs, 16 rows and 16 pairs or more,
+// to attention_bf16_amx.c, which sums what is left of them here.
 #include "core/error.h"
 #include "kernels/cpu/attention_internal.h"
 

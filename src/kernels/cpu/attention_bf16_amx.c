@@ -28,12 +28,10 @@
 #define TILE_PAIRS 16
 #define BLOCK_COLS 64  // four accumulator tiles: C block (16, 64)
 
-bool ct_att16_amx_on(void) { return ct_bf16_amx_usable() != 0; }
-
 static __thread bool g_held;  // this thread holds the tile configuration
 
 bool ct_att16_tiles_begin(void) {
-    if (!ct_att16_amx_on()) return false;
+    if (!ct_bf16_amx_usable()) return false;
     ct_bf16_amx_begin();  // 8 tiles of 16 rows x 64 bytes: accumulators, A and B tiles alike
     return g_held = true;
 }
@@ -146,7 +144,6 @@ void ct_att16_mm_amx(ct_att_mode mode, long M, long N, long Kp, const uint32_t *
 }
 
 #else  // no AMX in this build
-bool ct_att16_amx_on(void) { return false; }
 bool ct_att16_tiles_begin(void) { return false; }
 void ct_att16_tiles_end(void) {}
 bool ct_att16_tiles_held(void) { return false; }

@@ -4,6 +4,7 @@
 // the rounding is to nearest, ties to even, of finite values (P and dS are finite: a masked
 // score's exp is 0; dO is a gradient).
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/transpose_words.h"
 
 // x rounded to the nearest bf16, ties to even (finite x): the carry of the added bias moves into
 // the kept half exactly where the dropped half is above a half, or a half with an odd kept half.
@@ -57,48 +58,16 @@ void ct_att16_round_pairs(uint32_t *restrict dst, const float *restrict src, lon
     }
 }
 
-#if defined(__AVX512F__)
-// 16 words per row -> 16 per column: r[j] lane k becomes r[k] lane j (unpacks of 32 and 64 bits
-// within 128-bit lanes, then two exchanges of 128-bit lanes).
-static inline void transpose16(__m512i r[16]) {
-    __m512i a[16], b[16];
-    for (int m = 0; m < 8; m++) {
-        a[2 * m] = _mm512_unpacklo_epi32(r[2 * m], r[2 * m + 1]);
-        a[2 * m + 1] = _mm512_unpackhi_epi32(r[2 * m], r[2 * m + 1]);
-    }
-    for (int m = 0; m < 4; m++) {  // b[4m + e], lane L: rows 4m..4m+3 of column 4L + e
-        b[4 * m] = _mm512_unpacklo_epi64(a[4 * m], a[4 * m + 2]);
-        b[4 * m + 1] = _mm512_unpackhi_epi64(a[4 * m], a[4 * m + 2]);
-        b[4 * m + 2] = _mm512_unpacklo_epi64(a[4 * m + 1], a[4 * m + 3]);
-        b[4 * m + 3] = _mm512_unpackhi_epi64(a[4 * m + 1], a[4 * m + 3]);
-    }
-    for (int e = 0; e < 4; e++) {  // a[.]: lanes of rows 0-7 (a[e], a[4 + e]) and 8-15
-        a[e] = _mm512_shuffle_i32x4(b[e], b[4 + e], 0x88);
-        a[4 + e] = _mm512_shuffle_i32x4(b[e], b[4 + e], 0xdd);
-        a[8 + e] = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0x88);
-        a[12 + e] = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0xdd);
-    }
-    for (int e = 0; e < 4; e++) {
-        r[e] = _mm512_shuffle_i32x4(a[e], a[8 + e], 0x88);
-        r[8 + e] = _mm512_shuffle_i32x4(a[e], a[8 + e], 0xdd);
-        r[4 + e] = _mm512_shuffle_i32x4(a[4 + e], a[12 + e], 0x88);
-        r[12 + e] = _mm512_shuffle_i32x4(a[4 + e], a[12 + e], 0xdd);
-    }
-}
-
-// Q^T in pairs is the transpose of Q's rows read as words (a word: two adjacent head dims), so
-// 16 rows x 16 words at a time go through transpose16; a masked load zeroes the half of a word
-// past an odd HS and rows past n read as zero.
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Q^T in pairs is the transpose of Q's rows read as words (a word: two adjacent head dims), 16
+// rows x 16 words at a time; the load zeroes the half of a word past an odd HS, and rows past n.
 void ct_att16_pack_t_pairs(uint32_t *restrict dst, const uint16_t *restrict src, long ld, long n, long HS) {
     const long np = pad_hs(HS) / 2;
     for (long p0 = 0; p0 < np; p0 += 16) {
-        const long ne = HS - 2 * p0, pn = np - p0 < 16 ? np - p0 : 16;  // head dims left; pairs here
-        const __mmask32 m = ne >= 32 ? (__mmask32)~0u : (__mmask32)((1u << ne) - 1);
+        const long pn = np - p0 < 16 ? np - p0 : 16;  // pairs here
         for (long i0 = 0; i0 < CT_ATT_BQ; i0 += 16) {
             __m512i r[16];
-            for (long i = 0; i < 16; i++)
-                r[i] = i0 + i < n ? _mm512_maskz_loadu_epi16(m, src + (i0 + i) * ld + 2 * p0) : _mm512_setzero_si512();
-            transpose16(r);
+            ct_load_tr16_words(r, src + i0 * ld + 2 * p0, ld, n - i0, HS - 2 * p0);
             for (long p = 0; p < pn; p++) _mm512_storeu_si512(dst + (p0 + p) * CT_ATT_BQ + i0, r[p]);
         }
     }
@@ -126,7 +95,7 @@ void ct_att16_round_pairs_t(uint32_t *restrict dst, const float *restrict src, l
                        : k + 1 < n ? _mm512_or_si512(round16(s0, false), round16(s0 + CT_ATT_BQ, true))
                                    : round16(s0, false);
             }
-            transpose16(r);
+            ct_transpose16_words(r);
             for (long i = 0; i < 16; i++) _mm512_mask_storeu_epi32(dst + (i0 + i) * w + p0, keep, r[i]);
         }
     }

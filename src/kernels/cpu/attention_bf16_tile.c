@@ -6,6 +6,7 @@
 // to attention_bf16_amx.c, which sums what is left of them here.
 #include "core/error.h"
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/gemm_bf16_amx.h"
 
 #if CT_VL == 16
 #define MR 4  // 16 accumulators + 4 B vectors + the broadcast's two halves: 22 of 32 registers
@@ -48,7 +49,7 @@ static inline __attribute__((always_inline)) vf dp_pair(vf acc, vw a, vw b) {
 }
 
 const char *ct_attention_bf16_path(void) {
-    if (ct_att16_amx_on()) return "amx";
+    if (ct_bf16_amx_usable()) return "amx";
 #if defined(__AVX512BF16__) && CT_VL == 16
     return "vdpbf16ps";
 #else

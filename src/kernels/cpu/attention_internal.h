@@ -221,12 +221,11 @@ void ct_att16_round_in(uint16_t *restrict dst, long w, const float *restrict src
 void ct_att16_copy_kv_head(uint16_t *krl, uint32_t *k2l, uint16_t *vrl, uint32_t *v2l, const uint16_t *k, long ldk,
                            const uint16_t *v, long ldv, long c, long NKV, long Tk, long HS);
 
-// AMX (attention_bf16_amx.c). Whether this build and CPU run the tile products (and Linux
-// granted the tile state); a thread that takes them loads the tile configuration first (begin:
-// false where there are none) and releases it after its last product (end). While it holds it,
-// ct_att_mm_bf16 hands products whose A is in rows of pairs (cs_a 1), of 16 rows and 16 pairs or
-// more, to ct_att16_mm_amx: the same C and modes (A row stride lda, words).
-bool ct_att16_amx_on(void);
+// AMX (attention_bf16_amx.c), where this build and CPU run the tile products and Linux granted
+// the tile state (ct_bf16_amx_usable): a thread that takes them loads the tile configuration
+// first (begin: false where there are none) and releases it after its last product (end).
+// While it holds it, ct_att_mm_bf16 hands products whose A is in rows of pairs (cs_a 1), of 16
+// rows and 16 pairs or more, to ct_att16_mm_amx: the same C and modes (A row stride lda, words).
 bool ct_att16_tiles_begin(void);
 void ct_att16_tiles_end(void);
 bool ct_att16_tiles_held(void);

@@ -48,6 +48,7 @@
 #include "core/mathutil.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemm_bf16_amx.h"
+#include "kernels/cpu/transpose_words.h"
 
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
@@ -208,37 +209,6 @@ static void ukernel(long mr, long kp, const uint32_t *a, const uint16_t *b, floa
 }
 
 // ---------------------------------------------------------------- packing
-// out[q] lane r = the q-th word (bf16 pair) of row r, for rows src + r ld, r < nrows (rows past
-// it zero), words 0..15 of each row; only the first n bf16 of a row are read (the rest zero).
-static inline __attribute__((always_inline)) void load_tr16(__m512i out[16], const uint16_t *src, long ld,
-                                                            long nrows, long n) {
-    __mmask32 m = lane_mask32(n);
-    __m512i r[16], t[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) r[i] = i < nrows ? _mm512_maskz_loadu_epi16(m, src + i * ld) : _mm512_setzero_si512();
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {  // r[4i + j]: rows 4i..4i+3 of word 4L + j in 128-bit lane L
-        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {  // 4 x 4 transpose of 128-bit lanes
-        __m512i a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44), b = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
-        __m512i c = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44), d = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
-        out[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-        out[4 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        out[8 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-        out[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
-    }
-}
-
 // op(B)[k0 : k0+kc, n0 : n0+nc] into NR-wide slivers, sliver s at dst + s kps 2NR (kps >= kp,
 // the k pairs, (kc + 1) / 2), laid out [pair][2 NR] interleaved; columns past nc, the odd pad and
 // the pairs from kp to kps zero.
@@ -275,7 +245,7 @@ static void pack_b(uint16_t *restrict dst, const bk_args *g, long k0, long kc, l
             long rows = ct_min_l(16, nc - n - h);
             for (long p0 = 0; p0 < kp; p0 += 16) {
                 __m512i v[16];
-                load_tr16(v, src + 2 * p0, ldb, rows, kc - 2 * p0);
+                ct_load_tr16_words(v, src + 2 * p0, ldb, rows, kc - 2 * p0);
                 long q1 = ct_min_l(16, kp - p0);
                 for (long q = 0; q < q1; q++) _mm512_store_si512((void *)(d + (p0 + q) * BK_NR + h), v[q]);
             }
@@ -315,7 +285,7 @@ static void pack_a(uint32_t *restrict dst, const bk_args *g, long m0, long mc, l
         uint32_t *d = dst + i * kp;
         for (long p0 = 0; p0 < kp; p0 += 16) {
             __m512i v[16];
-            load_tr16(v, src + 2 * p0, lda, mr, kc - 2 * p0);
+            ct_load_tr16_words(v, src + 2 * p0, lda, mr, kc - 2 * p0);
             long q1 = ct_min_l(16, kp - p0);
             for (long q = 0; q < q1; q++) _mm512_mask_storeu_epi32(d + (p0 + q) * BK_MR, (__mmask16)((1u << BK_MR) - 1), v[q]);
         }
@@ -357,7 +327,7 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
             }
             for (long half = 0; half < 2; half++) {
                 __m512i rows[16];
-                load_tr16(rows, (const uint16_t *)(words + 16 * half), 64, 16, 32);
+                ct_load_tr16_words(rows, (const uint16_t *)(words + 16 * half), 64, 16, 32);
                 for (long t = 0; t < 16; t++)  // position t of the unpack: column 8 (t / 4) + 4 half + t % 4
                     _mm512_store_si512((void *)(sl + q * 1024 + (8 * (t / 4) + 4 * half + t % 4) * 32), rows[t]);
             }

@@ -78,6 +78,27 @@ static void checkpointing(void) {
     }
 }
 
+// --compile.enable under bf16: the fused chains (kernels.h, "fused forward chains in bf16") give
+// the unfused chains' bits, so the run is the bf16 reference's to the bit -- every loss, gradient
+// norm and parameter -- alone and with full checkpointing (whose recompute runs them again).
+static void compile_is_bitwise(void) {
+    const char *modes[] = {"none", "full"};
+    for (int m = 0; m < 2; m++) {
+        ct_config c = parity_base;
+        parity_set(&c, "compile.enable", "true");
+        parity_set(&c, "activation_checkpoint.mode", modes[m]);
+        parity_result r;
+        parity_train_alone(c, &r);
+        for (int s = 0; s < STEPS; s++)
+            CHECK(r.loss[s] == parity_ref.loss[s] && r.grad_norm[s] == parity_ref.grad_norm[s],
+                  "bf16 + compile, checkpointing %s, step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g", modes[m],
+                  s + 1, r.loss[s], parity_ref.loss[s], r.grad_norm[s], parity_ref.grad_norm[s]);
+        CHECK(r.total == parity_ref.total && !memcmp(r.params, parity_ref.params, sizeof(float) * r.total),
+              "bf16 + compile, checkpointing %s: the parameters differ from the unfused run's", modes[m]);
+        free(r.params);
+    }
+}
+
 // One step of FSDP over every rank in `precision` / `reduce`; returns the fsdp group's bytes of
 // all-gathers and reduce-scatters in that step and its loss.
 static void fsdp_step_bytes(const char *precision, const char *reduce, double *gather, double *scatter,
@@ -122,6 +143,7 @@ static void cases(int n) {
     if (n == 2) {
         CT_MPI_RUN(differs_from_fp32_but_close);
         CT_MPI_RUN(checkpointing);
+        CT_MPI_RUN(compile_is_bitwise);
         CT_MPI_RUN(fsdp2_accumulation);
         CT_MPI_RUN(tp2);
         CT_MPI_RUN(tp2_sequence_parallel);

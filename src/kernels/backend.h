@@ -288,6 +288,23 @@ typedef struct ct_kernels {
     void (*linear_rope_forward)(float *qkv, const float *inp, const float *W, long N, long C, long QKV,
           const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T, long NH,
           long NKV, long HS, float *scratch);
+
+    // ---- fused forward chains in bf16 (contracts in kernels.h, "fused forward chains in bf16"):
+    // what --compile.enable runs under bf16 mixed precision in place of the unfused calls, with
+    // the unfused chain's bits. Each may be NULL (a backend without it): the unfused calls run.
+    // x_out = x + residual_delta, then rmsnorm_forward_bf16(norm_out, rstd, x_out).
+    void (*residual_rmsnorm_forward_bf16)(float *x_out, uint16_t *norm_out, float *rstd, const float *x,
+                                          const float *residual_delta, const float *weight, long N, long C,
+                                          float eps);
+    // swiglu_forward_bf16(h, h13_kept, inp @ W13^T) (bf16 inputs); h13 (N, 2F) fp32 room for the
+    // product, unspecified after.
+    void (*linear_swiglu_forward_bf16)(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
+                                       const uint16_t *W13, long N, long C, long F);
+    // qkv_rope_to_bf16(qkv16, inp @ W^T, ...) (bf16 inputs), QKV = (NH + 2 NKV) HS; qkv (N, QKV)
+    // fp32 room for the product, unspecified after; N == B*T.
+    void (*linear_rope_forward_bf16)(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W, long N,
+          long C, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
+          long NH, long NKV, long HS);
 } ct_kernels;
 
 // Where a backend's buffers live: its kind of device, the one this process drives (a rank drives

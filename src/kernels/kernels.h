@@ -259,6 +259,29 @@ void ct_linear_rope_forward(float *qkv, const float *inp, const float *W, long N
                             const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                             long T, long NH, long NKV, long HS, float *scratch);
 
+// ---------------------------------------------------------------- fused forward chains in bf16
+// (kernels/cpu/fused_bf16.c) Under bf16 mixed precision a block keeps the norms', w13's and
+// SwiGLU's and wqkv's outputs in bf16; these run the chains that narrow into them. A matmul is
+// one ct_gemm_bf16_epilogue_rows product on all threads (gemm_bf16.h): the thread that
+// multiplies a block of rows narrows it and runs SwiGLU / RoPE on it right after its rows are
+// final, from its cache. Every output is the unfused chain's bits.
+//
+// x_out (N, C) = x + residual_delta, then norm_out (N, C) bf16 and rstd (N) as
+// ct_rmsnorm_forward_bf16(norm_out, rstd, x_out, weight, ...). x_out may alias x or residual_delta.
+void ct_residual_rmsnorm_forward_bf16(float *x_out, uint16_t *norm_out, float *rstd, const float *x,
+                                      const float *residual_delta, const float *weight, long N, long C, float eps);
+// The product inp (N, C) @ W13 (2F, C)^T (ct_gemm_bf16's), then ct_swiglu_forward_bf16(h,
+// h13_kept, product, N, F) on each row block: h13_kept (N, 2F) and h (N, F) bf16. h13 (N, 2F)
+// fp32 is room the product may go through; what it holds after is unspecified.
+void ct_linear_swiglu_forward_bf16(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
+                                   const uint16_t *W13, long N, long C, long F);
+// The product inp (N, C) @ W (QKV, C)^T, QKV = (NH + 2 NKV) HS, then ct_qkv_rope_to_bf16(qkv16,
+// product, ...) on each row block: qkv16 (N, QKV) bf16. qkv (N, QKV) fp32 is room the product
+// may go through (unspecified after). N == B*T (else ct_fatal); pos and pos_ld as ct_rope_forward.
+void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W, long N, long C,
+                                 const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
+                                 long T, long NH, long NKV, long HS);
+
 // ---------------------------------------------------------------- mixture of experts
 // E experts, k chosen per token; a "pair" is (token n, choice j), p = n·k + j. Rows sorted by
 // expert: the N·k pairs in expert order (expert e's rows are [offsets[e], offsets[e + 1]),

@@ -120,6 +120,10 @@ static const ct_kernels ct_kernels_cpu = {
     .linear_swiglu_forward = ct_linear_swiglu_forward,
     .linear_rope_scratch_floats = ct_linear_rope_scratch_floats,
     .linear_rope_forward = ct_linear_rope_forward,
+
+    .residual_rmsnorm_forward_bf16 = ct_residual_rmsnorm_forward_bf16,
+    .linear_swiglu_forward_bf16 = ct_linear_swiglu_forward_bf16,
+    .linear_rope_forward_bf16 = ct_linear_rope_forward_bf16,
 };
 
 // What this set was compiled to use: the instruction-set macros the compiler defined for it.

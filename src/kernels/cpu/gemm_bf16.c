@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "core/float_formats.h"
+#include "core/mathutil.h"
 #include "core/memory.h"
 #include "kernels/cpu/onednn_arena.h"
 #include "kernels/kernels.h"
@@ -265,6 +266,37 @@ static void gemm_fallback(int ta, int tb, long M, long N, long K, float alpha, c
     if (!shared) free(w);
 }
 
+// Whether ctitan's own kernel takes this call (the leading dimensions it needs).
+static int native_call(int trans_a, int trans_b, long M, long N, long K, long lda, long ldb, long ldc) {
+    return g_native && !g_test_f32 && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N;
+}
+
+#define EPILOGUE_ROWS 32  // rows per epilogue call where the product runs first
+
+void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                long lda, const uint16_t *B, long ldb, float *C, long ldc,
+                                const ct_gemm_bf16_epilogue *epi) {
+    if (M <= 0 || N <= 0) return;
+    pthread_once(&g_once, init_once);
+    if (K > 0 && alpha != 0.0f && native_call(trans_a, trans_b, M, N, K, lda, ldb, ldc) &&
+        ct_gemm_bf16_avx512_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, epi))
+        return;
+    ct_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+    long nb = (M + EPILOGUE_ROWS - 1) / EPILOGUE_ROWS;
+    if (omp_in_parallel()) {
+        for (long b = 0; b < nb; b++) {
+            long r0 = b * EPILOGUE_ROWS;
+            epi->rows(epi->ctx, r0, ct_min_l(EPILOGUE_ROWS, M - r0), C + r0 * ldc, ldc);
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nb; b++) {
+        long r0 = b * EPILOGUE_ROWS;
+        epi->rows(epi->ctx, r0, ct_min_l(EPILOGUE_ROWS, M - r0), C + r0 * ldc, ldc);
+    }
+}
+
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                   const uint16_t *B, long ldb, float beta, float *C, long ldc) {
     if (M <= 0 || N <= 0) return;
@@ -273,7 +305,7 @@ void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha,
         return;
     }
     pthread_once(&g_once, init_once);
-    if (g_native && !g_test_f32 && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N) {
+    if (native_call(trans_a, trans_b, M, N, K, lda, ldb, ldc)) {
         ct_gemm_bf16_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -27,6 +27,27 @@
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                   const uint16_t *B, long ldb, float beta, float *C, long ldc);
 
+// A step on whole rows of a product once they are final (ct_gemm_bf16_epilogue_rows): rows(ctx,
+// r0, n, c, ldc) gets rows [r0, r0 + n) of the product, row r0 at c, rows ldc floats apart. It
+// runs on the thread that multiplied those rows, calls for disjoint rows at the same time on the
+// threads of the product's team, so it must not start a parallel region.
+typedef struct {
+    void (*rows)(void *ctx, long r0, long n, const float *c, long ldc);
+    void *ctx;
+} ct_gemm_bf16_epilogue;
+
+// The product alpha op(A) @ op(B) (M, N), as ct_gemm_bf16 computes it (bit for bit), handed to
+// the epilogue, every row exactly once. C (M, N) is room the product may go through; what it
+// holds after is unspecified. On ctitan's AMX and AVX-512 BF16 kernel, where the product is one
+// B panel and one K block (K up to 1024 or 2048, N up to the panel that K leaves room for), the
+// thread that multiplies a block of rows (32 or 144) writes them to a buffer of its own and hands
+// them over at once, from its cache: C is not touched. Elsewhere (other shapes, oneDNN, the
+// fallback) the product is computed into C first, then the epilogue runs on blocks of rows over
+// the threads, which costs what the two steps cost apart.
+void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                long lda, const uint16_t *B, long ldb, float *C, long ldc,
+                                const ct_gemm_bf16_epilogue *epi);
+
 // Which units ct_gemm_bf16 uses on this CPU, decided once: "amx" (AMX tiles: ctitan's kernel,
 // gemm_bf16_amx.c, when this build has it and Linux grants the tile state, else VDPBF16PS),
 // "avx512_bf16" (AVX-512 BF16 dot products: ctitan's kernel, gemm_bf16_avx512.c), each through
@@ -81,4 +102,8 @@ int ct_gemm_bf16_avx512_uses_amx(void);
 void ct_gemm_bf16_avx512_allow_amx(int on);
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc);
+// ct_gemm_bf16_epilogue_rows's product on ctitan's kernel where it is one panel and one K block
+// (returns 1); otherwise computes nothing and returns 0.
+int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi);
 #endif

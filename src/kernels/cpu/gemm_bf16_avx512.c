@@ -88,6 +88,12 @@
 #ifndef AMX_NC
 #define AMX_NC 768
 #endif
+// B panels of AMX_NC columns are sized for whole K blocks; a shorter K block (the model's K of
+// 256-768) widens its panel to the same bytes, so fewer panels pass over the rows of A.
+static inline long amx_panel_cols(long kc) {
+    long cols = (long)AMX_NC * AMX_KC / kc / BK_NR * BK_NR;
+    return cols > AMX_NC ? cols : AMX_NC;
+}
 #ifndef AMX_WHOLE_A_BYTES
 #define AMX_WHOLE_A_BYTES (8L << 20)
 #endif
@@ -115,6 +121,7 @@ typedef struct {
     long lda, ldb, ldc;
     float *C;
     int amx;  // the AMX tile kernel (gemm_bf16_amx.c) instead of the VDPBF16PS one
+    const ct_gemm_bf16_epilogue *epi;  // NULL, or each block of rows goes to it, not to C
 } bk_args;
 
 // ---------------------------------------------------------------- micro-kernel
@@ -341,6 +348,8 @@ typedef struct {
     uint16_t *bpack;  // KC x NC bf16
     uint32_t *awhole;    // every A block of a thread's rows, packed once (AMX; grows to the largest)
     size_t awhole_words;
+    float *crows;        // an A block's rows of C for an epilogue (grows to the largest)
+    size_t crows_floats;
 } bk_buffers;
 
 static pthread_key_t g_key;
@@ -352,6 +361,7 @@ static void free_buffers(void *p) {
     free(b->apack);
     free(b->bpack);
     free(b->awhole);
+    free(b->crows);
     free(b);
 }
 static void make_key(void) {
@@ -369,6 +379,7 @@ static bk_buffers *thread_buffers(void) {
     b->apack = alloc64(sizeof(uint16_t) * BK_MC * BK_KC + 64);
     b->bpack = alloc64(sizeof(uint16_t) * BK_KC * BK_NC);
     b->awhole = NULL, b->awhole_words = 0;
+    b->crows = NULL, b->crows_floats = 0;
     pthread_setspecific(g_key, b);
     tl_buf = b;
     return b;
@@ -385,6 +396,16 @@ static uint32_t *whole_a_buffer(bk_buffers *b, size_t words) {
     return b->awhole;
 }
 
+// The epilogue's rows of C of this thread, at least `floats`: grown (never shrunk) like awhole.
+static float *c_rows_buffer(bk_buffers *b, size_t floats) {
+    if (floats > b->crows_floats) {
+        free(b->crows);
+        b->crows = alloc64(floats * 4);
+        b->crows_floats = floats;
+    }
+    return b->crows;
+}
+
 // ---------------------------------------------------------------- one thread
 // Block sizes: n into as few blocks of at most max as it takes, of equal size up to a multiple
 // of q (so that no block is a short remainder).
@@ -397,15 +418,23 @@ static inline long even_block(long n, long max, long q) {
 // team (me its number; nt 1: alone) that share the B panels in bpack: each panel is packed by
 // all of them, a share of its slivers each, between two barriers. Every element of C is summed
 // over the same K blocks in the same order whatever the rows a thread has.
+// The K blocks and B panels of a product: (a short K leaves the B buffer room for a wider panel:
+// A is then packed fewer times; the AMX kernel's panel stays small enough for L2, its K blocks
+// whole chunks of 32).
+static long k_block(const bk_args *g) { return g->amx ? even_block(g->K, AMX_KC, 32) : even_block(g->K, BK_KC, 2); }
+static long n_panel(const bk_args *g, long KCb) {
+    return even_block(g->N, g->amx ? amx_panel_cols(KCb) : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+}
+
 static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int me, int nt) {
     bk_buffers *buf = thread_buffers();
     const long M = m1 - m0, N = g->N, K = g->K;
     const long mr_grid = g->amx ? AMX_MR : BK_MR;
-    // (a short K leaves the B buffer room for a wider panel: A is then packed fewer times; the
-    // AMX kernel's panel stays small enough for L2, its K blocks whole chunks of 32)
-    const long KCb = g->amx ? even_block(K, AMX_KC, 32) : even_block(K, BK_KC, 2);
+    const long KCb = k_block(g), NCb = n_panel(g, KCb);
     const long MCb = even_block(M > 0 ? M : 1, g->amx ? AMX_MC : BK_MC, mr_grid);
-    const long NCb = even_block(N, g->amx ? AMX_NC : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
+    // an epilogue (one panel, one K block): each A block's rows of C go to the thread's own
+    // buffer, read by the epilogue while in cache, and never to C
+    float *crows = g->epi ? c_rows_buffer(buf, (size_t)(MCb * N)) : NULL;
     // AMX: where B comes in several panels, A's blocks would be packed again for each; a thread
     // whose rows' blocks fit AMX_WHOLE_A_BYTES packs them all once, first (the same packed values)
     const long kps_max = (KCb / 2 + 15) / 16 * 16, slot = MCb * kps_max;  // words of one A block
@@ -419,6 +448,7 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
                 pack_a_amx((uint16_t *)(awhole + (kb * nib + ib) * slot), g, ic, ct_min_l(MCb, m1 - ic), pc, kc, kps);
         }
     }
+    const long ldc = crows ? N : g->ldc;
     if (g->amx) ct_bf16_amx_begin();
     for (long jc = 0; jc < N; jc += NCb) {
         long nc = ct_min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
@@ -443,14 +473,15 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
                     long j = jc + s * BK_NR, nr = ct_min_l(BK_NR, N - j);
                     const uint16_t *bs = bpack + s * kps * 2 * BK_NR;
                     for (long ir = 0; ir < mc; ir += mr_grid) {
-                        float *c = g->C + (ic + ir) * g->ldc + j;
+                        float *c = crows ? crows + ir * N + j : g->C + (ic + ir) * g->ldc + j;
                         if (g->amx)
                             ct_bf16_amx_kernel(ct_min_l(AMX_MR, mc - ir), kps, (const uint16_t *)(apack + ir * kps), bs, c,
-                                               g->ldc, g->alpha, beta, nr);
+                                               ldc, g->alpha, beta, nr);
                         else
-                            ukernel(ct_min_l(BK_MR, mc - ir), kp, apack + ir * kp, bs, c, g->ldc, g->alpha, beta, nr);
+                            ukernel(ct_min_l(BK_MR, mc - ir), kp, apack + ir * kp, bs, c, ldc, g->alpha, beta, nr);
                     }
                 }
+                if (crows) g->epi->rows(g->epi->ctx, ic, mc, crows, ldc);  // the block's rows of C are final
             }
             if (nt > 1) {  // the panel stays until every thread is done with it
 #pragma omp barrier
@@ -474,10 +505,13 @@ void ct_gemm_bf16_avx512_allow_amx(int on) { g_allow_amx = !!on; }
 
 int ct_gemm_bf16_avx512_uses_amx(void) { return g_allow_amx && ct_bf16_amx_usable(); }
 
-void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
-                         const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+// The product into C, or with an epilogue (one panel, one K block, beta 0; C unused) into the
+// threads' own buffers.
+static void run(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                const uint16_t *B, long ldb, float beta, float *C, long ldc, const ct_gemm_bf16_epilogue *epi) {
     bk_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
-                 .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .amx = ct_gemm_bf16_avx512_uses_amx()};
+                 .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .amx = ct_gemm_bf16_avx512_uses_amx(),
+                 .epi = epi};
     const long mr_grid = g.amx ? AMX_MR : BK_MR;
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > BK_MAX_THREADS) nthr = BK_MAX_THREADS;
@@ -495,12 +529,30 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
     }
 }
 
+void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi) {
+    bk_args g = {.K = K, .N = N, .amx = ct_gemm_bf16_avx512_uses_amx()};
+    long KCb = k_block(&g);
+    if (K > KCb || N > n_panel(&g, KCb)) return 0;
+    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, NULL, N, epi);
+    return 1;
+}
+
 #else  // no AVX-512 BF16 in this build: ct_gemm_bf16 keeps oneDNN / the fallback
 int ct_gemm_bf16_avx512_available(void) { return 0; }
 void ct_gemm_bf16_avx512_allow_amx(int on) { (void)on; }
 int ct_gemm_bf16_avx512_uses_amx(void) { return 0; }
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+    ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
+}
+int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi) {
     ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
 }
 #endif

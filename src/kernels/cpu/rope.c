@@ -53,16 +53,14 @@ void ct_rope_forward(float *x, const float *cos_tab, const float *sin_tab, const
 
 void ct_qkv_rope_to_bf16(uint16_t *qkv16, const float *qkv, const float *cos_tab, const float *sin_tab,
                          const int32_t *pos, long pos_ld, long B, long T, long NH, long NKV, long HS) {
-    const long half = HS / 2, QK = (NH + NKV) * HS, QKV = QK + NKV * HS;
+    const long half = HS / 2, QKV = (NH + 2 * NKV) * HS;
 #pragma omp parallel for collapse(2) schedule(static)
     for (long b = 0; b < B; b++)
         for (long t = 0; t < T; t++) {
             long p = pos ? (long)pos[b * pos_ld + t] : t;
             const float *cs = cos_tab + p * half, *sn = sin_tab + p * half;  // (HS/2)
-            const float *x = qkv + (b * T + t) * QKV;                           // (QKV)
-            uint16_t *y = qkv16 + (b * T + t) * QKV;
-            ct_rope_row_to_bf16(y, x, NH + NKV, HS, cs, sn);  // q and k heads, adjacent
-            for (long d = QK; d < QKV; d++) y[d] = ct_f32_to_bf16(x[d]);  // v
+            long n = b * T + t;
+            ct_qkv_rope_row_to_bf16(qkv16 + n * QKV, qkv + n * QKV, NH, NKV, HS, cs, sn);  // (QKV)
         }
 }
 

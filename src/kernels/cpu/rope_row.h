@@ -39,4 +39,13 @@ static inline void ct_rope_row_to_bf16(uint16_t *dst, const float *src, long nh,
         }
     }
 }
+
+// One token's row of ct_qkv_rope_to_bf16: x (QKV) fp32, the NH q heads and NKV k heads rotated
+// and rounded, the NKV v heads rounded, into y (QKV) bf16.
+static inline void ct_qkv_rope_row_to_bf16(uint16_t *y, const float *x, long NH, long NKV, long HS, const float *cs,
+                                           const float *sn) {
+    const long QK = (NH + NKV) * HS, QKV = QK + NKV * HS;
+    ct_rope_row_to_bf16(y, x, NH + NKV, HS, cs, sn);               // q and k heads, adjacent
+    for (long d = QK; d < QKV; d++) y[d] = ct_f32_to_bf16(x[d]);  // v
+}
 #endif

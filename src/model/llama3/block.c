@@ -223,10 +223,16 @@ void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *
     }
 }
 
-// Whether a fused kernel may replace the chain around linear l: the fused kernels are fp32, so
-// only where the matmul runs in fp32 (not bf16, not 8-bit).
+// Whether a fused kernel may replace the chain around linear l: the fp32 kernels where the
+// matmul runs in fp32 (not bf16, not 8-bit).
 static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
     return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
+}
+// The bf16 kernels (kernels.h, "fused forward chains in bf16") where linear l runs in bf16 on its
+// gathered bf16 weight (view v) and the backend has the kernel.
+static bool fuse_bf16(const ct_block_ctx *c, int layer, ct_block_linear l, const ct_block_weights *w, int v,
+                      bool has_kernel) {
+    return c->fused && bf16(c) && !f8(c, layer, l) && w->t16[v] && has_kernel;
 }
 
 // ------------------------------------------------------------------ QK-norm (Qwen3)
@@ -288,8 +294,10 @@ static void qk_norm_backward(const ct_block_ctx *c, int layer, const ct_llama3_a
 // straight into the matmul's input rows, RoPE applied to its output rows); with it the norm's
 // output is gathered over tp first, so only RoPE is fused into the matmul's output. The fused
 // kernels have no place for the per-head norms between the matmul and RoPE, so qk_norm runs the
-// chain unfused.
-static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
+// chain unfused. Under bf16, fused, the product's rows are rotated and narrowed into the kept bf16
+// qkv as they are final (linear_rope_forward_bf16; the norm is kept in bf16 first): returns
+// whether it did, leaving qkv (fp32) the product before RoPE.
+static bool attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
     const ct_model_config *m = c->cfg;
     long B = c->B, T = c->T, N = c->N, C = m->dim, HS = m->head_dim, NH = m->n_heads, NKV = m->n_kv_heads;
@@ -301,7 +309,7 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
                                        (float)m->norm_eps, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B,
                                        T, NH, NKV, HS, W(c)->fuse_scratch);
         ct_trace_end(span);
-        return;
+        return false;
     }
     norm_keep(c, layer, s->norm1, s->rstd1, s->x, w->t[LLAMA3_ATTN_NORM]);
     if (fused) {
@@ -309,20 +317,37 @@ static void attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
         k->linear_rope_forward(qkv, s->norm1, w->t[LLAMA3_WQKV], N, C, QKV, c->rope_cos, c->rope_sin, rope_pos(c),
                                rope_pos_ld(c), B, T, NH, NKV, HS, W(c)->fuse_scratch);
         ct_trace_end(span);
-        return;
+        return false;
+    }
+    if (!m->qk_norm && rope_to_bf16(c) &&
+        fuse_bf16(c, layer, CT_LINEAR_WQKV, w, LLAMA3_WQKV, k->linear_rope_forward_bf16)) {
+        int span = op_span("attention.wqkv+rope.forward", layer);
+        k->linear_rope_forward_bf16(s->qkv, qkv, s->norm1, w->t16[LLAMA3_WQKV], N, C, c->rope_cos, c->rope_sin,
+                                    rope_pos(c), rope_pos_ld(c), B, T, NH, NKV, HS);
+        ct_trace_end(span);
+        return true;
     }
     linear_fwd(c, layer, CT_LINEAR_WQKV, qkv, act(c, s->norm1, C), ct_block_weight(w, LLAMA3_WQKV), QKV);  // this rank's heads
     if (m->qk_norm) qk_norm_forward(c, layer, s, w, qkv);
-    if (rope_to_bf16(c)) return;  // RoPE as the rows are narrowed (ct_llama3_attention_forward)
+    if (rope_to_bf16(c)) return false;  // RoPE as the rows are narrowed (ct_llama3_attention_forward)
     int span = op_span("rope.forward", layer);
     k->rope_forward(qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, HS, QKV);
     k->rope_forward(qkv + NH * HS, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NKV, HS, QKV);
     ct_trace_end(span);
+    return false;
 }
 
-// x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass.
+// x_mid (holding the attention's output, reduced) += x, then norm2 of it. Fused: one pass (under
+// bf16 writing the kept bf16 norm, unless sequence parallel gathers the norm's fp32 rows).
 static void residual_norm2(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w) {
     const ct_model_config *m = c->cfg;
+    if (c->fused && bf16(c) && !seq_parallel(c) && c->k->residual_rmsnorm_forward_bf16) {
+        int span = op_span("residual_add+rmsnorm.forward", layer);
+        c->k->residual_rmsnorm_forward_bf16(s->x_mid, s->norm2, s->rstd2, s->x_mid, s->x, w->t[LLAMA3_FFN_NORM],
+                                            c->N_local, m->dim, (float)m->norm_eps);
+        ct_trace_end(span);
+        return;
+    }
     if (!fuse(c, layer, CT_LINEAR_W13)) {
         int span = op_span("residual_add.forward", layer);
         c->k->add_inplace(s->x_mid, s->x, c->N_local * m->dim);
@@ -352,18 +377,19 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
     const ct_model_config *m = c->cfg;
     long N = c->N, HS = m->head_dim, NH = m->n_heads, QKV = qkv_dim(c);
     float *qkv = work(c, s->qkv, W(c)->w_qkv);
-    attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE
+    bool kept = attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE (or kept)
     if (bf16_attention(c)) {  // narrowed once; the attention reads and writes the kept copies
         int span;
-        if (rope_to_bf16(c)) {
+        if (!kept && rope_to_bf16(c)) {
             span = op_span("rope.forward", layer);  // with the narrowing, in one pass
             c->k->qkv_rope_to_bf16(s->qkv, qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, NH,
                                    m->n_kv_heads, HS);
-        } else {
+            ct_trace_end(span);
+        } else if (!kept) {
             span = op_span("qkv.to_bf16.forward", layer);
             c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+            ct_trace_end(span);
         }
-        ct_trace_end(span);
         ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
         span = op_span("attention.forward", layer);
         c->ops->attention.forward_bf16(c->ops->attention.ctx, &a);
@@ -399,6 +425,10 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
     if (fuse(c, layer, CT_LINEAR_W13)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
         k->linear_swiglu_forward(h13, s->h, s->norm2, w->t[LLAMA3_W13], N, C, F, W(c)->fuse_scratch);  // (N, 2F), (N, F)
+        ct_trace_end(span);
+    } else if (fuse_bf16(c, layer, CT_LINEAR_W13, w, LLAMA3_W13, k->linear_swiglu_forward_bf16)) {
+        span = op_span("feed_forward.w13+swiglu.forward", layer);
+        k->linear_swiglu_forward_bf16(s->h, s->h13, h13, s->norm2, w->t16[LLAMA3_W13], N, C, F);  // (N, F), (N, 2F) bf16
         ct_trace_end(span);
     } else {
         linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);  // (N, 2F)

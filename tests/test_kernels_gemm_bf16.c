@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "fatal_child.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/kernel_set.h"
@@ -208,6 +209,74 @@ static void run_cache(void) {
     CHECK(created == 0, "steady state created %ld primitives", created);
 }
 
+// A B packed once (ct_gemm_bf16_pack_b) gives ct_gemm_bf16's bits from ct_gemm_bf16_packed, for
+// both B layouts, A transposed or not, alpha and beta, at 1-3 threads, on shapes of one and of
+// several K blocks and B panels of both kernels (AMX: K past 1024, N past its panel; VDPBF16PS: K
+// past 2048). Where this path has no packed form (oneDNN, the fallback) the size is 0.
+static int packed_matches(int ta, int tb, long M, long N, long K, float alpha, float beta) {
+    long ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    uint16_t *A = malloc(sizeof(uint16_t) * ar * ac), *B = malloc(sizeof(uint16_t) * br * bc);
+    float *C = malloc(sizeof(float) * M * N), *Cp = malloc(sizeof(float) * M * N);
+    for (long i = 0; i < ar * ac; i++) A[i] = to_bf(urand());
+    for (long i = 0; i < br * bc; i++) B[i] = to_bf(urand());
+    for (long i = 0; i < M * N; i++) C[i] = Cp[i] = urand();
+    size_t bytes = ct_gemm_bf16_packed_bytes(K, N);
+    void *Bp = NULL;
+    if (posix_memalign(&Bp, 64, bytes)) return 0;
+    memset(Bp, 0x5a, bytes);  // padding the packing leaves unwritten would show
+    ct_gemm_bf16_pack_b(tb, K, N, B, bc, Bp);
+    ct_gemm_bf16(ta, tb, M, N, K, alpha, A, ac, B, bc, beta, C, N);
+    ct_gemm_bf16_packed(ta, M, N, K, alpha, A, ac, Bp, beta, Cp, N);
+    int ok = memcmp(C, Cp, sizeof(float) * M * N) == 0;
+    if (!ok) printf("  packed B differs: ta=%d tb=%d M=%ld N=%ld K=%ld alpha=%g beta=%g\n", ta, tb, M, N, K, alpha, beta);
+    free(A), free(B), free(C), free(Cp), free(Bp);
+    return ok;
+}
+
+static void test_packed_b(void) {
+    if (!ct_gemm_bf16_packed_bytes(64, 64)) {
+        CHECK(strcmp(ct_bf16_gemm_path(), "fallback") == 0 || !ct_gemm_bf16_avx512_available(),
+              "no packed form on the %s path with ctitan's kernel available", ct_bf16_gemm_path());
+        printf("  no packed form on this path (%s)\n", ct_bf16_gemm_path());
+        return;
+    }
+    static const long pshapes[][3] = {{1, 1, 1}, {37, 45, 29}, {70, 1600, 256}, {33, 300, 1100}, {20, 1984, 2100}};
+    int fails = 0, runs = 0;
+    for (int amx = 1; amx >= 0; amx--) {
+        ct_gemm_bf16_avx512_allow_amx(amx);
+        for (int th = 1; th <= 3; th++) {
+            omp_set_num_threads(th);
+            for (int s = 0; s < 5; s++)
+                for (int t = 0; t < 4; t++) {
+                    if (th > 1 && t % 3) continue;  // (time)
+                    fails += !packed_matches(t >> 1, t & 1, pshapes[s][0], pshapes[s][1], pshapes[s][2],
+                                             ab[t % 3][0], ab[t % 3][1]);
+                    runs++;
+                }
+        }
+    }
+    ct_gemm_bf16_avx512_allow_amx(1);
+    omp_set_num_threads(2);
+    CHECK(fails == 0, "%d of %d packed products differ from ct_gemm_bf16's", fails, runs);
+}
+
+static void packed_wrong_shape(void) {
+    uint16_t B[64 * 64] = {0}, A[64 * 64] = {0};
+    float C[64 * 64];
+    static char Bp[1 << 16] __attribute__((aligned(64)));
+    ct_gemm_bf16_pack_b(1, 64, 32, B, 64, Bp);
+    ct_gemm_bf16_packed(0, 4, 64, 32, 1.0f, A, 32, Bp, 0.0f, C, 64);  // packed for K 64, N 32
+}
+
+// A packing used for another shape is refused, naming both.
+static void test_packed_b_refuses_other_shape(void) {
+    if (!ct_gemm_bf16_packed_bytes(64, 64)) return;
+    char err[512];
+    int rc = ct_test_run_fatal_void(packed_wrong_shape, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "packed for K 64, N 32") && strstr(err, "used for K 32, N 64"), "rc %d, stderr: %s",
+          rc, err);
+}
+
 static void test_cache_native(void) { run_cache(); }
 static void test_cache_onednn_f32(void) {
     ct_gemm_bf16_test_f32_primitive(1);
@@ -255,6 +324,8 @@ int main(void) {
     CT_RUN(test_shapes_onednn_f32);
     CT_RUN(test_shapes_onednn_bf16);
     CT_RUN(test_shapes_library_scratchpad);
+    CT_RUN(test_packed_b);
+    CT_RUN(test_packed_b_refuses_other_shape);
     CT_RUN(test_cache_native);
     CT_RUN(test_cache_onednn_f32);
     CT_RUN(test_parallel_callers);

@@ -9,6 +9,7 @@
 // parity, what bf16 must show: it differs from fp32 (the narrowing happens) but stays close;
 // FSDP all-gathers move exactly half of fp32's bytes and reduce-scatters stay fp32 unless
 // mixed_precision_reduce = bf16, which halves them too and stays close to the fp32 reduction.
+#include "model/weight_packs.h"
 #include "parity.h"
 
 static int world_size(void) {
@@ -99,6 +100,31 @@ static void compile_is_bitwise(void) {
     }
 }
 
+// Gradient accumulation keeps each bf16 weight packed once per step (model/weight_packs.h) for
+// every micro-batch's forward, recompute and input gradient: the same bits as packing it at each
+// product, alone and with full checkpointing.
+static void packed_weights_are_bitwise(void) {
+    const char *modes[] = {"none", "full"};
+    for (int m = 0; m < 2; m++) {
+        ct_config c = parity_base;
+        parity_set(&c, "gradient_accumulation_steps", "4");
+        parity_set_int(&c, "micro_batch_size", GLOBAL_BATCH / 4);
+        parity_set(&c, "activation_checkpoint.mode", modes[m]);
+        parity_result with, without;
+        parity_train_alone(c, &with);
+        ct_weight_packs_allow(false);
+        parity_train_alone(c, &without);
+        ct_weight_packs_allow(true);
+        for (int s = 0; s < STEPS; s++)
+            CHECK(with.loss[s] == without.loss[s] && with.grad_norm[s] == without.grad_norm[s],
+                  "bf16 + accumulation 4, checkpointing %s, step %d: loss %.9g vs %.9g unpacked", modes[m], s + 1,
+                  with.loss[s], without.loss[s]);
+        CHECK(with.total == without.total && !memcmp(with.params, without.params, sizeof(float) * with.total),
+              "bf16 + accumulation 4, checkpointing %s: the parameters differ from packing at each product", modes[m]);
+        free(with.params), free(without.params);
+    }
+}
+
 // One step of FSDP over every rank in `precision` / `reduce`; returns the fsdp group's bytes of
 // all-gathers and reduce-scatters in that step and its loss.
 static void fsdp_step_bytes(const char *precision, const char *reduce, double *gather, double *scatter,
@@ -144,6 +170,7 @@ static void cases(int n) {
         CT_MPI_RUN(differs_from_fp32_but_close);
         CT_MPI_RUN(checkpointing);
         CT_MPI_RUN(compile_is_bitwise);
+        CT_MPI_RUN(packed_weights_are_bitwise);
         CT_MPI_RUN(fsdp2_accumulation);
         CT_MPI_RUN(tp2);
         CT_MPI_RUN(tp2_sequence_parallel);

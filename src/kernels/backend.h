@@ -216,6 +216,13 @@ typedef struct ct_kernels {
     // C (fp32) = alpha op(A) op(B) + beta C with A, B in bf16 and fp32 accumulation (ct_gemm's shapes).
     void (*gemm_bf16)(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                       const uint16_t *B, long ldb, float beta, float *C, long ldc);
+    // A B operand packed once for many products (kernels/cpu/gemm_bf16.h ct_gemm_bf16_packed*):
+    // its bytes (0: this backend or path has no packed form; call gemm_bf16), packing it, and the
+    // product from it, gemm_bf16's bits. May be NULL (none).
+    size_t (*gemm_bf16_packed_bytes)(long K, long N);
+    void (*gemm_bf16_pack_b)(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst);
+    void (*gemm_bf16_packed)(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                             const void *packed_b, float beta, float *C, long ldc);
     // Best bf16 matmul rate in GFLOP/s (n×n×n, best of reps), as matmul_peak_gflops for fp32.
     double (*matmul_peak_gflops_bf16)(long n, int reps);
     // Which bf16 kernel runs, for the log: "amx", "avx512_bf16" or "fallback" (fp32 math).

@@ -28,7 +28,7 @@ typedef struct {
     const uint16_t *t16[CT_BLOCK_MAX_VIEWS];
 } ct_block_weights;
 // Linear view v of a block's weights as the linear layers take it.
-static inline ct_weight ct_block_weight(const ct_block_weights *w, int v) { return (ct_weight){w->t[v], w->t16[v]}; }
+static inline ct_weight ct_block_weight(const ct_block_weights *w, int v) { return (ct_weight){w->t[v], w->t16[v], 0}; }
 
 // Everything a block call needs besides its weights and activations. Shared buffers are scratch,
 // valid inside one call.

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/mathutil.h"
+#include "model/weight_packs.h"
 
 static bool bf16(const ct_linear_ctx *c) { return c->prec.compute == CT_BF16; }
 static long halves(long n) { return (n + 1) / 2; }  // floats that hold n bf16 values
@@ -61,6 +62,13 @@ static const uint16_t *weight_bf16(const ct_linear_ctx *c, ct_weight W, long n) 
     return c->w16;
 }
 
+// W's packed form for `use` kept by the stage (model/weight_packs.h), or NULL: the product packs it.
+static const void *packed(const ct_linear_ctx *c, ct_weight W, ct_pack_use use, long OC, long IC) {
+    if (!c->packs || !W.pack_id || !W.bf16) return NULL;
+    int id = W.pack_id - 1;
+    return ct_weight_packs_get(c->packs, id / CT_BLOCK_LINEARS, id % CT_BLOCK_LINEARS, use, W.bf16, OC, IC);
+}
+
 static void check_input(const ct_linear_ctx *c, ct_tensor inp) {
     if (inp.dtype != c->prec.compute || inp.ld != inp.cols)
         ct_fatal("linear", "input of dtype %s (ld %ld, %ld cols), stage computes in %s", ct_dtype_name(inp.dtype),
@@ -75,7 +83,9 @@ void ct_linear_fwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
     if (f8) {
         k->linear_forward_f8(out, inp.data, inp.dtype, weight_f32(W), N, IC, OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
-        k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, weight_bf16(c, W, OC * IC), IC, 0.0f, out, OC);
+        const void *wp = packed(c, W, CT_PACK_FORWARD, OC, IC);
+        if (wp) k->gemm_bf16_packed(0, N, OC, IC, 1.0f, inp.data, IC, wp, 0.0f, out, OC);
+        else k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp.data, IC, weight_bf16(c, W, OC * IC), IC, 0.0f, out, OC);
     } else {
         k->linear_forward(out, inp.data, weight_f32(W), N, IC, OC);
     }
@@ -91,7 +101,9 @@ void ct_linear_bwd(const ct_linear_ctx *c, bool f8, const ct_f8_split *split, fl
                               OC, c->prec.recipe, split, c->f8);
     } else if (bf16(c)) {
         k->f32_to_bf16(c->g16, dout, N * OC);  // (N, OC)
-        if (dinp) k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, weight_bf16(c, W, OC * IC), IC, 0.0f, dinp, IC);
+        const void *wp = dinp ? packed(c, W, CT_PACK_INPUT_GRAD, OC, IC) : NULL;
+        if (wp) k->gemm_bf16_packed(0, N, IC, OC, 1.0f, c->g16, OC, wp, 0.0f, dinp, IC);
+        else if (dinp) k->gemm_bf16(0, 0, N, IC, OC, 1.0f, c->g16, OC, weight_bf16(c, W, OC * IC), IC, 0.0f, dinp, IC);
         if (dW) k->gemm_bf16(1, 0, OC, IC, N, 1.0f, c->g16, OC, inp.data, IC, 1.0f, dW, IC);
     } else {
         k->linear_backward(dinp, dW, dout, inp.data, dinp ? weight_f32(W) : NULL, N, IC, OC);

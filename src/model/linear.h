@@ -52,13 +52,16 @@ typedef struct {
 } ct_precision;
 
 // A linear layer's weight (OC, IC), row-major, as the caller holds it: fp32, bf16, or both (the
-// same values); the other NULL. ct_weight_at: the rows from element `off` on.
+// same values); the other NULL. pack_id: which block linear it is, 1 + layer · CT_BLOCK_LINEARS
+// + linear, for the stage's packed copies (model/weight_packs.h); 0: none (packed at the
+// product). ct_weight_at: the rows from element `off` on (a part: no pack_id).
 typedef struct {
     const float *f32;
     const uint16_t *bf16;
+    int pack_id;
 } ct_weight;
 static inline ct_weight ct_weight_at(ct_weight w, long off) {
-    return (ct_weight){w.f32 ? w.f32 + off : NULL, w.bf16 ? w.bf16 + off : NULL};
+    return (ct_weight){w.f32 ? w.f32 + off : NULL, w.bf16 ? w.bf16 + off : NULL, 0};
 }
 
 static inline ct_precision ct_precision_fp32(void) { return (ct_precision){.compute = CT_F32}; }
@@ -75,6 +78,7 @@ typedef struct {
     uint16_t *w16;   // (max OC·IC) bf16 weight narrowed at the call (NULL under weights_bf16)
     uint16_t *g16;   // (N · max OC) bf16 output gradient
     float *f8;       // the 8-bit kernels' scratch (they take a bf16 input as it is kept)
+    struct ct_weight_packs *packs;  // the stage's packed bf16 weights, or NULL (model/weight_packs.h)
 } ct_linear_ctx;
 
 // One linear layer's widths: inp (N, in) -> out (N, out).

@@ -59,6 +59,14 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
     int n_linears = n_layers(s) ? s->block->linears(&c, linears) : 0;
     TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, linears, n_linears));
     if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, linears, n_linears);
+    if (s->keep_packs) {  // bf16 weights packed once per executor run (model/weight_packs.h)
+        float *packs;
+        TAKE(packs, (long)((ct_weight_packs_bytes(s->k, n_layers(s), linears, n_linears) + 3) / 4));
+        if (base) {
+            ct_weight_packs_init(&s->packs, s->k, s->layer_begin, n_layers(s), linears, n_linears, packs);
+            s->lin.packs = &s->packs;
+        }
+    }
     TAKE(s->dnorm, N * C);
     if (seq_parallel(s)) {
         TAKE(s->tmp_local, Nl * C);
@@ -137,6 +145,9 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->ac = spec->ac;
     s->fused = spec->fused;
     s->sizing = spec->sizing;
+    // A weight packed once serves every micro-batch of a step, only where it has more than one
+    // (the memory is 4 bytes per linear weight element: model/weight_packs.h).
+    s->keep_packs = s->prec.compute == CT_BF16 && spec->micro_batches > 1 && n_layers(s) > 0 && ct_weight_packs_allowed();
     if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
         ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;
@@ -208,7 +219,13 @@ void ct_stage_plan_slots(ct_stage *s, int n, bool split) {
     for (int i = 0; i < n; i++) carve_slot(s, &s->slots[i], s->slot_arena + per_slot * i);
 }
 
+void ct_stage_weights_fixed(ct_stage *s, bool fixed) {
+    if (fixed) ct_weight_packs_open(&s->packs);
+    else ct_weight_packs_close(&s->packs);
+}
+
 void ct_stage_free(ct_stage *s) {
+    ct_weight_packs_free(&s->packs);
     free_slots(s);
     free(s->work);
     free(s->expert_load);

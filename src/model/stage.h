@@ -29,6 +29,7 @@
 #include "model/checkpointing.h"
 #include "model/block.h"
 #include "model/linear.h"
+#include "model/weight_packs.h"
 #include "model/weights.h"
 #include "model/stage_ops.h"
 
@@ -84,6 +85,8 @@ typedef struct {
                                  // last ct_stage_take_expert_load
     float *aux_sum;              // one float on the device (the caller's; NULL: none) that training
                                  // forwards add the blocks' own loss terms to (ct_block_ctx.aux_sum)
+    bool keep_packs;             // keep packed bf16 weights over an executor run (packs)
+    ct_weight_packs packs;       // the blocks' packed bf16 linear weights (model/weight_packs.h)
     float *arena;                // shared buffers
     float *slot_arena;           // every slot's buffers
     ct_mem_sizing *sizing;       // non-NULL: a sizing stage (no buffers, see ct_stage_spec)
@@ -103,6 +106,8 @@ typedef struct {
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
     bool fused;                  // fused kernels (--compile.enable)
+    int micro_batches;           // micro-batches this stage runs per step (> 1: bf16 weights are
+                                 // kept packed over a step, model/weight_packs.h)
     ct_mem_sizing *sizing;       // non-NULL: allocate nothing, add the bytes init and
                                  // ct_stage_plan_slots would allocate to it (core/mem_sizing.h);
                                  // such a stage can be planned (executor) but never run
@@ -113,6 +118,9 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec);
 // (Re)allocates n slots; split: keep backward_weight's inputs (schedules with I/W actions).
 void ct_stage_plan_slots(ct_stage *s, int n, bool split);
 void ct_stage_free(ct_stage *s);
+// The weights stay as they are (fixed true) until the next call with false: from now on the
+// stage's packed weights are packed once and reused (a new epoch); with false, never read again.
+void ct_stage_weights_fixed(ct_stage *s, bool fixed);
 
 // What travels between stages, as typed views on the backend's device: the slot's input
 // (N_l, C) a receive fills on a stage without the embedding, its output (N_l, C) a send reads on

@@ -300,6 +300,10 @@ void ct_executor_run_into(ct_executor *e, const ct_schedule *s, const ct_microba
     if (n_mb > e->max_mb) ct_fatal("executor", "%d micro-batches, but the plan was made for %d", n_mb, e->max_mb);
     last_uses(e, s, e->max_mb, e->last_use);
     e->loss_sum = loss_sum;
+    // The weights stay as they are while the list runs (the optimizer steps between runs): the
+    // stages may keep what they derive from them (packed bf16 weights) until the end of the run.
+    for (int st = 0; st < e->n_stages; st++)
+        if (e->stage[st]) ct_stage_weights_fixed(e->stage[st], true);
     for (int i = 0; i < s->count; i++) {
         const ct_action *a = &s->actions[i];
         if (e->trace) {
@@ -353,6 +357,8 @@ void ct_executor_run_into(ct_executor *e, const ct_schedule *s, const ct_microba
             give_back(e, a->stage - 1, a->mb);
     }
     for (int i = 0; i < e->n_stages * e->max_slots; i++) ct_comm_wait(&e->pending[i]);
+    for (int st = 0; st < e->n_stages; st++)
+        if (e->stage[st]) ct_stage_weights_fixed(e->stage[st], false);
     e->timeline_count = s->count < e->timeline_cap ? s->count : e->timeline_cap;
     e->loss_sum = NULL;
 }

@@ -97,6 +97,9 @@ static const ct_kernels ct_kernels_cpu = {
     .scale_inplace = ct_scale_inplace,
 
     .gemm_bf16 = ct_gemm_bf16,
+    .gemm_bf16_packed_bytes = ct_gemm_bf16_packed_bytes,
+    .gemm_bf16_pack_b = ct_gemm_bf16_pack_b,
+    .gemm_bf16_packed = ct_gemm_bf16_packed,
     .matmul_peak_gflops_bf16 = ct_cpu_matmul_peak_gflops_bf16,
     .bf16_gemm_path = ct_bf16_gemm_path,
     .f8_gemm_path = f8_gemm_path,

@@ -271,6 +271,29 @@ static int native_call(int trans_a, int trans_b, long M, long N, long K, long ld
     return g_native && !g_test_f32 && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N;
 }
 
+size_t ct_gemm_bf16_packed_bytes(long K, long N) {
+    pthread_once(&g_once, init_once);
+    return g_native && !g_test_f32 ? ct_gemm_bf16_avx512_packed_bytes(K, N) : 0;
+}
+
+void ct_gemm_bf16_pack_b(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst) {
+    if (!ct_gemm_bf16_packed_bytes(K, N)) ct_fatal("ct_gemm_bf16", "no packed B on the %s path", g_path);
+    if (ldb < (trans_b ? K : N)) ct_fatal("ct_gemm_bf16", "pack_b: ldb %ld is shorter than a row of B", ldb);
+    ct_gemm_bf16_avx512_pack_b(trans_b, K, N, B, ldb, dst);
+}
+
+void ct_gemm_bf16_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const void *packed_b, float beta, float *C, long ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || alpha == 0.0f) {  // no products: C = beta C
+        ct_gemm(trans_a, 0, M, N, 0, alpha, NULL, 1, NULL, 1, beta, C, ldc);
+        return;
+    }
+    if (!ct_gemm_bf16_packed_bytes(K, N)) ct_fatal("ct_gemm_bf16", "no packed B on the %s path", g_path);
+    if (lda < (trans_a ? M : K) || ldc < N) ct_fatal("ct_gemm_bf16", "packed: lda %ld or ldc %ld too short", lda, ldc);
+    ct_gemm_bf16_avx512_packed(trans_a, M, N, K, alpha, A, lda, packed_b, beta, C, ldc);
+}
+
 #define EPILOGUE_ROWS 32  // rows per epilogue call where the product runs first
 
 void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,

@@ -6,6 +6,7 @@
 // bf16 values are passed as their raw bits (uint16_t): the top half of an fp32.
 #ifndef CT_CPU_GEMM_BF16_H
 #define CT_CPU_GEMM_BF16_H
+#include <stddef.h>
 #include <stdint.h>
 
 // C (M, N) = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X^T when trans_x: the contract
@@ -47,6 +48,18 @@ typedef struct {
 void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
                                 long lda, const uint16_t *B, long ldb, float *C, long ldc,
                                 const ct_gemm_bf16_epilogue *epi);
+
+// A B operand packed once and multiplied many times: a weight that stays the same over the
+// micro-batches of a step. ct_gemm_bf16_packed_bytes: the bytes op(B) (K, N) takes packed for
+// this CPU's kernel, 0 where ct_gemm_bf16 has no packed form (oneDNN, the fallback: callers then
+// call ct_gemm_bf16). ct_gemm_bf16_pack_b packs op(B) (trans_b, ldb as ct_gemm_bf16) into dst
+// (that many bytes, 64-byte aligned); ct_gemm_bf16_packed computes ct_gemm_bf16(trans_a, trans_b,
+// M, N, K, ..., B, ...) from it, bit for bit, without packing B again. A packing is for one
+// shape and one kernel (a test's allow_amx): used for another it ends the process with a message.
+size_t ct_gemm_bf16_packed_bytes(long K, long N);
+void ct_gemm_bf16_pack_b(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst);
+void ct_gemm_bf16_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                         const void *packed_b, float beta, float *C, long ldc);
 
 // Which units ct_gemm_bf16 uses on this CPU, decided once: "amx" (AMX tiles: ctitan's kernel,
 // gemm_bf16_amx.c, when this build has it and Linux grants the tile state, else VDPBF16PS),
@@ -102,6 +115,11 @@ int ct_gemm_bf16_avx512_uses_amx(void);
 void ct_gemm_bf16_avx512_allow_amx(int on);
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc);
+// The packed B of ct_gemm_bf16_packed_bytes / _pack_b / _packed on ctitan's kernel.
+size_t ct_gemm_bf16_avx512_packed_bytes(long K, long N);
+void ct_gemm_bf16_avx512_pack_b(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst);
+void ct_gemm_bf16_avx512_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                                const void *packed, float beta, float *C, long ldc);
 // ct_gemm_bf16_epilogue_rows's product on ctitan's kernel where it is one panel and one K block
 // (returns 1); otherwise computes nothing and returns 0.
 int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,

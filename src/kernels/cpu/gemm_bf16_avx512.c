@@ -122,6 +122,7 @@ typedef struct {
     float *C;
     int amx;  // the AMX tile kernel (gemm_bf16_amx.c) instead of the VDPBF16PS one
     const ct_gemm_bf16_epilogue *epi;  // NULL, or each block of rows goes to it, not to C
+    const uint16_t *bpacked;           // op(B) packed whole beforehand (ct_gemm_bf16_avx512_pack_b), or NULL
 } bk_args;
 
 // ---------------------------------------------------------------- micro-kernel
@@ -450,17 +451,23 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
     }
     const long ldc = crows ? N : g->ldc;
     if (g->amx) ct_bf16_amx_begin();
+    const uint16_t *packed = g->bpacked;  // the next panel of a B packed beforehand
     for (long jc = 0; jc < N; jc += NCb) {
         long nc = ct_min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
         for (long pc = 0; pc < K; pc += KCb) {
             long kc = ct_min_l(KCb, K - pc), kp = (kc + 1) / 2, kps = g->amx ? (kp + 15) / 16 * 16 : kp;
             float beta = pc == 0 ? g->beta : 1.0f;
-            long s0 = me * nsl / nt, s1 = (me + 1) * nsl / nt;  // this thread's slivers to pack
-            if (s0 < s1)
-                pack_b(bpack + s0 * kps * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR,
-                       ct_min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR), kps);
-            if (nt > 1) {
+            const uint16_t *panel = packed ? packed : bpack;
+            if (packed) {
+                packed += nsl * kps * 2 * BK_NR;
+            } else {
+                long s0 = me * nsl / nt, s1 = (me + 1) * nsl / nt;  // this thread's slivers to pack
+                if (s0 < s1)
+                    pack_b(bpack + s0 * kps * 2 * BK_NR, g, pc, kc, jc + s0 * BK_NR,
+                           ct_min_l(nc - s0 * BK_NR, (s1 - s0) * BK_NR), kps);
+                if (nt > 1) {
 #pragma omp barrier
+                }
             }
             for (long ic = m0; ic < m1; ic += MCb) {
                 long mc = ct_min_l(MCb, m1 - ic);
@@ -471,7 +478,7 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
                     pack_a(apack, g, ic, mc, pc, kc);
                 for (long s = 0; s < nsl; s++) {
                     long j = jc + s * BK_NR, nr = ct_min_l(BK_NR, N - j);
-                    const uint16_t *bs = bpack + s * kps * 2 * BK_NR;
+                    const uint16_t *bs = panel + s * kps * 2 * BK_NR;
                     for (long ir = 0; ir < mc; ir += mr_grid) {
                         float *c = crows ? crows + ir * N + j : g->C + (ic + ir) * g->ldc + j;
                         if (g->amx)
@@ -483,7 +490,7 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
                 }
                 if (crows) g->epi->rows(g->epi->ctx, ic, mc, crows, ldc);  // the block's rows of C are final
             }
-            if (nt > 1) {  // the panel stays until every thread is done with it
+            if (nt > 1 && !g->bpacked) {  // the panel stays until every thread is done with it
 #pragma omp barrier
             }
         }
@@ -508,10 +515,11 @@ int ct_gemm_bf16_avx512_uses_amx(void) { return g_allow_amx && ct_bf16_amx_usabl
 // The product into C, or with an epilogue (one panel, one K block, beta 0; C unused) into the
 // threads' own buffers.
 static void run(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
-                const uint16_t *B, long ldb, float beta, float *C, long ldc, const ct_gemm_bf16_epilogue *epi) {
+                const uint16_t *B, long ldb, float beta, float *C, long ldc, const ct_gemm_bf16_epilogue *epi,
+                const uint16_t *bpacked) {
     bk_args g = {.ta = !!trans_a, .tb = !!trans_b, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta,
                  .A = A, .B = B, .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .amx = ct_gemm_bf16_avx512_uses_amx(),
-                 .epi = epi};
+                 .epi = epi, .bpacked = bpacked};
     const long mr_grid = g.amx ? AMX_MR : BK_MR;
     int nthr = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nthr > BK_MAX_THREADS) nthr = BK_MAX_THREADS;
@@ -531,7 +539,7 @@ static void run(int trans_a, int trans_b, long M, long N, long K, float alpha, c
 
 void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                          const uint16_t *B, long ldb, float beta, float *C, long ldc) {
-    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
@@ -539,8 +547,68 @@ int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long 
     bk_args g = {.K = K, .N = N, .amx = ct_gemm_bf16_avx512_uses_amx()};
     long KCb = k_block(&g);
     if (K > KCb || N > n_panel(&g, KCb)) return 0;
-    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, NULL, N, epi);
+    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, NULL, N, epi, NULL);
     return 1;
+}
+
+// ---------------------------------------------------------------- B packed beforehand
+// The panels in the order the loops take them (jc outer, pc inner), each as pack_b lays out the
+// shared panel, after a header naming the shape and kernel they were packed for.
+typedef struct {
+    long K, N;
+    int amx;
+} packed_header;
+#define PACKED_HEADER_BYTES 64
+
+static size_t packed_elements(const bk_args *g) {
+    long KCb = k_block(g), NCb = n_panel(g, KCb);
+    size_t n = 0;
+    for (long jc = 0; jc < g->N; jc += NCb) {
+        long nsl = (ct_min_l(NCb, g->N - jc) + BK_NR - 1) / BK_NR;
+        for (long pc = 0; pc < g->K; pc += KCb) {
+            long kp = (ct_min_l(KCb, g->K - pc) + 1) / 2, kps = g->amx ? (kp + 15) / 16 * 16 : kp;
+            n += (size_t)(nsl * kps * 2 * BK_NR);
+        }
+    }
+    return n;
+}
+
+size_t ct_gemm_bf16_avx512_packed_bytes(long K, long N) {
+    bk_args g = {.K = K, .N = N, .amx = ct_gemm_bf16_avx512_uses_amx()};
+    return K > 0 && N > 0 ? PACKED_HEADER_BYTES + packed_elements(&g) * sizeof(uint16_t) : 0;
+}
+
+void ct_gemm_bf16_avx512_pack_b(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst) {
+    bk_args g = {.tb = !!trans_b, .K = K, .N = N, .B = B, .ldb = ldb, .amx = ct_gemm_bf16_avx512_uses_amx()};
+    *(packed_header *)dst = (packed_header){K, N, g.amx};
+    uint16_t *out = (uint16_t *)((char *)dst + PACKED_HEADER_BYTES);
+    long KCb = k_block(&g), NCb = n_panel(&g, KCb);
+    for (long jc = 0; jc < N; jc += NCb) {
+        long nc = ct_min_l(NCb, N - jc), nsl = (nc + BK_NR - 1) / BK_NR;
+        for (long pc = 0; pc < K; pc += KCb) {
+            long kc = ct_min_l(KCb, K - pc), kp = (kc + 1) / 2, kps = g.amx ? (kp + 15) / 16 * 16 : kp;
+            // slivers over the threads (pack_b writes sliver s at s kps 2 NR whatever n0 is); not
+            // `parallel for if`: a region the clause makes serial still makes a team of one
+            if (nsl > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+                for (long s = 0; s < nsl; s++)
+                    pack_b(out + s * kps * 2 * BK_NR, &g, pc, kc, jc + s * BK_NR, ct_min_l(BK_NR, nc - s * BK_NR), kps);
+            } else {
+                pack_b(out, &g, pc, kc, jc, nc, kps);
+            }
+            out += nsl * kps * 2 * BK_NR;
+        }
+    }
+}
+
+void ct_gemm_bf16_avx512_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                                const void *packed, float beta, float *C, long ldc) {
+    const packed_header *h = packed;
+    if (h->K != K || h->N != N || h->amx != ct_gemm_bf16_avx512_uses_amx())
+        ct_fatal("ct_gemm_bf16", "a B packed for K %ld, N %ld (%s) used for K %ld, N %ld (%s)", h->K, h->N,
+                 h->amx ? "amx" : "avx512_bf16", K, N, ct_gemm_bf16_avx512_uses_amx() ? "amx" : "avx512_bf16");
+    run(trans_a, 0, M, N, K, alpha, A, lda, NULL, 0, beta, C, ldc, NULL,
+        (const uint16_t *)((const char *)packed + PACKED_HEADER_BYTES));
 }
 
 #else  // no AVX-512 BF16 in this build: ct_gemm_bf16 keeps oneDNN / the fallback
@@ -553,6 +621,14 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
 }
 int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
                                  long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi) {
+    ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
+}
+size_t ct_gemm_bf16_avx512_packed_bytes(long K, long N) { return 0; }
+void ct_gemm_bf16_avx512_pack_b(int trans_b, long K, long N, const uint16_t *B, long ldb, void *dst) {
+    ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
+}
+void ct_gemm_bf16_avx512_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
+                                const void *packed, float beta, float *C, long ldc) {
     ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
 }
 #endif

@@ -101,9 +101,16 @@ static const ct_f8_split *tp_split(const ct_block_ctx *c, ct_block_linear l, ct_
     *sp = (ct_f8_split){.ic_split = row, .oc_split = !row, .amax_max = tp->amax_max, .ctx = tp->ctx};
     return sp;
 }
+// W as linear l of block `layer`: which of the stage's packed weights it is (model/weight_packs.h;
+// a part of the weight is told apart by its shape there).
+static ct_weight block_linear(ct_weight W, int layer, ct_block_linear l) {
+    W.pack_id = 1 + layer * CT_BLOCK_LINEARS + l;
+    return W;
+}
 // Linear l of block `layer` at the stage's precision (model/linear.h), as tp splits it.
 static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *out, ct_tensor inp, ct_weight W,
                        long OC) {
+    W = block_linear(W, layer, l);
     ct_f8_split sp;
     int span = ct_trace_on() ? op_span(linear_span_name(l, true, true, false), layer) : -1;
     ct_linear_fwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), out, inp, W, OC);
@@ -111,6 +118,7 @@ static void linear_fwd(const ct_block_ctx *c, int layer, ct_block_linear l, floa
 }
 static void linear_bwd(const ct_block_ctx *c, int layer, ct_block_linear l, float *dinp, float *dW, const float *dout,
                        ct_tensor inp, ct_weight W, long OC) {
+    W = block_linear(W, layer, l);
     ct_f8_split sp;
     int span = ct_trace_on() ? op_span(linear_span_name(l, false, dinp != NULL, dW != NULL), layer) : -1;
     ct_linear_bwd(c->lin, f8(c, layer, l), tp_split(c, l, &sp), dinp, dW, dout, inp, W, OC);

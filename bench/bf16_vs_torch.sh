@@ -9,7 +9,8 @@
 #   bench/bf16_vs_torch.sh [S|M] [rounds=3]
 #     PYTHON (default build/venv/bin/python: `make test-interop` installs torch there),
 #     TORCH_SETUPS (default "bf16-compile bf16 fp32"), CTITAN_STEPS / TORCH_STEPS (per run),
-#     CTITAN_SETS (default: every set this CPU runs; e.g. "amx" for the start-up choice alone).
+#     CTITAN_SETS (default: every set this CPU runs; e.g. "amx" for the start-up choice alone),
+#     CTITAN_SETTINGS (key=value settings for ctitan's runs, e.g. "compile.enable=true").
 set -u
 cd "$(dirname "$0")/.."
 bench=${1:-S}
@@ -33,7 +34,7 @@ read -r -a setups <<< "${TORCH_SETUPS:-bf16-compile bf16 fp32}"
 declare -A got
 for ((r = 1; r <= rounds; r++)); do
   for s in $sets; do
-    v=$(CTITAN_KERNEL_SET=$s build/bench/bench_train "$bench" "$csteps" mixed_precision=bf16 |
+    v=$(CTITAN_KERNEL_SET=$s build/bench/bench_train "$bench" "$csteps" mixed_precision=bf16 ${CTITAN_SETTINGS:-} |
         sed -n 's/.*tokens\/s \([0-9]*\) mean.*/\1/p')
     got["ctitan-$s"]+="${v:-0} "
     echo "round $r: ctitan bf16, kernel set $s: ${v:-failed} tokens/s"

@@ -5,7 +5,9 @@
 //  - linear_swiglu_forward_bf16: h13_kept and h those of gemm_bf16 + swiglu_forward_bf16;
 //  - linear_rope_forward_bf16: qkv16 that of gemm_bf16 + qkv_rope_to_bf16, positions shared
 //    (pos_ld 0), per sequence (pos_ld T) and NULL;
-//    N != B*T refused with a message naming the kernel.
+//    N != B*T refused with a message naming the kernel;
+//  - both matmuls again from the weight packed beforehand (ct_gemm_bf16_pack_b), where the path
+//    packs: the same bits.
 // Outputs start as garbage, so a row the epilogue skips shows. Each runs at 1, 2 and 3 threads,
 // on ctitan's bf16 kernel where this CPU has one (rows taken as they become final, from the
 // thread's own buffer where the product is one panel and one K block) and on the path that
@@ -46,6 +48,16 @@ static uint16_t *fill16(long n, float a) {  // bf16 values of uniform [-a, a)
 static void *garbage(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     memset(p, 0xff, bytes);  // NaN as fp32 and as bf16
+    return p;
+}
+
+// W (OC, IC) packed as the forward's B operand W^T (gemm_bf16.h ct_gemm_bf16_pack_b), or NULL
+// where this path has no packed form.
+static void *packed(const ct_kernels *k, const uint16_t *W, long OC, long IC) {
+    size_t bytes = k->gemm_bf16_packed_bytes(IC, OC);
+    void *p = NULL;
+    if (!bytes || posix_memalign(&p, 64, bytes)) return NULL;
+    k->gemm_bf16_pack_b(1, IC, OC, W, IC, p);
     return p;
 }
 
@@ -101,10 +113,19 @@ static void test_linear_swiglu(void) {
                 uint16_t *kf = garbage(2 * N * 2 * F), *hf = garbage(2 * N * F);
                 k->gemm_bf16(0, 1, N, 2 * F, C, 1.0f, inp, C, W, C, 0.0f, pr, 2 * F);
                 k->swiglu_forward_bf16(hr, kr, pr, N, F);
-                k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, N, C, F);
+                k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, NULL, N, C, F);
                 CHECK(!memcmp(kf, kr, 2 * N * 2 * F) && !memcmp(hf, hr, 2 * N * F),
                       "%s N=%ld C=%ld F=%ld threads %d: h13_kept or h is not swiglu_forward_bf16's", paths[p], N, C,
                       F, threads[t]);
+                void *Wp = packed(k, W, 2 * F, C);
+                if (Wp) {  // W13^T packed beforehand: the same bits
+                    memset(kf, 0xff, 2 * N * 2 * F), memset(hf, 0xff, 2 * N * F);
+                    k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, Wp, N, C, F);
+                    CHECK(!memcmp(kf, kr, 2 * N * 2 * F) && !memcmp(hf, hr, 2 * N * F),
+                          "%s N=%ld C=%ld F=%ld threads %d, W13 packed: not swiglu_forward_bf16's bits", paths[p], N,
+                          C, F, threads[t]);
+                    free(Wp);
+                }
                 free(inp), free(W), free(pr), free(pf), free(kr), free(hr), free(kf), free(hf);
             }
         }
@@ -141,10 +162,19 @@ static void test_linear_rope(void) {
                     uint16_t *qr = garbage(2 * N * QKV), *qf = garbage(2 * N * QKV);
                     k->gemm_bf16(0, 1, N, QKV, r.C, 1.0f, inp, r.C, W, r.C, 0.0f, pr, QKV);
                     k->qkv_rope_to_bf16(qr, pr, cs, sn, pp, pos_ld, r.B, r.T, r.NH, r.NKV, r.HS);
-                    k->linear_rope_forward_bf16(qf, pf, inp, W, N, r.C, cs, sn, pp, pos_ld, r.B, r.T, r.NH, r.NKV, r.HS);
+                    k->linear_rope_forward_bf16(qf, pf, inp, W, NULL, N, r.C, cs, sn, pp, pos_ld, r.B, r.T, r.NH, r.NKV, r.HS);
                     CHECK(!memcmp(qf, qr, 2 * N * QKV),
                           "%s B=%ld T=%ld C=%ld NH=%ld NKV=%ld HS=%ld pos %d threads %d: not gemm_bf16 + "
                           "qkv_rope_to_bf16's bits", paths[p], r.B, r.T, r.C, r.NH, r.NKV, r.HS, pm, threads[t]);
+                    void *Wp = packed(k, W, QKV, r.C);
+                    if (Wp) {  // W^T packed beforehand: the same bits
+                        memset(qf, 0xff, 2 * N * QKV);
+                        k->linear_rope_forward_bf16(qf, pf, inp, W, Wp, N, r.C, cs, sn, pp, pos_ld, r.B, r.T, r.NH,
+                                                    r.NKV, r.HS);
+                        CHECK(!memcmp(qf, qr, 2 * N * QKV), "%s B=%ld T=%ld C=%ld threads %d, W packed: not the "
+                              "unfused bits", paths[p], r.B, r.T, r.C, threads[t]);
+                        free(Wp);
+                    }
                     free(cs), free(sn), free(pos), free(inp), free(W), free(pr), free(pf), free(qr), free(qf);
                 }
         }
@@ -156,7 +186,7 @@ static void test_linear_rope(void) {
 static void rope_bad_rows(void) {
     float x[64] = {0}, cs[4] = {1, 1, 1, 1}, sn[4] = {0};
     uint16_t h[64] = {0};
-    ct_linear_rope_forward_bf16(h, x, h, h, 3, 1, cs, sn, NULL, 0, 1, 2, 1, 1, 2);  // N 3 != B*T 2
+    ct_linear_rope_forward_bf16(h, x, h, h, NULL, 3, 1, cs, sn, NULL, 0, 1, 2, 1, 1, 2);  // N 3 != B*T 2
 }
 
 static void test_linear_rope_refuses_bad_rows(void) {

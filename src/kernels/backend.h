@@ -304,14 +304,14 @@ typedef struct ct_kernels {
                                           const float *residual_delta, const float *weight, long N, long C,
                                           float eps);
     // swiglu_forward_bf16(h, h13_kept, inp @ W13^T) (bf16 inputs); h13 (N, 2F) fp32 room for the
-    // product, unspecified after.
+    // product, unspecified after. W13_packed: W13^T as gemm_bf16_pack_b packs it, or NULL.
     void (*linear_swiglu_forward_bf16)(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
-                                       const uint16_t *W13, long N, long C, long F);
+                                       const uint16_t *W13, const void *W13_packed, long N, long C, long F);
     // qkv_rope_to_bf16(qkv16, inp @ W^T, ...) (bf16 inputs), QKV = (NH + 2 NKV) HS; qkv (N, QKV)
-    // fp32 room for the product, unspecified after; N == B*T.
-    void (*linear_rope_forward_bf16)(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W, long N,
-          long C, const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B, long T,
-          long NH, long NKV, long HS);
+    // fp32 room for the product, unspecified after; N == B*T; W_packed as above.
+    void (*linear_rope_forward_bf16)(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W,
+          const void *W_packed, long N, long C, const float *cos_tab, const float *sin_tab, const int32_t *pos,
+          long pos_ld, long B, long T, long NH, long NKV, long HS);
 } ct_kernels;
 
 // Where a backend's buffers live: its kind of device, the one this process drives (a rank drives

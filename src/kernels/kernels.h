@@ -272,13 +272,16 @@ void ct_residual_rmsnorm_forward_bf16(float *x_out, uint16_t *norm_out, float *r
                                       const float *residual_delta, const float *weight, long N, long C, float eps);
 // The product inp (N, C) @ W13 (2F, C)^T (ct_gemm_bf16's), then ct_swiglu_forward_bf16(h,
 // h13_kept, product, N, F) on each row block: h13_kept (N, 2F) and h (N, F) bf16. h13 (N, 2F)
-// fp32 is room the product may go through; what it holds after is unspecified.
+// fp32 is room the product may go through; what it holds after is unspecified. W13_packed:
+// W13^T packed beforehand (gemm_bf16.h ct_gemm_bf16_pack_b), read instead of W13; NULL: W13.
 void ct_linear_swiglu_forward_bf16(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
-                                   const uint16_t *W13, long N, long C, long F);
+                                   const uint16_t *W13, const void *W13_packed, long N, long C, long F);
 // The product inp (N, C) @ W (QKV, C)^T, QKV = (NH + 2 NKV) HS, then ct_qkv_rope_to_bf16(qkv16,
 // product, ...) on each row block: qkv16 (N, QKV) bf16. qkv (N, QKV) fp32 is room the product
 // may go through (unspecified after). N == B*T (else ct_fatal); pos and pos_ld as ct_rope_forward.
-void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W, long N, long C,
+// W_packed as W13_packed above.
+void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W,
+                                 const void *W_packed, long N, long C,
                                  const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                                  long T, long NH, long NKV, long HS);
 

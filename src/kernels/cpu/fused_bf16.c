@@ -47,11 +47,11 @@ static void swiglu_rows_after(void *p, long r0, long n, const float *rows, long 
 }
 
 void ct_linear_swiglu_forward_bf16(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
-                                   const uint16_t *W13, long N, long C, long F) {
+                                   const uint16_t *W13, const void *W13_packed, long N, long C, long F) {
     if (N <= 0) return;
     swiglu_rows_ctx c = {h, h13_kept, F};
     ct_gemm_bf16_epilogue epi = {.rows = swiglu_rows_after, .ctx = &c};
-    ct_gemm_bf16_epilogue_rows(0, 1, N, 2 * F, C, 1.0f, inp, C, W13, C, h13, 2 * F, &epi);
+    ct_gemm_bf16_epilogue_rows(0, 1, N, 2 * F, C, 1.0f, inp, C, W13, C, W13_packed, h13, 2 * F, &epi);
 }
 
 // ------------------------------------------------------------------ linear + RoPE
@@ -74,7 +74,8 @@ static void rope_rows_after(void *p, long r0, long m, const float *rows, long ld
     }
 }
 
-void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W, long N, long C,
+void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W,
+                                 const void *W_packed, long N, long C,
                                  const float *cos_tab, const float *sin_tab, const int32_t *pos, long pos_ld, long B,
                                  long T, long NH, long NKV, long HS) {
     if (N != B * T) ct_fatal("ct_linear_rope_forward_bf16", "N=%ld is not B*T=%ld*%ld", N, B, T);
@@ -82,5 +83,5 @@ void ct_linear_rope_forward_bf16(uint16_t *qkv16, float *qkv, const uint16_t *in
     long QKV = (NH + 2 * NKV) * HS;
     rope_rows_ctx c = {qkv16, T, NH, NKV, HS, cos_tab, sin_tab, pos, pos_ld};
     ct_gemm_bf16_epilogue epi = {.rows = rope_rows_after, .ctx = &c};
-    ct_gemm_bf16_epilogue_rows(0, 1, N, QKV, C, 1.0f, inp, C, W, C, qkv, QKV, &epi);
+    ct_gemm_bf16_epilogue_rows(0, 1, N, QKV, C, 1.0f, inp, C, W, C, W_packed, qkv, QKV, &epi);
 }

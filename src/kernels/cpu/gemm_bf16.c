@@ -297,14 +297,15 @@ void ct_gemm_bf16_packed(int trans_a, long M, long N, long K, float alpha, const
 #define EPILOGUE_ROWS 32  // rows per epilogue call where the product runs first
 
 void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
-                                long lda, const uint16_t *B, long ldb, float *C, long ldc,
+                                long lda, const uint16_t *B, long ldb, const void *packed_b, float *C, long ldc,
                                 const ct_gemm_bf16_epilogue *epi) {
     if (M <= 0 || N <= 0) return;
     pthread_once(&g_once, init_once);
     if (K > 0 && alpha != 0.0f && native_call(trans_a, trans_b, M, N, K, lda, ldb, ldc) &&
-        ct_gemm_bf16_avx512_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, epi))
+        ct_gemm_bf16_avx512_epilogue(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, packed_b, epi))
         return;
-    ct_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
+    if (packed_b) ct_gemm_bf16_packed(trans_a, M, N, K, alpha, A, lda, packed_b, 0.0f, C, ldc);
+    else ct_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
     long nb = (M + EPILOGUE_ROWS - 1) / EPILOGUE_ROWS;
     if (omp_in_parallel()) {
         for (long b = 0; b < nb; b++) {

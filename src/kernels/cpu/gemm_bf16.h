@@ -45,8 +45,10 @@ typedef struct {
 // them over at once, from its cache: C is not touched. Elsewhere (other shapes, oneDNN, the
 // fallback) the product is computed into C first, then the epilogue runs on blocks of rows over
 // the threads, which costs what the two steps cost apart.
+// packed_b: B packed beforehand (ct_gemm_bf16_pack_b, on a path that packs), read instead of B;
+// NULL: B as it is.
 void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
-                                long lda, const uint16_t *B, long ldb, float *C, long ldc,
+                                long lda, const uint16_t *B, long ldb, const void *packed_b, float *C, long ldc,
                                 const ct_gemm_bf16_epilogue *epi);
 
 // A B operand packed once and multiplied many times: a weight that stays the same over the
@@ -123,5 +125,6 @@ void ct_gemm_bf16_avx512_packed(int trans_a, long M, long N, long K, float alpha
 // ct_gemm_bf16_epilogue_rows's product on ctitan's kernel where it is one panel and one K block
 // (returns 1); otherwise computes nothing and returns 0.
 int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
-                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi);
+                                 long lda, const uint16_t *B, long ldb, const void *packed_b,
+                                 const ct_gemm_bf16_epilogue *epi);
 #endif

@@ -542,15 +542,6 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
     run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
-int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
-                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi) {
-    bk_args g = {.K = K, .N = N, .amx = ct_gemm_bf16_avx512_uses_amx()};
-    long KCb = k_block(&g);
-    if (K > KCb || N > n_panel(&g, KCb)) return 0;
-    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, NULL, N, epi, NULL);
-    return 1;
-}
-
 // ---------------------------------------------------------------- B packed beforehand
 // The panels in the order the loops take them (jc outer, pc inner), each as pack_b lays out the
 // shared panel, after a header naming the shape and kernel they were packed for.
@@ -571,6 +562,15 @@ static size_t packed_elements(const bk_args *g) {
         }
     }
     return n;
+}
+
+// The panels of a packing made for K, N on this kernel (else the process ends, naming both).
+static const uint16_t *checked_packing(const void *packed, long K, long N) {
+    const packed_header *h = packed;
+    if (h->K != K || h->N != N || h->amx != ct_gemm_bf16_avx512_uses_amx())
+        ct_fatal("ct_gemm_bf16", "a B packed for K %ld, N %ld (%s) used for K %ld, N %ld (%s)", h->K, h->N,
+                 h->amx ? "amx" : "avx512_bf16", K, N, ct_gemm_bf16_avx512_uses_amx() ? "amx" : "avx512_bf16");
+    return (const uint16_t *)((const char *)packed + PACKED_HEADER_BYTES);
 }
 
 size_t ct_gemm_bf16_avx512_packed_bytes(long K, long N) {
@@ -603,13 +603,20 @@ void ct_gemm_bf16_avx512_pack_b(int trans_b, long K, long N, const uint16_t *B, 
 
 void ct_gemm_bf16_avx512_packed(int trans_a, long M, long N, long K, float alpha, const uint16_t *A, long lda,
                                 const void *packed, float beta, float *C, long ldc) {
-    const packed_header *h = packed;
-    if (h->K != K || h->N != N || h->amx != ct_gemm_bf16_avx512_uses_amx())
-        ct_fatal("ct_gemm_bf16", "a B packed for K %ld, N %ld (%s) used for K %ld, N %ld (%s)", h->K, h->N,
-                 h->amx ? "amx" : "avx512_bf16", K, N, ct_gemm_bf16_avx512_uses_amx() ? "amx" : "avx512_bf16");
-    run(trans_a, 0, M, N, K, alpha, A, lda, NULL, 0, beta, C, ldc, NULL,
-        (const uint16_t *)((const char *)packed + PACKED_HEADER_BYTES));
+    run(trans_a, 0, M, N, K, alpha, A, lda, NULL, 0, beta, C, ldc, NULL, checked_packing(packed, K, N));
 }
+
+int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
+                                 long lda, const uint16_t *B, long ldb, const void *packed_b,
+                                 const ct_gemm_bf16_epilogue *epi) {
+    bk_args g = {.K = K, .N = N, .amx = ct_gemm_bf16_avx512_uses_amx()};
+    long KCb = k_block(&g);
+    if (K > KCb || N > n_panel(&g, KCb)) return 0;
+    run(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, NULL, N, epi,
+        packed_b ? checked_packing(packed_b, K, N) : NULL);
+    return 1;
+}
+
 
 #else  // no AVX-512 BF16 in this build: ct_gemm_bf16 keeps oneDNN / the fallback
 int ct_gemm_bf16_avx512_available(void) { return 0; }
@@ -620,7 +627,8 @@ void ct_gemm_bf16_avx512(int trans_a, int trans_b, long M, long N, long K, float
     ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
 }
 int ct_gemm_bf16_avx512_epilogue(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
-                                 long lda, const uint16_t *B, long ldb, const ct_gemm_bf16_epilogue *epi) {
+                                 long lda, const uint16_t *B, long ldb, const void *packed_b,
+                                 const ct_gemm_bf16_epilogue *epi) {
     ct_fatal("ct_gemm_bf16", "built without AVX-512 BF16");
 }
 size_t ct_gemm_bf16_avx512_packed_bytes(long K, long N) { return 0; }

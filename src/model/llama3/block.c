@@ -5,6 +5,7 @@
 
 #include "core/trace.h"
 #include "model/llama3/llama3.h"
+#include "model/weight_packs.h"
 
 static ct_llama3_work *W(const ct_block_ctx *c) { return c->work; }
 static long qkv_dim(const ct_block_ctx *c) { return (c->cfg->n_heads + 2L * c->cfg->n_kv_heads) * c->cfg->head_dim; }
@@ -236,6 +237,11 @@ void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *
 static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
     return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
 }
+// The stage's packing of linear l's forward operand W^T (OC, IC) (model/weight_packs.h), or NULL.
+static const void *packed_weight(const ct_block_ctx *c, int layer, ct_block_linear l, const uint16_t *w16, long OC,
+                                 long IC) {
+    return ct_weight_packs_get(c->lin->packs, layer, l, CT_PACK_FORWARD, w16, OC, IC);
+}
 // The bf16 kernels (kernels.h, "fused forward chains in bf16") where linear l runs in bf16 on its
 // gathered bf16 weight (view v) and the backend has the kernel.
 static bool fuse_bf16(const ct_block_ctx *c, int layer, ct_block_linear l, const ct_block_weights *w, int v,
@@ -330,8 +336,9 @@ static bool attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
     if (!m->qk_norm && rope_to_bf16(c) &&
         fuse_bf16(c, layer, CT_LINEAR_WQKV, w, LLAMA3_WQKV, k->linear_rope_forward_bf16)) {
         int span = op_span("attention.wqkv+rope.forward", layer);
-        k->linear_rope_forward_bf16(s->qkv, qkv, s->norm1, w->t16[LLAMA3_WQKV], N, C, c->rope_cos, c->rope_sin,
-                                    rope_pos(c), rope_pos_ld(c), B, T, NH, NKV, HS);
+        k->linear_rope_forward_bf16(s->qkv, qkv, s->norm1, w->t16[LLAMA3_WQKV],
+                                    packed_weight(c, layer, CT_LINEAR_WQKV, w->t16[LLAMA3_WQKV], QKV, C), N, C,
+                                    c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, NKV, HS);
         ct_trace_end(span);
         return true;
     }
@@ -436,7 +443,8 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
         ct_trace_end(span);
     } else if (fuse_bf16(c, layer, CT_LINEAR_W13, w, LLAMA3_W13, k->linear_swiglu_forward_bf16)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
-        k->linear_swiglu_forward_bf16(s->h, s->h13, h13, s->norm2, w->t16[LLAMA3_W13], N, C, F);  // (N, F), (N, 2F) bf16
+        k->linear_swiglu_forward_bf16(s->h, s->h13, h13, s->norm2, w->t16[LLAMA3_W13],
+                                      packed_weight(c, layer, CT_LINEAR_W13, w->t16[LLAMA3_W13], 2 * F, C), N, C, F);
         ct_trace_end(span);
     } else {
         linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);  // (N, 2F)

@@ -231,7 +231,7 @@ FUZZ_CFLAGS   := -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-paramet
 FUZZ_LIB_SRCS := $(shell find src/core src/data src/checkpoint -name '*.c' | sort) \
                  src/model/params.c src/model/model.c src/model/moe_settings.c \
                  $(wildcard src/model/llama3/*.c src/model/llama3_moe/*.c) \
-                 src/model/linear.c src/model/moe_layer.c src/model/checkpointing.c \
+                 src/model/linear.c src/model/weight_packs.c src/model/moe_layer.c src/model/checkpointing.c \
                  src/parallel/schedule.c src/parallel/schedule_csv.c src/parallel/pipeline_schedules.c \
                  src/parallel/schedule_lowering.c \
                  src/parallel/pipeline_sim.c src/plan/hardware.c src/metrics/metrics_read.c src/metrics/svg_plot.c

@@ -5,7 +5,8 @@
 //    does not change what the second returns (the executor's promise is that they do not change);
 //  - a new epoch packs again from the values as they are then;
 //  - a packing multiplies to gemm_bf16's bits, for the forward (W^T) and the input gradient (W);
-//  - the bytes are 0 where the backend has no packed form, and the packs then keep nothing.
+//  - the bytes are 0 where the backend has no packed form, and the packs then keep nothing, even
+//    when given room.
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,14 @@ static void test_packs(void) {
     if (!bytes) {
         CHECK(!k->gemm_bf16_packed_bytes(64, 64), "packs keep nothing though the backend packs");
         printf("  no packed form on this path (%s)\n", k->bf16_gemm_path());
+        ct_weight_packs p;  // given room anyway, they pack nothing
+        char room[64] __attribute__((aligned(64)));
+        uint16_t w[80 * 48] = {0};
+        ct_weight_packs_init(&p, k, 0, LAYERS, shapes, LINEARS, room);
+        ct_weight_packs_open(&p);
+        CHECK(!ct_weight_packs_get(&p, 0, 1, CT_PACK_FORWARD, w, 48, 80), "packed on a path without a packed form");
+        ct_weight_packs_close(&p);
+        ct_weight_packs_free(&p);
         return;
     }
     void *base = NULL;

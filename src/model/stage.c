@@ -59,9 +59,10 @@ static long carve_shared(ct_stage *s, float *base, long scratch) {
     int n_linears = n_layers(s) ? s->block->linears(&c, linears) : 0;
     TAKE(lin, ct_linear_scratch_floats(s->k, &s->prec, N, linears, n_linears));
     if (base) ct_linear_ctx_init(&s->lin, s->k, &s->prec, lin, N, linears, n_linears);
-    if (s->keep_packs) {  // bf16 weights packed once per executor run (model/weight_packs.h)
+    size_t pack_bytes = s->keep_packs ? ct_weight_packs_bytes(s->k, n_layers(s), linears, n_linears) : 0;
+    if (pack_bytes) {  // bf16 weights packed once per executor run (model/weight_packs.h)
         float *packs;
-        TAKE(packs, (long)((ct_weight_packs_bytes(s->k, n_layers(s), linears, n_linears) + 3) / 4));
+        TAKE(packs, (long)((pack_bytes + 3) / 4));
         if (base) {
             ct_weight_packs_init(&s->packs, s->k, s->layer_begin, n_layers(s), linears, n_linears, packs);
             s->lin.packs = &s->packs;

@@ -36,8 +36,8 @@ void ct_weight_packs_init(ct_weight_packs *p, const ct_kernels *k, int layer_beg
                           const ct_linear_shape *shapes, int n_linears, void *base) {
     *p = (ct_weight_packs){.k = k, .layer_begin = layer_begin, .n_layers = n_layers, .n_linears = n_linears,
                            .base = base};
-    if (!base || n_layers <= 0) {
-        p->base = NULL;
+    if (!base || n_layers <= 0 || !ct_weight_packs_bytes(k, n_layers, shapes, n_linears)) {
+        p->base = NULL;  // nothing to keep (no packed form on this path): every get is NULL
         return;
     }
     if (n_linears > CT_BLOCK_LINEARS) ct_fatal("weight_packs", "%d linears per block, at most %d", n_linears, CT_BLOCK_LINEARS);

@@ -29,24 +29,17 @@ static uint16_t *weight16(long n) {
     return w;
 }
 
-// The forward product inp (N, IC) @ W^T from a packing, and from W itself: the same bits?
-static int forward_matches(const ct_kernels *k, const void *packed, const uint16_t *W, long OC, long IC) {
-    uint16_t *inp = weight16(N * IC);
-    float *a = malloc(sizeof(float) * N * OC), *b = malloc(sizeof(float) * N * OC);
-    k->gemm_bf16_packed(0, N, OC, IC, 1.0f, inp, IC, packed, 0.0f, a, OC);
-    k->gemm_bf16(0, 1, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, b, OC);
-    int ok = !memcmp(a, b, sizeof(float) * N * OC);
-    free(inp), free(a), free(b);
-    return ok;
-}
-
-static int input_grad_matches(const ct_kernels *k, const void *packed, const uint16_t *W, long OC, long IC) {
-    uint16_t *dout = weight16(N * OC);
-    float *a = malloc(sizeof(float) * N * IC), *b = malloc(sizeof(float) * N * IC);
-    k->gemm_bf16_packed(0, N, IC, OC, 1.0f, dout, OC, packed, 0.0f, a, IC);
-    k->gemm_bf16(0, 0, N, IC, OC, 1.0f, dout, OC, W, IC, 0.0f, b, IC);
-    int ok = !memcmp(a, b, sizeof(float) * N * IC);
-    free(dout), free(a), free(b);
+// The product that uses W from a packing, and from W itself: the same bits? The forward's
+// inp (N, IC) @ W^T, or the input gradient's dout (N, OC) @ W.
+static int product_matches(const ct_kernels *k, const void *packed, const uint16_t *W, long OC, long IC,
+                           ct_pack_use use) {
+    long K = use == CT_PACK_FORWARD ? IC : OC, Nn = use == CT_PACK_FORWARD ? OC : IC;
+    uint16_t *a = weight16(N * K);
+    float *x = malloc(sizeof(float) * N * Nn), *y = malloc(sizeof(float) * N * Nn);
+    k->gemm_bf16_packed(0, N, Nn, K, 1.0f, a, K, packed, 0.0f, x, Nn);
+    k->gemm_bf16(0, use == CT_PACK_FORWARD, N, Nn, K, 1.0f, a, K, W, IC, 0.0f, y, Nn);
+    int ok = !memcmp(x, y, sizeof(float) * N * Nn);
+    free(a), free(x), free(y);
     return ok;
 }
 
@@ -84,18 +77,18 @@ static void test_packs(void) {
     const void *f = ct_weight_packs_get(&p, 4, 1, CT_PACK_FORWARD, W, OC, IC);
     const void *g = ct_weight_packs_get(&p, 4, 1, CT_PACK_INPUT_GRAD, W, OC, IC);
     CHECK(f && g && f != g, "forward and input-gradient packings");
-    CHECK(forward_matches(k, f, W, OC, IC), "the forward packing's product differs from gemm_bf16's");
-    CHECK(input_grad_matches(k, g, W, OC, IC), "the input-gradient packing's product differs from gemm_bf16's");
+    CHECK(product_matches(k, f, W, OC, IC, CT_PACK_FORWARD), "the forward packing's product differs from gemm_bf16's");
+    CHECK(product_matches(k, g, W, OC, IC, CT_PACK_INPUT_GRAD), "the input-gradient packing's product differs from gemm_bf16's");
     CHECK(f != ct_weight_packs_get(&p, 3, 1, CT_PACK_FORWARD, W, OC, IC), "two layers share a packing");
 
     for (long i = 0; i < OC * IC; i++) W[i] ^= 0x0040;  // other values, same epoch
-    CHECK(ct_weight_packs_get(&p, 4, 1, CT_PACK_FORWARD, W, OC, IC) == f && forward_matches(k, f, W0, OC, IC),
+    CHECK(ct_weight_packs_get(&p, 4, 1, CT_PACK_FORWARD, W, OC, IC) == f && product_matches(k, f, W0, OC, IC, CT_PACK_FORWARD),
           "packed again within one epoch");
     ct_weight_packs_close(&p);
     CHECK(!ct_weight_packs_get(&p, 4, 1, CT_PACK_FORWARD, W, OC, IC), "closed, yet packed");
     ct_weight_packs_open(&p);
     f = ct_weight_packs_get(&p, 4, 1, CT_PACK_FORWARD, W, OC, IC);
-    CHECK(f && forward_matches(k, f, W, OC, IC), "a new epoch did not pack the new values");
+    CHECK(f && product_matches(k, f, W, OC, IC, CT_PACK_FORWARD), "a new epoch did not pack the new values");
     ct_weight_packs_close(&p);
 
     ct_weight_packs_free(&p);

@@ -26,10 +26,8 @@ void ct_residual_rmsnorm_forward_bf16(float *x_out, uint16_t *norm_out, float *r
                                       const float *residual_delta, const float *weight, long N, long C, float eps) {
 #pragma omp parallel for schedule(static)
     for (long n = 0; n < N; n++) {
-        const float *xr = x + n * C, *d = residual_delta + n * C;  // (C)
-        float *xo = x_out + n * C;                                  // (C), may be xr or d
-        for (long c = 0; c < C; c++) xo[c] = xr[c] + d[c];         // ct_add_inplace's sum
-        rstd[n] = ct_rmsnorm_row_bf16(norm_out + n * C, xo, weight, C, eps);
+        ct_residual_add_row(x_out + n * C, x + n * C, residual_delta + n * C, C);  // (C), may alias either
+        rstd[n] = ct_rmsnorm_row_bf16(norm_out + n * C, x_out + n * C, weight, C, eps);
     }
 }
 

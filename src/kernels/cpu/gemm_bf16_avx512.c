@@ -344,13 +344,18 @@ static void pack_a_amx(uint16_t *restrict dst, const bk_args *g, long m0, long m
 }
 
 // ---------------------------------------------------------------- per-thread buffers
+// A buffer that grows (never shrinks) on the first call that needs more, so a steady state
+// reuses it.
+typedef struct {
+    void *p;
+    size_t bytes;
+} grown_buffer;
+
 typedef struct {
     uint32_t *apack;  // MC x KC bf16
     uint16_t *bpack;  // KC x NC bf16
-    uint32_t *awhole;    // every A block of a thread's rows, packed once (AMX; grows to the largest)
-    size_t awhole_words;
-    float *crows;        // an A block's rows of C for an epilogue (grows to the largest)
-    size_t crows_floats;
+    grown_buffer awhole;  // every A block of a thread's rows, packed once (AMX)
+    grown_buffer crows;   // an A block's rows of C for an epilogue
 } bk_buffers;
 
 static pthread_key_t g_key;
@@ -361,8 +366,8 @@ static void free_buffers(void *p) {
     bk_buffers *b = p;
     free(b->apack);
     free(b->bpack);
-    free(b->awhole);
-    free(b->crows);
+    free(b->awhole.p);
+    free(b->crows.p);
     free(b);
 }
 static void make_key(void) {
@@ -379,32 +384,20 @@ static bk_buffers *thread_buffers(void) {
     bk_buffers *b = alloc64(sizeof *b);
     b->apack = alloc64(sizeof(uint16_t) * BK_MC * BK_KC + 64);
     b->bpack = alloc64(sizeof(uint16_t) * BK_KC * BK_NC);
-    b->awhole = NULL, b->awhole_words = 0;
-    b->crows = NULL, b->crows_floats = 0;
+    b->awhole = b->crows = (grown_buffer){NULL, 0};
     pthread_setspecific(g_key, b);
     tl_buf = b;
     return b;
 }
 
-// The whole-A buffer of this thread, at least `words` 32-bit words: grown (never shrunk) on the
-// first call that needs more, so a steady state reuses it.
-static uint32_t *whole_a_buffer(bk_buffers *b, size_t words) {
-    if (words > b->awhole_words) {
-        free(b->awhole);
-        b->awhole = alloc64(words * 4);
-        b->awhole_words = words;
+// b's memory, at least `bytes` of it.
+static void *grow(grown_buffer *b, size_t bytes) {
+    if (bytes > b->bytes) {
+        free(b->p);
+        b->p = alloc64(bytes);
+        b->bytes = bytes;
     }
-    return b->awhole;
-}
-
-// The epilogue's rows of C of this thread, at least `floats`: grown (never shrunk) like awhole.
-static float *c_rows_buffer(bk_buffers *b, size_t floats) {
-    if (floats > b->crows_floats) {
-        free(b->crows);
-        b->crows = alloc64(floats * 4);
-        b->crows_floats = floats;
-    }
-    return b->crows;
+    return b->p;
 }
 
 // ---------------------------------------------------------------- one thread
@@ -435,14 +428,14 @@ static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int m
     const long MCb = even_block(M > 0 ? M : 1, g->amx ? AMX_MC : BK_MC, mr_grid);
     // an epilogue (one panel, one K block): each A block's rows of C go to the thread's own
     // buffer, read by the epilogue while in cache, and never to C
-    float *crows = g->epi ? c_rows_buffer(buf, (size_t)(MCb * N)) : NULL;
+    float *crows = g->epi ? grow(&buf->crows, sizeof(float) * (size_t)(MCb * N)) : NULL;
     // AMX: where B comes in several panels, A's blocks would be packed again for each; a thread
     // whose rows' blocks fit AMX_WHOLE_A_BYTES packs them all once, first (the same packed values)
     const long kps_max = (KCb / 2 + 15) / 16 * 16, slot = MCb * kps_max;  // words of one A block
     const long nkb = (K + KCb - 1) / KCb, nib = (M + MCb - 1) / MCb;
     uint32_t *awhole = NULL;
     if (g->amx && N > NCb && M > 0 && (double)nkb * nib * slot * 4 <= AMX_WHOLE_A_BYTES) {
-        awhole = whole_a_buffer(buf, (size_t)(nkb * nib * slot));
+        awhole = grow(&buf->awhole, 4 * (size_t)(nkb * nib * slot));
         for (long pc = 0, kb = 0; pc < K; pc += KCb, kb++) {
             long kc = ct_min_l(KCb, K - pc), kps = ((kc + 1) / 2 + 15) / 16 * 16;
             for (long ic = m0, ib = 0; ic < m1; ic += MCb, ib++)

@@ -32,4 +32,9 @@ static inline float ct_rmsnorm_row_bf16(uint16_t *y, const float *x, const float
     for (long c = 0; c < C; c++) y[c] = ct_f32_to_bf16(x[c] * r * weight[c]);
     return r;
 }
+
+// xo (C) = x + d, ct_add_inplace's sum (xo may be x or d): the residual add before a norm.
+static inline void ct_residual_add_row(float *xo, const float *x, const float *d, long C) {
+    for (long c = 0; c < C; c++) xo[c] = x[c] + d[c];
+}
 #endif

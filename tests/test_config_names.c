@@ -120,6 +120,7 @@ static const flag_case product_flags[] = {
     {"compile.components", "model", "[\"model\"]"},
     {"model.attn_mask_type", "block_causal", "\"block_causal\""},
     {"profiling.trace_actions", "true", "true"},
+    {"training.pack_weights", "false", "false"},
 };
 enum { N_PRODUCT = sizeof product_flags / sizeof product_flags[0] };
 
@@ -227,13 +228,14 @@ static int flag_landed(const ct_config *c, int k) {
     case 98: return !strcmp(c->compile_components, "model");
     case 99: return c->attn_mask_type == CT_CFG_MASK_BLOCK_CAUSAL;
     case 100: return c->trace_actions;
+    case 101: return !c->pack_weights;
     }
     return 0;
 }
 
 
 static void test_every_product_name(void) {
-    CHECK(N_PRODUCT == 101, "case table and flag_landed out of step");
+    CHECK(N_PRODUCT == 102, "case table and flag_landed out of step");
     char path[] = "/tmp/ct_test_config_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0, "mkstemp");

@@ -9,7 +9,6 @@
 // parity, what bf16 must show: it differs from fp32 (the narrowing happens) but stays close;
 // FSDP all-gathers move exactly half of fp32's bytes and reduce-scatters stay fp32 unless
 // mixed_precision_reduce = bf16, which halves them too and stays close to the fp32 reduction.
-#include "model/weight_packs.h"
 #include "parity.h"
 
 static int world_size(void) {
@@ -102,7 +101,7 @@ static void compile_is_bitwise(void) {
 
 // Gradient accumulation keeps each bf16 weight packed once per step (model/weight_packs.h) for
 // every micro-batch's forward, recompute and input gradient: the same bits as packing it at each
-// product, alone and with full checkpointing.
+// product (training.pack_weights = false), alone and with full checkpointing.
 static void packed_weights_are_bitwise(void) {
     const char *modes[] = {"none", "full"};
     for (int m = 0; m < 2; m++) {
@@ -112,9 +111,8 @@ static void packed_weights_are_bitwise(void) {
         parity_set(&c, "activation_checkpoint.mode", modes[m]);
         parity_result with, without;
         parity_train_alone(c, &with);
-        ct_weight_packs_allow(false);
+        parity_set(&c, "training.pack_weights", "false");
         parity_train_alone(c, &without);
-        ct_weight_packs_allow(true);
         for (int s = 0; s < STEPS; s++)
             CHECK(with.loss[s] == without.loss[s] && with.grad_norm[s] == without.grad_norm[s],
                   "bf16 + accumulation 4, checkpointing %s, step %d: loss %.9g vs %.9g unpacked", modes[m], s + 1,

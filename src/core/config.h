@@ -125,6 +125,7 @@ typedef struct {
 
     // [compile], [quantization]
     bool compile;                     // compile.enable
+    bool pack_weights;                // training.pack_weights: bf16 weights packed once per step
     char compile_components[64];      // compile.components: list of model | loss
     bool float8;                      // quantization.float8.enable
     ct_cfg_float8_recipe float8_recipe;  // quantization.float8.recipe: tensorwise | rowwise

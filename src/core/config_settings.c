@@ -113,6 +113,9 @@ const ct_setting ct_settings[] = {
     INT("training.seq_len", seq_len, "256", NULL, "tokens per sequence"),
     INT("training.steps", steps, "100", NULL, "optimizer steps to train"),
     INT("training.seed", seed, "42", "debug.seed", "seed of parameter initialisation and synthetic data"),
+    BOOL("training.pack_weights", pack_weights, "true", NULL,
+         "bf16 with several micro-batches a step: keep each linear weight packed for the matmul kernel once per "
+         "step, for every micro-batch (4 bytes per weight element; false: pack at each matmul)"),
     FLT("training.max_norm", max_norm, "1.0", NULL, "clip the global gradient norm to this (<= 0 disables)"),
     BOOL("training.skip_nonfinite_steps", skip_nonfinite, "false", NULL,
          "a step whose loss or gradient norm is NaN / Inf is skipped (no update) instead of stopping the run"),

@@ -147,8 +147,8 @@ void ct_stage_init(ct_stage *s, const ct_stage_spec *spec) {
     s->fused = spec->fused;
     s->sizing = spec->sizing;
     // A weight packed once serves every micro-batch of a step, only where it has more than one
-    // (the memory is 4 bytes per linear weight element: model/weight_packs.h).
-    s->keep_packs = s->prec.compute == CT_BF16 && spec->micro_batches > 1 && n_layers(s) > 0 && ct_weight_packs_allowed();
+    // and the run asks (the memory is 4 bytes per linear weight element: model/weight_packs.h).
+    s->keep_packs = s->prec.compute == CT_BF16 && spec->pack_weights && spec->micro_batches > 1 && n_layers(s) > 0;
     if (s->prec.compute != CT_F32 && s->prec.compute != CT_BF16)
         ct_fatal("stage", "compute dtype %s: expected f32 or bf16", ct_dtype_name(s->prec.compute));
     if (s->ops.tp.size < 1) s->ops.tp.size = 1;

@@ -106,8 +106,9 @@ typedef struct {
     ct_precision prec;           // zero: fp32
     ct_ac_policy ac;             // zero: keep everything
     bool fused;                  // fused kernels (--compile.enable)
-    int micro_batches;           // micro-batches this stage runs per step (> 1: bf16 weights are
-                                 // kept packed over a step, model/weight_packs.h)
+    int micro_batches;           // micro-batches this stage runs per step
+    bool pack_weights;           // with more than one: keep bf16 weights packed over a step
+                                 // (model/weight_packs.h)
     ct_mem_sizing *sizing;       // non-NULL: allocate nothing, add the bytes init and
                                  // ct_stage_plan_slots would allocate to it (core/mem_sizing.h);
                                  // such a stage can be planned (executor) but never run

@@ -4,10 +4,6 @@
 
 #include "core/error.h"
 
-static bool g_allow = true;
-void ct_weight_packs_allow(bool on) { g_allow = on; }
-bool ct_weight_packs_allowed(void) { return g_allow; }
-
 // K and N of the B operand W (OC, IC) is for `use` (weight_packs.h ct_pack_use).
 static void operand(const ct_linear_shape *s, int use, long *K, long *N) {
     *K = use == CT_PACK_FORWARD ? s->in : s->out;

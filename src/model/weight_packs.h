@@ -10,7 +10,7 @@
 // between micro-batches writes the same values again).
 //
 // Memory: 2 bytes per element of each linear weight per use, 4 in all (plus the kernel's padding):
-// what the stage's planning counts. Without a packed form (fp32 runs, 8-bit layers, the
+// what the stage's planning counts. `training.pack_weights = false` keeps none. Without a packed form (fp32 runs, 8-bit layers, the
 // fallback and oneDNN paths) nothing is kept and the products pack as before.
 #ifndef CT_WEIGHT_PACKS_H
 #define CT_WEIGHT_PACKS_H
@@ -44,11 +44,6 @@ size_t ct_weight_packs_bytes(const ct_kernels *k, int n_layers, const ct_linear_
 void ct_weight_packs_init(ct_weight_packs *p, const ct_kernels *k, int layer_begin, int n_layers,
                           const ct_linear_shape *shapes, int n_linears, void *base);
 void ct_weight_packs_free(ct_weight_packs *p);
-
-// Tests: whether stages built from now on may keep packings (default true), so that a run with
-// them can be compared with one without.
-void ct_weight_packs_allow(bool on);
-bool ct_weight_packs_allowed(void);
 
 // Opens a new epoch (the weights are fixed until close) or closes it.
 void ct_weight_packs_open(ct_weight_packs *p);

@@ -158,7 +158,7 @@ static void build_stages(const ct_parallelize_env *env, ct_parallelized *o, ct_s
             .layer_end = o->first_layer[s + 1], .has_embedding = s == 0, .has_head = s == o->n_stages - 1,
             .B = env->mb_seqs, .T = env->seq_local, .pos = env->cp_pos, .max_pos = cfg->seq_len, .ops = ops,
             .weights = env->weights, .grads = env->grad_views, .prec = env->prec, .ac = ac, .fused = fused,
-            .micro_batches = o->n_mb, .sizing = env->sizing,
+            .micro_batches = o->n_mb, .pack_weights = cfg->pack_weights, .sizing = env->sizing,
         };
         ct_stage_init(&o->stages[s], &spec);
     }

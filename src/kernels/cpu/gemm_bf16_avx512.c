@@ -31,6 +31,12 @@
 // Results do not depend on the thread count (K is never split between threads; each element's
 // K blocks are the same whichever rows a thread has).
 //
+// Two variants of the loops: a B packed beforehand (ct_gemm_bf16_avx512_pack_b: every panel in
+// the order the loops take them, after a header naming the shape and kernel) is read in place of
+// the shared panel, with no packing and no barriers; and an epilogue (one panel, one K block):
+// each A block's rows of C go to a buffer of the thread's instead of C and are handed to the
+// caller's step at once, from the thread's cache.
+//
 // Threads: outside an OpenMP parallel region a large enough product is split by rows of C (on
 // the MR grid) between the team, which packs each B panel once, into the calling thread's
 // buffer, each thread a share of its slivers, between two barriers; A is packed once in all.
@@ -408,10 +414,6 @@ static inline long even_block(long n, long max, long q) {
     return (b + q - 1) / q * q;
 }
 
-// The blocked loops for rows [m0, m1) of C on the calling thread, one of the nt threads of a
-// team (me its number; nt 1: alone) that share the B panels in bpack: each panel is packed by
-// all of them, a share of its slivers each, between two barriers. Every element of C is summed
-// over the same K blocks in the same order whatever the rows a thread has.
 // The K blocks and B panels of a product: (a short K leaves the B buffer room for a wider panel:
 // A is then packed fewer times; the AMX kernel's panel stays small enough for L2, its K blocks
 // whole chunks of 32).
@@ -420,6 +422,10 @@ static long n_panel(const bk_args *g, long KCb) {
     return even_block(g->N, g->amx ? amx_panel_cols(KCb) : (long)BK_KC * BK_NC / KCb / BK_NR * BK_NR, BK_NR);
 }
 
+// The blocked loops for rows [m0, m1) of C on the calling thread, one of the nt threads of a
+// team (me its number; nt 1: alone) that share the B panels in bpack: each panel is packed by
+// all of them, a share of its slivers each, between two barriers. Every element of C is summed
+// over the same K blocks in the same order whatever the rows a thread has.
 static void gemm_rows(const bk_args *g, uint16_t *bpack, long m0, long m1, int me, int nt) {
     bk_buffers *buf = thread_buffers();
     const long M = m1 - m0, N = g->N, K = g->K;

@@ -310,7 +310,7 @@ static void qk_norm_backward(const ct_block_ctx *c, int layer, const ct_llama3_a
 // kernels have no place for the per-head norms between the matmul and RoPE, so qk_norm runs the
 // chain unfused. Under bf16, fused, the product's rows are rotated and narrowed into the kept bf16
 // qkv as they are final (linear_rope_forward_bf16; the norm is kept in bf16 first): returns
-// whether it did, leaving qkv (fp32) the product before RoPE.
+// whether it did (qkv, fp32, was then only room for the product).
 static bool attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, const ct_block_weights *w, float *qkv) {
     const ct_kernels *k = c->k;
     const ct_model_config *m = c->cfg;

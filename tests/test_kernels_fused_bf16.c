@@ -3,6 +3,7 @@
 //  - residual_rmsnorm_forward_bf16: x_out, the bf16 norm and rstd those of add_inplace +
 //    rmsnorm_forward_bf16, with x_out separate, aliasing x and aliasing the delta;
 //  - linear_swiglu_forward_bf16: h13_kept and h those of gemm_bf16 + swiglu_forward_bf16;
+//  - linear_swiglu_backward_bf16: dh13 that of gemm_bf16 (dy @ W2) + swiglu_backward_bf16;
 //  - linear_rope_forward_bf16: qkv16 that of gemm_bf16 + qkv_rope_to_bf16, positions shared
 //    (pos_ld 0), per sequence (pos_ld T) and NULL;
 //    N != B*T refused with a message naming the kernel;
@@ -134,6 +135,44 @@ static void test_linear_swiglu(void) {
     omp_set_num_threads(2);
 }
 
+// ---------------------------------------------------------------- w2's input gradient + SwiGLU's backward
+static void test_linear_swiglu_backward(void) {
+    const ct_kernels *k = ct_kernels_get("cpu");
+    const long shapes[][3] = {{37, 45, 29}, {1, 64, 8}, {257, 96, 400}, {70, 1100, 24}, {20, 2100, 2000}};  // N, C, F
+    for (int p = 0; p < 2; p++) {
+        ct_gemm_bf16_prefer_onednn(p);
+        for (int t = 0; t < NTHREADS; t++) {
+            omp_set_num_threads(threads[t]);
+            for (int s = 0; s < 5; s++) {
+                long N = shapes[s][0], C = shapes[s][1], F = shapes[s][2];
+                uint16_t *dy = fill16(N * C, 1), *W2 = fill16(C * F, 0.2f), *h13 = fill16(N * 2 * F, 2);
+                float *dh = garbage(sizeof(float) * N * F), *room = garbage(sizeof(float) * N * F);
+                float *ref = garbage(sizeof(float) * N * 2 * F), *got = garbage(sizeof(float) * N * 2 * F);
+                k->gemm_bf16(0, 0, N, F, C, 1.0f, dy, C, W2, F, 0.0f, dh, F);
+                k->swiglu_backward_bf16(ref, dh, h13, N, F);
+                k->linear_swiglu_backward_bf16(got, room, dy, W2, NULL, h13, N, C, F);
+                CHECK(!memcmp(got, ref, sizeof(float) * N * 2 * F),
+                      "%s N=%ld C=%ld F=%ld threads %d: dh13 is not gemm_bf16 + swiglu_backward_bf16's", paths[p], N,
+                      C, F, threads[t]);
+                size_t bytes = k->gemm_bf16_packed_bytes(C, F);
+                void *Wp = NULL;
+                if (bytes && !posix_memalign(&Wp, 64, bytes)) {  // W2 packed beforehand: the same bits
+                    k->gemm_bf16_pack_b(0, C, F, W2, F, Wp);
+                    memset(got, 0xff, sizeof(float) * N * 2 * F);
+                    k->linear_swiglu_backward_bf16(got, room, dy, W2, Wp, h13, N, C, F);
+                    CHECK(!memcmp(got, ref, sizeof(float) * N * 2 * F),
+                          "%s N=%ld C=%ld F=%ld threads %d, W2 packed: not the unfused bits", paths[p], N, C, F,
+                          threads[t]);
+                    free(Wp);
+                }
+                free(dy), free(W2), free(h13), free(dh), free(room), free(ref), free(got);
+            }
+        }
+    }
+    ct_gemm_bf16_prefer_onednn(0);
+    omp_set_num_threads(2);
+}
+
 // ---------------------------------------------------------------- linear + RoPE
 typedef struct {
     long B, T, C, NH, NKV, HS;
@@ -200,7 +239,8 @@ static void test_table(void) {
     const ct_kernels *k = ct_kernels_get("cpu");
     CHECK((const void *)k->residual_rmsnorm_forward_bf16 == CT_KERNEL_TARGET(ct_residual_rmsnorm_forward_bf16) &&
               (const void *)k->linear_swiglu_forward_bf16 == CT_KERNEL_TARGET(ct_linear_swiglu_forward_bf16) &&
-              (const void *)k->linear_rope_forward_bf16 == CT_KERNEL_TARGET(ct_linear_rope_forward_bf16),
+              (const void *)k->linear_rope_forward_bf16 == CT_KERNEL_TARGET(ct_linear_rope_forward_bf16) &&
+              (const void *)k->linear_swiglu_backward_bf16 == CT_KERNEL_TARGET(ct_linear_swiglu_backward_bf16),
           "a fused bf16 member is not its kernels.h function");
 }
 
@@ -210,6 +250,7 @@ int main(void) {
     CT_RUN(test_table);
     CT_RUN(test_residual_rmsnorm);
     CT_RUN(test_linear_swiglu);
+    CT_RUN(test_linear_swiglu_backward);
     CT_RUN(test_linear_rope);
     CT_RUN(test_linear_rope_refuses_bad_rows);
     CT_TEST_EXIT();

@@ -307,6 +307,11 @@ typedef struct ct_kernels {
     // product, unspecified after. W13_packed: W13^T as gemm_bf16_pack_b packs it, or NULL.
     void (*linear_swiglu_forward_bf16)(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
                                        const uint16_t *W13, const void *W13_packed, long N, long C, long F);
+    // swiglu_backward_bf16(dh13, dy @ W2, h13_kept) (dy, W2 bf16): w2's input gradient into
+    // SwiGLU's backward; dh (N, F) fp32 room for the product, W2_packed as gemm_bf16_pack_b packs
+    // W2 for that product, or NULL.
+    void (*linear_swiglu_backward_bf16)(float *dh13, float *dh, const uint16_t *dy, const uint16_t *W2,
+                                        const void *W2_packed, const uint16_t *h13_kept, long N, long C, long F);
     // qkv_rope_to_bf16(qkv16, inp @ W^T, ...) (bf16 inputs), QKV = (NH + 2 NKV) HS; qkv (N, QKV)
     // fp32 room for the product, unspecified after; N == B*T; W_packed as above.
     void (*linear_rope_forward_bf16)(uint16_t *qkv16, float *qkv, const uint16_t *inp, const uint16_t *W,

@@ -276,6 +276,12 @@ void ct_residual_rmsnorm_forward_bf16(float *x_out, uint16_t *norm_out, float *r
 // W13^T packed beforehand (gemm_bf16.h ct_gemm_bf16_pack_b), read instead of W13; NULL: W13.
 void ct_linear_swiglu_forward_bf16(uint16_t *h, uint16_t *h13_kept, float *h13, const uint16_t *inp,
                                    const uint16_t *W13, const void *W13_packed, long N, long C, long F);
+// dh13 (N, 2F) fp32 = ct_swiglu_backward_bf16(dh13, dy @ W2, h13_kept, N, F): w2's input gradient
+// (dy (N, C) bf16, W2 (C, F) bf16; ct_gemm_bf16's product) handed to SwiGLU's backward row block
+// by row block. dh (N, F) fp32 is room the product may go through (unspecified after); W2_packed:
+// W2 packed as the B operand of that product (ct_gemm_bf16_pack_b, trans_b 0), or NULL.
+void ct_linear_swiglu_backward_bf16(float *dh13, float *dh, const uint16_t *dy, const uint16_t *W2,
+                                    const void *W2_packed, const uint16_t *h13_kept, long N, long C, long F);
 // The product inp (N, C) @ W (QKV, C)^T, QKV = (NH + 2 NKV) HS, then ct_qkv_rope_to_bf16(qkv16,
 // product, ...) on each row block: qkv16 (N, QKV) bf16. qkv (N, QKV) fp32 is room the product
 // may go through (unspecified after). N == B*T (else ct_fatal); pos and pos_ld as ct_rope_forward.

@@ -127,6 +127,7 @@ static const ct_kernels ct_kernels_cpu = {
     .residual_rmsnorm_forward_bf16 = ct_residual_rmsnorm_forward_bf16,
     .linear_swiglu_forward_bf16 = ct_linear_swiglu_forward_bf16,
     .linear_rope_forward_bf16 = ct_linear_rope_forward_bf16,
+    .linear_swiglu_backward_bf16 = ct_linear_swiglu_backward_bf16,
 };
 
 // What this set was compiled to use: the instruction-set macros the compiler defined for it.

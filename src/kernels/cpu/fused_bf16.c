@@ -1,7 +1,8 @@
-// Fused forward chains under bf16 mixed precision (contracts in kernels.h, "fused forward chains
-// in bf16"): the residual add with the RMSNorm after it writing the kept bf16 norm, and the two
+// Fused chains under bf16 mixed precision (contracts in kernels.h, "fused forward chains in
+// bf16"): the residual add with the RMSNorm after it writing the kept bf16 norm, the two
 // matmuls whose fp32 product is only narrowed on its way to a kept bf16 activation -- w13 with
-// the SwiGLU after it, wqkv with the RoPE after it.
+// the SwiGLU after it, wqkv with the RoPE after it -- and in the backward w2's input gradient,
+// which only SwiGLU's backward reads.
 //
 // A product runs as one ct_gemm_bf16_epilogue_rows call on all threads: the thread that
 // multiplies a block of rows narrows it, and applies SwiGLU or RoPE, right after the block's
@@ -50,6 +51,29 @@ void ct_linear_swiglu_forward_bf16(uint16_t *h, uint16_t *h13_kept, float *h13, 
     swiglu_rows_ctx c = {h, h13_kept, F};
     ct_gemm_bf16_epilogue epi = {.rows = swiglu_rows_after, .ctx = &c};
     ct_gemm_bf16_epilogue_rows(0, 1, N, 2 * F, C, 1.0f, inp, C, W13, C, W13_packed, h13, 2 * F, &epi);
+}
+
+// ------------------------------------------------------------------ w2's input gradient + SwiGLU's backward
+
+typedef struct {
+    float *dh13;
+    const uint16_t *h13_kept;
+    long F;
+} swiglu_back_ctx;
+
+static void swiglu_back_rows(void *p, long r0, long n, const float *rows, long ld) {
+    const swiglu_back_ctx *c = p;
+    for (long i = 0; i < n; i++)
+        ct_swiglu_backward_row_bf16(c->dh13 + (r0 + i) * 2 * c->F, rows + i * ld, c->h13_kept + (r0 + i) * 2 * c->F,
+                                    c->F);
+}
+
+void ct_linear_swiglu_backward_bf16(float *dh13, float *dh, const uint16_t *dy, const uint16_t *W2,
+                                    const void *W2_packed, const uint16_t *h13_kept, long N, long C, long F) {
+    if (N <= 0) return;
+    swiglu_back_ctx c = {dh13, h13_kept, F};
+    ct_gemm_bf16_epilogue epi = {.rows = swiglu_back_rows, .ctx = &c};
+    ct_gemm_bf16_epilogue_rows(0, 0, N, F, C, 1.0f, dy, C, W2, F, W2_packed, dh, F, &epi);
 }
 
 // ------------------------------------------------------------------ linear + RoPE

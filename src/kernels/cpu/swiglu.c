@@ -30,18 +30,6 @@ void ct_swiglu_forward_bf16(uint16_t *out, uint16_t *h13_kept, const float *h13,
 }
 
 void ct_swiglu_backward_bf16(float *dinp, const float *dout, const uint16_t *h13_kept, long N, long F) {
-    enum { TILE = CT_SWIGLU_BF16_TILE };
 #pragma omp parallel for schedule(static)
-    for (long n = 0; n < N; n++) {
-        const uint16_t *g16 = h13_kept + n * 2 * F, *u16 = g16 + F;  // (F) each
-        float *dg = dinp + n * 2 * F, *du = dg + F;                  // (F) each
-        const float *d = dout + n * F;                               // (F)
-        float g[TILE], u[TILE];
-        for (long f0 = 0; f0 < F; f0 += TILE) {
-            long w = F - f0 < TILE ? F - f0 : TILE;
-            ct_widen_bf16(g, g16 + f0, w);
-            ct_widen_bf16(u, u16 + f0, w);
-            ct_swiglu_backward_row(dg + f0, du + f0, d + f0, g, u, w);
-        }
-    }
+    for (long n = 0; n < N; n++) ct_swiglu_backward_row_bf16(dinp + n * 2 * F, dout + n * F, h13_kept + n * 2 * F, F);
 }

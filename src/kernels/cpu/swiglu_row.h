@@ -81,4 +81,19 @@ static inline void ct_swiglu_row_bf16(uint16_t *o16, uint16_t *h13_kept, const f
         ct_narrow_bf16(o16 + f0, o, w);
     }
 }
+
+// One row of ct_swiglu_backward_bf16: dinp (2F) = the gradients of gate and up from d (F), the
+// output's, with [gate | up] as kept in h13_kept (2F) bf16.
+static inline void ct_swiglu_backward_row_bf16(float *dinp, const float *d, const uint16_t *h13_kept, long F) {
+    enum { TILE = CT_SWIGLU_BF16_TILE };
+    const uint16_t *g16 = h13_kept, *u16 = h13_kept + F;  // (F) each
+    float *dg = dinp, *du = dinp + F;                      // (F) each
+    float g[TILE], u[TILE];
+    for (long f0 = 0; f0 < F; f0 += TILE) {
+        long w = F - f0 < TILE ? F - f0 : TILE;
+        ct_widen_bf16(g, g16 + f0, w);
+        ct_widen_bf16(u, u16 + f0, w);
+        ct_swiglu_backward_row(dg + f0, du + f0, d + f0, g, u, w);
+    }
+}
 #endif

@@ -237,10 +237,10 @@ void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *
 static bool fuse(const ct_block_ctx *c, int layer, ct_block_linear l) {
     return c->fused && c->lin->prec.compute == CT_F32 && !f8(c, layer, l);
 }
-// The stage's packing of linear l's forward operand W^T (OC, IC) (model/weight_packs.h), or NULL.
-static const void *packed_weight(const ct_block_ctx *c, int layer, ct_block_linear l, const uint16_t *w16, long OC,
-                                 long IC) {
-    return ct_weight_packs_get(c->lin->packs, layer, l, CT_PACK_FORWARD, w16, OC, IC);
+// The stage's packing of linear l's weight W (OC, IC) for `use` (model/weight_packs.h), or NULL.
+static const void *packed_weight(const ct_block_ctx *c, int layer, ct_block_linear l, ct_pack_use use,
+                                 const uint16_t *w16, long OC, long IC) {
+    return ct_weight_packs_get(c->lin->packs, layer, l, use, w16, OC, IC);
 }
 // The bf16 kernels (kernels.h, "fused forward chains in bf16") where linear l runs in bf16 on its
 // gathered bf16 weight (view v) and the backend has the kernel.
@@ -337,7 +337,7 @@ static bool attention_in(const ct_block_ctx *c, int layer, ct_llama3_acts *s, co
         fuse_bf16(c, layer, CT_LINEAR_WQKV, w, LLAMA3_WQKV, k->linear_rope_forward_bf16)) {
         int span = op_span("attention.wqkv+rope.forward", layer);
         k->linear_rope_forward_bf16(s->qkv, qkv, s->norm1, w->t16[LLAMA3_WQKV],
-                                    packed_weight(c, layer, CT_LINEAR_WQKV, w->t16[LLAMA3_WQKV], QKV, C), N, C,
+                                    packed_weight(c, layer, CT_LINEAR_WQKV, CT_PACK_FORWARD, w->t16[LLAMA3_WQKV], QKV, C), N, C,
                                     c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), B, T, NH, NKV, HS);
         ct_trace_end(span);
         return true;
@@ -444,7 +444,7 @@ static void block_forward(const ct_block_ctx *c, int layer, void *acts, const ct
     } else if (fuse_bf16(c, layer, CT_LINEAR_W13, w, LLAMA3_W13, k->linear_swiglu_forward_bf16)) {
         span = op_span("feed_forward.w13+swiglu.forward", layer);
         k->linear_swiglu_forward_bf16(s->h, s->h13, h13, s->norm2, w->t16[LLAMA3_W13],
-                                      packed_weight(c, layer, CT_LINEAR_W13, w->t16[LLAMA3_W13], 2 * F, C), N, C, F);
+                                      packed_weight(c, layer, CT_LINEAR_W13, CT_PACK_FORWARD, w->t16[LLAMA3_W13], 2 * F, C), N, C, F);
         ct_trace_end(span);
     } else {
         linear_fwd(c, layer, CT_LINEAR_W13, h13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F);  // (N, 2F)
@@ -564,10 +564,25 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
 
     // feed-forward: out = x_mid + g(w2(swiglu(w13(f(norm2(x_mid))))))
     const float *dy = output_grad(c, dres, split ? keep->dy_ffn : NULL);
-    linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), ct_block_weight(w, LLAMA3_W2), C);
-    int span = op_span("swiglu.backward", layer);
-    ct_llama3_swiglu_backward(c, dh13, W(c)->dh, s->h13, F);
-    ct_trace_end(span);
+    int span;
+    if (fuse_bf16(c, layer, CT_LINEAR_W2, w, LLAMA3_W2, k->linear_swiglu_backward_bf16)) {
+        // w2's input gradient handed to SwiGLU's backward from the gemm's epilogue; its weight
+        // gradient apart (now, or in the weight pass)
+        span = op_span("feed_forward.w2.backward_input+swiglu.backward", layer);
+        uint16_t *dy16 = c->lin->g16;  // (N, C)
+        k->f32_to_bf16(dy16, dy, c->N * C);
+        k->linear_swiglu_backward_bf16(dh13, W(c)->dh, dy16, w->t16[LLAMA3_W2],
+                                       packed_weight(c, layer, CT_LINEAR_W2, CT_PACK_INPUT_GRAD, w->t16[LLAMA3_W2], C, F),
+                                       s->h13, c->N, C, F);
+        ct_trace_end(span);
+        if (gw->t[LLAMA3_W2])
+            linear_bwd(c, layer, CT_LINEAR_W2, NULL, gw->t[LLAMA3_W2], dy, act(c, s->h, F), (ct_weight){0}, C);
+    } else {
+        linear_bwd(c, layer, CT_LINEAR_W2, W(c)->dh, gw->t[LLAMA3_W2], dy, act(c, s->h, F), ct_block_weight(w, LLAMA3_W2), C);
+        span = op_span("swiglu.backward", layer);
+        ct_llama3_swiglu_backward(c, dh13, W(c)->dh, s->h13, F);
+        ct_trace_end(span);
+    }
     const float *dn = norm_grad(c, &dfull, split ? keep->dn2 : NULL);
     // backward of f: the partial input gradients summed over tp
     column_linear_bwd(c, layer, CT_LINEAR_W13, dfull, gw->t[LLAMA3_W13], dh13, act(c, s->norm2, C), ct_block_weight(w, LLAMA3_W13), 2 * F, (float *)dn);

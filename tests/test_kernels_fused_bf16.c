@@ -52,13 +52,13 @@ static void *garbage(size_t bytes) {
     return p;
 }
 
-// W (OC, IC) packed as the forward's B operand W^T (gemm_bf16.h ct_gemm_bf16_pack_b), or NULL
-// where this path has no packed form.
-static void *packed(const ct_kernels *k, const uint16_t *W, long OC, long IC) {
-    size_t bytes = k->gemm_bf16_packed_bytes(IC, OC);
+// op(B) (K, N) of B (ldb) packed beforehand (gemm_bf16.h ct_gemm_bf16_pack_b), or NULL where this
+// path has no packed form.
+static void *packed(const ct_kernels *k, int trans_b, long K, long N, const uint16_t *B, long ldb) {
+    size_t bytes = k->gemm_bf16_packed_bytes(K, N);
     void *p = NULL;
     if (!bytes || posix_memalign(&p, 64, bytes)) return NULL;
-    k->gemm_bf16_pack_b(1, IC, OC, W, IC, p);
+    k->gemm_bf16_pack_b(trans_b, K, N, B, ldb, p);
     return p;
 }
 
@@ -98,80 +98,61 @@ static void test_residual_rmsnorm(void) {
     omp_set_num_threads(2);
 }
 
-// ---------------------------------------------------------------- linear + SwiGLU
-static void test_linear_swiglu(void) {
+// ---------------------------------------------------------------- linear + SwiGLU, both ways
+static const long swi_shapes[][3] = {{37, 45, 29}, {1, 64, 8}, {257, 96, 400}, {70, 1100, 24}, {20, 2100, 2000}};
+#define NSWI 5  // N, C, F each
+
+// check(k, path, threads, N, C, F) on both paths, at each thread count, on each shape.
+static void for_each_swiglu_case(void (*check)(const ct_kernels *, const char *, int, long, long, long)) {
     const ct_kernels *k = ct_kernels_get("cpu");
-    const long shapes[][3] = {{37, 45, 29}, {1, 64, 8}, {257, 96, 400}, {70, 1100, 24}, {20, 2100, 2000}};  // N, C, F
     for (int p = 0; p < 2; p++) {
         ct_gemm_bf16_prefer_onednn(p);
         for (int t = 0; t < NTHREADS; t++) {
             omp_set_num_threads(threads[t]);
-            for (int s = 0; s < 5; s++) {
-                long N = shapes[s][0], C = shapes[s][1], F = shapes[s][2];
-                uint16_t *inp = fill16(N * C, 1), *W = fill16(2 * F * C, 0.2f);
-                float *pr = garbage(sizeof(float) * N * 2 * F), *pf = garbage(sizeof(float) * N * 2 * F);
-                uint16_t *kr = garbage(2 * N * 2 * F), *hr = garbage(2 * N * F);
-                uint16_t *kf = garbage(2 * N * 2 * F), *hf = garbage(2 * N * F);
-                k->gemm_bf16(0, 1, N, 2 * F, C, 1.0f, inp, C, W, C, 0.0f, pr, 2 * F);
-                k->swiglu_forward_bf16(hr, kr, pr, N, F);
-                k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, NULL, N, C, F);
-                CHECK(!memcmp(kf, kr, 2 * N * 2 * F) && !memcmp(hf, hr, 2 * N * F),
-                      "%s N=%ld C=%ld F=%ld threads %d: h13_kept or h is not swiglu_forward_bf16's", paths[p], N, C,
-                      F, threads[t]);
-                void *Wp = packed(k, W, 2 * F, C);
-                if (Wp) {  // W13^T packed beforehand: the same bits
-                    memset(kf, 0xff, 2 * N * 2 * F), memset(hf, 0xff, 2 * N * F);
-                    k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, Wp, N, C, F);
-                    CHECK(!memcmp(kf, kr, 2 * N * 2 * F) && !memcmp(hf, hr, 2 * N * F),
-                          "%s N=%ld C=%ld F=%ld threads %d, W13 packed: not swiglu_forward_bf16's bits", paths[p], N,
-                          C, F, threads[t]);
-                    free(Wp);
-                }
-                free(inp), free(W), free(pr), free(pf), free(kr), free(hr), free(kf), free(hf);
-            }
+            for (int s = 0; s < NSWI; s++) check(k, paths[p], threads[t], swi_shapes[s][0], swi_shapes[s][1], swi_shapes[s][2]);
         }
     }
     ct_gemm_bf16_prefer_onednn(0);
     omp_set_num_threads(2);
 }
 
-// ---------------------------------------------------------------- w2's input gradient + SwiGLU's backward
-static void test_linear_swiglu_backward(void) {
-    const ct_kernels *k = ct_kernels_get("cpu");
-    const long shapes[][3] = {{37, 45, 29}, {1, 64, 8}, {257, 96, 400}, {70, 1100, 24}, {20, 2100, 2000}};  // N, C, F
-    for (int p = 0; p < 2; p++) {
-        ct_gemm_bf16_prefer_onednn(p);
-        for (int t = 0; t < NTHREADS; t++) {
-            omp_set_num_threads(threads[t]);
-            for (int s = 0; s < 5; s++) {
-                long N = shapes[s][0], C = shapes[s][1], F = shapes[s][2];
-                uint16_t *dy = fill16(N * C, 1), *W2 = fill16(C * F, 0.2f), *h13 = fill16(N * 2 * F, 2);
-                float *dh = garbage(sizeof(float) * N * F), *room = garbage(sizeof(float) * N * F);
-                float *ref = garbage(sizeof(float) * N * 2 * F), *got = garbage(sizeof(float) * N * 2 * F);
-                k->gemm_bf16(0, 0, N, F, C, 1.0f, dy, C, W2, F, 0.0f, dh, F);
-                k->swiglu_backward_bf16(ref, dh, h13, N, F);
-                k->linear_swiglu_backward_bf16(got, room, dy, W2, NULL, h13, N, C, F);
-                CHECK(!memcmp(got, ref, sizeof(float) * N * 2 * F),
-                      "%s N=%ld C=%ld F=%ld threads %d: dh13 is not gemm_bf16 + swiglu_backward_bf16's", paths[p], N,
-                      C, F, threads[t]);
-                size_t bytes = k->gemm_bf16_packed_bytes(C, F);
-                void *Wp = NULL;
-                if (bytes && !posix_memalign(&Wp, 64, bytes)) {  // W2 packed beforehand: the same bits
-                    k->gemm_bf16_pack_b(0, C, F, W2, F, Wp);
-                    memset(got, 0xff, sizeof(float) * N * 2 * F);
-                    k->linear_swiglu_backward_bf16(got, room, dy, W2, Wp, h13, N, C, F);
-                    CHECK(!memcmp(got, ref, sizeof(float) * N * 2 * F),
-                          "%s N=%ld C=%ld F=%ld threads %d, W2 packed: not the unfused bits", paths[p], N, C, F,
-                          threads[t]);
-                    free(Wp);
-                }
-                free(dy), free(W2), free(h13), free(dh), free(room), free(ref), free(got);
-            }
-        }
+static void swiglu_forward_case(const ct_kernels *k, const char *path, int th, long N, long C, long F) {
+    uint16_t *inp = fill16(N * C, 1), *W = fill16(2 * F * C, 0.2f);
+    float *pr = garbage(sizeof(float) * N * 2 * F), *pf = garbage(sizeof(float) * N * 2 * F);
+    uint16_t *kr = garbage(2 * N * 2 * F), *hr = garbage(2 * N * F);
+    uint16_t *kf = garbage(2 * N * 2 * F), *hf = garbage(2 * N * F);
+    k->gemm_bf16(0, 1, N, 2 * F, C, 1.0f, inp, C, W, C, 0.0f, pr, 2 * F);
+    k->swiglu_forward_bf16(hr, kr, pr, N, F);
+    void *Wp = packed(k, 1, C, 2 * F, W, C);  // W13^T packed beforehand (NULL: no packed form here)
+    for (int pk = 0; pk < (Wp ? 2 : 1); pk++) {
+        memset(kf, 0xff, 2 * N * 2 * F), memset(hf, 0xff, 2 * N * F);
+        k->linear_swiglu_forward_bf16(hf, kf, pf, inp, W, pk ? Wp : NULL, N, C, F);
+        CHECK(!memcmp(kf, kr, 2 * N * 2 * F) && !memcmp(hf, hr, 2 * N * F),
+              "%s N=%ld C=%ld F=%ld threads %d%s: h13_kept or h is not swiglu_forward_bf16's", path, N, C, F, th,
+              pk ? ", W13 packed" : "");
     }
-    ct_gemm_bf16_prefer_onednn(0);
-    omp_set_num_threads(2);
+    free(Wp), free(inp), free(W), free(pr), free(pf), free(kr), free(hr), free(kf), free(hf);
 }
+
+static void swiglu_backward_case(const ct_kernels *k, const char *path, int th, long N, long C, long F) {
+    uint16_t *dy = fill16(N * C, 1), *W2 = fill16(C * F, 0.2f), *h13 = fill16(N * 2 * F, 2);
+    float *dh = garbage(sizeof(float) * N * F), *room = garbage(sizeof(float) * N * F);
+    float *ref = garbage(sizeof(float) * N * 2 * F), *got = garbage(sizeof(float) * N * 2 * F);
+    k->gemm_bf16(0, 0, N, F, C, 1.0f, dy, C, W2, F, 0.0f, dh, F);
+    k->swiglu_backward_bf16(ref, dh, h13, N, F);
+    void *Wp = packed(k, 0, C, F, W2, F);  // W2 packed beforehand (NULL: no packed form here)
+    for (int pk = 0; pk < (Wp ? 2 : 1); pk++) {
+        memset(got, 0xff, sizeof(float) * N * 2 * F);
+        k->linear_swiglu_backward_bf16(got, room, dy, W2, pk ? Wp : NULL, h13, N, C, F);
+        CHECK(!memcmp(got, ref, sizeof(float) * N * 2 * F),
+              "%s N=%ld C=%ld F=%ld threads %d%s: dh13 is not gemm_bf16 + swiglu_backward_bf16's", path, N, C, F, th,
+              pk ? ", W2 packed" : "");
+    }
+    free(Wp), free(dy), free(W2), free(h13), free(dh), free(room), free(ref), free(got);
+}
+
+static void test_linear_swiglu(void) { for_each_swiglu_case(swiglu_forward_case); }
+static void test_linear_swiglu_backward(void) { for_each_swiglu_case(swiglu_backward_case); }
 
 // ---------------------------------------------------------------- linear + RoPE
 typedef struct {
@@ -205,7 +186,7 @@ static void test_linear_rope(void) {
                     CHECK(!memcmp(qf, qr, 2 * N * QKV),
                           "%s B=%ld T=%ld C=%ld NH=%ld NKV=%ld HS=%ld pos %d threads %d: not gemm_bf16 + "
                           "qkv_rope_to_bf16's bits", paths[p], r.B, r.T, r.C, r.NH, r.NKV, r.HS, pm, threads[t]);
-                    void *Wp = packed(k, W, QKV, r.C);
+                    void *Wp = packed(k, 1, r.C, QKV, W, r.C);
                     if (Wp) {  // W^T packed beforehand: the same bits
                         memset(qf, 0xff, 2 * N * QKV);
                         k->linear_rope_forward_bf16(qf, pf, inp, W, Wp, N, r.C, cs, sn, pp, pos_ld, r.B, r.T, r.NH,

@@ -78,9 +78,19 @@ static void checkpointing(void) {
     }
 }
 
+// b is a's run to the bit: every loss, gradient norm and parameter.
+static void same_run(const parity_result *a, const parity_result *b, const char *what) {
+    for (int s = 0; s < STEPS; s++)
+        CHECK(a->loss[s] == b->loss[s] && a->grad_norm[s] == b->grad_norm[s],
+              "%s, step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g", what, s + 1, a->loss[s], b->loss[s],
+              a->grad_norm[s], b->grad_norm[s]);
+    CHECK(a->total == b->total && !memcmp(a->params, b->params, sizeof(float) * a->total),
+          "%s: the parameters differ", what);
+}
+
 // --compile.enable under bf16: the fused chains (kernels.h, "fused forward chains in bf16") give
-// the unfused chains' bits, so the run is the bf16 reference's to the bit -- every loss, gradient
-// norm and parameter -- alone and with full checkpointing (whose recompute runs them again).
+// the unfused chains' bits, so the run is the bf16 reference's to the bit, alone and with full
+// checkpointing (whose recompute runs them again).
 static void compile_is_bitwise(void) {
     const char *modes[] = {"none", "full"};
     for (int m = 0; m < 2; m++) {
@@ -89,12 +99,9 @@ static void compile_is_bitwise(void) {
         parity_set(&c, "activation_checkpoint.mode", modes[m]);
         parity_result r;
         parity_train_alone(c, &r);
-        for (int s = 0; s < STEPS; s++)
-            CHECK(r.loss[s] == parity_ref.loss[s] && r.grad_norm[s] == parity_ref.grad_norm[s],
-                  "bf16 + compile, checkpointing %s, step %d: loss %.9g vs %.9g, grad norm %.9g vs %.9g", modes[m],
-                  s + 1, r.loss[s], parity_ref.loss[s], r.grad_norm[s], parity_ref.grad_norm[s]);
-        CHECK(r.total == parity_ref.total && !memcmp(r.params, parity_ref.params, sizeof(float) * r.total),
-              "bf16 + compile, checkpointing %s: the parameters differ from the unfused run's", modes[m]);
+        char what[96];
+        snprintf(what, sizeof what, "bf16 + compile, checkpointing %s", modes[m]);
+        same_run(&r, &parity_ref, what);
         free(r.params);
     }
 }
@@ -113,12 +120,9 @@ static void packed_weights_are_bitwise(void) {
         parity_train_alone(c, &with);
         parity_set(&c, "training.pack_weights", "false");
         parity_train_alone(c, &without);
-        for (int s = 0; s < STEPS; s++)
-            CHECK(with.loss[s] == without.loss[s] && with.grad_norm[s] == without.grad_norm[s],
-                  "bf16 + accumulation 4, checkpointing %s, step %d: loss %.9g vs %.9g unpacked", modes[m], s + 1,
-                  with.loss[s], without.loss[s]);
-        CHECK(with.total == without.total && !memcmp(with.params, without.params, sizeof(float) * with.total),
-              "bf16 + accumulation 4, checkpointing %s: the parameters differ from packing at each product", modes[m]);
+        char what[96];
+        snprintf(what, sizeof what, "bf16 + accumulation 4, checkpointing %s, packed against unpacked", modes[m]);
+        same_run(&with, &without, what);
         free(with.params), free(without.params);
     }
 }

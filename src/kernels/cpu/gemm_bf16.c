@@ -296,6 +296,12 @@ void ct_gemm_bf16_packed(int trans_a, long M, long N, long K, float alpha, const
 
 #define EPILOGUE_ROWS 32  // rows per epilogue call where the product runs first
 
+// The epilogue on block b of EPILOGUE_ROWS rows of C (M, N), computed already.
+static void epilogue_block(const ct_gemm_bf16_epilogue *epi, const float *C, long ldc, long M, long b) {
+    long r0 = b * EPILOGUE_ROWS;
+    epi->rows(epi->ctx, r0, ct_min_l(EPILOGUE_ROWS, M - r0), C + r0 * ldc, ldc);
+}
+
 void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A,
                                 long lda, const uint16_t *B, long ldb, const void *packed_b, float *C, long ldc,
                                 const ct_gemm_bf16_epilogue *epi) {
@@ -308,17 +314,11 @@ void ct_gemm_bf16_epilogue_rows(int trans_a, int trans_b, long M, long N, long K
     else ct_gemm_bf16(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc);
     long nb = (M + EPILOGUE_ROWS - 1) / EPILOGUE_ROWS;
     if (omp_in_parallel()) {
-        for (long b = 0; b < nb; b++) {
-            long r0 = b * EPILOGUE_ROWS;
-            epi->rows(epi->ctx, r0, ct_min_l(EPILOGUE_ROWS, M - r0), C + r0 * ldc, ldc);
-        }
+        for (long b = 0; b < nb; b++) epilogue_block(epi, C, ldc, M, b);
         return;
     }
 #pragma omp parallel for schedule(static)
-    for (long b = 0; b < nb; b++) {
-        long r0 = b * EPILOGUE_ROWS;
-        epi->rows(epi->ctx, r0, ct_min_l(EPILOGUE_ROWS, M - r0), C + r0 * ldc, ldc);
-    }
+    for (long b = 0; b < nb; b++) epilogue_block(epi, C, ldc, M, b);
 }
 
 void ct_gemm_bf16(int trans_a, int trans_b, long M, long N, long K, float alpha, const uint16_t *A, long lda,

@@ -1,6 +1,6 @@
 // Llama 3's block: pre-norm attention + SwiGLU feed-forward, forward, the checkpointing kinds'
-// recompute, backward (combined, or input-only with the weight pass apart), and the buffers each
-// of those needs (the carve functions: model/block.h).
+// recompute, and backward (combined, or input-only with the weight pass apart). The buffers each
+// of those needs are carved in buffers.c.
 #include <stdbool.h>
 
 #include "core/trace.h"
@@ -8,7 +8,7 @@
 #include "model/weight_packs.h"
 
 static ct_llama3_work *W(const ct_block_ctx *c) { return c->work; }
-static long qkv_dim(const ct_block_ctx *c) { return (c->cfg->n_heads + 2L * c->cfg->n_kv_heads) * c->cfg->head_dim; }
+static long qkv_dim(const ct_block_ctx *c) { return ct_llama3_qkv_dim(c->cfg); }
 
 // ------------------------------------------------------------------ profiling
 
@@ -395,14 +395,14 @@ void ct_llama3_attention_forward(const ct_block_ctx *c, int layer, ct_llama3_act
     bool kept = attention_in(c, layer, s, w, qkv);  // (N, QKV) this rank's heads, after RoPE (or kept)
     if (bf16_attention(c)) {  // narrowed once; the attention reads and writes the kept copies
         int span;
-        if (!kept && rope_to_bf16(c)) {
-            span = op_span("rope.forward", layer);  // with the narrowing, in one pass
-            c->k->qkv_rope_to_bf16(s->qkv, qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T, NH,
-                                   m->n_kv_heads, HS);
-            ct_trace_end(span);
-        } else if (!kept) {
-            span = op_span("qkv.to_bf16.forward", layer);
-            c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
+        if (!kept) {
+            bool rope = rope_to_bf16(c);  // RoPE with the narrowing, in one pass
+            span = op_span(rope ? "rope.forward" : "qkv.to_bf16.forward", layer);
+            if (rope)
+                c->k->qkv_rope_to_bf16(s->qkv, qkv, c->rope_cos, c->rope_sin, rope_pos(c), rope_pos_ld(c), c->B, c->T,
+                                       NH, m->n_kv_heads, HS);
+            else
+                c->k->f32_to_bf16(s->qkv, qkv, N * QKV);
             ct_trace_end(span);
         }
         ct_attention_args a = attention_args_bf16(c, layer, s->qkv, s->att, s->lse);
@@ -659,187 +659,18 @@ static void block_recompute(const ct_block_ctx *c, int layer, ct_ac_kind kind, v
     else if (kind == CT_AC_ELEMENTWISE) recompute_elementwise(c, layer, acts, w);
 }
 
-// ------------------------------------------------------------------ buffers
-
-// Slices are taken 64-byte aligned (16 floats) from a base; a NULL base only measures.
-#define TAKE(ptr, n)                            \
-    do {                                        \
-        ptr = base ? base + used : NULL;        \
-        used += ((n) + 15) & ~15L;              \
-    } while (0)
-// n elements of the compute dtype (a kept matmul activation): half as many floats in bf16.
-#define TAKE_ACT(ptr, n) TAKE(ptr, c->lin->prec.compute == CT_BF16 ? ((n) + 1) / 2 : (n))
-
-static int block_linears(const ct_block_ctx *c, ct_linear_shape *l) {
-    const ct_model_config *m = c->cfg;
-    long C = m->dim, Q = m->n_heads * m->head_dim, F = m->ffn_hidden;
-    l[CT_LINEAR_WQKV] = (ct_linear_shape){C, qkv_dim(c)};
-    l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
-    l[CT_LINEAR_W13] = (ct_linear_shape){C, 2 * F};
-    l[CT_LINEAR_W2] = (ct_linear_shape){F, C};
-    return CT_BLOCK_LINEARS;
-}
-
-static long carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float *base) {
-    const ct_model_config *m = c->cfg;
-    ct_llama3_work *wk = work;
-    long N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads, F = m->ffn_hidden;
-    long QKV = qkv_dim(c), used = 0;
-    if (bf16(c)) {  // the fp32 work buffers; the norms and SwiGLU need theirs only without bf16 kernels
-        const ct_kernels *k = c->k;
-        if (!k->rmsnorm_forward_bf16) TAKE(wk->w_norm, N * C);
-        TAKE(wk->w_qkv, N * QKV);
-        TAKE(wk->w_att, N * NH * HS);
-        if (!k->swiglu_forward_bf16 || !k->swiglu_backward_bf16) TAKE(wk->w_h13, N * 2 * F);
-        if (!k->swiglu_forward_bf16) TAKE(wk->w_h, N * F);
-    }
-    // Recomputed activations: one block's worth, shared by every slot (planned for the policy).
-    bool cheap = kinds & CT_AC_BIT(CT_AC_ELEMENTWISE), ops = kinds & CT_AC_BIT(CT_AC_OPS);
-    bool full = kinds & CT_AC_BIT(CT_AC_FULL);
-    ct_llama3_acts *rc = &wk->rc;
-    if (cheap || ops || full) {
-        TAKE_ACT(rc->norm1, N * C);
-        TAKE_ACT(rc->norm2, N * C);
-        TAKE_ACT(rc->h, N * F);
-    }
-    if (ops || full) {
-        TAKE(rc->rstd1, Nl);
-        TAKE_ACT(rc->qkv, N * QKV);
-    }
-    if (full) {
-        TAKE_ACT(rc->att, N * NH * HS);
-        TAKE(rc->lse, c->B * NH * c->T);
-    }
-    if (ops || full) {
-        TAKE(rc->x_mid, Nl * C);
-        TAKE(rc->rstd2, Nl);
-        TAKE_ACT(rc->h13, N * 2 * F);
-    }
-    if (c->fused) {
-        const ct_kernels *k = c->k;
-        long f = k->rmsnorm_linear_scratch_floats(N, C, QKV), g = k->linear_swiglu_scratch_floats(N, C, F);
-        long r = k->linear_rope_scratch_floats(N, C, QKV);
-        TAKE(wk->fuse_scratch, f > g ? (f > r ? f : r) : (g > r ? g : r));
-    }
-    if (m->qk_norm) TAKE(wk->qk_tmp, 2 * N * (NH + m->n_kv_heads) * HS);
-    TAKE(wk->datt, N * NH * HS);
-    TAKE(wk->dqkv, N * QKV);
-    TAKE(wk->dh, N * F);
-    TAKE(wk->dh13, N * 2 * F);
-    return used;
-}
-
-long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base) {
-    const ct_model_config *m = c->cfg;
-    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long used = 0;
-    TAKE_ACT(b->norm1, N * C);
-    TAKE(b->rstd1, Nl);
-    TAKE_ACT(b->qkv, N * qkv_dim(c));
-    TAKE_ACT(b->att, N * NH * HS);
-    TAKE(b->lse, B * NH * T);
-    TAKE(b->x_mid, Nl * C);
-    TAKE_ACT(b->norm2, N * C);
-    TAKE(b->rstd2, Nl);
-    if (m->qk_norm) {  // fp32: the norms run on the fp32 matmul output whatever the compute dtype
-        long NKV = m->n_kv_heads;
-        TAKE(b->q_raw, N * NH * HS);
-        TAKE(b->k_raw, N * NKV * HS);
-        TAKE(b->q_rstd, N * NH);
-        TAKE(b->k_rstd, N * NKV);
-    }
-    return used;
-}
-
-static long carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base) {
-    const ct_model_config *m = c->cfg;
-    ct_llama3_acts *b = acts;
-    long B = c->B, T = c->T, N = c->N, Nl = c->N_local, C = m->dim, HS = m->head_dim, NH = m->n_heads;
-    long F = m->ffn_hidden, QKV = qkv_dim(c), used = 0;
-    if (base) *b = W(c)->rc;  // what the block does not keep lives in the shared recompute buffers
-    b->x = x;
-    // The checkpointing kinds recompute q and k without the per-head norms (the families with
-    // qk_norm do not checkpoint: their supports).
-    if (m->qk_norm && kind != CT_AC_NONE) ct_fatal("llama3", "qk_norm with activation checkpointing");
-    if (kind == CT_AC_FULL) return used;
-    if (kind == CT_AC_OPS) {
-        TAKE_ACT(b->qv, N * (NH + m->n_kv_heads) * HS);
-        TAKE_ACT(b->att, N * NH * HS);
-        TAKE(b->lse, B * NH * T);
-        TAKE_ACT(b->h1, N * F);
-        return used;
-    }
-    if (kind == CT_AC_NONE) {
-        used = ct_llama3_carve_attention(c, b, base);
-    } else {
-        TAKE(b->rstd1, Nl);
-        TAKE_ACT(b->qkv, N * QKV);
-        TAKE_ACT(b->att, N * NH * HS);
-        TAKE(b->lse, B * NH * T);
-        TAKE(b->x_mid, Nl * C);
-        TAKE(b->rstd2, Nl);
-    }
-    TAKE_ACT(b->h13, N * 2 * F);
-    if (kind == CT_AC_NONE) TAKE_ACT(b->h, N * F);
-    return used;
-}
-
-static long carve_wgrad(const ct_block_ctx *c, void *keep, float *base) {
-    ct_llama3_wgrad *w = keep;
-    long N = c->N, Nl = c->N_local, C = c->cfg->dim, F = c->cfg->ffn_hidden, used = 0;
-    TAKE(w->dy_ffn, N * C);
-    TAKE(w->dh13, N * 2 * F);
-    TAKE(w->dn2, Nl * C);
-    TAKE(w->dy_att, N * C);
-    TAKE(w->dqkv, N * qkv_dim(c));
-    TAKE(w->dn1, Nl * C);
-    return used;
-}
-#undef TAKE_ACT
-#undef TAKE
-
-// ------------------------------------------------------------------ the checkpointing policies' arithmetic
-
-// What carve_acts takes, per token (tests/test_checkpointing.c holds it to hand counts).
-static double kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind) {
-    const ct_model_config *m = s->cfg;
-    double c = s->compute_bytes, C = m->dim, Q = (double)m->n_heads * m->head_dim;
-    double KV = (double)m->n_kv_heads * m->head_dim, F = m->ffn_hidden;
-    double r = s->seq_parallel_tp > 1 ? 1.0 / s->seq_parallel_tp : 1.0;  // residual rows per token
-    double x = 4 * C * r, rstd = 4 * r, lse = 4.0 * m->n_heads;
-    switch (kind) {
-    case CT_AC_NONE: return 2 * x + 2 * rstd + c * (2 * C + Q + 2 * KV + Q + 3 * F) + lse;
-    case CT_AC_ELEMENTWISE: return 2 * x + 2 * rstd + c * (Q + 2 * KV + Q + 2 * F) + lse;
-    case CT_AC_OPS: return x + c * (Q + KV + Q + F) + lse;
-    case CT_AC_FULL: return x;
-    default: return 0;
-    }
-}
-
-static double recompute_flops_per_token(const ct_ac_shape *s, ct_ac_kind kind, long seq_len) {
-    const ct_model_config *m = s->cfg;
-    double C = m->dim, Q = (double)m->n_heads * m->head_dim, KV = (double)m->n_kv_heads * m->head_dim;
-    double F = m->ffn_hidden;
-    switch (kind) {
-    case CT_AC_OPS: return 2 * C * KV + 2 * Q * C + 2 * C * F;  // wk, wo, w3
-    case CT_AC_FULL:  // every matmul, and attention's two products (q·k and p·v) over the sequence
-        return 2 * C * (Q + 2 * KV) + 2 * Q * C + 2 * C * 2 * F + 2 * F * C + 4.0 * Q * (double)seq_len;
-    default: return 0;
-    }
-}
-
 const ct_block_ops ct_llama3_block = {
     .acts_size = sizeof(ct_llama3_acts),
     .wgrad_size = sizeof(ct_llama3_wgrad),
     .work_size = sizeof(ct_llama3_work),
-    .linears = block_linears,
-    .carve_work = carve_work,
-    .carve_acts = carve_acts,
-    .carve_wgrad = carve_wgrad,
+    .linears = ct_llama3_block_linears,
+    .carve_work = ct_llama3_carve_work,
+    .carve_acts = ct_llama3_carve_acts,
+    .carve_wgrad = ct_llama3_carve_wgrad,
     .forward = block_forward,
     .recompute = block_recompute,
     .backward = block_backward,
     .backward_weight = block_backward_weight,
-    .kept_bytes_per_token = kept_bytes_per_token,
-    .recompute_flops_per_token = recompute_flops_per_token,
+    .kept_bytes_per_token = ct_llama3_kept_bytes_per_token,
+    .recompute_flops_per_token = ct_llama3_recompute_flops_per_token,
 };

@@ -1,7 +1,7 @@
 // Llama 3: pre-norm blocks of grouped-query attention with RoPE and a SwiGLU feed-forward,
 // RMSNorm before each. The family's flavors and dimensions (config.c), its parameters
 // (config.c: ct_llama3_family.block_params) and its block (block.c: forward, the checkpointing
-// kinds' recompute, backward, split backward).
+// kinds' recompute, backward, split backward; buffers.c: what they need carved).
 //
 // Letters: B micro-batch, T sequence, N = B·T rows, N_l rows of the residual stream on this
 // rank (N, or N / tp under sequence parallel), C model dim, NH / NKV heads / kv heads on this
@@ -17,6 +17,9 @@ extern const ct_block_ops ct_llama3_block;
 // Meta's FFN rule: hidden = 2/3 * 4 * dim, times ffn_dim_multiplier if set, rounded up to a
 // multiple of multiple_of (8B: 4096 -> 14336; debugmodel: 256 -> 768).
 int ct_llama3_ffn_hidden(int dim, int multiple_of, double ffn_dim_multiplier);
+
+// QKV: the width of the fused q | k | v product on this rank.
+static inline long ct_llama3_qkv_dim(const ct_model_config *m) { return (m->n_heads + 2L * m->n_kv_heads) * m->head_dim; }
 
 // A block's weight views (ct_block_weights.t[...]).
 enum {
@@ -104,6 +107,14 @@ void ct_llama3_attention_backward(const ct_block_ctx *c, int layer, const ct_lla
 // dh13 (N, 2F) = SwiGLU's backward from dh (N, F), the gradient of h, at FFN width F (<= the
 // workspace's), reading h13 (N, 2F) as kept: fp32, or bf16 under bf16.
 void ct_llama3_swiglu_backward(const ct_block_ctx *c, float *dh13, const float *dh, const void *h13, long F);
+// The block's buffers and shapes (buffers.c), as ct_llama3_block's members (model/block.h's
+// ct_block_ops says what each carves).
+int ct_llama3_block_linears(const ct_block_ctx *c, ct_linear_shape *out);
+long ct_llama3_carve_work(const ct_block_ctx *c, unsigned kinds, void *work, float *base);
+long ct_llama3_carve_acts(const ct_block_ctx *c, ct_ac_kind kind, float *x, void *acts, float *base);
+long ct_llama3_carve_wgrad(const ct_block_ctx *c, void *keep, float *base);
+double ct_llama3_kept_bytes_per_token(const ct_ac_shape *s, ct_ac_kind kind);
+double ct_llama3_recompute_flops_per_token(const ct_ac_shape *s, ct_ac_kind kind, long seq_len);
 // What the attention half keeps with nothing checkpointed (norm1 .. rstd2 of b, and the qk_norm
 // buffers when the model has them), carved as ct_block_ops's carve functions do.
 long ct_llama3_carve_attention(const ct_block_ctx *c, ct_llama3_acts *b, float *base);

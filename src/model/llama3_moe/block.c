@@ -184,7 +184,7 @@ static void block_backward(const ct_block_ctx *c, int layer, const void *acts, c
 
 static int block_linears(const ct_block_ctx *c, ct_linear_shape *l) {
     const ct_model_config *m = c->cfg;
-    long C = m->dim, Q = m->n_heads * m->head_dim, QKV = (m->n_heads + 2L * m->n_kv_heads) * m->head_dim;
+    long C = m->dim, Q = m->n_heads * m->head_dim, QKV = ct_llama3_qkv_dim(m);
     long F = ct_llama3_moe_ffn_width(m);
     l[CT_LINEAR_WQKV] = (ct_linear_shape){C, QKV};
     l[CT_LINEAR_WO] = (ct_linear_shape){Q, C};
